@@ -1,0 +1,156 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/cfsd"
+	"github.com/kaon-storage/kaon/internal/fusecore"
+)
+
+func init() {
+	register(command{name: "cfsd", short: "pass-through FUSE mount of a POSIX tree (mount|umount)", run: runCfsd})
+}
+
+const cfsdUsage = `usage:
+  kaon cfsd mount --backend DIR [options] MOUNTPOINT
+  kaon cfsd umount [--lazy] MOUNTPOINT`
+
+func runCfsd(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, cfsdUsage)
+		return 2
+	}
+	switch args[0] {
+	case "mount":
+		return cfsdMount(args[1:])
+	case "umount", "unmount":
+		return cfsdUmount(args[1:])
+	}
+	fmt.Fprintln(os.Stderr, cfsdUsage)
+	return 2
+}
+
+// parseInterleaved lets options follow the positional arguments.
+func parseInterleaved(fl *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fl.Parse(args); err != nil {
+			return nil, err
+		}
+		if fl.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fl.Arg(0))
+		args = fl.Args()[1:]
+	}
+}
+
+func cfsdMount(args []string) int {
+	fl := flag.NewFlagSet("cfsd mount", flag.ContinueOnError)
+	backend := fl.String("backend", "", "directory to expose (required)")
+	state := fl.String("state", "", "state directory for quota and recycle bin (default BACKEND/.kaon-cfsd, hidden from the mount)")
+	quota := fl.Bool("quota", false, "account per-user usage and enforce limits set in .proc/quota")
+	recycle := fl.Bool("recycle", false, "enable the recycle bin (also switchable in .proc/recycle)")
+	fg := fl.Bool("foreground", false, "stay in the foreground (default: daemonize once mounted)")
+	fl.BoolVar(fg, "f", false, "short for --foreground")
+	logPath := fl.String("log", "", "daemon log file (default /dev/null)")
+	noPT := fl.Bool("no-passthrough", false, "do not use kernel FUSE passthrough for file data")
+	allowOther := fl.Bool("allow-other", os.Geteuid() == 0, "let all users access the mount")
+	entryTO := fl.Duration("entry-timeout", time.Second, "kernel dentry cache timeout")
+	attrTO := fl.Duration("attr-timeout", time.Second, "kernel attribute cache timeout")
+	negTO := fl.Duration("negative-timeout", time.Second, "kernel negative lookup cache timeout")
+	acl := fl.Bool("acl", false, "let the kernel enforce backend POSIX ACLs")
+	cleanStale := fl.Bool("clean-stale", false, "lazily unmount a stale mount left by a crashed daemon")
+	debug := fl.Bool("debug", false, "log every FUSE request")
+	pos, err := parseInterleaved(fl, args)
+	if err != nil {
+		return 2
+	}
+	if *backend == "" || len(pos) != 1 {
+		fmt.Fprintln(os.Stderr, cfsdUsage)
+		return 2
+	}
+	mp := pos[0]
+	// Fail fast (before forking) on a stale mount so the user sees it.
+	if err := fusecore.CheckMountpoint(mp, *cleanStale); err != nil {
+		fmt.Fprintf(os.Stderr, "kaon cfsd: %v\n", err)
+		return 1
+	}
+	if !*fg {
+		child, err := fusecore.Daemonize(*logPath)
+		if !child {
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "kaon cfsd: %v\n", err)
+				return 1
+			}
+			return 0
+		}
+	}
+	// Modes come from the caller (already masked by the kernel).
+	syscall.Umask(0)
+	raiseNofile()
+	f, err := cfsd.New(cfsd.Options{Backend: *backend, StateDir: *state, Quota: *quota, Recycle: *recycle, AttrTimeout: *attrTO})
+	if err != nil {
+		fusecore.NotifyReady(err)
+		fmt.Fprintf(os.Stderr, "kaon cfsd: %v\n", err)
+		return 1
+	}
+	m, err := fusecore.New(f.Root(), fusecore.Config{
+		Mountpoint: mp, FsName: "kaon-cfsd:" + *backend, Name: "kaon-cfsd",
+		EntryTimeout: *entryTO, AttrTimeout: *attrTO, NegativeTimeout: *negTO,
+		AllowOther: *allowOther, ACL: *acl, Passthrough: !*noPT, CleanStale: *cleanStale, Debug: *debug,
+		ServerKillsPriv: true,
+	})
+	if err != nil {
+		fusecore.NotifyReady(err)
+		fmt.Fprintf(os.Stderr, "kaon cfsd: %v\n", err)
+		f.Close()
+		return 1
+	}
+	f.PassthroughActive = m.PassthroughActive
+	mode := "daemon data path"
+	if m.PassthroughActive() {
+		mode = "kernel passthrough"
+	}
+	fmt.Fprintf(os.Stderr, "kaon cfsd: %s mounted on %s (%s)\n", *backend, mp, mode)
+	fusecore.NotifyReady(nil)
+	m.Serve()
+	if err := f.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "kaon cfsd: saving state: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// raiseNofile lifts the fd limit: each cached directory holds an fd.
+func raiseNofile() {
+	var rl syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil && rl.Cur < rl.Max {
+		rl.Cur = rl.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
+	}
+}
+
+func cfsdUmount(args []string) int {
+	fl := flag.NewFlagSet("cfsd umount", flag.ContinueOnError)
+	lazy := fl.Bool("lazy", false, "detach even if busy")
+	pos, err := parseInterleaved(fl, args)
+	if err != nil || len(pos) != 1 {
+		fmt.Fprintln(os.Stderr, cfsdUsage)
+		return 2
+	}
+	if *lazy {
+		err = fusecore.LazyUnmount(pos[0])
+	} else {
+		err = fusecore.Unmount(pos[0])
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kaon cfsd: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kaon-storage/kaon/internal/metafs"
+)
+
+func init() {
+	register(command{name: "metafs", short: "bulk metadata index and read-only overlay for software trees", run: runMetafs})
+}
+
+const metafsUsage = `usage:
+  kaon metafs index DIR [-o FILE] [--workers N] [--no-xattrs]
+  kaon metafs mount --index FILE [--force] [--no-passthrough] [--ttl D] DIR [MOUNTPOINT]
+  kaon metafs verify --index FILE DIR [--max N]
+
+index   walk DIR once and write a compact, checksummed metadata index
+        (default FILE: DIR.metafs next to DIR)
+mount   serve DIR's metadata from the index; without MOUNTPOINT, mount over
+        DIR itself. Only opens and data reads reach DIR. SIGHUP reloads FILE
+        (rebuilt meanwhile) without unmounting; SIGINT/SIGTERM unmount.
+verify  compare the index with DIR and list every difference
+        (exit 0: identical, 1: differences, 2: error)
+`
+
+func runMetafs(args []string) int {
+	if len(args) < 1 {
+		fmt.Fprint(os.Stderr, metafsUsage)
+		return 2
+	}
+	switch args[0] {
+	case "index":
+		return metafsIndex(args[1:])
+	case "mount":
+		return metafsMount(args[1:])
+	case "verify":
+		return metafsVerify(args[1:])
+	case "-h", "--help", "help":
+		fmt.Print(metafsUsage)
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "kaon metafs: unknown subcommand %q\n%s", args[0], metafsUsage)
+	return 2
+}
+
+// parseInterspersed lets flags appear before or after positional arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func metafsIndex(args []string) int {
+	fs := flag.NewFlagSet("kaon metafs index", flag.ContinueOnError)
+	out := fs.String("o", "", "index file to write (default DIR.metafs)")
+	workers := fs.Int("workers", 0, "directories read in parallel (default 4*GOMAXPROCS, at least 8)")
+	noX := fs.Bool("no-xattrs", false, "do not record extended attributes")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) != 1 {
+		fmt.Fprint(os.Stderr, metafsUsage)
+		return 2
+	}
+	dir := pos[0]
+	if *out == "" {
+		*out = filepath.Clean(dir) + ".metafs"
+	}
+	var prog atomic.Int64
+	done := make(chan struct{})
+	if isTerminal(os.Stderr) {
+		go func() {
+			t := time.NewTicker(200 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					fmt.Fprint(os.Stderr, "\r\033[K")
+					return
+				case <-t.C:
+					fmt.Fprintf(os.Stderr, "\rindexing %s: %d entries", dir, prog.Load())
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	x, err := metafs.Build(dir, metafs.BuildOptions{Workers: *workers, NoXattrs: *noX, Progress: &prog})
+	walked := time.Since(start)
+	if err == nil {
+		var n int64
+		n, err = x.WriteFile(*out)
+		close(done)
+		if err == nil {
+			fmt.Printf("indexed %s: %d entries (%d directories) in %.3fs (walk %.3fs); wrote %d bytes to %s (%d bytes in memory)\n",
+				x.Source.Root, x.Len(), x.Source.Dirs, time.Since(start).Seconds(), walked.Seconds(), n, *out, x.MemBytes())
+			return 0
+		}
+	} else {
+		close(done)
+	}
+	time.Sleep(10 * time.Millisecond) // let the progress line clear
+	fmt.Fprintf(os.Stderr, "kaon metafs index: %v\n", err)
+	return 1
+}
+
+func metafsMount(args []string) int {
+	fs := flag.NewFlagSet("kaon metafs mount", flag.ContinueOnError)
+	idx := fs.String("index", "", "index file (required)")
+	force := fs.Bool("force", false, "mount (and reload) even if the index is stale")
+	noPT := fs.Bool("no-passthrough", false, "serve reads with pread instead of kernel passthrough")
+	ttl := fs.Duration("ttl", 24*time.Hour, "kernel cache lifetime of entries, attributes and misses")
+	fdc := fs.Int("fd-cache", 1024, "lower files kept open after their last close")
+	debug := fs.Bool("debug", false, "log every FUSE request")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return 2
+	}
+	if *idx == "" || len(pos) < 1 || len(pos) > 2 {
+		fmt.Fprint(os.Stderr, metafsUsage)
+		return 2
+	}
+	dir := pos[0]
+	mnt := dir
+	if len(pos) == 2 {
+		mnt = pos[1]
+	}
+	start := time.Now()
+	x, err := metafs.Load(*idx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kaon metafs mount: %v\n", err)
+		return 1
+	}
+	loadT := time.Since(start)
+	m, err := metafs.Mount(x, dir, mnt, metafs.MountOptions{Force: *force, NoPassthrough: *noPT, TTL: *ttl,
+		FdCache: *fdc, AllowOther: os.Geteuid() == 0, Debug: *debug})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kaon metafs mount: %v\n", err)
+		return 1
+	}
+	sig := make(chan os.Signal, 4)
+	signal.Notify(sig, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
+	fmt.Printf("kaon metafs: serving %d entries of %s on %s (index %s, %d bytes, loaded in %.3fs)\n",
+		x.Len(), dir, mnt, *idx, x.FileSize, loadT.Seconds())
+	served := make(chan struct{})
+	go func() { m.Server.Wait(); close(served) }()
+	for {
+		select {
+		case <-served:
+			fmt.Fprintf(os.Stderr, "kaon metafs: %s unmounted; %s\n", mnt, m.FS.Summary())
+			return 0
+		case s := <-sig:
+			switch s {
+			case syscall.SIGUSR1:
+				fmt.Fprintf(os.Stderr, "kaon metafs: %s\n", m.FS.Summary())
+			case syscall.SIGHUP:
+				nx, err := metafs.Load(*idx)
+				if err == nil {
+					err = m.FS.Reload(nx, *force)
+				}
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "kaon metafs: reload refused, still serving the previous index: %v\n", err)
+				} else {
+					fmt.Printf("kaon metafs: reloaded %s (%d entries)\n", *idx, nx.Len())
+				}
+			default:
+				if err := m.Unmount(); err != nil {
+					// Busy (open files, cwd inside): detach lazily.
+					exec.Command("fusermount3", "-u", "-z", mnt).Run()
+				}
+				<-served
+				fmt.Fprintf(os.Stderr, "kaon metafs: %s unmounted; %s\n", mnt, m.FS.Summary())
+				return 0
+			}
+		}
+	}
+}
+
+func metafsVerify(args []string) int {
+	fs := flag.NewFlagSet("kaon metafs verify", flag.ContinueOnError)
+	idx := fs.String("index", "", "index file (required)")
+	maxN := fs.Int("max", 100, "differences to print (0 = all)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return 2
+	}
+	if *idx == "" || len(pos) != 1 {
+		fmt.Fprint(os.Stderr, metafsUsage)
+		return 2
+	}
+	x, err := metafs.Load(*idx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kaon metafs verify: %v\n", err)
+		return 2
+	}
+	cur, err := metafs.Build(pos[0], metafs.BuildOptions{})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kaon metafs verify: %v\n", err)
+		return 2
+	}
+	diffs := metafs.Compare(x, cur)
+	if x.Source.Dev != cur.Source.Dev || x.Source.Ino != cur.Source.Ino {
+		fmt.Printf("root identity differs: index built from dev %d ino %d, %s is dev %d ino %d\n",
+			x.Source.Dev, x.Source.Ino, pos[0], cur.Source.Dev, cur.Source.Ino)
+		diffs = append(diffs, metafs.Diff{Kind: "changed", Detail: "root identity"})
+	}
+	for k, d := range diffs {
+		if *maxN > 0 && k >= *maxN {
+			fmt.Printf("... and %d more\n", len(diffs)-k)
+			break
+		}
+		fmt.Println(d)
+	}
+	if len(diffs) == 0 {
+		fmt.Printf("%s matches %s: %d entries, built %s\n", *idx, pos[0], x.Len(), x.Source.BuiltAt.UTC().Format(time.RFC3339))
+		return 0
+	}
+	fmt.Printf("%s differs from %s: %d differences\n", *idx, pos[0], len(diffs))
+	return 1
+}

@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
+	"github.com/kaon-storage/kaon/internal/mgm"
+	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/storage"
+)
+
+func init() {
+	register(command{name: "up", short: "run everything in one process (namespace + storage servers)", run: runUp})
+	register(command{name: "mgm", short: "run the namespace server alone", run: runMGM})
+	register(command{name: "fst", short: "run a storage server alone (registers with --mgm)", run: runFST})
+}
+
+// Endpoints is written to DIR/endpoints.json once a process serves.
+type Endpoints struct {
+	HTTP    string `json:"http"`
+	XRootD  string `json:"xrootd,omitempty"`
+	FSTHTTP string `json:"fst_http,omitempty"`
+	FSTXrd  string `json:"fst_xrootd,omitempty"`
+	PID     int    `json:"pid"`
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("KAON_DATA"); d != "" {
+		return d
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".kaon")
+}
+
+func newLogger(dir string, verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// listen opens addr; port 0 picks a free port.
+func listen(addr string) (net.Listener, string, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", err
+	}
+	return l, l.Addr().String(), nil
+}
+
+func serveHTTP(l net.Listener, h http.Handler) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("http server stopped", "addr", l.Addr(), "err", err)
+		}
+	}()
+	return srv
+}
+
+func writeEndpoints(dir string, e Endpoints) error {
+	e.PID = os.Getpid()
+	b, _ := json.MarshalIndent(e, "", "  ")
+	tmp := filepath.Join(dir, ".endpoints.json.tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, "endpoints.json"))
+}
+
+// nsRole is a namespace server with its store.
+type nsRole struct {
+	eng *pebblekv.Engine
+	srv *mgm.Server
+	key *capability.Key
+}
+
+func openNamespace(dir string, sync bool, log *slog.Logger) (*nsRole, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
+		return nil, err
+	}
+	key, err := capability.LoadOrCreateKey(filepath.Join(dir, "keys", "capability.key"))
+	if err != nil {
+		return nil, err
+	}
+	eng, err := pebblekv.Open(filepath.Join(dir, "meta"), pebblekv.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("open namespace store in %s: %w", dir, err)
+	}
+	ns, err := namespace.Open(eng, namespace.Options{Sync: sync})
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	// Uploads in flight when the previous process died can never commit.
+	if n, err := ns.AbortStale(time.Now()); err != nil {
+		eng.Close()
+		return nil, err
+	} else if n > 0 {
+		log.Info("aborted unfinished uploads from a previous run", "count", n)
+	}
+	srv, err := mgm.New(mgm.Config{Namespace: ns, Key: key, Logger: log})
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	return &nsRole{eng: eng, srv: srv, key: key}, nil
+}
+
+func waitSignal() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	<-ch
+}
+
+func runUp(args []string) int {
+	fl := flag.NewFlagSet("kaon up", flag.ExitOnError)
+	data := fl.String("data", defaultDataDir(), "data directory (namespace, filesystems, keys)")
+	httpAddr := fl.String("http", "127.0.0.1:8000", "namespace HTTP/WebDAV listen address (port 0 = free port)")
+	xrdAddr := fl.String("xrootd", "127.0.0.1:1094", "namespace root:// listen address (empty = off, port 0 = free port)")
+	nfs := fl.Int("fs", 6, "number of storage filesystems to create under DATA/fs")
+	sync := fl.Bool("sync", false, "fsync every namespace commit (survives power loss, slower)")
+	verbose := fl.Bool("v", false, "debug logging")
+	fl.Parse(args)
+	log := newLogger(*data, *verbose)
+	if err := os.MkdirAll(*data, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "kaon up:", err)
+		return 1
+	}
+	role, err := openNamespace(*data, *sync, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kaon up:", err)
+		return 1
+	}
+	defer role.eng.Close()
+	nsL, nsAddr, err := listen(*httpAddr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kaon up: namespace http:", err)
+		return 1
+	}
+	host, _, _ := net.SplitHostPort(nsAddr)
+	fstL, fstAddr, err := listen(net.JoinHostPort(host, "0"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kaon up: storage http:", err)
+		return 1
+	}
+	var paths []string
+	for i := 1; i <= *nfs; i++ {
+		paths = append(paths, filepath.Join(*data, "fs", fmt.Sprintf("%02d", i)))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ep := Endpoints{HTTP: "http://" + nsAddr, FSTHTTP: "http://" + fstAddr}
+	fst, err := storage.New(storage.Config{Node: fstAddr, Addr: "http://" + fstAddr, Key: role.key,
+		Namespace: role.srv, Paths: paths, Logger: log})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kaon up:", err)
+		return 1
+	}
+	xrd, err := startXRootD(ctx, *xrdAddr, host, role.srv, fst, &ep, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kaon up: xrootd:", err)
+		return 1
+	}
+	defer xrd()
+	nsSrv := serveHTTP(nsL, role.srv.Handler())
+	fstSrv := serveHTTP(fstL, fst.Handler())
+	go fst.Run(ctx)
+	select {
+	case <-fst.Ready():
+	case <-time.After(30 * time.Second):
+		fmt.Fprintln(os.Stderr, "kaon up: storage server did not register within 30s")
+		return 1
+	}
+	if err := writeEndpoints(*data, ep); err != nil {
+		fmt.Fprintln(os.Stderr, "kaon up:", err)
+		return 1
+	}
+	printBanner(*data, ep, *nfs)
+	waitSignal()
+	log.Info("shutting down")
+	cancel()
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	nsSrv.Shutdown(sctx)
+	fstSrv.Shutdown(sctx)
+	os.Remove(filepath.Join(*data, "endpoints.json"))
+	return 0
+}
+
+func printBanner(data string, ep Endpoints, nfs int) {
+	fmt.Printf(`Kaon is up: namespace server + storage server with %d filesystems
+  data:      %s
+  http/dav:  %s
+`, nfs, data, ep.HTTP)
+	if ep.XRootD != "" {
+		fmt.Printf("  root://:  %s\n", ep.XRootD)
+	}
+	fmt.Printf(`
+Try:
+  curl -L -T /etc/hosts %[1]s/hosts.txt
+  curl -L %[1]s/hosts.txt
+  curl -I -H 'Want-Digest: adler32' %[1]s/hosts.txt
+  export KAON_URL=%[1]s
+  kaon ls -l /
+  kaon mkdir /ec && kaon attr set /ec sys.forced.layout=ec:4+2
+  kaon fs ls
+`, ep.HTTP)
+	if ep.XRootD != "" {
+		fmt.Printf("  xrdcp /etc/hosts %s//hosts2.txt\n", ep.XRootD)
+	}
+}
+
+func runMGM(args []string) int {
+	fl := flag.NewFlagSet("kaon mgm", flag.ExitOnError)
+	data := fl.String("data", defaultDataDir(), "namespace data directory")
+	httpAddr := fl.String("http", "127.0.0.1:8000", "HTTP/WebDAV listen address")
+	xrdAddr := fl.String("xrootd", "", "root:// listen address (empty = off)")
+	sync := fl.Bool("sync", false, "fsync every namespace commit")
+	fl.Parse(args)
+	log := newLogger(*data, false)
+	if err := os.MkdirAll(*data, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
+		return 1
+	}
+	role, err := openNamespace(*data, *sync, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
+		return 1
+	}
+	defer role.eng.Close()
+	l, addr, err := listen(*httpAddr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
+		return 1
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	ep := Endpoints{HTTP: "http://" + addr}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop, err := startXRootD(ctx, *xrdAddr, host, role.srv, nil, &ep, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kaon mgm: xrootd:", err)
+		return 1
+	}
+	defer stop()
+	srv := serveHTTP(l, role.srv.Handler())
+	if err := writeEndpoints(*data, ep); err != nil {
+		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
+		return 1
+	}
+	fmt.Printf("namespace server on %s (key: %s)\n", ep.HTTP, filepath.Join(*data, "keys", "capability.key"))
+	waitSignal()
+	srv.Shutdown(context.Background())
+	return 0
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func runFST(args []string) int {
+	fl := flag.NewFlagSet("kaon fst", flag.ExitOnError)
+	mgmURL := fl.String("mgm", "", "namespace server URL (http://host:port)")
+	keyFile := fl.String("key", "", "capability key file shared with the namespace server")
+	httpAddr := fl.String("http", "127.0.0.1:0", "data HTTP listen address")
+	xrdAddr := fl.String("xrootd", "", "data root:// listen address (empty = off)")
+	data := fl.String("data", "", "directory for endpoints.json (optional)")
+	var fsPaths multiFlag
+	fl.Var(&fsPaths, "fs", "filesystem directory to serve (repeatable)")
+	fl.Parse(args)
+	if *mgmURL == "" || *keyFile == "" {
+		fmt.Fprintln(os.Stderr, "kaon fst: --mgm and --key are required")
+		return 2
+	}
+	log := newLogger("", false)
+	key, err := capability.LoadOrCreateKey(*keyFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kaon fst:", err)
+		return 1
+	}
+	l, addr, err := listen(*httpAddr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kaon fst:", err)
+		return 1
+	}
+	client := &cluster.Client{Base: *mgmURL, Secret: key.Internal()}
+	fst, err := storage.New(storage.Config{Node: addr, Addr: "http://" + addr, Key: key, Namespace: client, Paths: fsPaths, Logger: log})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kaon fst:", err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	host, _, _ := net.SplitHostPort(addr)
+	ep := Endpoints{FSTHTTP: "http://" + addr}
+	stop, err := startFSTXRootD(ctx, *xrdAddr, host, *mgmURL, fst, &ep, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kaon fst: xrootd:", err)
+		return 1
+	}
+	defer stop()
+	srv := serveHTTP(l, fst.Handler())
+	go fst.Run(ctx)
+	<-fst.Ready()
+	if *data != "" {
+		_ = os.MkdirAll(*data, 0o755)
+		if err := writeEndpoints(*data, ep); err != nil {
+			fmt.Fprintln(os.Stderr, "kaon fst:", err)
+		}
+	}
+	fmt.Printf("storage server on http://%s registered with %s\n", addr, *mgmURL)
+	waitSignal()
+	cancel()
+	srv.Shutdown(context.Background())
+	return 0
+}

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/mgm"
+)
+
+func init() {
+	register(command{name: "ls", short: "list a directory: ls [-l] PATH", run: runLs})
+	register(command{name: "stat", short: "show metadata and subtree accounting: stat PATH", run: runStat})
+	register(command{name: "mkdir", short: "create a directory: mkdir [-p] PATH", run: runMkdir})
+	register(command{name: "rm", short: "remove: rm [-r] PATH", run: runRm})
+	register(command{name: "mv", short: "rename: mv FROM TO", run: runMv})
+	register(command{name: "cp", short: "copy local<->Kaon: cp SRC DST (Kaon paths as kaon:/path)", run: runCp})
+}
+
+// flags wraps a FlagSet with the common --url option.
+func flags(name string) (*flag.FlagSet, *string) {
+	fl := flag.NewFlagSet("kaon "+name, flag.ExitOnError)
+	u := fl.String("url", "", "namespace server URL (default $KAON_URL or the local all-in-one)")
+	return fl, u
+}
+
+func oneArg(fl *flag.FlagSet, args []string) (string, bool) {
+	fl.Parse(args)
+	if fl.NArg() != 1 {
+		fmt.Fprintf(os.Stderr, "usage: %s [flags] PATH\n", fl.Name())
+		return "", false
+	}
+	return fl.Arg(0), true
+}
+
+func modeString(e mgm.Entry) string {
+	s := []byte("-rwxrwxrwx")
+	if e.IsDir {
+		s[0] = 'd'
+	}
+	for i := 0; i < 9; i++ {
+		if e.Mode&(1<<(8-i)) == 0 {
+			s[i+1] = '-'
+		}
+	}
+	return string(s)
+}
+
+func runLs(args []string) int {
+	fl, u := flags("ls")
+	long := fl.Bool("l", false, "long listing")
+	p, ok := oneArg(fl, args)
+	if !ok {
+		return 2
+	}
+	var ents []mgm.Entry
+	if err := newAPI(*u).get("ls", map[string]any{"path": p}, &ents); err != nil {
+		return fail("ls", err)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 1, ' ', tabwriter.AlignRight)
+	for _, e := range ents {
+		name := e.Name
+		if e.IsDir {
+			name += "/"
+		}
+		if *long {
+			fmt.Fprintf(tw, "%s\t %d\t %d\t %d\t %s\t %s\t\n", modeString(e), e.UID, e.GID, e.Size, e.MTime.Format("Jan 02 15:04"), name)
+		} else {
+			fmt.Println(name)
+		}
+	}
+	tw.Flush()
+	return 0
+}
+
+func runStat(args []string) int {
+	fl, u := flags("stat")
+	p, ok := oneArg(fl, args)
+	if !ok {
+		return 2
+	}
+	var e mgm.Entry
+	if err := newAPI(*u).get("stat", map[string]any{"path": p}, &e); err != nil {
+		return fail("stat", err)
+	}
+	kind := "file"
+	if e.IsDir {
+		kind = "directory"
+	}
+	fmt.Printf("  Path: %s\n  Type: %s\n    ID: %d\n  Mode: %04o (%s)  Uid: %d  Gid: %d\n  Size: %d\n Mtime: %s\n Ctime: %s\n Btime: %s\n",
+		e.Path, kind, e.ID, e.Mode, modeString(e), e.UID, e.GID, e.Size,
+		e.MTime.Format(time.RFC3339Nano), e.CTime.Format(time.RFC3339Nano), e.BTime.Format(time.RFC3339Nano))
+	if e.IsDir {
+		fmt.Printf("  Tree: %d bytes, %d files, %d directories, latest change %s\n", e.TreeSize, e.TreeFiles, e.TreeDirs, e.TreeMTime.Format(time.RFC3339Nano))
+	} else {
+		fmt.Printf("Layout: %s\n", e.Layout)
+		for _, t := range sortedKeys(e.Checksums) {
+			fmt.Printf("  %s: %s\n", t, e.Checksums[t])
+		}
+	}
+	return 0
+}
+
+func runMkdir(args []string) int {
+	fl, u := flags("mkdir")
+	parents := fl.Bool("p", false, "create parents, no error if it exists")
+	p, ok := oneArg(fl, args)
+	if !ok {
+		return 2
+	}
+	if err := newAPI(*u).post("mkdir", map[string]any{"path": p, "parents": *parents}); err != nil {
+		return fail("mkdir", err)
+	}
+	return 0
+}
+
+func runRm(args []string) int {
+	fl, u := flags("rm")
+	rec := fl.Bool("r", false, "remove a directory tree")
+	p, ok := oneArg(fl, args)
+	if !ok {
+		return 2
+	}
+	if err := newAPI(*u).post("rm", map[string]any{"path": p, "recursive": *rec}); err != nil {
+		return fail("rm", err)
+	}
+	return 0
+}
+
+func runMv(args []string) int {
+	fl, u := flags("mv")
+	force := fl.Bool("f", false, "replace an existing destination")
+	fl.Parse(args)
+	if fl.NArg() != 2 {
+		fmt.Fprintln(os.Stderr, "usage: kaon mv [-f] FROM TO")
+		return 2
+	}
+	if err := newAPI(*u).post("mv", map[string]any{"from": fl.Arg(0), "to": fl.Arg(1), "overwrite": *force}); err != nil {
+		return fail("mv", err)
+	}
+	return 0
+}
+
+// progress draws a one-line progress bar on stderr when it is a terminal.
+type progress struct {
+	total, done int64
+	start, last time.Time
+	tty         bool
+	name        string
+}
+
+func newProgress(name string, total int64) *progress {
+	st, _ := os.Stderr.Stat()
+	return &progress{name: name, total: total, start: time.Now(), tty: st != nil && st.Mode()&os.ModeCharDevice != 0}
+}
+
+func (p *progress) Write(b []byte) (int, error) {
+	p.done += int64(len(b))
+	if p.tty && time.Since(p.last) > 200*time.Millisecond {
+		p.last = time.Now()
+		p.draw()
+	}
+	return len(b), nil
+}
+
+func (p *progress) draw() {
+	frac := 1.0
+	if p.total > 0 {
+		frac = float64(p.done) / float64(p.total)
+	}
+	bar := strings.Repeat("#", int(frac*30)) + strings.Repeat(".", 30-int(frac*30))
+	rate := float64(p.done) / time.Since(p.start).Seconds() / (1 << 20)
+	fmt.Fprintf(os.Stderr, "\r%s [%s] %3.0f%% %.1f MiB/s", p.name, bar, frac*100, rate)
+}
+
+func (p *progress) finish() {
+	if p.tty {
+		p.draw()
+		fmt.Fprintln(os.Stderr)
+	}
+}
+
+func runCp(args []string) int {
+	fl, u := flags("cp")
+	fl.Parse(args)
+	if fl.NArg() != 2 {
+		fmt.Fprintln(os.Stderr, "usage: kaon cp SRC DST   (Kaon paths are written kaon:/path)")
+		return 2
+	}
+	src, dst := fl.Arg(0), fl.Arg(1)
+	base := serverURL(*u)
+	srcRemote, dstRemote := strings.HasPrefix(src, "kaon:"), strings.HasPrefix(dst, "kaon:")
+	switch {
+	case !srcRemote && dstRemote:
+		f, err := os.Open(src)
+		if err != nil {
+			return fail("cp", err)
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return fail("cp", err)
+		}
+		if st.IsDir() {
+			return fail("cp", fmt.Errorf("%s: is a directory", src))
+		}
+		dpath := strings.TrimPrefix(dst, "kaon:")
+		if strings.HasSuffix(dpath, "/") {
+			dpath += st.Name()
+		}
+		pr := newProgress(src, st.Size())
+		if err := putFile(base, dpath, io.TeeReader(f, pr), st.Size()); err != nil {
+			return fail("cp", err)
+		}
+		pr.finish()
+	case srcRemote && !dstRemote:
+		spath := strings.TrimPrefix(src, "kaon:")
+		resp, err := http.Get(base + escapePath(spath))
+		if err != nil {
+			return fail("cp", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			return fail("cp", fmt.Errorf("%s", strings.TrimSpace(string(msg))))
+		}
+		if st, err := os.Stat(dst); err == nil && st.IsDir() {
+			dst = strings.TrimRight(dst, "/") + "/" + spath[strings.LastIndexByte(spath, '/')+1:]
+		}
+		out, err := os.Create(dst)
+		if err != nil {
+			return fail("cp", err)
+		}
+		pr := newProgress(spath, resp.ContentLength)
+		if _, err := io.Copy(io.MultiWriter(out, pr), resp.Body); err != nil {
+			out.Close()
+			os.Remove(dst)
+			return fail("cp", err)
+		}
+		pr.finish()
+		if err := out.Close(); err != nil {
+			return fail("cp", err)
+		}
+	default:
+		return fail("cp", fmt.Errorf("exactly one of SRC and DST must be a Kaon path (kaon:/...)"))
+	}
+	return 0
+}
+
+// putFile uploads through the namespace redirect: ask first (no body),
+// then stream the body to the storage server.
+func putFile(base, p string, body io.Reader, size int64) error {
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest(http.MethodPut, base+escapePath(p), http.NoBody)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect {
+		return fmt.Errorf("%s", strings.TrimSpace(string(msg)))
+	}
+	req, _ = http.NewRequest(http.MethodPut, resp.Header.Get("Location"), body)
+	req.ContentLength = size
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("%s", strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
+func escapePath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		parts[i] = urlPathEscape(s)
+	}
+	return strings.Join(parts, "/")
+}

@@ -1,0 +1,585 @@
+// Package metafs_test mounts `kaon metafs` for real (root, /dev/fuse,
+// fusermount3) and checks every metadata answer against the tree below.
+package metafs_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+var kaonBin string
+
+func TestMain(m *testing.M) {
+	_, file, _, _ := runtime.Caller(0)
+	repo := filepath.Join(filepath.Dir(file), "..", "..")
+	tmp, err := os.MkdirTemp("", "kaon-metafs-it")
+	if err != nil {
+		panic(err)
+	}
+	kaonBin = filepath.Join(tmp, "kaon")
+	cmd := exec.Command("go", "build", "-o", kaonBin, "./cmd/kaon")
+	cmd.Dir = repo
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building kaon:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(tmp)
+	os.Exit(code)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mkTree creates a tree exercising every kind of entry and attribute.
+func mkTree(t *testing.T) string {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "sw")
+	for _, d := range []string{"bin", "lib/python3/site", "lib/empty", "share/doc/pkg", "private", "sticky", "big"} {
+		must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
+	}
+	files := map[string]int{"bin/tool": 5000, "lib/libfoo.so.1.2": 70000, "lib/python3/site/mod.py": 42,
+		"share/doc/pkg/README with space": 0, "share/doc/pkg/ünïcödé": 7, "private/secret": 12, "top": 1}
+	for f, n := range files {
+		must(t, os.WriteFile(filepath.Join(root, f), bytes.Repeat([]byte{byte(len(f))}, n), 0o644))
+	}
+	for i := 0; i < 300; i++ { // several READDIR(PLUS) rounds
+		must(t, os.WriteFile(filepath.Join(root, "big", fmt.Sprintf("entry-%03d-%s", i, strings.Repeat("n", i%40))), nil, 0o644))
+	}
+	must(t, os.Chmod(filepath.Join(root, "bin/tool"), 0o4755))
+	must(t, os.Chmod(filepath.Join(root, "private"), 0o700))
+	must(t, os.Chown(filepath.Join(root, "private/secret"), 1234, 5678))
+	must(t, os.Chmod(filepath.Join(root, "private/secret"), 0o600))
+	must(t, os.Chmod(filepath.Join(root, "sticky"), 0o1777))
+	must(t, os.Symlink("libfoo.so.1.2", filepath.Join(root, "lib/libfoo.so.1")))
+	must(t, os.Symlink("libfoo.so.1", filepath.Join(root, "lib/libfoo.so")))
+	must(t, os.Symlink("/etc/hostname", filepath.Join(root, "abs-link")))
+	must(t, os.Symlink("does/not/exist", filepath.Join(root, "dangling")))
+	must(t, os.Link(filepath.Join(root, "top"), filepath.Join(root, "bin/hardlink")))
+	must(t, unix.Mkfifo(filepath.Join(root, "fifo"), 0o640))
+	must(t, unix.Mknod(filepath.Join(root, "null-dev"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))))
+	must(t, unix.Setxattr(filepath.Join(root, "lib/libfoo.so.1.2"), "user.kaon.checksum", []byte("adler32:0badf00d"), 0))
+	must(t, unix.Setxattr(filepath.Join(root, "lib/libfoo.so.1.2"), "user.empty", nil, 0))
+	must(t, unix.Setxattr(filepath.Join(root, "share"), "user.origin", bytes.Repeat([]byte("x"), 3000), 0))
+	must(t, os.Chtimes(filepath.Join(root, "top"), time.Unix(1e9, 123456789), time.Unix(1.2e9, 987654321)))
+	settle(t, root)
+	return root
+}
+
+// settle touches every directory listing and symlink once, so relatime has
+// already moved the access times the comparisons below look at.
+func settle(t *testing.T, root string) {
+	t.Helper()
+	must(t, filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type()&os.ModeSymlink != 0 {
+			os.Readlink(p)
+		}
+		return err
+	}))
+}
+
+func kaon(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	out, err := exec.Command(kaonBin, args...).CombinedOutput()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code
+}
+
+func index(t *testing.T, dir, file string) {
+	t.Helper()
+	out, code := kaon(t, "metafs", "index", dir, "-o", file)
+	if code != 0 || !strings.Contains(out, "entries") {
+		t.Fatalf("index: code %d: %s", code, out)
+	}
+}
+
+// daemon is a running `kaon metafs mount`.
+type daemon struct {
+	cmd   *exec.Cmd
+	mnt   string
+	lines chan string
+	mu    sync.Mutex
+	out   bytes.Buffer
+	done  chan struct{}
+}
+
+func (d *daemon) output() string { d.mu.Lock(); defer d.mu.Unlock(); return d.out.String() }
+
+// waitFor waits until the daemon prints a line containing s.
+func (d *daemon) waitFor(t *testing.T, s string) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case l, ok := <-d.lines:
+			if !ok {
+				t.Fatalf("daemon exited before printing %q:\n%s", s, d.output())
+			}
+			if strings.Contains(l, s) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("timeout waiting for %q:\n%s", s, d.output())
+		}
+	}
+}
+
+func startMount(t *testing.T, args ...string) *daemon {
+	t.Helper()
+	mnt := args[len(args)-1]
+	cmd := exec.Command(kaonBin, append([]string{"metafs", "mount"}, args...)...)
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	d := &daemon{cmd: cmd, mnt: mnt, lines: make(chan string, 100), done: make(chan struct{})}
+	must(t, cmd.Start())
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			d.mu.Lock()
+			d.out.WriteString(sc.Text() + "\n")
+			d.mu.Unlock()
+			select {
+			case d.lines <- sc.Text():
+			default:
+			}
+		}
+		close(d.lines)
+	}()
+	go func() { cmd.Wait(); pw.Close(); close(d.done) }()
+	t.Cleanup(func() { d.stop(t) })
+	return d
+}
+
+func mount(t *testing.T, args ...string) *daemon {
+	t.Helper()
+	d := startMount(t, args...)
+	d.waitFor(t, "kaon metafs: serving")
+	return d
+}
+
+// stop unmounts via SIGTERM and returns the daemon's final output.
+func (d *daemon) stop(t *testing.T) string {
+	defer func() {
+		var sf unix.Statfs_t
+		if unix.Statfs(d.mnt, &sf) != nil || sf.Type == 0x65735546 {
+			exec.Command("fusermount3", "-u", "-z", d.mnt).Run() // daemon died: do not leak the mount
+		}
+	}()
+	select {
+	case <-d.done:
+		return d.output()
+	default:
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(20 * time.Second):
+		exec.Command("fusermount3", "-u", "-z", d.mnt).Run()
+		d.cmd.Process.Kill()
+		<-d.done
+		t.Errorf("daemon did not exit on SIGTERM:\n%s", d.output())
+	}
+	return d.output()
+}
+
+func lowerOpens(t *testing.T, out string) string {
+	t.Helper()
+	i := strings.LastIndex(out, "below: ")
+	if i < 0 {
+		t.Fatalf("no statistics in daemon output:\n%s", out)
+	}
+	s := out[i+len("below: "):]
+	return s[:strings.Index(s, " reads")]
+}
+
+func xattrs(p string) (map[string]string, error) {
+	buf := make([]byte, 65536)
+	n, err := unix.Llistxattr(p, buf)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	var order []string
+	for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
+		if name == "" {
+			continue
+		}
+		v := make([]byte, 65536)
+		vn, err := unix.Lgetxattr(p, name, v)
+		if err != nil {
+			return nil, fmt.Errorf("getxattr %s %s: %w", p, name, err)
+		}
+		m[name] = string(v[:vn])
+		order = append(order, name)
+	}
+	m["\x00order"] = strings.Join(order, ",")
+	return m, nil
+}
+
+func listing(p string) ([]string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// compareTrees checks every metadata answer under mnt against lower.
+// Access times are compared when atime is set (the tree was settled before
+// indexing and nothing read data since).
+func compareTrees(t *testing.T, lower, mnt string, atime bool) int {
+	t.Helper()
+	n := 0
+	must(t, filepath.WalkDir(lower, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		n++
+		rel, _ := filepath.Rel(lower, p)
+		q := filepath.Join(mnt, rel)
+		var a, b unix.Stat_t
+		must(t, unix.Lstat(p, &a))
+		if err := unix.Lstat(q, &b); err != nil {
+			t.Errorf("%s: lstat through mount: %v", rel, err)
+			return nil
+		}
+		type f = struct {
+			name string
+			x, y any
+		}
+		for _, c := range []f{{"mode", a.Mode, b.Mode}, {"ino", a.Ino, b.Ino}, {"nlink", a.Nlink, b.Nlink},
+			{"uid", a.Uid, b.Uid}, {"gid", a.Gid, b.Gid}, {"size", a.Size, b.Size}, {"blocks", a.Blocks, b.Blocks},
+			{"rdev", a.Rdev, b.Rdev}, {"mtime", a.Mtim, b.Mtim}, {"ctime", a.Ctim, b.Ctim}} {
+			if c.x != c.y {
+				t.Errorf("%s: %s through mount %v, below %v", rel, c.name, c.y, c.x)
+			}
+		}
+		if atime && a.Atim != b.Atim {
+			t.Errorf("%s: atime through mount %v, below %v", rel, b.Atim, a.Atim)
+		}
+		// os.Lstat too, as applications see it
+		fa, _ := os.Lstat(p)
+		fb, _ := os.Lstat(q)
+		if fa.Mode() != fb.Mode() || fa.Size() != fb.Size() || !fa.ModTime().Equal(fb.ModTime()) || (rel != "." && fa.Name() != fb.Name()) {
+			t.Errorf("%s: os.Lstat differs: %v/%v/%v vs %v/%v/%v", rel, fa.Mode(), fa.Size(), fa.ModTime(), fb.Mode(), fb.Size(), fb.ModTime())
+		}
+		switch a.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			la, _ := os.Readlink(p)
+			lb, err := os.Readlink(q)
+			if err != nil || la != lb {
+				t.Errorf("%s: readlink %q (%v), below %q", rel, lb, err, la)
+			}
+		case unix.S_IFDIR:
+			la, err1 := listing(p)
+			lb, err2 := listing(q)
+			if err1 != nil || err2 != nil || strings.Join(la, "\x00") != strings.Join(lb, "\x00") {
+				t.Errorf("%s: readdir through mount %q (%v), below %q (%v)", rel, lb, err2, la, err1)
+			}
+		}
+		xa, err1 := xattrs(p)
+		xb, err2 := xattrs(q)
+		if err1 != nil || err2 != nil || fmt.Sprint(xa) != fmt.Sprint(xb) {
+			t.Errorf("%s: xattrs through mount %v (%v), below %v (%v)", rel, xb, err2, xa, err1)
+		}
+		// access(2) answers from the same attributes
+		for _, m := range []uint32{unix.R_OK, unix.X_OK} {
+			ea := unix.Access(p, m)
+			eb := unix.Access(q, m)
+			if ea != eb && a.Mode&unix.S_IFMT != unix.S_IFLNK {
+				t.Errorf("%s: access(%d) through mount %v, below %v", rel, m, eb, ea)
+			}
+		}
+		return nil
+	}))
+	return n
+}
+
+func TestMetadataMatchesTree(t *testing.T) {
+	lower := mkTree(t)
+	idx := filepath.Join(t.TempDir(), "sw.metafs")
+	index(t, lower, idx)
+	mnt := t.TempDir()
+	d := mount(t, "--index", idx, lower, mnt)
+	if n := compareTrees(t, lower, mnt, true); n < 300 {
+		t.Fatalf("compared only %d entries", n)
+	}
+	// statfs is answered (from memory) and names our filesystem type
+	var sf unix.Statfs_t
+	must(t, unix.Statfs(mnt, &sf))
+	if sf.Type != 0x65735546 { // FUSE_SUPER_MAGIC
+		t.Errorf("statfs type %x: not the FUSE mount", sf.Type)
+	}
+	// Not one metadata answer above went to the filesystem below.
+	if got := lowerOpens(t, d.stop(t)); got != "opens=0" {
+		t.Fatalf("metadata-only walk reached the lower filesystem: %s", got)
+	}
+}
+
+func TestMetadataServedFromMemoryOnlyOpensGoDown(t *testing.T) {
+	lower := mkTree(t)
+	idx := filepath.Join(t.TempDir(), "sw.metafs")
+	index(t, lower, idx)
+	mnt := t.TempDir()
+	mount(t, "--index", idx, lower, mnt)
+	// Pull the rug below the mount: metadata is still answered from the
+	// index, while opens (which do go down) see the change.
+	must(t, os.Rename(filepath.Join(lower, "share"), filepath.Join(lower, "share.moved")))
+	must(t, os.Remove(filepath.Join(lower, "top")))
+	fi, err := os.Stat(filepath.Join(mnt, "share/doc/pkg/ünïcödé"))
+	if err != nil || fi.Size() != 7 {
+		t.Fatalf("stat from index: %v %v", fi, err)
+	}
+	names, err := listing(filepath.Join(mnt, "share/doc/pkg"))
+	if err != nil || len(names) != 2 {
+		t.Fatalf("readdir from index: %v %v", names, err)
+	}
+	if _, err := os.ReadFile(filepath.Join(mnt, "share/doc/pkg/ünïcödé")); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("open of a file gone below: %v, want ENOENT from the lower open", err)
+	}
+	data, err := os.ReadFile(filepath.Join(mnt, "lib/libfoo.so"))
+	if err != nil || len(data) != 70000 {
+		t.Fatalf("read through symlinks: %d bytes, %v", len(data), err)
+	}
+}
+
+func TestNegativeLookups(t *testing.T) {
+	lower := mkTree(t)
+	idx := filepath.Join(t.TempDir(), "sw.metafs")
+	index(t, lower, idx)
+	mnt := t.TempDir()
+	d := mount(t, "--index", idx, lower, mnt)
+	for _, p := range []string{"missing", "lib/libbar.so", "lib/python3/site/nomod.py", "lib/python3/site/nomod/__init__.py", "no/such/dir"} {
+		for i := 0; i < 2; i++ { // second round hits the kernel's negative entry
+			var st unix.Stat_t
+			if err := unix.Lstat(filepath.Join(mnt, p), &st); err != unix.ENOENT {
+				t.Errorf("lstat %s: %v, want ENOENT", p, err)
+			}
+			if _, err := unix.Open(filepath.Join(mnt, p), unix.O_RDONLY, 0); err != unix.ENOENT {
+				t.Errorf("open %s: %v, want ENOENT", p, err)
+			}
+			if err := unix.Access(filepath.Join(mnt, p), unix.F_OK); err != unix.ENOENT {
+				t.Errorf("access %s: %v, want ENOENT", p, err)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "top/below-a-file")); !errors.Is(err, syscall.ENOTDIR) {
+		t.Errorf("lookup below a file: %v, want ENOTDIR", err)
+	}
+	if got := lowerOpens(t, d.stop(t)); got != "opens=0" {
+		t.Fatalf("negative lookups reached the lower filesystem: %s", got)
+	}
+}
+
+func TestEveryWritePathIsEROFS(t *testing.T) {
+	lower := mkTree(t)
+	idx := filepath.Join(t.TempDir(), "sw.metafs")
+	index(t, lower, idx)
+	mnt := t.TempDir()
+	mount(t, "--index", idx, lower, mnt)
+	f := filepath.Join(mnt, "lib/python3/site/mod.py")
+	dir := filepath.Join(mnt, "lib")
+	ops := map[string]func() error{
+		"create": func() error {
+			_, err := unix.Open(filepath.Join(dir, "new"), unix.O_CREAT|unix.O_WRONLY, 0o644)
+			return err
+		},
+		"create-excl": func() error {
+			_, err := unix.Open(filepath.Join(dir, "new"), unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY, 0o644)
+			return err
+		},
+		"mknod":         func() error { return unix.Mknod(filepath.Join(dir, "fifo2"), unix.S_IFIFO|0o644, 0) },
+		"mkdir":         func() error { return unix.Mkdir(filepath.Join(dir, "newdir"), 0o755) },
+		"unlink":        func() error { return unix.Unlink(f) },
+		"rmdir":         func() error { return unix.Rmdir(filepath.Join(mnt, "lib/empty")) },
+		"rename":        func() error { return unix.Rename(f, f+".old") },
+		"rename-dir":    func() error { return unix.Rename(filepath.Join(mnt, "lib/empty"), filepath.Join(mnt, "empty2")) },
+		"link":          func() error { return unix.Link(f, filepath.Join(dir, "hard")) },
+		"symlink":       func() error { return unix.Symlink("x", filepath.Join(dir, "sym")) },
+		"chmod":         func() error { return unix.Chmod(f, 0o777) },
+		"chown":         func() error { return unix.Lchown(f, 1, 1) },
+		"truncate":      func() error { return unix.Truncate(f, 0) },
+		"setxattr":      func() error { return unix.Lsetxattr(f, "user.x", []byte("y"), 0) },
+		"removexattr":   func() error { return unix.Lremovexattr(filepath.Join(mnt, "lib/libfoo.so.1.2"), "user.empty") },
+		"utimes":        func() error { return unix.UtimesNano(f, []unix.Timespec{{Sec: 1}, {Sec: 1}}) },
+		"open-wronly":   func() error { _, err := unix.Open(f, unix.O_WRONLY, 0); return err },
+		"open-rdwr":     func() error { _, err := unix.Open(f, unix.O_RDWR, 0); return err },
+		"open-trunc":    func() error { _, err := unix.Open(f, unix.O_RDONLY|unix.O_TRUNC, 0); return err },
+		"open-append":   func() error { _, err := unix.Open(f, unix.O_WRONLY|unix.O_APPEND, 0); return err },
+		"tmpfile":       func() error { _, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR, 0o600); return err },
+		"chmod-symlink": func() error { return unix.Fchmodat(unix.AT_FDCWD, filepath.Join(mnt, "lib/libfoo.so"), 0o700, 0) },
+	}
+	for name, op := range ops {
+		if err := op(); err != unix.EROFS {
+			t.Errorf("%s: %v, want EROFS", name, err)
+		}
+	}
+	// Nothing changed below.
+	if fi, err := os.Stat(filepath.Join(lower, "lib/python3/site/mod.py")); err != nil || fi.Size() != 42 || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("lower file changed: %v %v", fi, err)
+	}
+	if _, err := os.Stat(filepath.Join(lower, "lib/new")); !os.IsNotExist(err) {
+		t.Fatal("create reached the lower filesystem")
+	}
+	// Reads still work.
+	if data, err := os.ReadFile(f); err != nil || len(data) != 42 {
+		t.Fatalf("read: %d %v", len(data), err)
+	}
+}
+
+func TestStaleIndexRefused(t *testing.T) {
+	lower := mkTree(t)
+	idx := filepath.Join(t.TempDir(), "sw.metafs")
+	index(t, lower, idx)
+	must(t, os.WriteFile(filepath.Join(lower, "lib/python3/site/added.py"), nil, 0o644))
+	mnt := t.TempDir()
+	out, code := kaon(t, "metafs", "mount", "--index", idx, lower, mnt)
+	if code == 0 || !strings.Contains(out, "stale") || !strings.Contains(out, "--force") || !strings.Contains(out, lower) {
+		t.Fatalf("stale mount: code %d, output %q", code, out)
+	}
+	if vout, vcode := kaon(t, "metafs", "verify", "--index", idx, lower); vcode != 1 || !strings.Contains(vout, "added") ||
+		!strings.Contains(vout, "lib/python3/site/added.py") {
+		t.Fatalf("verify: code %d: %s", vcode, vout)
+	}
+	// --force serves the old view knowingly.
+	mount(t, "--force", "--index", idx, lower, mnt)
+	if _, err := os.Stat(filepath.Join(mnt, "lib/python3/site/added.py")); !os.IsNotExist(err) {
+		t.Fatalf("forced stale mount shows an entry not in the index: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "lib/python3/site/mod.py")); err != nil {
+		t.Fatal(err)
+	}
+	// A fresh index verifies clean.
+	index(t, lower, idx)
+	if vout, vcode := kaon(t, "metafs", "verify", "--index", idx, lower); vcode != 0 || !strings.Contains(vout, "matches") {
+		t.Fatalf("verify fresh: code %d: %s", vcode, vout)
+	}
+}
+
+func TestCorruptIndexRefused(t *testing.T) {
+	lower := mkTree(t)
+	idx := filepath.Join(t.TempDir(), "sw.metafs")
+	index(t, lower, idx)
+	data, err := os.ReadFile(idx)
+	must(t, err)
+	data[len(data)/2] ^= 0x10
+	must(t, os.WriteFile(idx, data, 0o644))
+	mnt := t.TempDir()
+	out, code := kaon(t, "metafs", "mount", "--index", idx, lower, mnt)
+	if code == 0 || !strings.Contains(out, "checksum mismatch") || !strings.Contains(out, idx) {
+		t.Fatalf("corrupt index: code %d, output %q", code, out)
+	}
+	// even --force does not serve a damaged index
+	out, code = kaon(t, "metafs", "mount", "--force", "--index", idx, lower, mnt)
+	if code == 0 || !strings.Contains(out, "corrupted") {
+		t.Fatalf("corrupt index with --force: code %d, output %q", code, out)
+	}
+	if _, code := kaon(t, "metafs", "verify", "--index", idx, lower); code != 2 {
+		t.Fatalf("verify of a corrupt index: code %d, want 2", code)
+	}
+}
+
+func TestReloadWhileMounted(t *testing.T) {
+	lower := mkTree(t)
+	idx := filepath.Join(t.TempDir(), "sw.metafs")
+	index(t, lower, idx)
+	mnt := t.TempDir()
+	d := mount(t, "--index", idx, lower, mnt)
+	site := filepath.Join(mnt, "lib/python3/site")
+	// Prime the kernel caches: positive, negative, and listings.
+	if _, err := os.Stat(filepath.Join(site, "mod.py")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(site, "new.py"), filepath.Join(mnt, "newtop")} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("%s before reload: %v", p, err)
+		}
+	}
+	before, _ := listing(site)
+	rootBefore, _ := listing(mnt)
+
+	// Change the tree, rebuild the index, and reload with SIGHUP.
+	must(t, os.WriteFile(filepath.Join(lower, "lib/python3/site/new.py"), []byte("new"), 0o644))
+	must(t, os.WriteFile(filepath.Join(lower, "newtop"), nil, 0o644))
+	must(t, os.Remove(filepath.Join(lower, "lib/python3/site/mod.py")))
+	// A stale index is refused on reload too, and the old one stays served.
+	must(t, d.cmd.Process.Signal(syscall.SIGHUP))
+	d.waitFor(t, "reload refused")
+	index(t, lower, idx)
+	must(t, d.cmd.Process.Signal(syscall.SIGHUP))
+	d.waitFor(t, "kaon metafs: reloaded")
+
+	if data, err := os.ReadFile(filepath.Join(site, "new.py")); err != nil || string(data) != "new" {
+		t.Fatalf("new file after reload: %q %v", data, err)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "newtop")); err != nil {
+		t.Fatalf("new top-level file after reload (cached miss not invalidated): %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(site, "mod.py")); !os.IsNotExist(err) {
+		t.Fatalf("removed file still visible after reload: %v", err)
+	}
+	after, _ := listing(site)
+	rootAfter, _ := listing(mnt)
+	if len(after) != len(before) || strings.Join(after, ",") == strings.Join(before, ",") || len(rootAfter) != len(rootBefore)+1 {
+		t.Fatalf("listings after reload: %v -> %v, root %d -> %d", before, after, len(rootBefore), len(rootAfter))
+	}
+	compareTrees(t, lower, mnt, false) // this test read data: lower atimes moved
+	if !strings.Contains(d.stop(t), "reloads=1") {
+		t.Fatalf("daemon did not count one reload:\n%s", d.output())
+	}
+}
+
+func TestMountOverDirItself(t *testing.T) {
+	lower := mkTree(t)
+	idx := filepath.Join(t.TempDir(), "sw.metafs")
+	index(t, lower, idx)
+	want, err := os.ReadFile(filepath.Join(lower, "lib/libfoo.so.1.2"))
+	must(t, err)
+	d := mount(t, "--index", idx, lower)
+	var sf unix.Statfs_t
+	must(t, unix.Statfs(lower, &sf))
+	if sf.Type != 0x65735546 {
+		t.Fatalf("%s is not covered by the FUSE mount (statfs type %x)", lower, sf.Type)
+	}
+	// Same paths keep working; data comes from the directory below.
+	got, err := os.ReadFile(filepath.Join(lower, "lib/libfoo.so"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read through mount over itself: %d bytes, %v", len(got), err)
+	}
+	if err := os.WriteFile(filepath.Join(lower, "x"), nil, 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("write over the covered dir: %v", err)
+	}
+	if got := lowerOpens(t, d.stop(t)); got != "opens=1" {
+		t.Fatalf("lower opens %s, want exactly the one data open", got)
+	}
+	must(t, unix.Statfs(lower, &sf))
+	if sf.Type == 0x65735546 {
+		t.Fatal("still mounted after SIGTERM")
+	}
+}

@@ -1,0 +1,133 @@
+// Package capability mints and verifies the signed, short-lived tokens the
+// namespace server hands to clients in redirects. A capability names exactly
+// one file, one access mode and the filesystems holding its stripes; only
+// holders of the shared key (namespace and storage servers) can mint one.
+//
+// Wire form: base64url(JSON payload) "." base64url(HMAC-SHA256(key, payload)).
+package capability
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/kerr"
+)
+
+// Target is one stripe or replica of a file.
+type Target struct {
+	FsID uint32 `json:"fs"`
+	Addr string `json:"a"` // storage server base URL (http://host:port)
+}
+
+// Capability is what the namespace authorizes.
+type Capability struct {
+	Version   int               `json:"v"`
+	Fid       uint64            `json:"fid"`
+	Write     bool              `json:"w,omitempty"`
+	Path      string            `json:"p"` // for logs and error messages only
+	Layout    string            `json:"l"`
+	Size      int64             `json:"s,omitempty"` // committed size (reads)
+	Checksums []string          `json:"c,omitempty"` // types to compute (writes)
+	Sums      map[string]string `json:"x,omitempty"` // committed checksums (reads)
+	Targets   []Target          `json:"t"`
+	UID       uint32            `json:"u"`
+	GID       uint32            `json:"g"`
+	Expires   int64             `json:"e"` // unix seconds
+}
+
+// Key signs and verifies capabilities.
+type Key struct{ secret []byte }
+
+// NewKey wraps a secret of at least 32 bytes.
+func NewKey(secret []byte) (*Key, error) {
+	if len(secret) < 32 {
+		return nil, errors.New("capability: key must be at least 32 bytes")
+	}
+	return &Key{secret: append([]byte(nil), secret...)}, nil
+}
+
+// LoadOrCreateKey reads a hex key file, creating it (mode 0600) if missing.
+func LoadOrCreateKey(path string) (*Key, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		secret := make([]byte, 32)
+		if _, err := rand.Read(secret); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, []byte(hex.EncodeToString(secret)+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		return NewKey(secret)
+	}
+	if err != nil {
+		return nil, err
+	}
+	secret, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("capability: key file %s is not hex", path)
+	}
+	return NewKey(secret)
+}
+
+func (k *Key) mac(payload []byte) []byte {
+	m := hmac.New(sha256.New, k.secret)
+	m.Write(payload)
+	return m.Sum(nil)
+}
+
+// Sign encodes and signs c.
+func (k *Key) Sign(c *Capability) string {
+	c.Version = 1
+	payload, _ := json.Marshal(c)
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString(payload) + "." + enc.EncodeToString(k.mac(payload))
+}
+
+// Verify checks signature and expiry. The error never echoes the token.
+func (k *Key) Verify(token string, now time.Time) (*Capability, error) {
+	deny := func(why string) (*Capability, error) {
+		return nil, kerr.New(kerr.Permission, "capability", "", why)
+	}
+	if token == "" {
+		return deny("missing capability")
+	}
+	if len(token) > 64<<10 {
+		return deny("capability too long")
+	}
+	p, s, ok := strings.Cut(token, ".")
+	if !ok {
+		return deny("malformed capability")
+	}
+	enc := base64.RawURLEncoding
+	payload, err1 := enc.DecodeString(p)
+	sig, err2 := enc.DecodeString(s)
+	if err1 != nil || err2 != nil {
+		return deny("malformed capability")
+	}
+	if !hmac.Equal(sig, k.mac(payload)) {
+		return deny("capability signature invalid")
+	}
+	var c Capability
+	if err := json.Unmarshal(payload, &c); err != nil || c.Version != 1 {
+		return deny("capability payload invalid")
+	}
+	if now.Unix() > c.Expires {
+		return nil, kerr.New(kerr.Expired, "capability", c.Path, "capability expired")
+	}
+	return &c, nil
+}
+
+// Internal derives the bearer secret trusted services present to each other
+// on internal endpoints, so the raw key never travels.
+func (k *Key) Internal() string {
+	return hex.EncodeToString(k.mac([]byte("kaon-internal-v1")))
+}

@@ -1,0 +1,56 @@
+// Package cfsd is `kaon cfsd`: a pass-through FUSE mount of any POSIX
+// tree (a local disk, a CephFS mount) with Kaon's identity, quota and
+// recycle bin on top. It stands on internal/fusecore.
+//
+// Design:
+//   - Every directory node keeps an O_PATH fd of its backend directory;
+//     all operations use *at() syscalls relative to it (files are
+//     addressed as parent fd + name), so no full backend path is ever
+//     built and trees deeper than PATH_MAX work. The few calls without an
+//     *at() form (chmod of a directory, truncate by name, l*xattr) go
+//     through the short /proc/self/fd/N/name path.
+//   - The kernel checks permissions (default_permissions) on cached
+//     attributes; operations that create, change or open something run
+//     with the caller's fsuid/fsgid/groups (fusecore.Enter) so the backend
+//     applies its own rules too and new objects get the caller as owner.
+//     Root callers run without any switch.
+//   - File data uses kernel passthrough when available (the open backend
+//     fd is registered with the kernel), otherwise pread/pwrite in the
+//     daemon. Locks (flock, fcntl) are left to the kernel.
+//
+// Hidden names in the mount root: ".proc" (control tree) and the state
+// directory (default "<backend>/.kaon-cfsd", which holds quota.json,
+// recycle.enabled, recycle.log and the recycle/ area).
+//
+// Control tree MOUNT/.proc (read: cat; write: echo "cmd" > file, one
+// command per line):
+//
+//	whoami      the caller as Kaon sees it: "auth=unix uid=U(name) gid=G groups=.. pid=P"
+//	stats.json  per-op count, errors, rate_1s/10s/60s, mean/p50/p90/p99/p999 latency (µs),
+//	            bytes_in/bytes_out through the daemon, "passthrough": true|false
+//	quota       table "uid user bytes bytes_limit inodes inodes_lim" (root sees all users,
+//	            others their own line); root writes "set <uid|user> bytes=10G inodes=100000"
+//	            (0 = unlimited; K/M/G/T suffixes are powers of 1024)
+//	recycle     "# recycle enabled|disabled" then one line per entry:
+//	            "<id> <RFC3339 time> <uid> <file|dir|symlink|other> <size> <original path>";
+//	            commands: "enable", "disable" (root), "restore <id>",
+//	            "restore-tree <path>" (every entry at or below path, newest first),
+//	            "purge <age>" with age like 3600s, 12h, 7d or "all".
+//	            Non-root callers see, restore and purge only their own entries.
+//
+// The virtual xattr "cfs.id" on any path returns the whoami string.
+//
+// Quota (with --quota): usage is the logical size of regular files plus
+// one inode per object, charged to the object's owner, kept in
+// quota.json (flushed every second and at unmount) and recomputed by a
+// scan of the backend at start. A create, write, truncate or fallocate
+// that would exceed the owner's limit fails with EDQUOT; files of an
+// owner with a byte limit are opened without passthrough so every write
+// is checked. Objects in the recycle bin are not charged.
+//
+// Recycle bin: when enabled, unlink and rmdir rename the object into the
+// bin (constant time, no copy) and journal its original path, owner and
+// time. `rm -r` deletes bottom-up, so a tree becomes one entry per object;
+// "restore-tree <path>" brings the whole tree back. Restore recreates
+// missing parent directories and refuses to overwrite an existing name.
+package cfsd

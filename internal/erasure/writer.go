@@ -1,0 +1,282 @@
+package erasure
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kaon-storage/kaon/internal/checksum"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/klauspost/reedsolomon"
+)
+
+// writeDepth is the number of rows a Writer keeps in flight: one being
+// filled by Write, one being encoded, and one (or more) being written to
+// the shards. Memory is writeDepth*(K+M)*(Unit+4) bytes.
+const writeDepth = 3
+
+// stripe is one row's frames, K data then M parity, each Unit+4 bytes.
+type stripe struct {
+	row     int64
+	frames  [][]byte
+	pending atomic.Int32 // shard writes still to do
+}
+
+// ShardError names the shard whose I/O failed; it is the cause (Err) of
+// the *kerr.Error a Writer returns.
+type ShardError struct {
+	Shard int
+	Row   int64
+	Err   error
+}
+
+func (e *ShardError) Error() string {
+	return fmt.Sprintf("shard %d row %d: %v", e.Shard, e.Row, e.Err)
+}
+func (e *ShardError) Unwrap() error { return e.Err }
+
+// Writer stripes a byte stream over K+M shard writers.
+//
+// Write fills a row buffer; a full row is handed to an encoder goroutine
+// (parity + crc32c) and then to one goroutine per shard that appends the
+// frame, so copying, encoding and shard I/O of consecutive rows overlap
+// and slow (remote) shards are written concurrently.
+type Writer struct {
+	l      Layout
+	enc    reedsolomon.Encoder
+	shards []io.Writer
+	name   string
+
+	cur   *stripe // row being filled, nil before the first byte
+	fill  int     // bytes of cur filled
+	rows  int64   // rows handed to the pipeline
+	alloc int     // stripes allocated (<= writeDepth)
+
+	free   chan *stripe
+	encq   chan *stripe
+	shardq []chan *stripe
+	wg     sync.WaitGroup
+
+	errOnce sync.Once
+	err     atomic.Pointer[error]
+	closed  bool
+}
+
+// NewWriter returns a Writer that writes the shards of a new file; shards
+// must have K+M entries. Close must be called to flush the last row and
+// stop the pipeline; it does not close the shard writers.
+func NewWriter(l Layout, shards []io.Writer) (*Writer, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	if len(shards) != l.Shards() {
+		return nil, kerr.New(kerr.Invalid, "ec write", l.String(),
+			fmt.Sprintf("need %d shard writers, got %d", l.Shards(), len(shards)))
+	}
+	for i, s := range shards {
+		if s == nil {
+			return nil, kerr.New(kerr.Invalid, "ec write", l.String(), fmt.Sprintf("shard writer %d is nil", i))
+		}
+	}
+	enc, err := encoderFor(l)
+	if err != nil {
+		return nil, err
+	}
+	w := &Writer{
+		l: l, enc: enc, shards: shards,
+		free:   make(chan *stripe, writeDepth),
+		encq:   make(chan *stripe, writeDepth),
+		shardq: make([]chan *stripe, l.Shards()),
+	}
+	for i := range w.shardq {
+		w.shardq[i] = make(chan *stripe, writeDepth)
+		w.wg.Add(1)
+		go w.shardLoop(i)
+	}
+	w.wg.Add(1)
+	go w.encodeLoop()
+	return w, nil
+}
+
+// SetName sets the file name used in error messages.
+func (w *Writer) SetName(name string) { w.name = name }
+
+// Rows returns the number of rows written so far (complete after Close).
+func (w *Writer) Rows() int64 { return w.rows }
+
+func (w *Writer) setErr(err error) {
+	w.errOnce.Do(func() { w.err.Store(&err) })
+}
+
+func (w *Writer) firstErr() error {
+	if p := w.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// nextStripe returns an empty stripe, allocating up to writeDepth of them
+// and otherwise waiting for the pipeline to release one.
+func (w *Writer) nextStripe() *stripe {
+	select {
+	case s := <-w.free:
+		return s
+	default:
+	}
+	if w.alloc < writeDepth {
+		w.alloc++
+		s := &stripe{frames: make([][]byte, w.l.Shards())}
+		for i := range s.frames {
+			s.frames[i] = getFrame(w.l.Unit)
+		}
+		return s
+	}
+	return <-w.free
+}
+
+// Write appends p to the file.
+func (w *Writer) Write(p []byte) (int, error) {
+	if w.closed {
+		return 0, kerr.New(kerr.Invalid, "ec write", w.name, "write after close")
+	}
+	n := 0
+	unit := w.l.Unit
+	rowSize := w.l.K * unit
+	for len(p) > 0 {
+		if err := w.firstErr(); err != nil {
+			return n, err
+		}
+		if w.cur == nil {
+			w.cur = w.nextStripe()
+			w.fill = 0
+		}
+		j, off := w.fill/unit, w.fill%unit
+		c := copy(w.cur.frames[j][off:unit], p)
+		w.fill += c
+		n += c
+		p = p[c:]
+		if w.fill == rowSize {
+			w.submit()
+		}
+	}
+	return n, w.firstErr()
+}
+
+func (w *Writer) submit() {
+	w.cur.row = w.rows
+	w.rows++
+	w.encq <- w.cur
+	w.cur = nil
+}
+
+func (w *Writer) encodeLoop() {
+	defer w.wg.Done()
+	defer func() {
+		for _, q := range w.shardq {
+			close(q)
+		}
+	}()
+	views := make([][]byte, w.l.Shards())
+	unit := w.l.Unit
+	for s := range w.encq {
+		if w.firstErr() != nil {
+			w.free <- s
+			continue
+		}
+		for i, f := range s.frames {
+			views[i] = f[:unit]
+		}
+		if err := w.enc.Encode(views); err != nil {
+			w.setErr(kerr.Wrap(kerr.Internal, "ec encode", w.name, err))
+			w.free <- s
+			continue
+		}
+		for _, f := range s.frames {
+			binary.LittleEndian.PutUint32(f[unit:], checksum.CRC32CSum(f[:unit]))
+		}
+		s.pending.Store(int32(len(s.frames)))
+		for _, q := range w.shardq {
+			q <- s
+		}
+	}
+}
+
+func (w *Writer) shardLoop(i int) {
+	defer w.wg.Done()
+	for s := range w.shardq[i] {
+		if w.firstErr() == nil {
+			n, err := w.shards[i].Write(s.frames[i])
+			if err == nil && n != len(s.frames[i]) {
+				err = io.ErrShortWrite
+			}
+			if err != nil {
+				k := kerr.KindOf(err)
+				if k == kerr.Internal {
+					k = kerr.IO
+				}
+				w.setErr(&kerr.Error{Kind: k, Op: "ec write", Path: w.name,
+					Msg: fmt.Sprintf("shard %d", i), Err: &ShardError{Shard: i, Row: s.row, Err: err}})
+			}
+		}
+		if s.pending.Add(-1) == 0 {
+			w.free <- s
+		}
+	}
+}
+
+// Close writes the final, zero-padded row and waits until every frame is
+// written. It returns the first error of any shard. The shard writers are
+// not closed.
+func (w *Writer) Close() error {
+	if w.closed {
+		return w.firstErr()
+	}
+	w.closed = true
+	if w.cur != nil && w.fill > 0 && w.firstErr() == nil {
+		unit := w.l.Unit
+		for j := w.fill / unit; j < w.l.K; j++ {
+			start := 0
+			if j == w.fill/unit {
+				start = w.fill % unit
+			}
+			clear(w.cur.frames[j][start:unit])
+		}
+		w.submit()
+	}
+	close(w.encq)
+	w.wg.Wait()
+	// Every stripe is idle now; give the buffers back.
+	if w.cur != nil {
+		w.release(w.cur)
+		w.cur = nil
+	}
+	for done := false; !done; {
+		select {
+		case s := <-w.free:
+			w.release(s)
+		default:
+			done = true
+		}
+	}
+	return w.firstErr()
+}
+
+func (w *Writer) release(s *stripe) {
+	for _, f := range s.frames {
+		putFrame(w.l.Unit, f)
+	}
+	s.frames = nil
+}
+
+// ErrShard extracts the failing shard index from an error returned by a
+// Writer, Reader or Verify.
+func ErrShard(err error) (int, bool) {
+	var se *ShardError
+	if errors.As(err, &se) {
+		return se.Shard, true
+	}
+	return -1, false
+}

@@ -1,0 +1,162 @@
+// Package kerr defines the error vocabulary shared by every Kaon layer.
+//
+// Layers return *Error with a Kind; each protocol front end (HTTP, XRootD,
+// FUSE) maps the Kind to its own code in one place, so a user always sees
+// the path, the reason and the right protocol status.
+package kerr
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+)
+
+// Kind classifies an error independently of any protocol.
+type Kind int
+
+const (
+	Internal     Kind = iota // unexpected failure; logged, reported as I/O error
+	NotFound                 // path or object does not exist
+	Exists                   // target already exists
+	NotDir                   // a path component is not a container
+	IsDir                    // operation needs a file, got a container
+	NotEmpty                 // container not empty
+	Permission               // caller not authorized
+	Invalid                  // malformed argument (bad path, bad layout, ...)
+	NameTooLong              // name > 255 bytes or path > 4096 bytes
+	NoSpace                  // no usable filesystem / capacity
+	Quota                    // quota exceeded
+	Busy                     // resource busy, retry later
+	IO                       // data I/O failed (disk, checksum mismatch)
+	Unsupported              // operation not implemented
+	ReadOnly                 // target is read-only
+	Expired                  // capability or token expired
+)
+
+var kindNames = [...]string{"internal error", "not found", "exists", "not a directory",
+	"is a directory", "directory not empty", "permission denied", "invalid argument",
+	"name too long", "no space", "quota exceeded", "busy", "I/O error", "unsupported",
+	"read-only", "expired"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// Error is the error type every Kaon layer returns to its callers.
+type Error struct {
+	Kind Kind
+	Op   string // operation, e.g. "mkdir"
+	Path string // path or object the error is about
+	Msg  string // human reason; defaults to Kind.String()
+	Err  error  // optional cause
+}
+
+func (e *Error) Error() string {
+	msg := e.Msg
+	if msg == "" {
+		msg = e.Kind.String()
+	}
+	s := msg
+	if e.Path != "" {
+		s = e.Path + ": " + msg
+	}
+	if e.Op != "" {
+		s = e.Op + " " + s
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// New builds an *Error.
+func New(k Kind, op, path, msg string) *Error { return &Error{Kind: k, Op: op, Path: path, Msg: msg} }
+
+// Wrap builds an *Error around a cause.
+func Wrap(k Kind, op, path string, err error) *Error {
+	return &Error{Kind: k, Op: op, Path: path, Err: err}
+}
+
+// KindOf returns the Kind of err (Internal when err is not a *Error, after
+// mapping common syscall errnos).
+func KindOf(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case syscall.ENOENT:
+			return NotFound
+		case syscall.EEXIST:
+			return Exists
+		case syscall.ENOTDIR:
+			return NotDir
+		case syscall.EISDIR:
+			return IsDir
+		case syscall.ENOTEMPTY:
+			return NotEmpty
+		case syscall.EACCES, syscall.EPERM:
+			return Permission
+		case syscall.EINVAL:
+			return Invalid
+		case syscall.ENAMETOOLONG:
+			return NameTooLong
+		case syscall.ENOSPC:
+			return NoSpace
+		case syscall.EDQUOT:
+			return Quota
+		case syscall.EBUSY, syscall.EAGAIN:
+			return Busy
+		case syscall.EROFS:
+			return ReadOnly
+		case syscall.EIO:
+			return IO
+		}
+	}
+	return Internal
+}
+
+// Is reports whether err has kind k.
+func Is(err error, k Kind) bool { return err != nil && KindOf(err) == k }
+
+// Errno maps a Kind to the POSIX errno a FUSE client should see.
+func Errno(k Kind) syscall.Errno {
+	switch k {
+	case NotFound:
+		return syscall.ENOENT
+	case Exists:
+		return syscall.EEXIST
+	case NotDir:
+		return syscall.ENOTDIR
+	case IsDir:
+		return syscall.EISDIR
+	case NotEmpty:
+		return syscall.ENOTEMPTY
+	case Permission:
+		return syscall.EACCES
+	case Invalid:
+		return syscall.EINVAL
+	case NameTooLong:
+		return syscall.ENAMETOOLONG
+	case NoSpace:
+		return syscall.ENOSPC
+	case Quota:
+		return syscall.EDQUOT
+	case Busy:
+		return syscall.EBUSY
+	case Unsupported:
+		return syscall.ENOTSUP
+	case ReadOnly:
+		return syscall.EROFS
+	case Expired:
+		return syscall.EACCES
+	}
+	return syscall.EIO
+}

@@ -1,0 +1,141 @@
+// Package kvtest is the shared conformance suite every kv.Engine must pass.
+package kvtest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/kaon-storage/kaon/internal/kv"
+)
+
+// Run runs the suite; open returns a fresh, empty engine. reopen, when not
+// nil, closes and reopens the same store (persistence check).
+func Run(t *testing.T, open func(t *testing.T) kv.Engine, reopen func(t *testing.T, e kv.Engine) kv.Engine) {
+	t.Run("GetMissing", func(t *testing.T) {
+		e := open(t)
+		if _, err := e.Get([]byte("nope")); !errors.Is(err, kv.ErrNotFound) {
+			t.Fatalf("Get missing: %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("BatchAtomicVisibility", func(t *testing.T) {
+		e := open(t)
+		b := e.NewBatch()
+		b.Put([]byte("a"), []byte("1"))
+		b.Put([]byte("b"), []byte("2"))
+		if _, err := e.Get([]byte("a")); !errors.Is(err, kv.ErrNotFound) {
+			t.Fatal("uncommitted write visible")
+		}
+		if err := b.Commit(false); err != nil {
+			t.Fatal(err)
+		}
+		for k, want := range map[string]string{"a": "1", "b": "2"} {
+			v, err := e.Get([]byte(k))
+			if err != nil || string(v) != want {
+				t.Fatalf("Get %s = %q, %v", k, v, err)
+			}
+		}
+		b = e.NewBatch()
+		b.Put([]byte("c"), []byte("3"))
+		b.Discard()
+		if _, err := e.Get([]byte("c")); !errors.Is(err, kv.ErrNotFound) {
+			t.Fatal("discarded batch visible")
+		}
+	})
+	t.Run("OverwriteDelete", func(t *testing.T) {
+		e := open(t)
+		put(t, e, "k", "v1")
+		put(t, e, "k", "v2")
+		if v, _ := e.Get([]byte("k")); string(v) != "v2" {
+			t.Fatalf("overwrite: %q", v)
+		}
+		b := e.NewBatch()
+		b.Delete([]byte("k"))
+		b.Delete([]byte("never-existed"))
+		if err := b.Commit(true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Get([]byte("k")); !errors.Is(err, kv.ErrNotFound) {
+			t.Fatal("deleted key still present")
+		}
+	})
+	t.Run("GetReturnsCopy", func(t *testing.T) {
+		e := open(t)
+		put(t, e, "k", "value")
+		v, _ := e.Get([]byte("k"))
+		v[0] = 'X'
+		if v2, _ := e.Get([]byte("k")); string(v2) != "value" {
+			t.Fatal("Get result aliases engine memory")
+		}
+	})
+	t.Run("ScanOrderAndBounds", func(t *testing.T) {
+		e := open(t)
+		for _, k := range []string{"p/c", "p/a", "q", "p/b", "o", "p/\xff"} {
+			put(t, e, k, "v"+k)
+		}
+		var got []string
+		if err := e.Scan([]byte("p/"), kv.PrefixEnd([]byte("p/")), func(k, v []byte) bool {
+			if !bytes.Equal(v, append([]byte("v"), k...)) {
+				t.Errorf("value of %q = %q", k, v)
+			}
+			got = append(got, string(k))
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint([]string{"p/a", "p/b", "p/c", "p/\xff"}) {
+			t.Fatalf("scan = %q", got)
+		}
+		n := 0
+		_ = e.Scan([]byte("a"), nil, func(k, v []byte) bool { n++; return n < 2 })
+		if n != 2 {
+			t.Fatalf("early stop: %d callbacks", n)
+		}
+	})
+	t.Run("ConcurrentBatches", func(t *testing.T) {
+		e := open(t)
+		var wg sync.WaitGroup
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				for i := 0; i < 200; i++ {
+					b := e.NewBatch()
+					b.Put([]byte(fmt.Sprintf("g%d/%04d", g, i)), []byte("x"))
+					b.Put([]byte(fmt.Sprintf("h%d/%04d", g, i)), []byte("y"))
+					if err := b.Commit(false); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}(g)
+		}
+		wg.Wait()
+		n := 0
+		_ = e.Scan(nil, nil, func(k, v []byte) bool { n++; return true })
+		if n != 8*200*2 {
+			t.Fatalf("got %d keys, want %d", n, 8*200*2)
+		}
+	})
+	if reopen != nil {
+		t.Run("Persistence", func(t *testing.T) {
+			e := open(t)
+			put(t, e, "durable", "yes")
+			e = reopen(t, e)
+			if v, err := e.Get([]byte("durable")); err != nil || string(v) != "yes" {
+				t.Fatalf("after reopen: %q, %v", v, err)
+			}
+		})
+	}
+}
+
+func put(t *testing.T, e kv.Engine, k, v string) {
+	t.Helper()
+	b := e.NewBatch()
+	b.Put([]byte(k), []byte(v))
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+}

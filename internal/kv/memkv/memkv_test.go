@@ -1,0 +1,12 @@
+package memkv
+
+import (
+	"testing"
+
+	"github.com/kaon-storage/kaon/internal/kv"
+	"github.com/kaon-storage/kaon/internal/kv/kvtest"
+)
+
+func TestSuite(t *testing.T) {
+	kvtest.Run(t, func(*testing.T) kv.Engine { return New() }, nil)
+}

@@ -1,0 +1,260 @@
+package namespace
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/kv"
+	"github.com/kaon-storage/kaon/internal/kv/memkv"
+	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
+)
+
+func place(l Layout) ([]uint32, error) {
+	locs := make([]uint32, l.Stripes())
+	for i := range locs {
+		locs[i] = uint32(i + 1)
+	}
+	return locs, nil
+}
+
+func newNS(t *testing.T) *Namespace {
+	ns, err := Open(memkv.New(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func mustKind(t *testing.T, err error, k kerr.Kind) {
+	t.Helper()
+	if kerr.KindOf(err) != k {
+		t.Fatalf("got %v (kind %v), want kind %v", err, kerr.KindOf(err), k)
+	}
+}
+
+func create(t *testing.T, ns *Namespace, p string, size int64) *Inode {
+	t.Helper()
+	f, err := ns.BeginCreate(Root, p, CreateOptions{}, place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err = ns.Commit(f.ID, size, map[string]string{"adler32": "0000abcd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestCleanPath(t *testing.T) {
+	long := make([]byte, 256)
+	for i := range long {
+		long[i] = 'a'
+	}
+	cases := map[string]kerr.Kind{
+		"/a/../b": kerr.Invalid, "/a/./b": kerr.Invalid, "/a//b": kerr.Invalid, "a/b": kerr.Invalid,
+		"/a\x00b": kerr.Invalid, "/" + string(long): kerr.NameTooLong,
+	}
+	for p, k := range cases {
+		_, err := CleanPath(p)
+		mustKind(t, err, k)
+	}
+	deep := ""
+	for len(deep) <= MaxPath {
+		deep += "/abcdefgh"
+	}
+	_, err := CleanPath(deep)
+	mustKind(t, err, kerr.NameTooLong)
+	for in, want := range map[string]string{"/": "/", "/a/b/": "/a/b", "/x": "/x"} {
+		if got, err := CleanPath(in); err != nil || got != want {
+			t.Fatalf("CleanPath(%q) = %q, %v", in, got, err)
+		}
+	}
+}
+
+func TestPendingInvisibleUntilCommit(t *testing.T) {
+	ns := newNS(t)
+	f, err := ns.BeginCreate(Root, "/f", CreateOptions{}, place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ns.Stat(Root, "/f")
+	mustKind(t, err, kerr.NotFound)
+	if _, err := ns.Commit(f.ID, 42, map[string]string{"adler32": "01020304", "md5": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ns.Stat(Root, "/f")
+	if err != nil || st.Size != 42 || st.Checksums["adler32"] != "01020304" || st.ID != f.ID {
+		t.Fatalf("after commit: %+v %v", st, err)
+	}
+	_, err = ns.Commit(f.ID, 1, nil)
+	mustKind(t, err, kerr.NotFound)
+}
+
+func TestAccountingAndRename(t *testing.T) {
+	ns := newNS(t)
+	if err := ns.Mkdir(Root, "/a/b/c", 0o755, true); err != nil {
+		t.Fatal(err)
+	}
+	create(t, ns, "/a/b/c/f1", 100)
+	create(t, ns, "/a/b/f2", 10)
+	f3 := create(t, ns, "/a/f3", 1)
+	root, _ := ns.Stat(Root, "/")
+	a, _ := ns.Stat(Root, "/a")
+	if root.TreeSize != 111 || root.TreeFiles != 3 || root.TreeDirs != 3 || a.TreeSize != 111 || a.TreeDirs != 2 {
+		t.Fatalf("root %+v a %+v", root, a)
+	}
+	// Overwrite replaces size, keeps the count, queues the old data.
+	create(t, ns, "/a/f3", 5)
+	a, _ = ns.Stat(Root, "/a")
+	if a.TreeSize != 115 || a.TreeFiles != 3 {
+		t.Fatalf("after overwrite %+v", a)
+	}
+	if ds, _ := ns.Deletions(1, 10); len(ds) != 1 || ds[0].Fid != f3.ID {
+		t.Fatalf("deletions %+v", ds)
+	}
+	// Rename moves accounting, keeps the fid (no data copy).
+	c1, _ := ns.Stat(Root, "/a/b/c/f1")
+	if err := ns.Mkdir(Root, "/z", 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Rename(Root, "/a/b", "/z/b", false); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := ns.Stat(Root, "/z/b/c/f1")
+	if err != nil || moved.ID != c1.ID {
+		t.Fatalf("moved %+v %v", moved, err)
+	}
+	a, _ = ns.Stat(Root, "/a")
+	z, _ := ns.Stat(Root, "/z")
+	if a.TreeSize != 5 || a.TreeFiles != 1 || a.TreeDirs != 0 || z.TreeSize != 110 || z.TreeDirs != 2 {
+		t.Fatalf("a %+v z %+v", a, z)
+	}
+	if _, p, err := ns.ByID(c1.ID); err != nil || p != "/z/b/c/f1" {
+		t.Fatalf("ByID path %q %v", p, err)
+	}
+	mustKind(t, ns.Rename(Root, "/z", "/z/b/c/z", false), kerr.Invalid)
+	mustKind(t, ns.Rename(Root, "/z", "/z", false), kerr.Invalid)
+	mustKind(t, ns.Rename(Root, "/a/f3", "/z/b", true), kerr.IsDir)
+	mustKind(t, ns.Rmdir(Root, "/z"), kerr.NotEmpty)
+	if err := ns.RemoveAll(Root, "/z"); err != nil {
+		t.Fatal(err)
+	}
+	root, _ = ns.Stat(Root, "/")
+	if root.TreeSize != 5 || root.TreeFiles != 1 || root.TreeDirs != 1 {
+		t.Fatalf("root after rm -r %+v", root)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	ns := newNS(t)
+	create(t, ns, "/file", 1)
+	mustKind(t, ns.Mkdir(Root, "/file", 0o755, false), kerr.Exists)
+	mustKind(t, ns.Mkdir(Root, "/file/x", 0o755, true), kerr.NotDir)
+	mustKind(t, ns.Mkdir(Root, "/no/x", 0o755, false), kerr.NotFound)
+	_, err := ns.BeginCreate(Root, "/", CreateOptions{}, place)
+	mustKind(t, err, kerr.IsDir)
+	_ = ns.Mkdir(Root, "/d", 0o755, false)
+	_, err = ns.BeginCreate(Root, "/d", CreateOptions{}, place)
+	mustKind(t, err, kerr.IsDir)
+	_, err = ns.BeginCreate(Root, "/file", CreateOptions{Exclusive: true}, place)
+	mustKind(t, err, kerr.Exists)
+	_, err = ns.BeginCreate(Root, "/d/x", CreateOptions{Layout: "raid7"}, place)
+	mustKind(t, err, kerr.Invalid)
+	mustKind(t, ns.SetXAttr(Root, "/d", AttrLayout, "ec:0+2"), kerr.Invalid)
+	user := Caller{UID: 1000, GID: 1000}
+	mustKind(t, ns.SetXAttr(user, "/d", AttrLayout, "plain"), kerr.Permission)
+	mustKind(t, ns.Mkdir(user, "/d/u", 0o755, false), kerr.Permission)
+	mustKind(t, ns.Remove(Root, "/d"), kerr.IsDir)
+}
+
+func TestLayoutInheritance(t *testing.T) {
+	ns := newNS(t)
+	_ = ns.Mkdir(Root, "/ec", 0o755, false)
+	if err := ns.SetXAttr(Root, "/ec", AttrLayout, "ec:4+2"); err != nil {
+		t.Fatal(err)
+	}
+	_ = ns.Mkdir(Root, "/ec/sub", 0o755, false)
+	f, err := ns.BeginCreate(Root, "/ec/sub/f", CreateOptions{}, place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Layout != "ec:4+2:1048576" || len(f.Locations) != 6 {
+		t.Fatalf("layout %q locs %v", f.Layout, f.Locations)
+	}
+}
+
+func TestPersistenceAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	open := func() (*Namespace, kv.Engine) {
+		e, err := pebblekv.Open(dir, pebblekv.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns, err := Open(e, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ns, e
+	}
+	ns, e := open()
+	_ = ns.Mkdir(Root, "/a", 0o755, false)
+	f := create(t, ns, "/a/f", 7)
+	pending, _ := ns.BeginCreate(Root, "/a/half", CreateOptions{}, place)
+	e.Close()
+	ns, e = open()
+	defer e.Close()
+	st, err := ns.Stat(Root, "/a/f")
+	if err != nil || st.ID != f.ID || st.Size != 7 {
+		t.Fatalf("after reopen %+v %v", st, err)
+	}
+	_, err = ns.Stat(Root, "/a/half")
+	mustKind(t, err, kerr.NotFound)
+	g := create(t, ns, "/a/g", 1)
+	if g.ID <= pending.ID {
+		t.Fatalf("id reused after restart: %d <= %d", g.ID, pending.ID)
+	}
+	root, _ := ns.Stat(Root, "/")
+	if root.TreeFiles != 2 || root.TreeSize != 8 {
+		t.Fatalf("accounting after reopen %+v", root)
+	}
+}
+
+func TestConcurrentCreates(t *testing.T) {
+	ns := newNS(t)
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			d := fmt.Sprintf("/d%d", g)
+			if err := ns.Mkdir(Root, d, 0o755, false); err != nil {
+				t.Error(err)
+				return
+			}
+			for i := 0; i < 50; i++ {
+				f, err := ns.BeginCreate(Root, fmt.Sprintf("%s/f%d", d, i), CreateOptions{}, place)
+				if err == nil {
+					_, err = ns.Commit(f.ID, 2, nil)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := ns.Stat(Root, "/"); err != nil {
+					t.Error(err)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	root, _ := ns.Stat(Root, "/")
+	if root.TreeFiles != 400 || root.TreeSize != 800 || root.TreeDirs != 8 {
+		t.Fatalf("root %+v", root)
+	}
+	ents, _ := ns.List(Root, "/d3")
+	if len(ents) != 50 {
+		t.Fatalf("list: %d", len(ents))
+	}
+}

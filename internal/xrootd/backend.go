@@ -1,0 +1,107 @@
+package xrootd
+
+import (
+	"context"
+	"log/slog"
+	"net/url"
+	"time"
+)
+
+// Identity is who a session acts as: the username from kXR_login and the
+// client's host. UID/GID come from Config.Identify (default: local passwd
+// lookup, nobody when unknown).
+type Identity struct {
+	User     string
+	UID, GID uint32
+	Host     string
+}
+
+// FileInfo is what the protocol needs to answer stat, dirlist and open.
+type FileInfo struct {
+	Name                string
+	IsDir               bool
+	Size                int64
+	Mode                uint32 // permission bits
+	MTime, CTime, ATime time.Time
+	ID                  uint64
+	Owner, Group        string
+}
+
+// StatFS describes the space behind a path (kXR_stat+kXR_vfs, kXR_Qspace).
+type StatFS struct {
+	Total, Free uint64
+	Filesystems int
+	// Space names the space/group reported as oss.cgroup (default "default").
+	Space string
+	// MaxFree is the largest free chunk on one filesystem (0: use Free).
+	MaxFree uint64
+	// Quota in bytes, -1 or 0 for none.
+	Quota int64
+}
+
+// OpenRequest is the decoded kXR_open intent.
+type OpenRequest struct {
+	Read, Write, Create, Truncate, Exclusive, MkPath, POSC bool
+	Mode                                                   uint32
+	Opaque                                                 url.Values
+}
+
+// Redirect tells the client where to go for data.
+type Redirect struct {
+	Host   string
+	Port   int
+	Opaque string // query without '?' appended to the path, e.g. "kaon.cap=..."
+}
+
+// Namespace is served at the manager (namespace) listener.
+type Namespace interface {
+	Stat(ctx context.Context, id Identity, path string) (FileInfo, error)
+	List(ctx context.Context, id Identity, path string) ([]FileInfo, error) // sorted by name
+	Mkdir(ctx context.Context, id Identity, path string, mode uint32, parents bool) error
+	Remove(ctx context.Context, id Identity, path string) error
+	Rmdir(ctx context.Context, id Identity, path string) error
+	Rename(ctx context.Context, id Identity, from, to string) error
+	Chmod(ctx context.Context, id Identity, path string, mode uint32) error
+	Truncate(ctx context.Context, id Identity, path string, size int64) error
+	Checksum(ctx context.Context, id Identity, path, algo string) (string, error) // lowercase hex
+	Locate(ctx context.Context, id Identity, path string) ([]string, error)       // host:port of data servers
+	StatFS(ctx context.Context, id Identity, path string) (StatFS, error)
+	Open(ctx context.Context, id Identity, path string, req OpenRequest) (Redirect, error)
+}
+
+// DataStore is served at a data (storage server) listener.
+type DataStore interface {
+	// Open verifies the capability carried in req.Opaque.
+	Open(ctx context.Context, id Identity, path string, req OpenRequest) (DataFile, error)
+}
+
+// DataFile is one open file at a storage server.
+type DataFile interface {
+	ReadAt(p []byte, off int64) (int, error)
+	WriteAt(p []byte, off int64) (int, error) // may be called out of order and concurrently
+	Truncate(size int64) error
+	Sync() error
+	Stat() (FileInfo, error)
+	Checksum(algo string) (string, error)
+	Close() error // for a written file: commits
+	Abort() error // abandoned upload: discard, nothing visible
+}
+
+// Config configures a Server. Zero limits take sane defaults.
+type Config struct {
+	Namespace Namespace // nil on a data-only listener: namespace requests redirect to Manager
+	Data      DataStore // nil on a manager-only listener
+	Manager   string    // host:port of the manager, for redirects from a data listener
+	Logger    *slog.Logger
+
+	// Identify maps a login (username, client host) to an Identity. Default:
+	// local passwd lookup, uid/gid 65534 when the user is unknown.
+	Identify func(user, host string) Identity
+
+	MaxFrame     int   // largest accepted request body (default 16 MiB + 64 KiB)
+	MaxSessions  int   // concurrent sessions (default 4096)
+	MaxOpenFiles int   // open handles per session (default 16384)
+	ConnBudget   int64 // bytes of request/response buffers in flight per connection (default 64 MiB)
+	GlobalBudget int64 // same, for the whole server (default 1 GiB)
+	MaxInflight  int   // concurrently handled requests per connection (default 64)
+}

@@ -1,0 +1,938 @@
+package xrootd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/kerr"
+)
+
+// dispatch handles one request. Session-setup requests run inline on the
+// reader goroutine (they change connection state); everything else runs
+// concurrently. It returns false when the connection must be dropped.
+func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
+	sid := h.StreamID
+	switch h.ReqID {
+	case kXR_protocol:
+		defer release()
+		return c.doProtocol(h) == nil
+	case kXR_login:
+		defer release()
+		return c.doLogin(h, body)
+	case kXR_bind:
+		defer release()
+		return c.doBind(h)
+	case kXR_ping:
+		release()
+		return c.send(sid, kXR_ok) == nil
+	case kXR_endsess:
+		defer release()
+		return c.doEndsess(h)
+	}
+	if c.sess == nil {
+		release()
+		return c.sendErr(sid, kXR_NotAuthorized, reqName(h.ReqID)+": login required") == nil
+	}
+	hh := *h
+	switch h.ReqID {
+	case kXR_read, kXR_pgread:
+		fh := decodeFH(h)
+		f := c.sess.file(fh)
+		if f == nil {
+			release()
+			return c.badHandle(sid, reqName(h.ReqID), fh)
+		}
+		c.async(func() {
+			defer f.done()
+			if hh.ReqID == kXR_read {
+				c.doRead(&hh, body, f, release)
+			} else {
+				c.doPgread(&hh, body, f, release)
+			}
+		})
+		return true
+	case kXR_write, kXR_pgwrite:
+		fh := decodeFH(h)
+		f := c.sess.file(fh)
+		if f == nil {
+			release()
+			return c.badHandle(sid, reqName(h.ReqID), fh)
+		}
+		c.async(func() {
+			defer f.done()
+			defer release()
+			if hh.ReqID == kXR_write {
+				c.doWrite(&hh, body, f)
+			} else {
+				c.doPgwrite(&hh, body, f)
+			}
+		})
+		return true
+	case kXR_readv:
+		elems, err := decodeReadv(body)
+		release()
+		if err != nil {
+			return c.sendErr(sid, kXR_ArgInvalid, "readv: "+err.Error()) == nil
+		}
+		files, bad := c.readvFiles(elems)
+		if bad != nil {
+			return c.badHandle(sid, "readv", *bad)
+		}
+		c.async(func() {
+			defer func() {
+				for _, f := range files {
+					f.done()
+				}
+			}()
+			c.doReadv(sid, elems, files)
+		})
+		return true
+	case kXR_close:
+		fh := decodeFH(h)
+		f := c.sess.take(fh)
+		release()
+		if f == nil {
+			return c.badHandle(sid, "close", fh)
+		}
+		c.async(func() { c.doClose(sid, f) })
+		return true
+	case kXR_sync:
+		fh := decodeFH(h)
+		f := c.sess.file(fh)
+		release()
+		if f == nil {
+			return c.badHandle(sid, "sync", fh)
+		}
+		f.done() // wait for earlier requests, not for ourselves
+		c.async(func() {
+			f.waitIdle()
+			if err := f.df.Sync(); err != nil {
+				c.fail(sid, "sync", f.path, err)
+				return
+			}
+			c.send(sid, kXR_ok)
+		})
+		return true
+	case kXR_truncate:
+		t := decodeTruncate(h, body)
+		if len(cstring(t.Path)) == 0 {
+			release()
+			f := c.sess.file(t.FH)
+			if f == nil {
+				return c.badHandle(sid, "truncate", t.FH)
+			}
+			f.done()
+			c.async(func() {
+				f.waitIdle()
+				if t.Offset < 0 {
+					c.sendErr(sid, kXR_ArgInvalid, "truncate "+f.path+": negative size")
+					return
+				}
+				if err := f.df.Truncate(t.Offset); err != nil {
+					c.fail(sid, "truncate", f.path, err)
+					return
+				}
+				c.send(sid, kXR_ok)
+			})
+			return true
+		}
+	}
+	c.async(func() {
+		defer release()
+		c.handleOther(&hh, body)
+	})
+	return true
+}
+
+func (c *conn) badHandle(sid [2]byte, op string, fh fhandle) bool {
+	return c.sendErr(sid, kXR_FileNotOpen, fmt.Sprintf("%s: file handle %#08x is not open", op, fh.id())) == nil
+}
+
+// readvFiles pins every distinct handle of a readv list.
+func (c *conn) readvFiles(elems []readvElem) (map[uint32]*openFile, *fhandle) {
+	files := map[uint32]*openFile{}
+	for i := range elems {
+		id := elems[i].FH.id()
+		if _, ok := files[id]; ok {
+			continue
+		}
+		f := c.sess.file(elems[i].FH)
+		if f == nil {
+			for _, g := range files {
+				g.done()
+			}
+			return nil, &elems[i].FH
+		}
+		files[id] = f
+	}
+	return files, nil
+}
+
+// fail answers err for op on path with the mapped kXR code (kXR_wait for
+// transient conditions).
+func (c *conn) fail(sid [2]byte, op, path string, err error) {
+	k := kindOf(err)
+	msg := errMessage(op, path, err)
+	if k == kerr.Busy {
+		c.sendWait(sid, 1, msg)
+		return
+	}
+	if k == kerr.Internal {
+		c.srv.log.Warn("xrootd: request failed", "op", op, "path", path, "err", err)
+	}
+	c.sendErr(sid, xrdCode(k), msg)
+}
+
+func (c *conn) reqCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.ctx, requestTimeout)
+}
+
+// --- session setup ---
+
+func (c *conn) doProtocol(h *reqHeader) error {
+	var b [8]byte
+	putU32(b[0:], protocolVersion)
+	putU32(b[4:], kXR_isServer|kXR_supposc|kXR_suppgrw)
+	return c.send(h.StreamID, kXR_ok, b[:])
+}
+
+func (c *conn) doLogin(h *reqHeader, body []byte) bool {
+	if c.sess != nil {
+		return c.sendErr(h.StreamID, kXR_InvalidRequest, "login: already logged in") == nil
+	}
+	name := decodeLoginUser(h)
+	if name == "" {
+		name = "nobody"
+	}
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		if !(ch == '_' || ch == '-' || ch == '.' || ch >= '0' && ch <= '9' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z') {
+			return c.sendErr(h.StreamID, kXR_ArgInvalid, "login: invalid user name "+strconv.Quote(name)) == nil
+		}
+	}
+	ss, err := c.srv.newSession(c, c.srv.identify(name, c.host))
+	if err != nil {
+		return c.sendErr(h.StreamID, kXR_Overloaded, "login: "+err.Error()) == nil
+	}
+	c.sess = ss
+	return c.send(h.StreamID, kXR_ok, ss.id[:]) == nil
+}
+
+func (c *conn) doBind(h *reqHeader) bool {
+	var id [16]byte
+	copy(id[:], h.Params[:])
+	if c.sess != nil {
+		return c.sendErr(h.StreamID, kXR_InvalidRequest, "bind: connection already has a session") == nil
+	}
+	ss := c.srv.findSession(id)
+	if ss == nil || ss.ident.Host != c.host {
+		return c.sendErr(h.StreamID, kXR_NotFound, "bind: session not found") == nil
+	}
+	p, ok := ss.bind(c)
+	if !ok {
+		return c.sendErr(h.StreamID, kXR_Overloaded, "bind: too many bound connections") == nil
+	}
+	c.sess, c.pathID = ss, p
+	return c.send(h.StreamID, kXR_ok, []byte{p}) == nil
+}
+
+func (c *conn) doEndsess(h *reqHeader) bool {
+	var id [16]byte
+	copy(id[:], h.Params[:])
+	if c.sess != nil && id == c.sess.id {
+		return c.send(h.StreamID, kXR_ok) == nil
+	}
+	if ss := c.srv.findSession(id); ss != nil {
+		if c.sess == nil || ss.ident.User != c.sess.ident.User || ss.ident.Host != c.sess.ident.Host {
+			return c.sendErr(h.StreamID, kXR_NotAuthorized, "endsess: session belongs to another client") == nil
+		}
+		ss.mu.Lock()
+		main := ss.paths[0]
+		ss.mu.Unlock()
+		main.nc.Close() // its reader ends the session
+	}
+	return c.send(h.StreamID, kXR_ok) == nil
+}
+
+// --- data path ---
+
+func (c *conn) doRead(h *reqHeader, body []byte, f *openFile, release func()) {
+	r := decodeRead(h, body)
+	release()
+	if r.Rlen < 0 || r.Offset < 0 {
+		c.sendErr(h.StreamID, kXR_ArgInvalid, "read "+f.path+": negative offset or length")
+		return
+	}
+	out := c.sess.pathConn(r.PathID, c)
+	left := int64(r.Rlen)
+	if left == 0 {
+		out.send(h.StreamID, kXR_ok)
+		return
+	}
+	n := min(left, readChunk)
+	t := c.budget.acquire(n)
+	if t < 0 {
+		return
+	}
+	defer c.budget.release(t)
+	g := c.srv.global.acquire(n)
+	defer c.srv.global.release(g)
+	buf := getBuf(int(n))
+	defer putBuf(buf)
+	off := r.Offset
+	for {
+		want := min(left, int64(len(buf)))
+		got, err := readFull(f.df, buf[:want], off)
+		if err != nil {
+			c.fail(h.StreamID, "read", f.path, err)
+			return
+		}
+		left -= int64(got)
+		off += int64(got)
+		last := left == 0 || int64(got) < want
+		st := uint16(kXR_oksofar)
+		if last {
+			st = kXR_ok
+		}
+		if out.send(h.StreamID, st, buf[:got]) != nil || last {
+			return
+		}
+	}
+}
+
+// readFull reads until p is full or EOF; EOF is not an error (short read).
+func readFull(df DataFile, p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := df.ReadAt(p[n:], off+int64(n))
+		n += m
+		if err != nil {
+			if isEOF(err) {
+				return n, nil
+			}
+			return n, err
+		}
+		if m == 0 {
+			return n, nil
+		}
+	}
+	return n, nil
+}
+
+func (c *conn) doWrite(h *reqHeader, body []byte, f *openFile) {
+	w := decodeWrite(h)
+	if !f.write {
+		c.sendErr(h.StreamID, kXR_FileNotOpen, "write "+f.path+": file is not open for writing")
+		return
+	}
+	if w.Offset < 0 {
+		c.sendErr(h.StreamID, kXR_ArgInvalid, "write "+f.path+": negative offset")
+		return
+	}
+	if len(body) > 0 {
+		if _, err := f.df.WriteAt(body, w.Offset); err != nil {
+			c.fail(h.StreamID, "write", f.path, err)
+			return
+		}
+	}
+	c.sess.pathConn(w.PathID, c).send(h.StreamID, kXR_ok)
+}
+
+const (
+	maxReadvElems = 1024
+	maxReadvElem  = 2097136
+	readvBatch    = 2 << 20
+)
+
+func (c *conn) doReadv(sid [2]byte, elems []readvElem, files map[uint32]*openFile) {
+	if len(elems) > maxReadvElems {
+		c.sendErr(sid, kXR_ArgTooLong, fmt.Sprintf("readv: %d elements exceed the limit of %d", len(elems), maxReadvElems))
+		return
+	}
+	for _, e := range elems {
+		if e.Len < 0 || e.Len > maxReadvElem || e.Offset < 0 {
+			c.sendErr(sid, kXR_ArgInvalid, fmt.Sprintf("readv: invalid element (offset %d, length %d)", e.Offset, e.Len))
+			return
+		}
+	}
+	t := c.budget.acquire(readvBatch + maxReadvElem + readvElemLen)
+	if t < 0 {
+		return
+	}
+	defer c.budget.release(t)
+	buf := getBuf(int(t))
+	defer putBuf(buf)
+	n := 0
+	for i, e := range elems {
+		f := files[e.FH.id()]
+		hdr := buf[n : n+readvElemLen]
+		got, err := readFull(f.df, buf[n+readvElemLen:n+readvElemLen+int(e.Len)], e.Offset)
+		if err != nil {
+			c.fail(sid, "readv", f.path, err)
+			return
+		}
+		copy(hdr[0:4], e.FH[:])
+		putU32(hdr[4:8], uint32(got))
+		putU64(hdr[8:16], uint64(e.Offset))
+		n += readvElemLen + got
+		last := i == len(elems)-1
+		if last {
+			c.send(sid, kXR_ok, buf[:n])
+			return
+		}
+		if n >= readvBatch {
+			if c.send(sid, kXR_oksofar, buf[:n]) != nil {
+				return
+			}
+			n = 0
+		}
+	}
+	c.send(sid, kXR_ok, buf[:n]) // empty list
+}
+
+func (c *conn) doClose(sid [2]byte, f *openFile) {
+	f.waitIdle()
+	if err := f.df.Close(); err != nil {
+		c.fail(sid, "close", f.path, err)
+		return
+	}
+	c.send(sid, kXR_ok)
+}
+
+// --- everything with a path ---
+
+func (c *conn) handleOther(h *reqHeader, body []byte) {
+	sid := h.StreamID
+	ns := c.srv.cfg.Namespace
+	switch h.ReqID {
+	case kXR_open:
+		c.doOpen(h, body)
+		return
+	case kXR_query:
+		c.doQuery(h, body)
+		return
+	case kXR_stat:
+		c.doStat(h, body)
+		return
+	case kXR_dirlist, kXR_mkdir, kXR_rm, kXR_rmdir, kXR_chmod, kXR_mv, kXR_locate, kXR_truncate:
+		if ns == nil {
+			c.redirectToManager(sid, reqName(h.ReqID))
+			return
+		}
+	case kXR_auth, kXR_sigver:
+		c.sendErr(sid, kXR_Unsupported, reqName(h.ReqID)+": this server requires no authentication")
+		return
+	default:
+		c.sendErr(sid, kXR_Unsupported, reqName(h.ReqID)+" is not supported by this server")
+		return
+	}
+	ctx, cancel := c.reqCtx()
+	defer cancel()
+	id := c.sess.ident
+	switch h.ReqID {
+	case kXR_dirlist:
+		opts, raw := decodeDirlist(h, body)
+		p, _, err := splitPath("dirlist", raw)
+		if err != nil {
+			c.fail(sid, "dirlist", "", err)
+			return
+		}
+		list, err := ns.List(ctx, id, p)
+		if err != nil {
+			c.fail(sid, "dirlist", p, err)
+			return
+		}
+		var sb strings.Builder
+		if opts&(kXR_dstat|kXR_dcksm) != 0 {
+			sb.WriteString(".\n0 0 0 0")
+			for _, e := range list {
+				sb.WriteByte('\n')
+				sb.WriteString(e.Name)
+				sb.WriteByte('\n')
+				sb.WriteString(statString(e))
+			}
+		} else {
+			for i, e := range list {
+				if i > 0 {
+					sb.WriteByte('\n')
+				}
+				sb.WriteString(e.Name)
+			}
+		}
+		sb.WriteByte(0)
+		c.send(sid, kXR_ok, []byte(sb.String()))
+	case kXR_mkdir:
+		m := decodeMkdir(h, body)
+		p, _, err := splitPath("mkdir", m.Path)
+		if err != nil {
+			c.fail(sid, "mkdir", "", err)
+			return
+		}
+		mode := uint32(m.Mode) & 0o7777
+		if mode == 0 {
+			mode = 0o755
+		}
+		if err := ns.Mkdir(ctx, id, p, mode, m.Options&kXR_mkdirpath != 0); err != nil {
+			c.fail(sid, "mkdir", p, err)
+			return
+		}
+		c.send(sid, kXR_ok)
+	case kXR_rm, kXR_rmdir:
+		op := reqName(h.ReqID)
+		p, _, err := splitPath(op, body)
+		if err != nil {
+			c.fail(sid, op, "", err)
+			return
+		}
+		if p == "/" {
+			c.sendErr(sid, kXR_NotAuthorized, op+" /: the root cannot be removed")
+			return
+		}
+		if h.ReqID == kXR_rm {
+			err = ns.Remove(ctx, id, p)
+		} else {
+			err = ns.Rmdir(ctx, id, p)
+		}
+		if err != nil {
+			c.fail(sid, op, p, err)
+			return
+		}
+		c.send(sid, kXR_ok)
+	case kXR_chmod:
+		p, _, err := splitPath("chmod", body)
+		if err != nil {
+			c.fail(sid, "chmod", "", err)
+			return
+		}
+		if err := ns.Chmod(ctx, id, p, uint32(decodeChmodMode(h))&0o7777); err != nil {
+			c.fail(sid, "chmod", p, err)
+			return
+		}
+		c.send(sid, kXR_ok)
+	case kXR_mv:
+		rf, rt, err := decodeMv(h, body)
+		if err != nil {
+			c.sendErr(sid, kXR_ArgMissing, "mv: "+err.Error())
+			return
+		}
+		from, _, err := splitPath("mv", rf)
+		if err != nil {
+			c.fail(sid, "mv", "", err)
+			return
+		}
+		to, _, err := splitPath("mv", rt)
+		if err != nil {
+			c.fail(sid, "mv", "", err)
+			return
+		}
+		if err := ns.Rename(ctx, id, from, to); err != nil {
+			c.fail(sid, "mv", from, err)
+			return
+		}
+		c.send(sid, kXR_ok)
+	case kXR_truncate:
+		t := decodeTruncate(h, body)
+		p, _, err := splitPath("truncate", t.Path)
+		if err != nil {
+			c.fail(sid, "truncate", "", err)
+			return
+		}
+		if t.Offset < 0 {
+			c.sendErr(sid, kXR_ArgInvalid, "truncate "+p+": negative size")
+			return
+		}
+		if err := ns.Truncate(ctx, id, p, t.Offset); err != nil {
+			c.fail(sid, "truncate", p, err)
+			return
+		}
+		c.send(sid, kXR_ok)
+	case kXR_locate:
+		_, raw := decodeLocate(h, body)
+		for len(raw) > 0 && raw[0] == '*' { // "*path": any server able to serve path
+			raw = raw[1:]
+		}
+		p, _, err := splitPath("locate", raw)
+		if err != nil {
+			c.fail(sid, "locate", "", err)
+			return
+		}
+		fi, err := ns.Stat(ctx, id, p)
+		if err != nil {
+			c.fail(sid, "locate", p, err)
+			return
+		}
+		var locs []string
+		if !fi.IsDir {
+			if locs, err = ns.Locate(ctx, id, p); err != nil {
+				c.fail(sid, "locate", p, err)
+				return
+			}
+		}
+		if len(locs) == 0 { // directories (and files without replicas) are served here
+			locs = []string{c.nc.LocalAddr().String()}
+		}
+		var sb strings.Builder
+		for i, l := range locs {
+			if i > 0 {
+				sb.WriteByte(' ')
+			}
+			sb.WriteString("Sw")
+			sb.WriteString(l)
+		}
+		sb.WriteByte(0)
+		c.send(sid, kXR_ok, []byte(sb.String()))
+	}
+}
+
+// redirectToManager sends namespace requests arriving at a data listener to
+// the manager.
+func (c *conn) redirectToManager(sid [2]byte, op string) {
+	host, port, err := splitHostPort(c.srv.cfg.Manager)
+	if err != nil {
+		c.sendErr(sid, kXR_Unsupported, op+": not served by this data server and no manager is configured")
+		return
+	}
+	c.sendRedirect(sid, host, port, "")
+}
+
+func splitHostPort(hp string) (string, int, error) {
+	h, p, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, err
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n <= 0 || n > 65535 {
+		return "", 0, errors.New("bad port")
+	}
+	return h, n, nil
+}
+
+func (c *conn) doOpen(h *reqHeader, body []byte) {
+	sid := h.StreamID
+	o := decodeOpen(h, body)
+	p, opaque, err := splitPath("open", o.Path)
+	if err != nil {
+		c.fail(sid, "open", "", err)
+		return
+	}
+	req := OpenRequest{Mode: uint32(o.Mode) & 0o7777, Opaque: opaque}
+	opt := o.Options
+	req.Read = opt&(kXR_open_read|kXR_open_updt) != 0 || opt&(kXR_open_wrto|kXR_new|kXR_delete) == 0
+	req.Write = opt&(kXR_open_updt|kXR_open_wrto|kXR_new|kXR_delete|kXR_open_apnd) != 0
+	req.Create = opt&(kXR_new|kXR_delete) != 0
+	req.Truncate = opt&kXR_delete != 0
+	req.Exclusive = opt&kXR_new != 0 && opt&kXR_delete == 0
+	// xrootd creates missing parents of a new file even without kXR_mkpath
+	// (xrdcp without -p relies on it), so creation implies MkPath.
+	req.MkPath = opt&kXR_mkpath != 0 || req.Create
+	req.POSC = opt&kXR_posc != 0
+	if req.Create && req.Mode == 0 {
+		req.Mode = 0o644
+	}
+	ctx, cancel := c.reqCtx()
+	defer cancel()
+	ns, ds := c.srv.cfg.Namespace, c.srv.cfg.Data
+	if ns != nil {
+		rd, err := ns.Open(ctx, c.sess.ident, p, req)
+		if err != nil {
+			c.fail(sid, "open", p, err)
+			return
+		}
+		if rd.Host != "" || ds == nil {
+			if rd.Host == "" || rd.Port <= 0 {
+				c.sendErr(sid, kXR_ServerError, "open "+p+": no storage server available")
+				return
+			}
+			c.sendRedirect(sid, rd.Host, rd.Port, rd.Opaque)
+			return
+		}
+		// Combined listener: the namespace granted access here.
+		for k, vs := range parseOpaque(rd.Opaque) {
+			req.Opaque[k] = vs
+		}
+	} else if ds == nil {
+		c.sendErr(sid, kXR_ServerError, "open "+p+": listener has neither namespace nor data")
+		return
+	}
+	df, err := ds.Open(ctx, c.sess.ident, p, req)
+	if err != nil {
+		c.fail(sid, "open", p, err)
+		return
+	}
+	f := newOpenFile(p, df, req.Write)
+	fh, ok := c.sess.addFile(f, c.srv.cfg.MaxOpenFiles)
+	if !ok {
+		if req.Write {
+			df.Abort()
+		} else {
+			df.Close()
+		}
+		c.sendErr(sid, kXR_Overloaded, "open "+p+": too many open files in this session")
+		return
+	}
+	resp := make([]byte, 12, 128)
+	hd := handleOf(fh)
+	copy(resp, hd[:])
+	if opt&kXR_retstat != 0 {
+		fi, err := df.Stat()
+		if err != nil {
+			c.sess.take(hd)
+			df.Abort()
+			c.fail(sid, "open", p, err)
+			return
+		}
+		resp = append(resp, statString(fi)...)
+		resp = append(resp, 0)
+	}
+	c.send(sid, kXR_ok, resp)
+}
+
+func (c *conn) doStat(h *reqHeader, body []byte) {
+	sid := h.StreamID
+	r := decodeStat(h, body)
+	if len(cstring(r.Path)) == 0 { // stat on an open handle
+		f := c.sess.file(r.FH)
+		if f == nil {
+			c.badHandle(sid, "stat", r.FH)
+			return
+		}
+		defer f.done()
+		fi, err := f.df.Stat()
+		if err != nil {
+			c.fail(sid, "stat", f.path, err)
+			return
+		}
+		c.send(sid, kXR_ok, append([]byte(statString(fi)), 0))
+		return
+	}
+	p, _, err := splitPath("stat", r.Path)
+	if err != nil {
+		c.fail(sid, "stat", "", err)
+		return
+	}
+	ns := c.srv.cfg.Namespace
+	if ns == nil {
+		c.redirectToManager(sid, "stat")
+		return
+	}
+	ctx, cancel := c.reqCtx()
+	defer cancel()
+	if r.Options&kXR_vfs != 0 {
+		fs, err := ns.StatFS(ctx, c.sess.ident, p)
+		if err != nil {
+			c.fail(sid, "statvfs", p, err)
+			return
+		}
+		c.send(sid, kXR_ok, append([]byte(vfsString(fs)), 0))
+		return
+	}
+	fi, err := ns.Stat(ctx, c.sess.ident, p)
+	if err != nil {
+		c.fail(sid, "stat", p, err)
+		return
+	}
+	c.send(sid, kXR_ok, append([]byte(statString(fi)), 0))
+}
+
+// statString renders the extended stat line 5.x clients parse:
+// "id size flags mtime ctime atime mode owner group".
+func statString(fi FileInfo) string {
+	flags := 0
+	if fi.IsDir {
+		flags |= kXR_isDir
+	}
+	if fi.Mode&0o444 != 0 {
+		flags |= kXR_readable
+	}
+	if fi.Mode&0o222 != 0 {
+		flags |= kXR_writable
+	}
+	if fi.Mode&0o111 != 0 || fi.IsDir {
+		flags |= kXR_xset
+	}
+	owner, group := token(fi.Owner), token(fi.Group)
+	mt := unixOr0(fi.MTime)
+	ct, at := unixOr0(fi.CTime), unixOr0(fi.ATime)
+	if ct == 0 {
+		ct = mt
+	}
+	if at == 0 {
+		at = mt
+	}
+	return fmt.Sprintf("%d %d %d %d %d %d %04o %s %s", fi.ID, max(fi.Size, 0), flags, mt, ct, at, fi.Mode&0o7777, owner, group)
+}
+
+func unixOr0(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
+}
+
+// token makes a name safe for the space-separated stat line.
+func token(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return strings.Map(func(r rune) rune {
+		if r <= ' ' || r == 0x7f {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+// vfsString renders kXR_vfs: "nodesRW freeMB util% nodesStaging freeMB util%".
+func vfsString(fs StatFS) string {
+	nodes := fs.Filesystems
+	if nodes <= 0 {
+		nodes = 1
+	}
+	free := fs.MaxFree
+	if free == 0 {
+		free = fs.Free
+	}
+	util := 0
+	if fs.Total > 0 && fs.Free <= fs.Total {
+		util = int((fs.Total - fs.Free) * 100 / fs.Total)
+	}
+	return fmt.Sprintf("%d %d %d 0 0 0", nodes, free>>20, util)
+}
+
+func (c *conn) doQuery(h *reqHeader, body []byte) {
+	sid := h.StreamID
+	q := decodeQuery(h, body)
+	ns := c.srv.cfg.Namespace
+	switch q.InfoType {
+	case kXR_Qconfig:
+		c.send(sid, kXR_ok, []byte(c.srv.configAnswer(cstring(q.Args))))
+		return
+	case kXR_QStats:
+		c.send(sid, kXR_ok, append([]byte(c.srv.statsXML(c.nc.LocalAddr())), 0))
+		return
+	case kXR_Qcksum, kXR_Qspace:
+	default:
+		c.sendErr(sid, kXR_Unsupported, fmt.Sprintf("query type %d is not supported by this server", q.InfoType))
+		return
+	}
+	if len(cstring(q.Args)) == 0 && q.InfoType == kXR_Qcksum { // checksum of an open handle
+		f := c.sess.file(q.FH)
+		if f == nil {
+			c.badHandle(sid, "query checksum", q.FH)
+			return
+		}
+		defer f.done()
+		f.waitIdle()
+		sum, err := f.df.Checksum("adler32")
+		if err != nil {
+			c.fail(sid, "query checksum", f.path, err)
+			return
+		}
+		c.send(sid, kXR_ok, []byte("adler32 "+sum+"\x00"))
+		return
+	}
+	op := "query checksum"
+	if q.InfoType == kXR_Qspace {
+		op = "query space"
+	}
+	p, opaque, err := splitPath(op, q.Args)
+	if err != nil {
+		c.fail(sid, op, "", err)
+		return
+	}
+	if ns == nil {
+		c.redirectToManager(sid, op)
+		return
+	}
+	ctx, cancel := c.reqCtx()
+	defer cancel()
+	if q.InfoType == kXR_Qspace {
+		fs, err := ns.StatFS(ctx, c.sess.ident, p)
+		if err != nil {
+			c.fail(sid, op, p, err)
+			return
+		}
+		space := fs.Space
+		if space == "" {
+			space = "default"
+		}
+		maxf := fs.MaxFree
+		if maxf == 0 {
+			maxf = fs.Free
+		}
+		quota := fs.Quota
+		if quota == 0 {
+			quota = -1
+		}
+		used := uint64(0)
+		if fs.Total > fs.Free {
+			used = fs.Total - fs.Free
+		}
+		s := fmt.Sprintf("oss.cgroup=%s&oss.space=%d&oss.free=%d&oss.maxf=%d&oss.used=%d&oss.quota=%d\x00",
+			space, fs.Total, fs.Free, maxf, used, quota)
+		c.send(sid, kXR_ok, []byte(s))
+		return
+	}
+	algo := strings.ToLower(opaque.Get("cks.type"))
+	if algo == "" {
+		algo = "adler32"
+	}
+	sum, err := ns.Checksum(ctx, c.sess.ident, p, algo)
+	if err != nil {
+		c.fail(sid, op, p, err)
+		return
+	}
+	c.send(sid, kXR_ok, []byte(algo+" "+sum+"\x00"))
+}
+
+// configAnswer answers kXR_Qconfig: one line per requested name; unknown
+// names are echoed back, which is how clients recognise "not set".
+func (s *Server) configAnswer(args string) string {
+	var sb strings.Builder
+	for _, k := range strings.Fields(args) {
+		v := k
+		switch k {
+		case "readv_iov_max":
+			v = strconv.Itoa(maxReadvElems)
+		case "readv_ior_max":
+			v = strconv.Itoa(maxReadvElem)
+		case "chksum":
+			v = "0:adler32"
+		case "bind_max":
+			v = "255"
+		case "pio_max":
+			v = "5"
+		case "version":
+			v = "kaon-xrootd-v5"
+		case "role":
+			if s.cfg.Namespace != nil {
+				v = "manager"
+			} else {
+				v = "server"
+			}
+		case "cms":
+			v = "none|"
+		case "sitename":
+			v = "kaon"
+		}
+		sb.WriteString(v)
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
+func (s *Server) statsXML(addr net.Addr) string {
+	host, port, _ := net.SplitHostPort(addr.String())
+	now := time.Now().Unix()
+	return fmt.Sprintf(`<statistics tod="%d" ver="kaon" src="%s" tos="%d" pgm="kaon" ins="kaon" pid="0" site="">`+
+		`<stats id="info"><host>%s</host><port>%s</port><name>kaon</name></stats>`+
+		`<stats id="link"><num>%d</num><in>%d</in><out>%d</out></stats>`+
+		`<stats id="xrootd"><num>%d</num><err>%d</err><rdr>%d</rdr></stats></statistics>`,
+		now, addr.String(), s.start.Unix(), host, port,
+		s.nConns.Load(), s.bytesIn.Load(), s.bytesOut.Load(), s.nReqs.Load(), s.nErrs.Load(), s.nRedirs.Load())
+}

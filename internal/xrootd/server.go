@@ -1,0 +1,565 @@
+// Package xrootd serves the XRootD protocol v5 (root://) as the 5.5 clients
+// (xrdcp, xrdfs, Python XRootD) speak it, in front of two small interfaces:
+// a Namespace (manager listener: metadata, and open answered by a redirect
+// carrying a capability) and a DataStore (storage-server listener: bytes).
+package xrootd
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os/user"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	writeTimeout   = 2 * time.Minute // a client that stops reading is dropped
+	requestTimeout = 10 * time.Minute
+	readChunk      = 8 << 20 // largest single read response; larger reads use kXR_oksofar
+)
+
+// Server is one XRootD endpoint (manager, data, or both).
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	global *budget
+	start  time.Time
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	sessions  map[[16]byte]*session
+	closed    bool
+	wg        sync.WaitGroup
+
+	idCache sync.Map // user -> Identity (uid/gid)
+
+	nConns, nReqs, nErrs, nRedirs atomic.Int64
+	bytesIn, bytesOut             atomic.Int64
+}
+
+// NewServer returns a server; call Serve for each listener.
+func NewServer(cfg Config) *Server {
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = 16<<20 + 64<<10
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = 4096
+	}
+	if cfg.MaxOpenFiles <= 0 {
+		cfg.MaxOpenFiles = 16384
+	}
+	if cfg.ConnBudget <= 0 {
+		cfg.ConnBudget = 64 << 20
+	}
+	if cfg.GlobalBudget <= 0 {
+		cfg.GlobalBudget = 1 << 30
+	}
+	if cfg.MaxInflight <= 0 {
+		cfg.MaxInflight = 64
+	}
+	if cfg.ConnBudget < int64(cfg.MaxFrame) {
+		cfg.ConnBudget = int64(cfg.MaxFrame)
+	}
+	if cfg.GlobalBudget < cfg.ConnBudget {
+		cfg.GlobalBudget = cfg.ConnBudget
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	return &Server{
+		cfg:       cfg,
+		log:       lg,
+		global:    newBudget(cfg.GlobalBudget),
+		start:     time.Now(),
+		listeners: map[net.Listener]struct{}{},
+		conns:     map[*conn]struct{}{},
+		sessions:  map[[16]byte]*session{},
+	}
+}
+
+// Serve accepts connections on l until Close.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return net.ErrClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	var delay time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		c := s.newConn(nc)
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return nil
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+		}()
+	}
+}
+
+// Close stops all listeners and connections; open uploads are aborted.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// identify maps a login to an Identity.
+func (s *Server) identify(name, host string) Identity {
+	if s.cfg.Identify != nil {
+		return s.cfg.Identify(name, host)
+	}
+	if v, ok := s.idCache.Load(name); ok {
+		id := v.(Identity)
+		id.Host = host
+		return id
+	}
+	id := Identity{User: name, UID: 65534, GID: 65534}
+	if u, err := user.Lookup(name); err == nil {
+		if n, err := strconv.ParseUint(u.Uid, 10, 32); err == nil {
+			id.UID = uint32(n)
+		}
+		if n, err := strconv.ParseUint(u.Gid, 10, 32); err == nil {
+			id.GID = uint32(n)
+		}
+	}
+	s.idCache.Store(name, id)
+	id.Host = host
+	return id
+}
+
+// session is the state shared by a login connection and the connections
+// later bound to it with kXR_bind (xrdcp -S): identity and open files.
+type session struct {
+	id    [16]byte
+	ident Identity
+	srv   *Server
+
+	mu     sync.Mutex
+	files  map[uint32]*openFile
+	nextFH uint32
+	paths  []*conn // index is the path id; [0] is the login connection
+	ended  bool
+}
+
+func (s *Server) newSession(c *conn, ident Identity) (*session, error) {
+	ss := &session{ident: ident, srv: s, files: map[uint32]*openFile{}, paths: []*conn{c}}
+	if _, err := rand.Read(ss.id[:]); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sessions) >= s.cfg.MaxSessions {
+		return nil, errors.New("too many sessions")
+	}
+	s.sessions[ss.id] = ss
+	return ss, nil
+}
+
+func (s *Server) findSession(id [16]byte) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[id]
+}
+
+// end tears the session down: files still open for writing were never
+// closed by the client, so the upload is abandoned and aborted.
+func (ss *session) end() {
+	ss.srv.mu.Lock()
+	delete(ss.srv.sessions, ss.id)
+	ss.srv.mu.Unlock()
+	ss.mu.Lock()
+	if ss.ended {
+		ss.mu.Unlock()
+		return
+	}
+	ss.ended = true
+	files := ss.files
+	ss.files = map[uint32]*openFile{}
+	paths := ss.paths
+	ss.mu.Unlock()
+	for _, pc := range paths[1:] {
+		if pc != nil {
+			pc.nc.Close()
+		}
+	}
+	for _, f := range files {
+		f.waitIdle()
+		var err error
+		if f.write {
+			err = f.df.Abort()
+		} else {
+			err = f.df.Close()
+		}
+		if err != nil {
+			ss.srv.log.Warn("xrootd: closing file of ended session", "path", f.path, "err", err)
+		}
+	}
+}
+
+func (ss *session) addFile(f *openFile, max int) (uint32, bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.ended || len(ss.files) >= max {
+		return 0, false
+	}
+	for {
+		ss.nextFH++
+		if _, busy := ss.files[ss.nextFH]; !busy {
+			break
+		}
+	}
+	f.h = ss.nextFH
+	ss.files[f.h] = f
+	return f.h, true
+}
+
+// file returns the open file for h and marks one operation in flight on it;
+// the caller must call f.done().
+func (ss *session) file(h fhandle) *openFile {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	f := ss.files[h.id()]
+	if f != nil {
+		f.begin()
+	}
+	return f
+}
+
+// take removes h from the table (close): later requests on h fail at once.
+func (ss *session) take(h fhandle) *openFile {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	f := ss.files[h.id()]
+	delete(ss.files, h.id())
+	return f
+}
+
+// pathConn is the connection for path id p (responses of reads go there).
+func (ss *session) pathConn(p byte, dflt *conn) *conn {
+	if p == 0 {
+		return dflt
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if int(p) < len(ss.paths) && ss.paths[p] != nil && !ss.paths[p].dead.Load() {
+		return ss.paths[p]
+	}
+	return dflt
+}
+
+func (ss *session) bind(c *conn) (byte, bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.ended {
+		return 0, false
+	}
+	for i := 1; i < len(ss.paths); i++ {
+		if ss.paths[i] == nil {
+			ss.paths[i] = c
+			return byte(i), true
+		}
+	}
+	if len(ss.paths) >= 256 {
+		return 0, false
+	}
+	ss.paths = append(ss.paths, c)
+	return byte(len(ss.paths) - 1), true
+}
+
+func (ss *session) unbind(c *conn) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for i := 1; i < len(ss.paths); i++ {
+		if ss.paths[i] == c {
+			ss.paths[i] = nil
+		}
+	}
+}
+
+// openFile is one handle. Operations in flight are counted so close, sync
+// and truncate run only after every request sent before them has finished.
+type openFile struct {
+	h     uint32
+	path  string
+	df    DataFile
+	write bool
+
+	mu   sync.Mutex
+	cond *sync.Cond
+	busy int
+}
+
+func newOpenFile(path string, df DataFile, write bool) *openFile {
+	f := &openFile{path: path, df: df, write: write}
+	f.cond = sync.NewCond(&f.mu)
+	return f
+}
+
+func (f *openFile) begin() { f.mu.Lock(); f.busy++; f.mu.Unlock() }
+
+func (f *openFile) done() {
+	f.mu.Lock()
+	f.busy--
+	if f.busy == 0 {
+		f.cond.Broadcast()
+	}
+	f.mu.Unlock()
+}
+
+func (f *openFile) waitIdle() {
+	f.mu.Lock()
+	for f.busy > 0 {
+		f.cond.Wait()
+	}
+	f.mu.Unlock()
+}
+
+// conn is one TCP connection: a reader goroutine decodes frames and hands
+// requests to goroutines (bounded by inflight slots and byte budgets); a
+// mutex keeps each response frame contiguous on the wire.
+type conn struct {
+	srv    *Server
+	nc     net.Conn
+	br     *bufio.Reader
+	host   string
+	budget *budget
+	slots  chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	wmu  sync.Mutex
+	dead atomic.Bool
+
+	sess   *session // set by login or bind; only the reader goroutine writes it
+	pathID byte
+	wg     sync.WaitGroup
+}
+
+func (s *Server) newConn(nc net.Conn) *conn {
+	host := nc.RemoteAddr().String()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &conn{
+		srv:    s,
+		nc:     nc,
+		br:     bufio.NewReaderSize(nc, 128<<10),
+		host:   host,
+		budget: newBudget(s.cfg.ConnBudget),
+		slots:  make(chan struct{}, s.cfg.MaxInflight),
+		ctx:    ctx,
+		cancel: cancel,
+	}
+}
+
+func (c *conn) serve() {
+	c.srv.nConns.Add(1)
+	defer func() {
+		c.dead.Store(true)
+		c.cancel()
+		c.nc.Close()
+		c.budget.close()
+		c.wg.Wait()
+		if c.sess != nil {
+			if c.pathID == 0 {
+				c.sess.end()
+			} else {
+				c.sess.unbind(c)
+			}
+		}
+		c.srv.mu.Lock()
+		delete(c.srv.conns, c)
+		c.srv.mu.Unlock()
+		c.srv.nConns.Add(-1)
+	}()
+	var hs [handshakeLen]byte
+	c.nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadFull(c.br, hs[:]); err != nil {
+		return
+	}
+	if err := checkHandshake(hs[:]); err != nil {
+		c.srv.log.Debug("xrootd: bad handshake", "client", c.host)
+		return
+	}
+	c.nc.SetReadDeadline(time.Time{})
+	var body [8]byte
+	putU32(body[0:], protocolVersion)
+	putU32(body[4:], 1) // kXR_DataServer
+	if c.send([2]byte{}, kXR_ok, body[:]) != nil {
+		return
+	}
+	var hdr [reqHeaderLen]byte
+	for {
+		var taken, gtaken int64
+		alloc := func(n int) []byte {
+			taken = c.budget.acquire(int64(n))
+			if taken < 0 {
+				return make([]byte, 0) // connection dying; ReadFull fails fast below
+			}
+			gtaken = c.srv.global.acquire(int64(n))
+			return getBuf(n)
+		}
+		h, b, err := readFrame(c.br, hdr[:], c.srv.cfg.MaxFrame, alloc)
+		release := func() {
+			if b != nil {
+				putBuf(b)
+			}
+			c.budget.release(taken)
+			c.srv.global.release(gtaken)
+		}
+		if err != nil {
+			release()
+			if err == errFrameTooLarge {
+				c.sendErr(h.StreamID, kXR_ArgTooLong, "request "+reqName(h.ReqID)+" body of "+
+					strconv.Itoa(int(h.Dlen))+" bytes exceeds the limit of "+strconv.Itoa(c.srv.cfg.MaxFrame))
+			}
+			return
+		}
+		if taken < 0 {
+			return
+		}
+		c.srv.nReqs.Add(1)
+		c.srv.bytesIn.Add(int64(reqHeaderLen + len(b)))
+		if !c.dispatch(&h, b, release) {
+			return
+		}
+	}
+}
+
+// async runs fn on its own goroutine, holding one inflight slot.
+func (c *conn) async(fn func()) {
+	c.slots <- struct{}{}
+	c.wg.Add(1)
+	go func() {
+		defer func() {
+			<-c.slots
+			c.wg.Done()
+		}()
+		fn()
+	}()
+}
+
+// send writes one response frame: header and body parts in a single
+// vectored write.
+func (c *conn) send(sid [2]byte, status uint16, parts ...[]byte) error {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	var hb [respHeaderLen]byte
+	bufs := make(net.Buffers, 0, 1+len(parts))
+	bufs = append(bufs, respHeader(hb[:], sid, status, n))
+	for _, p := range parts {
+		if len(p) > 0 {
+			bufs = append(bufs, p)
+		}
+	}
+	c.wmu.Lock()
+	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	_, err := bufs.WriteTo(c.nc)
+	c.wmu.Unlock()
+	if err != nil {
+		c.dead.Store(true)
+		c.nc.Close()
+		return err
+	}
+	c.srv.bytesOut.Add(int64(respHeaderLen + n))
+	return nil
+}
+
+func (c *conn) sendErr(sid [2]byte, code uint32, msg string) error {
+	c.srv.nErrs.Add(1)
+	b := make([]byte, 4, 4+len(msg)+1)
+	putU32(b, code)
+	b = append(b, msg...)
+	b = append(b, 0)
+	return c.send(sid, kXR_error, b)
+}
+
+// sendWait asks the client to retry after secs seconds.
+func (c *conn) sendWait(sid [2]byte, secs int, msg string) error {
+	b := make([]byte, 4, 4+len(msg)+1)
+	putU32(b, uint32(secs))
+	b = append(b, msg...)
+	b = append(b, 0)
+	return c.send(sid, kXR_wait, b)
+}
+
+// sendRedirect sends the client to host:port; opaque (without '?') is
+// appended by the client to the path it re-sends.
+func (c *conn) sendRedirect(sid [2]byte, host string, port int, opaque string) error {
+	c.srv.nRedirs.Add(1)
+	b := make([]byte, 4, 4+len(host)+len(opaque)+1)
+	putU32(b, uint32(int32(port)))
+	b = append(b, host...)
+	if opaque != "" {
+		b = append(b, '?')
+		b = append(b, opaque...)
+	}
+	return c.send(sid, kXR_redirect, b)
+}
+
+func putU32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
+}
+
+func putU64(b []byte, v uint64) {
+	putU32(b, uint32(v>>32))
+	putU32(b[4:], uint32(v))
+}
