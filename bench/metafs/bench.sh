@@ -65,7 +65,17 @@ now() { date +%s%N; }
 ms() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.1f", (b-a)/1e6}'; }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END{print (NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2}'; }
 dropcaches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-count() { grep -v 'resumed>' "$1" | grep -v '</dev/fuse>' | grep -cF "$TREE" || true; }
+# A line counts if it is a call's first line (not "<... resumed>"), the call is
+# not FUSE protocol traffic, and the tree appears in its arguments. Calls that
+# are no filesystem operation but may quote the tree in their data or argv
+# (write, execve) and fd-local calls (fcntl, close) are left out -- for
+# both sides, which only lowers the direct count (conservative).
+count() {
+	grep -v 'resumed>' "$1" | grep -v '</dev/fuse>' |
+		awk '$2 !~ /^(execve|write|writev|fcntl|close)\(/' | grep -cF "$TREE" || true
+}
+breakdown() { grep -v 'resumed>' "$1" | grep -v '</dev/fuse>' | awk '$2 !~ /^(execve|write|writev|fcntl|close)\(/' |
+	grep -F "$TREE" | awk '{sub(/\(.*/, "", $2); n[$2]++} END{for (k in n) printf "%s=%d ", k, n[k]}'; }
 STRACE=(strace -f -y -qq -e trace=%file,%desc)
 
 DPID=""
@@ -184,6 +194,9 @@ for w in ls find lib startup; do
 done
 printf "%-10s %12s %14s %14s %10s\n" "startup x$P" "$DIRECT_PAR" "$META_PAR" "-" "$(ratio "$DIRECT_PAR" "$META_PAR")"
 echo "(one start-up through metafs: ${META[startup]} lower ops; $P in parallel on one mount: $META_PAR)"
+echo "by call, direct start-up:  $(breakdown "$WORK/direct.startup.strace")"
+echo "by call, metafs start-up:  $(breakdown "$WORK/metafs.startup.strace")"
+echo "by call, metafs x$P:        $(breakdown "$WORK/metafs.par.strace")"
 echo
 echo "wall time, ms (median of $RUNS)"
 printf "%-10s %10s %10s %8s %10s %10s %8s\n" workload "direct" "metafs" "ratio" "direct" "metafs" "ratio"

@@ -63,7 +63,6 @@ func cfsdMount(args []string) int {
 	entryTO := fl.Duration("entry-timeout", time.Second, "kernel dentry cache timeout")
 	attrTO := fl.Duration("attr-timeout", time.Second, "kernel attribute cache timeout")
 	negTO := fl.Duration("negative-timeout", time.Second, "kernel negative lookup cache timeout")
-	acl := fl.Bool("acl", false, "let the kernel enforce backend POSIX ACLs")
 	cleanStale := fl.Bool("clean-stale", false, "lazily unmount a stale mount left by a crashed daemon")
 	debug := fl.Bool("debug", false, "log every FUSE request")
 	pos, err := parseInterleaved(fl, args)
@@ -102,7 +101,7 @@ func cfsdMount(args []string) int {
 	m, err := fusecore.New(f.Root(), fusecore.Config{
 		Mountpoint: mp, FsName: "kaon-cfsd:" + *backend, Name: "kaon-cfsd",
 		EntryTimeout: *entryTO, AttrTimeout: *attrTO, NegativeTimeout: *negTO,
-		AllowOther: *allowOther, ACL: *acl, Passthrough: !*noPT, CleanStale: *cleanStale, Debug: *debug,
+		AllowOther: *allowOther, Passthrough: !*noPT, CleanStale: *cleanStale, Debug: *debug,
 		ServerKillsPriv: true,
 	})
 	if err != nil {

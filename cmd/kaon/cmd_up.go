@@ -91,7 +91,7 @@ type nsRole struct {
 	key *capability.Key
 }
 
-func openNamespace(dir string, sync bool, log *slog.Logger) (*nsRole, error) {
+func openNamespace(dir string, sync bool, capTTL time.Duration, log *slog.Logger) (*nsRole, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func openNamespace(dir string, sync bool, log *slog.Logger) (*nsRole, error) {
 	} else if n > 0 {
 		log.Info("aborted unfinished uploads from a previous run", "count", n)
 	}
-	srv, err := mgm.New(mgm.Config{Namespace: ns, Key: key, Logger: log})
+	srv, err := mgm.New(mgm.Config{Namespace: ns, Key: key, CapabilityTTL: capTTL, Logger: log})
 	if err != nil {
 		eng.Close()
 		return nil, err
@@ -135,7 +135,8 @@ func runUp(args []string) int {
 	httpAddr := fl.String("http", "127.0.0.1:8000", "namespace HTTP/WebDAV listen address (port 0 = free port)")
 	xrdAddr := fl.String("xrootd", "127.0.0.1:1094", "namespace root:// listen address (empty = off, port 0 = free port)")
 	nfs := fl.Int("fs", 6, "number of storage filesystems to create under DATA/fs")
-	sync := fl.Bool("sync", false, "fsync every namespace commit (survives power loss, slower)")
+	sync := fl.Bool("sync", true, "make namespace commits and file data durable before acknowledging (false: benchmarks only)")
+	capTTL := fl.Duration("cap-ttl", 5*time.Minute, "lifetime of redirect capabilities")
 	verbose := fl.Bool("v", false, "debug logging")
 	fl.Parse(args)
 	log := newLogger(*data, *verbose)
@@ -143,7 +144,7 @@ func runUp(args []string) int {
 		fmt.Fprintln(os.Stderr, "kaon up:", err)
 		return 1
 	}
-	role, err := openNamespace(*data, *sync, log)
+	role, err := openNamespace(*data, *sync, *capTTL, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon up:", err)
 		return 1
@@ -167,8 +168,8 @@ func runUp(args []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ep := Endpoints{HTTP: "http://" + nsAddr, FSTHTTP: "http://" + fstAddr}
-	fst, err := storage.New(storage.Config{Node: fstAddr, Addr: "http://" + fstAddr, Key: role.key,
-		Namespace: role.srv, Paths: paths, Logger: log})
+	fst, err := storage.New(storage.Config{Node: "local", Addr: "http://" + fstAddr, Key: role.key,
+		Namespace: role.srv, Paths: paths, SyncData: *sync, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon up:", err)
 		return 1
@@ -232,14 +233,15 @@ func runMGM(args []string) int {
 	data := fl.String("data", defaultDataDir(), "namespace data directory")
 	httpAddr := fl.String("http", "127.0.0.1:8000", "HTTP/WebDAV listen address")
 	xrdAddr := fl.String("xrootd", "", "root:// listen address (empty = off)")
-	sync := fl.Bool("sync", false, "fsync every namespace commit")
+	sync := fl.Bool("sync", true, "make namespace commits durable before acknowledging (false: benchmarks only)")
+	capTTL := fl.Duration("cap-ttl", 5*time.Minute, "lifetime of redirect capabilities")
 	fl.Parse(args)
 	log := newLogger(*data, false)
 	if err := os.MkdirAll(*data, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
 		return 1
 	}
-	role, err := openNamespace(*data, *sync, log)
+	role, err := openNamespace(*data, *sync, *capTTL, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
 		return 1
@@ -283,6 +285,8 @@ func runFST(args []string) int {
 	httpAddr := fl.String("http", "127.0.0.1:0", "data HTTP listen address")
 	xrdAddr := fl.String("xrootd", "", "data root:// listen address (empty = off)")
 	data := fl.String("data", "", "directory for endpoints.json (optional)")
+	nodeName := fl.String("node", "", "stable node name (default: hostname:port of --http)")
+	syncData := fl.Bool("sync", true, "fsync file data before committing (false: benchmarks only)")
 	var fsPaths multiFlag
 	fl.Var(&fsPaths, "fs", "filesystem directory to serve (repeatable)")
 	fl.Parse(args)
@@ -302,7 +306,13 @@ func runFST(args []string) int {
 		return 1
 	}
 	client := &cluster.Client{Base: *mgmURL, Secret: key.Internal()}
-	fst, err := storage.New(storage.Config{Node: addr, Addr: "http://" + addr, Key: key, Namespace: client, Paths: fsPaths, Logger: log})
+	if *nodeName == "" {
+		host, _ := os.Hostname()
+		_, port, _ := net.SplitHostPort(addr)
+		*nodeName = host + ":" + port
+	}
+	fst, err := storage.New(storage.Config{Node: *nodeName, Addr: "http://" + addr, Key: key, Namespace: client,
+		Paths: fsPaths, SyncData: *syncData, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon fst:", err)
 		return 1

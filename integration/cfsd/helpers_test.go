@@ -97,7 +97,7 @@ func (m *mount) start() {
 	go func(c *exec.Cmd, ch chan error) { ch <- c.Wait() }(m.cmd, m.done)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, err := os.Stat(filepath.Join(m.mp, ".proc", "whoami")); err == nil {
+		if _, err := os.ReadFile(filepath.Join(m.mp, ".proc", "whoami")); err == nil {
 			return
 		}
 		select {

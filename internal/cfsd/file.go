@@ -7,6 +7,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/kaon-storage/kaon/internal/fusecore"
 	"golang.org/x/sys/unix"
 )
 
@@ -14,8 +15,9 @@ import (
 // the kernel cannot pass it through (or quota must see every write); a
 // ptFile additionally offers its fd for kernel passthrough.
 type file struct {
-	n  *node
-	fd int
+	n     *node
+	fd    int
+	privs bool // setuid/setgid file: writes by users clear those bits
 }
 
 type ptFile struct{ *file }
@@ -40,18 +42,24 @@ var (
 	_ = (fs.FilePassthroughFder)(ptFile{})
 )
 
-// newHandle wraps fd; passthrough is offered unless quota has to check
-// the writes of a file whose owner has a byte limit.
-func (n *node) newHandle(fd int, size int64) fs.FileHandle {
+// newHandle wraps fd (st is its fstat). Passthrough is offered unless
+//   - quota has to check the writes of a file whose owner has a byte
+//     limit, or
+//   - the file is setuid/setgid: the kernel performs passthrough writes
+//     with the daemon's (root) credentials, so the backend would not
+//     clear those bits on a write by an ordinary user; through the daemon
+//     the write runs as the caller and it does.
+func (n *node) newHandle(fd int, st *syscall.Stat_t) fs.FileHandle {
 	f := &file{n: n, fd: fd}
 	n.mu.Lock()
 	n.handles = append(n.handles, f)
 	n.mu.Unlock()
-	if q := n.cfs.quota; q != nil {
-		var st syscall.Stat_t
-		if syscall.Fstat(fd, &st) == nil && q.Limited(st.Uid) {
-			return f
-		}
+	if st.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+		f.privs = true
+		return f
+	}
+	if q := n.cfs.quota; q != nil && q.Limited(st.Uid) {
+		return f
 	}
 	return ptFile{f}
 }
@@ -79,9 +87,19 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (w uint32, err
 			}
 		}
 	}
+	// As the caller, so the backend clears setuid/setgid as it would.
+	c := caller(ctx)
+	cr := fusecore.Enter(c)
 	k, err := syscall.Pwrite(f.fd, data, off)
+	cr.Leave()
 	if err != nil {
 		return 0, errnoOf(err)
+	}
+	if f.privs && c.Uid != 0 {
+		// The backend dropped the bits; the kernel's cached mode is
+		// stale. Offset -1 invalidates attributes only (the written pages
+		// are locked by this very request).
+		f.n.NotifyContent(-1, 0)
 	}
 	f.n.cfs.Stats.BytesIn.Add(int64(k))
 	if f.n.cfs.quota != nil {

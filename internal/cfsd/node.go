@@ -27,10 +27,10 @@ type node struct {
 	handles []*file // open handles, for getattr of unlinked files
 	gone    bool    // unlinked: stop quota accounting
 
-	// noCaps caches "no security.capability xattr": the kernel asks on
-	// every write and chown, and each answer costs a round trip plus a
-	// /proc path walk. Cleared when the attribute is set through us.
+	// noCaps: a file created through us has no security.capability
+	// (asked on every write and chown) until one is set through us.
 	noCaps atomic.Bool
+	xattrs xattrCache
 }
 
 var (
@@ -357,7 +357,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fh fs.FileHandle, fuseFl
 	if err != nil {
 		return nil, 0, errnoOf(err)
 	}
-	return n.newHandle(fd, 0), fuse.FOPEN_KEEP_CACHE, 0
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		syscall.Close(fd)
+		return nil, 0, errnoOf(err)
+	}
+	return n.newHandle(fd, &st), fuse.FOPEN_KEEP_CACHE, 0
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (in *fs.Inode, fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
@@ -401,7 +406,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if created {
 		asNode(in).noCaps.Store(true)
 	}
-	return in, asNode(in).newHandle(fd, st.Size), 0, 0
+	return in, asNode(in).newHandle(fd, &st), 0, 0
 }
 
 // made finishes mkdir/mknod/symlink: stat the new entry, build its
@@ -682,6 +687,9 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (sz uint3
 	if !ok {
 		return 0, syscall.ENOENT
 	}
+	if n.xattrs.absent(p, attr, n.cfs.opts.AttrTimeout) {
+		return 0, syscall.ENODATA
+	}
 	cr := fusecore.Enter(caller(ctx))
 	k, err := unix.Lgetxattr(p, attr, dest)
 	cr.Leave()
@@ -701,6 +709,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		return syscall.ENOENT
 	}
 	n.noCaps.Store(false)
+	defer n.xattrs.invalidate()
 	cr := fusecore.Enter(caller(ctx))
 	defer cr.Leave()
 	return errnoOf(unix.Lsetxattr(p, attr, data, int(flags)))
@@ -727,6 +736,7 @@ func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errn
 	if !ok {
 		return syscall.ENOENT
 	}
+	defer n.xattrs.invalidate()
 	cr := fusecore.Enter(caller(ctx))
 	defer cr.Leave()
 	return errnoOf(unix.Lremovexattr(p, attr))

@@ -50,15 +50,19 @@ func BenchmarkAdler32(b *testing.B) {
 	b.Run("kaon", func(b *testing.B) {
 		d := newAdler32()
 		b.SetBytes(int64(len(buf)))
+		cpu := startCPU()
 		for b.Loop() {
 			d.Write(buf)
 		}
+		cpu.report(b, int64(int64(len(buf))))
 	})
 	b.Run("stdlib", func(b *testing.B) {
 		d := stdadler.New()
 		b.SetBytes(int64(len(buf)))
+		cpu := startCPU()
 		for b.Loop() {
 			d.Write(buf)
 		}
+		cpu.report(b, int64(int64(len(buf))))
 	})
 }

@@ -18,9 +18,11 @@ func BenchmarkSum(b *testing.B) {
 		b.Run(typ, func(b *testing.B) {
 			h, _ := New(typ)
 			b.SetBytes(benchBlock)
+			cpu := startCPU()
 			for b.Loop() {
 				h.Write(buf)
 			}
+			cpu.report(b, int64(benchBlock))
 		})
 	}
 }
@@ -30,9 +32,11 @@ func BenchmarkMulti(b *testing.B) {
 	buf := benchBuf()
 	m, _ := NewMulti()
 	b.SetBytes(benchBlock)
+	cpu := startCPU()
 	for b.Loop() {
 		m.Write(buf)
 	}
+	cpu.report(b, int64(benchBlock))
 }
 
 // BenchmarkMultiParallel runs one stream per GOMAXPROCS (a loaded
@@ -43,6 +47,8 @@ func BenchmarkMultiParallel(b *testing.B) {
 		name := map[bool]string{false: "sequential", true: "split"}[par]
 		b.Run(name+"/loaded", func(b *testing.B) {
 			b.SetBytes(benchBlock)
+			cpu := startCPU()
+			defer cpu.report(b, benchBlock)
 			b.RunParallel(func(pb *testing.PB) {
 				buf := benchBuf()
 				m, _ := NewMulti()
@@ -57,9 +63,11 @@ func BenchmarkMultiParallel(b *testing.B) {
 			m, _ := NewMulti()
 			m.SetParallel(par)
 			b.SetBytes(benchBlock)
+			cpu := startCPU()
 			for b.Loop() {
 				m.Write(buf)
 			}
+			cpu.report(b, int64(benchBlock))
 		})
 	}
 }

@@ -2,9 +2,13 @@ package erasure
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"testing"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/checksum"
 )
 
 var benchLayouts = []Layout{{4, 2, DefaultUnit}, {8, 2, DefaultUnit}, {16, 2, DefaultUnit}}
@@ -24,11 +28,13 @@ func BenchmarkEncode(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.SetBytes(l.RowSize())
+			cpu := startCPU()
 			for b.Loop() {
 				for range l.K {
 					w.Write(chunk)
 				}
 			}
+			cpu.report(b, int64(l.RowSize()))
 			if err := w.Close(); err != nil {
 				b.Fatal(err)
 			}
@@ -56,11 +62,13 @@ func BenchmarkDecode(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.SetBytes(size)
+				cpu := startCPU()
 				for b.Loop() {
 					if n, err := r.WriteRange(io.Discard, 0, size); err != nil || n != size {
 						b.Fatal(n, err)
 					}
 				}
+				cpu.report(b, int64(size))
 			})
 		}
 	}
@@ -75,11 +83,87 @@ func BenchmarkReadAtSequential(b *testing.B) {
 	r, _ := NewReader(l, size, readers(l, shards, nil))
 	p := make([]byte, 128<<10)
 	b.SetBytes(size)
+	cpu := startCPU()
 	for b.Loop() {
 		for off := int64(0); off < size; off += int64(len(p)) {
 			if _, err := r.ReadAt(p, off); err != nil {
 				b.Fatal(err)
 			}
 		}
+	}
+	cpu.report(b, int64(size))
+}
+
+// inlineEncode is the single-goroutine baseline the pipelined Writer is
+// measured against: copy a row, encode, crc, write each frame in turn.
+func inlineEncode(l Layout, shards []io.Writer, data []byte) error {
+	enc, _ := encoderFor(l)
+	frames := make([][]byte, l.Shards())
+	views := make([][]byte, l.Shards())
+	for i := range frames {
+		frames[i] = make([]byte, l.FrameSize())
+		views[i] = frames[i][:l.Unit]
+	}
+	for len(data) > 0 {
+		for j := range l.K {
+			c := copy(views[j], data)
+			clear(views[j][c:])
+			data = data[c:]
+		}
+		if err := enc.Encode(views); err != nil {
+			return err
+		}
+		for i, f := range frames {
+			binary.LittleEndian.PutUint32(f[l.Unit:], checksum.CRC32CSum(views[i]))
+			if _, err := shards[i].Write(f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// slowShard models a remote shard: each frame write costs a round trip.
+type slowShard struct{ d time.Duration }
+
+func (s slowShard) Write(p []byte) (int, error) { time.Sleep(s.d); return len(p), nil }
+
+// BenchmarkEncodePipeline compares the Writer with the inline baseline,
+// on io.Discard shards and on shards with 1 ms per frame write.
+func BenchmarkEncodePipeline(b *testing.B) {
+	l := Layout{4, 2, DefaultUnit}
+	data := randBytes(4, 4*l.RowSize())
+	for _, delay := range []time.Duration{0, time.Millisecond} {
+		ws := make([]io.Writer, l.Shards())
+		for i := range ws {
+			ws[i] = io.Discard
+			if delay > 0 {
+				ws[i] = slowShard{delay}
+			}
+		}
+		b.Run(fmt.Sprintf("writer/delay=%v", delay), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			cpu := startCPU()
+			for b.Loop() {
+				w, _ := NewWriter(l, ws)
+				for off := 0; off < len(data); off += 1 << 20 {
+					w.Write(data[off : off+1<<20])
+				}
+				if err := w.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu.report(b, int64(len(data)))
+		})
+		b.Run(fmt.Sprintf("inline/delay=%v", delay), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			cpu := startCPU()
+			for b.Loop() {
+				if err := inlineEncode(l, ws, data); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu.report(b, int64(len(data)))
+		})
 	}
 }

@@ -584,3 +584,106 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+func TestRepair(t *testing.T) {
+	for _, l := range testLayouts {
+		size := 3*l.RowSize() + 999
+		data := randBytes(31, size)
+		shards := encode(t, l, data)
+		for _, targets := range [][]int{{0}, {l.K}, {1, l.K + 1}, {l.K - 1, 0}} {
+			bad := map[int]damage{}
+			for n, i := range targets {
+				bad[i] = damage(n) * 2 // missing / corrupt
+			}
+			outs := map[int]io.Writer{}
+			bufs := map[int]*bytes.Buffer{}
+			for _, i := range targets {
+				bufs[i] = new(bytes.Buffer)
+				outs[i] = bufs[i]
+			}
+			also, err := Repair(l, size, readers(l, shards, bad), outs)
+			if err != nil || len(also) != 0 {
+				t.Fatalf("%v repair %v: %v, also %v", l, targets, err, also)
+			}
+			for i, b := range bufs {
+				if !bytes.Equal(b.Bytes(), shards[i]) {
+					t.Fatalf("%v: repaired shard %d differs from the original", l, i)
+				}
+			}
+		}
+		// One target plus M other bad shards: some row is lost.
+		bad := map[int]damage{0: dMissing, 1: dMissing, 2: dCorrupt}
+		if _, err := Repair(l, size, readers(l, shards, bad), map[int]io.Writer{0: io.Discard}); !kerr.Is(err, kerr.IO) {
+			t.Fatalf("%v: repair with too many bad shards: %v", l, err)
+		}
+		// A second bad shard that is not a target is reported.
+		bad = map[int]damage{0: dMissing, l.K: dCorrupt}
+		also, err := Repair(l, size, readers(l, shards, bad), map[int]io.Writer{0: io.Discard})
+		if err != nil || !slices.Equal(also, []int{l.K}) {
+			t.Fatalf("%v: also = %v, %v", l, also, err)
+		}
+		// Rebuilding parity while a data shard is also bad.
+		bad = map[int]damage{1: dCorrupt, l.K: dMissing}
+		var pb bytes.Buffer
+		also, err = Repair(l, size, readers(l, shards, bad), map[int]io.Writer{l.K: &pb})
+		if err != nil || !slices.Equal(also, []int{1}) || !bytes.Equal(pb.Bytes(), shards[l.K]) {
+			t.Fatalf("%v: parity repair with bad data shard: also %v, %v, equal %v", l, also, err, bytes.Equal(pb.Bytes(), shards[l.K]))
+		}
+	}
+}
+
+// bufThenFail keeps what it was given until it has taken limit bytes,
+// then fails, like a shard on a server that went away mid-transfer.
+type bufThenFail struct {
+	bytes.Buffer
+	limit int
+}
+
+func (b *bufThenFail) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.limit {
+		return 0, errors.New("connection reset by peer")
+	}
+	return b.Buffer.Write(p)
+}
+
+func TestWriterTolerance(t *testing.T) {
+	l := Layout{4, 2, testUnit}
+	size := 6*l.RowSize() + 10
+	data := randBytes(41, size)
+	for _, tolerance := range []int{2, 1} {
+		bufs := make([]*bufThenFail, l.Shards())
+		ws := make([]io.Writer, l.Shards())
+		for i := range bufs {
+			bufs[i] = &bufThenFail{limit: 1 << 30}
+			ws[i] = bufs[i]
+		}
+		bufs[1].limit = 2 * int(l.FrameSize())
+		bufs[4].limit = 4 * int(l.FrameSize())
+		w, _ := NewWriter(l, ws)
+		w.SetTolerance(tolerance)
+		_, werr := w.Write(data)
+		cerr := w.Close()
+		failed, errs := w.FailedShards()
+		slices.Sort(failed)
+		if tolerance == 1 {
+			if cerr == nil || len(failed) != 2 {
+				t.Fatalf("tolerance 1, two failures: Write %v Close %v failed %v", werr, cerr, failed)
+			}
+			continue
+		}
+		if werr != nil || cerr != nil || !slices.Equal(failed, []int{1, 4}) || len(errs) != 2 {
+			t.Fatalf("tolerance 2: Write %v Close %v failed %v", werr, cerr, failed)
+		}
+		rs := make([]ShardReader, l.Shards())
+		for i, b := range bufs {
+			rs[i] = bytes.NewReader(b.Bytes())
+		}
+		got, _, err := readAll(t, l, size, rs)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("degraded write reads back wrong: %v", err)
+		}
+		if bad, err := Verify(l, size, rs); err != nil || !slices.Equal(bad, []int{1, 4}) {
+			t.Fatalf("Verify after degraded write = %v, %v", bad, err)
+		}
+	}
+}

@@ -224,8 +224,15 @@ func (r *Reader) readFrame(c *cachedRow, i int) {
 // parity and reconstructing when some are bad. c.mu must be held.
 func (r *Reader) fetch(c *cachedRow, need []bool) error {
 	k, n := r.l.K, r.l.Shards()
+	// Shards known dead are skipped without I/O, reported with the reason
+	// they died for.
 	r.mu.Lock()
-	dead := append([]bool(nil), r.dead...)
+	dead := make([]string, n)
+	for i, d := range r.dead {
+		if d {
+			dead[i] = r.bad[i]
+		}
+	}
 	r.mu.Unlock()
 
 	var todo []int
@@ -236,8 +243,8 @@ func (r *Reader) fetch(c *cachedRow, need []bool) error {
 		}
 		missing = true
 		if c.state[j] == fUnknown {
-			if dead[j] {
-				c.state[j], c.why[j] = fBad, whyMissing
+			if dead[j] != "" {
+				c.state[j], c.why[j] = fBad, dead[j]
 			} else {
 				todo = append(todo, j)
 			}
@@ -264,8 +271,8 @@ func (r *Reader) fetch(c *cachedRow, need []bool) error {
 			switch {
 			case c.state[i] == fValid:
 				valid++
-			case c.state[i] == fUnknown && dead[i]:
-				c.state[i], c.why[i] = fBad, whyMissing
+			case c.state[i] == fUnknown && dead[i] != "":
+				c.state[i], c.why[i] = fBad, dead[i]
 			case c.state[i] == fUnknown:
 				untried = append(untried, i)
 			}
@@ -468,7 +475,7 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 	n := min(int64(len(p)), r.size-off)
 	r.mu.Lock()
 	ahead := aheadInside
-	if off == 0 || r.lastEnd == off {
+	if r.lastEnd == off {
 		ahead = aheadAlways
 	}
 	r.lastEnd = off + n

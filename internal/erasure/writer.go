@@ -60,6 +60,11 @@ type Writer struct {
 	shardq []chan *stripe
 	wg     sync.WaitGroup
 
+	tolerance int
+	failMu    sync.Mutex
+	failed    []int
+	failErrs  []error
+
 	errOnce sync.Once
 	err     atomic.Pointer[error]
 	closed  bool
@@ -206,8 +211,9 @@ func (w *Writer) encodeLoop() {
 
 func (w *Writer) shardLoop(i int) {
 	defer w.wg.Done()
+	failed := false
 	for s := range w.shardq[i] {
-		if w.firstErr() == nil {
+		if !failed && w.firstErr() == nil {
 			n, err := w.shards[i].Write(s.frames[i])
 			if err == nil && n != len(s.frames[i]) {
 				err = io.ErrShortWrite
@@ -217,14 +223,38 @@ func (w *Writer) shardLoop(i int) {
 				if k == kerr.Internal {
 					k = kerr.IO
 				}
-				w.setErr(&kerr.Error{Kind: k, Op: "ec write", Path: w.name,
-					Msg: fmt.Sprintf("shard %d", i), Err: &ShardError{Shard: i, Row: s.row, Err: err}})
+				kerrErr := &kerr.Error{Kind: k, Op: "ec write", Path: w.name,
+					Msg: fmt.Sprintf("shard %d", i), Err: &ShardError{Shard: i, Row: s.row, Err: err}}
+				w.failMu.Lock()
+				w.failed = append(w.failed, i)
+				w.failErrs = append(w.failErrs, kerrErr)
+				over := len(w.failed) > w.tolerance
+				w.failMu.Unlock()
+				if over {
+					w.setErr(kerrErr)
+				}
+				failed = true // this shard gets no more frames
 			}
 		}
 		if s.pending.Add(-1) == 0 {
 			w.free <- s
 		}
 	}
+}
+
+// SetTolerance lets up to n (<= M) shard writers fail without failing the
+// write: their frames are dropped and FailedShards names them, so the
+// caller can record the file as degraded and have it repaired. It must be
+// called before the first Write. The default is 0: any shard error fails
+// the write.
+func (w *Writer) SetTolerance(n int) { w.tolerance = max(0, min(n, w.l.M)) }
+
+// FailedShards returns the shards whose writer failed, in failure order
+// (complete after Close), and their errors.
+func (w *Writer) FailedShards() ([]int, []error) {
+	w.failMu.Lock()
+	defer w.failMu.Unlock()
+	return append([]int(nil), w.failed...), append([]error(nil), w.failErrs...)
 }
 
 // Close writes the final, zero-padded row and waits until every frame is

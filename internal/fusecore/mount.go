@@ -74,6 +74,7 @@ type Mount struct {
 	Server *fuse.Server
 	Config Config
 	pt     bool
+	sig    chan os.Signal
 }
 
 // ErrStale reports a dead FUSE mount left by a crashed daemon.
@@ -85,7 +86,10 @@ var ErrStale = errors.New("stale FUSE mount (transport endpoint is not connected
 // stderr.
 func CheckMountpoint(mp string, clean bool) error {
 	var st unix.Stat_t
-	err := unix.Stat(mp, &st)
+	err := staleErr(mp)
+	if err == nil {
+		err = unix.Stat(mp, &st)
+	}
 	if err == unix.ENOTCONN || err == unix.ECONNABORTED {
 		if !clean {
 			return &kerr.Error{Kind: kerr.Busy, Op: "mount", Path: mp,
@@ -106,12 +110,19 @@ func CheckMountpoint(mp string, clean bool) error {
 	return nil
 }
 
-// IsStale reports whether mp is a dead FUSE mount.
-func IsStale(mp string) bool {
-	var st unix.Stat_t
-	err := unix.Stat(mp, &st)
-	return err == unix.ENOTCONN || err == unix.ECONNABORTED
+// staleErr probes mp with statfs, which (unlike stat) is never answered
+// from the kernel's attribute cache, so a dead daemon shows at once.
+func staleErr(mp string) error {
+	var sf unix.Statfs_t
+	err := unix.Statfs(mp, &sf)
+	if err == unix.ENOTCONN || err == unix.ECONNABORTED {
+		return err
+	}
+	return nil
 }
+
+// IsStale reports whether mp is a dead FUSE mount.
+func IsStale(mp string) bool { return staleErr(mp) != nil }
 
 // LazyUnmount detaches mp even if it is busy or its daemon is gone.
 func LazyUnmount(mp string) error {
@@ -186,11 +197,16 @@ func New(root fs.InodeEmbedder, cfg Config) (*Mount, error) {
 		// fusermount3 refuses allow_other without user_allow_other.
 		opts.AllowOther = false
 	}
+	// Catch termination before the mount exists so a SIGTERM during
+	// start-up still ends in a clean unmount rather than a stale mount.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	srv, err := fs.Mount(mp, root, opts)
 	if err != nil {
+		signal.Stop(sig)
 		return nil, kerr.Wrap(kerr.Internal, "mount", mp, err)
 	}
-	m := &Mount{Server: srv, Config: cfg}
+	m := &Mount{Server: srv, Config: cfg, sig: sig}
 	m.pt = cfg.Passthrough && m.probePassthrough()
 	return m, nil
 }
@@ -226,8 +242,7 @@ func (m *Mount) PassthroughActive() bool { return m.pt }
 // SIGHUP trigger a clean unmount; if the mount is busy the unmount is
 // retried lazily so the daemon never leaves a stale mount behind.
 func (m *Mount) Serve() {
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	sig := m.sig
 	defer signal.Stop(sig)
 	done := make(chan struct{})
 	go func() { m.Server.Wait(); close(done) }()

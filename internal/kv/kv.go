@@ -30,7 +30,12 @@ type Batch interface {
 	// batch durable against power loss before returning; without it the batch
 	// survives a process crash (it is in the OS page cache) but not power loss.
 	Commit(sync bool) error
-	// Discard drops an uncommitted batch.
+	// Apply makes the batch visible in commit order and returns a wait
+	// function that blocks until it is durable (when sync). Callers that
+	// serialize writes apply under their lock and wait outside it, so
+	// concurrent writers share one fsync (group commit).
+	Apply(sync bool) (wait func() error, err error)
+	// Discard drops an uncommitted batch; a no-op after Commit or Apply.
 	Discard()
 }
 

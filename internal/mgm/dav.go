@@ -211,7 +211,7 @@ func (s *Server) davMove(w http.ResponseWriter, r *http.Request, c namespace.Cal
 	err = s.ns.Rename(c, from, to, overwrite)
 	switch {
 	case err == nil && existed == nil:
-		w.WriteHeader(http.StatusNoContent)
+		w.WriteHeader(http.StatusNoContent) // replaced an existing resource
 	case err == nil:
 		w.WriteHeader(http.StatusCreated)
 	case kerr.Is(err, kerr.Exists):
@@ -261,7 +261,12 @@ func propsOf(p string, n *namespace.Inode) propResponse {
 	pr.CreationDate = time.Unix(0, n.BTime).UTC().Format(time.RFC3339)
 	pr.ETag = fmt.Sprintf("\"%x\"", n.ID)
 	pr.Fid = n.ID
-	pr.Mode = fmt.Sprintf("%04o", n.Mode)
+	// LCGDM-style mode (davix reads it): octal with the file type bits.
+	typ := uint32(0o100000)
+	if n.IsDir {
+		typ = 0o040000
+	}
+	pr.Mode = fmt.Sprintf("%o", typ|n.Mode)
 	pr.ResourceType = &struct{ Collection *struct{} `xml:"D:collection"` }{}
 	if n.IsDir {
 		pr.ResourceType.Collection = &struct{}{}

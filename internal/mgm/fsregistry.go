@@ -120,7 +120,15 @@ func (r *registry) heartbeat(hb cluster.Heartbeat) ([]cluster.FsAssignment, erro
 	}
 	n.addr, n.xrd, n.lastBeat = hb.Addr, hb.XrdAddr, now
 	for _, rep := range hb.Filesystems {
+		// A filesystem is known by the id in its marker file: a storage server
+		// that comes back under another name or port keeps its filesystems.
 		f := r.fs[rep.ID]
+		if f != nil && f.Path == rep.Path && f.Node != hb.Node {
+			f.Node = hb.Node
+			if err := r.save(f.FsConfig); err != nil {
+				return nil, err
+			}
+		}
 		if f == nil || f.Node != hb.Node || f.Path != rep.Path {
 			f = nil
 			for _, g := range r.fs {

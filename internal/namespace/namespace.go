@@ -45,7 +45,11 @@ var Root = Caller{}
 
 // Options tunes a namespace.
 type Options struct {
-	Sync bool             // fsync every commit (survive power loss, not just a crash)
+	// Sync makes every mutation durable before it returns (group-committed
+	// fsync). Without it Pebble may keep the newest commits in a user-space
+	// buffer, so even a process crash can lose acknowledged operations:
+	// only for benchmarks and throw-away data.
+	Sync bool
 	Now  func() time.Time // clock; default time.Now
 }
 
@@ -119,11 +123,22 @@ func (ns *Namespace) allocID(b kv.Batch) uint64 {
 	return id
 }
 
+// commit applies b in order while the caller holds ns.mu, then releases
+// the lock while waiting for durability so concurrent operations share one
+// fsync (group commit), and takes it back for the caller's deferred unlock.
+// Callers must not touch namespace state after commit returns.
 func (ns *Namespace) commit(b kv.Batch) error {
-	if err := b.Commit(ns.opts.Sync); err != nil {
+	wait, err := b.Apply(ns.opts.Sync)
+	if err != nil {
 		// Cached containers may now be ahead of the store: drop them.
 		ns.dirs = map[uint64]*Inode{}
 		ns.dirIndex = map[dirKey]uint64{}
+		return kerr.Wrap(kerr.Internal, "commit", "", err)
+	}
+	ns.mu.Unlock()
+	err = wait()
+	ns.mu.Lock()
+	if err != nil {
 		return kerr.Wrap(kerr.Internal, "commit", "", err)
 	}
 	return nil
@@ -932,7 +947,7 @@ func (ns *Namespace) SetXAttr(c Caller, path, name, value string) error {
 		case AttrLayout:
 			l, err := ParseLayout(value)
 			if err != nil {
-				return err
+				return kerr.New(kerr.Invalid, "", path, err.Error())
 			}
 			value = l.String()
 		case AttrChecksums:

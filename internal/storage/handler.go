@@ -188,7 +188,7 @@ func (s *Server) serveStripe(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, kerr.Wrap(kerr.IO, "stripe", c.Path, err))
 			return
 		}
-		st := &localStripe{f: file, fs: f}
+		st := &localStripe{f: file, fs: f, sync: s.cfg.SyncData}
 		_, err = io.CopyBuffer(st, r.Body, make([]byte, 1<<20))
 		m := StripeMeta{Fid: c.Fid, Path: c.Path}
 		if err == nil {

@@ -34,6 +34,7 @@ type Config struct {
 	Key       *capability.Key
 	Namespace cluster.Namespace
 	Paths     []string // filesystem roots to offer at start
+	SyncData  bool     // fsync stripe files before committing them
 	Logger    *slog.Logger
 }
 

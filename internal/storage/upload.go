@@ -29,14 +29,18 @@ type stripeWriter interface {
 
 // localStripe writes to a physical file on this server.
 type localStripe struct {
-	f  *os.File
-	fs *filesystem
+	f    *os.File
+	fs   *filesystem
+	sync bool
 }
 
 func (l *localStripe) Write(p []byte) (int, error) { return l.f.Write(p) }
 
 func (l *localStripe) finish(m StripeMeta) error {
 	err := writeMeta(l.f, m)
+	if err == nil && l.sync {
+		err = l.f.Sync()
+	}
 	if cerr := l.f.Close(); err == nil {
 		err = cerr
 	}
@@ -161,7 +165,7 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 				u.abortStripes()
 				return nil, kerr.Wrap(kerr.IO, "write", c.Path, err)
 			}
-			w = &localStripe{f: file, fs: f}
+			w = &localStripe{f: file, fs: f, sync: s.cfg.SyncData}
 		} else {
 			w = s.newRemoteStripe(context.WithoutCancel(ctx), t, c.Fid, i, token)
 		}

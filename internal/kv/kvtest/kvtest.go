@@ -61,6 +61,22 @@ func Run(t *testing.T, open func(t *testing.T) kv.Engine, reopen func(t *testing
 			t.Fatal("deleted key still present")
 		}
 	})
+	t.Run("ApplyThenWait", func(t *testing.T) {
+		e := open(t)
+		b := e.NewBatch()
+		b.Put([]byte("x"), []byte("1"))
+		wait, err := b.Apply(true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, err := e.Get([]byte("x")); err != nil || string(v) != "1" {
+			t.Fatalf("applied batch not visible before wait: %q %v", v, err)
+		}
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		b.Discard() // no-op after Apply
+	})
 	t.Run("GetReturnsCopy", func(t *testing.T) {
 		e := open(t)
 		put(t, e, "k", "value")

@@ -71,6 +71,10 @@ func (b *batch) Put(k, v []byte) { b.ops = append(b.ops, op{k: bytes.Clone(k), v
 func (b *batch) Delete(k []byte) { b.ops = append(b.ops, op{k: bytes.Clone(k), del: true}) }
 func (b *batch) Discard()        { b.ops = nil }
 
+func (b *batch) Apply(sync bool) (func() error, error) {
+	return func() error { return nil }, b.Commit(sync)
+}
+
 func (b *batch) Commit(bool) error {
 	e := b.e
 	e.mu.Lock()

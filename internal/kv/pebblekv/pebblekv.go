@@ -66,7 +66,7 @@ func (e *Engine) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 	return errors.Join(it.Error(), it.Close())
 }
 
-func (e *Engine) NewBatch() kv.Batch { return &batch{b: e.db.NewBatch()} }
+func (e *Engine) NewBatch() kv.Batch { return &batch{db: e.db, b: e.db.NewBatch()} }
 
 // Close closes the database; a second Close is a no-op.
 func (e *Engine) Close() error {
@@ -77,20 +77,46 @@ func (e *Engine) Close() error {
 	return e.db.Close()
 }
 
-type batch struct{ b *pebble.Batch }
+type batch struct {
+	db   *pebble.DB
+	b    *pebble.Batch
+	done bool
+}
 
 func (b *batch) Put(k, v []byte) { _ = b.b.Set(k, v, nil) }
 func (b *batch) Delete(k []byte) { _ = b.b.Delete(k, nil) }
-func (b *batch) Discard()        { _ = b.b.Close() }
+
+func (b *batch) Discard() {
+	if !b.done {
+		b.done = true
+		_ = b.b.Close()
+	}
+}
 
 func (b *batch) Commit(sync bool) error {
-	opt := pebble.NoSync
-	if sync {
-		opt = pebble.Sync
+	wait, err := b.Apply(sync)
+	if err != nil {
+		return err
 	}
-	err := b.b.Commit(opt)
-	_ = b.b.Close()
-	return err
+	return wait()
+}
+
+func (b *batch) Apply(sync bool) (func() error, error) {
+	b.done = true
+	if !sync {
+		err := b.b.Commit(pebble.NoSync)
+		_ = b.b.Close()
+		return func() error { return nil }, err
+	}
+	if err := b.db.ApplyNoSyncWait(b.b, pebble.Sync); err != nil {
+		_ = b.b.Close()
+		return nil, err
+	}
+	return func() error {
+		err := b.b.SyncWait()
+		_ = b.b.Close()
+		return err
+	}, nil
 }
 
 // quietLogger drops Pebble's informational chatter but keeps fatal errors.

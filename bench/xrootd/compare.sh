@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Compare xrdcp throughput against Kaon's root:// endpoint and Debian's real
+# xrootd server, side by side on the same disk and loopback, in one run.
+#
+#   bench/xrootd/compare.sh            # 1 GiB file, 5 rounds, 8 parallel
+#   SIZE_MB=256 ROUNDS=3 PAR=8 bench/xrootd/compare.sh
+#   TARGET=fake bench/xrootd/compare.sh   # Kaon's protocol server over the
+#                                         # xrdtest on-disk fake (no core)
+#
+# Prints per-run MB/s, the medians, and the Kaon/xrootd ratio (>1: Kaon is
+# faster) for upload and download, single stream and PAR parallel xrdcp.
+set -euo pipefail
+
+SIZE_MB=${SIZE_MB:-1024}
+ROUNDS=${ROUNDS:-5}
+PAR=${PAR:-8}
+PAR_ROUNDS=${PAR_ROUNDS:-3}
+TARGET=${TARGET:-kaon}
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d "${BENCH_DIR:-/var/tmp}/kaon-xrd-bench.XXXXXX")
+PIDS=()
+
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+now() { date +%s.%N; }
+mbps() { python3 -c "import sys; print('%.1f' % ($1/($3-$2)))"; }
+median() { python3 -c "import sys,statistics; v=[float(x) for x in sys.argv[1:]]; print('%.1f' % statistics.median(v))" "$@"; }
+ratio() { python3 -c "import sys; print('%.2f' % ($1/$2))"; }
+
+command -v xrootd >/dev/null || { echo "xrootd (xrootd-server) not installed" >&2; exit 1; }
+command -v xrdcp >/dev/null || { echo "xrdcp (xrootd-client) not installed" >&2; exit 1; }
+
+# --- Debian's xrootd, exporting a directory on the same disk ---
+XPORT=$(free_port)
+mkdir -p "$WORK/xrootd/data" "$WORK/xrootd/run"
+cat >"$WORK/xrootd/xrd.cfg" <<EOF
+xrd.port $XPORT
+all.export /
+oss.localroot $WORK/xrootd/data
+all.adminpath $WORK/xrootd/run
+all.pidpath $WORK/xrootd/run
+xrootd.chksum adler32
+EOF
+chown -R xrootd: "$WORK/xrootd" 2>/dev/null || true
+chmod 755 "$WORK"
+xrootd -R xrootd -c "$WORK/xrootd/xrd.cfg" -l "$WORK/xrootd/log" -n kbench >/dev/null 2>&1 &
+PIDS+=($!)
+
+# --- Kaon ---
+cd "$REPO"
+if [ "$TARGET" = fake ]; then
+	go build -o "$WORK/xrdfake" ./internal/xrootd/xrdtest/xrdfake
+	mkdir -p "$WORK/kaon"
+	"$WORK/xrdfake" "$WORK/kaon" >"$WORK/kaon/addr" 2>"$WORK/kaon/log" &
+	PIDS+=($!)
+	for _ in $(seq 100); do [ -s "$WORK/kaon/addr" ] && break; sleep 0.1; done
+	KURL="root://$(cut -d' ' -f1 "$WORK/kaon/addr")"
+else
+	go build -o "$WORK/kaon-bin" ./cmd/kaon
+	mkdir -p "$WORK/kaon"
+	"$WORK/kaon-bin" up --data "$WORK/kaon" --http 127.0.0.1:0 --xrootd 127.0.0.1:0 >"$WORK/kaon/out" 2>"$WORK/kaon/log" &
+	PIDS+=($!)
+	for _ in $(seq 300); do [ -s "$WORK/kaon/endpoints.json" ] && break; sleep 0.1; done
+	KURL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["xrootd"])' "$WORK/kaon/endpoints.json")
+fi
+XURL="root://127.0.0.1:$XPORT"
+for _ in $(seq 100); do xrdfs "127.0.0.1:$XPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+xrdfs "${XURL#root://}" mkdir -p /bench
+xrdfs "${KURL#root://}" mkdir -p /bench
+echo "xrootd: $XURL   kaon($TARGET): $KURL   file: ${SIZE_MB} MiB   rounds: $ROUNDS   parallel: $PAR x ${PAR_ROUNDS} rounds"
+
+SRC="$WORK/src.bin"
+head -c "$((SIZE_MB << 20))" /dev/urandom >"$SRC"
+DOWN="$WORK/down"
+mkdir -p "$DOWN"
+declare -A RES
+
+# one NAME URL: single-stream upload then download, appends MB/s results.
+one() {
+	local name=$1 url=$2 t0 t1
+	t0=$(now); xrdcp -s -f "$SRC" "$url//bench/one.bin"; t1=$(now)
+	RES[$name.up]+="$(mbps "$SIZE_MB" "$t0" "$t1") "
+	t0=$(now); xrdcp -s -f "$url//bench/one.bin" "$DOWN/one.bin"; t1=$(now)
+	RES[$name.down]+="$(mbps "$SIZE_MB" "$t0" "$t1") "
+	cmp -s "$SRC" "$DOWN/one.bin" || { echo "$name: downloaded copy differs" >&2; exit 1; }
+	rm -f "$DOWN/one.bin"
+}
+
+# par NAME URL: PAR concurrent uploads, then PAR concurrent downloads.
+par() {
+	local name=$1 url=$2 t0 t1 i
+	t0=$(now)
+	for i in $(seq "$PAR"); do xrdcp -s -f "$SRC" "$url//bench/p$i.bin" & done
+	wait_jobs
+	t1=$(now)
+	RES[$name.pup]+="$(mbps "$((SIZE_MB * PAR))" "$t0" "$t1") "
+	t0=$(now)
+	for i in $(seq "$PAR"); do xrdcp -s -f "$url//bench/p$i.bin" "$DOWN/p$i.bin" & done
+	wait_jobs
+	t1=$(now)
+	RES[$name.pdown]+="$(mbps "$((SIZE_MB * PAR))" "$t0" "$t1") "
+	rm -f "$DOWN"/p*.bin
+}
+
+# wait_jobs waits for the xrdcp jobs of this shell (not the servers).
+wait_jobs() {
+	local j
+	for j in $(jobs -p); do
+		case " ${PIDS[*]} " in *" $j "*) ;; *) wait "$j" || { echo "xrdcp failed" >&2; exit 1; } ;; esac
+	done
+}
+
+for r in $(seq "$ROUNDS"); do
+	if [ $((r % 2)) = 1 ]; then one xrootd "$XURL"; one kaon "$KURL"; else one kaon "$KURL"; one xrootd "$XURL"; fi
+	echo "round $r: up xrootd ${RES[xrootd.up]}| kaon ${RES[kaon.up]}; down xrootd ${RES[xrootd.down]}| kaon ${RES[kaon.down]}"
+done
+for r in $(seq "$PAR_ROUNDS"); do
+	if [ $((r % 2)) = 1 ]; then par xrootd "$XURL"; par kaon "$KURL"; else par kaon "$KURL"; par xrootd "$XURL"; fi
+	echo "parallel round $r: up xrootd ${RES[xrootd.pup]}| kaon ${RES[kaon.pup]}; down xrootd ${RES[xrootd.pdown]}| kaon ${RES[kaon.pdown]}"
+done
+
+echo
+printf "%-28s %12s %12s %10s\n" "median MB/s" "xrootd" "kaon" "kaon/xrd"
+for k in up down pup pdown; do
+	case $k in up) label="upload, 1 stream" ;; down) label="download, 1 stream" ;;
+		pup) label="upload, $PAR parallel" ;; pdown) label="download, $PAR parallel" ;; esac
+	x=$(median ${RES[xrootd.$k]}); K=$(median ${RES[kaon.$k]})
+	printf "%-28s %12s %12s %10s\n" "$label" "$x" "$K" "$(ratio "$K" "$x")"
+done

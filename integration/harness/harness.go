@@ -1,0 +1,201 @@
+// Package harness starts the real kaon binary for integration tests: built
+// once per test binary, run on free ports in temp dirs, logs kept and
+// printed when a test fails.
+package harness
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// RepoRoot is the repository root, found from this file's location.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
+}
+
+// Binary builds cmd/kaon once and returns its path.
+func Binary(t testing.TB) string {
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "kaon-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "kaon")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/kaon")
+		cmd.Dir = RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// Endpoints mirrors DIR/endpoints.json.
+type Endpoints struct {
+	HTTP    string `json:"http"`
+	XRootD  string `json:"xrootd"`
+	FSTHTTP string `json:"fst_http"`
+	FSTXrd  string `json:"fst_xrootd"`
+	PID     int    `json:"pid"`
+}
+
+// Process is one running kaon process.
+type Process struct {
+	t    testing.TB
+	Dir  string // data dir
+	Args []string
+	Cmd  *exec.Cmd
+	Log  *bytes.Buffer
+	EP   Endpoints
+	mu   sync.Mutex
+	done chan struct{}
+}
+
+type syncBuf struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (s syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// Logs returns what the process printed so far.
+func (p *Process) Logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.Log.String()
+}
+
+// Start runs `kaon args...` whose data dir is dir and waits until it writes
+// dir/endpoints.json. The process is killed when the test ends.
+func Start(t testing.TB, dir string, args ...string) *Process {
+	t.Helper()
+	p := &Process{t: t, Dir: dir, Args: args, Log: &bytes.Buffer{}}
+	p.start()
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("kaon %v log:\n%s", args, p.Logs())
+		}
+	})
+	return p
+}
+
+func (p *Process) start() {
+	p.t.Helper()
+	_ = os.Remove(filepath.Join(p.Dir, "endpoints.json"))
+	cmd := exec.Command(Binary(p.t), p.Args...)
+	w := syncBuf{&p.mu, p.Log}
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.Cmd = cmd
+	p.done = make(chan struct{})
+	go func() { cmd.Wait(); close(p.done) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, err := os.ReadFile(filepath.Join(p.Dir, "endpoints.json"))
+		if err == nil && json.Unmarshal(b, &p.EP) == nil && p.EP.PID == cmd.Process.Pid {
+			return
+		}
+		select {
+		case <-p.done:
+			p.t.Fatalf("kaon %v exited before serving:\n%s", p.Args, p.Logs())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("kaon %v did not write endpoints.json within 60s:\n%s", p.Args, p.Logs())
+		}
+	}
+}
+
+// Stop terminates the process gracefully (SIGTERM, then SIGKILL).
+func (p *Process) Stop() {
+	if p.Cmd == nil {
+		return
+	}
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		_ = p.Cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Kill9 kills the process with SIGKILL and waits for it.
+func (p *Process) Kill9() {
+	_ = p.Cmd.Process.Kill()
+	<-p.done
+}
+
+// Restart starts the process again with the same arguments.
+func (p *Process) Restart() {
+	p.t.Helper()
+	p.Stop()
+	p.start()
+}
+
+// Up starts an all-in-one `kaon up` on free ports in a temp dir.
+func Up(t testing.TB, extra ...string) *Process {
+	dir := t.TempDir()
+	args := append([]string{"up", "--data", dir, "--http", "127.0.0.1:0", "--xrootd", "127.0.0.1:0"}, extra...)
+	return Start(t, dir, args...)
+}
+
+// Kaon runs a CLI command against p and returns stdout, stderr and the
+// exit code.
+func (p *Process) Kaon(args ...string) (string, string, int) {
+	cmd := exec.Command(Binary(p.t), args...)
+	cmd.Env = append(os.Environ(), "KAON_URL="+p.EP.HTTP)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		p.t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// MustKaon runs a CLI command that must succeed and returns stdout.
+func (p *Process) MustKaon(args ...string) string {
+	p.t.Helper()
+	out, errs, code := p.Kaon(args...)
+	if code != 0 {
+		p.t.Fatalf("kaon %v: exit %d: %s", args, code, errs)
+	}
+	return out
+}

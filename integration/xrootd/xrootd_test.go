@@ -1,0 +1,394 @@
+// Package xrootd_test drives the real kaon binary ("kaon up") over root://
+// with the real XRootD 5.5 clients: xrdcp, xrdfs and the Python bindings,
+// and checks that root:// and http:// see the same files.
+package xrootd_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"hash/adler32"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	rootURL string // root://127.0.0.1:PORT
+	rootHP  string // 127.0.0.1:PORT
+	httpURL string
+	logPath string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		tmp, err := os.MkdirTemp("", "kaon-xrd-it-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(tmp)
+		_, file, _, _ := runtime.Caller(0)
+		repo := filepath.Join(filepath.Dir(file), "..", "..")
+		bin := filepath.Join(tmp, "kaon")
+		build := exec.Command("go", "build", "-o", bin, "./cmd/kaon")
+		build.Dir = repo
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build kaon:", err)
+			return 1
+		}
+		data := filepath.Join(tmp, "data")
+		os.Mkdir(data, 0o755)
+		logPath = filepath.Join(tmp, "kaon.log")
+		logf, _ := os.Create(logPath)
+		cmd := exec.Command(bin, "up", "--data", data, "--http", "127.0.0.1:0", "--xrootd", "127.0.0.1:0")
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "start kaon:", err)
+			return 1
+		}
+		defer func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}()
+		var ep struct{ HTTP, XRootD string }
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if b, err := os.ReadFile(filepath.Join(data, "endpoints.json")); err == nil && json.Unmarshal(b, &ep) == nil && ep.XRootD != "" {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if ep.XRootD == "" {
+			b, _ := os.ReadFile(logPath)
+			fmt.Fprintf(os.Stderr, "kaon up did not publish a root:// endpoint in endpoints.json\n%s\n", b)
+			return 1
+		}
+		rootURL, httpURL = strings.TrimRight(ep.XRootD, "/"), strings.TrimRight(ep.HTTP, "/")
+		rootHP = strings.TrimPrefix(rootURL, "root://")
+		code := m.Run()
+		if code != 0 {
+			b, _ := os.ReadFile(logPath)
+			if len(b) > 20000 {
+				b = b[len(b)-20000:]
+			}
+			fmt.Fprintf(os.Stderr, "---- kaon log (tail) ----\n%s\n", b)
+		}
+		return code
+	}())
+}
+
+func run(t *testing.T, name string, args ...string) (string, int) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Fatalf("%s is not installed: %v", name, err)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "XRD_REQUESTTIMEOUT=120", "XRD_CONNECTIONRETRY=2")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s %v timed out\n%s", name, args, out.String())
+	}
+	return out.String(), cmd.ProcessState.ExitCode()
+}
+
+func mustRun(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, code := run(t, name, args...)
+	if code != 0 {
+		t.Fatalf("%s %s: exit %d\n%s", name, strings.Join(args, " "), code, out)
+	}
+	return out
+}
+
+func fails(t *testing.T, code string, name string, args ...string) string {
+	t.Helper()
+	out, rc := run(t, name, args...)
+	if rc == 0 || !strings.Contains(out, code) {
+		t.Fatalf("%s %s: want failure containing %q, got exit %d\n%s", name, strings.Join(args, " "), code, rc, out)
+	}
+	return out
+}
+
+func randFile(t *testing.T, dir, name string, size int) (string, []byte) {
+	t.Helper()
+	b := make([]byte, size)
+	rand.Read(b)
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p, b
+}
+
+func adlerHex(b []byte) string { return fmt.Sprintf("%08x", adler32.Checksum(b)) }
+
+func sameFile(t *testing.T, path string, want []byte) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s: %d bytes differ from the %d bytes expected", path, len(got), len(want))
+	}
+}
+
+func TestXrdcpSizesAndChecksums(t *testing.T) {
+	tmp := t.TempDir()
+	for _, size := range []int{0, 1, 65536, 3<<20 + 7, 200 << 20} {
+		name := fmt.Sprintf("sz%d", size)
+		src, data := randFile(t, tmp, name, size)
+		mustRun(t, "xrdcp", "-s", "--cksum", "adler32", src, rootURL+"//it/sizes/"+name)
+		out := mustRun(t, "xrdfs", rootHP, "query", "checksum", "/it/sizes/"+name)
+		if !strings.Contains(out, "adler32 "+adlerHex(data)) {
+			t.Fatalf("%s: server checksum %q, want adler32 %s", name, out, adlerHex(data))
+		}
+		back := filepath.Join(tmp, name+".back")
+		mustRun(t, "xrdcp", "-s", "--cksum", "adler32:source", rootURL+"//it/sizes/"+name, back)
+		sameFile(t, back, data)
+		if out := mustRun(t, "xrdfs", rootHP, "stat", "/it/sizes/"+name); !strings.Contains(out, fmt.Sprintf("Size:   %d\n", size)) {
+			t.Fatalf("stat %s: %s", name, out)
+		}
+	}
+}
+
+func TestXrdcpFlags(t *testing.T) {
+	tmp := t.TempDir()
+	src, data := randFile(t, tmp, "a", 1<<20)
+	dst := rootURL + "//it/flags/deep/er/a"
+	mustRun(t, "xrdcp", "-s", "-p", src, dst)
+	fails(t, "exists", "xrdcp", "-s", src, dst)
+	src2, data2 := randFile(t, tmp, "b", 5000)
+	mustRun(t, "xrdcp", "-s", "-f", src2, dst)
+	mustRun(t, "xrdcp", "-s", "-f", dst, filepath.Join(tmp, "b.back"))
+	sameFile(t, filepath.Join(tmp, "b.back"), data2)
+	_ = data
+
+	// -S 4 parallel streams, both ways, with end-to-end checksum.
+	big, bigData := randFile(t, tmp, "big", 40<<20+3)
+	mustRun(t, "xrdcp", "-s", "-S", "4", "--cksum", "adler32", big, rootURL+"//it/flags/big")
+	mustRun(t, "xrdcp", "-s", "-S", "4", "--cksum", "adler32:source", rootURL+"//it/flags/big", filepath.Join(tmp, "big.back"))
+	sameFile(t, filepath.Join(tmp, "big.back"), bigData)
+
+	// Recursive up and down.
+	os.MkdirAll(filepath.Join(tmp, "tree", "sub", "subsub"), 0o755)
+	os.WriteFile(filepath.Join(tmp, "tree", "top"), []byte("top"), 0o644)
+	os.WriteFile(filepath.Join(tmp, "tree", "sub", "mid"), []byte("mid"), 0o644)
+	os.WriteFile(filepath.Join(tmp, "tree", "sub", "subsub", "low"), []byte("low"), 0o644)
+	mustRun(t, "xrdfs", rootHP, "mkdir", "-p", "/it/rec")
+	mustRun(t, "xrdcp", "-s", "-r", filepath.Join(tmp, "tree"), rootURL+"//it/rec")
+	out := mustRun(t, "xrdfs", rootHP, "ls", "-R", "/it/rec")
+	for _, p := range []string{"/it/rec/tree/top", "/it/rec/tree/sub/mid", "/it/rec/tree/sub/subsub/low"} {
+		if !strings.Contains(out, p+"\n") {
+			t.Fatalf("ls -R lacks %s:\n%s", p, out)
+		}
+	}
+	down := filepath.Join(tmp, "down")
+	os.Mkdir(down, 0o755)
+	mustRun(t, "xrdcp", "-s", "-r", rootURL+"//it/rec/tree", down)
+	if b, _ := os.ReadFile(filepath.Join(down, "tree", "sub", "subsub", "low")); string(b) != "low" {
+		t.Fatalf("recursive download: %q", b)
+	}
+	fails(t, "[3011]", "xrdcp", "-s", rootURL+"//it/flags/missing", filepath.Join(tmp, "m"))
+}
+
+func TestXrdfs(t *testing.T) {
+	h := rootHP
+	fs := func(args ...string) string { t.Helper(); return mustRun(t, "xrdfs", append([]string{h}, args...)...) }
+	bad := func(code string, args ...string) { t.Helper(); fails(t, "["+code+"]", "xrdfs", append([]string{h}, args...)...) }
+
+	fs("mkdir", "-p", "/it/fs/a/b")
+	bad("3018", "mkdir", "/it/fs/a")
+	tmp := t.TempDir()
+	content := []byte("hello from xrdfs\n")
+	os.WriteFile(filepath.Join(tmp, "f"), content, 0o644)
+	mustRun(t, "xrdcp", "-s", filepath.Join(tmp, "f"), rootURL+"//it/fs/a/f")
+
+	if out := fs("ls", "/it/fs/a"); out != "/it/fs/a/b\n/it/fs/a/f\n" {
+		t.Fatalf("ls: %q", out)
+	}
+	out := fs("ls", "-l", "/it/fs/a")
+	if !strings.Contains(out, "/it/fs/a/f") || !strings.HasPrefix(out, "d") || !strings.Contains(out, fmt.Sprint(len(content))) {
+		t.Fatalf("ls -l: %q", out)
+	}
+	if out := fs("ls", "-R", "/it/fs"); !strings.Contains(out, "/it/fs/a/b\n") || !strings.Contains(out, "/it/fs/a/f\n") {
+		t.Fatalf("ls -R: %q", out)
+	}
+	if out := fs("stat", "/it/fs/a/f"); !strings.Contains(out, fmt.Sprintf("Size:   %d", len(content))) {
+		t.Fatalf("stat: %q", out)
+	}
+	if out := fs("stat", "/it/fs/a"); !strings.Contains(out, "IsDir") {
+		t.Fatalf("stat dir: %q", out)
+	}
+	if out := fs("cat", "/it/fs/a/f"); out != string(content) {
+		t.Fatalf("cat: %q", out)
+	}
+	if out := fs("tail", "-c", "6", "/it/fs/a/f"); out != "xrdfs\n" {
+		t.Fatalf("tail: %q", out)
+	}
+	if out := fs("query", "checksum", "/it/fs/a/f"); !strings.Contains(out, "adler32 "+adlerHex(content)) {
+		t.Fatalf("query checksum: %q", out)
+	}
+	if out := fs("locate", "/it/fs/a/f"); !strings.Contains(out, "Server") {
+		t.Fatalf("locate: %q", out)
+	}
+	if out := fs("spaceinfo", "/"); !strings.Contains(out, "Total:") || !strings.Contains(out, "Free:") {
+		t.Fatalf("spaceinfo: %q", out)
+	}
+	if out := fs("statvfs", "/"); !strings.Contains(out, "Nodes with RW space:") {
+		t.Fatalf("statvfs: %q", out)
+	}
+	fs("chmod", "/it/fs/a/f", "rw-------")
+	if out := fs("stat", "/it/fs/a/f"); !strings.Contains(out, "Mode:   0600") {
+		t.Fatalf("chmod not visible: %q", out)
+	}
+	fs("truncate", "/it/fs/a/f", "5")
+	if out := fs("cat", "/it/fs/a/f"); out != "hello" {
+		t.Fatalf("after truncate: %q", out)
+	}
+	fs("mv", "/it/fs/a/f", "/it/fs/g")
+	bad("3011", "stat", "/it/fs/a/f")
+	if out := fs("cat", "/it/fs/g"); out != "hello" {
+		t.Fatalf("after mv: %q", out)
+	}
+	bad("3011", "rm", "/it/fs/nope")
+	bad("3011", "cat", "/it/fs/nope")
+	bad("3011", "query", "checksum", "/it/fs/nope")
+	bad("3011", "ls", "/it/fs/nope")
+	bad("3016", "cat", "/it/fs/a")
+	bad("3005", "rmdir", "/it/fs/a") // not empty
+	bad("3000", "stat", "/it/../etc")
+	fs("rm", "/it/fs/g")
+	fs("rmdir", "/it/fs/a/b")
+	fs("rmdir", "/it/fs/a")
+	bad("3011", "stat", "/it/fs/a")
+}
+
+const pyScript = `
+import sys
+from XRootD import client
+from XRootD.client.flags import OpenFlags, DirListFlags, QueryCode, MkDirFlags, AccessMode
+url = sys.argv[1]
+fs = client.FileSystem(url)
+def ok(what, st):
+    if not st.ok:
+        print("FAIL", what, st.message); sys.exit(1)
+ok("mkdir", fs.mkdir("/it/py/sub", MkDirFlags.MAKEPATH)[0])
+f = client.File()
+ok("open", f.open(url + "//it/py/sub/f.bin", OpenFlags.NEW | OpenFlags.UPDATE)[0])
+data = bytes(range(256)) * 4096 * 3
+ok("write", f.write(data, 0)[0])
+ok("write2", f.write(b"tail", len(data))[0])
+ok("sync", f.sync()[0])
+st, d = f.read(0, 10); ok("read", st); assert d == data[:10], d
+st, vr = f.vector_read([(0, 10), (5000, 20), (len(data), 4)]); ok("vector_read", st)
+assert [c.buffer for c in vr.chunks] == [data[:10], data[5000:5020], b"tail"]
+st, info = f.stat(True); ok("fstat", st); assert info.size == len(data) + 4, info.size
+ok("truncate", f.truncate(100)[0])
+ok("close", f.close()[0])
+st, info = fs.stat("/it/py/sub/f.bin"); ok("stat", st); assert info.size == 100, info.size
+st, ls = fs.dirlist("/it/py/sub", DirListFlags.STAT); ok("dirlist", st)
+assert [(e.name, e.statinfo.size) for e in ls] == [("f.bin", 100)], [(e.name, e.statinfo.size) for e in ls]
+st, r = fs.query(QueryCode.CHECKSUM, "/it/py/sub/f.bin"); ok("cksum", st)
+assert r.rstrip(b"\0").split()[1].decode() == sys.argv[2], r
+ok("chmod", fs.chmod("/it/py/sub/f.bin", AccessMode.UR | AccessMode.UW)[0])
+ok("mv", fs.mv("/it/py/sub/f.bin", "/it/py/g.bin")[0])
+f = client.File(); ok("open-r", f.open(url + "//it/py/g.bin")[0])
+st, d = f.read(); ok("readall", st); assert d == data[:100]
+f.close()
+ok("rm", fs.rm("/it/py/g.bin")[0])
+st, _ = fs.rm("/it/py/g.bin"); assert st.errno == 3011, st
+ok("rmdir", fs.rmdir("/it/py/sub")[0])
+print("PYTHON-OK")
+`
+
+func TestPythonBindings(t *testing.T) {
+	data := bytes.Repeat(func() []byte {
+		b := make([]byte, 256)
+		for i := range b {
+			b[i] = byte(i)
+		}
+		return b
+	}(), 4096*3)
+	out := mustRun(t, "/usr/bin/python3", "-c", pyScript, rootURL, adlerHex(data[:100]))
+	if !strings.Contains(out, "PYTHON-OK") {
+		t.Fatalf("python: %s", out)
+	}
+}
+
+func TestParallel64(t *testing.T) {
+	tmp := t.TempDir()
+	const n = 64
+	var wg sync.WaitGroup
+	errs := make(chan string, 2*n)
+	sem := make(chan struct{}, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			name := fmt.Sprintf("p%02d", i)
+			src, data := randFile(t, tmp, name, 512<<10+i*4099)
+			url := rootURL + "//it/par/" + name
+			if out, code := run(t, "xrdcp", "-s", "--cksum", "adler32", src, url); code != 0 {
+				errs <- name + " upload: " + out
+				return
+			}
+			back := src + ".back"
+			if out, code := run(t, "xrdcp", "-s", url, back); code != 0 {
+				errs <- name + " download: " + out
+				return
+			}
+			if got, _ := os.ReadFile(back); !bytes.Equal(got, data) {
+				errs <- name + ": content mix-up"
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+func TestCrossProtocol(t *testing.T) {
+	tmp := t.TempDir()
+	// root:// -> http://
+	src, data := randFile(t, tmp, "x1", 3<<20+11)
+	mustRun(t, "xrdcp", "-s", src, rootURL+"//it/cross/x1")
+	got := filepath.Join(tmp, "x1.http")
+	mustRun(t, "curl", "-sSfL", "-o", got, httpURL+"/it/cross/x1")
+	sameFile(t, got, data)
+	hdr := mustRun(t, "curl", "-sSfL", "-I", "-H", "Want-Digest: adler32", httpURL+"/it/cross/x1")
+	if !strings.Contains(strings.ToLower(hdr), "adler32="+adlerHex(data)) {
+		t.Fatalf("HTTP digest differs from content adler32 %s:\n%s", adlerHex(data), hdr)
+	}
+	// http:// -> root://
+	src2, data2 := randFile(t, tmp, "x2", 2<<20+5)
+	mustRun(t, "curl", "-sSfL", "-T", src2, httpURL+"/it/cross/x2")
+	back := filepath.Join(tmp, "x2.root")
+	mustRun(t, "xrdcp", "-s", "--cksum", "adler32:source", rootURL+"//it/cross/x2", back)
+	sameFile(t, back, data2)
+	if out := mustRun(t, "xrdfs", rootHP, "query", "checksum", "/it/cross/x2"); !strings.Contains(out, adlerHex(data2)) {
+		t.Fatalf("root:// checksum of HTTP upload: %q want %s", out, adlerHex(data2))
+	}
+}

@@ -1,0 +1,70 @@
+package cfsd
+
+import (
+	"bytes"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// xattrCache remembers a node's attribute names (one llistxattr) for the
+// attribute timeout, so the questions the kernel and tools ask about
+// every file — security.capability on write and chown, security.selinux
+// and system.posix_acl_access from `ls -l` — are answered ENODATA without
+// touching the backend. Values are still read from the backend. Changes
+// made through the mount invalidate it; changes made behind its back are
+// seen after the timeout, like attributes.
+type xattrCache struct {
+	mu    sync.Mutex
+	names map[string]bool
+	until time.Time
+}
+
+func (c *xattrCache) invalidate() {
+	c.mu.Lock()
+	c.names = nil
+	c.mu.Unlock()
+}
+
+// absent reports whether attr is known not to exist on the node at
+// path p (loading the name list if needed).
+func (c *xattrCache) absent(p, attr string, ttl time.Duration) bool {
+	if ttl <= 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if c.names == nil || now.After(c.until) {
+		names, ok := listNames(p)
+		if !ok {
+			c.names = nil
+			return false
+		}
+		c.names, c.until = names, now.Add(ttl)
+	}
+	return !c.names[attr]
+}
+
+func listNames(p string) (map[string]bool, bool) {
+	buf := make([]byte, 1024)
+	for {
+		n, err := unix.Llistxattr(p, buf)
+		if err == syscall.ERANGE {
+			buf = make([]byte, 2*len(buf))
+			continue
+		}
+		if err != nil {
+			return nil, false
+		}
+		m := map[string]bool{}
+		for _, b := range bytes.Split(buf[:n], []byte{0}) {
+			if len(b) > 0 {
+				m[string(b)] = true
+			}
+		}
+		return m, true
+	}
+}
