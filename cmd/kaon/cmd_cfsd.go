@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -65,6 +66,7 @@ func cfsdMount(args []string) int {
 	negTO := fl.Duration("negative-timeout", time.Second, "kernel negative lookup cache timeout")
 	cleanStale := fl.Bool("clean-stale", false, "lazily unmount a stale mount left by a crashed daemon")
 	debug := fl.Bool("debug", false, "log every FUSE request")
+	cpuProfile := fl.String("cpuprofile", "", "write a Go CPU profile of the daemon to this file until unmount")
 	pos, err := parseInterleaved(fl, args)
 	if err != nil {
 		return 2
@@ -111,6 +113,12 @@ func cfsdMount(args []string) int {
 		return 1
 	}
 	f.PassthroughActive = m.PassthroughActive
+	if *cpuProfile != "" {
+		if pf, err := os.Create(*cpuProfile); err == nil {
+			pprof.StartCPUProfile(pf)
+			defer func() { pprof.StopCPUProfile(); pf.Close() }()
+		}
+	}
 	mode := "daemon data path"
 	if m.PassthroughActive() {
 		mode = "kernel passthrough"

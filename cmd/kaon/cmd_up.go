@@ -174,7 +174,7 @@ func runUp(args []string) int {
 		fmt.Fprintln(os.Stderr, "kaon up:", err)
 		return 1
 	}
-	xrd, err := startXRootD(ctx, *xrdAddr, host, role.srv, fst, &ep, log)
+	xrd, err := startXRootD(ctx, *xrdAddr, host, role.srv, role.key, fst, &ep, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon up: xrootd:", err)
 		return 1
@@ -256,7 +256,7 @@ func runMGM(args []string) int {
 	ep := Endpoints{HTTP: "http://" + addr}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stop, err := startXRootD(ctx, *xrdAddr, host, role.srv, nil, &ep, log)
+	stop, err := startXRootD(ctx, *xrdAddr, host, role.srv, role.key, nil, &ep, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon mgm: xrootd:", err)
 		return 1
@@ -284,6 +284,7 @@ func runFST(args []string) int {
 	keyFile := fl.String("key", "", "capability key file shared with the namespace server")
 	httpAddr := fl.String("http", "127.0.0.1:0", "data HTTP listen address")
 	xrdAddr := fl.String("xrootd", "", "data root:// listen address (empty = off)")
+	mgmXrd := fl.String("mgm-xrootd", "", "root:// host:port of the namespace server, for redirects from this data listener")
 	data := fl.String("data", "", "directory for endpoints.json (optional)")
 	nodeName := fl.String("node", "", "stable node name (default: hostname:port of --http)")
 	syncData := fl.Bool("sync", true, "fsync file data before committing (false: benchmarks only)")
@@ -319,9 +320,8 @@ func runFST(args []string) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	host, _, _ := net.SplitHostPort(addr)
 	ep := Endpoints{FSTHTTP: "http://" + addr}
-	stop, err := startFSTXRootD(ctx, *xrdAddr, host, *mgmURL, fst, &ep, log)
+	stop, err := startFSTXRootD(ctx, *xrdAddr, *mgmXrd, fst, key, &ep, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon fst: xrootd:", err)
 		return 1

@@ -3,17 +3,58 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net"
 
+	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/mgm"
 	"github.com/kaon-storage/kaon/internal/storage"
+	"github.com/kaon-storage/kaon/internal/xrdkaon"
+	"github.com/kaon-storage/kaon/internal/xrootd"
 )
 
-// startXRootD starts the root:// listeners of an all-in-one or namespace
-// process (placeholder until the XRootD server is wired).
-func startXRootD(ctx context.Context, addr, host string, m *mgm.Server, fst *storage.Server, ep *Endpoints, log *slog.Logger) (func(), error) {
-	return func() {}, nil
+// startXRootD starts the root:// listener of the namespace server and, in
+// the all-in-one, one for the storage server too (on a free port of the
+// same host). addr "" disables root://.
+func startXRootD(ctx context.Context, addr, host string, m *mgm.Server, key *capability.Key, fst *storage.Server, ep *Endpoints, log *slog.Logger) (func(), error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	l, nsAddr, err := listen(addr)
+	if err != nil {
+		return nil, err
+	}
+	srv := xrootd.NewServer(xrootd.Config{Namespace: xrdkaon.Namespace{M: m}, Logger: log.With("role", "xrootd-mgm")})
+	go srv.Serve(l)
+	ep.XRootD = "root://" + nsAddr
+	stops := []func(){func() { srv.Close() }}
+	if fst != nil {
+		stop, err := startFSTXRootD(ctx, net.JoinHostPort(host, "0"), nsAddr, fst, key, ep, log)
+		if err != nil {
+			srv.Close()
+			return nil, err
+		}
+		stops = append(stops, stop)
+	}
+	return func() {
+		for _, s := range stops {
+			s()
+		}
+	}, nil
 }
 
-func startFSTXRootD(ctx context.Context, addr, host, mgmURL string, fst *storage.Server, ep *Endpoints, log *slog.Logger) (func(), error) {
-	return func() {}, nil
+// startFSTXRootD starts a storage server's root:// data listener; namespace
+// requests arriving there are redirected to manager (host:port).
+func startFSTXRootD(ctx context.Context, addr, manager string, fst *storage.Server, key *capability.Key, ep *Endpoints, log *slog.Logger) (func(), error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	l, a, err := listen(addr)
+	if err != nil {
+		return nil, err
+	}
+	srv := xrootd.NewServer(xrootd.Config{Data: xrdkaon.Data{S: fst, Key: key}, Manager: manager, Logger: log.With("role", "xrootd-fst")})
+	go srv.Serve(l)
+	fst.SetXrdAddr(a)
+	ep.FSTXrd = "root://" + a
+	return func() { srv.Close() }, nil
 }

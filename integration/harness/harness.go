@@ -96,7 +96,11 @@ func Start(t testing.TB, dir string, args ...string) *Process {
 	p := &Process{t: t, Dir: dir, Args: args, Log: &bytes.Buffer{}}
 	p.start()
 	t.Cleanup(func() {
+		start := time.Now()
 		p.Stop()
+		if d := time.Since(start); d > 2*time.Second {
+			t.Logf("kaon %v took %v to stop", args, d)
+		}
 		if t.Failed() {
 			t.Logf("kaon %v log:\n%s", args, p.Logs())
 		}

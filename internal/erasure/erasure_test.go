@@ -8,11 +8,13 @@ import (
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/klauspost/reedsolomon"
@@ -465,6 +467,9 @@ func TestRandomRanges(t *testing.T) {
 				t.Fatalf("%v bad %v: sequential read differs", l, bad)
 			}
 			r.Close()
+			if _, err := r.ReadAt(p, 0); !kerr.Is(err, kerr.Invalid) {
+				t.Fatalf("ReadAt after Close: %v", err)
+			}
 		}
 	}
 }
@@ -518,6 +523,15 @@ func TestWriterShardError(t *testing.T) {
 		if _, err := w.Write([]byte("x")); err == nil {
 			t.Fatal("Write after Close succeeded")
 		}
+	}
+	// Abort writes no partial row and stops the pipeline.
+	var sb bytes.Buffer
+	ws := []io.Writer{&sb, io.Discard, io.Discard, io.Discard, io.Discard, io.Discard}
+	w, _ := NewWriter(l, ws)
+	w.Write(randBytes(2, l.RowSize()+10))
+	w.Abort()
+	if sb.Len() > int(l.FrameSize()) {
+		t.Fatalf("aborted writer wrote %d bytes to shard 0", sb.Len())
 	}
 	if _, err := NewWriter(l, make([]io.Writer, 5)); !kerr.Is(err, kerr.Invalid) {
 		t.Fatalf("wrong shard count: %v", err)
@@ -684,6 +698,40 @@ func TestWriterTolerance(t *testing.T) {
 		}
 		if bad, err := Verify(l, size, rs); err != nil || !slices.Equal(bad, []int{1, 4}) {
 			t.Fatalf("Verify after degraded write = %v, %v", bad, err)
+		}
+	}
+}
+
+// TestWriterStopsGoroutines: Close and Abort leave no pipeline goroutine
+// behind (a storage server opens thousands of writers).
+func TestWriterStopsGoroutines(t *testing.T) {
+	l := Layout{8, 2, testUnit}
+	settle := func(want int) int {
+		n := runtime.NumGoroutine()
+		for i := 0; i < 200 && n > want; i++ {
+			time.Sleep(5 * time.Millisecond)
+			n = runtime.NumGoroutine()
+		}
+		return n
+	}
+	base := settle(0)
+	for _, abort := range []bool{false, true} {
+		ws := make([]io.Writer, l.Shards())
+		for i := range ws {
+			ws[i] = io.Discard
+		}
+		w, _ := NewWriter(l, ws)
+		if runtime.NumGoroutine() < base+l.Shards()+1 {
+			t.Fatal("pipeline goroutines not started")
+		}
+		w.Write(randBytes(3, 3*l.RowSize()+5))
+		if abort {
+			w.Abort()
+		} else if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := settle(base); n > base {
+			t.Fatalf("abort=%v: %d goroutines left, had %d", abort, n, base)
 		}
 	}
 }

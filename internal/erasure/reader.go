@@ -73,6 +73,8 @@ type Reader struct {
 	bad      []string // reason per shard found bad, "" if none
 	lastEnd  int64    // end of the last ReadAt, to detect sequential reads
 	prefetch int64    // last row a read-ahead was started for
+	closed   bool
+	ahead    sync.WaitGroup // read-aheads in flight
 }
 
 // NewReader opens a striped file of logical size size from its K+M shard
@@ -125,9 +127,13 @@ func (r *Reader) BadShards() []int {
 	return out
 }
 
-// Close releases cached buffers. The Reader must not be used afterwards;
-// the shard readers are not closed.
+// Close waits for read-aheads in flight and releases cached buffers; the
+// shard readers are not closed (close them after this returns).
 func (r *Reader) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.ahead.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range r.cache {
@@ -399,14 +405,16 @@ func (r *Reader) readAhead(row int64) {
 		return
 	}
 	r.mu.Lock()
-	if r.prefetch == row {
+	if r.prefetch == row || r.closed {
 		r.mu.Unlock()
 		return
 	}
 	r.prefetch = row
+	r.ahead.Add(1)
 	r.mu.Unlock()
 	hi := min(r.l.RowSize(), r.size-row*r.l.RowSize())
 	go func() {
+		defer r.ahead.Done()
 		if c, err := r.row(row, 0, hi); err == nil {
 			r.release(c)
 		}
@@ -423,6 +431,12 @@ const (
 // span calls fn for each row piece of [off, off+n): the cached row and
 // the range [lo, hi) within it.
 func (r *Reader) span(off, n int64, ahead int, fn func(c *cachedRow, lo, hi int64) error) error {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return kerr.New(kerr.Invalid, "ec read", r.name, "reader is closed")
+	}
 	rs := r.l.RowSize()
 	for n > 0 {
 		row, lo := off/rs, off%rs

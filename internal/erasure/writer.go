@@ -71,8 +71,9 @@ type Writer struct {
 }
 
 // NewWriter returns a Writer that writes the shards of a new file; shards
-// must have K+M entries. Close must be called to flush the last row and
-// stop the pipeline; it does not close the shard writers.
+// must have K+M entries. Close (or Abort) must be called: it flushes the
+// last row and stops the pipeline goroutines; it does not close the shard
+// writers.
 func NewWriter(l Layout, shards []io.Writer) (*Writer, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
@@ -292,6 +293,16 @@ func (w *Writer) Close() error {
 		}
 	}
 	return w.firstErr()
+}
+
+// Abort stops the pipeline without writing the rows not yet written (an
+// upload that was cancelled). The shards are left partial.
+func (w *Writer) Abort() {
+	if w.closed {
+		return
+	}
+	w.setErr(kerr.New(kerr.IO, "ec write", w.name, "aborted"))
+	w.Close()
 }
 
 func (w *Writer) release(s *stripe) {

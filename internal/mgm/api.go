@@ -189,6 +189,10 @@ func (s *Server) apiHandler() http.Handler {
 		}
 		return struct{}{}, ns.Mkdir(c, a["path"], uint32(mode), a.bool("parents"))
 	})
+	handle("/api/v1/touch", true, func(_ *http.Request, c namespace.Caller, a apiArgs) (any, error) {
+		_, err := ns.CreateEmpty(c, a["path"], namespace.CreateOptions{Exclusive: a.bool("exclusive")})
+		return struct{}{}, err
+	})
 	handle("/api/v1/rm", true, func(_ *http.Request, c namespace.Caller, a apiArgs) (any, error) {
 		if a.bool("recursive") {
 			return struct{}{}, ns.RemoveAll(c, a["path"])

@@ -297,3 +297,15 @@ func (r *registry) path(id uint32) string {
 	}
 	return ""
 }
+
+// anyAddr returns the address of some live storage server ("" if none).
+func (r *registry) anyAddr() string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, f := range r.fs {
+		if r.alive(f) {
+			return r.nodes[f.Node].addr
+		}
+	}
+	return ""
+}

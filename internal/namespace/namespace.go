@@ -306,6 +306,9 @@ func (ns *Namespace) Stat(c Caller, path string) (*Inode, error) {
 	if n == nil {
 		return nil, kerr.New(kerr.NotFound, "stat", path, "no such file or directory")
 	}
+	if !n.IsDir {
+		return n, nil // freshly decoded, not shared
+	}
 	return n.clone(), nil
 }
 
@@ -442,32 +445,30 @@ type CreateOptions struct {
 // Placement chooses one filesystem per stripe for a new file.
 type Placement func(l Layout) ([]uint32, error)
 
-// BeginCreate validates a write to path, resolves its layout and checksum
-// policy from the parent, places it, and records a pending upload. The file
-// stays invisible until Commit.
-func (ns *Namespace) BeginCreate(c Caller, path string, o CreateOptions, place Placement) (*Inode, error) {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
+// prepareCreate validates a create of path and builds the new file's inode
+// (layout and checksum policy from the parent, placed by place). It returns
+// the inode, its parent, and the file it replaces (nil if none). Caller
+// holds ns.mu.
+func (ns *Namespace) prepareCreate(b kv.Batch, c Caller, path string, o CreateOptions, place Placement) (f, parent, old *Inode, err error) {
 	p, n, parent, err := ns.lookup(c, "create", path)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if p == "/" || parent == nil {
-		return nil, kerr.New(kerr.IsDir, "create", p, "is a directory")
+		return nil, nil, nil, kerr.New(kerr.IsDir, "create", p, "is a directory")
 	}
 	if n != nil {
-		if n.IsDir {
-			return nil, kerr.New(kerr.IsDir, "create", p, "is a directory")
-		}
-		if o.Exclusive {
-			return nil, kerr.New(kerr.Exists, "create", p, "file exists")
-		}
-		if !access(n, c, 2) {
-			return nil, kerr.New(kerr.Permission, "create", p, "write permission denied")
+		switch {
+		case n.IsDir:
+			return nil, nil, nil, kerr.New(kerr.IsDir, "create", p, "is a directory")
+		case o.Exclusive:
+			return nil, nil, nil, kerr.New(kerr.Exists, "create", p, "file exists")
+		case !access(n, c, 2):
+			return nil, nil, nil, kerr.New(kerr.Permission, "create", p, "write permission denied")
 		}
 	}
 	if !access(parent, c, 3) {
-		return nil, kerr.New(kerr.Permission, "create", p, "write permission denied on parent")
+		return nil, nil, nil, kerr.New(kerr.Permission, "create", p, "write permission denied on parent")
 	}
 	ls := o.Layout
 	if ls == "" {
@@ -478,39 +479,115 @@ func (ns *Namespace) BeginCreate(c Caller, path string, o CreateOptions, place P
 	}
 	l, err := ParseLayout(ls)
 	if err != nil {
-		return nil, withOp(err, "create")
+		return nil, nil, nil, withOp(err, "create")
 	}
 	sums := DefaultChecksums
 	if v := parent.XAttrs[AttrChecksums]; v != "" {
 		sums = strings.Split(v, ",")
 	}
-	locs, err := place(l)
-	if err != nil {
-		var ke *kerr.Error
-		if errors.As(err, &ke) {
-			ke.Op, ke.Path = "create", p
-			return nil, ke
+	var locs []uint32
+	if place != nil {
+		if locs, err = place(l); err != nil {
+			var ke *kerr.Error
+			if errors.As(err, &ke) {
+				ke.Op, ke.Path = "create", p
+				return nil, nil, nil, ke
+			}
+			return nil, nil, nil, kerr.Wrap(kerr.NoSpace, "create", p, err)
 		}
-		return nil, kerr.Wrap(kerr.NoSpace, "create", p, err)
 	}
 	mode := o.Mode & 0o7777
 	if mode == 0 {
 		mode = 0o644
 	}
 	now := ns.opts.Now().UnixNano()
-	b := ns.eng.NewBatch()
-	defer b.Discard()
-	f := &Inode{ID: ns.allocID(b), Parent: parent.ID, Name: p[strings.LastIndexByte(p, '/')+1:],
+	f = &Inode{ID: ns.allocID(b), Parent: parent.ID, Name: p[strings.LastIndexByte(p, '/')+1:],
 		Mode: mode, UID: c.UID, GID: c.GID, CTime: now, MTime: now, BTime: now,
 		Layout: l.String(), Locations: locs, Checksums: map[string]string{}}
 	for _, s := range sums {
 		f.Checksums[strings.TrimSpace(s)] = ""
 	}
+	return f, parent, n, nil
+}
+
+// BeginCreate validates a write to path, resolves its layout and checksum
+// policy from the parent, places it, and records a pending upload. The file
+// stays invisible until Commit.
+func (ns *Namespace) BeginCreate(c Caller, path string, o CreateOptions, place Placement) (*Inode, error) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	b := ns.eng.NewBatch()
+	defer b.Discard()
+	f, _, _, err := ns.prepareCreate(b, c, path, o, place)
+	if err != nil {
+		return nil, err
+	}
 	b.Put(pendingKey(f.ID), f.encode(nil))
 	if err := ns.commit(b); err != nil {
 		return nil, err
 	}
-	return f.clone(), nil
+	return f, nil
+}
+
+// CreateEmpty creates (or, without Exclusive, replaces with) an empty file
+// in one atomic step. An empty file needs no stripes: metadata-only creates
+// (mdtest, touch, a client that opens for writing and closes at once).
+func (ns *Namespace) CreateEmpty(c Caller, path string, o CreateOptions) (*Inode, error) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	b := ns.eng.NewBatch()
+	defer b.Discard()
+	f, parent, old, err := ns.prepareCreate(b, c, path, o, nil)
+	if err != nil {
+		return nil, err
+	}
+	for t := range f.Checksums {
+		f.Checksums[t] = emptySum(t)
+	}
+	if err := ns.link(b, parent, f, old); err != nil {
+		return nil, err
+	}
+	if err := ns.commit(b); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// emptySum is the checksum of zero bytes.
+func emptySum(t string) string {
+	switch t {
+	case "adler32":
+		return "00000001"
+	case "crc32c":
+		return "00000000"
+	case "md5":
+		return "d41d8cd98f00b204e9800998ecf8427e"
+	case "sha256":
+		return "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+	case "xxhash64":
+		return "ef46db3751d8e999"
+	}
+	return ""
+}
+
+// link makes file f visible in parent, replacing old (whose stripes are
+// queued for deletion), and updates the subtree accounting. Caller holds
+// ns.mu.
+func (ns *Namespace) link(b kv.Batch, parent, f, old *Inode) error {
+	now := f.MTime
+	b.Put(dentryKey(parent.ID, f.Name), append([]byte{'f'}, f.encode(nil)...))
+	b.Put(inodeKey(f.ID), fileIndex(parent.ID, f.Name))
+	dFiles, dSize := int64(1), f.Size
+	if old != nil {
+		dFiles, dSize = 0, f.Size-old.Size
+		b.Delete(inodeKey(old.ID))
+		ns.queueDeletion(b, old)
+	}
+	ns.touch(b, parent, now)
+	if err := ns.account(b, parent.ID, dSize, dFiles, 0, now); err != nil {
+		return kerr.Wrap(kerr.Internal, "create", f.Name, err)
+	}
+	return nil
 }
 
 // Pending returns the pending upload fid (for storage servers that verify a
@@ -557,22 +634,13 @@ func (ns *Namespace) Commit(fid uint64, size int64, sums map[string]string) (*In
 	b := ns.eng.NewBatch()
 	defer b.Discard()
 	b.Delete(pendingKey(fid))
-	b.Put(dentryKey(parent.ID, f.Name), append([]byte{'f'}, f.encode(nil)...))
-	b.Put(inodeKey(f.ID), fileIndex(parent.ID, f.Name))
-	dFiles := int64(1)
-	dSize := size
-	if old != nil {
-		dFiles, dSize = 0, size-old.Size
-		ns.queueDeletion(b, old)
-	}
-	ns.touch(b, parent, now)
-	if err := ns.account(b, parent.ID, dSize, dFiles, 0, now); err != nil {
-		return nil, kerr.Wrap(kerr.Internal, "commit", f.Name, err)
+	if err := ns.link(b, parent, f, old); err != nil {
+		return nil, err
 	}
 	if err := ns.commit(b); err != nil {
 		return nil, err
 	}
-	return f.clone(), nil
+	return f, nil
 }
 
 // Abort drops pending upload fid and queues its stripes for deletion.

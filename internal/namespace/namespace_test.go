@@ -258,3 +258,49 @@ func TestConcurrentCreates(t *testing.T) {
 		t.Fatalf("list: %d", len(ents))
 	}
 }
+
+func TestCreateEmpty(t *testing.T) {
+	ns := newNS(t)
+	old := create(t, ns, "/f", 10)
+	f, err := ns.CreateEmpty(Root, "/f", CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Size != 0 || f.Checksums["adler32"] != "00000001" || len(f.Locations) != 0 {
+		t.Fatalf("empty file %+v", f)
+	}
+	if _, _, err := ns.ByID(old.ID); kerr.KindOf(err) != kerr.NotFound {
+		t.Fatalf("replaced file still indexed: %v", err)
+	}
+	if ds, _ := ns.Deletions(1, 10); len(ds) != 1 || ds[0].Fid != old.ID {
+		t.Fatalf("old data not queued: %+v", ds)
+	}
+	_, err = ns.CreateEmpty(Root, "/f", CreateOptions{Exclusive: true})
+	mustKind(t, err, kerr.Exists)
+	root, _ := ns.Stat(Root, "/")
+	if root.TreeFiles != 1 || root.TreeSize != 0 {
+		t.Fatalf("root %+v", root)
+	}
+}
+
+func BenchmarkCreateStat(b *testing.B) {
+	e, err := pebblekv.Open(b.TempDir(), pebblekv.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	ns, _ := Open(e, Options{})
+	_ = ns.Mkdir(Root, "/d", 0o755, false)
+	b.Run("create", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := ns.CreateEmpty(Root, fmt.Sprintf("/d/f%d", i), CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("stat", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			_, _ = ns.Stat(Root, "/d/f1")
+		}
+	})
+}

@@ -107,6 +107,14 @@ func markerID(root string) uint32 {
 	return uint32(id)
 }
 
+// SetXrdAddr sets the root:// host:port advertised in heartbeats; call
+// before Run.
+func (s *Server) SetXrdAddr(a string) {
+	s.mu.Lock()
+	s.cfg.XrdAddr = a
+	s.mu.Unlock()
+}
+
 // Ready is closed after the first successful heartbeat.
 func (s *Server) Ready() <-chan struct{} { return s.ready }
 

@@ -104,4 +104,7 @@ type Config struct {
 	ConnBudget   int64 // bytes of request/response buffers in flight per connection (default 64 MiB)
 	GlobalBudget int64 // same, for the whole server (default 1 GiB)
 	MaxInflight  int   // concurrently handled requests per connection (default 64)
+	// IdleTimeout drops a connection that sends nothing for this long
+	// (default 30 min; clients reconnect transparently).
+	IdleTimeout time.Duration
 }

@@ -146,6 +146,9 @@ func TestXrdfsCommands(t *testing.T) {
 	if out := fs("ls", "-l", "/a"); !strings.Contains(out, "-rw-r--r-- kaon kaon") || !strings.Contains(out, "12 ") || !strings.HasPrefix(out, "d") {
 		t.Fatalf("ls -l: %q", out)
 	}
+	if out := fs("ls", "-C", "/a"); !strings.Contains(out, "adler32:"+adlerHex([]byte("hello world\n"))+" ") || !strings.Contains(out, "adler32:none") {
+		t.Fatalf("ls -C: %q", out)
+	}
 	if out := fs("ls", "-R", "/a"); !strings.Contains(out, "/a/b/c\n") {
 		t.Fatalf("ls -R: %q", out)
 	}

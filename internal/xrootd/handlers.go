@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,27 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 		release()
 		return c.sendErr(sid, kXR_NotAuthorized, reqName(h.ReqID)+": login required") == nil
 	}
+	// Take the inflight slot before pinning any handle: an operation that
+	// close/sync may wait for is then always one that can run, so a client
+	// cannot wedge its connection by filling the slots with waiters.
+	c.slots <- struct{}{}
+	spawned := false
+	defer func() {
+		if !spawned {
+			<-c.slots
+		}
+	}()
+	spawn := func(fn func()) {
+		spawned = true
+		c.wg.Add(1)
+		go func() {
+			defer func() {
+				<-c.slots
+				c.wg.Done()
+			}()
+			fn()
+		}()
+	}
 	hh := *h
 	switch h.ReqID {
 	case kXR_read, kXR_pgread:
@@ -47,7 +69,7 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 			release()
 			return c.badHandle(sid, reqName(h.ReqID), fh)
 		}
-		c.async(func() {
+		spawn(func() {
 			defer f.done()
 			if hh.ReqID == kXR_read {
 				c.doRead(&hh, body, f, release)
@@ -63,7 +85,7 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 			release()
 			return c.badHandle(sid, reqName(h.ReqID), fh)
 		}
-		c.async(func() {
+		spawn(func() {
 			defer f.done()
 			defer release()
 			if hh.ReqID == kXR_write {
@@ -83,7 +105,7 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 		if bad != nil {
 			return c.badHandle(sid, "readv", *bad)
 		}
-		c.async(func() {
+		spawn(func() {
 			defer func() {
 				for _, f := range files {
 					f.done()
@@ -99,7 +121,7 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 		if f == nil {
 			return c.badHandle(sid, "close", fh)
 		}
-		c.async(func() { c.doClose(sid, f) })
+		spawn(func() { c.doClose(sid, f) })
 		return true
 	case kXR_sync:
 		fh := decodeFH(h)
@@ -109,7 +131,7 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 			return c.badHandle(sid, "sync", fh)
 		}
 		f.done() // wait for earlier requests, not for ourselves
-		c.async(func() {
+		spawn(func() {
 			f.waitIdle()
 			if err := f.df.Sync(); err != nil {
 				c.fail(sid, "sync", f.path, err)
@@ -127,7 +149,7 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 				return c.badHandle(sid, "truncate", t.FH)
 			}
 			f.done()
-			c.async(func() {
+			spawn(func() {
 				f.waitIdle()
 				if t.Offset < 0 {
 					c.sendErr(sid, kXR_ArgInvalid, "truncate "+f.path+": negative size")
@@ -142,7 +164,7 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 			return true
 		}
 	}
-	c.async(func() {
+	spawn(func() {
 		defer release()
 		c.handleOther(&hh, body)
 	})
@@ -183,7 +205,9 @@ func (c *conn) fail(sid [2]byte, op, path string, err error) {
 		return
 	}
 	if k == kerr.Internal {
-		c.srv.log.Warn("xrootd: request failed", "op", op, "path", path, "err", err)
+		c.srv.log.Warn("xrootd: request failed", "op", op, "path", path, "client", c.host, "err", err)
+	} else {
+		c.srv.log.Debug("xrootd: request failed", "op", op, "path", path, "client", c.host, "err", err)
 	}
 	c.sendErr(sid, xrdCode(k), msg)
 }
@@ -230,7 +254,7 @@ func (c *conn) doBind(h *reqHeader) bool {
 		return c.sendErr(h.StreamID, kXR_InvalidRequest, "bind: connection already has a session") == nil
 	}
 	ss := c.srv.findSession(id)
-	if ss == nil || ss.ident.Host != c.host {
+	if ss == nil || ss.host != c.host {
 		return c.sendErr(h.StreamID, kXR_NotFound, "bind: session not found") == nil
 	}
 	p, ok := ss.bind(c)
@@ -248,7 +272,7 @@ func (c *conn) doEndsess(h *reqHeader) bool {
 		return c.send(h.StreamID, kXR_ok) == nil
 	}
 	if ss := c.srv.findSession(id); ss != nil {
-		if c.sess == nil || ss.ident.User != c.sess.ident.User || ss.ident.Host != c.sess.ident.Host {
+		if c.sess == nil || ss.ident.User != c.sess.ident.User || ss.host != c.host {
 			return c.sendErr(h.StreamID, kXR_NotAuthorized, "endsess: session belongs to another client") == nil
 		}
 		ss.mu.Lock()
@@ -455,6 +479,15 @@ func (c *conn) handleOther(h *reqHeader, body []byte) {
 				sb.WriteString(e.Name)
 				sb.WriteByte('\n')
 				sb.WriteString(statString(e))
+				if opts&kXR_dcksm != 0 { // xrdfs ls -C: " [ adler32:<hex>|none ]"
+					sum := "none"
+					if !e.IsDir {
+						if v, err := ns.Checksum(ctx, id, path.Join(p, e.Name), "adler32"); err == nil && v != "" {
+							sum = v
+						}
+					}
+					sb.WriteString(" [ adler32:" + sum + " ]")
+				}
 			}
 		} else {
 			for i, e := range list {

@@ -62,6 +62,9 @@ func NewServer(cfg Config) *Server {
 	if cfg.GlobalBudget <= 0 {
 		cfg.GlobalBudget = 1 << 30
 	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 30 * time.Minute
+	}
 	if cfg.MaxInflight <= 0 {
 		cfg.MaxInflight = 64
 	}
@@ -184,6 +187,7 @@ func (s *Server) identify(name, host string) Identity {
 type session struct {
 	id    [16]byte
 	ident Identity
+	host  string // client address seen at login; kXR_bind must come from it
 	srv   *Server
 
 	mu     sync.Mutex
@@ -194,7 +198,7 @@ type session struct {
 }
 
 func (s *Server) newSession(c *conn, ident Identity) (*session, error) {
-	ss := &session{ident: ident, srv: s, files: map[uint32]*openFile{}, paths: []*conn{c}}
+	ss := &session{ident: ident, host: c.host, srv: s, files: map[uint32]*openFile{}, paths: []*conn{c}}
 	if _, err := rand.Read(ss.id[:]); err != nil {
 		return nil, err
 	}
@@ -399,7 +403,7 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	return &conn{
 		srv:    s,
 		nc:     nc,
-		br:     bufio.NewReaderSize(nc, 128<<10),
+		br:     bufio.NewReaderSize(nc, 32<<10), // large bodies bypass it
 		host:   host,
 		budget: newBudget(s.cfg.ConnBudget),
 		slots:  make(chan struct{}, s.cfg.MaxInflight),
@@ -437,7 +441,6 @@ func (c *conn) serve() {
 		c.srv.log.Debug("xrootd: bad handshake", "client", c.host)
 		return
 	}
-	c.nc.SetReadDeadline(time.Time{})
 	var body [8]byte
 	putU32(body[0:], protocolVersion)
 	putU32(body[4:], 1) // kXR_DataServer
@@ -454,6 +457,13 @@ func (c *conn) serve() {
 			}
 			gtaken = c.srv.global.acquire(int64(n))
 			return getBuf(n)
+		}
+		// Bound connections (kXR_bind) may only carry answers for a long
+		// time; they live and die with their session instead.
+		if c.pathID == 0 {
+			c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
+		} else {
+			c.nc.SetReadDeadline(time.Time{})
 		}
 		h, b, err := readFrame(c.br, hdr[:], c.srv.cfg.MaxFrame, alloc)
 		release := func() {
@@ -480,19 +490,6 @@ func (c *conn) serve() {
 			return
 		}
 	}
-}
-
-// async runs fn on its own goroutine, holding one inflight slot.
-func (c *conn) async(fn func()) {
-	c.slots <- struct{}{}
-	c.wg.Add(1)
-	go func() {
-		defer func() {
-			<-c.slots
-			c.wg.Done()
-		}()
-		fn()
-	}()
 }
 
 // send writes one response frame: header and body parts in a single

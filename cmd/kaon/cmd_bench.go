@@ -1,0 +1,115 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/kaon-storage/kaon/internal/bench"
+)
+
+func init() {
+	register(command{name: "bench", short: "benchmarks: bench stream | bench ns", run: runBench})
+}
+
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(s, "G"):
+		mult, s = 1<<30, s[:len(s)-1]
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1<<20, s[:len(s)-1]
+	case strings.HasSuffix(s, "K"):
+		mult, s = 1<<10, s[:len(s)-1]
+	}
+	var n int64
+	if _, err := fmt.Sscan(s, &n); err != nil || n < 0 {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return n * mult, nil
+}
+
+// serverOf reads endpoints.json of a data dir: URL and PID of the server.
+func serverOf(data string) (string, int, error) {
+	b, err := os.ReadFile(filepath.Join(data, "endpoints.json"))
+	if err != nil {
+		return "", 0, fmt.Errorf("no running kaon for data dir %s: %w", data, err)
+	}
+	var ep Endpoints
+	if err := json.Unmarshal(b, &ep); err != nil {
+		return "", 0, err
+	}
+	return ep.HTTP, ep.PID, nil
+}
+
+func runBench(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: kaon bench stream|ns [flags]")
+		return 2
+	}
+	switch args[0] {
+	case "stream":
+		fl := flag.NewFlagSet("kaon bench stream", flag.ExitOnError)
+		data := fl.String("data", defaultDataDir(), "data dir of the running server (endpoints.json; the raw baseline is written beside it)")
+		layouts := fl.String("layouts", "plain,replica:2,ec:4+2", "comma-separated layouts")
+		streams := fl.Int("streams", 8, "parallel streams")
+		size := fl.String("size", "256M", "bytes per stream")
+		fsync := fl.Bool("fsync", true, "fsync raw files (match the server's --sync)")
+		drop := fl.Bool("drop-caches", false, "drop the page cache before read phases (root)")
+		fl.Parse(args[1:])
+		url, pid, err := serverOf(*data)
+		if err != nil {
+			return fail("bench stream", err)
+		}
+		sz, err := parseSize(*size)
+		if err != nil {
+			return fail("bench stream", err)
+		}
+		cfg := bench.StreamConfig{URL: url, ServerPID: pid, RawDir: filepath.Join(*data, "bench-raw"),
+			Layouts: strings.Split(*layouts, ","), Streams: *streams, Size: sz, Fsync: *fsync, DropCaches: *drop}
+		rows, err := bench.Stream(cfg)
+		if err != nil {
+			return fail("bench stream", err)
+		}
+		bench.PrintStream(os.Stdout, cfg, rows)
+	case "ns":
+		fl := flag.NewFlagSet("kaon bench ns", flag.ExitOnError)
+		files := fl.Int("files", 1000000, "files to create")
+		dirs := fl.Int("dirs", 1000, "directories to spread them over")
+		workers := fl.Int("workers", 32, "parallel workers")
+		data := fl.String("data", "", "data dir of a running server: benchmark through its API (default: in-process)")
+		dir := fl.String("dir", "", "in-process: store directory (default: a temp dir)")
+		sync := fl.Bool("sync", true, "in-process: durable commits, as the server does by default")
+		fl.Parse(args[1:])
+		cfg := bench.NSConfig{Files: *files, Dirs: *dirs, Workers: *workers, Sync: *sync}
+		if *data != "" {
+			url, pid, err := serverOf(*data)
+			if err != nil {
+				return fail("bench ns", err)
+			}
+			cfg.URL, cfg.ServerPID = url, pid
+		} else {
+			cfg.Dir = *dir
+			if cfg.Dir == "" {
+				d, err := os.MkdirTemp("", "kaon-bench-ns-")
+				if err != nil {
+					return fail("bench ns", err)
+				}
+				defer os.RemoveAll(d)
+				cfg.Dir = d
+			}
+		}
+		res, err := bench.Namespace(cfg)
+		if err != nil {
+			return fail("bench ns", err)
+		}
+		bench.PrintNamespace(os.Stdout, cfg, res)
+	default:
+		fmt.Fprintf(os.Stderr, "kaon bench: unknown benchmark %q\n", args[0])
+		return 2
+	}
+	return 0
+}

@@ -1,0 +1,195 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
+	"github.com/kaon-storage/kaon/internal/namespace"
+)
+
+// NSConfig configures `kaon bench ns` (mdtest-style).
+type NSConfig struct {
+	Files, Dirs, Workers int
+	URL                  string // through the server's API; empty: in-process
+	ServerPID            int    // server to read RSS from (API mode)
+	Dir                  string // store directory (in-process mode)
+	Sync                 bool   // durable commits (in-process mode)
+}
+
+// NSPhase is one phase's result.
+type NSPhase struct {
+	Name    string
+	Ops     int
+	Elapsed time.Duration
+}
+
+// NSResult is the whole run.
+type NSResult struct {
+	Mode   string
+	Phases []NSPhase
+	RSS    int64 // resident set of the namespace holder after creates
+	Heap   uint64
+}
+
+// nsOps is what a phase calls: in-process or over HTTP.
+type nsOps interface {
+	mkdir(p string) error
+	create(p string) error
+	stat(p string) error
+	list(p string) (int, error)
+	remove(p string) error
+}
+
+type localOps struct{ ns *namespace.Namespace }
+
+func (l localOps) mkdir(p string) error { return l.ns.Mkdir(namespace.Root, p, 0o755, true) }
+func (l localOps) create(p string) error {
+	_, err := l.ns.CreateEmpty(namespace.Root, p, namespace.CreateOptions{Exclusive: true})
+	return err
+}
+func (l localOps) stat(p string) error { _, err := l.ns.Stat(namespace.Root, p); return err }
+func (l localOps) list(p string) (int, error) {
+	e, err := l.ns.List(namespace.Root, p)
+	return len(e), err
+}
+func (l localOps) remove(p string) error { return l.ns.Remove(namespace.Root, p) }
+
+type apiOps struct {
+	base string
+	c    *http.Client
+}
+
+func (a apiOps) post(route string, args map[string]any) error { return apiPost(a.c, a.base, route, args) }
+func (a apiOps) get(route, p string, out any) error {
+	resp, err := a.c.Get(a.base + "/api/v1/" + route + "?path=" + url.QueryEscape(p))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s %s: %d %s", route, p, resp.StatusCode, msg)
+	}
+	if out == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+func (a apiOps) mkdir(p string) error  { return a.post("mkdir", map[string]any{"path": p, "parents": true}) }
+func (a apiOps) create(p string) error { return a.post("touch", map[string]any{"path": p, "exclusive": true}) }
+func (a apiOps) stat(p string) error   { return a.get("stat", p, nil) }
+func (a apiOps) list(p string) (int, error) {
+	var ents []json.RawMessage
+	err := a.get("ls", p, &ents)
+	return len(ents), err
+}
+func (a apiOps) remove(p string) error { return a.post("rm", map[string]any{"path": p}) }
+
+// Namespace runs mkdir, create, stat, list and delete phases.
+func Namespace(cfg NSConfig) (NSResult, error) {
+	var ops nsOps
+	res := NSResult{Mode: "in-process"}
+	if cfg.URL != "" {
+		res.Mode = "server API " + cfg.URL
+		ops = apiOps{base: cfg.URL, c: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Workers * 2}}}
+	} else {
+		eng, err := pebblekv.Open(cfg.Dir, pebblekv.Options{})
+		if err != nil {
+			return res, err
+		}
+		defer eng.Close()
+		ns, err := namespace.Open(eng, namespace.Options{Sync: cfg.Sync})
+		if err != nil {
+			return res, err
+		}
+		ops = localOps{ns}
+	}
+	root := fmt.Sprintf("/bench-ns-%d", time.Now().UnixNano())
+	dir := func(i int) string { return fmt.Sprintf("%s/d%05d", root, i%cfg.Dirs) }
+	file := func(i int) string { return fmt.Sprintf("%s/f%08d", dir(i), i) }
+	run := func(name string, n int, fn func(i int) error) error {
+		var next atomic.Int64
+		var firstErr error
+		var once sync.Once
+		var wg sync.WaitGroup
+		start := time.Now()
+		for w := 0; w < cfg.Workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= n {
+						return
+					}
+					if err := fn(i); err != nil {
+						once.Do(func() { firstErr = fmt.Errorf("%s %d: %w", name, i, err) })
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		res.Phases = append(res.Phases, NSPhase{Name: name, Ops: n, Elapsed: time.Since(start)})
+		return firstErr
+	}
+	if err := run("mkdir", cfg.Dirs, func(i int) error { return ops.mkdir(dir(i)) }); err != nil {
+		return res, err
+	}
+	if err := run("create", cfg.Files, func(i int) error { return ops.create(file(i)) }); err != nil {
+		return res, err
+	}
+	if err := run("stat", cfg.Files, func(i int) error { return ops.stat(file(i)) }); err != nil {
+		return res, err
+	}
+	pid := os.Getpid()
+	if cfg.URL != "" {
+		pid = cfg.ServerPID
+	}
+	runtime.GC()
+	res.RSS = RSS(pid)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	res.Heap = ms.HeapInuse
+	var listed atomic.Int64
+	if err := run("list", cfg.Dirs, func(i int) error {
+		n, err := ops.list(dir(i))
+		listed.Add(int64(n))
+		return err
+	}); err != nil {
+		return res, err
+	}
+	if listed.Load() != int64(cfg.Files) {
+		return res, fmt.Errorf("listing found %d entries, created %d", listed.Load(), cfg.Files)
+	}
+	if err := run("delete", cfg.Files, func(i int) error { return ops.remove(file(i)) }); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// PrintNamespace writes the table.
+func PrintNamespace(w io.Writer, cfg NSConfig, r NSResult) {
+	fmt.Fprintf(w, "namespace benchmark (%s): %d files in %d directories, %d workers\n", r.Mode, cfg.Files, cfg.Dirs, cfg.Workers)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tops\tseconds\tops/s\t")
+	for _, p := range r.Phases {
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t\n", p.Name, p.Ops, p.Elapsed.Seconds(), float64(p.Ops)/p.Elapsed.Seconds())
+	}
+	tw.Flush()
+	if r.RSS > 0 {
+		fmt.Fprintf(w, "RSS of the namespace holder with %d files: %.0f MiB (%.0f MiB per million files)\n",
+			cfg.Files, float64(r.RSS)/(1<<20), float64(r.RSS)/(1<<20)*1e6/float64(cfg.Files))
+	}
+}

@@ -1,0 +1,322 @@
+// Package xrdkaon connects the XRootD protocol server to Kaon's core: the
+// namespace server answers metadata and redirects opens to a storage
+// server's root:// listener with the capability as opaque data; the storage
+// server serves bytes for a verified capability.
+package xrdkaon
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/mgm"
+	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/storage"
+	"github.com/kaon-storage/kaon/internal/xrootd"
+)
+
+// OpaqueCap is the opaque key carrying the capability in redirects.
+const OpaqueCap = "kaon.cap"
+
+func caller(id xrootd.Identity) namespace.Caller {
+	return namespace.Caller{UID: id.UID, GID: id.GID}
+}
+
+func info(n *namespace.Inode) xrootd.FileInfo {
+	fi := xrootd.FileInfo{Name: n.Name, IsDir: n.IsDir, Size: n.Size, Mode: n.Mode, ID: n.ID,
+		MTime: time.Unix(0, n.MTime), CTime: time.Unix(0, n.CTime), ATime: time.Unix(0, n.MTime),
+		Owner: strconv.FormatUint(uint64(n.UID), 10), Group: strconv.FormatUint(uint64(n.GID), 10)}
+	if n.IsDir {
+		fi.Size = n.TreeSize
+	}
+	return fi
+}
+
+// Namespace serves the manager listener from the namespace server.
+type Namespace struct{ M *mgm.Server }
+
+var _ xrootd.Namespace = Namespace{}
+
+func (n Namespace) ns() *namespace.Namespace { return n.M.Namespace() }
+
+func (n Namespace) Stat(_ context.Context, id xrootd.Identity, p string) (xrootd.FileInfo, error) {
+	in, err := n.ns().Stat(caller(id), p)
+	if err != nil {
+		return xrootd.FileInfo{}, err
+	}
+	return info(in), nil
+}
+
+func (n Namespace) List(_ context.Context, id xrootd.Identity, p string) ([]xrootd.FileInfo, error) {
+	ents, err := n.ns().List(caller(id), p)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]xrootd.FileInfo, len(ents))
+	for i, e := range ents {
+		out[i] = info(e)
+	}
+	return out, nil
+}
+
+func (n Namespace) Mkdir(_ context.Context, id xrootd.Identity, p string, mode uint32, parents bool) error {
+	if mode == 0 {
+		mode = 0o755
+	}
+	return n.ns().Mkdir(caller(id), p, mode, parents)
+}
+
+func (n Namespace) Remove(_ context.Context, id xrootd.Identity, p string) error {
+	return n.ns().Remove(caller(id), p)
+}
+
+func (n Namespace) Rmdir(_ context.Context, id xrootd.Identity, p string) error {
+	return n.ns().Rmdir(caller(id), p)
+}
+
+// Rename replaces an existing destination file, as POSIX rename does.
+func (n Namespace) Rename(_ context.Context, id xrootd.Identity, from, to string) error {
+	return n.ns().Rename(caller(id), from, to, true)
+}
+
+func (n Namespace) Chmod(_ context.Context, id xrootd.Identity, p string, mode uint32) error {
+	return n.ns().Chmod(caller(id), p, mode)
+}
+
+// Truncate supports emptying a file (its data is queued for deletion).
+// Files are immutable once committed, so other sizes are refused.
+func (n Namespace) Truncate(_ context.Context, id xrootd.Identity, p string, size int64) error {
+	in, err := n.ns().Stat(caller(id), p)
+	if err != nil {
+		return err
+	}
+	if in.IsDir {
+		return kerr.New(kerr.IsDir, "truncate", p, "is a directory")
+	}
+	switch {
+	case size == in.Size:
+		return nil
+	case size == 0:
+		_, err := n.ns().CreateEmpty(caller(id), p, namespace.CreateOptions{Mode: in.Mode})
+		return err
+	}
+	return kerr.New(kerr.Unsupported, "truncate", p, "committed files are immutable; only truncation to 0 is supported")
+}
+
+func (n Namespace) Checksum(_ context.Context, id xrootd.Identity, p, algo string) (string, error) {
+	in, err := n.ns().Stat(caller(id), p)
+	if err != nil {
+		return "", err
+	}
+	return checksumOf(p, in.IsDir, in.Checksums, algo)
+}
+
+func checksumOf(p string, dir bool, sums map[string]string, algo string) (string, error) {
+	if dir {
+		return "", kerr.New(kerr.IsDir, "checksum", p, "is a directory")
+	}
+	if algo == "" {
+		algo = "adler32"
+	}
+	if algo == "sha-256" {
+		algo = "sha256"
+	}
+	if v := sums[algo]; v != "" {
+		return v, nil
+	}
+	return "", kerr.New(kerr.Unsupported, "checksum", p, algo+" was not computed for this file")
+}
+
+func (n Namespace) Locate(_ context.Context, id xrootd.Identity, p string) ([]string, error) {
+	in, stripes, err := n.M.FileInfo(caller(id), p)
+	if err != nil {
+		return nil, err
+	}
+	if in.IsDir {
+		return nil, kerr.New(kerr.IsDir, "locate", p, "is a directory")
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range stripes {
+		if a := n.M.XrdAddr(s.Node); a != "" && !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (n Namespace) StatFS(_ context.Context, id xrootd.Identity, p string) (xrootd.StatFS, error) {
+	if _, err := n.ns().Stat(caller(id), p); err != nil {
+		return xrootd.StatFS{}, err
+	}
+	var st xrootd.StatFS
+	st.Space = "default"
+	for _, f := range n.M.Filesystems() {
+		if f.BootStatus != "booted" || f.ConfigStatus != "rw" {
+			continue
+		}
+		st.Filesystems++
+		st.Total += f.Capacity
+		free := f.Capacity - f.Used
+		st.Free += free
+		if free > st.MaxFree {
+			st.MaxFree = free
+		}
+	}
+	return st, nil
+}
+
+func (n Namespace) Open(_ context.Context, id xrootd.Identity, p string, req xrootd.OpenRequest) (xrootd.Redirect, error) {
+	c := caller(id)
+	var red mgm.Redirect
+	var err error
+	if req.Write || req.Create || req.Truncate {
+		if req.MkPath {
+			if dir := parentOf(p); dir != "/" {
+				if err := n.ns().Mkdir(c, dir, 0o755, true); err != nil {
+					return xrootd.Redirect{}, err
+				}
+			}
+		}
+		if !req.Create && !req.Truncate {
+			if _, err := n.ns().Stat(c, p); err == nil {
+				return xrootd.Redirect{}, kerr.New(kerr.Unsupported, "open", p, "committed files are immutable; open with truncate or as new")
+			}
+		}
+		red, err = n.M.OpenWrite(c, p, namespace.CreateOptions{Exclusive: req.Exclusive, Mode: req.Mode})
+	} else {
+		red, _, err = n.M.OpenRead(c, p)
+	}
+	if err != nil {
+		return xrootd.Redirect{}, err
+	}
+	xa := n.M.XrdAddr(red.Addr)
+	if xa == "" {
+		return xrootd.Redirect{}, kerr.New(kerr.Unsupported, "open", p, "the storage server holding this file has no root:// endpoint")
+	}
+	host, port, err := net.SplitHostPort(xa)
+	if err != nil {
+		return xrootd.Redirect{}, kerr.Wrap(kerr.Internal, "open", p, err)
+	}
+	pn, _ := strconv.Atoi(port)
+	return xrootd.Redirect{Host: host, Port: pn, Opaque: OpaqueCap + "=" + url.QueryEscape(red.Token)}, nil
+}
+
+func parentOf(p string) string {
+	clean, err := namespace.CleanPath(p)
+	if err != nil {
+		return "/"
+	}
+	for i := len(clean) - 1; i > 0; i-- {
+		if clean[i] == '/' {
+			return clean[:i]
+		}
+	}
+	return "/"
+}
+
+// Data serves a storage server's root:// listener.
+type Data struct {
+	S   *storage.Server
+	Key *capability.Key
+}
+
+var _ xrootd.DataStore = Data{}
+
+func (d Data) Open(ctx context.Context, id xrootd.Identity, p string, req xrootd.OpenRequest) (xrootd.DataFile, error) {
+	token := req.Opaque.Get(OpaqueCap)
+	c, err := d.Key.Verify(token, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	clean, err := namespace.CleanPath(p)
+	if err != nil {
+		return nil, err
+	}
+	if clean != c.Path {
+		return nil, kerr.New(kerr.Permission, "open", clean, "capability is for another file")
+	}
+	if req.Write || req.Create || req.Truncate {
+		if !c.Write {
+			return nil, kerr.New(kerr.Permission, "open", clean, "capability does not allow writing")
+		}
+		u, err := d.S.NewUpload(ctx, c, token)
+		if err != nil {
+			return nil, err
+		}
+		return &writeFile{u: u, c: c}, nil
+	}
+	if c.Write {
+		return nil, kerr.New(kerr.Permission, "open", clean, "capability is for writing")
+	}
+	f, err := d.S.Open(context.WithoutCancel(ctx), c, token)
+	if err != nil {
+		return nil, err
+	}
+	return &readFile{f: f, c: c}, nil
+}
+
+// writeFile is an upload in progress.
+type writeFile struct {
+	u *storage.Upload
+	c *capability.Capability
+}
+
+func (w *writeFile) ReadAt([]byte, int64) (int, error) {
+	return 0, kerr.New(kerr.Unsupported, "read", w.c.Path, "file is open for writing")
+}
+func (w *writeFile) WriteAt(p []byte, off int64) (int, error) { return w.u.WriteAt(p, off) }
+func (w *writeFile) Truncate(size int64) error {
+	if size == w.u.Size() {
+		return nil
+	}
+	return kerr.New(kerr.Unsupported, "truncate", w.c.Path, "uploads are written sequentially")
+}
+func (w *writeFile) Sync() error { return nil }
+func (w *writeFile) Stat() (xrootd.FileInfo, error) {
+	now := time.Now()
+	return xrootd.FileInfo{Name: baseName(w.c.Path), Size: w.u.Size(), Mode: 0o644, ID: w.c.Fid, MTime: now, CTime: now, ATime: now}, nil
+}
+func (w *writeFile) Checksum(string) (string, error) {
+	return "", kerr.New(kerr.Busy, "checksum", w.c.Path, "upload not finished")
+}
+func (w *writeFile) Close() error { return w.u.Commit(context.Background()) }
+func (w *writeFile) Abort() error { w.u.Abort(context.Background()); return nil }
+
+// readFile is a committed file open for reading.
+type readFile struct {
+	f storage.File
+	c *capability.Capability
+}
+
+func (r *readFile) ReadAt(p []byte, off int64) (int, error) { return r.f.ReadAt(p, off) }
+func (r *readFile) WriteAt([]byte, int64) (int, error) {
+	return 0, kerr.New(kerr.ReadOnly, "write", r.c.Path, "file is open for reading")
+}
+func (r *readFile) Truncate(int64) error {
+	return kerr.New(kerr.ReadOnly, "truncate", r.c.Path, "file is open for reading")
+}
+func (r *readFile) Sync() error { return nil }
+func (r *readFile) Stat() (xrootd.FileInfo, error) {
+	now := time.Now()
+	return xrootd.FileInfo{Name: baseName(r.c.Path), Size: r.c.Size, Mode: 0o644, ID: r.c.Fid, MTime: now, CTime: now, ATime: now}, nil
+}
+func (r *readFile) Checksum(algo string) (string, error) { return checksumOf(r.c.Path, false, r.c.Sums, algo) }
+func (r *readFile) Close() error                        { return r.f.Close() }
+func (r *readFile) Abort() error                        { return r.f.Close() }
+
+func baseName(p string) string {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			return p[i+1:]
+		}
+	}
+	return p
+}
