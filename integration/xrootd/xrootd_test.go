@@ -260,14 +260,19 @@ func TestXrdfs(t *testing.T) {
 	if out := fs("stat", "/it/fs/a/f"); !strings.Contains(out, "Mode:   0600") {
 		t.Fatalf("chmod not visible: %q", out)
 	}
-	fs("truncate", "/it/fs/a/f", "5")
-	if out := fs("cat", "/it/fs/a/f"); out != "hello" {
-		t.Fatalf("after truncate: %q", out)
+	// Kaon's committed files are immutable: only truncation to 0 exists,
+	// anything else is refused with kXR_Unsupported naming the path.
+	if out := fails(t, "[3013]", "xrdfs", h, "truncate", "/it/fs/a/f", "5"); !strings.Contains(out, "/it/fs/a/f") {
+		t.Fatalf("truncate error does not name the path: %s", out)
 	}
 	fs("mv", "/it/fs/a/f", "/it/fs/g")
 	bad("3011", "stat", "/it/fs/a/f")
-	if out := fs("cat", "/it/fs/g"); out != "hello" {
+	if out := fs("cat", "/it/fs/g"); out != string(content) {
 		t.Fatalf("after mv: %q", out)
+	}
+	fs("truncate", "/it/fs/g", "0")
+	if out := fs("stat", "/it/fs/g"); !strings.Contains(out, "Size:   0\n") {
+		t.Fatalf("after truncate to 0: %q", out)
 	}
 	bad("3011", "rm", "/it/fs/nope")
 	bad("3011", "cat", "/it/fs/nope")
@@ -292,28 +297,34 @@ def ok(what, st):
     if not st.ok:
         print("FAIL", what, st.message); sys.exit(1)
 ok("mkdir", fs.mkdir("/it/py/sub", MkDirFlags.MAKEPATH)[0])
-f = client.File()
-ok("open", f.open(url + "//it/py/sub/f.bin", OpenFlags.NEW | OpenFlags.UPDATE)[0])
 data = bytes(range(256)) * 4096 * 3
+f = client.File()
+ok("open-w", f.open(url + "//it/py/sub/f.bin", OpenFlags.NEW)[0])
 ok("write", f.write(data, 0)[0])
 ok("write2", f.write(b"tail", len(data))[0])
 ok("sync", f.sync()[0])
+ok("close-w", f.close()[0])
+f = client.File()
+ok("open-r", f.open(url + "//it/py/sub/f.bin", OpenFlags.READ)[0])
 st, d = f.read(0, 10); ok("read", st); assert d == data[:10], d
 st, vr = f.vector_read([(0, 10), (5000, 20), (len(data), 4)]); ok("vector_read", st)
 assert [c.buffer for c in vr.chunks] == [data[:10], data[5000:5020], b"tail"]
 st, info = f.stat(True); ok("fstat", st); assert info.size == len(data) + 4, info.size
-ok("truncate", f.truncate(100)[0])
-ok("close", f.close()[0])
-st, info = fs.stat("/it/py/sub/f.bin"); ok("stat", st); assert info.size == 100, info.size
+st, d = f.read(); ok("readall", st); assert d == data + b"tail"
+ok("close-r", f.close()[0])
+st, info = fs.stat("/it/py/sub/f.bin"); ok("stat", st); assert info.size == len(data) + 4, info.size
 st, ls = fs.dirlist("/it/py/sub", DirListFlags.STAT); ok("dirlist", st)
-assert [(e.name, e.statinfo.size) for e in ls] == [("f.bin", 100)], [(e.name, e.statinfo.size) for e in ls]
+assert [(e.name, e.statinfo.size) for e in ls] == [("f.bin", len(data) + 4)], [(e.name, e.statinfo.size) for e in ls]
 st, r = fs.query(QueryCode.CHECKSUM, "/it/py/sub/f.bin"); ok("cksum", st)
 assert r.rstrip(b"\0").split()[1].decode() == sys.argv[2], r
 ok("chmod", fs.chmod("/it/py/sub/f.bin", AccessMode.UR | AccessMode.UW)[0])
+st, info = fs.stat("/it/py/sub/f.bin"); ok("stat2", st)
 ok("mv", fs.mv("/it/py/sub/f.bin", "/it/py/g.bin")[0])
-f = client.File(); ok("open-r", f.open(url + "//it/py/g.bin")[0])
-st, d = f.read(); ok("readall", st); assert d == data[:100]
+f = client.File(); ok("open-r2", f.open(url + "//it/py/g.bin")[0])
+st, d = f.read(); ok("readall2", st); assert d == data + b"tail", len(d)
 f.close()
+ok("fs-truncate", fs.truncate("/it/py/g.bin", 0)[0])
+st, info = fs.stat("/it/py/g.bin"); ok("stat3", st); assert info.size == 0, info.size
 ok("rm", fs.rm("/it/py/g.bin")[0])
 st, _ = fs.rm("/it/py/g.bin"); assert st.errno == 3011, st
 ok("rmdir", fs.rmdir("/it/py/sub")[0])
@@ -328,7 +339,7 @@ func TestPythonBindings(t *testing.T) {
 		}
 		return b
 	}(), 4096*3)
-	out := mustRun(t, "/usr/bin/python3", "-c", pyScript, rootURL, adlerHex(data[:100]))
+	out := mustRun(t, "/usr/bin/python3", "-c", pyScript, rootURL, adlerHex(append(data, "tail"...)))
 	if !strings.Contains(out, "PYTHON-OK") {
 		t.Fatalf("python: %s", out)
 	}

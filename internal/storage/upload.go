@@ -130,6 +130,7 @@ type Upload struct {
 	sums    *checksum.Multi
 	sink    io.Writer // layout encoder feeding the stripes
 	closeFn func() error
+	stopFn  func() // stops the encoder without flushing (abort)
 	stripes []stripeWriter
 
 	mu      sync.Mutex
@@ -183,7 +184,7 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 			return nil, kerr.Wrap(kerr.Invalid, "write", c.Path, err)
 		}
 		ew.SetName(c.Path)
-		u.sink, u.closeFn = ew, ew.Close
+		u.sink, u.closeFn, u.stopFn = ew, ew.Close, ew.Abort
 	case "replica":
 		ws := make([]io.Writer, len(u.stripes))
 		for i, w := range u.stripes {
@@ -333,6 +334,11 @@ func (u *Upload) Abort(ctx context.Context) {
 }
 
 func (u *Upload) abortLocked(ctx context.Context) {
+	// Close the stripes first so an encoder blocked on a stalled remote
+	// stripe is released, then stop the encoder.
 	u.abortStripes()
+	if u.stopFn != nil {
+		u.stopFn()
+	}
 	_ = u.s.cfg.Namespace.Abort(context.WithoutCancel(ctx), u.cap.Fid)
 }

@@ -128,7 +128,9 @@ func (w *wire) call(req uint16, params [16]byte, body []byte) resp {
 	}
 }
 
-func startCluster(t *testing.T) *xrdtest.Cluster {
+func startCluster(t *testing.T) *xrdtest.Cluster { return startClusterB(t) }
+
+func startClusterB(t testing.TB) *xrdtest.Cluster {
 	t.Helper()
 	c, err := xrdtest.Start(t.TempDir(), xrootd.Config{})
 	if err != nil {
@@ -141,6 +143,22 @@ func startCluster(t *testing.T) *xrdtest.Cluster {
 // openData opens path for writing at the data listener, following the
 // manager's redirect like a client would.
 func openData(t *testing.T, c *xrdtest.Cluster, path string, opts uint16) (*wire, [4]byte) {
+	return openDataOpts(t, c, path, opts)
+}
+
+// openDataB creates path with size bytes (read benchmarks) or opens it for
+// writing (size 0).
+func openDataB(b *testing.B, c *xrdtest.Cluster, path string, size int) (*wire, [4]byte) {
+	if size == 0 {
+		return openDataOpts(b, c, path, 0x0002|0x0020)
+	}
+	if err := os.WriteFile(filepath.Join(c.Root, path), make([]byte, size), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return openDataOpts(b, c, path, 0x0010)
+}
+
+func openDataOpts(t testing.TB, c *xrdtest.Cluster, path string, opts uint16) (*wire, [4]byte) {
 	t.Helper()
 	m := dialWire(t, c.MgrAddr, true)
 	defer m.c.Close()

@@ -1,0 +1,172 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/kerr"
+)
+
+// fakeNS records commits and aborts; it numbers filesystems by path order.
+type fakeNS struct {
+	mu         sync.Mutex
+	commits    []cluster.Commit
+	aborts     []uint64
+	failCommit bool
+}
+
+func (f *fakeNS) Heartbeat(_ context.Context, hb cluster.Heartbeat) (cluster.HeartbeatReply, error) {
+	var r cluster.HeartbeatReply
+	for i, fs := range hb.Filesystems {
+		r.Filesystems = append(r.Filesystems, cluster.FsAssignment{ID: uint32(i + 1), Path: fs.Path, ConfigStatus: "rw"})
+	}
+	return r, nil
+}
+
+func (f *fakeNS) Commit(_ context.Context, c cluster.Commit) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failCommit {
+		return kerr.New(kerr.NotFound, "commit", "", "no pending upload")
+	}
+	f.commits = append(f.commits, c)
+	return nil
+}
+
+func (f *fakeNS) Abort(_ context.Context, fid uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.aborts = append(f.aborts, fid)
+	return nil
+}
+
+func newServer(t *testing.T, nfs int) (*Server, *fakeNS, *capability.Key, []string) {
+	t.Helper()
+	key, _ := capability.NewKey(bytes.Repeat([]byte("k"), 32))
+	ns := &fakeNS{}
+	var paths []string
+	for i := 0; i < nfs; i++ {
+		paths = append(paths, filepath.Join(t.TempDir(), "fs"))
+	}
+	s, err := New(Config{Node: "n", Addr: "http://unused", Key: key, Namespace: ns, Paths: paths})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.beat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s, ns, key, paths
+}
+
+func writeCap(fid uint64, layout string, n int) *capability.Capability {
+	c := &capability.Capability{Fid: fid, Write: true, Path: "/f", Layout: layout, Checksums: []string{"adler32", "md5"},
+		Expires: time.Now().Add(time.Minute).Unix()}
+	for i := 0; i < n; i++ {
+		c.Targets = append(c.Targets, capability.Target{FsID: uint32(i + 1), Addr: "http://unused"})
+	}
+	return c
+}
+
+func TestUploadOutOfOrderAndReadBack(t *testing.T) {
+	for _, tc := range []struct {
+		layout string
+		n      int
+	}{{"plain", 1}, {"replica:3", 3}, {"ec:4+2:65536", 6}} {
+		s, ns, key, paths := newServer(t, tc.n)
+		c := writeCap(42, tc.layout, tc.n)
+		u, err := s.NewUpload(context.Background(), c, key.Sign(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := make([]byte, 1<<20+17)
+		rand.Read(data)
+		// Parallel streams deliver chunks out of order.
+		chunks := [][2]int{{300000, 600000}, {0, 300000}, {900000, len(data)}, {600000, 900000}}
+		for _, ch := range chunks {
+			if _, err := u.WriteAt(data[ch[0]:ch[1]], int64(ch[0])); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := u.Commit(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(ns.commits) != 1 || ns.commits[0].Size != int64(len(data)) || ns.commits[0].Checksums["adler32"] == "" {
+			t.Fatalf("%s commit %+v", tc.layout, ns.commits)
+		}
+		for i, p := range paths {
+			m, err := ReadMeta(PhysPath(p, 42))
+			if err != nil || m.Fid != 42 || m.Stripe != i || m.Size != int64(len(data)) || m.Checksums["md5"] != ns.commits[0].Checksums["md5"] {
+				t.Fatalf("%s stripe %d meta %+v %v", tc.layout, i, m, err)
+			}
+		}
+		rc := *c
+		rc.Write, rc.Size, rc.Sums = false, int64(len(data)), ns.commits[0].Checksums
+		f, err := s.Open(context.Background(), &rc, key.Sign(&rc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(io.NewSectionReader(f, 0, f.Size()))
+		f.Close()
+		if !bytes.Equal(got, data) {
+			t.Fatalf("%s read back differs", tc.layout)
+		}
+	}
+}
+
+func TestUploadHoleAndAbortLeaveNothing(t *testing.T) {
+	s, ns, key, paths := newServer(t, 6)
+	c := writeCap(7, "ec:4+2:65536", 6)
+	u, _ := s.NewUpload(context.Background(), c, key.Sign(c))
+	u.WriteAt(make([]byte, 1000), 0)
+	u.WriteAt(make([]byte, 1000), 5000) // gap 1000..5000 never filled
+	err := u.Commit(context.Background())
+	if kerr.KindOf(err) != kerr.Invalid || !strings.Contains(err.Error(), "hole") {
+		t.Fatalf("commit with a hole: %v", err)
+	}
+	if len(ns.commits) != 0 || len(ns.aborts) != 1 {
+		t.Fatalf("commits %v aborts %v", ns.commits, ns.aborts)
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(PhysPath(p, 7)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("stripe left behind: %v", err)
+		}
+	}
+	// A namespace that refuses the commit also leaves nothing behind.
+	ns.failCommit = true
+	c = writeCap(8, "plain", 1)
+	u, _ = s.NewUpload(context.Background(), c, key.Sign(c))
+	u.Write([]byte("hello"))
+	if err := u.Commit(context.Background()); err == nil {
+		t.Fatal("commit refused by the namespace reported success")
+	}
+}
+
+func TestCapabilityChecks(t *testing.T) {
+	s, _, key, _ := newServer(t, 1)
+	c := writeCap(9, "plain", 1)
+	tok := key.Sign(c)
+	if _, err := s.Verify(tok, 10); kerr.KindOf(err) != kerr.Permission {
+		t.Fatalf("wrong fid: %v", err)
+	}
+	rc := *c
+	rc.Write = false
+	if _, err := s.NewUpload(context.Background(), &rc, key.Sign(&rc)); kerr.KindOf(err) != kerr.Permission {
+		t.Fatalf("upload with read capability: %v", err)
+	}
+	bad := *c
+	bad.Layout = "ec:4+2"
+	if _, err := s.NewUpload(context.Background(), &bad, key.Sign(&bad)); kerr.KindOf(err) != kerr.Invalid {
+		t.Fatalf("targets not matching the layout: %v", err)
+	}
+}
