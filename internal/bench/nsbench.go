@@ -69,7 +69,9 @@ type apiOps struct {
 	c    *http.Client
 }
 
-func (a apiOps) post(route string, args map[string]any) error { return apiPost(a.c, a.base, route, args) }
+func (a apiOps) post(route string, args map[string]any) error {
+	return apiPost(a.c, a.base, route, args)
+}
 func (a apiOps) get(route, p string, out any) error {
 	resp, err := a.c.Get(a.base + "/api/v1/" + route + "?path=" + url.QueryEscape(p))
 	if err != nil {
@@ -86,9 +88,13 @@ func (a apiOps) get(route, p string, out any) error {
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }
-func (a apiOps) mkdir(p string) error  { return a.post("mkdir", map[string]any{"path": p, "parents": true}) }
-func (a apiOps) create(p string) error { return a.post("touch", map[string]any{"path": p, "exclusive": true}) }
-func (a apiOps) stat(p string) error   { return a.get("stat", p, nil) }
+func (a apiOps) mkdir(p string) error {
+	return a.post("mkdir", map[string]any{"path": p, "parents": true})
+}
+func (a apiOps) create(p string) error {
+	return a.post("touch", map[string]any{"path": p, "exclusive": true})
+}
+func (a apiOps) stat(p string) error { return a.get("stat", p, nil) }
 func (a apiOps) list(p string) (int, error) {
 	var ents []json.RawMessage
 	err := a.get("ls", p, &ents)

@@ -16,13 +16,13 @@ import (
 
 // Summary describes a set of per-stream durations for streams of one size.
 type Summary struct {
-	N                  int
-	Mean, Sigma        time.Duration
-	P99, Max           time.Duration
-	MeanMiBs           float64 // mean of per-stream MiB/s
-	AggregateMiBs      float64 // total bytes / wall time
-	Wall               time.Duration
-	BytesPerStream     int64
+	N              int
+	Mean, Sigma    time.Duration
+	P99, Max       time.Duration
+	MeanMiBs       float64 // mean of per-stream MiB/s
+	AggregateMiBs  float64 // total bytes / wall time
+	Wall           time.Duration
+	BytesPerStream int64
 }
 
 // Summarize computes the field's table row from per-stream durations.

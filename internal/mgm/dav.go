@@ -233,22 +233,24 @@ type propResponse struct {
 }
 
 type davProp struct {
-	DisplayName   string    `xml:"D:displayname"`
-	ResourceType  *struct{ Collection *struct{} `xml:"D:collection"` } `xml:"D:resourcetype"`
-	ContentLength *int64    `xml:"D:getcontentlength,omitempty"`
-	LastModified  string    `xml:"D:getlastmodified"`
-	CreationDate  string    `xml:"D:creationdate"`
-	ETag          string    `xml:"D:getetag"`
-	ContentType   string    `xml:"D:getcontenttype,omitempty"`
-	QuotaUsed     *int64    `xml:"D:quota-used-bytes,omitempty"`
-	Fid           uint64    `xml:"K:fid"`
-	Mode          string    `xml:"K:mode"`
-	Layout        string    `xml:"K:layout,omitempty"`
-	Checksum      []string  `xml:"K:checksum,omitempty"`
-	TreeSize      *int64    `xml:"K:treesize,omitempty"`
-	TreeFiles     *int64    `xml:"K:files,omitempty"`
-	TreeDirs      *int64    `xml:"K:dirs,omitempty"`
-	TreeMTime     string    `xml:"K:treemtime,omitempty"`
+	DisplayName  string `xml:"D:displayname"`
+	ResourceType *struct {
+		Collection *struct{} `xml:"D:collection"`
+	} `xml:"D:resourcetype"`
+	ContentLength *int64   `xml:"D:getcontentlength,omitempty"`
+	LastModified  string   `xml:"D:getlastmodified"`
+	CreationDate  string   `xml:"D:creationdate"`
+	ETag          string   `xml:"D:getetag"`
+	ContentType   string   `xml:"D:getcontenttype,omitempty"`
+	QuotaUsed     *int64   `xml:"D:quota-used-bytes,omitempty"`
+	Fid           uint64   `xml:"K:fid"`
+	Mode          string   `xml:"K:mode"`
+	Layout        string   `xml:"K:layout,omitempty"`
+	Checksum      []string `xml:"K:checksum,omitempty"`
+	TreeSize      *int64   `xml:"K:treesize,omitempty"`
+	TreeFiles     *int64   `xml:"K:files,omitempty"`
+	TreeDirs      *int64   `xml:"K:dirs,omitempty"`
+	TreeMTime     string   `xml:"K:treemtime,omitempty"`
 }
 
 func propsOf(p string, n *namespace.Inode) propResponse {
@@ -267,7 +269,9 @@ func propsOf(p string, n *namespace.Inode) propResponse {
 		typ = 0o040000
 	}
 	pr.Mode = fmt.Sprintf("%o", typ|n.Mode)
-	pr.ResourceType = &struct{ Collection *struct{} `xml:"D:collection"` }{}
+	pr.ResourceType = &struct {
+		Collection *struct{} `xml:"D:collection"`
+	}{}
 	if n.IsDir {
 		pr.ResourceType.Collection = &struct{}{}
 		ts, tf, td := n.TreeSize, n.TreeFiles, n.TreeDirs

@@ -59,10 +59,10 @@ type Namespace struct {
 	opts Options
 
 	mu       sync.RWMutex
-	dirs     map[uint64]*Inode  // cached containers by cid
-	dirIndex map[dirKey]uint64  // (parent, name) -> cid for cached containers
-	nextID   uint64             // next id to hand out
-	idLimit  uint64             // persisted high-water; refill when nextID reaches it
+	dirs     map[uint64]*Inode // cached containers by cid
+	dirIndex map[dirKey]uint64 // (parent, name) -> cid for cached containers
+	nextID   uint64            // next id to hand out
+	idLimit  uint64            // persisted high-water; refill when nextID reaches it
 }
 
 type dirKey struct {

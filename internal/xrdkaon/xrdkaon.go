@@ -308,9 +308,11 @@ func (r *readFile) Stat() (xrootd.FileInfo, error) {
 	now := time.Now()
 	return xrootd.FileInfo{Name: baseName(r.c.Path), Size: r.c.Size, Mode: 0o644, ID: r.c.Fid, MTime: now, CTime: now, ATime: now}, nil
 }
-func (r *readFile) Checksum(algo string) (string, error) { return checksumOf(r.c.Path, false, r.c.Sums, algo) }
-func (r *readFile) Close() error                        { return r.f.Close() }
-func (r *readFile) Abort() error                        { return r.f.Close() }
+func (r *readFile) Checksum(algo string) (string, error) {
+	return checksumOf(r.c.Path, false, r.c.Sums, algo)
+}
+func (r *readFile) Close() error { return r.f.Close() }
+func (r *readFile) Abort() error { return r.f.Close() }
 
 func baseName(p string) string {
 	for i := len(p) - 1; i >= 0; i-- {
