@@ -59,6 +59,7 @@ func runBench(args []string) int {
 		size := fl.String("size", "256M", "bytes per stream")
 		fsync := fl.Bool("fsync", true, "fsync raw files (match the server's --sync)")
 		drop := fl.Bool("drop-caches", false, "drop the page cache before read phases (root)")
+		sums := fl.String("checksums", "", "checksums computed while writing (sys.forced.checksums), default: the server's")
 		fl.Parse(args[1:])
 		url, pid, err := serverOf(*data)
 		if err != nil {
@@ -69,7 +70,7 @@ func runBench(args []string) int {
 			return fail("bench stream", err)
 		}
 		cfg := bench.StreamConfig{URL: url, ServerPID: pid, RawDir: filepath.Join(*data, "bench-raw"),
-			Layouts: strings.Split(*layouts, ","), Streams: *streams, Size: sz, Fsync: *fsync, DropCaches: *drop}
+			Layouts: strings.Split(*layouts, ","), Streams: *streams, Size: sz, Fsync: *fsync, DropCaches: *drop, Checksums: *sums}
 		rows, err := bench.Stream(cfg)
 		if err != nil {
 			return fail("bench stream", err)

@@ -64,6 +64,7 @@ func cfsdMount(args []string) int {
 	entryTO := fl.Duration("entry-timeout", time.Second, "kernel dentry cache timeout")
 	attrTO := fl.Duration("attr-timeout", time.Second, "kernel attribute cache timeout")
 	negTO := fl.Duration("negative-timeout", time.Second, "kernel negative lookup cache timeout")
+	noXattr := fl.Bool("no-xattr", false, "disable extended attributes (fewer round trips for ls -l and writes; no user.* xattrs, no cfs.id)")
 	cleanStale := fl.Bool("clean-stale", false, "lazily unmount a stale mount left by a crashed daemon")
 	debug := fl.Bool("debug", false, "log every FUSE request")
 	cpuProfile := fl.String("cpuprofile", "", "write a Go CPU profile of the daemon to this file until unmount")
@@ -94,7 +95,7 @@ func cfsdMount(args []string) int {
 	// Modes come from the caller (already masked by the kernel).
 	syscall.Umask(0)
 	raiseNofile()
-	f, err := cfsd.New(cfsd.Options{Backend: *backend, StateDir: *state, Quota: *quota, Recycle: *recycle, AttrTimeout: *attrTO})
+	f, err := cfsd.New(cfsd.Options{Backend: *backend, StateDir: *state, Quota: *quota, Recycle: *recycle, AttrTimeout: *attrTO, NoXattr: *noXattr})
 	if err != nil {
 		fusecore.NotifyReady(err)
 		fmt.Fprintf(os.Stderr, "kaon cfsd: %v\n", err)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -123,6 +124,18 @@ func openNamespace(dir string, sync bool, capTTL time.Duration, log *slog.Logger
 	return &nsRole{eng: eng, srv: srv, key: key}, nil
 }
 
+// startPprof serves net/http/pprof on its own listener, never on a public
+// endpoint.
+func startPprof(addr string) {
+	if addr == "" {
+		return
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	go http.ListenAndServe(addr, mux)
+}
+
 func waitSignal() {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
@@ -138,7 +151,9 @@ func runUp(args []string) int {
 	sync := fl.Bool("sync", true, "make namespace commits and file data durable before acknowledging (false: benchmarks only)")
 	capTTL := fl.Duration("cap-ttl", 5*time.Minute, "lifetime of redirect capabilities")
 	verbose := fl.Bool("v", false, "debug logging")
+	pprofAddr := fl.String("pprof", "", "serve Go profiling on this address (e.g. 127.0.0.1:6060)")
 	fl.Parse(args)
+	startPprof(*pprofAddr)
 	log := newLogger(*data, *verbose)
 	if err := os.MkdirAll(*data, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "kaon up:", err)

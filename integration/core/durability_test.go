@@ -39,6 +39,16 @@ func TestKill9DuringWrites(t *testing.T) {
 	k.MustKaon("attr", "set", "/ec", "sys.forced.layout=ec:4+2")
 	committed, cdata := randomFile(t, 1<<20)
 	mustPut(t, k, committed, "/ec/before")
+	// Acknowledged just before the crash: these must survive it.
+	var acked sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		acked.Add(1)
+		go func(i int) {
+			defer acked.Done()
+			mustPut(t, k, committed, fmt.Sprintf("/ec/acked%d", i))
+		}(i)
+	}
+	acked.Wait()
 	local, data := randomFile(t, 64<<20)
 	want := fmt.Sprintf("%08x", adler32.Checksum(data))
 	var wg sync.WaitGroup
@@ -60,7 +70,10 @@ func TestKill9DuringWrites(t *testing.T) {
 	wg.Wait()
 	k.Restart()
 	mustGetEqual(t, k, "/ec/before", cdata)
-	present, stripesWanted := 0, 6
+	for i := 0; i < 4; i++ {
+		mustGetEqual(t, k, fmt.Sprintf("/ec/acked%d", i), cdata)
+	}
+	present, stripesWanted := 0, 6*5
 	for i := 0; i < 8; i++ {
 		dir := "/"
 		if i%2 == 0 {

@@ -213,7 +213,10 @@ func TestXrdcpFlags(t *testing.T) {
 func TestXrdfs(t *testing.T) {
 	h := rootHP
 	fs := func(args ...string) string { t.Helper(); return mustRun(t, "xrdfs", append([]string{h}, args...)...) }
-	bad := func(code string, args ...string) { t.Helper(); fails(t, "["+code+"]", "xrdfs", append([]string{h}, args...)...) }
+	bad := func(code string, args ...string) {
+		t.Helper()
+		fails(t, "["+code+"]", "xrdfs", append([]string{h}, args...)...)
+	}
 
 	fs("mkdir", "-p", "/it/fs/a/b")
 	bad("3018", "mkdir", "/it/fs/a")
@@ -402,4 +405,34 @@ func TestCrossProtocol(t *testing.T) {
 	if out := mustRun(t, "xrdfs", rootHP, "query", "checksum", "/it/cross/x2"); !strings.Contains(out, adlerHex(data2)) {
 		t.Fatalf("root:// checksum of HTTP upload: %q want %s", out, adlerHex(data2))
 	}
+}
+
+// A client that dies in the middle of an upload leaves nothing visible:
+// the dropped connection aborts the upload.
+func TestKilledUploadLeavesNothing(t *testing.T) {
+	tmp := t.TempDir()
+	src, _ := randFile(t, tmp, "slow", 64<<20)
+	cmd := exec.Command("xrdcp", "-s", "--xrate", "4M", src, rootURL+"//it/killed/slow")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // ~8 MiB in flight at 4 MB/s
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, code := run(t, "xrdfs", rootHP, "stat", "/it/killed/slow")
+		if code != 0 && strings.Contains(out, "[3011]") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("partial upload visible after the client died:\n%s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The name is free for a new upload.
+	small, data := randFile(t, tmp, "small", 1000)
+	mustRun(t, "xrdcp", "-s", small, rootURL+"//it/killed/slow")
+	mustRun(t, "xrdcp", "-s", "-f", rootURL+"//it/killed/slow", filepath.Join(tmp, "back"))
+	sameFile(t, filepath.Join(tmp, "back"), data)
 }

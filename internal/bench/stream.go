@@ -24,6 +24,7 @@ type StreamConfig struct {
 	Streams    int      // parallel streams (one file each)
 	Size       int64    // bytes per stream
 	Fsync      bool     // fsync raw files (match the server's --sync)
+	Checksums  string   // sys.forced.checksums for the benchmark dirs ("" = server default)
 	DropCaches bool     // drop the page cache before read phases (root)
 	Out        io.Writer
 }
@@ -65,7 +66,8 @@ func (p *patternReader) Read(b []byte) (int, error) {
 func Stream(cfg StreamConfig) ([]Row, error) {
 	block := make([]byte, 1<<20)
 	_, _ = rand.Read(block)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Streams * 2, DisableCompression: true}}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Streams * 2, DisableCompression: true,
+		WriteBufferSize: 256 << 10, ReadBufferSize: 256 << 10}}
 	if err := os.MkdirAll(cfg.RawDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -81,6 +83,11 @@ func Stream(cfg StreamConfig) ([]Row, error) {
 			}
 			if err := apiPost(client, cfg.URL, "attr/set", map[string]any{"path": dir, "name": "sys.forced.layout", "value": layout}); err != nil {
 				return nil, err
+			}
+			if cfg.Checksums != "" {
+				if err := apiPost(client, cfg.URL, "attr/set", map[string]any{"path": dir, "name": "sys.forced.checksums", "value": cfg.Checksums}); err != nil {
+					return nil, err
+				}
 			}
 		}
 		for _, op := range []string{"write", "read"} {
@@ -142,7 +149,11 @@ func Stream(cfg StreamConfig) ([]Row, error) {
 
 // PrintStream writes the table.
 func PrintStream(w io.Writer, cfg StreamConfig, rows []Row) {
-	fmt.Fprintf(w, "%d streams x %d MiB per layout\n", cfg.Streams, cfg.Size>>20)
+	sums := cfg.Checksums
+	if sums == "" {
+		sums = "server default"
+	}
+	fmt.Fprintf(w, "%d streams x %d MiB per layout, checksums: %s\n", cfg.Streams, cfg.Size>>20, sums)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "layout\top\tavg time s\tsigma s\tavg MiB/s\tp99 time s\tmax time s\taggregate MiB/s\tvs raw\tserver peak RSS MiB\t")
 	for _, r := range rows {

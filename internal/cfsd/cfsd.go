@@ -22,6 +22,12 @@ type Options struct {
 	Quota    bool   // account usage per user and enforce limits
 	Recycle  bool   // start with the recycle bin enabled (persisted state wins once set)
 
+	// NoXattr answers every xattr request with ENOSYS, after which the
+	// kernel stops asking: saves the per-file security.capability and
+	// `ls -l` (security.selinux, system.posix_acl_access) round trips at
+	// the price of user xattrs and the cfs.id attribute.
+	NoXattr bool
+
 	// AttrTimeout is the kernel attribute cache time, returned with
 	// SETATTR replies (go-fuse only applies it to GETATTR).
 	AttrTimeout time.Duration

@@ -136,6 +136,12 @@ func (n *node) OnForget() {
 // newChild turns a backend entry into an Inode (reusing the existing one
 // for hard links and repeated lookups) and fills out.
 func (n *node) newChild(ctx context.Context, name string, st *syscall.Stat_t, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	sa := n.cfs.stableAttr(st)
+	if in := n.GetChild(name); in != nil && in.StableAttr().Ino == sa.Ino && in.StableAttr().Mode == sa.Mode {
+		// Known already (repeated lookup, readdirplus): no new fd.
+		out.Attr.FromStat(st)
+		return in, 0
+	}
 	fd := -1
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		var err error
@@ -145,7 +151,7 @@ func (n *node) newChild(ctx context.Context, name string, st *syscall.Stat_t, ou
 		}
 	}
 	ch := &node{cfs: n.cfs, fd: fd, size: st.Size}
-	in := n.NewInode(ctx, ch, n.cfs.stableAttr(st))
+	in := n.NewInode(ctx, ch, sa)
 	if in.Operations() != ch && fd >= 0 {
 		syscall.Close(fd)
 	}
@@ -669,6 +675,9 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) (errno syscall.E
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (sz uint32, errno syscall.Errno) {
 	defer n.cfs.op.getxattr.Done(time.Now(), &errno)
+	if n.cfs.opts.NoXattr {
+		return 0, syscall.ENOSYS
+	}
 	if attr == idXattr {
 		v := []byte(identity(caller(ctx)))
 		if len(dest) == 0 {
@@ -701,6 +710,9 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (sz uint3
 
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) (errno syscall.Errno) {
 	defer n.cfs.op.setxattr.Done(time.Now(), &errno)
+	if n.cfs.opts.NoXattr {
+		return syscall.ENOSYS
+	}
 	if attr == idXattr {
 		return syscall.EPERM
 	}
@@ -717,6 +729,9 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (sz uint32, errno syscall.Errno) {
 	defer n.cfs.op.listxattr.Done(time.Now(), &errno)
+	if n.cfs.opts.NoXattr {
+		return 0, syscall.ENOSYS
+	}
 	p, ok := n.procPath()
 	if !ok {
 		return 0, syscall.ENOENT
@@ -729,6 +744,9 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (sz uint32, errno sys
 
 func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errno) {
 	defer n.cfs.op.removexattr.Done(time.Now(), &errno)
+	if n.cfs.opts.NoXattr {
+		return syscall.ENOSYS
+	}
 	if attr == idXattr {
 		return syscall.EPERM
 	}

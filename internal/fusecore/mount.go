@@ -42,7 +42,7 @@ type Config struct {
 	// and truncate itself (FUSE_HANDLE_KILLPRIV_V2). The kernel then skips
 	// a GETATTR round trip before every chown.
 	ServerKillsPriv bool
-	Debug                bool
+	Debug           bool
 }
 
 func (c *Config) defaults() {
@@ -187,6 +187,9 @@ func New(root fs.InodeEmbedder, cfg Config) (*Mount, error) {
 	if !cfg.NoDefaultPermissions {
 		opts.Options = append(opts.Options, "default_permissions")
 	}
+	// Let the kernel pick plain READDIR when it already holds the
+	// entries (warm listings then skip a lookup per entry).
+	opts.ExtraCapabilities |= fuse.CAP_READDIRPLUS_AUTO
 	if cfg.ServerKillsPriv {
 		opts.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
 	}

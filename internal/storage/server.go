@@ -70,7 +70,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, fs: map[uint32]*filesystem{}, ready: make(chan struct{}),
-		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}}
+		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true,
+			WriteBufferSize: 256 << 10, ReadBufferSize: 256 << 10}}}
 	for _, p := range cfg.Paths {
 		if err := s.addPath(p); err != nil {
 			return nil, err
