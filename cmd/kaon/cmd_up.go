@@ -48,7 +48,7 @@ func defaultDataDir() string {
 	return filepath.Join(home, ".kaon")
 }
 
-func newLogger(dir string, verbose bool) *slog.Logger {
+func newLogger(verbose bool) *slog.Logger {
 	level := slog.LevelInfo
 	if verbose {
 		level = slog.LevelDebug
@@ -92,6 +92,9 @@ type nsRole struct {
 	key *capability.Key
 }
 
+// metaCacheMB sizes the namespace engine's block cache (flag --meta-cache).
+var metaCacheMB = 64
+
 func openNamespace(dir string, sync bool, capTTL time.Duration, log *slog.Logger) (*nsRole, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
 		return nil, err
@@ -100,7 +103,7 @@ func openNamespace(dir string, sync bool, capTTL time.Duration, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	eng, err := pebblekv.Open(filepath.Join(dir, "meta"), pebblekv.Options{})
+	eng, err := pebblekv.Open(filepath.Join(dir, "meta"), pebblekv.Options{CacheBytes: int64(metaCacheMB) << 20})
 	if err != nil {
 		return nil, fmt.Errorf("open namespace store in %s: %w", dir, err)
 	}
@@ -152,9 +155,10 @@ func runUp(args []string) int {
 	capTTL := fl.Duration("cap-ttl", 5*time.Minute, "lifetime of redirect capabilities")
 	verbose := fl.Bool("v", false, "debug logging")
 	pprofAddr := fl.String("pprof", "", "serve Go profiling on this address (e.g. 127.0.0.1:6060)")
+	fl.IntVar(&metaCacheMB, "meta-cache", metaCacheMB, "namespace engine block cache in MiB")
 	fl.Parse(args)
 	startPprof(*pprofAddr)
-	log := newLogger(*data, *verbose)
+	log := newLogger(*verbose)
 	if err := os.MkdirAll(*data, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "kaon up:", err)
 		return 1
@@ -250,8 +254,9 @@ func runMGM(args []string) int {
 	xrdAddr := fl.String("xrootd", "", "root:// listen address (empty = off)")
 	sync := fl.Bool("sync", true, "make namespace commits durable before acknowledging (false: benchmarks only)")
 	capTTL := fl.Duration("cap-ttl", 5*time.Minute, "lifetime of redirect capabilities")
+	fl.IntVar(&metaCacheMB, "meta-cache", metaCacheMB, "namespace engine block cache in MiB")
 	fl.Parse(args)
-	log := newLogger(*data, false)
+	log := newLogger(false)
 	if err := os.MkdirAll(*data, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
 		return 1
@@ -310,7 +315,7 @@ func runFST(args []string) int {
 		fmt.Fprintln(os.Stderr, "kaon fst: --mgm and --key are required")
 		return 2
 	}
-	log := newLogger("", false)
+	log := newLogger(false)
 	key, err := capability.LoadOrCreateKey(*keyFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon fst:", err)

@@ -339,3 +339,32 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("--clean-stale did not report the stale mount: %s", m.log)
 	}
 }
+
+// TestNoXattrAndFusermount: --no-xattr turns xattrs off (the kernel stops
+// asking) without disturbing data; `fusermount3 -u` ends the daemon
+// cleanly like `kaon cfsd umount`.
+func TestNoXattrAndFusermount(t *testing.T) {
+	m := newMount(t, "", "--no-xattr")
+	if err := os.WriteFile(m.path("f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("setfattr", "-n", "user.a", "-v", "1", m.path("f")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not supported") {
+		t.Errorf("setfattr with --no-xattr: %v %s", err, out)
+	}
+	if out, err := exec.Command("fusermount3", "-u", m.mp).CombinedOutput(); err != nil {
+		t.Fatalf("fusermount3 -u: %v %s", err, out)
+	}
+	select {
+	case err := <-m.done:
+		if err != nil {
+			t.Errorf("daemon exit after fusermount3 -u: %v\n%s", err, m.log)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("daemon still running after fusermount3 -u")
+	}
+	m.cmd = nil
+	if b, _ := os.ReadFile(filepath.Join(m.backend, "f")); string(b) != "x" {
+		t.Errorf("backend f = %q", b)
+	}
+}

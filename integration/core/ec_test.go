@@ -3,7 +3,6 @@ package core
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -65,7 +64,7 @@ func TestECSurvivesMFailures(t *testing.T) {
 		k.MustKaon("attr", "set", dir, "sys.forced.layout="+layout+":65536")
 		local, data := randomFile(t, int64(k_)*65536*3+12345)
 		damages := []string{"delete", "truncate", "corrupt"}
-		for round, first := range damages {
+		for round := range damages {
 			p := fmt.Sprintf("%s/f%d", dir, round)
 			mustPut(t, k, local, p)
 			phys := physPaths(t, k, p)
@@ -90,7 +89,6 @@ func TestECSurvivesMFailures(t *testing.T) {
 					corrupt(t, phys[i], 65536+4+100) // inside the second frame
 				}
 			}
-			_ = first
 			mustGetEqual(t, k, p, data)
 			r := get(t, k, p, "-r", "65000-140000")
 			if r.code != 206 || string(r.body) != string(data[65000:140001]) {
@@ -151,5 +149,4 @@ func TestPlacementRespectsState(t *testing.T) {
 	if _, errs, code := k.Kaon("fs", "config", "99", "configstatus=rw"); code == 0 || !strings.Contains(errs, "fs 99") {
 		t.Fatalf("unknown fs: %s", errs)
 	}
-	_ = strconv.Itoa
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"hash/adler32"
 	"hash/crc32"
@@ -106,5 +105,3 @@ func sumsOf(b []byte) sums {
 		shab64: base64.StdEncoding.EncodeToString(s[:]),
 	}
 }
-
-var _ = hex.EncodeToString

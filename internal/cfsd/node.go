@@ -224,7 +224,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 	}
 	cr := fusecore.Enter(c)
-	defer cr.Leave()
+	defer func() { cr.Leave() }() // cr is reset once the changes are done
 
 	if mode, ok := in.GetMode(); ok {
 		var err error

@@ -380,9 +380,9 @@ func (x *Index) CheckFresh(rootfd int, name string) error {
 		return kerr.Wrap(kerr.KindOf(err), "metafs check", name, err)
 	}
 	stale := func(why string) error {
-		return &kerr.Error{Kind: kerr.Invalid, Op: "metafs check", Path: name,
+		return &marked{&kerr.Error{Kind: kerr.Invalid, Op: "metafs check", Path: name,
 			Msg: "index is stale (built " + x.Source.BuiltAt.UTC().Format(time.RFC3339) + " from " + x.Source.Root + "): " + why +
-				"; rebuild with `kaon metafs index`, or mount anyway with --force", Err: errStale}
+				"; rebuild with `kaon metafs index`, or mount anyway with --force"}, errStale}
 	}
 	if st.Dev != x.Source.Dev || st.Ino != x.Source.Ino {
 		return stale("root is a different directory (device/inode changed)")

@@ -404,8 +404,18 @@ func (x *Index) WriteFile(path string) (int64, error) {
 var ErrCorrupt = errors.New("index corrupted")
 
 func corrupt(path, why string) error {
-	return &kerr.Error{Kind: kerr.IO, Op: "metafs load", Path: path, Msg: "index corrupted: " + why, Err: ErrCorrupt}
+	return &marked{&kerr.Error{Kind: kerr.IO, Op: "metafs load", Path: path, Msg: "index corrupted: " + why}, ErrCorrupt}
 }
+
+// marked is a *kerr.Error that also matches a sentinel with errors.Is,
+// without repeating the sentinel's text in the message.
+type marked struct {
+	ke   *kerr.Error
+	mark error
+}
+
+func (e *marked) Error() string   { return e.ke.Error() }
+func (e *marked) Unwrap() []error { return []error{e.ke, e.mark} }
 
 // Load reads an index file with one sequential read, verifies its checksum
 // and structure, and returns it ready to serve.

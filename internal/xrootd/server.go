@@ -231,7 +231,7 @@ func (ss *session) end() {
 	ss.ended = true
 	files := ss.files
 	ss.files = map[uint32]*openFile{}
-	paths := ss.paths
+	paths := append([]*conn(nil), ss.paths...) // unbind edits ss.paths in place
 	ss.mu.Unlock()
 	for _, pc := range paths[1:] {
 		if pc != nil {
