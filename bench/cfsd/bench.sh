@@ -46,7 +46,8 @@ declare -A R
 add() { R[$1]="${R[$1]:-} $2"; }
 
 for i in $(seq 1 "$RUNS"); do
-  for side in bk mt; do
+  order="bk mt"; [ $((i % 2)) = 0 ] && order="mt bk"   # alternate who goes first
+  for side in $order; do
     D=$BK; [ $side = mt ] && D=$MT
     # dd
     drop

@@ -368,3 +368,36 @@ func TestNoXattrAndFusermount(t *testing.T) {
 		t.Errorf("backend f = %q", b)
 	}
 }
+
+// TestBackendChangesVisible: listings are cached in the kernel, but
+// entries added or removed directly in the backend (another CephFS
+// client, say) show up once the attribute timeout (1s) has passed.
+func TestBackendChangesVisible(t *testing.T) {
+	m := newMount(t, "")
+	os.Mkdir(m.path("d"), 0o755)
+	os.WriteFile(m.path("d", "a"), nil, 0o644)
+	names := func() string {
+		ents, err := os.ReadDir(m.path("d"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s []string
+		for _, e := range ents {
+			s = append(s, e.Name())
+		}
+		return strings.Join(s, ",")
+	}
+	if got := names(); got != "a" {
+		t.Fatalf("listing %q", got)
+	}
+	names() // now served from the kernel's cache
+	os.WriteFile(filepath.Join(m.backend, "d", "b"), nil, 0o644)
+	os.Remove(filepath.Join(m.backend, "d", "a"))
+	time.Sleep(1500 * time.Millisecond)
+	if got := names(); got != "b" {
+		t.Errorf("after backend change: %q, want b", got)
+	}
+	if _, err := os.Stat(m.path("d", "a")); !os.IsNotExist(err) {
+		t.Errorf("removed-behind-our-back file still visible: %v", err)
+	}
+}

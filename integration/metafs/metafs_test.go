@@ -586,3 +586,87 @@ func TestMountOverDirItself(t *testing.T) {
 		t.Fatal("still mounted after SIGTERM")
 	}
 }
+
+// TestLowerCallsSeenByStrace checks, from outside the daemon, which system
+// calls reach the tree below: strace on the daemon (all threads, fds shown
+// as paths) during a full metadata walk by several concurrent walkers sees
+// none; reading files from several processes at once costs one lower open
+// per distinct file.
+func TestLowerCallsSeenByStrace(t *testing.T) {
+	lower := mkTree(t)
+	idx := filepath.Join(t.TempDir(), "sw.metafs")
+	index(t, lower, idx)
+	mnt := t.TempDir()
+	d := mount(t, "--no-passthrough", "--index", idx, lower, mnt)
+
+	trace := func(work func()) map[string]int {
+		t.Helper()
+		log := filepath.Join(t.TempDir(), "strace.log")
+		st := exec.Command("strace", "-f", "-qq", "-y", "-e", "trace=%file,%desc", "-p", fmt.Sprint(d.cmd.Process.Pid), "-o", log)
+		must(t, st.Start())
+		time.Sleep(700 * time.Millisecond) // attach to every thread
+		work()
+		time.Sleep(200 * time.Millisecond)
+		st.Process.Signal(syscall.SIGINT)
+		st.Wait()
+		data, err := os.ReadFile(log)
+		must(t, err)
+		calls := map[string]int{}
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.Contains(l, "resumed>") || strings.Contains(l, "</dev/fuse>") || !strings.Contains(l, lower) {
+				continue
+			}
+			f := strings.Fields(l)
+			if len(f) > 1 {
+				calls[f[1][:strings.IndexByte(f[1]+"(", '(')]]++
+			}
+		}
+		return calls
+	}
+
+	walkers := 4
+	calls := trace(func() {
+		var wg sync.WaitGroup
+		for w := 0; w < walkers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				filepath.WalkDir(mnt, func(p string, e os.DirEntry, err error) error {
+					if err == nil {
+						os.Lstat(p)
+						os.Readlink(p)
+						xattrs(p)
+						os.Stat(p + ".missing")
+					}
+					return nil
+				})
+			}()
+		}
+		wg.Wait()
+	})
+	if len(calls) != 0 {
+		t.Fatalf("metadata walk reached the tree below: %v", calls)
+	}
+
+	files := []string{"lib/libfoo.so", "bin/tool", "lib/python3/site/mod.py"}
+	calls = trace(func() {
+		var wg sync.WaitGroup
+		for w := 0; w < walkers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, f := range files {
+					c := exec.Command("cat", filepath.Join(mnt, f)) // separate processes
+					c.Stdout = io.Discard
+					if err := c.Run(); err != nil {
+						t.Errorf("cat %s: %v", f, err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	})
+	if calls["openat2"]+calls["openat"] != len(files) || calls["pread64"] == 0 {
+		t.Fatalf("%d processes reading %d files: lower calls %v, want %d opens and some preads", walkers, len(files), calls, len(files))
+	}
+}

@@ -23,6 +23,7 @@ var (
 	rootURL string // root://127.0.0.1:PORT
 	rootHP  string // 127.0.0.1:PORT
 	httpURL string
+	fstURL  string // the storage server's own root:// listener
 	logPath string
 )
 
@@ -58,7 +59,10 @@ func TestMain(m *testing.M) {
 			cmd.Process.Kill()
 			cmd.Wait()
 		}()
-		var ep struct{ HTTP, XRootD string }
+		var ep struct {
+			HTTP, XRootD string
+			FST          string `json:"fst_xrootd"`
+		}
 		deadline := time.Now().Add(60 * time.Second)
 		for time.Now().Before(deadline) {
 			if b, err := os.ReadFile(filepath.Join(data, "endpoints.json")); err == nil && json.Unmarshal(b, &ep) == nil && ep.XRootD != "" {
@@ -73,6 +77,7 @@ func TestMain(m *testing.M) {
 		}
 		rootURL, httpURL = strings.TrimRight(ep.XRootD, "/"), strings.TrimRight(ep.HTTP, "/")
 		rootHP = strings.TrimPrefix(rootURL, "root://")
+		fstURL = strings.TrimRight(ep.FST, "/")
 		code := m.Run()
 		if code != 0 {
 			b, _ := os.ReadFile(logPath)
@@ -331,6 +336,15 @@ st, info = fs.stat("/it/py/g.bin"); ok("stat3", st); assert info.size == 0, info
 ok("rm", fs.rm("/it/py/g.bin")[0])
 st, _ = fs.rm("/it/py/g.bin"); assert st.errno == 3011, st
 ok("rmdir", fs.rmdir("/it/py/sub")[0])
+big = bytes(range(251)) * (90000)
+g = client.File()
+ok("open-big", g.open(url + "//py-big.bin", OpenFlags.DELETE)[0])
+ok("write-big", g.write(big, 0)[0])
+ok("close-big", g.close()[0])
+g = client.File(); ok("open-big-r", g.open(url + "//py-big.bin")[0])
+st, d = g.read(); ok("read-big", st); assert d == big, len(d)
+g.close()
+ok("rm-big", fs.rm("/py-big.bin")[0])
 print("PYTHON-OK")
 `
 
@@ -435,4 +449,24 @@ func TestKilledUploadLeavesNothing(t *testing.T) {
 	mustRun(t, "xrdcp", "-s", small, rootURL+"//it/killed/slow")
 	mustRun(t, "xrdcp", "-s", "-f", rootURL+"//it/killed/slow", filepath.Join(tmp, "back"))
 	sameFile(t, filepath.Join(tmp, "back"), data)
+}
+
+// Clients pointed at a storage server directly are sent to the namespace
+// server for metadata and for a capability, and then served.
+func TestDataServerEndpoint(t *testing.T) {
+	if fstURL == "" {
+		t.Fatal("endpoints.json has no fst_xrootd")
+	}
+	tmp := t.TempDir()
+	src, data := randFile(t, tmp, "d", 300000)
+	mustRun(t, "xrdcp", "-s", "--cksum", "adler32", src, fstURL+"//it/fst/d")
+	mustRun(t, "xrdcp", "-s", fstURL+"//it/fst/d", filepath.Join(tmp, "back"))
+	sameFile(t, filepath.Join(tmp, "back"), data)
+	fhp := strings.TrimPrefix(fstURL, "root://")
+	if out := mustRun(t, "xrdfs", fhp, "ls", "-l", "/it/fst"); !strings.Contains(out, "/it/fst/d") {
+		t.Fatalf("ls via storage server: %q", out)
+	}
+	if out := mustRun(t, "xrdfs", fhp, "query", "checksum", "/it/fst/d"); !strings.Contains(out, adlerHex(data)) {
+		t.Fatalf("checksum via storage server: %q", out)
+	}
 }

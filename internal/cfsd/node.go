@@ -47,7 +47,7 @@ var (
 	_ = (fs.NodeUnlinker)((*node)(nil))
 	_ = (fs.NodeRmdirer)((*node)(nil))
 	_ = (fs.NodeRenamer)((*node)(nil))
-	_ = (fs.NodeReaddirer)((*node)(nil))
+	_ = (fs.NodeOpendirHandler)((*node)(nil))
 	_ = (fs.NodeStatfser)((*node)(nil))
 	_ = (fs.NodeGetxattrer)((*node)(nil))
 	_ = (fs.NodeSetxattrer)((*node)(nil))
@@ -616,17 +616,25 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	return 0
 }
 
-func (n *node) Readdir(ctx context.Context) (ds fs.DirStream, errno syscall.Errno) {
+// OpendirHandle opens the backend directory and lets the kernel cache
+// the listing (FOPEN_CACHE_DIR|KEEP_CACHE): repeated listings are served
+// from the kernel until the directory changes through the mount or its
+// mtime moves on the backend (seen after the attribute timeout).
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
 	defer n.cfs.op.readdir.Done(time.Now(), &errno)
 	fd, err := unix.Openat(n.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, errnoOf(err)
+		return nil, 0, errnoOf(err)
 	}
-	ds, errno = fs.NewLoopbackDirStreamFd(fd)
-	if errno != 0 || n != n.cfs.root {
-		return ds, errno
+	ds, errno := fs.NewLoopbackDirStreamFd(fd)
+	if errno != 0 {
+		return nil, 0, errno
 	}
-	return &filterStream{DirStream: ds, skip: func(name string) bool { return n.cfs.hidden(n, name) }}, 0
+	fuseFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
+	if n != n.cfs.root {
+		return ds.(fs.FileHandle), fuseFlags, 0
+	}
+	return &filterStream{DirStream: ds, skip: func(name string) bool { return n.cfs.hidden(n, name) }}, fuseFlags, 0
 }
 
 // filterStream hides the control and state entries of the root.
@@ -636,6 +644,12 @@ type filterStream struct {
 	next *fuse.DirEntry
 	err  syscall.Errno
 }
+
+var (
+	_ = (fs.FileReaddirenter)((*filterStream)(nil))
+	_ = (fs.FileSeekdirer)((*filterStream)(nil))
+	_ = (fs.FileReleasedirer)((*filterStream)(nil))
+)
 
 func (s *filterStream) HasNext() bool {
 	for s.next == nil && s.err == 0 && s.DirStream.HasNext() {
@@ -662,6 +676,25 @@ func (s *filterStream) Next() (fuse.DirEntry, syscall.Errno) {
 	s.next = nil
 	return e, 0
 }
+
+func (s *filterStream) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if !s.HasNext() {
+		return nil, 0
+	}
+	e, errno := s.Next()
+	return &e, errno
+}
+
+func (s *filterStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	sd, ok := s.DirStream.(fs.FileSeekdirer)
+	if !ok {
+		return syscall.ENOTSUP
+	}
+	s.next, s.err = nil, 0
+	return sd.Seekdir(ctx, off)
+}
+
+func (s *filterStream) Releasedir(ctx context.Context, flags uint32) { s.DirStream.Close() }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) (errno syscall.Errno) {
 	defer n.cfs.op.statfs.Done(time.Now(), &errno)

@@ -33,7 +33,7 @@ type MountOptions struct {
 	TTL           time.Duration // entry/attr/negative cache lifetime in the kernel (default 24h)
 	NoPassthrough bool          // serve reads with pread instead of kernel passthrough
 	FdCache       int           // lower files kept open after close (default 1024)
-	AllowOther    bool          // let other users use the mount (default: when root)
+	AllowOther    bool          // let other users use the mount (`kaon metafs mount` sets it as root)
 	Debug         bool
 	Logger        *log.Logger
 }

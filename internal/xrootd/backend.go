@@ -92,6 +92,10 @@ type Config struct {
 	Namespace Namespace // nil on a data-only listener: namespace requests redirect to Manager
 	Data      DataStore // nil on a manager-only listener
 	Manager   string    // host:port of the manager, for redirects from a data listener
+	// CapabilityOpaque names the opaque key that carries the capability
+	// (default "kaon.cap"). A data listener redirects an open without it to
+	// the Manager, which mints one, so root://dataserver//path works too.
+	CapabilityOpaque string
 	Logger    *slog.Logger
 
 	// Identify maps a login (username, client host) to an Identity. Default:

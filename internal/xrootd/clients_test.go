@@ -228,6 +228,15 @@ f.close()
 ok("rm", fs.rm("/py/g.bin")[0])
 st, _ = fs.rm("/py/g.bin"); assert st.errno == 3011, st
 ok("rmdir", fs.rmdir("/py/sub")[0])
+big = bytes(range(251)) * (90000)
+g = client.File()
+ok("open-big", g.open(url + "//py-big.bin", OpenFlags.DELETE)[0])
+ok("write-big", g.write(big, 0)[0])
+ok("close-big", g.close()[0])
+g = client.File(); ok("open-big-r", g.open(url + "//py-big.bin")[0])
+st, d = g.read(); ok("read-big", st); assert d == big, len(d)
+g.close()
+ok("rm-big", fs.rm("/py-big.bin")[0])
 print("PYTHON-OK")
 `
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"path"
 	"strconv"
@@ -64,13 +65,13 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 	switch h.ReqID {
 	case kXR_read, kXR_pgread:
 		fh := decodeFH(h)
-		f := c.sess.file(fh)
+		f, seq := c.sess.file(fh)
 		if f == nil {
 			release()
 			return c.badHandle(sid, reqName(h.ReqID), fh)
 		}
 		spawn(func() {
-			defer f.done()
+			defer f.done(seq)
 			if hh.ReqID == kXR_read {
 				c.doRead(&hh, body, f, release)
 			} else {
@@ -80,13 +81,13 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 		return true
 	case kXR_write, kXR_pgwrite:
 		fh := decodeFH(h)
-		f := c.sess.file(fh)
+		f, seq := c.sess.file(fh)
 		if f == nil {
 			release()
 			return c.badHandle(sid, reqName(h.ReqID), fh)
 		}
 		spawn(func() {
-			defer f.done()
+			defer f.done(seq)
 			defer release()
 			if hh.ReqID == kXR_write {
 				c.doWrite(&hh, body, f)
@@ -107,8 +108,8 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 		}
 		spawn(func() {
 			defer func() {
-				for _, f := range files {
-					f.done()
+				for _, pf := range files {
+					pf.f.done(pf.seq)
 				}
 			}()
 			c.doReadv(sid, elems, files)
@@ -121,18 +122,19 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 		if f == nil {
 			return c.badHandle(sid, "close", fh)
 		}
-		spawn(func() { c.doClose(sid, f) })
+		seq := f.begin() // after everything sent before the close
+		spawn(func() { c.doClose(sid, f, seq) })
 		return true
 	case kXR_sync:
 		fh := decodeFH(h)
-		f := c.sess.file(fh)
+		f, seq := c.sess.file(fh)
 		release()
 		if f == nil {
 			return c.badHandle(sid, "sync", fh)
 		}
-		f.done() // wait for earlier requests, not for ourselves
 		spawn(func() {
-			f.waitIdle()
+			defer f.done(seq)
+			f.waitBefore(seq)
 			if err := f.df.Sync(); err != nil {
 				c.fail(sid, "sync", f.path, err)
 				return
@@ -144,13 +146,13 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 		t := decodeTruncate(h, body)
 		if len(cstring(t.Path)) == 0 {
 			release()
-			f := c.sess.file(t.FH)
+			f, seq := c.sess.file(t.FH)
 			if f == nil {
 				return c.badHandle(sid, "truncate", t.FH)
 			}
-			f.done()
 			spawn(func() {
-				f.waitIdle()
+				defer f.done(seq)
+				f.waitBefore(seq)
 				if t.Offset < 0 {
 					c.sendErr(sid, kXR_ArgInvalid, "truncate "+f.path+": negative size")
 					return
@@ -175,22 +177,28 @@ func (c *conn) badHandle(sid [2]byte, op string, fh fhandle) bool {
 	return c.sendErr(sid, kXR_FileNotOpen, fmt.Sprintf("%s: file handle %#08x is not open", op, fh.id())) == nil
 }
 
+// pinned is an open file with one registered operation.
+type pinned struct {
+	f   *openFile
+	seq uint64
+}
+
 // readvFiles pins every distinct handle of a readv list.
-func (c *conn) readvFiles(elems []readvElem) (map[uint32]*openFile, *fhandle) {
-	files := map[uint32]*openFile{}
+func (c *conn) readvFiles(elems []readvElem) (map[uint32]pinned, *fhandle) {
+	files := map[uint32]pinned{}
 	for i := range elems {
 		id := elems[i].FH.id()
 		if _, ok := files[id]; ok {
 			continue
 		}
-		f := c.sess.file(elems[i].FH)
+		f, seq := c.sess.file(elems[i].FH)
 		if f == nil {
 			for _, g := range files {
-				g.done()
+				g.f.done(g.seq)
 			}
 			return nil, &elems[i].FH
 		}
-		files[id] = f
+		files[id] = pinned{f, seq}
 	}
 	return files, nil
 }
@@ -367,13 +375,75 @@ func (c *conn) doWrite(h *reqHeader, body []byte, f *openFile) {
 	c.sess.pathConn(w.PathID, c).send(h.StreamID, kXR_ok)
 }
 
+// streamWrite handles a kXR_write whose body exceeds the frame limit on the
+// reader goroutine: the body is copied to the file in readChunk pieces under
+// the usual byte budgets. An unknown handle or a failed write still drains
+// the body, so the stream stays in sync. It returns false when the
+// connection must be dropped.
+func (c *conn) streamWrite(h *reqHeader) bool {
+	w := decodeWrite(h)
+	left := int64(h.Dlen)
+	f, seq := c.sess.file(w.FH)
+	if f != nil {
+		defer f.done(seq)
+	}
+	var failErr error
+	var failCode uint32
+	switch {
+	case f == nil:
+		failCode = kXR_FileNotOpen
+	case !f.write:
+		failCode, failErr = kXR_FileNotOpen, errors.New("file is not open for writing")
+	case w.Offset < 0:
+		failCode, failErr = kXR_ArgInvalid, errors.New("negative offset")
+	}
+	n := min(left, readChunk)
+	t := c.budget.acquire(n)
+	if t < 0 {
+		return false
+	}
+	defer c.budget.release(t)
+	g := c.srv.global.acquire(n)
+	defer c.srv.global.release(g)
+	buf := getBuf(int(n))
+	defer putBuf(buf)
+	off := w.Offset
+	for left > 0 {
+		m := min(left, int64(len(buf)))
+		c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
+		if _, err := io.ReadFull(c.br, buf[:m]); err != nil {
+			return false
+		}
+		left -= m
+		if failCode != 0 || failErr != nil {
+			continue // drain
+		}
+		if _, err := f.df.WriteAt(buf[:m], off); err != nil {
+			failErr = err
+			continue
+		}
+		off += m
+	}
+	c.srv.bytesIn.Add(int64(h.Dlen))
+	switch {
+	case f == nil:
+		return c.badHandle(h.StreamID, "write", w.FH)
+	case failCode != 0:
+		return c.sendErr(h.StreamID, failCode, "write "+f.path+": "+failErr.Error()) == nil
+	case failErr != nil:
+		c.fail(h.StreamID, "write", f.path, failErr)
+		return true
+	}
+	return c.sess.pathConn(w.PathID, c).send(h.StreamID, kXR_ok) == nil
+}
+
 const (
 	maxReadvElems = 1024
 	maxReadvElem  = 2097136
 	readvBatch    = 2 << 20
 )
 
-func (c *conn) doReadv(sid [2]byte, elems []readvElem, files map[uint32]*openFile) {
+func (c *conn) doReadv(sid [2]byte, elems []readvElem, files map[uint32]pinned) {
 	if len(elems) > maxReadvElems {
 		c.sendErr(sid, kXR_ArgTooLong, fmt.Sprintf("readv: %d elements exceed the limit of %d", len(elems), maxReadvElems))
 		return
@@ -393,7 +463,7 @@ func (c *conn) doReadv(sid [2]byte, elems []readvElem, files map[uint32]*openFil
 	defer putBuf(buf)
 	n := 0
 	for i, e := range elems {
-		f := files[e.FH.id()]
+		f := files[e.FH.id()].f
 		hdr := buf[n : n+readvElemLen]
 		got, err := readFull(f.df, buf[n+readvElemLen:n+readvElemLen+int(e.Len)], e.Offset)
 		if err != nil {
@@ -419,8 +489,9 @@ func (c *conn) doReadv(sid [2]byte, elems []readvElem, files map[uint32]*openFil
 	c.send(sid, kXR_ok, buf[:n]) // empty list
 }
 
-func (c *conn) doClose(sid [2]byte, f *openFile) {
-	f.waitIdle()
+func (c *conn) doClose(sid [2]byte, f *openFile, seq uint64) {
+	defer f.done(seq)
+	f.waitBefore(seq)
 	if err := f.df.Close(); err != nil {
 		c.fail(sid, "close", f.path, err)
 		return
@@ -691,6 +762,9 @@ func (c *conn) doOpen(h *reqHeader, body []byte) {
 	} else if ds == nil {
 		c.sendErr(sid, kXR_ServerError, "open "+p+": listener has neither namespace nor data")
 		return
+	} else if c.srv.cfg.Manager != "" && !opaque.Has(c.srv.cfg.CapabilityOpaque) {
+		c.redirectToManager(sid, "open") // the manager checks access and mints a capability
+		return
 	}
 	df, err := ds.Open(ctx, c.sess.ident, p, req)
 	if err != nil {
@@ -729,12 +803,12 @@ func (c *conn) doStat(h *reqHeader, body []byte) {
 	sid := h.StreamID
 	r := decodeStat(h, body)
 	if len(cstring(r.Path)) == 0 { // stat on an open handle
-		f := c.sess.file(r.FH)
+		f, seq := c.sess.file(r.FH)
 		if f == nil {
 			c.badHandle(sid, "stat", r.FH)
 			return
 		}
-		defer f.done()
+		defer f.done(seq)
 		fi, err := f.df.Stat()
 		if err != nil {
 			c.fail(sid, "stat", f.path, err)
@@ -854,13 +928,13 @@ func (c *conn) doQuery(h *reqHeader, body []byte) {
 		return
 	}
 	if len(cstring(q.Args)) == 0 && q.InfoType == kXR_Qcksum { // checksum of an open handle
-		f := c.sess.file(q.FH)
+		f, seq := c.sess.file(q.FH)
 		if f == nil {
 			c.badHandle(sid, "query checksum", q.FH)
 			return
 		}
-		defer f.done()
-		f.waitIdle()
+		defer f.done(seq)
+		f.waitBefore(seq)
 		sum, err := f.df.Checksum("adler32")
 		if err != nil {
 			c.fail(sid, "query checksum", f.path, err)

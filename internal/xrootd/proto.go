@@ -190,20 +190,26 @@ func readFrame(r io.Reader, hdr []byte, max int, alloc func(int) []byte) (reqHea
 		return reqHeader{}, nil, err
 	}
 	h := parseReqHeader(hdr)
+	body, err := readBody(r, &h, max, alloc)
+	return h, body, err
+}
+
+// readBody reads the body announced by h, refusing lengths over max.
+func readBody(r io.Reader, h *reqHeader, max int, alloc func(int) []byte) ([]byte, error) {
 	if h.Dlen < 0 || int(h.Dlen) > max {
-		return h, nil, errFrameTooLarge
+		return nil, errFrameTooLarge
 	}
 	if h.Dlen == 0 {
-		return h, nil, nil
+		return nil, nil
 	}
 	body := alloc(int(h.Dlen))
 	if _, err := io.ReadFull(r, body); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return h, body, err
+		return body, err
 	}
-	return h, body, nil
+	return body, nil
 }
 
 // checkHandshake validates the 20-byte initial client handshake.

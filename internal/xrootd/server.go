@@ -62,6 +62,9 @@ func NewServer(cfg Config) *Server {
 	if cfg.GlobalBudget <= 0 {
 		cfg.GlobalBudget = 1 << 30
 	}
+	if cfg.CapabilityOpaque == "" {
+		cfg.CapabilityOpaque = "kaon.cap"
+	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 30 * time.Minute
 	}
@@ -269,16 +272,16 @@ func (ss *session) addFile(f *openFile, max int) (uint32, bool) {
 	return f.h, true
 }
 
-// file returns the open file for h and marks one operation in flight on it;
-// the caller must call f.done().
-func (ss *session) file(h fhandle) *openFile {
+// file returns the open file for h with one operation registered on it
+// (its sequence number); the caller must call f.done(seq).
+func (ss *session) file(h fhandle) (*openFile, uint64) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	f := ss.files[h.id()]
-	if f != nil {
-		f.begin()
+	if f == nil {
+		return nil, 0
 	}
-	return f
+	return f, f.begin()
 }
 
 // take removes h from the table (close): later requests on h fail at once.
@@ -332,43 +335,63 @@ func (ss *session) unbind(c *conn) {
 	}
 }
 
-// openFile is one handle. Operations in flight are counted so close, sync
-// and truncate run only after every request sent before them has finished.
+// openFile is one handle. Operations are numbered in arrival order so that
+// sync, truncate and close run only after every request sent before them
+// has finished (and close also after a pending sync/truncate).
 type openFile struct {
 	h     uint32
 	path  string
 	df    DataFile
 	write bool
 
-	mu   sync.Mutex
-	cond *sync.Cond
-	busy int
+	mu       sync.Mutex
+	cond     *sync.Cond
+	next     uint64
+	inflight map[uint64]struct{}
 }
 
 func newOpenFile(path string, df DataFile, write bool) *openFile {
-	f := &openFile{path: path, df: df, write: write}
+	f := &openFile{path: path, df: df, write: write, inflight: map[uint64]struct{}{}}
 	f.cond = sync.NewCond(&f.mu)
 	return f
 }
 
-func (f *openFile) begin() { f.mu.Lock(); f.busy++; f.mu.Unlock() }
-
-func (f *openFile) done() {
+func (f *openFile) begin() uint64 {
 	f.mu.Lock()
-	f.busy--
-	if f.busy == 0 {
-		f.cond.Broadcast()
-	}
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	f.next++
+	f.inflight[f.next] = struct{}{}
+	return f.next
 }
 
-func (f *openFile) waitIdle() {
+func (f *openFile) done(seq uint64) {
 	f.mu.Lock()
-	for f.busy > 0 {
+	delete(f.inflight, seq)
+	f.mu.Unlock()
+	f.cond.Broadcast()
+}
+
+// waitBefore waits until every operation registered before seq is done.
+func (f *openFile) waitBefore(seq uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		earlier := false
+		for s := range f.inflight {
+			if s < seq {
+				earlier = true
+				break
+			}
+		}
+		if !earlier {
+			return
+		}
 		f.cond.Wait()
 	}
-	f.mu.Unlock()
 }
+
+// waitIdle waits until no operation is in flight.
+func (f *openFile) waitIdle() { f.waitBefore(^uint64(0)) }
 
 // conn is one TCP connection: a reader goroutine decodes frames and hands
 // requests to goroutines (bounded by inflight slots and byte budgets); a
@@ -465,7 +488,19 @@ func (c *conn) serve() {
 		} else {
 			c.nc.SetReadDeadline(time.Time{})
 		}
-		h, b, err := readFrame(c.br, hdr[:], c.srv.cfg.MaxFrame, alloc)
+		if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
+			return
+		}
+		h := parseReqHeader(hdr[:])
+		if h.ReqID == kXR_write && int(h.Dlen) > c.srv.cfg.MaxFrame && c.sess != nil {
+			// Clients send a big buffer as one kXR_write (Python's
+			// File.write); stream it to the file instead of holding it.
+			if !c.streamWrite(&h) {
+				return
+			}
+			continue
+		}
+		b, err := readBody(c.br, &h, c.srv.cfg.MaxFrame, alloc)
 		release := func() {
 			if b != nil {
 				putBuf(b)

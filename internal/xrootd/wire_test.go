@@ -3,6 +3,7 @@ package xrootd_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"net"
@@ -187,7 +188,7 @@ func openDataOpts(t testing.TB, c *xrdtest.Cluster, path string, opts uint16) (*
 func TestOversizedFrameIsRefusedWithoutAllocating(t *testing.T) {
 	c := startCluster(t)
 	w := dialWire(t, c.DataAddr, true)
-	w.sendReq(3019, [16]byte{}, nil, 0x7fffffff) // claims 2 GiB of write data
+	w.sendReq(3017, [16]byte{}, nil, 0x7fffffff) // a stat claiming a 2 GiB path
 	r := w.recv()
 	if r.errCode() != 3002 { // kXR_ArgTooLong
 		t.Fatalf("want kXR_ArgTooLong, got status %d %q", r.status, r.body)
@@ -419,6 +420,12 @@ func TestDataListenerRedirectsNamespaceRequests(t *testing.T) {
 	if got := string(r.body[4:]); got != "127.0.0.1" {
 		t.Fatalf("redirect host %q", got)
 	}
+	// An open without a capability goes to the manager, which mints one.
+	var o [16]byte
+	binary.BigEndian.PutUint16(o[2:], 0x0010)
+	if r := w.call(3010, o, []byte("/x?oss.asize=1")); r.status != 4004 || !strings.HasSuffix(c.MgrAddr, fmt.Sprint(binary.BigEndian.Uint32(r.body))) {
+		t.Fatalf("open without capability at data listener: %d %q", r.status, r.body)
+	}
 	// A forged capability is refused.
 	var p [16]byte
 	binary.BigEndian.PutUint16(p[2:], 0x0010)
@@ -491,5 +498,64 @@ func TestServerCloseWithLiveSessions(t *testing.T) {
 	}
 	if _, aborts := c.FS.Counts(); aborts != 1 {
 		t.Fatalf("open upload not aborted on Close: %d", aborts)
+	}
+}
+
+// A kXR_write larger than the frame limit (Python's File.write of a big
+// buffer) is streamed to the file; on an unknown handle it is drained and
+// refused without losing the connection.
+func TestHugeWriteIsStreamed(t *testing.T) {
+	c := startCluster(t)
+	d, fh := openData(t, c, "/huge.bin", 0x0002|0x0020)
+	data := make([]byte, 40<<20+123)
+	for i := range data {
+		data[i] = byte(i >> 12)
+	}
+	var p [16]byte
+	copy(p[0:4], fh[:])
+	if r := d.call(3019, p, data); r.status != 0 {
+		t.Fatalf("huge write: %d %q", r.status, r.body)
+	}
+	var bad [16]byte
+	copy(bad[0:4], []byte{7, 7, 7, 7})
+	if r := d.call(3019, bad, data[:20<<20]); r.errCode() != 3004 {
+		t.Fatalf("huge write on unknown handle: %d %q", r.status, r.body)
+	}
+	var cp [16]byte
+	copy(cp[0:4], fh[:])
+	if r := d.call(3003, cp, nil); r.status != 0 {
+		t.Fatalf("close: %+v", r)
+	}
+	got, err := os.ReadFile(filepath.Join(c.Root, "huge.bin"))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("streamed write content differs (err %v, %d bytes)", err, len(got))
+	}
+}
+
+// write, sync, truncate and close sent back to back (no waiting for
+// answers) run in order: none of them sees a closed file.
+func TestPipelinedSyncThenClose(t *testing.T) {
+	c := startCluster(t)
+	for round := 0; round < 20; round++ {
+		name := fmt.Sprintf("/seq%d.bin", round)
+		d, fh := openData(t, c, name, 0x0002|0x0020)
+		var p [16]byte
+		copy(p[0:4], fh[:])
+		ids := []uint16{
+			d.sendReq(3019, p, []byte("0123456789"), 10),
+			d.sendReq(3016, p, nil, 0),
+		}
+		tp := p
+		binary.BigEndian.PutUint64(tp[4:], 4)
+		ids = append(ids, d.sendReq(3028, tp, nil, 0), d.sendReq(3016, p, nil, 0), d.sendReq(3003, p, nil, 0))
+		for range ids {
+			if r := d.recv(); r.status != 0 {
+				t.Fatalf("round %d: sid %d failed: %d %q", round, r.sid, r.status, r.body)
+			}
+		}
+		if b, err := os.ReadFile(filepath.Join(c.Root, name)); err != nil || string(b) != "0123" {
+			t.Fatalf("round %d: content %q err %v", round, b, err)
+		}
+		d.c.Close()
 	}
 }
