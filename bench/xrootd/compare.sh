@@ -32,6 +32,9 @@ now() { date +%s.%N; }
 mbps() { python3 -c "import sys; print('%.1f' % ($1/($3-$2)))"; }
 median() { python3 -c "import sys,statistics; v=[float(x) for x in sys.argv[1:]]; print('%.1f' % statistics.median(v))" "$@"; }
 ratio() { python3 -c "import sys; print('%.2f' % ($1/$2))"; }
+# pratio "K1 K2.." "X1 X2..": median of the per-round Kaon/xrootd ratios (the
+# two runs of a round are back to back, so this cancels slow drifts of load).
+pratio() { python3 -c "import sys,statistics; k=[float(x) for x in sys.argv[1].split()]; x=[float(x) for x in sys.argv[2].split()]; print('%.2f' % statistics.median([a/b for a,b in zip(k,x)]))" "$1" "$2"; }
 
 command -v xrootd >/dev/null || { echo "xrootd (xrootd-server) not installed" >&2; exit 1; }
 command -v xrdcp >/dev/null || { echo "xrdcp (xrootd-client) not installed" >&2; exit 1; }
@@ -126,10 +129,10 @@ for r in $(seq "$PAR_ROUNDS"); do
 done
 
 echo
-printf "%-28s %12s %12s %10s\n" "median MB/s" "xrootd" "kaon" "kaon/xrd"
+printf "%-28s %12s %12s %10s %14s\n" "median MB/s" "xrootd" "kaon" "kaon/xrd" "paired ratio"
 for k in up down pup pdown; do
 	case $k in up) label="upload, 1 stream" ;; down) label="download, 1 stream" ;;
 		pup) label="upload, $PAR parallel" ;; pdown) label="download, $PAR parallel" ;; esac
 	x=$(median ${RES[xrootd.$k]}); K=$(median ${RES[kaon.$k]})
-	printf "%-28s %12s %12s %10s\n" "$label" "$x" "$K" "$(ratio "$K" "$x")"
+	printf "%-28s %12s %12s %10s %14s\n" "$label" "$x" "$K" "$(ratio "$K" "$x")" "$(pratio "${RES[kaon.$k]}" "${RES[xrootd.$k]}")"
 done

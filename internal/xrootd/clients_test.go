@@ -12,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kaon-storage/kaon/internal/xrootd"
+	"github.com/kaon-storage/kaon/internal/xrootd/xrdtest"
 )
 
 // These tests drive the real XRootD 5.5 clients (xrdcp, xrdfs, Python
@@ -288,5 +291,32 @@ func TestParallelXrdcpNoMixups(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Error(e)
+	}
+}
+
+// With PageChecksums the server advertises kXR_suppgrw and xrdcp downloads
+// with kXR_pgread, verifying every page CRC32C the server computed.
+func TestXrdcpPgread(t *testing.T) {
+	need(t, "xrdcp")
+	c, err := xrdtest.Start(t.TempDir(), xrootd.Config{PageChecksums: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	tmp := t.TempDir()
+	src, data := randFile(t, tmp, "pg", 20<<20+4097)
+	url := "root://" + c.MgrAddr + "//pg"
+	mustRun(t, "xrdcp", "-s", src, url)
+	logf := filepath.Join(tmp, "xrdcl.log")
+	cmd := exec.Command("xrdcp", "-s", "-S", "2", "--cksum", "adler32:source", url, filepath.Join(tmp, "back"))
+	cmd.Env = append(os.Environ(), "XRD_LOGLEVEL=Dump", "XRD_LOGFILE="+logf)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pgread download: %v\n%s", err, out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(tmp, "back")); !bytes.Equal(got, data) {
+		t.Fatal("pgread download differs")
+	}
+	if lg, _ := os.ReadFile(logf); !bytes.Contains(lg, []byte("kXR_pgread")) {
+		t.Fatal("client did not use kXR_pgread")
 	}
 }

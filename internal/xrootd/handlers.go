@@ -229,7 +229,11 @@ func (c *conn) reqCtx() (context.Context, context.CancelFunc) {
 func (c *conn) doProtocol(h *reqHeader) error {
 	var b [8]byte
 	putU32(b[0:], protocolVersion)
-	putU32(b[4:], kXR_isServer|kXR_supposc|kXR_suppgrw)
+	flags := uint32(kXR_isServer | kXR_supposc)
+	if c.srv.cfg.PageChecksums {
+		flags |= kXR_suppgrw
+	}
+	putU32(b[4:], flags)
 	return c.send(h.StreamID, kXR_ok, b[:])
 }
 
@@ -1043,3 +1047,5 @@ func (s *Server) statsXML(addr net.Addr) string {
 		now, addr.String(), s.start.Unix(), host, port,
 		s.nConns.Load(), s.bytesIn.Load(), s.bytesOut.Load(), s.nReqs.Load(), s.nErrs.Load(), s.nRedirs.Load())
 }
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }

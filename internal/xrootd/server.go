@@ -2,6 +2,19 @@
 // (xrdcp, xrdfs, Python XRootD) speak it, in front of two small interfaces:
 // a Namespace (manager listener: metadata, and open answered by a redirect
 // carrying a capability) and a DataStore (storage-server listener: bytes).
+//
+// Behaviour worth knowing:
+//   - Namespace requests reaching a data listener, and opens there without
+//     a capability, are redirected to Config.Manager.
+//   - Creating a file implies kXR_mkpath, as xrootd does (xrdcp without -p
+//     relies on it).
+//   - kXR_pgwrite (what xrdcp uploads with) is always served and its page
+//     CRCs verified; kXR_pgread is served, but only advertised (and so used
+//     by clients for downloads) with Config.PageChecksums.
+//   - Files still open for writing when their session ends are aborted.
+//   - Every request body is bounded (Config.MaxFrame) except kXR_write,
+//     which is streamed to the file in chunks; buffers in flight are bounded
+//     per connection and per server.
 package xrootd
 
 import (
