@@ -38,10 +38,8 @@ func TestSeparateProcesses(t *testing.T) {
 	mustPut(t, m, local, "/ec/f")
 	mustGetEqual(t, m, "/ec/f", data)
 	perNode := map[string]int{}
-	for _, l := range strings.Split(m.MustKaon("file", "info", "/ec/f"), "\n") {
-		if f := strings.Fields(l); len(f) == 4 && strings.HasPrefix(f[3], "/") {
-			perNode[f[2]]++
-		}
+	for _, node := range stripeColumn(t, m, "/ec/f", 2) {
+		perNode[node]++
 	}
 	if len(perNode) != 3 {
 		t.Fatalf("stripes not spread over the 3 storage servers: %v", perNode)

@@ -9,27 +9,25 @@ import (
 	"github.com/kaon-storage/kaon/integration/harness"
 )
 
-// physPaths returns the physical stripe paths `kaon file info` reports.
-func physPaths(t *testing.T, k *harness.Process, p string) []string {
+// stripeRows returns the stripe table of `kaon file info`: for each stripe
+// its index, fsid, node and physical path.
+func stripeRows(t *testing.T, k *harness.Process, p string) [][]string {
 	t.Helper()
-	var out []string
+	var out [][]string
 	for _, l := range strings.Split(k.MustKaon("file", "info", p), "\n") {
-		f := strings.Fields(l)
-		if len(f) == 4 && strings.HasPrefix(f[3], "/") {
-			out = append(out, f[3])
+		if f := strings.Fields(l); len(f) == 4 && strings.HasPrefix(f[3], "/") {
+			out = append(out, f)
 		}
 	}
 	return out
 }
 
-func fsIDs(t *testing.T, k *harness.Process, p string) []string {
+// stripeColumn returns one column of stripeRows (1 fsid, 2 node, 3 path).
+func stripeColumn(t *testing.T, k *harness.Process, p string, col int) []string {
 	t.Helper()
 	var out []string
-	for _, l := range strings.Split(k.MustKaon("file", "info", p), "\n") {
-		f := strings.Fields(l)
-		if len(f) == 4 && strings.HasPrefix(f[3], "/") {
-			out = append(out, f[1])
-		}
+	for _, r := range stripeRows(t, k, p) {
+		out = append(out, r[col])
 	}
 	return out
 }
@@ -67,12 +65,12 @@ func TestECSurvivesMFailures(t *testing.T) {
 		for round := range damages {
 			p := fmt.Sprintf("%s/f%d", dir, round)
 			mustPut(t, k, local, p)
-			phys := physPaths(t, k, p)
+			phys := stripeColumn(t, k, p, 3)
 			if len(phys) != k_+m_ {
 				t.Fatalf("%s: %d stripes, want %d", p, len(phys), k_+m_)
 			}
 			seen := map[string]bool{}
-			for _, id := range fsIDs(t, k, p) {
+			for _, id := range stripeColumn(t, k, p, 1) {
 				if seen[id] {
 					t.Fatalf("%s: two stripes on fs %s", p, id)
 				}
@@ -126,7 +124,7 @@ func TestPlacementRespectsState(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		p := fmt.Sprintf("/ec/f%d", i)
 		mustPut(t, k, local, p)
-		for _, id := range fsIDs(t, k, p) {
+		for _, id := range stripeColumn(t, k, p, 1) {
 			if id == "3" {
 				t.Fatalf("%s placed a stripe on an off filesystem", p)
 			}
