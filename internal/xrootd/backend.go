@@ -102,7 +102,7 @@ type Config struct {
 	// local passwd lookup, uid/gid 65534 when the user is unknown.
 	Identify func(user, host string) Identity
 
-	MaxFrame     int   // largest accepted request body (default 16 MiB + 64 KiB)
+	MaxFrame     int   // largest request body held in memory (default 16 MiB + 64 KiB); bigger kXR_write data is streamed
 	MaxSessions  int   // concurrent sessions (default 4096)
 	MaxOpenFiles int   // open handles per session (default 16384)
 	ConnBudget   int64 // bytes of request/response buffers in flight per connection (default 64 MiB)
