@@ -187,7 +187,7 @@ func runUp(args []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ep := Endpoints{HTTP: "http://" + nsAddr, FSTHTTP: "http://" + fstAddr}
-	fst, err := storage.New(storage.Config{Node: "local", Addr: "http://" + fstAddr, Key: role.key,
+	fst, err := storage.New(storage.Config{Node: fstAddr, Addr: "http://" + fstAddr, Key: role.key,
 		Namespace: role.srv, Paths: paths, SyncData: *sync, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon up:", err)

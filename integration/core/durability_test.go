@@ -29,6 +29,10 @@ func TestRestartKeepsEverything(t *testing.T) {
 	if out := k.MustKaon("attr", "get", "/a", "sys.forced.layout"); !strings.Contains(out, "replica:2") {
 		t.Fatalf("attribute lost: %q", out)
 	}
+	// The storage server came back on another port: same 6 filesystems, booted.
+	if out := k.MustKaon("fs", "ls"); strings.Count(out, "booted") != 6 || strings.Count(out, "/fs/") != 6 {
+		t.Fatalf("filesystems after restart:\n%s", out)
+	}
 }
 
 // TestKill9DuringWrites kills the server while 8 uploads stream. After a
