@@ -3,6 +3,7 @@
 #
 #   sudo bench/cfsd/bench.sh            # RUNS=3 DD_MB=2048 by default
 #   RUNS=5 WORK=/data/bench MOUNT_OPTS="--no-passthrough" bench/cfsd/bench.sh
+#   DD_MB=0 bench/cfsd/bench.sh          # metadata workloads only
 #
 # For each workload the backend directory and the mount are measured
 # alternately RUNS times; the script prints the medians and the ratio:
@@ -49,14 +50,15 @@ for i in $(seq 1 "$RUNS"); do
   order="bk mt"; [ $((i % 2)) = 0 ] && order="mt bk"   # alternate who goes first
   for side in $order; do
     D=$BK; [ $side = mt ] && D=$MT
-    # dd
-    drop
-    t=$(timeit dd if=/dev/zero of="$D/dd.bin" bs=1M count="$DD_MB" conv=fsync)
-    add "ddw_$side" "$(calc "$DD_MB / $t")"
-    drop
-    t=$(timeit dd if="$D/dd.bin" of=/dev/null bs=1M)
-    add "ddr_$side" "$(calc "$DD_MB / $t")"
-    rm -f "$D/dd.bin"
+    if [ "$DD_MB" -gt 0 ]; then
+      drop
+      t=$(timeit dd if=/dev/zero of="$D/dd.bin" bs=1M count="$DD_MB" conv=fsync)
+      add "ddw_$side" "$(calc "$DD_MB / $t")"
+      drop
+      t=$(timeit dd if="$D/dd.bin" of=/dev/null bs=1M)
+      add "ddr_$side" "$(calc "$DD_MB / $t")"
+      rm -f "$D/dd.bin"
+    fi
     # untar
     rm -rf "$D/src"; drop
     t=$(timeit tar -C "$D" -xf "$TAR")
@@ -79,8 +81,10 @@ line() { # name key unit better(hi|lo)
   r=$(calc "$m / $b")
   printf '%-22s %14.3f %14.3f %9.3f %s\n' "$1 ($3)" "$b" "$m" "$r" "$([ "$4" = hi ] && echo '(throughput mount/backend)' || echo '(time mount/backend)')"
 }
-line "dd write 2GiB" ddw MB/s hi
-line "dd read 2GiB" ddr MB/s hi
+if [ "$DD_MB" -gt 0 ]; then
+  line "dd write ${DD_MB}MiB" ddw MB/s hi
+  line "dd read ${DD_MB}MiB" ddr MB/s hi
+fi
 line "untar $NFILES files" untar files/s hi
 line "ls -lR cold" lsc s lo
 line "ls -lR warm" lsw s lo

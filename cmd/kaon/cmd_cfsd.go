@@ -65,6 +65,7 @@ func cfsdMount(args []string) int {
 	attrTO := fl.Duration("attr-timeout", time.Second, "kernel attribute cache timeout")
 	negTO := fl.Duration("negative-timeout", time.Second, "kernel negative lookup cache timeout")
 	noXattr := fl.Bool("no-xattr", false, "disable extended attributes (fewer round trips for ls -l and writes; no user.* xattrs, no cfs.id)")
+	acl := fl.Bool("acl", true, "let the kernel evaluate and cache POSIX ACLs (FUSE_POSIX_ACL): ls -l and permission checks read ACLs from the kernel cache")
 	cleanStale := fl.Bool("clean-stale", false, "lazily unmount a stale mount left by a crashed daemon")
 	debug := fl.Bool("debug", false, "log every FUSE request")
 	cpuProfile := fl.String("cpuprofile", "", "write a Go CPU profile of the daemon to this file until unmount")
@@ -104,8 +105,8 @@ func cfsdMount(args []string) int {
 	m, err := fusecore.New(f.Root(), fusecore.Config{
 		Mountpoint: mp, FsName: "kaon-cfsd:" + *backend, Name: "kaon-cfsd",
 		EntryTimeout: *entryTO, AttrTimeout: *attrTO, NegativeTimeout: *negTO,
-		AllowOther: *allowOther, Passthrough: !*noPT, CleanStale: *cleanStale, Debug: *debug,
-		ServerKillsPriv: true,
+		AllowOther: *allowOther, ACL: *acl, Passthrough: !*noPT, CleanStale: *cleanStale, Debug: *debug,
+		ServerKillsPriv: true, NoOpendir: true,
 	})
 	if err != nil {
 		fusecore.NotifyReady(err)

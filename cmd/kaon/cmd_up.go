@@ -66,7 +66,7 @@ func listen(addr string) (net.Listener, string, error) {
 }
 
 func serveHTTP(l net.Listener, h http.Handler) *http.Server {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: mgm.ConnContext}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			slog.Error("http server stopped", "addr", l.Addr(), "err", err)

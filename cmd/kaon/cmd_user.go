@@ -20,6 +20,45 @@ func init() {
 	register(command{name: "rm", short: "remove: rm [-r] PATH", run: runRm})
 	register(command{name: "mv", short: "rename: mv FROM TO", run: runMv})
 	register(command{name: "cp", short: "copy local<->Kaon: cp SRC DST (Kaon paths as kaon:/path)", run: runCp})
+	register(command{name: "chmod", short: "change mode bits: chmod OCTAL PATH", run: runChmod})
+	register(command{name: "chown", short: "change owner (root): chown UID:GID PATH", run: runChown})
+}
+
+func twoArgs(fl *flag.FlagSet, args []string, usage string) (string, string, bool) {
+	fl.Parse(args)
+	if fl.NArg() != 2 {
+		fmt.Fprintln(os.Stderr, "usage: kaon "+usage)
+		return "", "", false
+	}
+	return fl.Arg(0), fl.Arg(1), true
+}
+
+func runChmod(args []string) int {
+	fl, u := flags("chmod")
+	mode, p, ok := twoArgs(fl, args, "chmod OCTAL PATH")
+	if !ok {
+		return 2
+	}
+	if err := newAPI(*u).post("chmod", map[string]any{"path": p, "mode": mode}); err != nil {
+		return fail("chmod", err)
+	}
+	return 0
+}
+
+func runChown(args []string) int {
+	fl, u := flags("chown")
+	owner, p, ok := twoArgs(fl, args, "chown UID:GID PATH")
+	if !ok {
+		return 2
+	}
+	uid, gid, found := strings.Cut(owner, ":")
+	if !found {
+		return fail("chown", fmt.Errorf("want UID:GID, got %q", owner))
+	}
+	if err := newAPI(*u).post("chown", map[string]any{"path": p, "uid": uid, "gid": gid}); err != nil {
+		return fail("chown", err)
+	}
+	return 0
 }
 
 // flags wraps a FlagSet with the common --url option.

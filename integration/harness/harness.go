@@ -37,6 +37,7 @@ func Binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
+		_ = os.Chmod(dir, 0o755) // tests run the CLI as other users too
 		binPath = filepath.Join(dir, "kaon")
 		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/kaon")
 		cmd.Dir = RepoRoot()

@@ -730,6 +730,13 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (sz uint3
 		return 0, syscall.ENOENT
 	}
 	if n.xattrs.absent(p, attr, n.cfs.opts.AttrTimeout) {
+		if attr == selinuxXattr && !selinuxHost {
+			// No SELinux on this host: say labels are unsupported, so
+			// ls -l and friends stop asking for every file of the mount
+			// (they remember it per device). A label that exists on the
+			// backend is still returned as is.
+			return 0, syscall.EOPNOTSUPP
+		}
 		return 0, syscall.ENODATA
 	}
 	cr := fusecore.Enter(caller(ctx))

@@ -16,6 +16,15 @@ import (
 // touching the backend. Values are still read from the backend. Changes
 // made through the mount invalidate it; changes made behind its back are
 // seen after the timeout, like attributes.
+const selinuxXattr = "security.selinux"
+
+// selinuxHost reports whether SELinux is active on this host (its file
+// system is mounted at /sys/fs/selinux).
+var selinuxHost = func() bool {
+	var st unix.Statfs_t
+	return unix.Statfs("/sys/fs/selinux", &st) == nil && st.Type == unix.SELINUX_MAGIC
+}()
+
 type xattrCache struct {
 	mu    sync.Mutex
 	names map[string]bool

@@ -42,7 +42,12 @@ type Config struct {
 	// and truncate itself (FUSE_HANDLE_KILLPRIV_V2). The kernel then skips
 	// a GETATTR round trip before every chown.
 	ServerKillsPriv bool
-	Debug           bool
+	// NoOpendir makes the kernel skip OPENDIR/RELEASEDIR (see noOpendir):
+	// two round trips less per directory listed. The file system's
+	// directory handles then live for one READDIR request each, so its
+	// stream offsets must be stable across opens.
+	NoOpendir bool
+	Debug     bool
 }
 
 func (c *Config) defaults() {
@@ -204,7 +209,7 @@ func New(root fs.InodeEmbedder, cfg Config) (*Mount, error) {
 	// start-up still ends in a clean unmount rather than a stale mount.
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	srv, err := fs.Mount(mp, root, opts)
+	srv, err := mountFS(mp, root, opts, cfg.NoOpendir)
 	if err != nil {
 		signal.Stop(sig)
 		return nil, kerr.Wrap(kerr.Internal, "mount", mp, err)
@@ -212,6 +217,24 @@ func New(root fs.InodeEmbedder, cfg Config) (*Mount, error) {
 	m := &Mount{Server: srv, Config: cfg, sig: sig}
 	m.pt = cfg.Passthrough && m.probePassthrough()
 	return m, nil
+}
+
+// mountFS is fs.Mount with an optional wrapper around the raw file
+// system.
+func mountFS(mp string, root fs.InodeEmbedder, opts *fs.Options, noOpendirs bool) (*fuse.Server, error) {
+	var raw fuse.RawFileSystem = fs.NewNodeFS(root, opts)
+	if noOpendirs {
+		raw = noOpendir{raw}
+	}
+	srv, err := fuse.NewServer(raw, mp, &opts.MountOptions)
+	if err != nil {
+		return nil, err
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		return nil, err
+	}
+	return srv, nil
 }
 
 // probePassthrough checks the negotiated capability and that the kernel

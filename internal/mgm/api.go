@@ -2,6 +2,7 @@ package mgm
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -188,6 +189,21 @@ func (s *Server) apiHandler() http.Handler {
 			}
 		}
 		return struct{}{}, ns.Mkdir(c, a["path"], uint32(mode), a.bool("parents"))
+	})
+	handle("/api/v1/chmod", true, func(_ *http.Request, c namespace.Caller, a apiArgs) (any, error) {
+		mode, err := strconv.ParseUint(a["mode"], 8, 32)
+		if err != nil || mode > 0o7777 {
+			return nil, kerr.New(kerr.Invalid, "chmod", a["path"], fmt.Sprintf("bad mode %q (octal)", a["mode"]))
+		}
+		return struct{}{}, ns.Chmod(c, a["path"], uint32(mode))
+	})
+	handle("/api/v1/chown", true, func(_ *http.Request, c namespace.Caller, a apiArgs) (any, error) {
+		uid, err1 := strconv.ParseUint(a["uid"], 10, 32)
+		gid, err2 := strconv.ParseUint(a["gid"], 10, 32)
+		if err1 != nil || err2 != nil {
+			return nil, kerr.New(kerr.Invalid, "chown", a["path"], "uid and gid must be numbers")
+		}
+		return struct{}{}, ns.Chown(c, a["path"], uint32(uid), uint32(gid))
 	})
 	handle("/api/v1/touch", true, func(_ *http.Request, c namespace.Caller, a apiArgs) (any, error) {
 		_, err := ns.CreateEmpty(c, a["path"], namespace.CreateOptions{Exclusive: a.bool("exclusive")})

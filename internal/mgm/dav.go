@@ -36,10 +36,6 @@ func (s *Server) Handler() http.Handler {
 	})
 }
 
-// caller maps a request to an identity. The embedded default trusts its
-// clients like EOS's unix authentication on a trusted host.
-func (s *Server) caller(*http.Request) namespace.Caller { return namespace.Root }
-
 func davError(w http.ResponseWriter, err error, status int) {
 	if status == 0 {
 		status = cluster.HTTPStatus(kerr.KindOf(err))

@@ -1,0 +1,69 @@
+package core
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/kaon-storage/kaon/integration/harness"
+)
+
+// asNobody runs a command with uid/gid 65534, as another local user would.
+func asNobody(t *testing.T, name string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.Dir = "/"
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// TestLocalIdentity checks the namespace endpoint knows which local user
+// a loopback client is (the owner of its socket) and applies mode bits.
+func TestLocalIdentity(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("this test needs root to act as another user")
+	}
+	k := harness.Up(t)
+	_, data := randomFile(t, 5000)
+	f, err := os.CreateTemp("", "kaon-identity-*") // readable by nobody
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(data)
+	f.Close()
+	local := f.Name()
+	defer os.Remove(local)
+	os.Chmod(local, 0o644)
+	k.MustKaon("mkdir", "/pub")
+	k.MustKaon("chmod", "1777", "/pub")
+	k.MustKaon("mkdir", "/private")
+	k.MustKaon("chmod", "700", "/private")
+	mustPut(t, k, local, "/private/secret")
+	u := k.EP.HTTP
+	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-T", local, u+"/denied"); out != "403" {
+		t.Fatalf("nobody writing to /: %s", out)
+	}
+	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-L", u+"/private/secret"); out != "403" {
+		t.Fatalf("nobody reading a 0700 directory: %s", out)
+	}
+	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-T", local, u+"/pub/mine"); out != "201" {
+		t.Fatalf("nobody writing to a 1777 directory: %s", out)
+	}
+	mustGetEqual(t, k, "/pub/mine", data)
+	if out := k.MustKaon("ls", "-l", "/pub"); !strings.Contains(out, "65534  65534") {
+		t.Fatalf("file not owned by its writer:\n%s", out)
+	}
+	if out, err := asNobody(t, harness.Binary(t), "chown", "--url", u, "0:0", "/pub/mine"); err == nil || !strings.Contains(out, "only root") {
+		t.Fatalf("nobody chown: %v %s", err, out)
+	}
+	k.MustKaon("chown", "1000:1000", "/pub/mine")
+	if out := k.MustKaon("stat", "/pub/mine"); !strings.Contains(out, "Uid: 1000  Gid: 1000") {
+		t.Fatalf("chown by root:\n%s", out)
+	}
+}
