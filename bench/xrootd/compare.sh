@@ -6,6 +6,9 @@
 #   SIZE_MB=256 ROUNDS=3 PAR=8 bench/xrootd/compare.sh
 #   TARGET=fake bench/xrootd/compare.sh   # Kaon's protocol server over the
 #                                         # xrdtest on-disk fake (no core)
+#   KAON_CHECKSUMS=adler32 bench/xrootd/compare.sh   # checksums Kaon computes
+#                          while writing (default: the server's, adler32,
+#                          crc32c, md5, sha256); xrootd computes none
 #
 # Prints per-run MB/s, the medians, and the Kaon/xrootd ratio (>1: Kaon is
 # faster) for upload and download, single stream and PAR parallel xrdcp.
@@ -76,7 +79,10 @@ XURL="root://127.0.0.1:$XPORT"
 for _ in $(seq 100); do xrdfs "127.0.0.1:$XPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 xrdfs "${XURL#root://}" mkdir -p /bench
 xrdfs "${KURL#root://}" mkdir -p /bench
-echo "xrootd: $XURL   kaon($TARGET): $KURL   file: ${SIZE_MB} MiB   rounds: $ROUNDS   parallel: $PAR x ${PAR_ROUNDS} rounds"
+if [ "$TARGET" = kaon ] && [ -n "${KAON_CHECKSUMS:-}" ]; then
+	KAON_DATA="$WORK/kaon" "$WORK/kaon-bin" attr set /bench "sys.forced.checksums=$KAON_CHECKSUMS"
+fi
+echo "xrootd: $XURL   kaon($TARGET): $KURL   file: ${SIZE_MB} MiB   rounds: $ROUNDS   parallel: $PAR x ${PAR_ROUNDS} rounds   kaon checksums: ${KAON_CHECKSUMS:-server default}"
 
 SRC="$WORK/src.bin"
 head -c "$((SIZE_MB << 20))" /dev/urandom >"$SRC"

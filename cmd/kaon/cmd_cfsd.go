@@ -61,8 +61,11 @@ func cfsdMount(args []string) int {
 	logPath := fl.String("log", "", "daemon log file (default /dev/null)")
 	noPT := fl.Bool("no-passthrough", false, "do not use kernel FUSE passthrough for file data")
 	allowOther := fl.Bool("allow-other", os.Geteuid() == 0, "let all users access the mount")
-	entryTO := fl.Duration("entry-timeout", time.Second, "kernel dentry cache timeout")
-	attrTO := fl.Duration("attr-timeout", time.Second, "kernel attribute cache timeout")
+	// Changes made through the mount update the kernel caches at once;
+	// these timeouts only bound how long a change made directly on the
+	// backend (another client) can stay unseen, as NFS's ac* options do.
+	entryTO := fl.Duration("entry-timeout", 10*time.Second, "kernel dentry cache timeout (visibility delay of names changed directly on the backend)")
+	attrTO := fl.Duration("attr-timeout", 10*time.Second, "kernel attribute, ACL and xattr-name cache timeout (visibility delay of backend-side changes)")
 	negTO := fl.Duration("negative-timeout", time.Second, "kernel negative lookup cache timeout")
 	noXattr := fl.Bool("no-xattr", false, "disable extended attributes (fewer round trips for ls -l and writes; no user.* xattrs, no cfs.id)")
 	acl := fl.Bool("acl", true, "let the kernel evaluate and cache POSIX ACLs (FUSE_POSIX_ACL): ls -l and permission checks read ACLs from the kernel cache")

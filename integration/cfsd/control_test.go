@@ -371,9 +371,10 @@ func TestNoXattrAndFusermount(t *testing.T) {
 
 // TestBackendChangesVisible: listings are cached in the kernel, but
 // entries added or removed directly in the backend (another CephFS
-// client, say) show up once the attribute timeout (1s) has passed.
+// client, say) show up once the attribute timeout (1s here; 10s by
+// default) has passed.
 func TestBackendChangesVisible(t *testing.T) {
-	m := newMount(t, "")
+	m := newMount(t, "", "--attr-timeout", "1s", "--entry-timeout", "1s")
 	os.Mkdir(m.path("d"), 0o755)
 	os.WriteFile(m.path("d", "a"), nil, 0o644)
 	names := func() string {

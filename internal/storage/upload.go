@@ -218,14 +218,29 @@ func (u *Upload) writeLocked(p []byte) error {
 	if u.failed != nil {
 		return u.failed
 	}
-	u.sums.Write(p)
-	if _, err := u.sink.Write(p); err != nil {
+	// Hash while the layout writer stores the same bytes: a single stream
+	// then uses two cores instead of doing one after the other.
+	var hashed chan struct{}
+	if len(p) >= overlapMin {
+		hashed = make(chan struct{})
+		go func() { u.sums.Write(p); close(hashed) }()
+	} else {
+		u.sums.Write(p)
+	}
+	_, err := u.sink.Write(p)
+	if hashed != nil {
+		<-hashed // p belongs to the caller once we return
+	}
+	if err != nil {
 		u.failed = kerr.Wrap(kerr.IO, "write", u.cap.Path, err)
 		return u.failed
 	}
 	u.off += int64(len(p))
 	return nil
 }
+
+// overlapMin is the chunk size from which hashing runs beside the write.
+const overlapMin = 64 << 10
 
 // WriteAt accepts writes at any offset at or after the in-order point,
 // holding early chunks until the gap before them is filled.

@@ -559,3 +559,49 @@ func TestPipelinedSyncThenClose(t *testing.T) {
 		d.c.Close()
 	}
 }
+
+// kXR_endsess from the same client ends an older session (what XrdCl does
+// after reconnecting): its connection closes and its upload is aborted.
+func TestEndsessEndsOldSession(t *testing.T) {
+	c := startCluster(t)
+	w := dialWire(t, c.DataAddr, false)
+	var lp [16]byte
+	copy(lp[4:], "tester")
+	id := w.sendReq(3007, lp, nil, 0)
+	r := w.recv()
+	if r.sid != id || len(r.body) != 16 {
+		t.Fatalf("login: %+v", r)
+	}
+	var sess [16]byte
+	copy(sess[:], r.body)
+	// An upload in flight on the old session.
+	m := dialWire(t, c.MgrAddr, true)
+	var op [16]byte
+	binary.BigEndian.PutUint16(op[2:], 0x0002|0x0020)
+	rd := m.call(3010, op, []byte("/old.bin"))
+	_, opaque, _ := strings.Cut(string(rd.body[4:]), "?")
+	if r := w.call(3010, op, []byte("/old.bin?"+opaque)); r.status != 0 {
+		t.Fatalf("open: %+v", r)
+	}
+	// Ending our own session id is a no-op success.
+	if r := w.call(3023, sess, nil); r.status != 0 {
+		t.Fatalf("endsess self: %+v", r)
+	}
+	third := dialWire(t, c.DataAddr, true)
+	if r := third.call(3023, sess, nil); r.status != 0 {
+		t.Fatalf("endsess other: %+v", r)
+	}
+	if _, err := w.tryRecv(); err == nil {
+		t.Fatal("ended session's connection still open")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, aborts := c.FS.Counts(); aborts == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("upload of the ended session was not aborted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
