@@ -14,6 +14,26 @@
 //     with the caller's fsuid/fsgid/groups (fusecore.Enter) so the backend
 //     applies its own rules too and new objects get the caller as owner.
 //     Root callers run without any switch.
+//   - Round trips (the cost of FUSE): the kernel caches entries and
+//     attributes for 10s by default (`--entry-timeout`, `--attr-timeout`;
+//     changes made through the mount update the caches at once, the
+//     timeouts only bound how long a change made directly on the backend
+//     stays unseen), negative entries for 1s, listings (FOPEN_CACHE_DIR,
+//     revalidated by the directory's mtime) and POSIX ACLs (`--acl`,
+//     default on: the kernel evaluates the backend's ACLs and caches
+//     them). OPENDIR/RELEASEDIR are skipped (fusecore.Config.NoOpendir),
+//     FLUSH answers ENOSYS once. Absent security.capability (asked by
+//     the kernel on the first write and every chown of a file) and other
+//     absent xattrs are answered from a per-node cache of the name list.
+//     On a host without SELinux an absent security.selinux is answered
+//     EOPNOTSUPP instead of ENODATA, which ls/coreutils remember per
+//     device and stop asking (a label present on the backend is still
+//     returned). What remains per untarred file: a negative LOOKUP,
+//     CREATE, two GETXATTR security.capability, three SETATTR
+//     (times, owner, mode), a GETATTR of the parent (the kernel drops its
+//     attributes after every create and default_permissions needs them
+//     for the next lookup) and an asynchronous RELEASE; --no-xattr
+//     removes the two GETXATTR at the price of all xattrs.
 //   - File data uses kernel passthrough when available (the open backend
 //     fd is registered with the kernel), otherwise pread/pwrite in the
 //     daemon. Locks (flock, fcntl) are left to the kernel.

@@ -33,6 +33,14 @@
 //     Exec: one write(2) = one command, errors map through kerr). Return
 //     it from the root's Lookup without listing it to keep it hidden.
 //
+// Config.NoOpendir answers the first OPENDIR with ENOSYS so the kernel
+// never sends OPENDIR/RELEASEDIR again (two round trips per directory
+// listed); READDIR(PLUS) then arrive without a handle and are served by
+// a short-lived handle of the file system seeked to the request offset.
+// Config.ACL (FUSE_POSIX_ACL) lets the kernel enforce POSIX ACLs and
+// cache them per inode, so `ls -l` asks the daemon once per inode and
+// entry timeout instead of on every listing.
+//
 // Config.ServerKillsPriv (FUSE_HANDLE_KILLPRIV_V2) is for file systems
 // whose backend clears setuid/setgid itself because it acts as the
 // caller; it saves a GETATTR before every chown.
