@@ -47,15 +47,6 @@ func CleanPath(p string) (string, error) {
 	return "/" + body, nil
 }
 
-// split returns the parent path and the last name of a clean path.
-func split(p string) (dir, name string) {
-	i := strings.LastIndexByte(p, '/')
-	if i == 0 {
-		return "/", p[1:]
-	}
-	return p[:i], p[i+1:]
-}
-
 // components returns the names of a clean path ("/" has none).
 func components(p string) []string {
 	if p == "/" {

@@ -184,7 +184,7 @@ func (s *Server) serveStripe(w http.ResponseWriter, r *http.Request) {
 		}
 		file, err := f.create(c.Fid)
 		if err != nil {
-			s.fail(w, r, kerr.Wrap(kerr.IO, "stripe", c.Path, err))
+			s.fail(w, r, ioError("stripe", c.Path, err))
 			return
 		}
 		st := &localStripe{f: file, fs: f, sync: s.cfg.SyncData}

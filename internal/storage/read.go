@@ -25,10 +25,9 @@ type File interface {
 
 // remoteStripeReader reads a byte range of a stripe held by another server.
 type remoteStripeReader struct {
-	s    *Server
-	ctx  context.Context
-	url  string
-	size int64 // expected physical size, -1 unknown
+	s   *Server
+	ctx context.Context
+	url string
 }
 
 func (r *remoteStripeReader) ReadAt(p []byte, off int64) (int, error) {

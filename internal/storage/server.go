@@ -48,6 +48,15 @@ type filesystem struct {
 
 func (f *filesystem) configStatus() string { s, _ := f.status.Load().(string); return s }
 
+// writable refuses new stripes on a filesystem an operator took out of
+// rw, even if a placement decided before the change still names it.
+func (f *filesystem) writable() error {
+	if st := f.configStatus(); st != "rw" {
+		return kerr.New(kerr.ReadOnly, "write", f.root, "filesystem is "+st)
+	}
+	return nil
+}
+
 // Server is one storage server.
 type Server struct {
 	cfg  Config
@@ -255,6 +264,9 @@ func (s *Server) Verify(token string, fid uint64) (*capability.Capability, error
 
 // create opens a new physical file for writing on f.
 func (f *filesystem) create(fid uint64) (*os.File, error) {
+	if err := f.writable(); err != nil {
+		return nil, err
+	}
 	p := PhysPath(f.root, fid)
 	dir := filepath.Dir(p)
 	if _, ok := f.bucket.Load(dir); !ok {

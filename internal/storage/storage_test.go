@@ -170,3 +170,12 @@ func TestCapabilityChecks(t *testing.T) {
 		t.Fatalf("targets not matching the layout: %v", err)
 	}
 }
+
+func TestReadOnlyFilesystemRefusesNewStripes(t *testing.T) {
+	s, _, key, _ := newServer(t, 1)
+	s.local(1).status.Store("ro")
+	c := writeCap(11, "plain", 1)
+	if _, err := s.NewUpload(context.Background(), c, key.Sign(c)); kerr.KindOf(err) != kerr.ReadOnly {
+		t.Fatalf("write to a ro filesystem: %v", err)
+	}
+}

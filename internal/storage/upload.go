@@ -164,7 +164,7 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 			file, err := f.create(c.Fid)
 			if err != nil {
 				u.abortStripes()
-				return nil, kerr.Wrap(kerr.IO, "write", c.Path, err)
+				return nil, ioError("write", c.Path, err)
 			}
 			w = &localStripe{f: file, fs: f, sync: s.cfg.SyncData}
 		} else {
@@ -356,4 +356,13 @@ func (u *Upload) abortLocked(ctx context.Context) {
 		u.stopFn()
 	}
 	_ = u.s.cfg.Namespace.Abort(context.WithoutCancel(ctx), u.cap.Fid)
+}
+
+// ioError keeps a Kaon error as it is and classifies any other as I/O.
+func ioError(op, path string, err error) error {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke
+	}
+	return kerr.Wrap(kerr.IO, op, path, err)
 }
