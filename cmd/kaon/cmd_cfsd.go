@@ -68,7 +68,7 @@ func cfsdMount(args []string) int {
 	attrTO := fl.Duration("attr-timeout", 10*time.Second, "kernel attribute, ACL and xattr-name cache timeout (visibility delay of backend-side changes)")
 	negTO := fl.Duration("negative-timeout", time.Second, "kernel negative lookup cache timeout")
 	noXattr := fl.Bool("no-xattr", false, "disable extended attributes (fewer round trips for ls -l and writes; no user.* xattrs, no cfs.id)")
-	acl := fl.Bool("acl", true, "let the kernel evaluate and cache POSIX ACLs (FUSE_POSIX_ACL): ls -l and permission checks read ACLs from the kernel cache")
+	acl := fl.Bool("acl", true, "let the kernel evaluate and cache the backend's POSIX ACLs; with --acl=false ACLs are reported unsupported on the mount (fewer round trips for a cold ls -l)")
 	cleanStale := fl.Bool("clean-stale", false, "lazily unmount a stale mount left by a crashed daemon")
 	debug := fl.Bool("debug", false, "log every FUSE request")
 	cpuProfile := fl.String("cpuprofile", "", "write a Go CPU profile of the daemon to this file until unmount")
@@ -99,7 +99,7 @@ func cfsdMount(args []string) int {
 	// Modes come from the caller (already masked by the kernel).
 	syscall.Umask(0)
 	raiseNofile()
-	f, err := cfsd.New(cfsd.Options{Backend: *backend, StateDir: *state, Quota: *quota, Recycle: *recycle, AttrTimeout: *attrTO, NoXattr: *noXattr})
+	f, err := cfsd.New(cfsd.Options{Backend: *backend, StateDir: *state, Quota: *quota, Recycle: *recycle, AttrTimeout: *attrTO, NoXattr: *noXattr, NoACL: !*acl})
 	if err != nil {
 		fusecore.NotifyReady(err)
 		fmt.Fprintf(os.Stderr, "kaon cfsd: %v\n", err)

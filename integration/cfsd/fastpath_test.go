@@ -206,3 +206,33 @@ func TestSecurityLabels(t *testing.T) {
 		t.Errorf("backend label through the mount: %d, %v", k, err)
 	}
 }
+
+// TestNoACL: with --acl=false the kernel does not enforce ACLs, so the
+// mount reports them unsupported instead of showing ones it ignores.
+func TestNoACL(t *testing.T) {
+	m := newMount(t, "", "--acl=false")
+	b := filepath.Join(m.backend, "f")
+	if err := os.WriteFile(b, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(b, "system.posix_acl_access", aclBlob(4321), 0); err != nil {
+		t.Skipf("backend without POSIX ACLs: %v", err)
+	}
+	if err := unix.Setxattr(b, "user.k", []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Getxattr(m.path("f"), "system.posix_acl_access", nil); err != unix.EOPNOTSUPP {
+		t.Errorf("get ACL: %v, want EOPNOTSUPP", err)
+	}
+	if err := unix.Setxattr(m.path("f"), "system.posix_acl_access", aclBlob(1), 0); err != unix.EOPNOTSUPP {
+		t.Errorf("set ACL: %v, want EOPNOTSUPP", err)
+	}
+	buf := make([]byte, 256)
+	k, err := unix.Listxattr(m.path("f"), buf)
+	if err != nil || string(buf[:k]) != "user.k\x00" {
+		t.Errorf("listxattr = %q, %v; want only user.k", buf[:k], err)
+	}
+	if k, err := unix.Listxattr(m.path("f"), nil); err != nil || k != len("user.k\x00") {
+		t.Errorf("listxattr size = %d, %v", k, err)
+	}
+}

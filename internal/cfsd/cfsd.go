@@ -28,6 +28,13 @@ type Options struct {
 	// the price of user xattrs and the cfs.id attribute.
 	NoXattr bool
 
+	// NoACL is set when the kernel does not evaluate POSIX ACLs
+	// (`--acl=false`): the system.posix_acl_* attributes are then
+	// reported unsupported (EOPNOTSUPP, hidden from listxattr, cannot be
+	// set through the mount) rather than shown without being enforced,
+	// and `ls -l` stops asking for them on every file.
+	NoACL bool
+
 	// AttrTimeout is the kernel attribute cache time, returned with
 	// SETATTR replies (go-fuse only applies it to GETATTR).
 	AttrTimeout time.Duration

@@ -711,6 +711,9 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (sz uint3
 	if n.cfs.opts.NoXattr {
 		return 0, syscall.ENOSYS
 	}
+	if n.cfs.opts.NoACL && isACLXattr(attr) {
+		return 0, syscall.EOPNOTSUPP
+	}
 	if attr == idXattr {
 		v := []byte(identity(caller(ctx)))
 		if len(dest) == 0 {
@@ -753,6 +756,9 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if n.cfs.opts.NoXattr {
 		return syscall.ENOSYS
 	}
+	if n.cfs.opts.NoACL && isACLXattr(attr) {
+		return syscall.EOPNOTSUPP
+	}
 	if attr == idXattr {
 		return syscall.EPERM
 	}
@@ -776,6 +782,9 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (sz uint32, errno sys
 	if !ok {
 		return 0, syscall.ENOENT
 	}
+	if n.cfs.opts.NoACL {
+		return listNoACL(ctx, p, dest)
+	}
 	cr := fusecore.Enter(caller(ctx))
 	k, err := unix.Llistxattr(p, dest)
 	cr.Leave()
@@ -786,6 +795,9 @@ func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errn
 	defer n.cfs.op.removexattr.Done(time.Now(), &errno)
 	if n.cfs.opts.NoXattr {
 		return syscall.ENOSYS
+	}
+	if n.cfs.opts.NoACL && isACLXattr(attr) {
+		return syscall.EOPNOTSUPP
 	}
 	if attr == idXattr {
 		return syscall.EPERM

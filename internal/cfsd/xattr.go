@@ -2,10 +2,13 @@ package cfsd
 
 import (
 	"bytes"
+	"context"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/fusecore"
 	"golang.org/x/sys/unix"
 )
 
@@ -76,4 +79,38 @@ func listNames(p string) (map[string]bool, bool) {
 		}
 		return m, true
 	}
+}
+
+func isACLXattr(name string) bool { return strings.HasPrefix(name, "system.posix_acl_") }
+
+// listNoACL is listxattr without the POSIX ACL names.
+func listNoACL(ctx context.Context, p string, dest []byte) (uint32, syscall.Errno) {
+	buf := make([]byte, 1024)
+	var k int
+	var err error
+	cr := fusecore.Enter(caller(ctx))
+	for {
+		k, err = unix.Llistxattr(p, buf)
+		if err != syscall.ERANGE {
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	cr.Leave()
+	if err != nil {
+		return 0, errnoOf(err)
+	}
+	var out []byte
+	for _, b := range bytes.Split(buf[:k], []byte{0}) {
+		if len(b) > 0 && !isACLXattr(string(b)) {
+			out = append(append(out, b...), 0)
+		}
+	}
+	if len(dest) == 0 {
+		return uint32(len(out)), 0
+	}
+	if len(dest) < len(out) {
+		return uint32(len(out)), syscall.ERANGE
+	}
+	return uint32(copy(dest, out)), 0
 }

@@ -47,6 +47,12 @@ type Config struct {
 	// directory handles then live for one READDIR request each, so its
 	// stream offsets must be stable across opens.
 	NoOpendir bool
+	// ReaddirPlusAuto lets the kernel use plain READDIR for all but the
+	// first chunk of a listing unless lookups advise otherwise
+	// (FUSE_READDIRPLUS_AUTO). Off, every chunk is READDIRPLUS, so a
+	// cold `ls -l`/`find -ls` of a large directory needs no LOOKUP per
+	// entry; with FOPEN_CACHE_DIR warm listings send neither.
+	ReaddirPlusAuto bool
 	Debug     bool
 }
 
@@ -192,9 +198,9 @@ func New(root fs.InodeEmbedder, cfg Config) (*Mount, error) {
 	if !cfg.NoDefaultPermissions {
 		opts.Options = append(opts.Options, "default_permissions")
 	}
-	// Let the kernel pick plain READDIR when it already holds the
-	// entries (warm listings then skip a lookup per entry).
-	opts.ExtraCapabilities |= fuse.CAP_READDIRPLUS_AUTO
+	if cfg.ReaddirPlusAuto {
+		opts.ExtraCapabilities |= fuse.CAP_READDIRPLUS_AUTO
+	}
 	if cfg.ServerKillsPriv {
 		opts.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
 	}

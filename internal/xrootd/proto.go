@@ -175,13 +175,6 @@ func parseReqHeader(b []byte) reqHeader {
 	return h
 }
 
-func (h *reqHeader) marshal(b []byte) {
-	copy(b[0:2], h.StreamID[:])
-	binary.BigEndian.PutUint16(b[2:4], h.ReqID)
-	copy(b[4:20], h.Params[:])
-	binary.BigEndian.PutUint32(b[20:24], uint32(h.Dlen))
-}
-
 // readFrame reads one request: header and body. The body length is checked
 // against max before any allocation, so a hostile length costs nothing. alloc
 // supplies the body buffer (a pool, or make).
