@@ -69,6 +69,7 @@ func cfsdMount(args []string) int {
 	negTO := fl.Duration("negative-timeout", time.Second, "kernel negative lookup cache timeout")
 	noXattr := fl.Bool("no-xattr", false, "disable extended attributes (fewer round trips for ls -l and writes; no user.* xattrs, no cfs.id)")
 	acl := fl.Bool("acl", true, "let the kernel evaluate and cache the backend's POSIX ACLs; with --acl=false ACLs are reported unsupported on the mount (fewer round trips for a cold ls -l)")
+	rdplusAuto := fl.Bool("readdirplus-auto", false, "let the kernel use plain READDIR after the first chunk of a listing (default: READDIRPLUS for every chunk)")
 	cleanStale := fl.Bool("clean-stale", false, "lazily unmount a stale mount left by a crashed daemon")
 	debug := fl.Bool("debug", false, "log every FUSE request")
 	cpuProfile := fl.String("cpuprofile", "", "write a Go CPU profile of the daemon to this file until unmount")
@@ -109,7 +110,7 @@ func cfsdMount(args []string) int {
 		Mountpoint: mp, FsName: "kaon-cfsd:" + *backend, Name: "kaon-cfsd",
 		EntryTimeout: *entryTO, AttrTimeout: *attrTO, NegativeTimeout: *negTO,
 		AllowOther: *allowOther, ACL: *acl, Passthrough: !*noPT, CleanStale: *cleanStale, Debug: *debug,
-		ServerKillsPriv: true, NoOpendir: true,
+		ServerKillsPriv: true, NoOpendir: true, ReaddirPlusAuto: *rdplusAuto,
 	})
 	if err != nil {
 		fusecore.NotifyReady(err)

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -122,8 +123,14 @@ func Namespace(cfg NSConfig) (NSResult, error) {
 		ops = localOps{ns}
 	}
 	root := fmt.Sprintf("/bench-ns-%d", time.Now().UnixNano())
-	dir := func(i int) string { return fmt.Sprintf("%s/d%05d", root, i%cfg.Dirs) }
-	file := func(i int) string { return fmt.Sprintf("%s/f%08d", dir(i), i) }
+	// Paths are built with strconv, not fmt: the driver shares the cores
+	// with what it measures, so its own cost must stay small.
+	dir := func(i int) string {
+		return root + "/d" + strconv.Itoa(100000 + i%cfg.Dirs)[1:]
+	}
+	file := func(i int) string {
+		return dir(i) + "/f" + strconv.Itoa(100000000 + i)[1:]
+	}
 	run := func(name string, n int, fn func(i int) error) error {
 		var next atomic.Int64
 		var firstErr error

@@ -22,7 +22,8 @@
 //     revalidated by the directory's mtime) and POSIX ACLs (`--acl`,
 //     default on: the kernel evaluates the backend's ACLs and caches
 //     them). OPENDIR/RELEASEDIR are skipped (fusecore.Config.NoOpendir),
-//     FLUSH answers ENOSYS once. Absent security.capability (asked by
+//     every listing chunk is READDIRPLUS (no LOOKUP per entry of a large
+//     directory listed cold), FLUSH answers ENOSYS once. Absent security.capability (asked by
 //     the kernel on the first write and every chown of a file) and other
 //     absent xattrs are answered from a per-node cache of the name list.
 //     On a host without SELinux an absent security.selinux is answered

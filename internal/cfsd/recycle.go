@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -172,6 +173,9 @@ func dirEmpty(dirfd int, name string) (bool, error) {
 	d := os.NewFile(uintptr(fd), name)
 	defer d.Close()
 	names, err := d.Readdirnames(1)
+	if err != nil && err != io.EOF {
+		return false, err
+	}
 	return len(names) == 0, nil
 }
 

@@ -3,7 +3,8 @@
 // implements its own go-fuse fs.InodeEmbedder tree and takes from here:
 //
 //   - Mount lifecycle: New(root, Config) mounts with Kaon's defaults
-//     (kernel entry/attr/negative caching of 1s, readdirplus, max_write
+//     (kernel entry/attr/negative caching of 1s, readdirplus for every
+//     listing chunk (Config.ReaddirPlusAuto to let the kernel choose), max_write
 //     1 MiB, direct mount as root, default_permissions, kernel-local
 //     flock/fcntl locks), after checking the mountpoint (CheckMountpoint:
 //     statfs failing with ENOTCONN = a crashed daemon left a stale mount;

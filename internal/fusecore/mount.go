@@ -53,7 +53,7 @@ type Config struct {
 	// cold `ls -l`/`find -ls` of a large directory needs no LOOKUP per
 	// entry; with FOPEN_CACHE_DIR warm listings send neither.
 	ReaddirPlusAuto bool
-	Debug     bool
+	Debug           bool
 }
 
 func (c *Config) defaults() {

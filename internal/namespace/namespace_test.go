@@ -2,7 +2,9 @@ package namespace
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -301,6 +303,33 @@ func BenchmarkCreateStat(b *testing.B) {
 	b.Run("stat", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			_, _ = ns.Stat(Root, "/d/f1")
+		}
+	})
+}
+
+func BenchmarkStatParallel(b *testing.B) {
+	e, err := pebblekv.Open(b.TempDir(), pebblekv.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	ns, _ := Open(e, Options{})
+	_ = ns.Mkdir(Root, "/d", 0o755, false)
+	const n = 100000
+	for i := 0; i < n; i++ {
+		if _, err := ns.CreateEmpty(Root, fmt.Sprintf("/d/f%d", i), CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	var next atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := next.Add(1) % n
+			if _, err := ns.Stat(Root, "/d/f"+strconv.FormatInt(i, 10)); err != nil {
+				b.Error(err)
+				return
+			}
 		}
 	})
 }

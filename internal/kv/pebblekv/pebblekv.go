@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/bloom"
 	"github.com/kaon-storage/kaon/internal/kv"
 )
 
@@ -29,11 +30,18 @@ func Open(dir string, o Options) (*Engine, error) {
 	}
 	cache := pebble.NewCache(o.CacheBytes)
 	defer cache.Unref()
-	db, err := pebble.Open(dir, &pebble.Options{
+	opts := &pebble.Options{
 		Cache:        cache,
 		MemTableSize: 32 << 20,
 		Logger:       quietLogger{},
-	})
+	}
+	// Bloom filters let a point lookup (every stat) skip tables that cannot
+	// hold the key instead of searching each level.
+	opts.Levels = make([]pebble.LevelOptions, 7)
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, err
 	}
