@@ -1,16 +1,16 @@
 package mgm
 
 import (
-	"bufio"
 	"context"
-	"encoding/hex"
-	"fmt"
+	"encoding/binary"
+	"errors"
 	"net"
 	"net/http"
-	"os"
 	"os/user"
 	"strconv"
-	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
@@ -20,20 +20,31 @@ var Nobody = namespace.Caller{UID: 65534, GID: 65534}
 
 type callerKey struct{}
 
-// ConnContext authenticates a connection once, when it is accepted
-// (http.Server.ConnContext). A loopback client is who owns its socket, as
-// the kernel reports in /proc/net/tcp (EOS' "unix" authentication on a
-// trusted host); any other client is nobody until token authentication
-// exists.
+// lazyCaller authenticates a connection on its first request, in that
+// connection's goroutine (ConnContext runs in the accept loop, which must
+// not wait on the kernel).
+type lazyCaller struct {
+	once          sync.Once
+	remote, local net.Addr
+	c             namespace.Caller
+}
+
+// ConnContext attaches the connection's identity to its requests
+// (http.Server.ConnContext). A loopback client is the local user who owns
+// its socket, as the kernel reports through sock_diag (EOS' "unix"
+// authentication on a trusted host, but asserted by the kernel); any other
+// client is nobody until token authentication exists.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, callerKey{}, peerCaller(c.RemoteAddr(), c.LocalAddr()))
+	return context.WithValue(ctx, callerKey{}, &lazyCaller{remote: c.RemoteAddr(), local: c.LocalAddr()})
 }
 
 func (s *Server) caller(r *http.Request) namespace.Caller {
-	if c, ok := r.Context().Value(callerKey{}).(namespace.Caller); ok {
-		return c
+	l, ok := r.Context().Value(callerKey{}).(*lazyCaller)
+	if !ok {
+		return Nobody
 	}
-	return Nobody
+	l.once.Do(func() { l.c = peerCaller(l.remote, l.local) })
+	return l.c
 }
 
 func peerCaller(remote, local net.Addr) namespace.Caller {
@@ -42,8 +53,8 @@ func peerCaller(remote, local net.Addr) namespace.Caller {
 	if !ok1 || !ok2 || !ra.IP.IsLoopback() {
 		return Nobody
 	}
-	uid, ok := socketOwner(ra, la)
-	if !ok {
+	uid, err := socketOwner(ra, la)
+	if err != nil {
 		return Nobody
 	}
 	c := namespace.Caller{UID: uid, GID: 65534}
@@ -64,54 +75,43 @@ func peerCaller(remote, local net.Addr) namespace.Caller {
 	return c
 }
 
-// socketOwner finds the uid owning the client end of a loopback TCP
-// connection: the /proc/net/tcp{,6} row whose local address is the
-// client's and remote address is ours.
-func socketOwner(client, server *net.TCPAddr) (uint32, bool) {
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		if uid, ok := scanTCP(f, procAddr(client), procAddr(server)); ok {
-			return uid, true
-		}
+// socketOwner asks the kernel (NETLINK_SOCK_DIAG, one exact lookup, not a
+// table scan) for the uid owning the client end of a TCP connection.
+func socketOwner(client, server *net.TCPAddr) (uint32, error) {
+	family, cip, sip := uint8(unix.AF_INET), client.IP.To4(), server.IP.To4()
+	if cip == nil || sip == nil {
+		family, cip, sip = unix.AF_INET6, client.IP.To16(), server.IP.To16()
 	}
-	return 0, false
-}
-
-// procAddr renders an address the way /proc/net/tcp prints it: the IP as
-// host-order 32-bit words in hex, then the port.
-func procAddr(a *net.TCPAddr) [2]string {
-	ip := a.IP.To4()
-	if ip == nil {
-		ip = a.IP.To16()
-	}
-	var b strings.Builder
-	for i := 0; i < len(ip); i += 4 {
-		w := []byte{ip[i+3], ip[i+2], ip[i+1], ip[i]}
-		b.WriteString(strings.ToUpper(hex.EncodeToString(w)))
-	}
-	return [2]string{b.String(), fmt.Sprintf("%04X", a.Port)}
-}
-
-func scanTCP(file string, local, remote [2]string) (uint32, bool) {
-	f, err := os.Open(file)
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_INET_DIAG)
 	if err != nil {
-		return 0, false
+		return 0, err
 	}
-	defer f.Close()
-	want := local[0] + ":" + local[1]
-	wantRemote := remote[0] + ":" + remote[1]
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 8 || fields[1] != want {
-			continue
-		}
-		// IPv4-mapped peers appear in tcp6 with a mapped remote; match by
-		// port when the address forms differ.
-		if fields[2] != wantRemote && !strings.HasSuffix(fields[2], ":"+remote[1]) {
-			continue
-		}
-		uid, err := strconv.ParseUint(fields[7], 10, 32)
-		return uint32(uid), err == nil
+	defer unix.Close(fd)
+	// nlmsghdr (16) + inet_diag_req_v2 (56)
+	req := make([]byte, 16+56)
+	binary.LittleEndian.PutUint32(req[0:], uint32(len(req)))
+	binary.LittleEndian.PutUint16(req[4:], unix.SOCK_DIAG_BY_FAMILY)
+	binary.LittleEndian.PutUint16(req[6:], unix.NLM_F_REQUEST)
+	b := req[16:]
+	b[0], b[1] = family, unix.IPPROTO_TCP
+	binary.LittleEndian.PutUint32(b[4:], 0xffffffff) // any state
+	id := b[8:]                                      // inet_diag_sockid
+	binary.BigEndian.PutUint16(id[0:], uint16(client.Port))
+	binary.BigEndian.PutUint16(id[2:], uint16(server.Port))
+	copy(id[4:20], cip)
+	copy(id[20:36], sip)
+	binary.LittleEndian.PutUint32(id[40:], 0xffffffff) // no cookie
+	binary.LittleEndian.PutUint32(id[44:], 0xffffffff)
+	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return 0, err
 	}
-	return 0, false
+	resp := make([]byte, 4096)
+	n, _, err := unix.Recvfrom(fd, resp, 0)
+	if err != nil {
+		return 0, err
+	}
+	if n < 16 || binary.LittleEndian.Uint16(resp[4:]) != unix.SOCK_DIAG_BY_FAMILY || n < 16+72 {
+		return 0, errors.New("sock_diag: socket not found")
+	}
+	return binary.LittleEndian.Uint32(resp[16+64:]), nil // inet_diag_msg.idiag_uid
 }
