@@ -256,8 +256,8 @@ func apiPost(c *http.Client, base, route string, args map[string]any) error {
 		return err
 	}
 	defer resp.Body.Close()
+	msg, _ := io.ReadAll(resp.Body) // drained, so the connection is reused
 	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(resp.Body)
 		return fmt.Errorf("%s: %d %s", route, resp.StatusCode, msg)
 	}
 	return nil
