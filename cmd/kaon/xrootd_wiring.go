@@ -23,7 +23,8 @@ func startXRootD(ctx context.Context, addr, host string, m *mgm.Server, key *cap
 	if err != nil {
 		return nil, err
 	}
-	srv := xrootd.NewServer(xrootd.Config{Namespace: xrdkaon.Namespace{M: m}, Logger: log.With("role", "xrootd-mgm")})
+	srv := xrootd.NewServer(xrootd.Config{Namespace: xrdkaon.Namespace{M: m}, IdentifyConn: xrdkaon.Identify,
+		Logger: log.With("role", "xrootd-mgm")})
 	go srv.Serve(l)
 	ep.XRootD = "root://" + nsAddr
 	stops := []func(){func() { srv.Close() }}

@@ -62,6 +62,17 @@ func TestLocalIdentity(t *testing.T) {
 	if out, err := asNobody(t, harness.Binary(t), "chown", "--url", u, "0:0", "/pub/mine"); err == nil || !strings.Contains(out, "only root") {
 		t.Fatalf("nobody chown: %v %s", err, out)
 	}
+	// root:// authenticates the same way: the socket owner, not the login name.
+	host := strings.TrimPrefix(k.EP.XRootD, "root://")
+	if out, err := asNobody(t, "xrdfs", host, "mkdir", "/xrd-denied"); err == nil || !strings.Contains(out, "permission denied") {
+		t.Fatalf("nobody mkdir over root://: %v %s", err, out)
+	}
+	if out, err := asNobody(t, "xrdfs", host, "mkdir", "/pub/xrd-ok"); err != nil {
+		t.Fatalf("nobody mkdir in a 1777 directory over root://: %v %s", err, out)
+	}
+	if out, err := exec.Command("xrdfs", host, "mkdir", "/xrd-root").CombinedOutput(); err != nil {
+		t.Fatalf("root mkdir over root://: %v %s", err, out)
+	}
 	k.MustKaon("chown", "1000:1000", "/pub/mine")
 	if out := k.MustKaon("stat", "/pub/mine"); !strings.Contains(out, "Uid: 1000  Gid: 1000") {
 		t.Fatalf("chown by root:\n%s", out)

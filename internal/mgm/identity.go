@@ -43,11 +43,13 @@ func (s *Server) caller(r *http.Request) namespace.Caller {
 	if !ok {
 		return Nobody
 	}
-	l.once.Do(func() { l.c = peerCaller(l.remote, l.local) })
+	l.once.Do(func() { l.c = PeerCaller(l.remote, l.local) })
 	return l.c
 }
 
-func peerCaller(remote, local net.Addr) namespace.Caller {
+// PeerCaller is the identity of a TCP peer: for a loopback peer the local
+// user owning its socket, otherwise Nobody.
+func PeerCaller(remote, local net.Addr) namespace.Caller {
 	ra, ok1 := remote.(*net.TCPAddr)
 	la, ok2 := local.(*net.TCPAddr)
 	if !ok1 || !ok2 || !ra.IP.IsLoopback() {

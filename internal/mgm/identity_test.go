@@ -26,12 +26,12 @@ func TestSocketOwnerOfOwnConnection(t *testing.T) {
 	if err != nil || uid != uint32(os.Getuid()) {
 		t.Fatalf("socket owner %d, %v; want %d", uid, err, os.Getuid())
 	}
-	if got := peerCaller(s.RemoteAddr(), s.LocalAddr()); got.UID != uint32(os.Getuid()) {
+	if got := PeerCaller(s.RemoteAddr(), s.LocalAddr()); got.UID != uint32(os.Getuid()) {
 		t.Fatalf("peerCaller %+v", got)
 	}
 	// A peer that is not on loopback is nobody.
 	remote := &net.TCPAddr{IP: net.ParseIP("192.0.2.1"), Port: 1234}
-	if got := peerCaller(remote, s.LocalAddr()); got.UID != Nobody.UID {
+	if got := PeerCaller(remote, s.LocalAddr()); got.UID != Nobody.UID {
 		t.Fatalf("non-loopback peer %+v", got)
 	}
 }

@@ -23,6 +23,14 @@ import (
 // OpaqueCap is the opaque key carrying the capability in redirects.
 const OpaqueCap = "kaon.cap"
 
+// Identify authenticates a root:// login like the HTTP endpoint does: a
+// loopback client is the local user owning its socket (the kernel says so,
+// not the client's claimed login name); anyone else is nobody.
+func Identify(user string, remote, local net.Addr) xrootd.Identity {
+	c := mgm.PeerCaller(remote, local)
+	return xrootd.Identity{User: user, UID: c.UID, GID: c.GID}
+}
+
 func caller(id xrootd.Identity) namespace.Caller {
 	return namespace.Caller{UID: id.UID, GID: id.GID}
 }

@@ -3,6 +3,7 @@ package xrootd
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/url"
 	"time"
 )
@@ -101,6 +102,10 @@ type Config struct {
 	// Identify maps a login (username, client host) to an Identity. Default:
 	// local passwd lookup, uid/gid 65534 when the user is unknown.
 	Identify func(user, host string) Identity
+	// IdentifyConn, when set, takes precedence over Identify and sees the
+	// connection's addresses, so an embedding server can authenticate a
+	// loopback peer by who owns its socket instead of trusting the login name.
+	IdentifyConn func(user string, remote, local net.Addr) Identity
 
 	MaxFrame     int   // largest request body held in memory (default 16 MiB + 64 KiB); bigger kXR_write data is streamed
 	MaxSessions  int   // concurrent sessions (default 4096)

@@ -251,7 +251,7 @@ func (c *conn) doLogin(h *reqHeader, body []byte) bool {
 			return c.sendErr(h.StreamID, kXR_ArgInvalid, "login: invalid user name "+strconv.Quote(name)) == nil
 		}
 	}
-	ss, err := c.srv.newSession(c, c.srv.identify(name, c.host))
+	ss, err := c.srv.newSession(c, c.srv.identifyConn(name, c))
 	if err != nil {
 		return c.sendErr(h.StreamID, kXR_Overloaded, "login: "+err.Error()) == nil
 	}

@@ -174,6 +174,16 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// identifyConn maps a login on connection c to an Identity.
+func (s *Server) identifyConn(name string, c *conn) Identity {
+	if s.cfg.IdentifyConn != nil {
+		id := s.cfg.IdentifyConn(name, c.nc.RemoteAddr(), c.nc.LocalAddr())
+		id.Host = c.host
+		return id
+	}
+	return s.identify(name, c.host)
+}
+
 // identify maps a login to an Identity.
 func (s *Server) identify(name, host string) Identity {
 	if s.cfg.Identify != nil {
