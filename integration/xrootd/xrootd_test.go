@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kaon-storage/kaon/internal/xrootd/clienttest"
 )
 
 var (
@@ -88,39 +90,6 @@ func TestMain(m *testing.M) {
 		}
 		return code
 	}())
-}
-
-func run(t *testing.T, name string, args ...string) (string, int) {
-	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		t.Fatalf("%s is not installed: %v", name, err)
-	}
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), "XRD_REQUESTTIMEOUT=120", "XRD_CONNECTIONRETRY=2")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Minute):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("%s %v timed out\n%s", name, args, out.String())
-	}
-	return out.String(), cmd.ProcessState.ExitCode()
-}
-
-func mustRun(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	out, code := run(t, name, args...)
-	if code != 0 {
-		t.Fatalf("%s %s: exit %d\n%s", name, strings.Join(args, " "), code, out)
-	}
-	return out
 }
 
 func fails(t *testing.T, code string, name string, args ...string) string {
@@ -470,3 +439,9 @@ func TestDataServerEndpoint(t *testing.T) {
 		t.Fatalf("checksum via storage server: %q", out)
 	}
 }
+
+// The real clients are run through clienttest (shared with the other suite).
+var (
+	run     = clienttest.Run
+	mustRun = clienttest.MustRun
+)

@@ -11,53 +11,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/kaon-storage/kaon/internal/xrootd"
+	"github.com/kaon-storage/kaon/internal/xrootd/clienttest"
 	"github.com/kaon-storage/kaon/internal/xrootd/xrdtest"
 )
 
 // These tests drive the real XRootD 5.5 clients (xrdcp, xrdfs, Python
 // bindings) against the server over the xrdtest backend.
-
-func need(t *testing.T, bin string) string {
-	t.Helper()
-	p, err := exec.LookPath(bin)
-	if err != nil {
-		t.Fatalf("%s not installed (Debian package xrootd-client / python3-xrootd): %v", bin, err)
-	}
-	return p
-}
-
-func run(t *testing.T, name string, args ...string) (string, int) {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), "XRD_REQUESTTIMEOUT=60", "XRD_CONNECTIONRETRY=1", "XRD_STREAMERRORWINDOW=0")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(3 * time.Minute):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("%s %v timed out: %s", name, args, out.String())
-	}
-	return out.String(), cmd.ProcessState.ExitCode()
-}
-
-func mustRun(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	out, code := run(t, name, args...)
-	if code != 0 {
-		t.Fatalf("%s %s: exit %d\n%s", name, strings.Join(args, " "), code, out)
-	}
-	return out
-}
 
 func randFile(t *testing.T, dir, name string, size int) (string, []byte) {
 	t.Helper()
@@ -320,3 +281,10 @@ func TestXrdcpPgread(t *testing.T) {
 		t.Fatal("client did not use kXR_pgread")
 	}
 }
+
+// The real clients are run through clienttest (shared with the other suite).
+var (
+	need    = clienttest.Need
+	run     = clienttest.Run
+	mustRun = clienttest.MustRun
+)
