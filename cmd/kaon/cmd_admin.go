@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/mgm"
 )
 
@@ -19,15 +19,6 @@ func init() {
 }
 
 func urlPathEscape(s string) string { return url.PathEscape(s) }
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
 
 func human(b uint64) string {
 	const unit = 1024
@@ -128,7 +119,7 @@ func runFile(args []string) int {
 		return fail("file info", fmt.Errorf("%s: is a directory", p))
 	}
 	fmt.Printf("  File: %s\n   fid: %d (%08x)\n  Size: %d\nLayout: %s\n", e.Path, e.ID, e.ID, e.Size, e.Layout)
-	for _, t := range sortedKeys(e.Checksums) {
+	for _, t := range checksum.SortedTypes(e.Checksums) {
 		fmt.Printf("  %s: %s\n", t, e.Checksums[t])
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)

@@ -193,7 +193,7 @@ func runUp(args []string) int {
 		fmt.Fprintln(os.Stderr, "kaon up:", err)
 		return 1
 	}
-	xrd, err := startXRootD(ctx, *xrdAddr, host, role.srv, role.key, fst, &ep, log)
+	xrd, err := startXRootD(*xrdAddr, host, role.srv, role.key, fst, &ep, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon up: xrootd:", err)
 		return 1
@@ -274,9 +274,7 @@ func runMGM(args []string) int {
 	}
 	host, _, _ := net.SplitHostPort(addr)
 	ep := Endpoints{HTTP: "http://" + addr}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stop, err := startXRootD(ctx, *xrdAddr, host, role.srv, role.key, nil, &ep, log)
+	stop, err := startXRootD(*xrdAddr, host, role.srv, role.key, nil, &ep, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon mgm: xrootd:", err)
 		return 1
@@ -341,7 +339,7 @@ func runFST(args []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ep := Endpoints{FSTHTTP: "http://" + addr}
-	stop, err := startFSTXRootD(ctx, *xrdAddr, *mgmXrd, fst, key, &ep, log)
+	stop, err := startFSTXRootD(*xrdAddr, *mgmXrd, fst, key, &ep, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon fst: xrootd:", err)
 		return 1

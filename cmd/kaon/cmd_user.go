@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/mgm"
 )
 
@@ -138,7 +139,7 @@ func runStat(args []string) int {
 		fmt.Printf("  Tree: %d bytes, %d files, %d directories, latest change %s\n", e.TreeSize, e.TreeFiles, e.TreeDirs, e.TreeMTime.Format(time.RFC3339Nano))
 	} else {
 		fmt.Printf("Layout: %s\n", e.Layout)
-		for _, t := range sortedKeys(e.Checksums) {
+		for _, t := range checksum.SortedTypes(e.Checksums) {
 			fmt.Printf("  %s: %s\n", t, e.Checksums[t])
 		}
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 	"net"
 
@@ -15,7 +14,7 @@ import (
 // startXRootD starts the root:// listener of the namespace server and, in
 // the all-in-one, one for the storage server too (on a free port of the
 // same host). addr "" disables root://.
-func startXRootD(ctx context.Context, addr, host string, m *mgm.Server, key *capability.Key, fst *storage.Server, ep *Endpoints, log *slog.Logger) (func(), error) {
+func startXRootD(addr, host string, m *mgm.Server, key *capability.Key, fst *storage.Server, ep *Endpoints, log *slog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -29,7 +28,7 @@ func startXRootD(ctx context.Context, addr, host string, m *mgm.Server, key *cap
 	ep.XRootD = "root://" + nsAddr
 	stops := []func(){func() { srv.Close() }}
 	if fst != nil {
-		stop, err := startFSTXRootD(ctx, net.JoinHostPort(host, "0"), nsAddr, fst, key, ep, log)
+		stop, err := startFSTXRootD(net.JoinHostPort(host, "0"), nsAddr, fst, key, ep, log)
 		if err != nil {
 			srv.Close()
 			return nil, err
@@ -45,7 +44,7 @@ func startXRootD(ctx context.Context, addr, host string, m *mgm.Server, key *cap
 
 // startFSTXRootD starts a storage server's root:// data listener; namespace
 // requests arriving there are redirected to manager (host:port).
-func startFSTXRootD(ctx context.Context, addr, manager string, fst *storage.Server, key *capability.Key, ep *Endpoints, log *slog.Logger) (func(), error) {
+func startFSTXRootD(addr, manager string, fst *storage.Server, key *capability.Key, ep *Endpoints, log *slog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}

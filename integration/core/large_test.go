@@ -8,29 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kaon-storage/kaon/integration/harness"
+	"github.com/kaon-storage/kaon/internal/bench"
 )
-
-// rssOf returns the resident set of pid in bytes.
-func rssOf(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
-			var kb int64
-			fmt.Sscan(strings.TrimPrefix(l, "VmRSS:"), &kb)
-			return kb << 10
-		}
-	}
-	return 0
-}
 
 // TestLargeFilesStream moves a file larger than 1 GiB up and down through
 // plain and ec:4+2 and checks the server streams it: its resident memory
@@ -64,7 +48,7 @@ func TestLargeFilesStream(t *testing.T) {
 	stop := make(chan struct{})
 	go func() {
 		for {
-			if r := rssOf(k.EP.PID); r > peak.Load() {
+			if r := bench.RSS(k.EP.PID); r > peak.Load() {
 				peak.Store(r)
 			}
 			select {

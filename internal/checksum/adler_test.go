@@ -4,6 +4,8 @@ import (
 	stdadler "hash/adler32"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/kaon-storage/kaon/internal/bench/cputime"
 )
 
 func TestAdlerMatchesStdlib(t *testing.T) {
@@ -50,19 +52,19 @@ func BenchmarkAdler32(b *testing.B) {
 	b.Run("kaon", func(b *testing.B) {
 		d := newAdler32()
 		b.SetBytes(int64(len(buf)))
-		cpu := startCPU()
+		cpu := cputime.Start()
 		for b.Loop() {
 			d.Write(buf)
 		}
-		cpu.report(b, int64(int64(len(buf))))
+		cpu.Report(b, int64(int64(len(buf))))
 	})
 	b.Run("stdlib", func(b *testing.B) {
 		d := stdadler.New()
 		b.SetBytes(int64(len(buf)))
-		cpu := startCPU()
+		cpu := cputime.Start()
 		for b.Loop() {
 			d.Write(buf)
 		}
-		cpu.report(b, int64(int64(len(buf))))
+		cpu.Report(b, int64(int64(len(buf))))
 	})
 }

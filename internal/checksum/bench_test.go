@@ -1,6 +1,10 @@
 package checksum
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/kaon-storage/kaon/internal/bench/cputime"
+)
 
 const benchBlock = 1 << 20 // typical network/disk block on the data path
 
@@ -18,11 +22,11 @@ func BenchmarkSum(b *testing.B) {
 		b.Run(typ, func(b *testing.B) {
 			h, _ := New(typ)
 			b.SetBytes(benchBlock)
-			cpu := startCPU()
+			cpu := cputime.Start()
 			for b.Loop() {
 				h.Write(buf)
 			}
-			cpu.report(b, int64(benchBlock))
+			cpu.Report(b, int64(benchBlock))
 		})
 	}
 }
@@ -32,11 +36,11 @@ func BenchmarkMulti(b *testing.B) {
 	buf := benchBuf()
 	m, _ := NewMulti()
 	b.SetBytes(benchBlock)
-	cpu := startCPU()
+	cpu := cputime.Start()
 	for b.Loop() {
 		m.Write(buf)
 	}
-	cpu.report(b, int64(benchBlock))
+	cpu.Report(b, int64(benchBlock))
 }
 
 // BenchmarkMultiParallel runs one stream per GOMAXPROCS (a loaded
@@ -47,8 +51,8 @@ func BenchmarkMultiParallel(b *testing.B) {
 		name := map[bool]string{false: "sequential", true: "split"}[par]
 		b.Run(name+"/loaded", func(b *testing.B) {
 			b.SetBytes(benchBlock)
-			cpu := startCPU()
-			defer cpu.report(b, benchBlock)
+			cpu := cputime.Start()
+			defer cpu.Report(b, benchBlock)
 			b.RunParallel(func(pb *testing.PB) {
 				buf := benchBuf()
 				m, _ := NewMulti()
@@ -63,11 +67,11 @@ func BenchmarkMultiParallel(b *testing.B) {
 			m, _ := NewMulti()
 			m.SetParallel(par)
 			b.SetBytes(benchBlock)
-			cpu := startCPU()
+			cpu := cputime.Start()
 			for b.Loop() {
 				m.Write(buf)
 			}
-			cpu.report(b, int64(benchBlock))
+			cpu.Report(b, int64(benchBlock))
 		})
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/checksum"
+
+	"github.com/kaon-storage/kaon/internal/bench/cputime"
 )
 
 var benchLayouts = []Layout{{4, 2, DefaultUnit}, {8, 2, DefaultUnit}, {16, 2, DefaultUnit}}
@@ -28,13 +30,13 @@ func BenchmarkEncode(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.SetBytes(l.RowSize())
-			cpu := startCPU()
+			cpu := cputime.Start()
 			for b.Loop() {
 				for range l.K {
 					w.Write(chunk)
 				}
 			}
-			cpu.report(b, int64(l.RowSize()))
+			cpu.Report(b, int64(l.RowSize()))
 			if err := w.Close(); err != nil {
 				b.Fatal(err)
 			}
@@ -62,13 +64,13 @@ func BenchmarkDecode(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.SetBytes(size)
-				cpu := startCPU()
+				cpu := cputime.Start()
 				for b.Loop() {
 					if n, err := r.WriteRange(io.Discard, 0, size); err != nil || n != size {
 						b.Fatal(n, err)
 					}
 				}
-				cpu.report(b, int64(size))
+				cpu.Report(b, int64(size))
 			})
 		}
 	}
@@ -83,7 +85,7 @@ func BenchmarkReadAtSequential(b *testing.B) {
 	r, _ := NewReader(l, size, readers(l, shards, nil))
 	p := make([]byte, 128<<10)
 	b.SetBytes(size)
-	cpu := startCPU()
+	cpu := cputime.Start()
 	for b.Loop() {
 		for off := int64(0); off < size; off += int64(len(p)) {
 			if _, err := r.ReadAt(p, off); err != nil {
@@ -91,7 +93,7 @@ func BenchmarkReadAtSequential(b *testing.B) {
 			}
 		}
 	}
-	cpu.report(b, int64(size))
+	cpu.Report(b, int64(size))
 }
 
 // inlineEncode is the single-goroutine baseline the pipelined Writer is
@@ -143,7 +145,7 @@ func BenchmarkEncodePipeline(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("writer/delay=%v", delay), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
-			cpu := startCPU()
+			cpu := cputime.Start()
 			for b.Loop() {
 				w, _ := NewWriter(l, ws)
 				for off := 0; off < len(data); off += 1 << 20 {
@@ -153,17 +155,17 @@ func BenchmarkEncodePipeline(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			cpu.report(b, int64(len(data)))
+			cpu.Report(b, int64(len(data)))
 		})
 		b.Run(fmt.Sprintf("inline/delay=%v", delay), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
-			cpu := startCPU()
+			cpu := cputime.Start()
 			for b.Loop() {
 				if err := inlineEncode(l, ws, data); err != nil {
 					b.Fatal(err)
 				}
 			}
-			cpu.report(b, int64(len(data)))
+			cpu.Report(b, int64(len(data)))
 		})
 	}
 }

@@ -82,6 +82,16 @@ func Wrap(k Kind, op, path string, err error) *Error {
 	return &Error{Kind: k, Op: op, Path: path, Err: err}
 }
 
+// WithOp names the operation on err when it is a *Error that has none yet
+// (errors from shared helpers such as path validation), and returns err.
+func WithOp(err error, op string) error {
+	var e *Error
+	if errors.As(err, &e) && e.Op == "" {
+		e.Op = op
+	}
+	return err
+}
+
 // KindOf returns the Kind of err (Internal when err is not a *Error, after
 // mapping common syscall errnos).
 func KindOf(err error) Kind {

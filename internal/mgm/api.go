@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"sort"
 	"strconv"
 	"time"
@@ -48,15 +49,6 @@ func EntryOf(p string, n *namespace.Inode) Entry {
 		e.Size, e.TreeSize, e.TreeFiles, e.TreeDirs, e.TreeMTime = n.TreeSize, n.TreeSize, n.TreeFiles, n.TreeDirs, &t
 	}
 	return e
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // SpaceState summarizes a space for `space ls`.
@@ -176,7 +168,7 @@ func (s *Server) apiHandler() http.Handler {
 		}
 		out := make([]Entry, len(ents))
 		for i, e := range ents {
-			out[i] = EntryOf(joinPath(p, e.Name), e)
+			out[i] = EntryOf(path.Join(p, e.Name), e)
 		}
 		return out, nil
 	})
@@ -267,11 +259,4 @@ func (s *Server) apiHandler() http.Handler {
 		return s.Spaces(), nil
 	})
 	return mux
-}
-
-func joinPath(dir, name string) string {
-	if dir == "/" {
-		return "/" + name
-	}
-	return dir + "/" + name
 }

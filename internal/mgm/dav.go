@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
@@ -49,7 +50,7 @@ func davError(w http.ResponseWriter, err error, status int) {
 func (s *Server) serveDAV(w http.ResponseWriter, r *http.Request) {
 	p, err := namespace.CleanPath(r.URL.Path)
 	if err != nil {
-		davError(w, withOp(err, r.Method), 0)
+		davError(w, kerr.WithOp(err, r.Method), 0)
 		return
 	}
 	c := s.caller(r)
@@ -101,13 +102,6 @@ func (s *Server) serveDAV(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, PROPFIND")
 		davError(w, kerr.New(kerr.Unsupported, r.Method, p, "method not supported"), http.StatusMethodNotAllowed)
 	}
-}
-
-func withOp(err error, op string) error {
-	if e, ok := err.(*kerr.Error); ok && e.Op == "" {
-		e.Op = op
-	}
-	return err
 }
 
 func (s *Server) davGet(w http.ResponseWriter, r *http.Request, c namespace.Caller, p string) {
@@ -191,7 +185,7 @@ func (s *Server) davMove(w http.ResponseWriter, r *http.Request, c namespace.Cal
 	}
 	to, err := namespace.CleanPath(u.Path)
 	if err != nil {
-		davError(w, withOp(err, "MOVE"), 0)
+		davError(w, kerr.WithOp(err, "MOVE"), 0)
 		return
 	}
 	overwrite := !strings.EqualFold(strings.TrimSpace(r.Header.Get("Overwrite")), "F")
@@ -278,7 +272,7 @@ func propsOf(p string, n *namespace.Inode) propResponse {
 		pr.ContentLength = &size
 		pr.ContentType = "application/octet-stream"
 		pr.Layout = n.Layout
-		for _, t := range sortedKeys(n.Checksums) {
+		for _, t := range checksum.SortedTypes(n.Checksums) {
 			pr.Checksum = append(pr.Checksum, t+":"+n.Checksums[t])
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,12 +102,8 @@ func (r *registry) addLocked(nodeName, path, group string) (*FsState, error) {
 }
 
 func spaceOf(group string) string {
-	for i := 0; i < len(group); i++ {
-		if group[i] == '.' {
-			return group[:i]
-		}
-	}
-	return group
+	space, _, _ := strings.Cut(group, ".")
+	return space
 }
 
 func (r *registry) heartbeat(hb cluster.Heartbeat) ([]cluster.FsAssignment, error) {

@@ -235,9 +235,7 @@ func (ns *Namespace) resolve(c Caller, op, p string) (n, parent *Inode, err erro
 func (ns *Namespace) lookup(c Caller, op, path string) (string, *Inode, *Inode, error) {
 	p, err := CleanPath(path)
 	if err != nil {
-		e := err.(*kerr.Error)
-		e.Op = op
-		return "", nil, nil, e
+		return "", nil, nil, kerr.WithOp(err, op)
 	}
 	n, parent, err := ns.resolve(c, op, p)
 	return p, n, parent, err
@@ -355,7 +353,7 @@ func (ns *Namespace) Mkdir(c Caller, path string, mode uint32, parents bool) err
 	defer ns.mu.Unlock()
 	p, err := CleanPath(path)
 	if err != nil {
-		return withOp(err, "mkdir")
+		return kerr.WithOp(err, "mkdir")
 	}
 	if p == "/" {
 		if parents {
@@ -427,14 +425,6 @@ func (ns *Namespace) Mkdir(c Caller, path string, mode uint32, parents bool) err
 	return ns.commit(b)
 }
 
-func withOp(err error, op string) error {
-	var e *kerr.Error
-	if errors.As(err, &e) && e.Op == "" {
-		e.Op = op
-	}
-	return err
-}
-
 // CreateOptions says how BeginCreate behaves.
 type CreateOptions struct {
 	Exclusive bool   // fail if the file exists
@@ -479,7 +469,7 @@ func (ns *Namespace) prepareCreate(b kv.Batch, c Caller, path string, o CreateOp
 	}
 	l, err := ParseLayout(ls)
 	if err != nil {
-		return nil, nil, nil, withOp(err, "create")
+		return nil, nil, nil, kerr.WithOp(err, "create")
 	}
 	sums := DefaultChecksums
 	if v := parent.XAttrs[AttrChecksums]; v != "" {
@@ -797,7 +787,7 @@ func (ns *Namespace) RemoveAll(c Caller, path string) error {
 	if n.IsDir {
 		size, files, dirs = n.TreeSize, n.TreeFiles, n.TreeDirs+1
 		if err := ns.removeTree(c, b, parent, n); err != nil {
-			return withOp(err, "rm")
+			return kerr.WithOp(err, "rm")
 		}
 	} else {
 		ns.unlinkFile(b, parent, n)
@@ -853,7 +843,7 @@ func (ns *Namespace) Rename(c Caller, from, to string, overwrite bool) error {
 	}
 	tp, err := CleanPath(to)
 	if err != nil {
-		return withOp(err, "mv")
+		return kerr.WithOp(err, "mv")
 	}
 	switch {
 	case n == nil:
@@ -939,7 +929,7 @@ func (ns *Namespace) update(c Caller, op, path string, fn func(n *Inode) error) 
 		return kerr.New(kerr.NotFound, op, p, "no such file or directory")
 	}
 	if err := fn(n); err != nil {
-		return withOp(err, op)
+		return kerr.WithOp(err, op)
 	}
 	n.CTime = ns.opts.Now().UnixNano()
 	b := ns.eng.NewBatch()

@@ -285,14 +285,23 @@ func TestCreateEmpty(t *testing.T) {
 	}
 }
 
-func BenchmarkCreateStat(b *testing.B) {
+// benchNS is a Pebble-backed namespace with an empty /d, closed at the end.
+func benchNS(b *testing.B) *Namespace {
 	e, err := pebblekv.Open(b.TempDir(), pebblekv.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer e.Close()
-	ns, _ := Open(e, Options{})
+	b.Cleanup(func() { e.Close() })
+	ns, err := Open(e, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	_ = ns.Mkdir(Root, "/d", 0o755, false)
+	return ns
+}
+
+func BenchmarkCreateStat(b *testing.B) {
+	ns := benchNS(b)
 	b.Run("create", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			if _, err := ns.CreateEmpty(Root, fmt.Sprintf("/d/f%d", i), CreateOptions{}); err != nil {
@@ -308,13 +317,7 @@ func BenchmarkCreateStat(b *testing.B) {
 }
 
 func BenchmarkStatParallel(b *testing.B) {
-	e, err := pebblekv.Open(b.TempDir(), pebblekv.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
-	ns, _ := Open(e, Options{})
-	_ = ns.Mkdir(Root, "/d", 0o755, false)
+	ns := benchNS(b)
 	const n = 100000
 	for i := 0; i < n; i++ {
 		if _, err := ns.CreateEmpty(Root, fmt.Sprintf("/d/f%d", i), CreateOptions{}); err != nil {

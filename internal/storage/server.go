@@ -108,6 +108,18 @@ func (s *Server) addPath(p string) error {
 	return nil
 }
 
+// idOf is the id of filesystem root: the one assigned in this run, else the
+// one in its marker file (read once per beat only until it is assigned).
+// Caller holds s.mu.
+func (s *Server) idOf(root string) uint32 {
+	for id, f := range s.fs {
+		if f.root == root {
+			return id
+		}
+	}
+	return markerID(root)
+}
+
 func markerID(root string) uint32 {
 	b, err := os.ReadFile(filepath.Join(root, ".kaon-fsid"))
 	if err != nil {
@@ -157,7 +169,7 @@ func (s *Server) beat(ctx context.Context) (cluster.HeartbeatReply, error) {
 	s.mu.RLock()
 	hb := cluster.Heartbeat{Node: s.cfg.Node, Addr: s.cfg.Addr, XrdAddr: s.cfg.XrdAddr}
 	for _, p := range s.paths {
-		r := cluster.FsReport{Path: p, ID: markerID(p), Health: "ok"}
+		r := cluster.FsReport{Path: p, ID: s.idOf(p), Health: "ok"}
 		var st unix.Statfs_t
 		if err := unix.Statfs(p, &st); err != nil {
 			r.Health = err.Error()
