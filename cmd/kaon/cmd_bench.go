@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/kaon-storage/kaon/internal/bench"
@@ -84,7 +85,19 @@ func runBench(args []string) int {
 		data := fl.String("data", "", "data dir of a running server: benchmark through its API (default: in-process)")
 		dir := fl.String("dir", "", "in-process: store directory (default: a temp dir)")
 		sync := fl.Bool("sync", true, "in-process: durable commits, as the server does by default")
+		cpuProfile := fl.String("cpuprofile", "", "in-process: write a Go CPU profile of the run to this file")
 		fl.Parse(args[1:])
+		if *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err != nil {
+				return fail("bench ns", err)
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return fail("bench ns", err)
+			}
+			defer pprof.StopCPUProfile()
+		}
 		cfg := bench.NSConfig{Files: *files, Dirs: *dirs, Workers: *workers, Sync: *sync}
 		if *data != "" {
 			url, pid, err := serverOf(*data)

@@ -93,7 +93,7 @@ type nsRole struct {
 }
 
 // metaCacheMB sizes the namespace engine's block cache (flag --meta-cache).
-var metaCacheMB = 64
+var metaCacheMB = pebblekv.DefaultCacheBytes >> 20
 
 func openNamespace(dir string, sync bool, capTTL time.Duration, log *slog.Logger) (*nsRole, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {

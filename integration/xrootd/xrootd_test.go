@@ -5,7 +5,9 @@ package xrootd_test
 
 import (
 	"bytes"
+	"crypto/md5"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/adler32"
@@ -223,6 +225,10 @@ func TestXrdfs(t *testing.T) {
 	}
 	if out := fs("query", "checksum", "/it/fs/a/f"); !strings.Contains(out, "adler32 "+adlerHex(content)) {
 		t.Fatalf("query checksum: %q", out)
+	}
+	// md5 is not computed while writing by default: computed on request.
+	if out, m := fs("query", "checksum", "/it/fs/a/f?cks.type=md5"), md5.Sum(content); !strings.Contains(out, "md5 "+hex.EncodeToString(m[:])) {
+		t.Fatalf("query checksum md5: %q", out)
 	}
 	if out := fs("locate", "/it/fs/a/f"); !strings.Contains(out, "Server") {
 		t.Fatalf("locate: %q", out)

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/kaon-storage/kaon/internal/directio"
 )
 
 // StreamConfig configures `kaon bench stream`.
@@ -74,9 +76,13 @@ func Stream(cfg StreamConfig) ([]Row, error) {
 	defer os.RemoveAll(cfg.RawDir)
 	var rows []Row
 	raw := map[string]float64{}
-	for _, layout := range append([]string{"raw"}, cfg.Layouts...) {
+	// raw is the reference: buffered writes + fsync, as an application
+	// writes. raw-direct writes with O_DIRECT like the storage servers do
+	// (package directio), to show what the disk itself takes.
+	for _, layout := range append([]string{"raw-direct", "raw"}, cfg.Layouts...) {
+		isRaw := strings.HasPrefix(layout, "raw")
 		var dir string
-		if layout != "raw" {
+		if !isRaw {
 			dir = "/bench-stream/" + strings.NewReplacer(":", "-", "+", "-").Replace(layout)
 			if err := apiPost(client, cfg.URL, "mkdir", map[string]any{"path": dir, "parents": true}); err != nil {
 				return nil, err
@@ -95,7 +101,7 @@ func Stream(cfg StreamConfig) ([]Row, error) {
 				dropCaches()
 			}
 			var rss *RSSSampler
-			if cfg.ServerPID > 0 && layout != "raw" {
+			if cfg.ServerPID > 0 && !isRaw {
 				rss = SampleRSS(cfg.ServerPID)
 			}
 			ds := make([]time.Duration, cfg.Streams)
@@ -109,10 +115,10 @@ func Stream(cfg StreamConfig) ([]Row, error) {
 					t0 := time.Now()
 					src := &patternReader{block: block, off: (i * 4099) % len(block), left: cfg.Size}
 					switch {
-					case layout == "raw" && op == "write":
-						errs[i] = rawWrite(filepath.Join(cfg.RawDir, fmt.Sprint(i)), src, cfg.Fsync)
-					case layout == "raw":
-						errs[i] = rawRead(filepath.Join(cfg.RawDir, fmt.Sprint(i)), cfg.Size)
+					case isRaw && op == "write":
+						errs[i] = rawWrite(filepath.Join(cfg.RawDir, layout+fmt.Sprint(i)), src, cfg.Fsync, layout == "raw-direct")
+					case isRaw:
+						errs[i] = rawRead(filepath.Join(cfg.RawDir, layout+fmt.Sprint(i)), cfg.Size)
 					case op == "write":
 						errs[i] = httpPut(client, cfg.URL, fmt.Sprintf("%s/s%d", dir, i), src, cfg.Size)
 					default:
@@ -135,13 +141,15 @@ func Stream(cfg StreamConfig) ([]Row, error) {
 			if layout == "raw" {
 				raw[op] = row.AggregateMiBs
 			}
-			if raw[op] > 0 {
-				row.Ratio = row.AggregateMiBs / raw[op]
-			}
 			rows = append(rows, row)
 		}
-		if layout != "raw" {
+		if !isRaw {
 			_ = apiPost(client, cfg.URL, "rm", map[string]any{"path": dir, "recursive": true})
+		}
+	}
+	for i := range rows {
+		if r := raw[rows[i].Op]; r > 0 {
+			rows[i].Ratio = rows[i].AggregateMiBs / r
 		}
 	}
 	return rows, nil
@@ -172,12 +180,30 @@ func dropCaches() {
 	_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0o200)
 }
 
-func rawWrite(p string, src io.Reader, fsync bool) error {
-	f, err := os.Create(p)
-	if err != nil {
-		return err
+func rawWrite(p string, src io.Reader, fsync, direct bool) error {
+	var f interface {
+		io.WriteCloser
+		Sync() error
+	}
+	var finish func() error
+	if direct {
+		d, err := directio.Create(p, 0o644, true)
+		if err != nil {
+			return err
+		}
+		f, finish = d, d.Finish
+	} else {
+		b, err := os.Create(p)
+		if err != nil {
+			return err
+		}
+		f, finish = b, func() error { return nil }
 	}
 	if _, err := io.CopyBuffer(f, struct{ io.Reader }{src}, make([]byte, 1<<20)); err != nil {
+		f.Close()
+		return err
+	}
+	if err := finish(); err != nil {
 		f.Close()
 		return err
 	}

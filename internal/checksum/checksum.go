@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"hash"
 	"hash/crc32"
+	"io"
 	"runtime"
 	"sort"
 
@@ -32,8 +33,10 @@ const (
 // Types lists every supported type.
 var Types = []string{Adler32, CRC32C, MD5, SHA256, XXHash64}
 
-// DefaultTypes is the set a storage server computes for every file.
-var DefaultTypes = []string{Adler32, CRC32C, MD5, SHA256}
+// DefaultTypes is the set a storage server computes when not told which:
+// the cheap ones. md5 and sha256 cost about seven times as much CPU and
+// are computed on request (see namespace.DefaultChecksums).
+var DefaultTypes = []string{Adler32, CRC32C}
 
 // Valid reports whether name is a supported checksum type.
 func Valid(name string) bool {
@@ -200,4 +203,31 @@ func SortedTypes(sums map[string]string) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// Recompute reads r to its end and returns the value of typ, recomputing
+// every type in stored on the way. bad names a stored type whose recorded
+// value no longer matches the data (the data is damaged and value must not
+// be trusted); n is the number of bytes read.
+func Recompute(r io.Reader, typ string, stored map[string]string) (value, bad string, n int64, err error) {
+	types := []string{typ}
+	for _, t := range SortedTypes(stored) {
+		if stored[t] != "" && t != typ {
+			types = append(types, t)
+		}
+	}
+	m, err := NewMulti(types...)
+	if err != nil {
+		return "", "", 0, err
+	}
+	if n, err = io.Copy(m, r); err != nil {
+		return "", "", n, err
+	}
+	got := m.Sums()
+	for _, t := range types[1:] {
+		if got[t] != stored[t] {
+			return "", t, n, nil
+		}
+	}
+	return got[typ], "", n, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"io"
+	"slices"
 	"testing"
 )
 
@@ -86,7 +87,7 @@ func TestNewMultiDefaultsAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m.Types(); len(got) != 4 || got[0] != Adler32 || got[3] != SHA256 {
+	if got := m.Types(); !slices.Equal(got, DefaultTypes) {
 		t.Fatalf("default types %v", got)
 	}
 	if _, err := NewMulti("adler32", "whirlpool"); err == nil {
@@ -146,5 +147,22 @@ func TestMultiSplitMatchesSequential(t *testing.T) {
 		if s[typ] != want || p[typ] != want {
 			t.Errorf("%s: sequential %s split %s want %s", typ, s[typ], p[typ], want)
 		}
+	}
+}
+
+func TestRecompute(t *testing.T) {
+	data := []byte("Hello World")
+	stored := map[string]string{Adler32: "180b041d", CRC32C: ""}
+	v, bad, n, err := Recompute(bytes.NewReader(data), MD5, stored)
+	if err != nil || bad != "" || n != int64(len(data)) || v != "b10a8db164e0754105b7a99be72e3fe5" {
+		t.Fatalf("Recompute md5 = %q bad %q n %d err %v", v, bad, n, err)
+	}
+	// Damaged data: the stored adler32 no longer matches and no value is given.
+	v, bad, _, err = Recompute(bytes.NewReader([]byte("Hello world")), MD5, stored)
+	if err != nil || bad != Adler32 || v != "" {
+		t.Fatalf("damaged data: value %q bad %q err %v", v, bad, err)
+	}
+	if _, _, _, err := Recompute(bytes.NewReader(data), "whirlpool", nil); err == nil {
+		t.Fatal("unknown type accepted")
 	}
 }

@@ -3,6 +3,8 @@ package checksum
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -38,11 +40,16 @@ var httpName = map[string]string{Adler32: "adler32", CRC32C: "crc32c", MD5: "md5
 // reprName is the RFC 9530 registry token for a type.
 var reprName = map[string]string{Adler32: "adler", CRC32C: "crc32c", MD5: "md5", SHA256: "sha-256"}
 
-// pickWanted parses a comma list of "alg[;q=x]" (or RFC 9530 "alg=n")
-// entries and returns our type name of the most wanted algorithm that
-// sums holds. Ties go to the earlier entry; weight 0 means "not wanted".
-func pickWanted(want string, sums map[string]string, rfc9530 bool) (string, bool) {
-	best, bestQ := "", 0.0
+// WantedTypes parses a Want-Digest value, a comma list of "alg[;q=x]"
+// entries (RFC 9530 Want-Repr-Digest: "alg=n"), into our type names, most
+// wanted first; ties keep the header's order, weight 0 means "not wanted"
+// and unknown algorithms are skipped.
+func WantedTypes(want string, rfc9530 bool) []string {
+	type entry struct {
+		typ string
+		q   float64
+	}
+	var es []entry
 	for _, item := range strings.Split(want, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -71,16 +78,28 @@ func pickWanted(want string, sums map[string]string, rfc9530 bool) (string, bool
 				}
 			}
 		}
-		typ, ok := digestAlg(name)
-		if !ok || q <= 0 || q <= bestQ {
-			continue
+		if typ, ok := digestAlg(name); ok && q > 0 {
+			es = append(es, entry{typ, q})
 		}
-		if _, have := sums[typ]; !have {
-			continue
-		}
-		best, bestQ = typ, q
 	}
-	return best, best != ""
+	sort.SliceStable(es, func(a, b int) bool { return es[a].q > es[b].q })
+	out := make([]string, 0, len(es))
+	for _, e := range es {
+		if !slices.Contains(out, e.typ) {
+			out = append(out, e.typ)
+		}
+	}
+	return out
+}
+
+// pickWanted returns the most wanted type in want that sums holds.
+func pickWanted(want string, sums map[string]string, rfc9530 bool) (string, bool) {
+	for _, t := range WantedTypes(want, rfc9530) {
+		if _, have := sums[t]; have {
+			return t, true
+		}
+	}
+	return "", false
 }
 
 // rawSum decodes a hex sum to raw bytes.

@@ -1,6 +1,9 @@
 package checksum
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 var hwSums = map[string]string{
 	Adler32: "1e720467", CRC32C: "f0ff7292",
@@ -87,5 +90,22 @@ func TestParseDigestHeaderForms(t *testing.T) {
 	// Leading zeros dropped by some servers.
 	if got := ParseDigestHeader("adler32=ab"); got[Adler32] != "000000ab" {
 		t.Fatalf("short adler: %v", got)
+	}
+}
+
+func TestWantedTypes(t *testing.T) {
+	cases := map[string][]string{
+		"md5;q=0.3, adler32;q=0.9, sha-256;q=0.9": {Adler32, SHA256, MD5},
+		"adler32;q=0, UNIXcksum, crc32c":          {CRC32C},
+		"md5, MD5":                                {MD5},
+		"":                                        {},
+	}
+	for in, want := range cases {
+		if got := WantedTypes(in, false); !slices.Equal(got, want) {
+			t.Errorf("WantedTypes(%q) = %v, want %v", in, got, want)
+		}
+	}
+	if got := WantedTypes("adler=3, sha-256=10", true); !slices.Equal(got, []string{SHA256, Adler32}) {
+		t.Errorf("RFC 9530 weights: %v", got)
 	}
 }

@@ -120,6 +120,12 @@ func (s *Server) davGet(w http.ResponseWriter, r *http.Request, c namespace.Call
 		s.htmlListing(w, c, p)
 		return
 	}
+	if want := checksum.WantedTypes(r.Header.Get("Want-Digest"), false); len(want) > 0 && !hasAny(n.Checksums, want) {
+		if n, err = s.EnsureChecksum(r.Context(), c, p, want[0]); err != nil {
+			davError(w, err, 0)
+			return
+		}
+	}
 	if r.Method == http.MethodHead {
 		h.Set("Content-Length", strconv.FormatInt(n.Size, 10))
 		h.Set("Content-Type", "application/octet-stream")
@@ -134,6 +140,15 @@ func (s *Server) davGet(w http.ResponseWriter, r *http.Request, c namespace.Call
 		return
 	}
 	http.Redirect(w, r, red.URL(), http.StatusTemporaryRedirect)
+}
+
+func hasAny(sums map[string]string, types []string) bool {
+	for _, t := range types {
+		if sums[t] != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) htmlListing(w http.ResponseWriter, c namespace.Caller, p string) {

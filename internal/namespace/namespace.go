@@ -31,8 +31,11 @@ const (
 	AttrChecksums = "sys.forced.checksums" // comma list of checksums computed on write
 )
 
-// DefaultChecksums are computed while writing when no attribute says otherwise.
-var DefaultChecksums = []string{"adler32", "crc32c", "md5", "sha256"}
+// DefaultChecksums are computed while writing when no attribute says
+// otherwise. They are the cheap ones (0.3 ms of CPU per MB together); md5
+// and sha256 cost 2 ms per MB and are computed on first request instead
+// (AddChecksums) unless a directory asks for them with AttrChecksums.
+var DefaultChecksums = []string{"adler32", "crc32c"}
 
 // Caller is the identity an operation runs as.
 type Caller struct {
@@ -1057,6 +1060,36 @@ func (ns *Namespace) XAttrs(c Caller, path string) ([][2]string, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
 	return out, nil
+}
+
+// AddChecksums records checksums computed after the write (on a client's
+// first request for a type the upload did not compute) for committed file
+// fid. Values already stored are kept: they came from the stream itself.
+func (ns *Namespace) AddChecksums(fid uint64, sums map[string]string) error {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	what := "id " + strconv.FormatUint(fid, 10)
+	v, err := ns.eng.Get(inodeKey(fid))
+	if err != nil || len(v) < 9 || v[0] != 'f' {
+		return kerr.New(kerr.NotFound, "checksum", what, "no such file (removed or replaced meanwhile)")
+	}
+	parent, name := binary.BigEndian.Uint64(v[1:]), string(v[9:])
+	n, err := ns.child(parent, name)
+	if err != nil || n == nil || n.ID != fid {
+		return kerr.New(kerr.NotFound, "checksum", what, "no such file (removed or replaced meanwhile)")
+	}
+	if n.Checksums == nil {
+		n.Checksums = map[string]string{}
+	}
+	for t, s := range sums {
+		if n.Checksums[t] == "" {
+			n.Checksums[t] = s
+		}
+	}
+	b := ns.eng.NewBatch()
+	defer b.Discard()
+	b.Put(dentryKey(parent, name), append([]byte{'f'}, n.encode(nil)...))
+	return ns.commit(b)
 }
 
 // ByID returns the inode with id and its path.

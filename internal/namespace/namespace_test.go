@@ -336,3 +336,28 @@ func BenchmarkStatParallel(b *testing.B) {
 		}
 	})
 }
+
+func TestAddChecksums(t *testing.T) {
+	ns := newNS(t)
+	f, err := ns.BeginCreate(Root, "/f", CreateOptions{}, place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.Commit(f.ID, 42, map[string]string{"adler32": "01020304", "crc32c": "0a0b0c0d"}); err != nil {
+		t.Fatal(err)
+	}
+	// A recorded value is never replaced; a missing type is added.
+	if err := ns.AddChecksums(f.ID, map[string]string{"adler32": "ffffffff", "md5": "00112233445566778899aabbccddeeff"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ns.Stat(Root, "/f")
+	if err != nil || st.Checksums["adler32"] != "01020304" || st.Checksums["md5"] != "00112233445566778899aabbccddeeff" || st.Size != 42 {
+		t.Fatalf("after AddChecksums: %+v %v", st, err)
+	}
+	// The file was replaced meanwhile: the late value must not land on the new file.
+	create(t, ns, "/f", 7)
+	mustKind(t, ns.AddChecksums(f.ID, map[string]string{"sha256": "00"}), kerr.NotFound)
+	if st, _ := ns.Stat(Root, "/f"); st.Checksums["sha256"] != "" {
+		t.Fatalf("checksum landed on the replacing file: %+v", st.Checksums)
+	}
+}

@@ -182,7 +182,7 @@ func (s *Server) serveStripe(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, kerr.New(kerr.Permission, "stripe", c.Path, "capability is for reading"))
 			return
 		}
-		file, err := f.create(c.Fid)
+		file, err := f.create(c.Fid, true)
 		if err != nil {
 			s.fail(w, r, ioError("stripe", c.Path, err))
 			return

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/directio"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
@@ -275,7 +276,8 @@ func (s *Server) Verify(token string, fid uint64) (*capability.Capability, error
 }
 
 // create opens a new physical file for writing on f.
-func (f *filesystem) create(fid uint64) (*os.File, error) {
+// With overlap the file writes in the background (see directio.Create).
+func (f *filesystem) create(fid uint64, overlap bool) (*directio.File, error) {
 	if err := f.writable(); err != nil {
 		return nil, err
 	}
@@ -287,7 +289,7 @@ func (f *filesystem) create(fid uint64) (*os.File, error) {
 		}
 		f.bucket.Store(dir, true)
 	}
-	file, err := os.OpenFile(p, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	file, err := directio.Create(p, 0o600, overlap)
 	if err == nil {
 		f.files.Add(1)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/directio"
 	"github.com/kaon-storage/kaon/internal/erasure"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
@@ -27,9 +28,10 @@ type stripeWriter interface {
 	abort()
 }
 
-// localStripe writes to a physical file on this server.
+// localStripe writes to a physical file on this server, bypassing the
+// page cache where the filesystem allows (package directio).
 type localStripe struct {
-	f    *os.File
+	f    *directio.File
 	fs   *filesystem
 	sync bool
 }
@@ -37,7 +39,10 @@ type localStripe struct {
 func (l *localStripe) Write(p []byte) (int, error) { return l.f.Write(p) }
 
 func (l *localStripe) finish(m StripeMeta) error {
-	err := writeMeta(l.f, m)
+	err := l.f.Finish()
+	if err == nil {
+		err = writeMeta(l.f.OS(), m)
+	}
 	if err == nil && l.sync {
 		err = l.f.Sync()
 	}
@@ -161,7 +166,8 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 	for i, t := range c.Targets {
 		var w stripeWriter
 		if f := s.local(t.FsID); f != nil {
-			file, err := f.create(c.Fid)
+			// The erasure writer runs one goroutine per stripe already.
+			file, err := f.create(c.Fid, l.Kind != "ec")
 			if err != nil {
 				u.abortStripes()
 				return nil, ioError("write", c.Path, err)

@@ -6,6 +6,8 @@ package xrdkaon
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"sort"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/mgm"
 	"github.com/kaon-storage/kaon/internal/namespace"
@@ -116,28 +119,26 @@ func (n Namespace) Truncate(_ context.Context, id xrootd.Identity, p string, siz
 	return kerr.New(kerr.Unsupported, "truncate", p, "committed files are immutable; only truncation to 0 is supported")
 }
 
-func (n Namespace) Checksum(_ context.Context, id xrootd.Identity, p, algo string) (string, error) {
-	in, err := n.ns().Stat(caller(id), p)
+// Checksum answers kXR_query checksum; types the upload did not compute
+// are computed now (mgm.EnsureChecksum).
+func (n Namespace) Checksum(ctx context.Context, id xrootd.Identity, p, algo string) (string, error) {
+	algo = checksumType(algo)
+	in, err := n.M.EnsureChecksum(ctx, caller(id), p, algo)
 	if err != nil {
 		return "", err
 	}
-	return checksumOf(p, in.IsDir, in.Checksums, algo)
+	return in.Checksums[algo], nil
 }
 
-func checksumOf(p string, dir bool, sums map[string]string, algo string) (string, error) {
-	if dir {
-		return "", kerr.New(kerr.IsDir, "checksum", p, "is a directory")
+// checksumType maps an XRootD checksum name to ours (adler32 by default).
+func checksumType(algo string) string {
+	switch algo {
+	case "":
+		return "adler32"
+	case "sha-256":
+		return "sha256"
 	}
-	if algo == "" {
-		algo = "adler32"
-	}
-	if algo == "sha-256" {
-		algo = "sha256"
-	}
-	if v := sums[algo]; v != "" {
-		return v, nil
-	}
-	return "", kerr.New(kerr.Unsupported, "checksum", p, algo+" was not computed for this file")
+	return algo
 }
 
 func (n Namespace) Locate(_ context.Context, id xrootd.Identity, p string) ([]string, error) {
@@ -316,8 +317,25 @@ func (r *readFile) Stat() (xrootd.FileInfo, error) {
 	now := time.Now()
 	return xrootd.FileInfo{Name: baseName(r.c.Path), Size: r.c.Size, Mode: 0o644, ID: r.c.Fid, MTime: now, CTime: now, ATime: now}, nil
 }
+
+// Checksum answers kXR_query checksum on the open file: from the record,
+// or computed now from the data when the upload did not compute the type.
 func (r *readFile) Checksum(algo string) (string, error) {
-	return checksumOf(r.c.Path, false, r.c.Sums, algo)
+	typ := checksumType(algo)
+	if v := r.c.Sums[typ]; v != "" {
+		return v, nil
+	}
+	if !checksum.Valid(typ) {
+		return "", kerr.New(kerr.Unsupported, "checksum", r.c.Path, fmt.Sprintf("unknown checksum type %q", typ))
+	}
+	v, bad, _, err := checksum.Recompute(io.NewSectionReader(r.f, 0, r.c.Size), typ, r.c.Sums)
+	switch {
+	case err != nil:
+		return "", kerr.Wrap(kerr.IO, "checksum", r.c.Path, err)
+	case bad != "":
+		return "", kerr.New(kerr.IO, "checksum", r.c.Path, "stored data does not match the "+bad+" recorded at write time")
+	}
+	return v, nil
 }
 func (r *readFile) Close() error { return r.f.Close() }
 func (r *readFile) Abort() error { return r.f.Close() }

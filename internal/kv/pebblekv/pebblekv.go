@@ -14,8 +14,14 @@ import (
 
 // Options tunes the engine.
 type Options struct {
-	CacheBytes int64 // block cache; default 64 MiB
+	CacheBytes int64 // block cache; default DefaultCacheBytes
 }
+
+// DefaultCacheBytes holds the index, filter and data blocks of about a
+// million files (`kaon bench ns`: 1M files, 64 MiB gave 19k creates/s and
+// 115k stats/s with most misses re-reading filter and index blocks; 128 MiB
+// gave 27k and 148k, at 180 MiB RSS).
+const DefaultCacheBytes = 128 << 20
 
 // Engine wraps a Pebble database.
 type Engine struct {
@@ -26,7 +32,7 @@ type Engine struct {
 // Open opens (creating if needed) the database in dir.
 func Open(dir string, o Options) (*Engine, error) {
 	if o.CacheBytes <= 0 {
-		o.CacheBytes = 64 << 20
+		o.CacheBytes = DefaultCacheBytes
 	}
 	cache := pebble.NewCache(o.CacheBytes)
 	defer cache.Unref()

@@ -1,0 +1,85 @@
+package directio
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestWriteReadBack writes sizes around the buffer and alignment edges in
+// uneven chunks and reads back exactly what was written, on the test's
+// temp dir and on tmpfs.
+func TestWriteReadBack(t *testing.T) {
+	dirs := []string{t.TempDir()}
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		shm, err := os.MkdirTemp("/dev/shm", "directio")
+		if err == nil {
+			t.Cleanup(func() { os.RemoveAll(shm) })
+			dirs = append(dirs, shm)
+		}
+	}
+	sizes := []int{0, 1, Align - 1, Align, Align + 1, BufSize - 1, BufSize, BufSize + 1, 3*BufSize + 12345}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, dir := range dirs {
+		var fs unix.Statfs_t
+		if err := unix.Statfs(dir, &fs); err != nil {
+			t.Fatal(err)
+		}
+		for i, size := range sizes {
+			data := make([]byte, size)
+			for i := range data {
+				data[i] = byte(rng.Uint32())
+			}
+			p := filepath.Join(dir, "f")
+			f, err := Create(p, 0o600, i%2 == 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch fs.Type {
+			case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC:
+				if !f.Direct() {
+					t.Errorf("%s: O_DIRECT not used on a filesystem that supports it", dir)
+				}
+			}
+			for rest := data; len(rest) > 0; {
+				n := min(len(rest), 1+rng.IntN(3*Align+7))
+				if rng.IntN(8) == 0 {
+					n = min(len(rest), 2*BufSize+1)
+				}
+				if w, err := f.Write(rest[:n]); err != nil || w != n {
+					t.Fatalf("write: %d %v", w, err)
+				}
+				rest = rest[n:]
+			}
+			if err := f.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(p)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("%s size %d: read back %d bytes, equal %v, err %v", dir, size, len(got), bytes.Equal(got, data), err)
+			}
+		}
+	}
+}
+
+// TestCloseWithoutFinish drops buffered bytes and does not leak or hang.
+func TestCloseWithoutFinish(t *testing.T) {
+	f, err := Create(filepath.Join(t.TempDir(), "f"), 0o600, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(make([]byte, BufSize+10))
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
