@@ -13,6 +13,10 @@
 #   dd read   same file after drop_caches          -> MB/s
 #   untar     tarball of $(go env GOROOT)/src      -> files/s
 #   ls -lR and find -ls, cold (drop_caches) and warm -> seconds
+# The metadata workloads also run on nullfs (bench/cfsd/nullfs): a FUSE
+# file system with the same mount options that keeps its tree in memory
+# and discards data. Its column is the ceiling of any FUSE file system on
+# this machine: the cost of the kernel round trips alone.
 # Needs root (mount, drop_caches).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,13 +28,19 @@ KAON=${KAON:-$WORK/kaon}
 
 mkdir -p "$WORK"
 [ -x "$KAON" ] || go build -o "$KAON" ./cmd/kaon
-B=$WORK/backend M=$WORK/mnt
-mkdir -p "$B" "$M"
+NULLFS=${NULLFS:-$WORK/nullfs}
+[ -x "$NULLFS" ] || go build -o "$NULLFS" ./bench/cfsd/nullfs
+B=$WORK/backend M=$WORK/mnt N=$WORK/null
+mkdir -p "$B" "$M" "$N"
 fusermount3 -uz "$M" 2>/dev/null || true
+fusermount3 -uz "$N" 2>/dev/null || true
 "$KAON" cfsd mount --backend "$B" $MOUNT_OPTS --log "$WORK/cfsd.log" "$M"
-trap '"$KAON" cfsd umount "$M" || fusermount3 -uz "$M"' EXIT
+"$NULLFS" "$N" 2>"$WORK/nullfs.log" &
+NULLPID=$!
+trap '"$KAON" cfsd umount "$M" || fusermount3 -uz "$M"; kill $NULLPID; wait $NULLPID' EXIT
+for _ in $(seq 50); do findmnt -n "$N" >/dev/null && break; sleep 0.1; done
 mkdir -p "$B/bk" "$M/mt"   # backend side, mount side (same file system)
-BK=$B/bk MT=$M/mt
+BK=$B/bk MT=$M/mt NL=$N
 
 TAR=$WORK/gosrc.tar
 if [ ! -f "$TAR" ]; then tar -C "$(go env GOROOT)" -cf "$TAR" src; fi
@@ -47,10 +57,10 @@ declare -A R
 add() { R[$1]="${R[$1]:-} $2"; }
 
 for i in $(seq 1 "$RUNS"); do
-  order="bk mt"; [ $((i % 2)) = 0 ] && order="mt bk"   # alternate who goes first
+  order="bk mt nl"; [ $((i % 2)) = 0 ] && order="nl mt bk"   # alternate who goes first
   for side in $order; do
-    D=$BK; [ $side = mt ] && D=$MT
-    if [ "$DD_MB" -gt 0 ]; then
+    D=$BK; [ $side = mt ] && D=$MT; [ $side = nl ] && D=$NL
+    if [ "$DD_MB" -gt 0 ] && [ $side != nl ]; then
       drop
       t=$(timeit dd if=/dev/zero of="$D/dd.bin" bs=1M count="$DD_MB" conv=fsync)
       add "ddw_$side" "$(calc "$DD_MB / $t")"
@@ -74,12 +84,13 @@ done
 
 echo "kaon cfsd benchmark: $RUNS runs, medians; backend $(findmnt -n -o FSTYPE -T "$B") at $B; $(uname -r)"
 echo "mount options: ${MOUNT_OPTS:-(default)}; data path: $(grep -o '"data_path": "[a-z]*"' "$M/.proc/stats.json")"
-printf '%-22s %14s %14s %10s\n' workload backend mount ratio
+printf '%-24s %10s %10s %8s %10s %12s\n' workload backend mount ratio nullfs nullfs-ratio
 line() { # name key unit better(hi|lo)
-  local b m r
-  b=$(median ${R[${2}_bk]}); m=$(median ${R[${2}_mt]})
+  local b m r n nr="-"
+  b=$(median ${R[${2}_bk]}); m=$(median ${R[${2}_mt]}); n=-
   r=$(calc "$m / $b")
-  printf '%-22s %14.3f %14.3f %9.3f %s\n' "$1 ($3)" "$b" "$m" "$r" "$([ "$4" = hi ] && echo '(throughput mount/backend)' || echo '(time mount/backend)')"
+  if [ -n "${R[${2}_nl]:-}" ]; then n=$(median ${R[${2}_nl]}); nr=$(calc "$n / $b"); fi
+  printf '%-24s %10.3f %10.3f %8.3f %10s %12s %s\n' "$1 ($3)" "$b" "$m" "$r" "$n" "$nr" "$([ "$4" = hi ] && echo '(throughput vs backend)' || echo '(time vs backend)')"
 }
 if [ "$DD_MB" -gt 0 ]; then
   line "dd write ${DD_MB}MiB" ddw MB/s hi

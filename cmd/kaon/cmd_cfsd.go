@@ -108,7 +108,7 @@ func cfsdMount(args []string) int {
 	}
 	m, err := fusecore.New(f.Root(), fusecore.Config{
 		Mountpoint: mp, FsName: "kaon-cfsd:" + *backend, Name: "kaon-cfsd",
-		EntryTimeout: *entryTO, AttrTimeout: *attrTO, NegativeTimeout: *negTO,
+		EntryTimeout: noCache(*entryTO), AttrTimeout: noCache(*attrTO), NegativeTimeout: noCache(*negTO),
 		AllowOther: *allowOther, ACL: *acl, Passthrough: !*noPT, CleanStale: *cleanStale, Debug: *debug,
 		ServerKillsPriv: true, NoOpendir: true, ReaddirPlusAuto: *rdplusAuto,
 	})
@@ -166,4 +166,13 @@ func cfsdUmount(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// noCache maps a timeout of 0 given on the command line ("do not cache") to
+// fusecore's negative value (its zero means "default").
+func noCache(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

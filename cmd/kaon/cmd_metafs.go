@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -23,6 +24,8 @@ func init() {
 const metafsUsage = `usage:
   kaon metafs index DIR [-o FILE] [--workers N] [--no-xattrs]
   kaon metafs mount --index FILE [--force] [--no-passthrough] [--ttl D] DIR [MOUNTPOINT]
+  kaon metafs mount --kernel --index FILE [--force] DIR [MOUNTPOINT]
+  kaon metafs umount MOUNTPOINT
   kaon metafs verify --index FILE DIR [--max N]
 
 index   walk DIR once and write a compact, checksummed metadata index
@@ -30,6 +33,11 @@ index   walk DIR once and write a compact, checksummed metadata index
 mount   serve DIR's metadata from the index; without MOUNTPOINT, mount over
         DIR itself. Only opens and data reads reach DIR. SIGHUP reloads FILE
         (rebuilt meanwhile) without unmounting; SIGINT/SIGTERM unmount.
+        --kernel: no daemon and no FUSE; the index becomes a skeleton tree on
+        a private tmpfs served by overlayfs with DIR as its data-only layer
+        (Linux 6.8+, root). Running it again on the same MOUNTPOINT switches
+        to the new index atomically.
+umount  unmount either kind of metafs mount
 verify  compare the index with DIR and list every difference
         (exit 0: identical, 1: differences, 2: error)
 `
@@ -46,6 +54,8 @@ func runMetafs(args []string) int {
 		return metafsMount(args[1:])
 	case "verify":
 		return metafsVerify(args[1:])
+	case "umount":
+		return metafsUmount(args[1:])
 	case "-h", "--help", "help":
 		fmt.Print(metafsUsage)
 		return 0
@@ -136,6 +146,7 @@ func metafsMount(args []string) int {
 	ttl := fs.Duration("ttl", 24*time.Hour, "kernel cache lifetime of entries, attributes and misses")
 	fdc := fs.Int("fd-cache", 1024, "lower files kept open after their last close")
 	debug := fs.Bool("debug", false, "log every FUSE request")
+	kernel := fs.Bool("kernel", false, "serve with overlayfs over a tmpfs skeleton instead of a FUSE daemon")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return 2
@@ -156,6 +167,15 @@ func metafsMount(args []string) int {
 		return 1
 	}
 	loadT := time.Since(start)
+	if *kernel {
+		if err := metafs.MountKernel(x, dir, mnt, *force); err != nil {
+			fmt.Fprintf(os.Stderr, "kaon metafs mount: %v\n", err)
+			return 1
+		}
+		fmt.Printf("kaon metafs: %d entries of %s on %s in the kernel (index %s, %d bytes, loaded in %.3fs, mounted in %.3fs)\n",
+			x.Len(), dir, mnt, *idx, x.FileSize, loadT.Seconds(), time.Since(start).Seconds()-loadT.Seconds())
+		return 0
+	}
 	m, err := metafs.Mount(x, dir, mnt, metafs.MountOptions{Force: *force, NoPassthrough: *noPT, TTL: *ttl,
 		FdCache: *fdc, AllowOther: os.Geteuid() == 0, Debug: *debug})
 	if err != nil {
@@ -198,6 +218,25 @@ func metafsMount(args []string) int {
 			}
 		}
 	}
+}
+
+func metafsUmount(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprint(os.Stderr, metafsUsage)
+		return 2
+	}
+	mnt := args[0]
+	var err error
+	if metafs.IsKernelMount(mnt) {
+		err = syscall.Unmount(mnt, 0)
+	} else if out, cerr := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); cerr != nil {
+		err = fmt.Errorf("%v: %s", cerr, strings.TrimSpace(string(out)))
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kaon metafs umount %s: %v\n", mnt, err)
+		return 1
+	}
+	return 0
 }
 
 func metafsVerify(args []string) int {

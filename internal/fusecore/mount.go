@@ -24,9 +24,10 @@ type Config struct {
 	FsName     string // shown as the source in /proc/mounts
 	Name       string // fuse subtype, e.g. "kaon-cfsd"
 
-	EntryTimeout    time.Duration // kernel dentry cache; default 1s
-	AttrTimeout     time.Duration // kernel attribute cache; default 1s
-	NegativeTimeout time.Duration // kernel negative dentry cache; default 1s
+	// Kernel caches; zero picks the default (1s), negative disables.
+	EntryTimeout    time.Duration // kernel dentry cache
+	AttrTimeout     time.Duration // kernel attribute cache
+	NegativeTimeout time.Duration // kernel negative dentry cache
 	MaxWrite        int           // bytes per WRITE request; default 1 MiB
 	MaxBackground   int           // async requests in flight; default 64
 
@@ -175,7 +176,7 @@ func New(root fs.InodeEmbedder, cfg Config) (*Mount, error) {
 	if err := CheckMountpoint(mp, cfg.CleanStale); err != nil {
 		return nil, err
 	}
-	et, at, nt := cfg.EntryTimeout, cfg.AttrTimeout, cfg.NegativeTimeout
+	et, at, nt := max(cfg.EntryTimeout, 0), max(cfg.AttrTimeout, 0), max(cfg.NegativeTimeout, 0)
 	opts := &fs.Options{
 		EntryTimeout:    &et,
 		AttrTimeout:     &at,
