@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"golang.org/x/sys/unix"
@@ -70,7 +72,7 @@ func MountKernel(x *Index, lowerDir, mountpoint string, force bool) error {
 	defer unix.Close(fsfd)
 	for _, kv := range [][2]string{
 		{"lowerdir+", skel}, {"datadir+", lowerDir}, {"metacopy", "on"}, {"redirect_dir", "follow"},
-		{"source", "kaon-metafs:" + lowerDir},
+		{"source", mountSource + lowerDir},
 	} {
 		if err := unix.FsconfigSetString(fsfd, kv[0], kv[1]); err != nil {
 			return kerr.Wrap(kerr.Unsupported, op, mountpoint, fmt.Errorf("overlayfs %s=%s (needs Linux 6.8): %w", kv[0], kv[1], err))
@@ -88,7 +90,10 @@ func MountKernel(x *Index, lowerDir, mountpoint string, force bool) error {
 		if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, mountpoint, unix.MOVE_MOUNT_F_EMPTY_PATH|moveMountBeneath); err != nil {
 			return kerr.Wrap(kerr.KindOf(err), op, mountpoint, fmt.Errorf("mounting beneath the served index: %w", err))
 		}
-		return unix.Unmount(mountpoint, unix.MNT_DETACH) // the old overlay, now on top
+		if err := unix.Unmount(mountpoint, unix.MNT_DETACH); err != nil { // the old overlay, now on top
+			return kerr.Wrap(kerr.KindOf(err), op, mountpoint, fmt.Errorf("detaching the previous index: %w", err))
+		}
+		return nil
 	}
 	if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, mountpoint, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return kerr.Wrap(kerr.KindOf(err), op, mountpoint, err)
@@ -96,17 +101,52 @@ func MountKernel(x *Index, lowerDir, mountpoint string, force bool) error {
 	return nil
 }
 
-// IsKernelMount reports whether p is the root of a kernel-mode metafs.
+// mountSource names kernel-mode mounts in the mount table ("kaon-metafs:"
+// + the tree below), which is how they are told from other overlays.
+const mountSource = "kaon-metafs:"
+
+// IsKernelMount reports whether the topmost mount on p is a kernel-mode
+// metafs (an overlay whose source is ours, not any overlay).
 func IsKernelMount(p string) bool {
-	var fs unix.Statfs_t
-	var st, parent unix.Stat_t
-	if unix.Statfs(p, &fs) != nil || fs.Type != unix.OVERLAYFS_SUPER_MAGIC {
+	abs, err := filepath.Abs(p)
+	if err != nil {
 		return false
 	}
-	if unix.Stat(p, &st) != nil || unix.Stat(filepath.Join(p, ".."), &parent) != nil {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
 		return false
 	}
-	return st.Dev != parent.Dev
+	ours := false
+	for _, line := range strings.Split(string(b), "\n") {
+		// id parent major:minor root mountpoint options [optional...] - fstype source super
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 2 || unescapeMountinfo(f[4]) != abs {
+			continue
+		}
+		ours = g[0] == "overlay" && strings.HasPrefix(unescapeMountinfo(g[1]), mountSource) // later lines are on top
+	}
+	return ours
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for a space...) of
+// /proc/self/mountinfo fields.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var out []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				out = append(out, byte(n))
+				i += 3
+				continue
+			}
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
 }
 
 // buildSkeleton creates x's tree below dir. Directories are walked with
