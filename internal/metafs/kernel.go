@@ -19,7 +19,7 @@ import (
 // the same path in the tree below; stat, readdir, readlink, getxattr,
 // access and failed lookups never leave the kernel's own caches, with no
 // daemon and no FUSE round trip (on this project's 2-core VM a round trip
-// costs 25-75 us, more than a cold ext4 lookup). This is the design of
+// costs 25-80 us, more than a cold ext4 lookup). This is the design of
 // composefs, built from Kaon's index instead of an EROFS image.
 //
 // What differs from the real tree: inode numbers, ctime (the mount time),
