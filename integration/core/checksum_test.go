@@ -2,6 +2,7 @@ package core
 
 import (
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kaon-storage/kaon/integration/harness"
@@ -38,6 +39,24 @@ func TestChecksumsOnRequest(t *testing.T) {
 	// The redirected GET carries the recorded value too.
 	if got := get(t, k, "/f", "-H", "Want-Digest: md5").header("Digest"); got != "md5="+want.md5b64 {
 		t.Fatalf("GET Want-Digest md5 after restart: %q", got)
+	}
+
+	// Many clients asking at once share one computation and all get it right.
+	mustPut(t, k, local, "/h")
+	var wg sync.WaitGroup
+	got := make([]string, 8)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = curl(t, "-I", "-H", "Want-Digest: sha-256", k.EP.HTTP+"/h").header("Digest")
+		}()
+	}
+	wg.Wait()
+	for i, g := range got {
+		if g != "sha-256="+want.shab64 {
+			t.Fatalf("concurrent request %d: Digest %q", i, g)
+		}
 	}
 
 	// Damaged data: the stored adler32 no longer matches, so no md5 is

@@ -33,6 +33,47 @@ func (s *Server) EnsureChecksum(ctx context.Context, c namespace.Caller, p, typ 
 	if !checksum.Valid(typ) {
 		return nil, kerr.New(kerr.Unsupported, "checksum", p, fmt.Sprintf("unknown checksum type %q", typ))
 	}
+	// One computation per file and type: concurrent requests (many clients
+	// verifying the same new file) wait for it and share its outcome.
+	key := fmt.Sprintf("%x/%s", n.ID, typ)
+	s.sumMu.Lock()
+	if call, busy := s.sumPending[key]; busy {
+		s.sumMu.Unlock()
+		select {
+		case <-call.done:
+		case <-ctx.Done():
+			return nil, kerr.New(kerr.IO, "checksum", p, "request cancelled while the checksum was computed")
+		}
+		if call.err != nil {
+			return nil, call.err
+		}
+		return s.EnsureChecksum(ctx, c, p, typ) // now answered from the record
+	}
+	if s.sumPending == nil {
+		s.sumPending = map[string]*sumCall{}
+	}
+	call := &sumCall{done: make(chan struct{})}
+	s.sumPending[key] = call
+	s.sumMu.Unlock()
+	defer func() {
+		s.sumMu.Lock()
+		delete(s.sumPending, key)
+		s.sumMu.Unlock()
+		close(call.done)
+	}()
+	// Not cancelled with this request: others may be waiting for it.
+	n, call.err = s.computeChecksum(context.WithoutCancel(ctx), c, p, n, typ)
+	return n, call.err
+}
+
+// sumCall is one checksum computation other requests may wait for.
+type sumCall struct {
+	done chan struct{}
+	err  error
+}
+
+// computeChecksum reads the file at p (inode n) and records typ.
+func (s *Server) computeChecksum(ctx context.Context, c namespace.Caller, p string, n *namespace.Inode, typ string) (*namespace.Inode, error) {
 	var body io.Reader = bytes.NewReader(nil)
 	if n.Size > 0 {
 		rc, err := s.openData(ctx, c, p)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/capability"
@@ -34,6 +35,9 @@ type Server struct {
 	reg *registry
 	ttl time.Duration
 	log *slog.Logger
+
+	sumMu      sync.Mutex
+	sumPending map[string]*sumCall // checksums being computed on request, by fid/type
 }
 
 // New creates a namespace server.
