@@ -270,15 +270,7 @@ func TestXrdfs(t *testing.T) {
 	bad("3011", "stat", "/it/fs/a")
 }
 
-const pyScript = `
-import sys
-from XRootD import client
-from XRootD.client.flags import OpenFlags, DirListFlags, QueryCode, MkDirFlags, AccessMode
-url = sys.argv[1]
-fs = client.FileSystem(url)
-def ok(what, st):
-    if not st.ok:
-        print("FAIL", what, st.message); sys.exit(1)
+const pyScript = clienttest.PyPrelude + `
 ok("mkdir", fs.mkdir("/it/py/sub", MkDirFlags.MAKEPATH)[0])
 data = bytes(range(256)) * 4096 * 3
 f = client.File()
@@ -311,17 +303,7 @@ st, info = fs.stat("/it/py/g.bin"); ok("stat3", st); assert info.size == 0, info
 ok("rm", fs.rm("/it/py/g.bin")[0])
 st, _ = fs.rm("/it/py/g.bin"); assert st.errno == 3011, st
 ok("rmdir", fs.rmdir("/it/py/sub")[0])
-big = bytes(range(251)) * (90000)
-g = client.File()
-ok("open-big", g.open(url + "//py-big.bin", OpenFlags.DELETE)[0])
-ok("write-big", g.write(big, 0)[0])
-ok("close-big", g.close()[0])
-g = client.File(); ok("open-big-r", g.open(url + "//py-big.bin")[0])
-st, d = g.read(); ok("read-big", st); assert d == big, len(d)
-g.close()
-ok("rm-big", fs.rm("/py-big.bin")[0])
-print("PYTHON-OK")
-`
+` + clienttest.PyBigFile
 
 func TestPythonBindings(t *testing.T) {
 	data := bytes.Repeat(func() []byte {

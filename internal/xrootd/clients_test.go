@@ -157,15 +157,7 @@ func TestXrdfsCommands(t *testing.T) {
 	}
 }
 
-const pyScript = `
-import sys
-from XRootD import client
-from XRootD.client.flags import OpenFlags, DirListFlags, QueryCode, MkDirFlags, AccessMode
-url = "root://" + sys.argv[1]
-fs = client.FileSystem(url)
-def ok(what, st):
-    if not st.ok:
-        print("FAIL", what, st.message); sys.exit(1)
+const pyScript = clienttest.PyPrelude + `
 ok("mkdir", fs.mkdir("/py/sub", MkDirFlags.MAKEPATH)[0])
 f = client.File()
 ok("open", f.open(url + "//py/sub/f.bin", OpenFlags.DELETE | OpenFlags.UPDATE)[0])
@@ -192,17 +184,7 @@ f.close()
 ok("rm", fs.rm("/py/g.bin")[0])
 st, _ = fs.rm("/py/g.bin"); assert st.errno == 3011, st
 ok("rmdir", fs.rmdir("/py/sub")[0])
-big = bytes(range(251)) * (90000)
-g = client.File()
-ok("open-big", g.open(url + "//py-big.bin", OpenFlags.DELETE)[0])
-ok("write-big", g.write(big, 0)[0])
-ok("close-big", g.close()[0])
-g = client.File(); ok("open-big-r", g.open(url + "//py-big.bin")[0])
-st, d = g.read(); ok("read-big", st); assert d == big, len(d)
-g.close()
-ok("rm-big", fs.rm("/py-big.bin")[0])
-print("PYTHON-OK")
-`
+` + clienttest.PyBigFile
 
 func TestPythonBindings(t *testing.T) {
 	need(t, "/usr/bin/python3")
@@ -214,7 +196,7 @@ func TestPythonBindings(t *testing.T) {
 		}
 		return b
 	}(), 4096*3)
-	out := mustRun(t, "/usr/bin/python3", "-c", pyScript, c.MgrAddr, adlerHex(data[:100]))
+	out := mustRun(t, "/usr/bin/python3", "-c", pyScript, "root://"+c.MgrAddr, adlerHex(data[:100]))
 	if !strings.Contains(out, "PYTHON-OK") {
 		t.Fatalf("python: %s", out)
 	}

@@ -57,3 +57,32 @@ func MustRun(t testing.TB, name string, args ...string) string {
 	}
 	return out
 }
+
+// PyPrelude starts a Python script for /usr/bin/python3 (the XRootD
+// bindings import only there): it binds url (argv[1], "root://host:port"),
+// a FileSystem fs, and ok(what, status), which exits on failure.
+const PyPrelude = `
+import sys
+from XRootD import client
+from XRootD.client.flags import OpenFlags, DirListFlags, QueryCode, MkDirFlags, AccessMode
+url = sys.argv[1]
+fs = client.FileSystem(url)
+def ok(what, st):
+    if not st.ok:
+        print("FAIL", what, st.message); sys.exit(1)
+`
+
+// PyBigFile ends a script started with PyPrelude: a multi-MiB write, read
+// back byte-exact and removed, then "PYTHON-OK".
+const PyBigFile = `
+big = bytes(range(251)) * (90000)
+g = client.File()
+ok("open-big", g.open(url + "//py-big.bin", OpenFlags.DELETE)[0])
+ok("write-big", g.write(big, 0)[0])
+ok("close-big", g.close()[0])
+g = client.File(); ok("open-big-r", g.open(url + "//py-big.bin")[0])
+st, d = g.read(); ok("read-big", st); assert d == big, len(d)
+g.close()
+ok("rm-big", fs.rm("/py-big.bin")[0])
+print("PYTHON-OK")
+`
