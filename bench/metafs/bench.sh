@@ -247,13 +247,20 @@ echo "by call, metafs start-up:  $(breakdown "$WORK/metafs.startup.strace")"
 echo "by call, metafs x$P:        $(breakdown "$WORK/metafs.par.strace")"
 echo
 echo "wall time, ms (median of $RUNS)"
-printf "%-10s %10s %10s %8s %10s %10s %8s\n" workload "direct" "metafs" "ratio" "direct" "metafs" "ratio"
-printf "%-10s %10s %10s %8s %10s %10s %8s\n" "" "cold" "cold" "" "warm" "warm" ""
-for w in ls find lib startup; do
-	printf "%-10s %10s %10s %8s %10s %10s %8s\n" "$w" "${DC[$w]}" "${MC[$w]}" "$(ratio "${DC[$w]}" "${MC[$w]}")" \
-		"${DW[$w]}" "${MW[$w]}" "$(ratio "${DW[$w]}" "${MW[$w]}")"
-done
-printf "%-10s %10s %10s %8s %10s %10s %8s\n" "startup x$P" "-" "-" "" "$PD" "$PM" "$(ratio "$PD" "$PM")"
+# timetable LABEL COLD WARM PAR: direct vs LABEL, cold and warm (COLD and
+# WARM name arrays keyed by workload; PAR is the parallel warm time).
+timetable() {
+	local -n cold=$2 warm=$3
+	local f="%-10s %10s %10s %8s %10s %10s %8s\n" w
+	printf "$f" workload "direct" "$1" "ratio" "direct" "$1" "ratio"
+	printf "$f" "" "cold" "cold" "" "warm" "warm" ""
+	for w in ls find lib startup; do
+		printf "$f" "$w" "${DC[$w]}" "${cold[$w]}" "$(ratio "${DC[$w]}" "${cold[$w]}")" \
+			"${DW[$w]}" "${warm[$w]}" "$(ratio "${DW[$w]}" "${warm[$w]}")"
+	done
+	printf "$f" "startup x$P" "-" "-" "" "$PD" "$4" "$(ratio "$PD" "$4")"
+}
+timetable metafs MC MW "$PM"
 echo "(ratio = direct/metafs: > 1 means metafs is faster)"
 if [[ $KERNEL == 1 ]]; then
 	echo
@@ -264,11 +271,5 @@ if [[ $KERNEL == 1 ]]; then
 		printf "%-10s %12s %14s %14s %10s\n" "$w" "${KD[$w]}" "${KM[$w]}" "${KMW[$w]}" "$(ratio "${KD[$w]}" "${KM[$w]}")"
 	done
 	echo "wall time, ms (median of $RUNS; direct columns from the table above)"
-	printf "%-10s %10s %10s %8s %10s %10s %8s\n" workload "direct" "kernel" "ratio" "direct" "kernel" "ratio"
-	printf "%-10s %10s %10s %8s %10s %10s %8s\n" "" "cold" "cold" "" "warm" "warm" ""
-	for w in ls find lib startup; do
-		printf "%-10s %10s %10s %8s %10s %10s %8s\n" "$w" "${DC[$w]}" "${KC[$w]}" "$(ratio "${DC[$w]}" "${KC[$w]}")" \
-			"${DW[$w]}" "${KW[$w]}" "$(ratio "${DW[$w]}" "${KW[$w]}")"
-	done
-	printf "%-10s %10s %10s %8s %10s %10s %8s\n" "startup x$P" "-" "-" "" "$PD" "$PK" "$(ratio "$PD" "$PK")"
+	timetable kernel KC KW "$PK"
 fi
