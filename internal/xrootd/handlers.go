@@ -297,6 +297,23 @@ func (c *conn) doEndsess(h *reqHeader) bool {
 
 // --- data path ---
 
+// ioBuffer reserves n bytes of the connection's and the server's I/O
+// budgets and returns a buffer of that size; done returns all three. ok is
+// false when the connection is closing.
+func (c *conn) ioBuffer(n int64) (buf []byte, done func(), ok bool) {
+	t := c.budget.acquire(n)
+	if t < 0 {
+		return nil, nil, false
+	}
+	g := c.srv.global.acquire(n)
+	buf = getBuf(int(n))
+	return buf, func() {
+		putBuf(buf)
+		c.srv.global.release(g)
+		c.budget.release(t)
+	}, true
+}
+
 func (c *conn) doRead(h *reqHeader, body []byte, f *openFile, release func()) {
 	r := decodeRead(h, body)
 	release()
@@ -311,15 +328,11 @@ func (c *conn) doRead(h *reqHeader, body []byte, f *openFile, release func()) {
 		return
 	}
 	n := min(left, readChunk)
-	t := c.budget.acquire(n)
-	if t < 0 {
+	buf, done, ok := c.ioBuffer(n)
+	if !ok {
 		return
 	}
-	defer c.budget.release(t)
-	g := c.srv.global.acquire(n)
-	defer c.srv.global.release(g)
-	buf := getBuf(int(n))
-	defer putBuf(buf)
+	defer done()
 	off := r.Offset
 	for {
 		want := min(left, int64(len(buf)))
@@ -402,15 +415,11 @@ func (c *conn) streamWrite(h *reqHeader) bool {
 		failCode, failErr = kXR_ArgInvalid, errors.New("negative offset")
 	}
 	n := min(left, readChunk)
-	t := c.budget.acquire(n)
-	if t < 0 {
+	buf, done, ok := c.ioBuffer(n)
+	if !ok {
 		return false
 	}
-	defer c.budget.release(t)
-	g := c.srv.global.acquire(n)
-	defer c.srv.global.release(g)
-	buf := getBuf(int(n))
-	defer putBuf(buf)
+	defer done()
 	off := w.Offset
 	for left > 0 {
 		m := min(left, int64(len(buf)))

@@ -125,15 +125,11 @@ func (c *conn) doPgread(h *reqHeader, body []byte, f *openFile, release func()) 
 	out := c.sess.pathConn(r.PathID, c)
 	left := int64(r.Rlen)
 	n := min(left, readChunk)
-	t := c.budget.acquire(n)
-	if t < 0 {
+	buf, done, ok := c.ioBuffer(n)
+	if !ok {
 		return
 	}
-	defer c.budget.release(t)
-	g := c.srv.global.acquire(n)
-	defer c.srv.global.release(g)
-	buf := getBuf(int(n))
-	defer putBuf(buf)
+	defer done()
 	crcs := make([]byte, (readChunk/pgPageSize+2)*pgCksSize)
 	off := r.Offset
 	for {
