@@ -32,8 +32,7 @@ func TestSeparateProcesses(t *testing.T) {
 	if strings.Count(out, "booted") != 6 {
 		t.Fatalf("not all filesystems booted:\n%s", out)
 	}
-	m.MustKaon("mkdir", "/ec")
-	m.MustKaon("attr", "set", "/ec", "sys.forced.layout=ec:4+2:65536")
+	layoutDir(t, m, "/ec", "ec:4+2:65536")
 	local, data := randomFile(t, 5<<20+99)
 	mustPut(t, m, local, "/ec/f")
 	mustGetEqual(t, m, "/ec/f", data)

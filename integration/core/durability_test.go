@@ -39,8 +39,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 // restart every file is either complete with the right checksum or absent.
 func TestKill9DuringWrites(t *testing.T) {
 	k := harness.Up(t)
-	k.MustKaon("mkdir", "/ec")
-	k.MustKaon("attr", "set", "/ec", "sys.forced.layout=ec:4+2")
+	layoutDir(t, k, "/ec", "ec:4+2")
 	committed, cdata := randomFile(t, 1<<20)
 	mustPut(t, k, committed, "/ec/before")
 	// Acknowledged just before the crash: these must survive it.

@@ -58,8 +58,7 @@ func TestECSurvivesMFailures(t *testing.T) {
 		k_, m_ := 0, 0
 		fmt.Sscanf(layout, "ec:%d+%d", &k_, &m_)
 		dir := "/" + strings.NewReplacer(":", "", "+", "_").Replace(layout)
-		k.MustKaon("mkdir", dir)
-		k.MustKaon("attr", "set", dir, "sys.forced.layout="+layout+":65536")
+		layoutDir(t, k, dir, layout+":65536")
 		local, data := randomFile(t, int64(k_)*65536*3+12345)
 		damages := []string{"delete", "truncate", "corrupt"}
 		for round := range damages {
@@ -114,8 +113,7 @@ func TestECSurvivesMFailures(t *testing.T) {
 // avoid them, and that too few usable filesystems is a clear, fast error.
 func TestPlacementRespectsState(t *testing.T) {
 	k := harness.Up(t, "--fs", "7")
-	k.MustKaon("mkdir", "/ec")
-	k.MustKaon("attr", "set", "/ec", "sys.forced.layout=ec:4+2")
+	layoutDir(t, k, "/ec", "ec:4+2")
 	k.MustKaon("fs", "config", "3", "configstatus=off")
 	if out := k.MustKaon("fs", "ls"); !strings.Contains(out, " off ") {
 		t.Fatalf("fs ls does not show off:\n%s", out)

@@ -105,3 +105,10 @@ func sumsOf(b []byte) sums {
 		shab64: base64.StdEncoding.EncodeToString(s[:]),
 	}
 }
+
+// layoutDir creates dir with the layout policy new files below inherit.
+func layoutDir(t *testing.T, k *harness.Process, dir, layout string) {
+	t.Helper()
+	k.MustKaon("mkdir", dir)
+	k.MustKaon("attr", "set", dir, "sys.forced.layout="+layout)
+}

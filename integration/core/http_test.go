@@ -19,8 +19,7 @@ func TestLayoutsRoundTrip(t *testing.T) {
 	k := harness.Up(t)
 	for _, layout := range []string{"plain", "replica:2", "ec:4+2"} {
 		dir := "/" + strings.NewReplacer(":", "_", "+", "_").Replace(layout)
-		k.MustKaon("mkdir", dir)
-		k.MustKaon("attr", "set", dir, "sys.forced.layout="+layout)
+		layoutDir(t, k, dir, layout)
 		for _, size := range []int64{0, 1, 4<<20 + 3, 9 << 20} {
 			local, data := randomFile(t, size)
 			remote := fmt.Sprintf("%s/f%d", dir, size)
@@ -71,8 +70,7 @@ func stripes(layout string) int {
 
 func TestRanges(t *testing.T) {
 	k := harness.Up(t)
-	k.MustKaon("mkdir", "/ec")
-	k.MustKaon("attr", "set", "/ec", "sys.forced.layout=ec:4+2:65536")
+	layoutDir(t, k, "/ec", "ec:4+2:65536")
 	local, data := randomFile(t, 3<<20+777)
 	for _, p := range []string{"/plain", "/ec/file"} {
 		mustPut(t, k, local, p)
@@ -318,8 +316,7 @@ func TestParallelStreams(t *testing.T) {
 	k := harness.Up(t)
 	for _, l := range []string{"plain", "replica:2", "ec:4+2"} {
 		d := "/" + strings.NewReplacer(":", "", "+", "").Replace(l)
-		k.MustKaon("mkdir", d)
-		k.MustKaon("attr", "set", d, "sys.forced.layout="+l)
+		layoutDir(t, k, d, l)
 	}
 	dirs := []string{"/plain", "/replica2", "/ec42"}
 	const n = 32

@@ -21,8 +21,7 @@ import (
 // stays far below the file size, and the bytes come back intact.
 func TestLargeFilesStream(t *testing.T) {
 	k := harness.Up(t)
-	k.MustKaon("mkdir", "/ec")
-	k.MustKaon("attr", "set", "/ec", "sys.forced.layout=ec:4+2")
+	layoutDir(t, k, "/ec", "ec:4+2")
 	const size = 1<<30 + 12345
 	local := filepath.Join(t.TempDir(), "big")
 	f, err := os.Create(local)
