@@ -33,9 +33,9 @@ const (
 // Types lists every supported type.
 var Types = []string{Adler32, CRC32C, MD5, SHA256, XXHash64}
 
-// DefaultTypes is the set a storage server computes when not told which:
-// the cheap ones. md5 and sha256 cost about seven times as much CPU and
-// are computed on request (see namespace.DefaultChecksums).
+// DefaultTypes is the set computed while writing unless a directory asks
+// for others: the cheap ones (0.3 ms of CPU per MB together). md5 and
+// sha256 cost 2 ms per MB more and are computed on request instead.
 var DefaultTypes = []string{Adler32, CRC32C}
 
 // Valid reports whether name is a supported checksum type.

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
 )
@@ -32,10 +33,10 @@ const (
 )
 
 // DefaultChecksums are computed while writing when no attribute says
-// otherwise. They are the cheap ones (0.3 ms of CPU per MB together); md5
-// and sha256 cost 2 ms per MB and are computed on first request instead
-// (AddChecksums) unless a directory asks for them with AttrChecksums.
-var DefaultChecksums = []string{"adler32", "crc32c"}
+// otherwise: checksum.DefaultTypes, the cheap ones. Others are computed on
+// first request (AddChecksums) unless a directory asks for them with
+// AttrChecksums.
+var DefaultChecksums = checksum.DefaultTypes
 
 // Caller is the identity an operation runs as.
 type Caller struct {
@@ -546,21 +547,13 @@ func (ns *Namespace) CreateEmpty(c Caller, path string, o CreateOptions) (*Inode
 	return f, nil
 }
 
-// emptySum is the checksum of zero bytes.
+// emptySum is the checksum of zero bytes ("" for an unknown type).
 func emptySum(t string) string {
-	switch t {
-	case "adler32":
-		return "00000001"
-	case "crc32c":
-		return "00000000"
-	case "md5":
-		return "d41d8cd98f00b204e9800998ecf8427e"
-	case "sha256":
-		return "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-	case "xxhash64":
-		return "ef46db3751d8e999"
+	m, err := checksum.NewMulti(t)
+	if err != nil {
+		return ""
 	}
-	return ""
+	return m.Sums()[t]
 }
 
 // link makes file f visible in parent, replacing old (whose stripes are
@@ -1070,10 +1063,10 @@ func (ns *Namespace) AddChecksums(fid uint64, sums map[string]string) error {
 	defer ns.mu.Unlock()
 	what := "id " + strconv.FormatUint(fid, 10)
 	v, err := ns.eng.Get(inodeKey(fid))
-	if err != nil || len(v) < 9 || v[0] != 'f' {
+	parent, name, isFile := parseFileIndex(v)
+	if err != nil || !isFile {
 		return kerr.New(kerr.NotFound, "checksum", what, "no such file (removed or replaced meanwhile)")
 	}
-	parent, name := binary.BigEndian.Uint64(v[1:]), string(v[9:])
 	n, err := ns.child(parent, name)
 	if err != nil || n == nil || n.ID != fid {
 		return kerr.New(kerr.NotFound, "checksum", what, "no such file (removed or replaced meanwhile)")
@@ -1105,9 +1098,7 @@ func (ns *Namespace) ByID(id uint64) (*Inode, string, error) {
 		return nil, "", kerr.Wrap(kerr.Internal, "lookup", what, err)
 	}
 	var n *Inode
-	if len(v) >= 9 && v[0] == 'f' {
-		parent := binary.BigEndian.Uint64(v[1:])
-		name := string(v[9:])
+	if parent, name, isFile := parseFileIndex(v); isFile {
 		if n, err = ns.child(parent, name); err != nil || n == nil {
 			return nil, "", kerr.New(kerr.Internal, "lookup", what, "dangling file index")
 		}

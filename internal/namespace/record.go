@@ -217,3 +217,12 @@ func deletionKey(fsid uint32, fid uint64, idx int) []byte {
 }
 
 func fileIndex(parent uint64, name string) []byte { return append(u64([]byte{'f'}, parent), name...) }
+
+// parseFileIndex decodes a fileIndex value; ok is false for a container's
+// inode record.
+func parseFileIndex(v []byte) (parent uint64, name string, ok bool) {
+	if len(v) < 9 || v[0] != 'f' {
+		return 0, "", false
+	}
+	return binary.BigEndian.Uint64(v[1:]), string(v[9:]), true
+}
