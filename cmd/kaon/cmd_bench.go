@@ -87,17 +87,11 @@ func runBench(args []string) int {
 		sync := fl.Bool("sync", true, "in-process: durable commits, as the server does by default")
 		cpuProfile := fl.String("cpuprofile", "", "in-process: write a Go CPU profile of the run to this file")
 		fl.Parse(args[1:])
-		if *cpuProfile != "" {
-			f, err := os.Create(*cpuProfile)
-			if err != nil {
-				return fail("bench ns", err)
-			}
-			defer f.Close()
-			if err := pprof.StartCPUProfile(f); err != nil {
-				return fail("bench ns", err)
-			}
-			defer pprof.StopCPUProfile()
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return fail("bench ns", err)
 		}
+		defer stop()
 		cfg := bench.NSConfig{Files: *files, Dirs: *dirs, Workers: *workers, Sync: *sync}
 		if *data != "" {
 			url, pid, err := serverOf(*data)
@@ -126,4 +120,21 @@ func runBench(args []string) int {
 		return 2
 	}
 	return 0
+}
+
+// startCPUProfile writes a Go CPU profile to path (nothing when path is
+// empty) until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

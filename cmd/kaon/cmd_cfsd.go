@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -119,11 +118,10 @@ func cfsdMount(args []string) int {
 		return 1
 	}
 	f.PassthroughActive = m.PassthroughActive
-	if *cpuProfile != "" {
-		if pf, err := os.Create(*cpuProfile); err == nil {
-			pprof.StartCPUProfile(pf)
-			defer func() { pprof.StopCPUProfile(); pf.Close() }()
-		}
+	if stop, err := startCPUProfile(*cpuProfile); err == nil {
+		defer stop()
+	} else {
+		fmt.Fprintf(os.Stderr, "kaon cfsd: cpu profile: %v\n", err)
 	}
 	mode := "daemon data path"
 	if m.PassthroughActive() {
