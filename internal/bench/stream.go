@@ -180,40 +180,37 @@ func dropCaches() {
 	_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0o200)
 }
 
-func rawWrite(p string, src io.Reader, fsync, direct bool) error {
+// rawWrite writes src to p in 1 MiB writes, buffered or with O_DIRECT,
+// and fsyncs if asked.
+func rawWrite(p string, src io.Reader, fsync, direct bool) (err error) {
 	var f interface {
 		io.WriteCloser
 		Sync() error
 	}
-	var finish func() error
+	finish := func() error { return nil }
 	if direct {
 		d, err := directio.Create(p, 0o644, true)
 		if err != nil {
 			return err
 		}
 		f, finish = d, d.Finish
-	} else {
-		b, err := os.Create(p)
-		if err != nil {
-			return err
-		}
-		f, finish = b, func() error { return nil }
-	}
-	if _, err := io.CopyBuffer(f, struct{ io.Reader }{src}, make([]byte, 1<<20)); err != nil {
-		f.Close()
+	} else if f, err = os.Create(p); err != nil {
 		return err
 	}
-	if err := finish(); err != nil {
-		f.Close()
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	// Both ends wrapped: otherwise io.CopyBuffer hands the copy to
+	// os.File.ReadFrom, which writes in 32 KiB pieces.
+	if _, err = io.CopyBuffer(struct{ io.Writer }{f}, struct{ io.Reader }{src}, make([]byte, 1<<20)); err != nil {
 		return err
 	}
-	if fsync {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
+	if err = finish(); err == nil && fsync {
+		err = f.Sync()
 	}
-	return f.Close()
+	return err
 }
 
 func rawRead(p string, size int64) error {
@@ -222,7 +219,7 @@ func rawRead(p string, size int64) error {
 		return err
 	}
 	defer f.Close()
-	n, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, make([]byte, 1<<20))
+	n, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, struct{ io.Reader }{f}, make([]byte, 1<<20)) // 1 MiB reads, see rawWrite
 	if err == nil && n != size {
 		err = fmt.Errorf("%s: read %d bytes, want %d", p, n, size)
 	}
