@@ -265,7 +265,7 @@ func httpGet(c *http.Client, base, p string, size int64) error {
 		msg, _ := io.ReadAll(resp.Body)
 		return fmt.Errorf("GET %s: %d %s", p, resp.StatusCode, msg)
 	}
-	n, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{resp.Body}, make([]byte, 1<<20))
+	n, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, struct{ io.Reader }{resp.Body}, make([]byte, 1<<20))
 	if err == nil && n != size {
 		err = fmt.Errorf("GET %s: %d bytes, want %d", p, n, size)
 	}
