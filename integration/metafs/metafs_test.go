@@ -695,7 +695,7 @@ func kernelMount(t *testing.T, idx, lower, mnt string, extra ...string) {
 		t.Fatalf("kernel mount: code %d: %s", code, out)
 	}
 	t.Cleanup(func() {
-		for IsMounted(mnt) {
+		for isMounted(mnt) {
 			if out, code := kaon(t, "metafs", "umount", mnt); code != 0 {
 				t.Errorf("umount: %s", out)
 				return
@@ -704,8 +704,8 @@ func kernelMount(t *testing.T, idx, lower, mnt string, extra ...string) {
 	})
 }
 
-// IsMounted reports whether p is a mount point (another device than its parent).
-func IsMounted(p string) bool {
+// isMounted reports whether p is a mount point (another device than its parent).
+func isMounted(p string) bool {
 	var a, b unix.Stat_t
 	return unix.Stat(p, &a) == nil && unix.Stat(filepath.Join(p, ".."), &b) == nil && a.Dev != b.Dev
 }
