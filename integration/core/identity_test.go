@@ -52,6 +52,22 @@ func TestLocalIdentity(t *testing.T) {
 	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-L", u+"/private/secret"); out != "403" {
 		t.Fatalf("nobody reading a 0700 directory: %s", out)
 	}
+	// File mode bits guard the data itself, over both protocols.
+	mustPut(t, k, local, "/pub/root-only")
+	k.MustKaon("chmod", "600", "/pub/root-only")
+	mustPut(t, k, local, "/pub/readable")
+	for _, h := range []string{"", "Want-Digest: adler32"} {
+		if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-H", h, u+"/pub/root-only"); out != "403" {
+			t.Fatalf("nobody reading a 0600 file (%q): %s", h, out)
+		}
+	}
+	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-L", u+"/pub/readable"); out != "200" {
+		t.Fatalf("nobody reading a 0644 file: %s", out)
+	}
+	xhost := strings.TrimPrefix(k.EP.XRootD, "root://")
+	if out, err := asNobody(t, "xrdcp", "-f", "root://"+xhost+"//pub/root-only", "/dev/null"); err == nil || !strings.Contains(strings.ToLower(out), "permission denied") {
+		t.Fatalf("nobody xrdcp of a 0600 file: %v %s", err, out)
+	}
 	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-T", local, u+"/pub/mine"); out != "201" {
 		t.Fatalf("nobody writing to a 1777 directory: %s", out)
 	}

@@ -27,6 +27,9 @@ func (s *Server) EnsureChecksum(ctx context.Context, c namespace.Caller, p, typ 
 	if n.IsDir {
 		return nil, kerr.New(kerr.IsDir, "checksum", p, "is a directory")
 	}
+	if !n.Permits(c, 4) { // a checksum tells about the content
+		return nil, kerr.New(kerr.Permission, "checksum", p, "read permission denied")
+	}
 	if n.Checksums[typ] != "" {
 		return n, nil
 	}

@@ -147,6 +147,9 @@ func (s *Server) OpenRead(c namespace.Caller, path string) (Redirect, *namespace
 	if n.IsDir {
 		return Redirect{}, n, kerr.New(kerr.IsDir, "read", path, "is a directory")
 	}
+	if !n.Permits(c, 4) {
+		return Redirect{}, n, kerr.New(kerr.Permission, "read", path, "read permission denied")
+	}
 	p, _ := namespace.CleanPath(path)
 	cp := &capability.Capability{Fid: n.ID, Path: p, Layout: n.Layout, Size: n.Size, Sums: n.Checksums,
 		UID: c.UID, GID: c.GID, Expires: time.Now().Add(s.ttl).Unix()}

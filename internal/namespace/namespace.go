@@ -245,6 +245,10 @@ func (ns *Namespace) lookup(c Caller, op, path string) (string, *Inode, *Inode, 
 	return p, n, parent, err
 }
 
+// Permits reports whether c may access n for want (4 read, 2 write,
+// 1 search/execute) by its mode bits.
+func (n *Inode) Permits(c Caller, want uint32) bool { return access(n, c, want) }
+
 // access checks mode bits (want: 4 read, 2 write, 1 search/execute).
 func access(n *Inode, c Caller, want uint32) bool {
 	if c.UID == 0 {
