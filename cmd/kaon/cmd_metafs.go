@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -33,11 +34,11 @@ index   walk DIR once and write a compact, checksummed metadata index
 mount   serve DIR's metadata from the index; without MOUNTPOINT, mount over
         DIR itself. Only opens and data reads reach DIR. SIGHUP reloads FILE
         (rebuilt meanwhile) without unmounting; SIGINT/SIGTERM unmount.
-        --kernel: no daemon and no FUSE; the index becomes a skeleton tree on
-        a private tmpfs served by overlayfs with DIR as its data-only layer
-        (Linux 6.8+, root). Running it again on the same MOUNTPOINT switches
-        to the new index atomically.
-umount  unmount either kind of metafs mount
+        --kernel: no FUSE; the index becomes a skeleton tree on a private
+        tmpfs, mounted read-only, so metadata never leaves the kernel; the
+        daemon only copies each file's data in from DIR on its first open
+        (fanotify; Linux 6.14+, root). The copied data stays in the tmpfs.
+umount  unmount either kind of metafs mount (and stop its daemon)
 verify  compare the index with DIR and list every difference
         (exit 0: identical, 1: differences, 2: error)
 `
@@ -146,7 +147,7 @@ func metafsMount(args []string) int {
 	ttl := fs.Duration("ttl", 24*time.Hour, "kernel cache lifetime of entries, attributes and misses")
 	fdc := fs.Int("fd-cache", 1024, "lower files kept open after their last close")
 	debug := fs.Bool("debug", false, "log every FUSE request")
-	kernel := fs.Bool("kernel", false, "serve with overlayfs over a tmpfs skeleton instead of a FUSE daemon")
+	kernel := fs.Bool("kernel", false, "serve metadata from a tmpfs skeleton in the kernel instead of FUSE")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return 2
@@ -167,40 +168,43 @@ func metafsMount(args []string) int {
 		return 1
 	}
 	loadT := time.Since(start)
+	var srv metafsServer
+	how := ""
 	if *kernel {
-		if err := metafs.MountKernel(x, dir, mnt, *force); err != nil {
+		k, err := metafs.MountKernel(x, dir, mnt, *force, log.Printf)
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "kaon metafs mount: %v\n", err)
 			return 1
 		}
-		fmt.Printf("kaon metafs: %d entries of %s on %s in the kernel (index %s, %d bytes, loaded in %.3fs, mounted in %.3fs)\n",
-			x.Len(), dir, mnt, *idx, x.FileSize, loadT.Seconds(), time.Since(start).Seconds()-loadT.Seconds())
-		return 0
-	}
-	m, err := metafs.Mount(x, dir, mnt, metafs.MountOptions{Force: *force, NoPassthrough: *noPT, TTL: *ttl,
-		FdCache: *fdc, AllowOther: os.Geteuid() == 0, Debug: *debug})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "kaon metafs mount: %v\n", err)
-		return 1
+		srv, how = kernelServer{k}, " in the kernel"
+	} else {
+		m, err := metafs.Mount(x, dir, mnt, metafs.MountOptions{Force: *force, NoPassthrough: *noPT, TTL: *ttl,
+			FdCache: *fdc, AllowOther: os.Geteuid() == 0, Debug: *debug})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "kaon metafs mount: %v\n", err)
+			return 1
+		}
+		srv = fuseServer{m, mnt}
 	}
 	sig := make(chan os.Signal, 4)
 	signal.Notify(sig, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
-	fmt.Printf("kaon metafs: serving %d entries of %s on %s (index %s, %d bytes, loaded in %.3fs)\n",
-		x.Len(), dir, mnt, *idx, x.FileSize, loadT.Seconds())
+	fmt.Printf("kaon metafs: serving %d entries of %s on %s%s (index %s, %d bytes, loaded in %.3fs, mounted in %.3fs)\n",
+		x.Len(), dir, mnt, how, *idx, x.FileSize, loadT.Seconds(), time.Since(start).Seconds()-loadT.Seconds())
 	served := make(chan struct{})
-	go func() { m.Server.Wait(); close(served) }()
+	go func() { srv.wait(); close(served) }()
 	for {
 		select {
 		case <-served:
-			fmt.Fprintf(os.Stderr, "kaon metafs: %s unmounted; %s\n", mnt, m.FS.Summary())
+			fmt.Fprintf(os.Stderr, "kaon metafs: %s unmounted; %s\n", mnt, srv.summary())
 			return 0
 		case s := <-sig:
 			switch s {
 			case syscall.SIGUSR1:
-				fmt.Fprintf(os.Stderr, "kaon metafs: %s\n", m.FS.Summary())
+				fmt.Fprintf(os.Stderr, "kaon metafs: %s\n", srv.summary())
 			case syscall.SIGHUP:
 				nx, err := metafs.Load(*idx)
 				if err == nil {
-					err = m.FS.Reload(nx, *force)
+					err = srv.reload(nx, *force)
 				}
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "kaon metafs: reload refused, still serving the previous index: %v\n", err)
@@ -208,15 +212,50 @@ func metafsMount(args []string) int {
 					fmt.Printf("kaon metafs: reloaded %s (%d entries)\n", *idx, nx.Len())
 				}
 			default:
-				if err := m.Unmount(); err != nil {
-					// Busy (open files, cwd inside): detach lazily.
-					exec.Command("fusermount3", "-u", "-z", mnt).Run()
-				}
+				srv.stop()
 				<-served
-				fmt.Fprintf(os.Stderr, "kaon metafs: %s unmounted; %s\n", mnt, m.FS.Summary())
+				fmt.Fprintf(os.Stderr, "kaon metafs: %s unmounted; %s\n", mnt, srv.summary())
 				return 0
 			}
 		}
+	}
+}
+
+// metafsServer is what the mount command drives, in either mode.
+type metafsServer interface {
+	wait() // until unmounted
+	reload(x *metafs.Index, force bool) error
+	summary() string
+	stop() // unmount; wait returns after
+}
+
+type fuseServer struct {
+	m   *metafs.Mounted
+	mnt string
+}
+
+func (f fuseServer) wait()                                    { f.m.Server.Wait() }
+func (f fuseServer) reload(x *metafs.Index, force bool) error { return f.m.FS.Reload(x, force) }
+func (f fuseServer) summary() string                          { return f.m.FS.Summary() }
+func (f fuseServer) stop() {
+	if err := f.m.Unmount(); err != nil {
+		// Busy (open files, cwd inside): detach lazily.
+		exec.Command("fusermount3", "-u", "-z", f.mnt).Run()
+	}
+}
+
+type kernelServer struct{ k *metafs.KernelMount }
+
+func (s kernelServer) wait() {
+	if err := s.k.Serve(); err != nil {
+		log.Printf("kaon metafs: %v", err)
+	}
+}
+func (s kernelServer) reload(x *metafs.Index, force bool) error { return s.k.Reload(x, force) }
+func (s kernelServer) summary() string                          { return s.k.Summary() }
+func (s kernelServer) stop() {
+	if err := s.k.Close(); err != nil {
+		log.Printf("kaon metafs: unmounting %s: %v", s.k.Mountpoint, err)
 	}
 }
 
@@ -227,8 +266,8 @@ func metafsUmount(args []string) int {
 	}
 	mnt := args[0]
 	var err error
-	if metafs.IsKernelMount(mnt) {
-		err = syscall.Unmount(mnt, 0)
+	if pid, ok := metafs.KernelMountPid(mnt); ok {
+		err = umountKernel(mnt, pid)
 	} else if out, cerr := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); cerr != nil {
 		err = fmt.Errorf("%v: %s", cerr, strings.TrimSpace(string(out)))
 	}
@@ -237,6 +276,22 @@ func metafsUmount(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// umountKernel asks the daemon serving a kernel-mode mount to stop (it
+// detaches the mount itself) and waits for it; a mount whose daemon is
+// gone is detached here.
+func umountKernel(mnt string, pid int) error {
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return syscall.Unmount(mnt, syscall.MNT_DETACH)
+	}
+	for range 200 {
+		if p, ok := metafs.KernelMountPid(mnt); !ok || p != pid {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("daemon pid %d did not unmount within 10s", pid)
 }
 
 func metafsVerify(args []string) int {

@@ -686,55 +686,48 @@ func TestLowerCallsSeenByStrace(t *testing.T) {
 	}
 }
 
-// kernelMount runs `kaon metafs mount --kernel` and unmounts at cleanup.
-func kernelMount(t *testing.T, idx, lower, mnt string, extra ...string) {
-	t.Helper()
-	args := append([]string{"metafs", "mount", "--kernel", "--index", idx}, extra...)
-	out, code := kaon(t, append(args, lower, mnt)...)
-	if code != 0 || !strings.Contains(out, "in the kernel") {
-		t.Fatalf("kernel mount: code %d: %s", code, out)
-	}
-	t.Cleanup(func() {
-		for isMounted(mnt) {
-			if out, code := kaon(t, "metafs", "umount", mnt); code != 0 {
-				t.Errorf("umount: %s", out)
-				return
-			}
-		}
-	})
-}
-
 // isMounted reports whether p is a mount point (another device than its parent).
 func isMounted(p string) bool {
 	var a, b unix.Stat_t
 	return unix.Stat(p, &a) == nil && unix.Stat(filepath.Join(p, ".."), &b) == nil && a.Dev != b.Dev
 }
 
-// TestKernelMode serves the index with overlayfs over a tmpfs skeleton:
-// metadata as in the tree (but for what the skeleton cannot copy), data
-// read from below byte for byte, misses answered, every write EROFS, a
-// stale index refused, and a new index switched in place while a process
-// keeps using the old one.
+// TestKernelMode serves the index from a tmpfs skeleton: metadata as in
+// the tree (but for what the skeleton cannot copy), data copied in from
+// below on first open byte for byte and only once, an open of a file
+// changed below refused, misses answered, every write EROFS, a stale index
+// refused, a second mount refused, and a new index switched in place on
+// SIGHUP while a process keeps using the old one.
 func TestKernelMode(t *testing.T) {
 	lower := mkTree(t)
 	idx := filepath.Join(t.TempDir(), "sw.metafs")
 	index(t, lower, idx)
 	mnt := t.TempDir()
-	kernelMount(t, idx, lower, mnt)
+	d := mount(t, "--kernel", "--index", idx, lower, mnt)
 	var sf unix.Statfs_t
 	must(t, unix.Statfs(mnt, &sf))
-	if sf.Type != unix.OVERLAYFS_SUPER_MAGIC {
-		t.Fatalf("statfs type %x: not an overlay", sf.Type)
+	if sf.Type != unix.TMPFS_MAGIC {
+		t.Fatalf("statfs type %x: not the tmpfs skeleton", sf.Type)
 	}
 	if n := compareTrees(t, lower, mnt, false, true); n < 300 {
 		t.Fatalf("compared only %d entries", n)
 	}
-	for _, p := range []string{"bin/tool", "lib/libfoo.so", "top", "bin/hardlink", "share/doc/pkg/ünïcödé", "share/doc/pkg/README with space"} {
-		want, err := os.ReadFile(filepath.Join(lower, p))
-		must(t, err)
-		if got, err := os.ReadFile(filepath.Join(mnt, p)); err != nil || !bytes.Equal(got, want) {
-			t.Errorf("read %s: %d bytes, %v; want %d bytes", p, len(got), err, len(want))
+	read := []string{"bin/tool", "lib/libfoo.so", "top", "bin/hardlink", "share/doc/pkg/ünïcödé", "share/doc/pkg/README with space"}
+	for round := 0; round < 2; round++ {
+		for _, p := range read {
+			want, err := os.ReadFile(filepath.Join(lower, p))
+			must(t, err)
+			if got, err := os.ReadFile(filepath.Join(mnt, p)); err != nil || !bytes.Equal(got, want) {
+				t.Errorf("read %s: %d bytes, %v; want %d bytes", p, len(got), err, len(want))
+			}
 		}
+	}
+	// Filled once each: bin/tool, libfoo.so.1.2 (via two symlinks), the
+	// top/bin/hardlink inode, ünïcödé; the empty file needs nothing.
+	d.cmd.Process.Signal(syscall.SIGUSR1)
+	d.waitFor(t, "files filled")
+	if out := d.output(); !strings.Contains(out, "4 files filled from the tree below (75008 bytes), 0 opens refused") {
+		t.Fatalf("fills after reading %d names twice:\n%s", len(read), out)
 	}
 	var a, b unix.Stat_t
 	must(t, unix.Lstat(filepath.Join(mnt, "top"), &a))
@@ -748,28 +741,53 @@ func TestKernelMode(t *testing.T) {
 		}
 	}
 	checkEROFS(t, lower, mnt)
+	if out, code := kaon(t, "metafs", "mount", "--kernel", "--index", idx, lower, mnt); code == 0 || !strings.Contains(out, "already served") {
+		t.Fatalf("second kernel mount on %s: code %d: %s", mnt, code, out)
+	}
+
+	// A file rewritten below since the index was built: its first open
+	// fails (EIO, logged with the path) instead of serving other data.
+	must(t, os.WriteFile(filepath.Join(lower, "private/secret"), []byte("rewritten!!!"), 0o644))
+	if _, err := os.ReadFile(filepath.Join(mnt, "private/secret")); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("open of a file changed below: %v, want EIO", err)
+	}
+	d.waitFor(t, "private/secret refused")
 
 	// A process inside the old view keeps it; new lookups see the new index.
 	old, err := os.Open(filepath.Join(mnt, "lib/python3/site"))
 	must(t, err)
 	defer old.Close()
 	must(t, os.WriteFile(filepath.Join(lower, "lib/python3/site/added.py"), []byte("new"), 0o644))
-	out, code := kaon(t, "metafs", "mount", "--kernel", "--index", idx, lower, mnt)
-	if code == 0 || !strings.Contains(out, "stale") {
-		t.Fatalf("stale index mounted in the kernel: code %d: %s", code, out)
-	}
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	d.waitFor(t, "reload refused")
 	index(t, lower, idx)
-	kernelMount(t, idx, lower, mnt)
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	d.waitFor(t, "reloaded")
 	if data, err := os.ReadFile(filepath.Join(mnt, "lib/python3/site/added.py")); err != nil || string(data) != "new" {
 		t.Fatalf("new index not served after switching: %q %v", data, err)
+	}
+	if data, err := os.ReadFile(filepath.Join(mnt, "private/secret")); err != nil || string(data) != "rewritten!!!" {
+		t.Fatalf("rewritten file after reindexing: %q %v", data, err)
 	}
 	if names, err := old.Readdirnames(-1); err != nil || slices.Contains(names, "added.py") || !slices.Contains(names, "mod.py") {
 		t.Fatalf("old view changed under an open directory: %v %v", names, err)
 	}
-	var mi []byte
-	mi, err = os.ReadFile("/proc/self/mountinfo")
+	mi, err := os.ReadFile("/proc/self/mountinfo")
 	must(t, err)
 	if n := strings.Count(string(mi), " "+mnt+" "); n != 1 {
 		t.Fatalf("%d mounts on %s after switching, want 1", n, mnt)
+	}
+
+	// kaon metafs umount stops the daemon, which detaches its mount.
+	if out, code := kaon(t, "metafs", "umount", mnt); code != 0 {
+		t.Fatalf("umount: code %d: %s", code, out)
+	}
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("daemon still running after kaon metafs umount")
+	}
+	if isMounted(mnt) {
+		t.Fatal("still mounted after kaon metafs umount")
 	}
 }

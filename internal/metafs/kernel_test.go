@@ -14,7 +14,7 @@ func TestUnescapeMountinfo(t *testing.T) {
 			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
 		}
 	}
-	if IsKernelMount("/") || IsKernelMount("/proc") {
+	if _, ok := KernelMountPid("/"); ok {
 		t.Error("a non-metafs mount taken for a kernel-mode metafs")
 	}
 }
