@@ -62,12 +62,16 @@ type KernelMount struct {
 // and the old one keeps serving processes that still use the old view.
 type skelGen struct {
 	x      *Index
-	rwroot int              // a detached, writable clone of the skeleton's root
-	files  map[uint64]int32 // skeleton inode -> entry, for files with data
+	rwroot int                  // a detached, writable clone of the skeleton's root
+	files  map[uint64]*skelFile // skeleton inode -> file with data; fixed once built
+}
 
-	mu      sync.Mutex
-	filled  map[uint64]bool
-	filling map[uint64]chan struct{}
+// skelFile is a skeleton file that holds data once filled. Its lock makes
+// racing first opens share one copy.
+type skelFile struct {
+	entry  int32
+	mu     sync.Mutex
+	filled bool
 }
 
 // MountKernel mounts x over mountpoint in kernel mode, reading file data
@@ -168,7 +172,7 @@ func (k *KernelMount) attach(x *Index, beneath bool) error {
 	if err := unix.FanotifyMark(int(k.fan.Fd()), unix.FAN_MARK_ADD|unix.FAN_MARK_MOUNT, unix.FAN_OPEN_PERM, view, "."); err != nil {
 		return fail("fanotify mark", err)
 	}
-	g := &skelGen{x: x, rwroot: rw, files: files, filled: map[uint64]bool{}, filling: map[uint64]chan struct{}{}}
+	g := &skelGen{x: x, rwroot: rw, files: files}
 	k.mu.Lock()
 	k.gens[st.Dev] = g
 	k.mu.Unlock()
@@ -243,10 +247,10 @@ func (k *KernelMount) open(fd int) uint32 {
 	if g == nil {
 		return fanDenyErrno(unix.EIO)
 	}
-	if i, ok := g.files[st.Ino]; ok {
-		if err := k.fill(g, st.Ino, int(i)); err != nil {
+	if f := g.files[st.Ino]; f != nil {
+		if err := k.fill(g, f); err != nil {
 			k.Denied.Add(1)
-			k.logf("kaon metafs: open of %s refused: %v", filepath.Join(k.Mountpoint, g.x.Path(int(i))), err)
+			k.logf("kaon metafs: open of %s refused: %v", filepath.Join(k.Mountpoint, g.x.Path(int(f.entry))), err)
 			return fanDenyErrno(unix.EIO)
 		}
 	}
@@ -258,35 +262,19 @@ func (k *KernelMount) open(fd int) uint32 {
 	return unix.FAN_ALLOW
 }
 
-// fill copies entry i's data from the tree below into the skeleton, once
-// per inode however many opens race for it.
-func (k *KernelMount) fill(g *skelGen, ino uint64, i int) error {
-	g.mu.Lock()
-	for {
-		if g.filled[ino] {
-			g.mu.Unlock()
-			return nil
-		}
-		wait := g.filling[ino]
-		if wait == nil {
-			break
-		}
-		g.mu.Unlock()
-		<-wait
-		g.mu.Lock()
+// fill copies f's data from the tree below into the skeleton, once
+// however many opens race for it (a failed copy is retried by the next).
+func (k *KernelMount) fill(g *skelGen, f *skelFile) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.filled {
+		return nil
 	}
-	done := make(chan struct{})
-	g.filling[ino] = done
-	g.mu.Unlock()
-	err := k.copyIn(g, i)
-	g.mu.Lock()
-	delete(g.filling, ino)
-	if err == nil {
-		g.filled[ino] = true
+	if err := k.copyIn(g, int(f.entry)); err != nil {
+		return err
 	}
-	g.mu.Unlock()
-	close(done)
-	return err
+	f.filled = true
+	return nil
 }
 
 func (k *KernelMount) copyIn(g *skelGen, i int) error {
@@ -299,8 +287,7 @@ func (k *KernelMount) copyIn(g *skelGen, i int) error {
 	if err != nil {
 		return fmt.Errorf("opening it in %s: %w", k.Lower, err)
 	}
-	src := os.NewFile(uintptr(sfd), p)
-	defer src.Close()
+	defer unix.Close(sfd)
 	var st unix.Stat_t
 	if err := unix.Fstat(sfd, &st); err != nil {
 		return err
@@ -313,9 +300,8 @@ func (k *KernelMount) copyIn(g *skelGen, i int) error {
 	if err != nil {
 		return fmt.Errorf("skeleton: %w", err)
 	}
-	dst := os.NewFile(uintptr(dfd), p)
-	defer dst.Close()
-	n, err := copyExact(dst, src, int64(a.Size))
+	defer unix.Close(dfd)
+	n, err := copyExact(dfd, sfd, int64(a.Size))
 	if err == nil && uint64(n) != a.Size {
 		err = fmt.Errorf("read %d of %d bytes from %s", n, a.Size, k.Lower)
 	}
@@ -333,18 +319,18 @@ func (k *KernelMount) copyIn(g *skelGen, i int) error {
 // copyExact copies size bytes with pread/pwrite and no read past the end:
 // every call reaching the tree below counts, and copy_file_range refuses
 // to cross from the tree's filesystem to tmpfs (EXDEV) on this kernel.
-func copyExact(dst, src *os.File, size int64) (int64, error) {
+func copyExact(dst, src int, size int64) (int64, error) {
 	buf := make([]byte, min(size, 1<<20))
 	var n int64
 	for n < size {
-		m, err := unix.Pread(int(src.Fd()), buf[:min(int64(len(buf)), size-n)], n)
+		m, err := unix.Pread(src, buf[:min(int64(len(buf)), size-n)], n)
 		if err != nil {
 			return n, err
 		}
 		if m == 0 { // shorter than the index says
 			break
 		}
-		if _, err := unix.Pwrite(int(dst.Fd()), buf[:m], n); err != nil {
+		if _, err := unix.Pwrite(dst, buf[:m], n); err != nil {
 			return n, err
 		}
 		n += int64(m)
@@ -363,14 +349,12 @@ func (k *KernelMount) Close() error {
 	}
 	k.mu.Lock()
 	for _, g := range k.gens {
-		g.mu.Lock()
 		for i := 0; i < g.x.Len(); i++ {
 			a := g.x.Attr(i)
 			if a.Mode&unix.S_IFMT == unix.S_IFREG && a.Size > 0 && !g.filledPath(i) {
 				unix.Unlinkat(g.rwroot, g.x.Path(i), 0)
 			}
 		}
-		g.mu.Unlock()
 		unix.Close(g.rwroot)
 	}
 	k.gens = map[uint64]*skelGen{}
@@ -380,13 +364,20 @@ func (k *KernelMount) Close() error {
 	return err
 }
 
-// filledPath reports whether entry i's inode was filled (g.mu held).
+// filledPath reports whether entry i's inode was filled, waiting for a
+// copy in progress.
 func (g *skelGen) filledPath(i int) bool {
 	var st unix.Stat_t
 	if unix.Fstatat(g.rwroot, g.x.Path(i), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return false
 	}
-	return g.filled[st.Ino]
+	f := g.files[st.Ino]
+	if f == nil {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.filled
 }
 
 // Summary is a one-line account for logs.
@@ -451,7 +442,7 @@ func unescapeMountinfo(s string) string {
 // buildSkeleton creates x's tree below dir and returns its files that hold
 // data, by skeleton inode. Directories are walked with descriptors, so
 // paths longer than PATH_MAX are no problem.
-func buildSkeleton(x *Index, dir string) (map[uint64]int32, error) {
+func buildSkeleton(x *Index, dir string) (map[uint64]*skelFile, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -461,7 +452,7 @@ func buildSkeleton(x *Index, dir string) (map[uint64]int32, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &skeleton{x: x, links: map[uint64]string{}, files: map[uint64]int32{}, rootfd: fd, reverse: newest}
+	b := &skeleton{x: x, links: map[uint64]string{}, files: map[uint64]*skelFile{}, rootfd: fd, reverse: newest}
 	if err := b.dir(fd, 0); err != nil {
 		return nil, err
 	}
@@ -480,8 +471,8 @@ func buildSkeleton(x *Index, dir string) (map[uint64]int32, error) {
 
 type skeleton struct {
 	x       *Index
-	links   map[uint64]string // inode -> path below the root, for hard links
-	files   map[uint64]int32  // skeleton inode -> entry, files with data
+	links   map[uint64]string    // inode -> path below the root, for hard links
+	files   map[uint64]*skelFile // skeleton inode -> file with data
 	rootfd  int
 	reverse bool // create children last to first (see newestFirst)
 }
@@ -588,7 +579,7 @@ func (b *skeleton) file(dirfd int, name string, i int, a Attr) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
-	b.files[st.Ino] = int32(i)
+	b.files[st.Ino] = &skelFile{entry: int32(i)}
 	return nil
 }
 
