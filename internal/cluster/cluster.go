@@ -19,7 +19,8 @@ import (
 )
 
 // Version of the messages below; a peer with another version is refused.
-const Version = 1
+// Version 2: storage servers claim an upload before writing it.
+const Version = 2
 
 // FsReport is what a storage server says about one of its filesystems.
 type FsReport struct {
@@ -72,6 +73,10 @@ type Commit struct {
 // Namespace is what a storage server needs from the namespace server.
 type Namespace interface {
 	Heartbeat(ctx context.Context, hb Heartbeat) (HeartbeatReply, error)
+	// Claim is called before the first byte of an upload is stored: it
+	// fails unless fid is a pending upload nobody has claimed yet, so a
+	// write capability is good for exactly one upload.
+	Claim(ctx context.Context, fid uint64) error
 	Commit(ctx context.Context, c Commit) error
 	Abort(ctx context.Context, fid uint64) error
 }
@@ -122,6 +127,10 @@ func (c *Client) Heartbeat(ctx context.Context, hb Heartbeat) (HeartbeatReply, e
 }
 
 func (c *Client) Commit(ctx context.Context, cm Commit) error { return c.call(ctx, "commit", cm, nil) }
+
+func (c *Client) Claim(ctx context.Context, fid uint64) error {
+	return c.call(ctx, "claim", map[string]uint64{"fid": fid}, nil)
+}
 
 func (c *Client) Abort(ctx context.Context, fid uint64) error {
 	return c.call(ctx, "abort", map[string]uint64{"fid": fid}, nil)
@@ -177,16 +186,20 @@ func Handler(ns Namespace, secret string) http.Handler {
 		}
 		return WriteJSON(w, struct{}{})
 	}))
-	mux.HandleFunc("/internal/v1/abort", auth(func(w http.ResponseWriter, r *http.Request) error {
-		var a struct{ Fid uint64 }
-		if err := decode(r, &a); err != nil {
-			return err
-		}
-		if err := ns.Abort(r.Context(), a.Fid); err != nil {
-			return err
-		}
-		return WriteJSON(w, struct{}{})
-	}))
+	byFid := func(fn func(ctx context.Context, fid uint64) error) http.HandlerFunc {
+		return auth(func(w http.ResponseWriter, r *http.Request) error {
+			var a struct{ Fid uint64 }
+			if err := decode(r, &a); err != nil {
+				return err
+			}
+			if err := fn(r.Context(), a.Fid); err != nil {
+				return err
+			}
+			return WriteJSON(w, struct{}{})
+		})
+	}
+	mux.HandleFunc("/internal/v1/claim", byFid(ns.Claim))
+	mux.HandleFunc("/internal/v1/abort", byFid(ns.Abort))
 	return mux
 }
 

@@ -87,6 +87,12 @@ func (s *Server) Heartbeat(_ context.Context, hb cluster.Heartbeat) (cluster.Hea
 	return reply, nil
 }
 
+// Claim implements cluster.Namespace.
+func (s *Server) Claim(_ context.Context, fid uint64) error {
+	_, err := s.ns.ClaimUpload(fid)
+	return err
+}
+
 // Commit implements cluster.Namespace.
 func (s *Server) Commit(_ context.Context, c cluster.Commit) error {
 	_, err := s.ns.Commit(c.Fid, c.Size, c.Checksums)

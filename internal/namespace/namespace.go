@@ -67,6 +67,7 @@ type Namespace struct {
 	dirIndex map[dirKey]uint64 // (parent, name) -> cid for cached containers
 	nextID   uint64            // next id to hand out
 	idLimit  uint64            // persisted high-water; refill when nextID reaches it
+	claimed  map[uint64]bool   // pending uploads a storage server is writing
 }
 
 type dirKey struct {
@@ -81,7 +82,7 @@ func Open(eng kv.Engine, opts Options) (*Namespace, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	ns := &Namespace{eng: eng, opts: opts, dirs: map[uint64]*Inode{}, dirIndex: map[dirKey]uint64{}}
+	ns := &Namespace{eng: eng, opts: opts, dirs: map[uint64]*Inode{}, dirIndex: map[dirKey]uint64{}, claimed: map[uint64]bool{}}
 	v, err := eng.Get([]byte("v"))
 	switch {
 	case errors.Is(err, kv.ErrNotFound):
@@ -585,12 +586,35 @@ func (ns *Namespace) link(b kv.Batch, parent, f, old *Inode) error {
 func (ns *Namespace) Pending(fid uint64) (*Inode, error) {
 	v, err := ns.eng.Get(pendingKey(fid))
 	if errors.Is(err, kv.ErrNotFound) {
-		return nil, kerr.New(kerr.NotFound, "commit", "fid "+strconv.FormatUint(fid, 10), "no pending upload")
+		return nil, kerr.New(kerr.NotFound, "commit", "fid "+strconv.FormatUint(fid, 10), "no pending upload (committed or aborted)")
 	}
 	if err != nil {
 		return nil, err
 	}
 	return decodeInode(v)
+}
+
+// ClaimUpload marks pending upload fid as being written. A storage server
+// claims an upload before it touches any byte, so a write capability is
+// good for exactly one upload: a replay while it runs, or once it has been
+// committed or aborted, is refused here. Claims live in memory only: a
+// restart aborts every pending upload anyway (AbortStale).
+func (ns *Namespace) ClaimUpload(fid uint64) (*Inode, error) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	what := "fid " + strconv.FormatUint(fid, 10)
+	f, err := ns.Pending(fid)
+	if kerr.Is(err, kerr.NotFound) {
+		return nil, kerr.New(kerr.Permission, "write", what, "write capability already used: the upload was committed or aborted")
+	}
+	if err != nil {
+		return nil, kerr.Wrap(kerr.Internal, "write", what, err)
+	}
+	if ns.claimed[fid] {
+		return nil, kerr.New(kerr.Permission, "write", what, "write capability already in use by another upload")
+	}
+	ns.claimed[fid] = true
+	return f, nil
 }
 
 // Commit makes pending upload fid visible with its final size and checksums,
@@ -624,6 +648,7 @@ func (ns *Namespace) Commit(fid uint64, size int64, sums map[string]string) (*In
 	b := ns.eng.NewBatch()
 	defer b.Discard()
 	b.Delete(pendingKey(fid))
+	delete(ns.claimed, fid)
 	if err := ns.link(b, parent, f, old); err != nil {
 		return nil, err
 	}
@@ -648,6 +673,7 @@ func (ns *Namespace) abortLocked(f *Inode) error {
 	b := ns.eng.NewBatch()
 	defer b.Discard()
 	b.Delete(pendingKey(f.ID))
+	delete(ns.claimed, f.ID)
 	ns.queueDeletion(b, f)
 	return ns.commit(b)
 }

@@ -361,3 +361,32 @@ func TestAddChecksums(t *testing.T) {
 		t.Fatalf("checksum landed on the replacing file: %+v", st.Checksums)
 	}
 }
+
+// TestClaimUploadOnce: a pending upload can be claimed once; never again
+// after that, after its commit or after its abort.
+func TestClaimUploadOnce(t *testing.T) {
+	ns := newNS(t)
+	f, err := ns.BeginCreate(Root, "/c", CreateOptions{}, place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.ClaimUpload(f.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ns.ClaimUpload(f.ID)
+	mustKind(t, err, kerr.Permission)
+	if _, err := ns.Commit(f.ID, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ns.ClaimUpload(f.ID)
+	mustKind(t, err, kerr.Permission)
+	g, err := ns.BeginCreate(Root, "/d", CreateOptions{}, place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Abort(g.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ns.ClaimUpload(g.ID)
+	mustKind(t, err, kerr.Permission)
+}

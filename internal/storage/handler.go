@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"io"
 	"net/http"
@@ -152,6 +153,13 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, c *capability.Capab
 }
 
 func (s *Server) serveStripe(w http.ResponseWriter, r *http.Request) {
+	// Stripes travel between storage servers only: the entry server of an
+	// upload has claimed it, so a client's capability alone never reaches
+	// a stripe directly.
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+s.cfg.Key.Internal())) != 1 {
+		s.fail(w, r, kerr.New(kerr.Permission, "stripe", r.URL.Path, "stripe endpoint is for storage servers only"))
+		return
+	}
 	fidHex, idxStr, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, stripePath), "/")
 	c, _, err := s.capFor(r, fidHex)
 	if err != nil {

@@ -32,6 +32,7 @@ type remoteStripeReader struct {
 
 func (r *remoteStripeReader) ReadAt(p []byte, off int64) (int, error) {
 	req, _ := http.NewRequestWithContext(r.ctx, http.MethodGet, r.url, nil)
+	req.Header.Set("Authorization", "Bearer "+r.s.cfg.Key.Internal())
 	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1))
 	resp, err := r.s.http.Do(req)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 // fakeNS records commits and aborts; it numbers filesystems by path order.
 type fakeNS struct {
 	mu         sync.Mutex
+	claimed    map[uint64]bool
 	commits    []cluster.Commit
 	aborts     []uint64
 	failCommit bool
@@ -32,6 +33,21 @@ func (f *fakeNS) Heartbeat(_ context.Context, hb cluster.Heartbeat) (cluster.Hea
 		r.Filesystems = append(r.Filesystems, cluster.FsAssignment{ID: uint32(i + 1), Path: fs.Path, ConfigStatus: "rw"})
 	}
 	return r, nil
+}
+
+// Claim refuses a fid claimed before, as the namespace refuses a used
+// write capability.
+func (f *fakeNS) Claim(_ context.Context, fid uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.claimed[fid] {
+		return kerr.New(kerr.Permission, "write", "", "write capability already used")
+	}
+	if f.claimed == nil {
+		f.claimed = map[uint64]bool{}
+	}
+	f.claimed[fid] = true
+	return nil
 }
 
 func (f *fakeNS) Commit(_ context.Context, c cluster.Commit) error {
@@ -177,5 +193,56 @@ func TestReadOnlyFilesystemRefusesNewStripes(t *testing.T) {
 	c := writeCap(11, "plain", 1)
 	if _, err := s.NewUpload(context.Background(), c, key.Sign(c)); kerr.KindOf(err) != kerr.ReadOnly {
 		t.Fatalf("write to a ro filesystem: %v", err)
+	}
+}
+
+// TestWriteCapabilityOneUpload: a write capability used once can never
+// touch the committed stripes again, whether the namespace refuses the
+// claim or (defence in depth) the stripe file already exists.
+func TestWriteCapabilityOneUpload(t *testing.T) {
+	for _, tc := range []struct {
+		layout string
+		n      int
+	}{{"plain", 1}, {"replica:2", 2}, {"ec:2+1:65536", 3}} {
+		s, ns, key, paths := newServer(t, tc.n)
+		c := writeCap(9, tc.layout, tc.n)
+		token := key.Sign(c)
+		upload := func(b []byte) error {
+			u, err := s.NewUpload(context.Background(), c, token)
+			if err != nil {
+				return err
+			}
+			if _, err := u.Write(b); err != nil {
+				u.Abort(context.Background())
+				return err
+			}
+			return u.Commit(context.Background())
+		}
+		if err := upload([]byte("committed bytes")); err != nil {
+			t.Fatal(err)
+		}
+		before := make([][]byte, len(paths))
+		for i, p := range paths {
+			before[i], _ = os.ReadFile(PhysPath(p, 9))
+		}
+		check := func(when string) {
+			t.Helper()
+			for i, p := range paths {
+				if now, err := os.ReadFile(PhysPath(p, 9)); err != nil || !bytes.Equal(now, before[i]) {
+					t.Fatalf("%s %s: stripe %d changed by a replayed capability (%v)", tc.layout, when, i, err)
+				}
+			}
+		}
+		if err := upload([]byte("replayed")); !kerr.Is(err, kerr.Permission) {
+			t.Fatalf("%s: replay after commit: %v", tc.layout, err)
+		}
+		check("refused claim")
+		ns.mu.Lock()
+		ns.claimed = nil // a namespace that wrongly allowed the claim
+		ns.mu.Unlock()
+		if err := upload([]byte("replayed")); err == nil {
+			t.Fatalf("%s: replay over existing stripes accepted", tc.layout)
+		}
+		check("existing stripes")
 	}
 }

@@ -73,6 +73,7 @@ func (s *Server) newRemoteStripe(ctx context.Context, t capability.Target, fid u
 	pr, pw := io.Pipe()
 	url := fmt.Sprintf("%s/kaon/v1/stripe/%x/%d?cap=%s", t.Addr, fid, idx, token)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, url, pr)
+	req.Header.Set("Authorization", "Bearer "+s.cfg.Key.Internal())
 	req.ContentLength = -1
 	req.Trailer = http.Header{trailerMeta: nil}
 	r := &remoteStripe{pw: pw, req: req, done: make(chan error, 1)}
@@ -162,6 +163,14 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 	if err != nil {
 		return nil, kerr.Wrap(kerr.Invalid, "write", c.Path, err)
 	}
+	// One capability, one upload: refused once it was used, before any
+	// byte of any stripe is touched.
+	if err := s.cfg.Namespace.Claim(ctx, c.Fid); err != nil {
+		if ke, ok := err.(*kerr.Error); ok {
+			ke.Path = c.Path
+		}
+		return nil, err
+	}
 	u := &Upload{s: s, cap: c, token: token, sums: sums}
 	for i, t := range c.Targets {
 		var w stripeWriter
@@ -169,7 +178,7 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 			// The erasure writer runs one goroutine per stripe already.
 			file, err := f.create(c.Fid, l.Kind != "ec")
 			if err != nil {
-				u.abortStripes()
+				u.abortLocked(ctx)
 				return nil, ioError("write", c.Path, err)
 			}
 			w = &localStripe{f: file, fs: f, sync: s.cfg.SyncData}
@@ -186,7 +195,7 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 		}
 		ew, err := erasure.NewWriter(erasure.Layout{K: l.K, M: l.M, Unit: l.Unit}, ws)
 		if err != nil {
-			u.abortStripes()
+			u.abortLocked(ctx)
 			return nil, kerr.Wrap(kerr.Invalid, "write", c.Path, err)
 		}
 		ew.SetName(c.Path)
