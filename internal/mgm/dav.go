@@ -120,6 +120,11 @@ func (s *Server) davGet(w http.ResponseWriter, r *http.Request, c namespace.Call
 		s.htmlListing(w, c, p)
 		return
 	}
+	if r.Header.Get("Want-Digest") != "" && !n.Permits(c, 4) {
+		// A digest tells about the content: same rule as the bytes.
+		davError(w, kerr.New(kerr.Permission, "checksum", p, "read permission denied"), 0)
+		return
+	}
 	if want := checksum.WantedTypes(r.Header.Get("Want-Digest"), false); len(want) > 0 && !hasAny(n.Checksums, want) {
 		if n, err = s.EnsureChecksum(r.Context(), c, p, want[0]); err != nil {
 			davError(w, err, 0)

@@ -314,9 +314,18 @@ func (ns *Namespace) Stat(c Caller, path string) (*Inode, error) {
 		return nil, kerr.New(kerr.NotFound, "stat", path, "no such file or directory")
 	}
 	if !n.IsDir {
-		return n, nil // freshly decoded, not shared
+		return visibleTo(c, n), nil // freshly decoded, not shared
 	}
 	return n.clone(), nil
+}
+
+// visibleTo drops from n (a copy) what c may not see: checksums describe
+// the content, so they follow the read permission like the bytes do.
+func visibleTo(c Caller, n *Inode) *Inode {
+	if !n.IsDir && len(n.Checksums) > 0 && !access(n, c, 4) {
+		n.Checksums = nil
+	}
+	return n
 }
 
 // List returns the entries of a container sorted by name.
@@ -345,7 +354,7 @@ func (ns *Namespace) List(c Caller, path string) ([]*Inode, error) {
 			derr = err
 			return false
 		}
-		out = append(out, n.clone())
+		out = append(out, visibleTo(c, n.clone()))
 		return true
 	})
 	if err = errors.Join(err, derr); err != nil {
