@@ -234,7 +234,7 @@ func HTTPStatus(k kerr.Kind) int {
 		return http.StatusRequestURITooLong
 	case kerr.NoSpace, kerr.Quota:
 		return http.StatusInsufficientStorage
-	case kerr.Busy:
+	case kerr.Busy, kerr.Unavailable:
 		return http.StatusServiceUnavailable
 	case kerr.Unsupported:
 		return http.StatusNotImplemented

@@ -116,12 +116,26 @@ func (r *Reader) Size() int64 { return r.size }
 // BadShards returns the indices of shards found missing, short or corrupt
 // so far, ascending.
 func (r *Reader) BadShards() []int {
+	var out []int
+	for i := range r.Damage() {
+		out = append(out, i)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// Damage returns why each shard found missing, short or corrupt so far is
+// bad, by shard index (nil when all were good).
+func (r *Reader) Damage() map[int]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []int
+	var out map[int]string
 	for i, why := range r.bad {
 		if why != "" {
-			out = append(out, i)
+			if out == nil {
+				out = map[int]string{}
+			}
+			out[i] = why
 		}
 	}
 	return out
