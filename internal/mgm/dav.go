@@ -66,7 +66,11 @@ func (s *Server) serveDAV(w http.ResponseWriter, r *http.Request) {
 			davError(w, kerr.New(kerr.IsDir, "PUT", p, "cannot write to a directory path"), 0)
 			return
 		}
-		red, err := s.OpenWrite(c, p, namespace.CreateOptions{})
+		red, err := s.OpenWrite(c, p, namespace.CreateOptions{}, true)
+		if kerr.Is(err, kerr.NotFound) {
+			davError(w, err, http.StatusConflict) // no parent collection (RFC 4918 9.7.1)
+			return
+		}
 		if err != nil {
 			davError(w, err, 0)
 			return

@@ -30,6 +30,7 @@ const RootID = 1
 const (
 	AttrLayout    = "sys.forced.layout"    // layout of new files below
 	AttrChecksums = "sys.forced.checksums" // comma list of checksums computed on write
+	AttrMkPath    = "sys.mkpath"           // "off": uploads below do not create missing directories
 )
 
 // DefaultChecksums are computed while writing when no attribute says
@@ -1043,6 +1044,10 @@ func (ns *Namespace) SetXAttr(c Caller, path, name, value string) error {
 				return kerr.New(kerr.Invalid, "", path, err.Error())
 			}
 			value = l.String()
+		case AttrMkPath:
+			if value != "on" && value != "off" {
+				return kerr.New(kerr.Invalid, "", path, AttrMkPath+" must be on or off")
+			}
 		case AttrChecksums:
 			for _, s := range strings.Split(value, ",") {
 				if !validChecksum(s) {

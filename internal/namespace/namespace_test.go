@@ -55,7 +55,7 @@ func TestCleanPath(t *testing.T) {
 		long[i] = 'a'
 	}
 	cases := map[string]kerr.Kind{
-		"/a/../b": kerr.Invalid, "/a/./b": kerr.Invalid, "/a//b": kerr.Invalid, "a/b": kerr.Invalid,
+		"/a/../b": kerr.Invalid, "/..": kerr.Invalid, "//a/..//b": kerr.Invalid, "a/b": kerr.Invalid, "": kerr.Invalid,
 		"/a\x00b": kerr.Invalid, "/" + string(long): kerr.NameTooLong,
 	}
 	for p, k := range cases {
@@ -68,7 +68,9 @@ func TestCleanPath(t *testing.T) {
 	}
 	_, err := CleanPath(deep)
 	mustKind(t, err, kerr.NameTooLong)
-	for in, want := range map[string]string{"/": "/", "/a/b/": "/a/b", "/x": "/x"} {
+	// Empty and "." components are dropped, as root:// and POSIX do.
+	for in, want := range map[string]string{"/": "/", "/a/b/": "/a/b", "/x": "/x", "//a//b": "/a/b",
+		"/a/./b/.": "/a/b", "//": "/", "/./": "/", "/a/...": "/a/..."} {
 		if got, err := CleanPath(in); err != nil || got != want {
 			t.Fatalf("CleanPath(%q) = %q, %v", in, got, err)
 		}
