@@ -187,7 +187,14 @@ func runUp(args []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ep := Endpoints{HTTP: "http://" + nsAddr, FSTHTTP: "http://" + fstAddr}
-	fst, err := storage.New(storage.Config{Node: fstAddr, Addr: "http://" + fstAddr, Key: role.key,
+	// A stable node name: the filesystems are recognized by it (and their
+	// paths) even when an identity marker is missing, whatever port the
+	// storage server gets this time.
+	nodeName, _ := os.Hostname()
+	if nodeName == "" {
+		nodeName = "localhost"
+	}
+	fst, err := storage.New(storage.Config{Node: nodeName, Addr: "http://" + fstAddr, Key: role.key,
 		Namespace: role.srv, Paths: paths, SyncData: *sync, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon up:", err)

@@ -30,6 +30,9 @@ type FsReport struct {
 	Used     uint64 `json:"used"`
 	Files    int64  `json:"files"`
 	Health   string `json:"health"` // "ok" or the reason it is not
+	// Offline says why the filesystem cannot be used at all (its root or
+	// identity marker is missing or not its own); "" when it can.
+	Offline string `json:"offline,omitempty"`
 }
 
 // Heartbeat registers a storage server and its filesystems.
@@ -46,7 +49,11 @@ type Heartbeat struct {
 type FsAssignment struct {
 	ID           uint32 `json:"id"`
 	Path         string `json:"path"`
+	UUID         string `json:"uuid"`
 	ConfigStatus string `json:"configstatus"` // rw, ro, drain, off
+	// Init asks the storage server to create the filesystem (its root and
+	// identity marker): it is registered but was never seen initialized.
+	Init bool `json:"init,omitempty"`
 }
 
 // Deletion is one physical stripe to remove.

@@ -233,6 +233,9 @@ func (s *Server) AddFilesystem(nodeName, path, group string) (FsState, error) {
 	return *f, nil
 }
 
+// ReinitFilesystem lets the storage server create filesystem id anew.
+func (s *Server) ReinitFilesystem(id uint32) error { return s.reg.reinit(id) }
+
 // ConfigFilesystem sets a filesystem key (configstatus, group).
 func (s *Server) ConfigFilesystem(id uint32, key, value string) error {
 	return s.reg.config(id, key, value)

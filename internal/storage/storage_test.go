@@ -20,17 +20,31 @@ import (
 
 // fakeNS records commits and aborts; it numbers filesystems by path order.
 type fakeNS struct {
-	mu         sync.Mutex
-	claimed    map[uint64]bool
-	commits    []cluster.Commit
-	aborts     []uint64
-	failCommit bool
+	mu          sync.Mutex
+	claimed     map[uint64]bool
+	initialized map[uint32]bool
+	reports     []cluster.FsReport
+	commits     []cluster.Commit
+	aborts      []uint64
+	failCommit  bool
 }
 
+// Heartbeat asks for initialization until a filesystem was reported
+// with its marker, as the registry does.
 func (f *fakeNS) Heartbeat(_ context.Context, hb cluster.Heartbeat) (cluster.HeartbeatReply, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.initialized == nil {
+		f.initialized = map[uint32]bool{}
+	}
 	var r cluster.HeartbeatReply
 	for i, fs := range hb.Filesystems {
-		r.Filesystems = append(r.Filesystems, cluster.FsAssignment{ID: uint32(i + 1), Path: fs.Path, ConfigStatus: "rw"})
+		id := uint32(i + 1)
+		if fs.ID == id && fs.Offline == "" {
+			f.initialized[id] = true
+		}
+		f.reports = append(f.reports, fs)
+		r.Filesystems = append(r.Filesystems, cluster.FsAssignment{ID: id, Path: fs.Path, UUID: "u", ConfigStatus: "rw", Init: !f.initialized[id]})
 	}
 	return r, nil
 }
@@ -79,8 +93,10 @@ func newServer(t *testing.T, nfs int) (*Server, *fakeNS, *capability.Key, []stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.beat(context.Background()); err != nil {
-		t.Fatal(err)
+	for i := 0; i < 2; i++ { // the first reply initializes them
+		if _, _, err := s.beat(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return s, ns, key, paths
 }
@@ -244,5 +260,64 @@ func TestWriteCapabilityOneUpload(t *testing.T) {
 			t.Fatalf("%s: replay over existing stripes accepted", tc.layout)
 		}
 		check("existing stripes")
+	}
+}
+
+// TestFilesystemIdentity: a filesystem whose root loses its identity
+// marker (its mount went away) goes offline with the reason, takes no new
+// stripe and is never recreated; it comes back when the marker does.
+func TestFilesystemIdentity(t *testing.T) {
+	s, ns, key, paths := newServer(t, 1)
+	root := paths[0]
+	if id, uuid, err := readMarker(root); err != nil || id != 1 || uuid != "u" {
+		t.Fatalf("marker after initialization: %d %q %v", id, uuid, err)
+	}
+	moved := root + ".mounted"
+	if err := os.Rename(root, moved); err != nil { // the mount goes away...
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(root, 0o700); err != nil { // ... and leaves the bare mountpoint
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, _, err := s.beat(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := ns.reports[len(ns.reports)-1]
+	if !strings.Contains(last.Offline, "marker") || !strings.HasPrefix(last.Health, "offline") {
+		t.Fatalf("report after the marker vanished: %+v", last)
+	}
+	c := writeCap(77, "plain", 1)
+	if _, err := s.NewUpload(context.Background(), c, key.Sign(c)); !kerr.Is(err, kerr.Unavailable) {
+		t.Fatalf("upload onto an offline filesystem: %v", err)
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 0 {
+		t.Fatalf("the bare mountpoint was written to: %v", ents)
+	}
+	// Another filesystem's disk is not taken for this one either.
+	writeMarker(root, 9, "other")
+	s.beat(context.Background())
+	s.beat(context.Background()) // checked on the reply, reported on the next beat
+	if last := ns.reports[len(ns.reports)-1]; !strings.Contains(last.Offline, "fs 9") {
+		t.Fatalf("report with a foreign marker: %+v", last)
+	}
+	os.RemoveAll(root)
+	if err := os.Rename(moved, root); err != nil { // remounted
+		t.Fatal(err)
+	}
+	s.beat(context.Background())
+	s.beat(context.Background())
+	if last := ns.reports[len(ns.reports)-1]; last.Offline != "" || last.Health != "ok" {
+		t.Fatalf("report after remount: %+v", last)
+	}
+	c = writeCap(78, "plain", 1)
+	u, err := s.NewUpload(context.Background(), c, key.Sign(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Write([]byte("back"))
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
