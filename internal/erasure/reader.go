@@ -27,6 +27,10 @@ type ShardReader interface {
 // parity frames are only fetched when a data frame is bad.
 const cacheRows = 3
 
+// ReaderMemory is what a Reader of layout l usually holds (data frames of
+// its cached rows; parity frames are only fetched to repair).
+func ReaderMemory(l Layout) int64 { return int64(cacheRows*l.K) * l.FrameSize() }
+
 // frame states within a cached row.
 const (
 	fUnknown = iota // not read yet

@@ -74,8 +74,9 @@ func (p *plainFile) Size() int64  { return p.size }
 func (p *plainFile) Close() error { return p.close() }
 
 // Open opens the committed file a read capability names. Replicas are tried
-// local first; an EC file is decoded from any K healthy stripes.
-func (s *Server) Open(ctx context.Context, c *capability.Capability, token string) (File, error) {
+// local first; an EC file is decoded from any K healthy stripes, once the
+// memory its decoding needs is free (waiting up to wait).
+func (s *Server) Open(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (File, error) {
 	l, err := namespace.ParseLayout(c.Layout)
 	if err != nil {
 		return nil, err
@@ -84,7 +85,17 @@ func (s *Server) Open(ctx context.Context, c *capability.Capability, token strin
 		return &plainFile{ReaderAt: strings.NewReader(""), close: func() error { return nil }}, nil
 	}
 	if l.Kind == "ec" {
-		return s.openEC(ctx, c, token, l)
+		release, err := s.budget.acquire(ctx, readMemory(l), wait, "read", c.Path)
+		if err != nil {
+			return nil, err
+		}
+		f, err := s.openEC(ctx, c, token, l)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		f.release = release
+		return f, nil
 	}
 	// Replicas: local copies first, then remote ones.
 	order := make([]int, 0, len(c.Targets))
@@ -120,7 +131,7 @@ func (s *Server) Open(ctx context.Context, c *capability.Capability, token strin
 // openEC opens the stripes of an erasure-coded file. Fewer than K
 // reachable stripes fail here, before a client is told anything, rather
 // than in the middle of a transfer.
-func (s *Server) openEC(ctx context.Context, c *capability.Capability, token string, l namespace.Layout) (File, error) {
+func (s *Server) openEC(ctx context.Context, c *capability.Capability, token string, l namespace.Layout) (*ecFile, error) {
 	shards := make([]erasure.ShardReader, len(c.Targets))
 	e := &ecFile{s: s, c: c}
 	var reasons []string
@@ -167,7 +178,7 @@ func (s *Server) openEC(ctx context.Context, c *capability.Capability, token str
 		return nil, kerr.New(kerr.Unavailable, "open", c.Path, fmt.Sprintf("unrecoverable: %d of %d stripes readable, need %d (%s)",
 			avail, len(c.Targets), l.K, strings.Join(reasons, "; ")))
 	}
-	r, err := erasure.NewReader(erasure.Layout{K: l.K, M: l.M, Unit: l.Unit}, c.Size, shards)
+	r, err := erasure.NewReader(ecLayout(l), c.Size, shards)
 	if err != nil {
 		e.closeFiles()
 		return nil, kerr.Wrap(kerr.IO, "open", c.Path, err)
@@ -196,9 +207,10 @@ func (s *Server) probeStripe(ctx context.Context, t capability.Target, fid uint6
 
 type ecFile struct {
 	*erasure.Reader
-	s     *Server
-	c     *capability.Capability
-	files []*os.File
+	s       *Server
+	c       *capability.Capability
+	files   []*os.File
+	release func() // returns the decoding memory to the budget
 }
 
 // Close records stripes found missing or damaged while the file was read
@@ -206,6 +218,7 @@ type ecFile struct {
 func (e *ecFile) Close() error {
 	e.Reader.Close()
 	e.closeFiles()
+	e.release()
 	if dmg := e.Damage(); len(dmg) > 0 {
 		var parts []string
 		for i := range e.c.Targets {

@@ -36,7 +36,11 @@ type Config struct {
 	Namespace cluster.Namespace
 	Paths     []string // filesystem roots to offer at start
 	SyncData  bool     // fsync stripe files before committing them
-	Logger    *slog.Logger
+	// StreamMemory bounds the buffers of all client streams (uploads this
+	// server is the entry of, erasure-coded reads) together; streams over
+	// it wait. Default DefaultStreamMemory.
+	StreamMemory int64
+	Logger       *slog.Logger
 }
 
 type filesystem struct {
@@ -82,6 +86,8 @@ type Server struct {
 	doneMu sync.Mutex
 	done   []cluster.Deletion
 
+	budget *budget
+
 	ready chan struct{}
 	once  sync.Once
 }
@@ -94,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, fs: map[uint32]*filesystem{}, ready: make(chan struct{}),
+	s := &Server{cfg: cfg, log: cfg.Logger, fs: map[uint32]*filesystem{}, ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory),
 		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true,
 			WriteBufferSize: 256 << 10, ReadBufferSize: 256 << 10}}}
 	for _, p := range cfg.Paths {

@@ -16,6 +16,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/namespace"
 )
 
 // fakeNS records commits and aborts; it numbers filesystems by path order.
@@ -117,7 +118,7 @@ func TestUploadOutOfOrderAndReadBack(t *testing.T) {
 	}{{"plain", 1}, {"replica:3", 3}, {"ec:4+2:65536", 6}} {
 		s, ns, key, paths := newServer(t, tc.n)
 		c := writeCap(42, tc.layout, tc.n)
-		u, err := s.NewUpload(context.Background(), c, key.Sign(c))
+		u, err := s.NewUpload(context.Background(), c, key.Sign(c), time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +145,7 @@ func TestUploadOutOfOrderAndReadBack(t *testing.T) {
 		}
 		rc := *c
 		rc.Write, rc.Size, rc.Sums = false, int64(len(data)), ns.commits[0].Checksums
-		f, err := s.Open(context.Background(), &rc, key.Sign(&rc))
+		f, err := s.Open(context.Background(), &rc, key.Sign(&rc), time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +160,7 @@ func TestUploadOutOfOrderAndReadBack(t *testing.T) {
 func TestUploadHoleAndAbortLeaveNothing(t *testing.T) {
 	s, ns, key, paths := newServer(t, 6)
 	c := writeCap(7, "ec:4+2:65536", 6)
-	u, _ := s.NewUpload(context.Background(), c, key.Sign(c))
+	u, _ := s.NewUpload(context.Background(), c, key.Sign(c), time.Second)
 	u.WriteAt(make([]byte, 1000), 0)
 	u.WriteAt(make([]byte, 1000), 5000) // gap 1000..5000 never filled
 	err := u.Commit(context.Background())
@@ -177,7 +178,7 @@ func TestUploadHoleAndAbortLeaveNothing(t *testing.T) {
 	// A namespace that refuses the commit also leaves nothing behind.
 	ns.failCommit = true
 	c = writeCap(8, "plain", 1)
-	u, _ = s.NewUpload(context.Background(), c, key.Sign(c))
+	u, _ = s.NewUpload(context.Background(), c, key.Sign(c), time.Second)
 	u.Write([]byte("hello"))
 	if err := u.Commit(context.Background()); err == nil {
 		t.Fatal("commit refused by the namespace reported success")
@@ -193,12 +194,12 @@ func TestCapabilityChecks(t *testing.T) {
 	}
 	rc := *c
 	rc.Write = false
-	if _, err := s.NewUpload(context.Background(), &rc, key.Sign(&rc)); kerr.KindOf(err) != kerr.Permission {
+	if _, err := s.NewUpload(context.Background(), &rc, key.Sign(&rc), time.Second); kerr.KindOf(err) != kerr.Permission {
 		t.Fatalf("upload with read capability: %v", err)
 	}
 	bad := *c
 	bad.Layout = "ec:4+2"
-	if _, err := s.NewUpload(context.Background(), &bad, key.Sign(&bad)); kerr.KindOf(err) != kerr.Invalid {
+	if _, err := s.NewUpload(context.Background(), &bad, key.Sign(&bad), time.Second); kerr.KindOf(err) != kerr.Invalid {
 		t.Fatalf("targets not matching the layout: %v", err)
 	}
 }
@@ -207,7 +208,7 @@ func TestReadOnlyFilesystemRefusesNewStripes(t *testing.T) {
 	s, _, key, _ := newServer(t, 1)
 	s.local(1).status.Store("ro")
 	c := writeCap(11, "plain", 1)
-	if _, err := s.NewUpload(context.Background(), c, key.Sign(c)); kerr.KindOf(err) != kerr.ReadOnly {
+	if _, err := s.NewUpload(context.Background(), c, key.Sign(c), time.Second); kerr.KindOf(err) != kerr.ReadOnly {
 		t.Fatalf("write to a ro filesystem: %v", err)
 	}
 }
@@ -224,7 +225,7 @@ func TestWriteCapabilityOneUpload(t *testing.T) {
 		c := writeCap(9, tc.layout, tc.n)
 		token := key.Sign(c)
 		upload := func(b []byte) error {
-			u, err := s.NewUpload(context.Background(), c, token)
+			u, err := s.NewUpload(context.Background(), c, token, time.Second)
 			if err != nil {
 				return err
 			}
@@ -289,7 +290,7 @@ func TestFilesystemIdentity(t *testing.T) {
 		t.Fatalf("report after the marker vanished: %+v", last)
 	}
 	c := writeCap(77, "plain", 1)
-	if _, err := s.NewUpload(context.Background(), c, key.Sign(c)); !kerr.Is(err, kerr.Unavailable) {
+	if _, err := s.NewUpload(context.Background(), c, key.Sign(c), time.Second); !kerr.Is(err, kerr.Unavailable) {
 		t.Fatalf("upload onto an offline filesystem: %v", err)
 	}
 	if ents, _ := os.ReadDir(root); len(ents) != 0 {
@@ -312,12 +313,66 @@ func TestFilesystemIdentity(t *testing.T) {
 		t.Fatalf("report after remount: %+v", last)
 	}
 	c = writeCap(78, "plain", 1)
-	u, err := s.NewUpload(context.Background(), c, key.Sign(c))
+	u, err := s.NewUpload(context.Background(), c, key.Sign(c), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u.Write([]byte("back"))
 	if err := u.Commit(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStreamMemoryBudget: streams whose buffers do not fit in the budget
+// wait for a place (and are told the server is busy when they waited too
+// long), instead of growing the server's memory.
+func TestStreamMemoryBudget(t *testing.T) {
+	s, _, key, _ := newServer(t, 1)
+	l, _ := namespace.ParseLayout("plain")
+	s.budget = newBudget(uploadMemory(l, 1)) // room for exactly one plain upload
+	c1, c2 := writeCap(101, "plain", 1), writeCap(102, "plain", 1)
+	u1, err := s.NewUpload(context.Background(), c1, key.Sign(c1), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.NewUpload(context.Background(), c2, key.Sign(c2), 50*time.Millisecond); !kerr.Is(err, kerr.Busy) || !strings.Contains(err.Error(), "stream memory") {
+		t.Fatalf("second upload over the budget: %v", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		u2, err := s.NewUpload(context.Background(), c2, key.Sign(c2), 10*time.Second)
+		if err == nil {
+			u2.Write([]byte("two"))
+			err = u2.Commit(context.Background())
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("second upload admitted while the first holds the budget: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	u1.Write([]byte("one"))
+	if err := u1.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("second upload not admitted within 10s after the first committed")
+	}
+	// An aborted upload gives its memory back too.
+	c3 := writeCap(103, "plain", 1)
+	u3, err := s.NewUpload(context.Background(), c3, key.Sign(c3), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u3.Abort(context.Background())
+	c4 := writeCap(104, "plain", 1)
+	if _, err := s.NewUpload(context.Background(), c4, key.Sign(c4), time.Second); err != nil {
+		t.Fatalf("budget not released by an abort: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/checksum"
@@ -138,6 +139,7 @@ type Upload struct {
 	closeFn func() error
 	stopFn  func() // stops the encoder without flushing (abort)
 	stripes []stripeWriter
+	release func() // returns the upload's memory to the budget
 
 	mu      sync.Mutex
 	off     int64            // bytes accepted in order
@@ -147,8 +149,10 @@ type Upload struct {
 	closed  bool
 }
 
-// NewUpload verifies the capability and opens every stripe target.
-func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token string) (*Upload, error) {
+// NewUpload verifies the capability and opens every stripe target. It
+// waits up to wait for the memory the upload's buffers need (a Busy error
+// after that).
+func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (*Upload, error) {
 	if !c.Write {
 		return nil, kerr.New(kerr.Permission, "write", c.Path, "capability does not allow writing")
 	}
@@ -163,15 +167,26 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 	if err != nil {
 		return nil, kerr.Wrap(kerr.Invalid, "write", c.Path, err)
 	}
+	local := 0
+	for _, t := range c.Targets {
+		if s.local(t.FsID) != nil {
+			local++
+		}
+	}
+	release, err := s.budget.acquire(ctx, uploadMemory(l, local), wait, "write", c.Path)
+	if err != nil {
+		return nil, err
+	}
 	// One capability, one upload: refused once it was used, before any
 	// byte of any stripe is touched.
 	if err := s.cfg.Namespace.Claim(ctx, c.Fid); err != nil {
+		release()
 		if ke, ok := err.(*kerr.Error); ok {
 			ke.Path = c.Path
 		}
 		return nil, err
 	}
-	u := &Upload{s: s, cap: c, token: token, sums: sums}
+	u := &Upload{s: s, cap: c, token: token, sums: sums, release: release}
 	for i, t := range c.Targets {
 		var w stripeWriter
 		if f := s.local(t.FsID); f != nil {
@@ -193,7 +208,7 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 		for i, w := range u.stripes {
 			ws[i] = w
 		}
-		ew, err := erasure.NewWriter(erasure.Layout{K: l.K, M: l.M, Unit: l.Unit}, ws)
+		ew, err := erasure.NewWriter(ecLayout(l), ws)
 		if err != nil {
 			u.abortLocked(ctx)
 			return nil, kerr.Wrap(kerr.Invalid, "write", c.Path, err)
@@ -330,6 +345,7 @@ func (u *Upload) Commit(ctx context.Context) error {
 		u.abortLocked(ctx)
 		return u.failed
 	}
+	defer u.release()
 	sums := u.sums.Sums()
 	var ferr error
 	for i, w := range u.stripes {
@@ -370,6 +386,7 @@ func (u *Upload) abortLocked(ctx context.Context) {
 	if u.stopFn != nil {
 		u.stopFn()
 	}
+	u.release()
 	_ = u.s.cfg.Namespace.Abort(context.WithoutCancel(ctx), u.cap.Fid)
 }
 

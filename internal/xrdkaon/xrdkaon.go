@@ -211,6 +211,10 @@ func (n Namespace) Open(_ context.Context, id xrootd.Identity, p string, req xro
 	return xrootd.Redirect{Host: host, Port: pn, Opaque: OpaqueCap + "=" + url.QueryEscape(red.Token)}, nil
 }
 
+// xrdAdmitWait is how long a root:// open waits for stream memory before
+// it is answered with kXR_wait (the client then retries by itself).
+const xrdAdmitWait = 5 * time.Second
+
 // Data serves a storage server's root:// listener.
 type Data struct {
 	S   *storage.Server
@@ -236,7 +240,7 @@ func (d Data) Open(ctx context.Context, id xrootd.Identity, p string, req xrootd
 		if !c.Write {
 			return nil, kerr.New(kerr.Permission, "open", clean, "capability does not allow writing")
 		}
-		u, err := d.S.NewUpload(ctx, c, token)
+		u, err := d.S.NewUpload(ctx, c, token, xrdAdmitWait)
 		if err != nil {
 			return nil, err
 		}
@@ -245,7 +249,7 @@ func (d Data) Open(ctx context.Context, id xrootd.Identity, p string, req xrootd
 	if c.Write {
 		return nil, kerr.New(kerr.Permission, "open", clean, "capability is for writing")
 	}
-	f, err := d.S.Open(context.WithoutCancel(ctx), c, token)
+	f, err := d.S.Open(context.WithoutCancel(ctx), c, token, xrdAdmitWait)
 	if err != nil {
 		return nil, err
 	}
