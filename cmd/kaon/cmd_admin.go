@@ -13,7 +13,7 @@ import (
 
 func init() {
 	register(command{name: "space", short: "space ls: capacity and state per space", run: runSpace})
-	register(command{name: "fs", short: "fs ls | fs add --node N --path P [--group G] | fs config ID key=value", run: runFs})
+	register(command{name: "fs", short: "fs ls | fs add --node N --path P [--group G] | fs config ID key=value | fs reinit ID", run: runFs})
 	register(command{name: "file", short: "file info PATH: fid, layout, checksums, stripes", run: runFile})
 	register(command{name: "attr", short: "attr set PATH name=value | get PATH name | ls PATH | rm PATH name", run: runAttr})
 }
@@ -59,7 +59,7 @@ func runFs(args []string) int {
 	path := fl.String("path", "", "fs add: directory on that node")
 	group := fl.String("group", "", "fs add: scheduling group (default default.0)")
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: kaon fs ls | add --node N --path P [--group G] | config ID key=value")
+		fmt.Fprintln(os.Stderr, "usage: kaon fs ls | add --node N --path P [--group G] | config ID key=value | reinit ID")
 		return 2
 	}
 	sub := args[0]
@@ -93,6 +93,14 @@ func runFs(args []string) int {
 		}
 		if err := api.post("fs/config", map[string]any{"id": fl.Arg(0), "key": k, "value": v}); err != nil {
 			return fail("fs config", err)
+		}
+	case "reinit":
+		if fl.NArg() != 1 {
+			fmt.Fprintln(os.Stderr, "usage: kaon fs reinit ID (the storage server creates the filesystem again, on an empty directory)")
+			return 2
+		}
+		if err := api.post("fs/reinit", map[string]any{"id": fl.Arg(0)}); err != nil {
+			return fail("fs reinit", err)
 		}
 	default:
 		fmt.Fprintf(os.Stderr, "kaon fs: unknown subcommand %q\n", sub)

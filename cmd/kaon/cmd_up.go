@@ -156,6 +156,7 @@ func runUp(args []string) int {
 	verbose := fl.Bool("v", false, "debug logging")
 	pprofAddr := fl.String("pprof", "", "serve Go profiling on this address (e.g. 127.0.0.1:6060)")
 	fl.IntVar(&metaCacheMB, "meta-cache", metaCacheMB, "namespace engine block cache in MiB")
+	streamMB := fl.Int64("stream-memory", storage.DefaultStreamMemory>>20, "MiB of buffers all client streams of the storage server may hold together (more streams wait)")
 	fl.Parse(args)
 	startPprof(*pprofAddr)
 	log := newLogger(*verbose)
@@ -187,8 +188,15 @@ func runUp(args []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ep := Endpoints{HTTP: "http://" + nsAddr, FSTHTTP: "http://" + fstAddr}
-	fst, err := storage.New(storage.Config{Node: fstAddr, Addr: "http://" + fstAddr, Key: role.key,
-		Namespace: role.srv, Paths: paths, SyncData: *sync, Logger: log})
+	// A stable node name: the filesystems are recognized by it (and their
+	// paths) even when an identity marker is missing, whatever port the
+	// storage server gets this time.
+	nodeName, _ := os.Hostname()
+	if nodeName == "" {
+		nodeName = "localhost"
+	}
+	fst, err := storage.New(storage.Config{Node: nodeName, Addr: "http://" + fstAddr, Key: role.key,
+		Namespace: role.srv, Paths: paths, SyncData: *sync, StreamMemory: *streamMB << 20, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon up:", err)
 		return 1
@@ -306,6 +314,7 @@ func runFST(args []string) int {
 	data := fl.String("data", "", "directory for endpoints.json (optional)")
 	nodeName := fl.String("node", "", "stable node name (default: hostname:port of --http)")
 	syncData := fl.Bool("sync", true, "fsync file data before committing (false: benchmarks only)")
+	streamMB := fl.Int64("stream-memory", storage.DefaultStreamMemory>>20, "MiB of buffers all client streams may hold together (more streams wait)")
 	var fsPaths multiFlag
 	fl.Var(&fsPaths, "fs", "filesystem directory to serve (repeatable)")
 	fl.Parse(args)
@@ -331,7 +340,7 @@ func runFST(args []string) int {
 		*nodeName = host + ":" + port
 	}
 	fst, err := storage.New(storage.Config{Node: *nodeName, Addr: "http://" + addr, Key: key, Namespace: client,
-		Paths: fsPaths, SyncData: *syncData, Logger: log})
+		Paths: fsPaths, SyncData: *syncData, StreamMemory: *streamMB << 20, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon fst:", err)
 		return 1

@@ -52,7 +52,10 @@ func startFSTXRootD(addr, manager string, fst *storage.Server, key *capability.K
 	if err != nil {
 		return nil, err
 	}
-	srv := xrootd.NewServer(xrootd.Config{Data: xrdkaon.Data{S: fst, Key: key}, Manager: manager, Logger: log.With("role", "xrootd-fst")})
+	// Request buffers in flight share the storage server's stream budget
+	// figure: root:// clients cannot make it hold more than HTTP ones.
+	srv := xrootd.NewServer(xrootd.Config{Data: xrdkaon.Data{S: fst, Key: key}, Manager: manager,
+		GlobalBudget: fst.StreamMemory(), Logger: log.With("role", "xrootd-fst")})
 	go srv.Serve(l)
 	fst.SetXrdAddr(a)
 	ep.FSTXrd = "root://" + a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -92,5 +93,46 @@ func TestLocalIdentity(t *testing.T) {
 	k.MustKaon("chown", "1000:1000", "/pub/mine")
 	if out := k.MustKaon("stat", "/pub/mine"); !strings.Contains(out, "Uid: 1000  Gid: 1000") {
 		t.Fatalf("chown by root:\n%s", out)
+	}
+}
+
+// TestChecksumFollowsReadPermission: checksums describe the content, so a
+// user who may not read a file does not get them in any protocol.
+func TestChecksumFollowsReadPermission(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("this test needs root to act as another user")
+	}
+	k := harness.Up(t)
+	local, data := randomFile(t, 7000)
+	os.Chmod(filepath.Dir(local), 0o755)
+	os.Chmod(local, 0o644)
+	adler := sumsOf(data).adler
+	k.MustKaon("mkdir", "/pub")
+	mustPut(t, k, local, "/pub/secret")
+	k.MustKaon("chmod", "600", "/pub/secret")
+	u := k.EP.HTTP
+	out, _ := asNobody(t, "curl", "-sS", "-I", "-H", "Want-Digest: adler32", u+"/pub/secret")
+	if strings.Contains(out, adler) || !strings.Contains(out, "403") {
+		t.Fatalf("HEAD Want-Digest as nobody on a 0600 file:\n%s", out)
+	}
+	out, _ = asNobody(t, "curl", "-sS", "-X", "PROPFIND", "-H", "Depth: 1", u+"/pub")
+	if strings.Contains(out, adler) || !strings.Contains(out, "/pub/secret") {
+		t.Fatalf("PROPFIND as nobody shows the checksum of a 0600 file:\n%s", out)
+	}
+	for _, args := range [][]string{{"stat", "/pub/secret"}, {"ls", "-l", "/pub"}, {"file", "info", "/pub/secret"}} {
+		out, _ = asNobody(t, harness.Binary(t), append(args, "--url", u)...)
+		if strings.Contains(out, adler) {
+			t.Fatalf("kaon %v as nobody shows the checksum of a 0600 file:\n%s", args, out)
+		}
+	}
+	if out, err := asNobody(t, "xrdfs", strings.TrimPrefix(k.EP.XRootD, "root://"), "query", "checksum", "/pub/secret"); err == nil || strings.Contains(out, adler) {
+		t.Fatalf("root:// checksum query as nobody: %v %s", err, out)
+	}
+	// The owner still gets them everywhere.
+	if r := curl(t, "-I", "-H", "Want-Digest: adler32", u+"/pub/secret"); !strings.Contains(r.headers, adler) {
+		t.Fatalf("HEAD Want-Digest as the owner:\n%s", r.headers)
+	}
+	if out := k.MustKaon("file", "info", "/pub/secret"); !strings.Contains(out, adler) {
+		t.Fatalf("file info as the owner:\n%s", out)
 	}
 }

@@ -189,6 +189,7 @@ func rawWrite(p string, src io.Reader, fsync, direct bool) (err error) {
 	}
 	finish := func() error { return nil }
 	if direct {
+		_ = os.Remove(p)
 		d, err := directio.Create(p, 0o644, true)
 		if err != nil {
 			return err

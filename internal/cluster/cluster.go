@@ -19,7 +19,8 @@ import (
 )
 
 // Version of the messages below; a peer with another version is refused.
-const Version = 1
+// Version 2: storage servers claim an upload before writing it.
+const Version = 2
 
 // FsReport is what a storage server says about one of its filesystems.
 type FsReport struct {
@@ -29,6 +30,9 @@ type FsReport struct {
 	Used     uint64 `json:"used"`
 	Files    int64  `json:"files"`
 	Health   string `json:"health"` // "ok" or the reason it is not
+	// Offline says why the filesystem cannot be used at all (its root or
+	// identity marker is missing or not its own); "" when it can.
+	Offline string `json:"offline,omitempty"`
 }
 
 // Heartbeat registers a storage server and its filesystems.
@@ -45,7 +49,11 @@ type Heartbeat struct {
 type FsAssignment struct {
 	ID           uint32 `json:"id"`
 	Path         string `json:"path"`
+	UUID         string `json:"uuid"`
 	ConfigStatus string `json:"configstatus"` // rw, ro, drain, off
+	// Init asks the storage server to create the filesystem (its root and
+	// identity marker): it is registered but was never seen initialized.
+	Init bool `json:"init,omitempty"`
 }
 
 // Deletion is one physical stripe to remove.
@@ -72,6 +80,10 @@ type Commit struct {
 // Namespace is what a storage server needs from the namespace server.
 type Namespace interface {
 	Heartbeat(ctx context.Context, hb Heartbeat) (HeartbeatReply, error)
+	// Claim is called before the first byte of an upload is stored: it
+	// fails unless fid is a pending upload nobody has claimed yet, so a
+	// write capability is good for exactly one upload.
+	Claim(ctx context.Context, fid uint64) error
 	Commit(ctx context.Context, c Commit) error
 	Abort(ctx context.Context, fid uint64) error
 }
@@ -122,6 +134,10 @@ func (c *Client) Heartbeat(ctx context.Context, hb Heartbeat) (HeartbeatReply, e
 }
 
 func (c *Client) Commit(ctx context.Context, cm Commit) error { return c.call(ctx, "commit", cm, nil) }
+
+func (c *Client) Claim(ctx context.Context, fid uint64) error {
+	return c.call(ctx, "claim", map[string]uint64{"fid": fid}, nil)
+}
 
 func (c *Client) Abort(ctx context.Context, fid uint64) error {
 	return c.call(ctx, "abort", map[string]uint64{"fid": fid}, nil)
@@ -177,16 +193,20 @@ func Handler(ns Namespace, secret string) http.Handler {
 		}
 		return WriteJSON(w, struct{}{})
 	}))
-	mux.HandleFunc("/internal/v1/abort", auth(func(w http.ResponseWriter, r *http.Request) error {
-		var a struct{ Fid uint64 }
-		if err := decode(r, &a); err != nil {
-			return err
-		}
-		if err := ns.Abort(r.Context(), a.Fid); err != nil {
-			return err
-		}
-		return WriteJSON(w, struct{}{})
-	}))
+	byFid := func(fn func(ctx context.Context, fid uint64) error) http.HandlerFunc {
+		return auth(func(w http.ResponseWriter, r *http.Request) error {
+			var a struct{ Fid uint64 }
+			if err := decode(r, &a); err != nil {
+				return err
+			}
+			if err := fn(r.Context(), a.Fid); err != nil {
+				return err
+			}
+			return WriteJSON(w, struct{}{})
+		})
+	}
+	mux.HandleFunc("/internal/v1/claim", byFid(ns.Claim))
+	mux.HandleFunc("/internal/v1/abort", byFid(ns.Abort))
 	return mux
 }
 
@@ -221,7 +241,7 @@ func HTTPStatus(k kerr.Kind) int {
 		return http.StatusRequestURITooLong
 	case kerr.NoSpace, kerr.Quota:
 		return http.StatusInsufficientStorage
-	case kerr.Busy:
+	case kerr.Busy, kerr.Unavailable:
 		return http.StatusServiceUnavailable
 	case kerr.Unsupported:
 		return http.StatusNotImplemented

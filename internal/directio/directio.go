@@ -54,14 +54,17 @@ type job struct {
 	off int64
 }
 
-// Create creates (truncating) path for writing with O_DIRECT when the
-// filesystem supports it. With overlap, a background goroutine writes one
+// Create creates path, which must not exist yet (O_EXCL: a storage server
+// never writes over a stripe it already holds), for writing with O_DIRECT
+// when the filesystem supports it. With overlap, a background goroutine writes one
 // buffer while the caller fills the other; without, each full buffer is
 // written by the caller (for callers that already run one goroutine per
 // file, like the erasure writer), which halves the memory.
 func Create(path string, perm os.FileMode, overlap bool) (*File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|unix.O_DIRECT, perm)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_DIRECT, perm)
 	if errors.Is(err, unix.EINVAL) {
+		// O_EXCL is checked before O_DIRECT: the file did not exist, but
+		// the kernel may have created it before refusing O_DIRECT.
 		f, err = os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, perm)
 		if err != nil {
 			return nil, err

@@ -2,6 +2,8 @@ package directio
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -34,7 +36,7 @@ func TestWriteReadBack(t *testing.T) {
 			for i := range data {
 				data[i] = byte(rng.Uint32())
 			}
-			p := filepath.Join(dir, "f")
+			p := filepath.Join(dir, fmt.Sprintf("f%d", i))
 			f, err := Create(p, 0o600, i%2 == 0)
 			if err != nil {
 				t.Fatal(err)
@@ -81,5 +83,23 @@ func TestCloseWithoutFinish(t *testing.T) {
 	f.Write(make([]byte, BufSize+10))
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCreateNeverOverwrites: Create refuses an existing file and leaves
+// its bytes alone (a stripe is written once).
+func TestCreateNeverOverwrites(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "stripe")
+	if err := os.WriteFile(p, []byte("committed"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := Create(p, 0o600, true); err == nil || !errors.Is(err, os.ErrExist) {
+		if f != nil {
+			f.Close()
+		}
+		t.Fatalf("Create over an existing file: %v", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "committed" {
+		t.Fatalf("existing file changed: %q", b)
 	}
 }

@@ -27,6 +27,10 @@ type ShardReader interface {
 // parity frames are only fetched when a data frame is bad.
 const cacheRows = 3
 
+// ReaderMemory is what a Reader of layout l usually holds (data frames of
+// its cached rows; parity frames are only fetched to repair).
+func ReaderMemory(l Layout) int64 { return int64(cacheRows*l.K) * l.FrameSize() }
+
 // frame states within a cached row.
 const (
 	fUnknown = iota // not read yet
@@ -116,12 +120,26 @@ func (r *Reader) Size() int64 { return r.size }
 // BadShards returns the indices of shards found missing, short or corrupt
 // so far, ascending.
 func (r *Reader) BadShards() []int {
+	var out []int
+	for i := range r.Damage() {
+		out = append(out, i)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// Damage returns why each shard found missing, short or corrupt so far is
+// bad, by shard index (nil when all were good).
+func (r *Reader) Damage() map[int]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []int
+	var out map[int]string
 	for i, why := range r.bad {
 		if why != "" {
-			out = append(out, i)
+			if out == nil {
+				out = map[int]string{}
+			}
+			out[i] = why
 		}
 	}
 	return out

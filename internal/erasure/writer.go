@@ -19,6 +19,9 @@ import (
 // gain (shard writes are copies into directio buffers).
 const writeDepth = 2
 
+// WriterMemory is the most a Writer of layout l holds in buffers.
+func WriterMemory(l Layout) int64 { return int64(writeDepth*l.Shards()) * l.FrameSize() }
+
 // stripe is one row's frames, K data then M parity, each Unit+4 bytes.
 type stripe struct {
 	row     int64

@@ -31,12 +31,13 @@ const (
 	Unsupported             // operation not implemented
 	ReadOnly                // target is read-only
 	Expired                 // capability or token expired
+	Unavailable             // a needed service or enough of the data is not reachable now
 )
 
 var kindNames = [...]string{"internal error", "not found", "exists", "not a directory",
 	"is a directory", "directory not empty", "permission denied", "invalid argument",
 	"name too long", "no space", "quota exceeded", "busy", "I/O error", "unsupported",
-	"read-only", "expired"}
+	"read-only", "expired", "unavailable"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -167,6 +168,8 @@ func Errno(k Kind) syscall.Errno {
 		return syscall.EROFS
 	case Expired:
 		return syscall.EACCES
+	case Unavailable:
+		return syscall.EIO
 	}
 	return syscall.EIO
 }

@@ -255,6 +255,16 @@ func (s *Server) apiHandler() http.Handler {
 		}
 		return struct{}{}, s.ConfigFilesystem(uint32(id), a["key"], a["value"])
 	})
+	handle("/api/v1/fs/reinit", true, func(_ *http.Request, c namespace.Caller, a apiArgs) (any, error) {
+		if c.UID != 0 {
+			return nil, kerr.New(kerr.Permission, "fs reinit", "", "root only")
+		}
+		id, err := strconv.ParseUint(a["id"], 10, 32)
+		if err != nil {
+			return nil, kerr.New(kerr.Invalid, "fs reinit", a["id"], "bad filesystem id")
+		}
+		return struct{}{}, s.ReinitFilesystem(uint32(id))
+	})
 	handle("/api/v1/space/ls", false, func(*http.Request, namespace.Caller, apiArgs) (any, error) {
 		return s.Spaces(), nil
 	})

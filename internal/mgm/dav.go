@@ -66,7 +66,11 @@ func (s *Server) serveDAV(w http.ResponseWriter, r *http.Request) {
 			davError(w, kerr.New(kerr.IsDir, "PUT", p, "cannot write to a directory path"), 0)
 			return
 		}
-		red, err := s.OpenWrite(c, p, namespace.CreateOptions{})
+		red, err := s.OpenWrite(c, p, namespace.CreateOptions{}, true)
+		if kerr.Is(err, kerr.NotFound) {
+			davError(w, err, http.StatusConflict) // no parent collection (RFC 4918 9.7.1)
+			return
+		}
 		if err != nil {
 			davError(w, err, 0)
 			return
@@ -118,6 +122,11 @@ func (s *Server) davGet(w http.ResponseWriter, r *http.Request, c namespace.Call
 			return
 		}
 		s.htmlListing(w, c, p)
+		return
+	}
+	if r.Header.Get("Want-Digest") != "" && !n.Permits(c, 4) {
+		// A digest tells about the content: same rule as the bytes.
+		davError(w, kerr.New(kerr.Permission, "checksum", p, "read permission denied"), 0)
 		return
 	}
 	if want := checksum.WantedTypes(r.Header.Get("Want-Digest"), false); len(want) > 0 && !hasAny(n.Checksums, want) {

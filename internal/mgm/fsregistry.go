@@ -1,6 +1,7 @@
 package mgm
 
 import (
+	crand "crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -24,6 +25,13 @@ type FsConfig struct {
 	Group        string `json:"group"`
 	Space        string `json:"space"`
 	ConfigStatus string `json:"configstatus"`
+	// UUID is written into the filesystem's identity marker, so a disk of
+	// another filesystem or instance is never taken for this one.
+	UUID string `json:"uuid,omitempty"`
+	// Initialized is set once the storage server has reported the
+	// filesystem with its marker; after that it is never created again
+	// implicitly (fs reinit clears it).
+	Initialized bool `json:"initialized,omitempty"`
 }
 
 // FsState is a filesystem as operators see it in `fs ls`.
@@ -59,14 +67,35 @@ func fsKey(id uint32) []byte { return binary.BigEndian.AppendUint32([]byte{'F'},
 
 func loadRegistry(eng kv.Engine, interval time.Duration) (*registry, error) {
 	r := &registry{eng: eng, interval: interval, fs: map[uint32]*FsState{}, nodes: map[string]*node{}}
+	var old []FsConfig
 	err := eng.Scan([]byte{'F'}, []byte{'G'}, func(_, v []byte) bool {
 		var c FsConfig
 		if json.Unmarshal(v, &c) == nil {
 			r.fs[c.ID] = &FsState{FsConfig: c, BootStatus: "down"}
+			if c.UUID == "" {
+				old = append(old, c)
+			}
 		}
 		return true
 	})
+	// Registered before identities had a uuid: they were in use, so they
+	// are initialized; their markers get the uuid on the next heartbeat.
+	for _, c := range old {
+		c.UUID, c.Initialized = newUUID(), true
+		if err := r.save(c); err != nil {
+			return nil, err
+		}
+		r.fs[c.ID].FsConfig = c
+	}
 	return r, err
+}
+
+func newUUID() string {
+	var b [16]byte
+	crand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
 func (r *registry) save(c FsConfig) error {
@@ -92,7 +121,7 @@ func (r *registry) addLocked(nodeName, path, group string) (*FsState, error) {
 	if group == "" {
 		group = "default.0"
 	}
-	c := FsConfig{ID: id, Node: nodeName, Path: path, Group: group, Space: spaceOf(group), ConfigStatus: "rw"}
+	c := FsConfig{ID: id, Node: nodeName, Path: path, Group: group, Space: spaceOf(group), ConfigStatus: "rw", UUID: newUUID()}
 	if err := r.save(c); err != nil {
 		return nil, err
 	}
@@ -142,12 +171,22 @@ func (r *registry) heartbeat(hb cluster.Heartbeat) ([]cluster.FsAssignment, erro
 		}
 		f.Capacity, f.Used, f.Files, f.Health, f.LastBeat = rep.Capacity, rep.Used, rep.Files, rep.Health, now
 		f.BootStatus = "booted"
+		if rep.Offline != "" {
+			f.BootStatus = "offline"
+		} else if rep.ID == f.ID && !f.Initialized {
+			c := f.FsConfig
+			c.Initialized = true
+			if err := r.save(c); err != nil {
+				return nil, err
+			}
+			f.FsConfig = c
+		}
 		f.Addr = hb.Addr
 	}
 	var out []cluster.FsAssignment
 	for _, f := range r.fs {
 		if f.Node == hb.Node {
-			out = append(out, cluster.FsAssignment{ID: f.ID, Path: f.Path, ConfigStatus: f.ConfigStatus})
+			out = append(out, cluster.FsAssignment{ID: f.ID, Path: f.Path, UUID: f.UUID, ConfigStatus: f.ConfigStatus, Init: !f.Initialized})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -160,13 +199,32 @@ func (r *registry) alive(f *FsState) bool {
 	return n != nil && time.Since(n.lastBeat) < 3*r.interval+2*time.Second && f.BootStatus == "booted"
 }
 
+// reinit makes the storage server initialize filesystem id again (a new
+// root and identity marker, on an empty directory only): the operator's
+// way to replace a lost disk by a fresh one.
+func (r *registry) reinit(id uint32) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := r.fs[id]
+	if f == nil {
+		return kerr.New(kerr.NotFound, "fs reinit", fmt.Sprintf("fs %d", id), "no such filesystem")
+	}
+	c := f.FsConfig
+	c.Initialized = false
+	if err := r.save(c); err != nil {
+		return err
+	}
+	f.FsConfig = c
+	return nil
+}
+
 func (r *registry) list() []FsState {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]FsState, 0, len(r.fs))
 	for _, f := range r.fs {
 		s := *f
-		if !r.alive(f) {
+		if n := r.nodes[f.Node]; !r.alive(f) && (f.BootStatus != "offline" || n == nil || time.Since(n.lastBeat) >= 3*r.interval+2*time.Second) {
 			s.BootStatus = "down"
 		}
 		out = append(out, s)
@@ -258,7 +316,7 @@ func (r *registry) readable(id uint32) (addr string, ok bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	f := r.fs[id]
-	if f == nil || f.ConfigStatus == "off" || !r.alive(f) {
+	if f == nil || f.ConfigStatus == "off" || f.BootStatus == "offline" || !r.alive(f) {
 		return "", false
 	}
 	return r.nodes[f.Node].addr, true

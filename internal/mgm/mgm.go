@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	pathpkg "path"
 	"sync"
 	"time"
 
@@ -87,6 +88,12 @@ func (s *Server) Heartbeat(_ context.Context, hb cluster.Heartbeat) (cluster.Hea
 	return reply, nil
 }
 
+// Claim implements cluster.Namespace.
+func (s *Server) Claim(_ context.Context, fid uint64) error {
+	_, err := s.ns.ClaimUpload(fid)
+	return err
+}
+
 // Commit implements cluster.Namespace.
 func (s *Server) Commit(_ context.Context, c cluster.Commit) error {
 	_, err := s.ns.Commit(c.Fid, c.Size, c.Checksums)
@@ -119,12 +126,22 @@ func (r Redirect) URL() string {
 func (s *Server) XrdAddr(httpAddr string) string { return s.reg.xrdAddr(httpAddr) }
 
 // OpenWrite starts an upload of path and returns where to send the bytes.
-func (s *Server) OpenWrite(c namespace.Caller, path string, o namespace.CreateOptions) (Redirect, error) {
-	f, err := s.ns.BeginCreate(c, path, o, s.reg.place)
+// With mkpath, missing parent directories are created first (as XRootD
+// does for uploads), unless the nearest existing one has sys.mkpath=off.
+func (s *Server) OpenWrite(c namespace.Caller, path string, o namespace.CreateOptions, mkpath bool) (Redirect, error) {
+	p, err := namespace.CleanPath(path)
+	if err != nil {
+		return Redirect{}, kerr.WithOp(err, "create")
+	}
+	f, err := s.ns.BeginCreate(c, p, o, s.reg.place)
+	if mkpath && kerr.Is(err, kerr.NotFound) {
+		if err = s.makeParents(c, p); err == nil {
+			f, err = s.ns.BeginCreate(c, p, o, s.reg.place)
+		}
+	}
 	if err != nil {
 		return Redirect{}, err
 	}
-	p, _ := namespace.CleanPath(path)
 	cp := &capability.Capability{Fid: f.ID, Write: true, Path: p, Layout: f.Layout, UID: c.UID, GID: c.GID,
 		Expires: time.Now().Add(s.ttl).Unix()}
 	for t := range f.Checksums {
@@ -134,6 +151,29 @@ func (s *Server) OpenWrite(c namespace.Caller, path string, o namespace.CreateOp
 		cp.Targets = append(cp.Targets, capability.Target{FsID: fsid, Addr: s.reg.addr(fsid)})
 	}
 	return Redirect{Addr: cp.Targets[0].Addr, Fid: f.ID, Token: s.key.Sign(cp), Cap: cp}, nil
+}
+
+// makeParents creates the missing directories above clean path p; the
+// caller needs write permission on the nearest existing one.
+func (s *Server) makeParents(c namespace.Caller, p string) error {
+	dir := pathpkg.Dir(p)
+	for anc := dir; ; anc = pathpkg.Dir(anc) {
+		n, err := s.ns.Stat(c, anc)
+		if kerr.Is(err, kerr.NotFound) {
+			continue
+		}
+		if err != nil {
+			return kerr.WithOp(err, "create")
+		}
+		if !n.IsDir {
+			return kerr.New(kerr.NotDir, "create", p, anc+" is not a directory")
+		}
+		if n.XAttrs[namespace.AttrMkPath] == "off" {
+			return kerr.New(kerr.NotFound, "create", p, "parent directory does not exist ("+anc+" has "+namespace.AttrMkPath+"=off)")
+		}
+		break
+	}
+	return kerr.WithOp(s.ns.Mkdir(c, dir, 0o755, true), "create")
 }
 
 // OpenRead authorizes a read of path and picks the storage server to serve
@@ -192,6 +232,9 @@ func (s *Server) AddFilesystem(nodeName, path, group string) (FsState, error) {
 	}
 	return *f, nil
 }
+
+// ReinitFilesystem lets the storage server create filesystem id anew.
+func (s *Server) ReinitFilesystem(id uint32) error { return s.reg.reinit(id) }
 
 // ConfigFilesystem sets a filesystem key (configstatus, group).
 func (s *Server) ConfigFilesystem(id uint32, key, value string) error {

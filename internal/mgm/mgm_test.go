@@ -122,7 +122,7 @@ func TestRedirectCapabilities(t *testing.T) {
 	register(t, s, 2, 3)
 	_ = s.ns.Mkdir(namespace.Root, "/ec", 0o755, false)
 	_ = s.ns.SetXAttr(namespace.Root, "/ec", namespace.AttrLayout, "ec:4+2")
-	red, err := s.OpenWrite(namespace.Root, "/ec/f", namespace.CreateOptions{})
+	red, err := s.OpenWrite(namespace.Root, "/ec/f", namespace.CreateOptions{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

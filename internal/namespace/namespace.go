@@ -30,6 +30,7 @@ const RootID = 1
 const (
 	AttrLayout    = "sys.forced.layout"    // layout of new files below
 	AttrChecksums = "sys.forced.checksums" // comma list of checksums computed on write
+	AttrMkPath    = "sys.mkpath"           // "off": uploads below do not create missing directories
 )
 
 // DefaultChecksums are computed while writing when no attribute says
@@ -67,6 +68,7 @@ type Namespace struct {
 	dirIndex map[dirKey]uint64 // (parent, name) -> cid for cached containers
 	nextID   uint64            // next id to hand out
 	idLimit  uint64            // persisted high-water; refill when nextID reaches it
+	claimed  map[uint64]bool   // pending uploads a storage server is writing
 }
 
 type dirKey struct {
@@ -81,7 +83,7 @@ func Open(eng kv.Engine, opts Options) (*Namespace, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	ns := &Namespace{eng: eng, opts: opts, dirs: map[uint64]*Inode{}, dirIndex: map[dirKey]uint64{}}
+	ns := &Namespace{eng: eng, opts: opts, dirs: map[uint64]*Inode{}, dirIndex: map[dirKey]uint64{}, claimed: map[uint64]bool{}}
 	v, err := eng.Get([]byte("v"))
 	switch {
 	case errors.Is(err, kv.ErrNotFound):
@@ -313,9 +315,18 @@ func (ns *Namespace) Stat(c Caller, path string) (*Inode, error) {
 		return nil, kerr.New(kerr.NotFound, "stat", path, "no such file or directory")
 	}
 	if !n.IsDir {
-		return n, nil // freshly decoded, not shared
+		return visibleTo(c, n), nil // freshly decoded, not shared
 	}
 	return n.clone(), nil
+}
+
+// visibleTo drops from n (a copy) what c may not see: checksums describe
+// the content, so they follow the read permission like the bytes do.
+func visibleTo(c Caller, n *Inode) *Inode {
+	if !n.IsDir && len(n.Checksums) > 0 && !access(n, c, 4) {
+		n.Checksums = nil
+	}
+	return n
 }
 
 // List returns the entries of a container sorted by name.
@@ -344,7 +355,7 @@ func (ns *Namespace) List(c Caller, path string) ([]*Inode, error) {
 			derr = err
 			return false
 		}
-		out = append(out, n.clone())
+		out = append(out, visibleTo(c, n.clone()))
 		return true
 	})
 	if err = errors.Join(err, derr); err != nil {
@@ -585,12 +596,35 @@ func (ns *Namespace) link(b kv.Batch, parent, f, old *Inode) error {
 func (ns *Namespace) Pending(fid uint64) (*Inode, error) {
 	v, err := ns.eng.Get(pendingKey(fid))
 	if errors.Is(err, kv.ErrNotFound) {
-		return nil, kerr.New(kerr.NotFound, "commit", "fid "+strconv.FormatUint(fid, 10), "no pending upload")
+		return nil, kerr.New(kerr.NotFound, "commit", "fid "+strconv.FormatUint(fid, 10), "no pending upload (committed or aborted)")
 	}
 	if err != nil {
 		return nil, err
 	}
 	return decodeInode(v)
+}
+
+// ClaimUpload marks pending upload fid as being written. A storage server
+// claims an upload before it touches any byte, so a write capability is
+// good for exactly one upload: a replay while it runs, or once it has been
+// committed or aborted, is refused here. Claims live in memory only: a
+// restart aborts every pending upload anyway (AbortStale).
+func (ns *Namespace) ClaimUpload(fid uint64) (*Inode, error) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	what := "fid " + strconv.FormatUint(fid, 10)
+	f, err := ns.Pending(fid)
+	if kerr.Is(err, kerr.NotFound) {
+		return nil, kerr.New(kerr.Permission, "write", what, "write capability already used: the upload was committed or aborted")
+	}
+	if err != nil {
+		return nil, kerr.Wrap(kerr.Internal, "write", what, err)
+	}
+	if ns.claimed[fid] {
+		return nil, kerr.New(kerr.Permission, "write", what, "write capability already in use by another upload")
+	}
+	ns.claimed[fid] = true
+	return f, nil
 }
 
 // Commit makes pending upload fid visible with its final size and checksums,
@@ -624,6 +658,7 @@ func (ns *Namespace) Commit(fid uint64, size int64, sums map[string]string) (*In
 	b := ns.eng.NewBatch()
 	defer b.Discard()
 	b.Delete(pendingKey(fid))
+	delete(ns.claimed, fid)
 	if err := ns.link(b, parent, f, old); err != nil {
 		return nil, err
 	}
@@ -648,6 +683,7 @@ func (ns *Namespace) abortLocked(f *Inode) error {
 	b := ns.eng.NewBatch()
 	defer b.Discard()
 	b.Delete(pendingKey(f.ID))
+	delete(ns.claimed, f.ID)
 	ns.queueDeletion(b, f)
 	return ns.commit(b)
 }
@@ -1008,6 +1044,10 @@ func (ns *Namespace) SetXAttr(c Caller, path, name, value string) error {
 				return kerr.New(kerr.Invalid, "", path, err.Error())
 			}
 			value = l.String()
+		case AttrMkPath:
+			if value != "on" && value != "off" {
+				return kerr.New(kerr.Invalid, "", path, AttrMkPath+" must be on or off")
+			}
 		case AttrChecksums:
 			for _, s := range strings.Split(value, ",") {
 				if !validChecksum(s) {

@@ -55,7 +55,7 @@ func TestCleanPath(t *testing.T) {
 		long[i] = 'a'
 	}
 	cases := map[string]kerr.Kind{
-		"/a/../b": kerr.Invalid, "/a/./b": kerr.Invalid, "/a//b": kerr.Invalid, "a/b": kerr.Invalid,
+		"/a/../b": kerr.Invalid, "/..": kerr.Invalid, "//a/..//b": kerr.Invalid, "a/b": kerr.Invalid, "": kerr.Invalid,
 		"/a\x00b": kerr.Invalid, "/" + string(long): kerr.NameTooLong,
 	}
 	for p, k := range cases {
@@ -68,7 +68,9 @@ func TestCleanPath(t *testing.T) {
 	}
 	_, err := CleanPath(deep)
 	mustKind(t, err, kerr.NameTooLong)
-	for in, want := range map[string]string{"/": "/", "/a/b/": "/a/b", "/x": "/x"} {
+	// Empty and "." components are dropped, as root:// and POSIX do.
+	for in, want := range map[string]string{"/": "/", "/a/b/": "/a/b", "/x": "/x", "//a//b": "/a/b",
+		"/a/./b/.": "/a/b", "//": "/", "/./": "/", "/a/...": "/a/..."} {
 		if got, err := CleanPath(in); err != nil || got != want {
 			t.Fatalf("CleanPath(%q) = %q, %v", in, got, err)
 		}
@@ -360,4 +362,33 @@ func TestAddChecksums(t *testing.T) {
 	if st, _ := ns.Stat(Root, "/f"); st.Checksums["sha256"] != "" {
 		t.Fatalf("checksum landed on the replacing file: %+v", st.Checksums)
 	}
+}
+
+// TestClaimUploadOnce: a pending upload can be claimed once; never again
+// after that, after its commit or after its abort.
+func TestClaimUploadOnce(t *testing.T) {
+	ns := newNS(t)
+	f, err := ns.BeginCreate(Root, "/c", CreateOptions{}, place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.ClaimUpload(f.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ns.ClaimUpload(f.ID)
+	mustKind(t, err, kerr.Permission)
+	if _, err := ns.Commit(f.ID, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ns.ClaimUpload(f.ID)
+	mustKind(t, err, kerr.Permission)
+	g, err := ns.BeginCreate(Root, "/d", CreateOptions{}, place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Abort(g.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ns.ClaimUpload(g.ID)
+	mustKind(t, err, kerr.Permission)
 }

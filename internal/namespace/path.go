@@ -13,10 +13,10 @@ const (
 )
 
 // CleanPath validates an absolute namespace path and returns its canonical
-// form ("/" or "/a/b", no trailing slash). It rejects rather than repairs:
-// NUL bytes, relative paths, empty components ("//"), "." and "..", and
-// over-long names or paths, so a client can never address something other
-// than what it wrote.
+// form ("/" or "/a/b", no trailing slash). Empty and "." components are
+// dropped ("//a/./b" is "/a/b"), as XRootD and POSIX treat them; what could
+// address something other than what the client wrote is rejected, not
+// repaired: NUL bytes, relative paths, "..", over-long names or paths.
 func CleanPath(p string) (string, error) {
 	if len(p) > MaxPath {
 		return "", kerr.New(kerr.NameTooLong, "", p[:64]+"...", "path longer than 4096 bytes")
@@ -30,21 +30,31 @@ func CleanPath(p string) (string, error) {
 	if p == "/" {
 		return p, nil
 	}
-	body := strings.TrimSuffix(p[1:], "/")
-	if body == "" {
-		return "", kerr.New(kerr.Invalid, "", p, "empty path component")
-	}
-	for _, c := range strings.Split(body, "/") {
+	clean := true // fast path: no empty or "." component
+	for _, c := range strings.Split(p[1:], "/") {
 		switch {
-		case c == "":
-			return "", kerr.New(kerr.Invalid, "", p, "empty path component (//)")
-		case c == "." || c == "..":
-			return "", kerr.New(kerr.Invalid, "", p, "path component "+c+" not allowed")
+		case c == "" || c == ".":
+			clean = false
+		case c == "..":
+			return "", kerr.New(kerr.Invalid, "", p, "path component .. not allowed")
 		case len(c) > MaxName:
 			return "", kerr.New(kerr.NameTooLong, "", p, "name longer than 255 bytes")
 		}
 	}
-	return "/" + body, nil
+	if clean {
+		return p, nil
+	}
+	var b strings.Builder
+	for _, c := range strings.Split(p[1:], "/") {
+		if c != "" && c != "." {
+			b.WriteByte('/')
+			b.WriteString(c)
+		}
+	}
+	if b.Len() == 0 {
+		return "/", nil
+	}
+	return b.String(), nil
 }
 
 // components returns the names of a clean path ("/" has none).

@@ -1,12 +1,14 @@
 package storage
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/capability"
@@ -84,7 +86,7 @@ func SetDigest(w http.ResponseWriter, r *http.Request, sums map[string]string) {
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, c *capability.Capability, token string) {
-	f, err := s.Open(r.Context(), c, token)
+	f, err := s.Open(r.Context(), c, token, httpAdmitWait)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -127,7 +129,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, c *capability.Capab
 }
 
 func (s *Server) put(w http.ResponseWriter, r *http.Request, c *capability.Capability, token string) {
-	u, err := s.NewUpload(r.Context(), c, token)
+	u, err := s.NewUpload(r.Context(), c, token, httpAdmitWait)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -152,6 +154,13 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, c *capability.Capab
 }
 
 func (s *Server) serveStripe(w http.ResponseWriter, r *http.Request) {
+	// Stripes travel between storage servers only: the entry server of an
+	// upload has claimed it, so a client's capability alone never reaches
+	// a stripe directly.
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+s.cfg.Key.Internal())) != 1 {
+		s.fail(w, r, kerr.New(kerr.Permission, "stripe", r.URL.Path, "stripe endpoint is for storage servers only"))
+		return
+	}
 	fidHex, idxStr, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, stripePath), "/")
 	c, _, err := s.capFor(r, fidHex)
 	if err != nil {
@@ -210,11 +219,21 @@ func (s *Server) serveStripe(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// httpAdmitWait is how long an HTTP stream waits for buffer memory: HTTP
+// has no way to tell a client to come back later that clients honour, so
+// it queues (the client's TCP window does the rest).
+const httpAdmitWait = 2 * time.Minute
+
+// copyBufs recycles copyFull's buffers (counted in uploadMemory).
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+
 // copyFull copies r to w in full 1 MiB chunks: network reads return
 // whatever TCP delivered, and hashing and writing in large pieces costs far
 // fewer syscalls and function calls per byte.
 func copyFull(w io.Writer, r io.Reader) (int64, error) {
-	buf := make([]byte, 1<<20)
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
 	var n int64
 	for {
 		m, err := io.ReadFull(r, buf)

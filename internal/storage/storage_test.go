@@ -16,22 +16,53 @@ import (
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/namespace"
 )
 
 // fakeNS records commits and aborts; it numbers filesystems by path order.
 type fakeNS struct {
-	mu         sync.Mutex
-	commits    []cluster.Commit
-	aborts     []uint64
-	failCommit bool
+	mu          sync.Mutex
+	claimed     map[uint64]bool
+	initialized map[uint32]bool
+	reports     []cluster.FsReport
+	commits     []cluster.Commit
+	aborts      []uint64
+	failCommit  bool
 }
 
+// Heartbeat asks for initialization until a filesystem was reported
+// with its marker, as the registry does.
 func (f *fakeNS) Heartbeat(_ context.Context, hb cluster.Heartbeat) (cluster.HeartbeatReply, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.initialized == nil {
+		f.initialized = map[uint32]bool{}
+	}
 	var r cluster.HeartbeatReply
 	for i, fs := range hb.Filesystems {
-		r.Filesystems = append(r.Filesystems, cluster.FsAssignment{ID: uint32(i + 1), Path: fs.Path, ConfigStatus: "rw"})
+		id := uint32(i + 1)
+		if fs.ID == id && fs.Offline == "" {
+			f.initialized[id] = true
+		}
+		f.reports = append(f.reports, fs)
+		r.Filesystems = append(r.Filesystems, cluster.FsAssignment{ID: id, Path: fs.Path, UUID: "u", ConfigStatus: "rw", Init: !f.initialized[id]})
 	}
 	return r, nil
+}
+
+// Claim refuses a fid claimed before, as the namespace refuses a used
+// write capability.
+func (f *fakeNS) Claim(_ context.Context, fid uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.claimed[fid] {
+		return kerr.New(kerr.Permission, "write", "", "write capability already used")
+	}
+	if f.claimed == nil {
+		f.claimed = map[uint64]bool{}
+	}
+	f.claimed[fid] = true
+	return nil
 }
 
 func (f *fakeNS) Commit(_ context.Context, c cluster.Commit) error {
@@ -63,8 +94,10 @@ func newServer(t *testing.T, nfs int) (*Server, *fakeNS, *capability.Key, []stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.beat(context.Background()); err != nil {
-		t.Fatal(err)
+	for i := 0; i < 2; i++ { // the first reply initializes them
+		if _, _, err := s.beat(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return s, ns, key, paths
 }
@@ -85,7 +118,7 @@ func TestUploadOutOfOrderAndReadBack(t *testing.T) {
 	}{{"plain", 1}, {"replica:3", 3}, {"ec:4+2:65536", 6}} {
 		s, ns, key, paths := newServer(t, tc.n)
 		c := writeCap(42, tc.layout, tc.n)
-		u, err := s.NewUpload(context.Background(), c, key.Sign(c))
+		u, err := s.NewUpload(context.Background(), c, key.Sign(c), time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +145,7 @@ func TestUploadOutOfOrderAndReadBack(t *testing.T) {
 		}
 		rc := *c
 		rc.Write, rc.Size, rc.Sums = false, int64(len(data)), ns.commits[0].Checksums
-		f, err := s.Open(context.Background(), &rc, key.Sign(&rc))
+		f, err := s.Open(context.Background(), &rc, key.Sign(&rc), time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +160,7 @@ func TestUploadOutOfOrderAndReadBack(t *testing.T) {
 func TestUploadHoleAndAbortLeaveNothing(t *testing.T) {
 	s, ns, key, paths := newServer(t, 6)
 	c := writeCap(7, "ec:4+2:65536", 6)
-	u, _ := s.NewUpload(context.Background(), c, key.Sign(c))
+	u, _ := s.NewUpload(context.Background(), c, key.Sign(c), time.Second)
 	u.WriteAt(make([]byte, 1000), 0)
 	u.WriteAt(make([]byte, 1000), 5000) // gap 1000..5000 never filled
 	err := u.Commit(context.Background())
@@ -145,7 +178,7 @@ func TestUploadHoleAndAbortLeaveNothing(t *testing.T) {
 	// A namespace that refuses the commit also leaves nothing behind.
 	ns.failCommit = true
 	c = writeCap(8, "plain", 1)
-	u, _ = s.NewUpload(context.Background(), c, key.Sign(c))
+	u, _ = s.NewUpload(context.Background(), c, key.Sign(c), time.Second)
 	u.Write([]byte("hello"))
 	if err := u.Commit(context.Background()); err == nil {
 		t.Fatal("commit refused by the namespace reported success")
@@ -161,12 +194,12 @@ func TestCapabilityChecks(t *testing.T) {
 	}
 	rc := *c
 	rc.Write = false
-	if _, err := s.NewUpload(context.Background(), &rc, key.Sign(&rc)); kerr.KindOf(err) != kerr.Permission {
+	if _, err := s.NewUpload(context.Background(), &rc, key.Sign(&rc), time.Second); kerr.KindOf(err) != kerr.Permission {
 		t.Fatalf("upload with read capability: %v", err)
 	}
 	bad := *c
 	bad.Layout = "ec:4+2"
-	if _, err := s.NewUpload(context.Background(), &bad, key.Sign(&bad)); kerr.KindOf(err) != kerr.Invalid {
+	if _, err := s.NewUpload(context.Background(), &bad, key.Sign(&bad), time.Second); kerr.KindOf(err) != kerr.Invalid {
 		t.Fatalf("targets not matching the layout: %v", err)
 	}
 }
@@ -175,7 +208,171 @@ func TestReadOnlyFilesystemRefusesNewStripes(t *testing.T) {
 	s, _, key, _ := newServer(t, 1)
 	s.local(1).status.Store("ro")
 	c := writeCap(11, "plain", 1)
-	if _, err := s.NewUpload(context.Background(), c, key.Sign(c)); kerr.KindOf(err) != kerr.ReadOnly {
+	if _, err := s.NewUpload(context.Background(), c, key.Sign(c), time.Second); kerr.KindOf(err) != kerr.ReadOnly {
 		t.Fatalf("write to a ro filesystem: %v", err)
+	}
+}
+
+// TestWriteCapabilityOneUpload: a write capability used once can never
+// touch the committed stripes again, whether the namespace refuses the
+// claim or (defence in depth) the stripe file already exists.
+func TestWriteCapabilityOneUpload(t *testing.T) {
+	for _, tc := range []struct {
+		layout string
+		n      int
+	}{{"plain", 1}, {"replica:2", 2}, {"ec:2+1:65536", 3}} {
+		s, ns, key, paths := newServer(t, tc.n)
+		c := writeCap(9, tc.layout, tc.n)
+		token := key.Sign(c)
+		upload := func(b []byte) error {
+			u, err := s.NewUpload(context.Background(), c, token, time.Second)
+			if err != nil {
+				return err
+			}
+			if _, err := u.Write(b); err != nil {
+				u.Abort(context.Background())
+				return err
+			}
+			return u.Commit(context.Background())
+		}
+		if err := upload([]byte("committed bytes")); err != nil {
+			t.Fatal(err)
+		}
+		before := make([][]byte, len(paths))
+		for i, p := range paths {
+			before[i], _ = os.ReadFile(PhysPath(p, 9))
+		}
+		check := func(when string) {
+			t.Helper()
+			for i, p := range paths {
+				if now, err := os.ReadFile(PhysPath(p, 9)); err != nil || !bytes.Equal(now, before[i]) {
+					t.Fatalf("%s %s: stripe %d changed by a replayed capability (%v)", tc.layout, when, i, err)
+				}
+			}
+		}
+		if err := upload([]byte("replayed")); !kerr.Is(err, kerr.Permission) {
+			t.Fatalf("%s: replay after commit: %v", tc.layout, err)
+		}
+		check("refused claim")
+		ns.mu.Lock()
+		ns.claimed = nil // a namespace that wrongly allowed the claim
+		ns.mu.Unlock()
+		if err := upload([]byte("replayed")); err == nil {
+			t.Fatalf("%s: replay over existing stripes accepted", tc.layout)
+		}
+		check("existing stripes")
+	}
+}
+
+// TestFilesystemIdentity: a filesystem whose root loses its identity
+// marker (its mount went away) goes offline with the reason, takes no new
+// stripe and is never recreated; it comes back when the marker does.
+func TestFilesystemIdentity(t *testing.T) {
+	s, ns, key, paths := newServer(t, 1)
+	root := paths[0]
+	if id, uuid, err := readMarker(root); err != nil || id != 1 || uuid != "u" {
+		t.Fatalf("marker after initialization: %d %q %v", id, uuid, err)
+	}
+	moved := root + ".mounted"
+	if err := os.Rename(root, moved); err != nil { // the mount goes away...
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(root, 0o700); err != nil { // ... and leaves the bare mountpoint
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, _, err := s.beat(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := ns.reports[len(ns.reports)-1]
+	if !strings.Contains(last.Offline, "marker") || !strings.HasPrefix(last.Health, "offline") {
+		t.Fatalf("report after the marker vanished: %+v", last)
+	}
+	c := writeCap(77, "plain", 1)
+	if _, err := s.NewUpload(context.Background(), c, key.Sign(c), time.Second); !kerr.Is(err, kerr.Unavailable) {
+		t.Fatalf("upload onto an offline filesystem: %v", err)
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 0 {
+		t.Fatalf("the bare mountpoint was written to: %v", ents)
+	}
+	// Another filesystem's disk is not taken for this one either.
+	writeMarker(root, 9, "other")
+	s.beat(context.Background())
+	s.beat(context.Background()) // checked on the reply, reported on the next beat
+	if last := ns.reports[len(ns.reports)-1]; !strings.Contains(last.Offline, "fs 9") {
+		t.Fatalf("report with a foreign marker: %+v", last)
+	}
+	os.RemoveAll(root)
+	if err := os.Rename(moved, root); err != nil { // remounted
+		t.Fatal(err)
+	}
+	s.beat(context.Background())
+	s.beat(context.Background())
+	if last := ns.reports[len(ns.reports)-1]; last.Offline != "" || last.Health != "ok" {
+		t.Fatalf("report after remount: %+v", last)
+	}
+	c = writeCap(78, "plain", 1)
+	u, err := s.NewUpload(context.Background(), c, key.Sign(c), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Write([]byte("back"))
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStreamMemoryBudget: streams whose buffers do not fit in the budget
+// wait for a place (and are told the server is busy when they waited too
+// long), instead of growing the server's memory.
+func TestStreamMemoryBudget(t *testing.T) {
+	s, _, key, _ := newServer(t, 1)
+	l, _ := namespace.ParseLayout("plain")
+	s.budget = newBudget(uploadMemory(l, 1)) // room for exactly one plain upload
+	c1, c2 := writeCap(101, "plain", 1), writeCap(102, "plain", 1)
+	u1, err := s.NewUpload(context.Background(), c1, key.Sign(c1), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.NewUpload(context.Background(), c2, key.Sign(c2), 50*time.Millisecond); !kerr.Is(err, kerr.Busy) || !strings.Contains(err.Error(), "stream memory") {
+		t.Fatalf("second upload over the budget: %v", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		u2, err := s.NewUpload(context.Background(), c2, key.Sign(c2), 10*time.Second)
+		if err == nil {
+			u2.Write([]byte("two"))
+			err = u2.Commit(context.Background())
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("second upload admitted while the first holds the budget: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	u1.Write([]byte("one"))
+	if err := u1.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("second upload not admitted within 10s after the first committed")
+	}
+	// An aborted upload gives its memory back too.
+	c3 := writeCap(103, "plain", 1)
+	u3, err := s.NewUpload(context.Background(), c3, key.Sign(c3), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u3.Abort(context.Background())
+	c4 := writeCap(104, "plain", 1)
+	if _, err := s.NewUpload(context.Background(), c4, key.Sign(c4), time.Second); err != nil {
+		t.Fatalf("budget not released by an abort: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/checksum"
@@ -73,6 +74,7 @@ func (s *Server) newRemoteStripe(ctx context.Context, t capability.Target, fid u
 	pr, pw := io.Pipe()
 	url := fmt.Sprintf("%s/kaon/v1/stripe/%x/%d?cap=%s", t.Addr, fid, idx, token)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, url, pr)
+	req.Header.Set("Authorization", "Bearer "+s.cfg.Key.Internal())
 	req.ContentLength = -1
 	req.Trailer = http.Header{trailerMeta: nil}
 	r := &remoteStripe{pw: pw, req: req, done: make(chan error, 1)}
@@ -137,6 +139,7 @@ type Upload struct {
 	closeFn func() error
 	stopFn  func() // stops the encoder without flushing (abort)
 	stripes []stripeWriter
+	release func() // returns the upload's memory to the budget
 
 	mu      sync.Mutex
 	off     int64            // bytes accepted in order
@@ -146,8 +149,10 @@ type Upload struct {
 	closed  bool
 }
 
-// NewUpload verifies the capability and opens every stripe target.
-func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token string) (*Upload, error) {
+// NewUpload verifies the capability and opens every stripe target. It
+// waits up to wait for the memory the upload's buffers need (a Busy error
+// after that).
+func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (*Upload, error) {
 	if !c.Write {
 		return nil, kerr.New(kerr.Permission, "write", c.Path, "capability does not allow writing")
 	}
@@ -162,14 +167,33 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 	if err != nil {
 		return nil, kerr.Wrap(kerr.Invalid, "write", c.Path, err)
 	}
-	u := &Upload{s: s, cap: c, token: token, sums: sums}
+	local := 0
+	for _, t := range c.Targets {
+		if s.local(t.FsID) != nil {
+			local++
+		}
+	}
+	release, err := s.budget.acquire(ctx, uploadMemory(l, local), wait, "write", c.Path)
+	if err != nil {
+		return nil, err
+	}
+	// One capability, one upload: refused once it was used, before any
+	// byte of any stripe is touched.
+	if err := s.cfg.Namespace.Claim(ctx, c.Fid); err != nil {
+		release()
+		if ke, ok := err.(*kerr.Error); ok {
+			ke.Path = c.Path
+		}
+		return nil, err
+	}
+	u := &Upload{s: s, cap: c, token: token, sums: sums, release: release}
 	for i, t := range c.Targets {
 		var w stripeWriter
 		if f := s.local(t.FsID); f != nil {
 			// The erasure writer runs one goroutine per stripe already.
 			file, err := f.create(c.Fid, l.Kind != "ec")
 			if err != nil {
-				u.abortStripes()
+				u.abortLocked(ctx)
 				return nil, ioError("write", c.Path, err)
 			}
 			w = &localStripe{f: file, fs: f, sync: s.cfg.SyncData}
@@ -184,9 +208,9 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 		for i, w := range u.stripes {
 			ws[i] = w
 		}
-		ew, err := erasure.NewWriter(erasure.Layout{K: l.K, M: l.M, Unit: l.Unit}, ws)
+		ew, err := erasure.NewWriter(ecLayout(l), ws)
 		if err != nil {
-			u.abortStripes()
+			u.abortLocked(ctx)
 			return nil, kerr.Wrap(kerr.Invalid, "write", c.Path, err)
 		}
 		ew.SetName(c.Path)
@@ -321,6 +345,7 @@ func (u *Upload) Commit(ctx context.Context) error {
 		u.abortLocked(ctx)
 		return u.failed
 	}
+	defer u.release()
 	sums := u.sums.Sums()
 	var ferr error
 	for i, w := range u.stripes {
@@ -361,6 +386,7 @@ func (u *Upload) abortLocked(ctx context.Context) {
 	if u.stopFn != nil {
 		u.stopFn()
 	}
+	u.release()
 	_ = u.s.cfg.Namespace.Abort(context.WithoutCancel(ctx), u.cap.Fid)
 }
 

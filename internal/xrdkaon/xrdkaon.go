@@ -187,19 +187,12 @@ func (n Namespace) Open(_ context.Context, id xrootd.Identity, p string, req xro
 	var red mgm.Redirect
 	var err error
 	if req.Write || req.Create || req.Truncate {
-		if req.MkPath {
-			if dir := parentOf(p); dir != "/" {
-				if err := n.ns().Mkdir(c, dir, 0o755, true); err != nil {
-					return xrootd.Redirect{}, err
-				}
-			}
-		}
 		if !req.Create && !req.Truncate {
 			if _, err := n.ns().Stat(c, p); err == nil {
 				return xrootd.Redirect{}, kerr.New(kerr.Unsupported, "open", p, "committed files are immutable; open with truncate or as new")
 			}
 		}
-		red, err = n.M.OpenWrite(c, p, namespace.CreateOptions{Exclusive: req.Exclusive, Mode: req.Mode})
+		red, err = n.M.OpenWrite(c, p, namespace.CreateOptions{Exclusive: req.Exclusive, Mode: req.Mode}, req.MkPath)
 	} else {
 		red, _, err = n.M.OpenRead(c, p)
 	}
@@ -218,18 +211,9 @@ func (n Namespace) Open(_ context.Context, id xrootd.Identity, p string, req xro
 	return xrootd.Redirect{Host: host, Port: pn, Opaque: OpaqueCap + "=" + url.QueryEscape(red.Token)}, nil
 }
 
-func parentOf(p string) string {
-	clean, err := namespace.CleanPath(p)
-	if err != nil {
-		return "/"
-	}
-	for i := len(clean) - 1; i > 0; i-- {
-		if clean[i] == '/' {
-			return clean[:i]
-		}
-	}
-	return "/"
-}
+// xrdAdmitWait is how long a root:// open waits for stream memory before
+// it is answered with kXR_wait (the client then retries by itself).
+const xrdAdmitWait = 5 * time.Second
 
 // Data serves a storage server's root:// listener.
 type Data struct {
@@ -256,7 +240,7 @@ func (d Data) Open(ctx context.Context, id xrootd.Identity, p string, req xrootd
 		if !c.Write {
 			return nil, kerr.New(kerr.Permission, "open", clean, "capability does not allow writing")
 		}
-		u, err := d.S.NewUpload(ctx, c, token)
+		u, err := d.S.NewUpload(ctx, c, token, xrdAdmitWait)
 		if err != nil {
 			return nil, err
 		}
@@ -265,7 +249,7 @@ func (d Data) Open(ctx context.Context, id xrootd.Identity, p string, req xrootd
 	if c.Write {
 		return nil, kerr.New(kerr.Permission, "open", clean, "capability is for writing")
 	}
-	f, err := d.S.Open(context.WithoutCancel(ctx), c, token)
+	f, err := d.S.Open(context.WithoutCancel(ctx), c, token, xrdAdmitWait)
 	if err != nil {
 		return nil, err
 	}

@@ -33,12 +33,12 @@ func xrdCode(k kerr.Kind) uint32 {
 		return kXR_overQuota
 	case kerr.Busy:
 		return kXR_inProgress
-	case kerr.IO:
-		return kXR_IOError
 	case kerr.Unsupported:
 		return kXR_Unsupported
 	case kerr.ReadOnly:
 		return kXR_fsReadOnly
+	case kerr.IO, kerr.Unavailable:
+		return kXR_IOError
 	}
 	return kXR_ServerError
 }
