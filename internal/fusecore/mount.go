@@ -181,6 +181,12 @@ func New(root fs.InodeEmbedder, cfg Config) (*Mount, error) {
 		EntryTimeout:    &et,
 		AttrTimeout:     &at,
 		NegativeTimeout: &nt,
+		// The kernel sees the mode the file system reports, also when
+		// it has no permission bits at all: go-fuse would otherwise
+		// show mode 0 as 0644 (0755 for directories), and with
+		// default_permissions the kernel would then grant access the
+		// backend refuses.
+		NullPermissions: true,
 		MountOptions: fuse.MountOptions{
 			FsName:        cfg.FsName,
 			Name:          cfg.Name,
