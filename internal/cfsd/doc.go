@@ -7,10 +7,13 @@
 //     all operations use *at() syscalls relative to it (files are
 //     addressed as parent fd + name), so no full backend path is ever
 //     built and trees deeper than PATH_MAX work. The few calls without an
-//     *at() form (chmod of a directory, truncate by name, l*xattr) go
-//     through the short /proc/self/fd/N/name path.
+//     *at() form (chmod of a directory, truncate by name, xattrs) go
+//     through the short /proc/self/fd/N/name path, or for a directory
+//     its own link /proc/self/fd/N, which needs no search permission on
+//     the directory (its owner may chmod a 0000 directory).
 //   - The kernel checks permissions (default_permissions) on cached
-//     attributes; operations that create, change or open something run
+//     attributes, which carry the backend's mode as is (mode 0 stays 0,
+//     fusecore); operations that create, change or open something run
 //     with the caller's fsuid/fsgid/groups (fusecore.Enter) so the backend
 //     applies its own rules too and new objects get the caller as owner.
 //     Root callers run without any switch.

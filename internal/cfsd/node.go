@@ -88,16 +88,20 @@ func (n *node) at() (int, string, int, bool) {
 }
 
 // procPath names n through /proc/self/fd for the few calls without an
-// *at() form (chmod, truncate, l*xattr); it stays short at any depth.
-func (n *node) procPath() (string, bool) {
+// *at() form (chmod of a directory, truncate, xattrs); it stays short at
+// any depth. A directory is its own fd's link /proc/self/fd/N, which the
+// kernel resolves to the directory without a lookup inside it, so no
+// search permission on the directory is needed (its owner may chmod a
+// 0000 directory, as on the backend); anything else is parent/name.
+func (n *node) procPath() (backendPath, bool) {
 	if n.fd >= 0 {
-		return "/proc/self/fd/" + strconv.Itoa(n.fd) + "/.", true
+		return backendPath{p: "/proc/self/fd/" + strconv.Itoa(n.fd), follow: true}, true
 	}
 	dfd, name, _, ok := n.at()
 	if !ok {
-		return "", false
+		return backendPath{}, false
 	}
-	return "/proc/self/fd/" + strconv.Itoa(dfd) + "/" + name, true
+	return backendPath{p: "/proc/self/fd/" + strconv.Itoa(dfd) + "/" + name}, true
 }
 
 func (n *node) stat(st *syscall.Stat_t) syscall.Errno {
@@ -232,8 +236,9 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		case ffd >= 0:
 			err = syscall.Fchmod(ffd, mode)
 		case n.fd >= 0:
+			// fchmod refuses O_PATH fds; the fd's /proc link does not.
 			p, _ := n.procPath()
-			err = syscall.Chmod(p, mode)
+			err = syscall.Chmod(p.p, mode)
 		default:
 			err = unix.Fchmodat(dfd, name, mode, 0)
 		}
@@ -285,7 +290,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			if !ok {
 				return syscall.ENOENT
 			}
-			err = syscall.Truncate(p, int64(sz))
+			err = syscall.Truncate(p.p, int64(sz))
 		}
 		if err != nil {
 			return errnoOf(err)
@@ -743,7 +748,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (sz uint3
 		return 0, syscall.ENODATA
 	}
 	cr := fusecore.Enter(caller(ctx))
-	k, err := unix.Lgetxattr(p, attr, dest)
+	k, err := p.getxattr(attr, dest)
 	cr.Leave()
 	if caps && err == unix.ENODATA {
 		n.noCaps.Store(true)
@@ -770,7 +775,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	defer n.xattrs.invalidate()
 	cr := fusecore.Enter(caller(ctx))
 	defer cr.Leave()
-	return errnoOf(unix.Lsetxattr(p, attr, data, int(flags)))
+	return errnoOf(p.setxattr(attr, data, int(flags)))
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (sz uint32, errno syscall.Errno) {
@@ -786,7 +791,7 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (sz uint32, errno sys
 		return listNoACL(ctx, p, dest)
 	}
 	cr := fusecore.Enter(caller(ctx))
-	k, err := unix.Llistxattr(p, dest)
+	k, err := p.listxattr(dest)
 	cr.Leave()
 	return uint32(k), errnoOf(err)
 }
@@ -809,5 +814,5 @@ func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errn
 	defer n.xattrs.invalidate()
 	cr := fusecore.Enter(caller(ctx))
 	defer cr.Leave()
-	return errnoOf(unix.Lremovexattr(p, attr))
+	return errnoOf(p.removexattr(attr))
 }
