@@ -77,4 +77,16 @@
 // time. `rm -r` deletes bottom-up, so a tree becomes one entry per object;
 // "restore-tree <path>" brings the whole tree back. Restore recreates
 // missing parent directories and refuses to overwrite an existing name.
+// The bin must not change what applications see, so only an object's
+// last name goes there: removing one name of a file that has others is
+// a plain unlink (the data stays reachable under the other names, and
+// their link count and ctime change as on the backend); the bin gets the
+// file when its last name is removed, and restore brings it back under
+// that name. Keeping every name in the bin instead would leave the link
+// in the bin counted in st_nlink of the remaining names (or require
+// subtracting bin links on every stat). A file or directory still open
+// after its last name went to the bin reports nlink 0, as it would after
+// a real unlink, although the bin's link keeps it on the backend.
+// Removals with the bin on are serialized, so two names of one file
+// removed at once cannot both be unlinked for good.
 package cfsd

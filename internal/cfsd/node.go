@@ -26,6 +26,9 @@ type node struct {
 	size    int64   // size last charged to quota (regular files)
 	handles []*file // open handles, for getattr of unlinked files
 	gone    bool    // unlinked: stop quota accounting
+	// binned: the last name went into the recycle bin, whose link is
+	// none of the object's names: open handles see nlink 0.
+	binned atomic.Bool
 
 	// noCaps: a file created through us has no security.capability
 	// (asked on every write and chown) until one is set through us.
@@ -156,11 +159,36 @@ func (n *node) newChild(ctx context.Context, name string, st *syscall.Stat_t, ou
 	}
 	ch := &node{cfs: n.cfs, fd: fd, size: st.Size}
 	in := n.NewInode(ctx, ch, sa)
-	if in.Operations() != ch && fd >= 0 {
-		syscall.Close(fd)
+	if old := asNode(in); old != ch {
+		if fd >= 0 {
+			syscall.Close(fd)
+		}
+		if old != nil {
+			old.revive(st)
+		}
 	}
 	out.Attr.FromStat(st)
 	return in, 0
+}
+
+// revive marks a node found under a name again (restored from the
+// recycle bin while still open, say) as live.
+func (n *node) revive(st *syscall.Stat_t) {
+	if !n.binned.Load() {
+		return
+	}
+	n.mu.Lock()
+	n.gone, n.size = false, st.Size
+	n.mu.Unlock()
+	n.binned.Store(false)
+}
+
+// attr fills out from st as applications must see it.
+func (n *node) attr(out *fuse.Attr, st *syscall.Stat_t) {
+	out.FromStat(st)
+	if n.binned.Load() {
+		out.Nlink = 0
+	}
 }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (in *fs.Inode, errno syscall.Errno) {
@@ -194,7 +222,7 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		errno = n.stat(&st)
 	}
 	if errno == 0 {
-		out.FromStat(&st)
+		n.attr(&out.Attr, &st)
 	}
 	return errno
 }
@@ -327,7 +355,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if q != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		n.reconcile(&st)
 	}
-	out.FromStat(&st)
+	n.attr(&out.Attr, &st)
 	out.SetTimeout(n.cfs.opts.AttrTimeout)
 	return 0
 }
@@ -540,15 +568,16 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 	rc := n.cfs.recycle
 	q := n.cfs.quota
 	var st syscall.Stat_t
-	if q != nil || rc.Enabled() {
-		if err := fstatat(n.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return errnoOf(err)
-		}
-	}
 	var errno syscall.Errno
+	binned := false
 	if rc.Enabled() {
-		errno = rc.Divert(c, n, name, &st, dir)
+		binned, errno = rc.Remove(c, n, name, &st, dir)
 	} else {
+		if q != nil {
+			if err := fstatat(n.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return errnoOf(err)
+			}
+		}
 		flags := 0
 		if dir {
 			flags = unix.AT_REMOVEDIR
@@ -564,6 +593,7 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 		ch.mu.Lock()
 		ch.gone = true
 		ch.mu.Unlock()
+		ch.binned.Store(binned)
 	}
 	if q != nil && (dir || st.Nlink <= 1) {
 		sz := int64(0)

@@ -179,40 +179,55 @@ func dirEmpty(dirfd int, name string) (bool, error) {
 	return len(names) == 0, nil
 }
 
-// Divert moves parent/name into the bin instead of deleting it. The
+// Remove deletes parent/name for the caller with the bin enabled. The
+// object goes into the bin (renamed there, recorded in the journal) only
+// when this is its last name: a file with other hard links is unlinked
+// for good, since its data stays reachable under those names, and its
+// link count drops as the caller expects. binned reports a move into the
+// bin; st receives the object's attributes before the removal. The
 // kernel has already checked the caller may delete (default_permissions,
 // sticky bit); the backend's own view is asked too (write+search on the
-// parent as the caller).
-func (r *Recycle) Divert(c *fuse.Caller, parent *node, name string, st *syscall.Stat_t, dir bool) syscall.Errno {
+// parent as the caller). Removals are serialized so that two names of
+// one file removed at once cannot both see the other and both unlink.
+func (r *Recycle) Remove(c *fuse.Caller, parent *node, name string, st *syscall.Stat_t, dir bool) (binned bool, errno syscall.Errno) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := fstatat(parent.fd, name, st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return false, errnoOf(err)
+	}
 	isDir := st.Mode&syscall.S_IFMT == syscall.S_IFDIR
 	if dir && !isDir {
-		return syscall.ENOTDIR
+		return false, syscall.ENOTDIR
 	}
 	if !dir && isDir {
-		return syscall.EISDIR
+		return false, syscall.EISDIR
+	}
+	if !isDir && st.Nlink > 1 {
+		cr := fusecore.Enter(c)
+		err := unix.Unlinkat(parent.fd, name, 0)
+		cr.Leave()
+		return false, errnoOf(err)
 	}
 	cr := fusecore.Enter(c)
 	err := unix.Faccessat2(parent.fd, "", unix.W_OK|unix.X_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH)
 	cr.Leave()
 	if err != nil {
-		return errnoOf(err)
+		return false, errnoOf(err)
 	}
 	if dir {
 		empty, err := dirEmpty(parent.fd, name)
 		if err != nil {
-			return errnoOf(err)
+			return false, errnoOf(err)
 		}
 		if !empty {
-			return syscall.ENOTEMPTY
+			return false, syscall.ENOTEMPTY
 		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.seq++
 	now := time.Now()
 	id := fmt.Sprintf("%016x.%d", now.UnixNano(), r.seq)
 	if err := unix.Renameat2(parent.fd, name, r.binFd, id, unix.RENAME_NOREPLACE); err != nil {
-		return errnoOf(err)
+		return false, errnoOf(err)
 	}
 	e := &Entry{ID: id, Path: path.Join("/", parent.Path(nil), name), UID: st.Uid, GID: st.Gid,
 		Time: now.Unix(), Type: typeName(st.Mode), Size: st.Size}
@@ -221,7 +236,7 @@ func (r *Recycle) Divert(c *fuse.Caller, parent *node, name string, st *syscall.
 	}
 	r.entries[id] = e
 	r.journal(logRec{Op: "add", Entry: *e})
-	return 0
+	return true, 0
 }
 
 // List returns the entries the caller may see (all for root, own
