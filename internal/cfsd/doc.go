@@ -41,6 +41,13 @@
 //   - File data uses kernel passthrough when available (the open backend
 //     fd is registered with the kernel), otherwise pread/pwrite in the
 //     daemon. Locks (flock, fcntl) are left to the kernel.
+//   - The daemon never resolves a path into its own mount, and so never
+//     holds a descriptor there: killed while holding one, the exiting
+//     process would close it and wait forever for its own FLUSH answer.
+//     The backend, the state directory and everything else it opens by
+//     path are opened before mounting; state files are written relative
+//     to the state directory's descriptor (the backend may even be
+//     mounted over itself).
 //
 // Hidden names in the mount root: ".proc" (control tree) and the state
 // directory (default "<backend>/.kaon-cfsd", which holds quota.json,

@@ -17,8 +17,12 @@ func userC(uid uint32) *fuse.Caller {
 }
 
 func TestQuotaCheckChargePersist(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "quota.json")
-	q, err := openQuota(path)
+	dir, err := openStateDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.close()
+	q, err := openQuota(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +65,7 @@ func TestQuotaCheckChargePersist(t *testing.T) {
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
-	q2, err := openQuota(path)
+	q2, err := openQuota(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

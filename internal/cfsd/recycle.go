@@ -2,12 +2,12 @@ package cfsd
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -42,9 +42,13 @@ type Recycle struct {
 	log     *os.File
 	entries map[string]*Entry
 	enabled bool
-	conf    string
 	seq     uint64
 }
+
+const (
+	recycleConf = "recycle.enabled"
+	recycleLog  = "recycle.log"
+)
 
 type logRec struct {
 	Op string `json:"op"` // add, del
@@ -52,24 +56,23 @@ type logRec struct {
 }
 
 func openRecycle(f *FS, enable bool) (*Recycle, error) {
-	dir := filepath.Join(f.opts.StateDir, "recycle")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+	st := f.state
+	if err := unix.Mkdirat(st.fd, "recycle", 0o700); err != nil && err != unix.EEXIST {
+		return nil, kerr.Wrap(kerr.KindOf(err), "cfsd state", st.name("recycle"), err)
 	}
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(st.fd, "recycle", unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, kerr.Wrap(kerr.KindOf(err), "cfsd state", st.name("recycle"), err)
 	}
-	r := &Recycle{f: f, binFd: fd, entries: map[string]*Entry{}, conf: filepath.Join(f.opts.StateDir, "recycle.enabled")}
-	if b, err := os.ReadFile(r.conf); err == nil {
+	r := &Recycle{f: f, binFd: fd, entries: map[string]*Entry{}}
+	if b, err := st.readFile(recycleConf); err == nil {
 		r.enabled = strings.TrimSpace(string(b)) == "1"
 	}
 	if enable {
 		r.enabled = true
-		_ = os.WriteFile(r.conf, []byte("1\n"), 0o600)
+		_ = st.writeFile(recycleConf, []byte("1\n"))
 	}
-	logPath := filepath.Join(f.opts.StateDir, "recycle.log")
-	if lf, err := os.Open(logPath); err == nil {
+	if lf, err := st.open(recycleLog, unix.O_RDONLY); err == nil {
 		sc := bufio.NewScanner(lf)
 		sc.Buffer(make([]byte, 1<<16), 1<<24)
 		for sc.Scan() {
@@ -93,22 +96,15 @@ func openRecycle(f *FS, enable bool) (*Recycle, error) {
 			delete(r.entries, id)
 		}
 	}
-	tmp := logPath + ".tmp"
-	tf, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	enc := json.NewEncoder(tf)
+	var compact bytes.Buffer
+	enc := json.NewEncoder(&compact)
 	for _, e := range r.sorted() {
 		_ = enc.Encode(logRec{Op: "add", Entry: *e})
 	}
-	if err := tf.Close(); err != nil {
+	if err := st.writeFile(recycleLog, compact.Bytes()); err != nil {
 		return nil, err
 	}
-	if err := os.Rename(tmp, logPath); err != nil {
-		return nil, err
-	}
-	if r.log, err = os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+	if r.log, err = st.open(recycleLog, unix.O_WRONLY|unix.O_APPEND); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -139,7 +135,7 @@ func (r *Recycle) SetEnabled(on bool) error {
 	if on {
 		v = "1\n"
 	}
-	return os.WriteFile(r.conf, []byte(v), 0o600)
+	return r.f.state.writeFile(recycleConf, []byte(v))
 }
 
 // Close closes the journal.
