@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -105,6 +106,24 @@ func cfsdMount(args []string) int {
 		fmt.Fprintf(os.Stderr, "kaon cfsd: %v\n", err)
 		return 1
 	}
+	// Everything the daemon opens by path is opened before the mount
+	// exists, so no descriptor of it can be on the mount (see
+	// fusecore.mountFS), and it works from "/" so its working directory
+	// pins no file system.
+	if stop, err := startCPUProfile(*cpuProfile); err == nil {
+		defer stop()
+	} else {
+		fmt.Fprintf(os.Stderr, "kaon cfsd: cpu profile: %v\n", err)
+	}
+	if mp, err = filepath.Abs(mp); err == nil {
+		err = os.Chdir("/")
+	}
+	if err != nil {
+		fusecore.NotifyReady(err)
+		fmt.Fprintf(os.Stderr, "kaon cfsd: %v\n", err)
+		f.Close()
+		return 1
+	}
 	m, err := fusecore.New(f.Root(), fusecore.Config{
 		Mountpoint: mp, FsName: "kaon-cfsd:" + *backend, Name: "kaon-cfsd",
 		EntryTimeout: noCache(*entryTO), AttrTimeout: noCache(*attrTO), NegativeTimeout: noCache(*negTO),
@@ -118,11 +137,6 @@ func cfsdMount(args []string) int {
 		return 1
 	}
 	f.PassthroughActive = m.PassthroughActive
-	if stop, err := startCPUProfile(*cpuProfile); err == nil {
-		defer stop()
-	} else {
-		fmt.Fprintf(os.Stderr, "kaon cfsd: cpu profile: %v\n", err)
-	}
 	mode := "daemon data path"
 	if m.PassthroughActive() {
 		mode = "kernel passthrough"

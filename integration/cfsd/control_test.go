@@ -3,7 +3,6 @@ package cfsd_test
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -171,7 +170,7 @@ func TestQuota(t *testing.T) {
 	// Crash, plus a change behind the daemon's back: the scan at start
 	// reconciles.
 	m.kill()
-	syscall.Unmount(m.mp, syscall.MNT_DETACH)
+	m.unmount()
 	os.WriteFile(filepath.Join(m.backend, "q", "offline"), make([]byte, 1000), 0o644)
 	os.Chown(filepath.Join(m.backend, "q", "offline"), 1000, 1000)
 	m.start()
@@ -268,6 +267,34 @@ func TestRecycle(t *testing.T) {
 	if out, code := asUser(t, 1000, 1000, nil, m.path("t"), "echo restore "+uids["/t/mine"]+" > ../.proc/recycle && cat mine"); code != 0 || out != "mine\n" {
 		t.Errorf("uid 1000 restore own: %d %q", code, out)
 	}
+	// Hard links: removing one of two names unlinks it for good (the
+	// data stays under the other name, whose link count drops); the
+	// last name goes into the bin and comes back with its data.
+	os.WriteFile(m.path("t", "hl1"), []byte("linked"), 0o644)
+	os.Link(m.path("t", "hl1"), m.path("t", "hl2"))
+	if err := os.Remove(m.path("t", "hl1")); err != nil {
+		t.Fatal(err)
+	}
+	var hs syscall.Stat_t
+	if err := syscall.Stat(m.path("t", "hl2"), &hs); err != nil || hs.Nlink != 1 {
+		t.Errorf("hl2 after removing hl1: nlink %d, %v; want 1", hs.Nlink, err)
+	}
+	if err := os.Remove(m.path("t", "hl2")); err != nil {
+		t.Fatal(err)
+	}
+	ids = recycleIDs(m.procRead("recycle"))
+	if ids["/t/hl1"] != "" || ids["/t/hl2"] == "" {
+		t.Errorf("bin after removing both links: want /t/hl2 only: %v", ids)
+	}
+	if err := m.procWrite("recycle", "restore "+ids["/t/hl2"]); err != nil {
+		t.Errorf("restore hl2: %v", err)
+	}
+	if b, err := os.ReadFile(m.path("t", "hl2")); err != nil || string(b) != "linked" {
+		t.Errorf("restored hl2: %q %v", b, err)
+	}
+	if err := syscall.Stat(m.path("t", "hl2"), &hs); err != nil || hs.Nlink != 1 {
+		t.Errorf("restored hl2: nlink %d, %v; want 1", hs.Nlink, err)
+	}
 	// Purge.
 	if err := m.procWrite("recycle", "purge 1h"); err != nil {
 		t.Fatal(err)
@@ -302,16 +329,18 @@ func TestLifecycle(t *testing.T) {
 	backend, mp := filepath.Join(d, "b"), filepath.Join(d, "m")
 	os.Mkdir(backend, 0o755)
 	os.Mkdir(mp, 0o755)
-	out, err := exec.Command(kaonBin, "cfsd", "mount", "--backend", backend, mp).CombinedOutput()
+	out, err := run(t, kaonBin, "cfsd", "mount", "--backend", backend, mp)
 	if err != nil {
 		t.Fatalf("daemon mount: %v %s", err, out)
 	}
+	untrack := trackMount(t, mp)
 	if err := os.WriteFile(filepath.Join(mp, "x"), []byte("daemon"), 0o644); err != nil {
 		t.Errorf("write through daemon mount: %v", err)
 	}
-	if out, err := exec.Command(kaonBin, "cfsd", "umount", mp).CombinedOutput(); err != nil {
+	if out, err := run(t, kaonBin, "cfsd", "umount", mp); err != nil {
 		t.Fatalf("umount: %v %s", err, out)
 	}
+	untrack()
 	if isMounted(mp) {
 		t.Fatalf("still mounted after umount")
 	}
@@ -325,9 +354,8 @@ func TestLifecycle(t *testing.T) {
 	if err := syscall.Statfs(m.mp, &sf); err != syscall.ENOTCONN {
 		t.Fatalf("statfs after kill -9: %v, want ENOTCONN", err)
 	}
-	cmd := exec.Command(kaonBin, "cfsd", "mount", "-f", "--backend", backend, m.mp)
-	out, err = cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "stale") {
+	out, err = run(t, kaonBin, "cfsd", "mount", "-f", "--backend", backend, m.mp)
+	if err == nil || !strings.Contains(out, "stale") {
 		t.Errorf("mount over a stale mount: %v %s", err, out)
 	}
 	m.args = []string{"--clean-stale"}
@@ -348,22 +376,16 @@ func TestNoXattrAndFusermount(t *testing.T) {
 	if err := os.WriteFile(m.path("f"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("setfattr", "-n", "user.a", "-v", "1", m.path("f")).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "not supported") {
+	out, err := run(t, "setfattr", "-n", "user.a", "-v", "1", m.path("f"))
+	if err == nil || !strings.Contains(out, "not supported") {
 		t.Errorf("setfattr with --no-xattr: %v %s", err, out)
 	}
-	if out, err := exec.Command("fusermount3", "-u", m.mp).CombinedOutput(); err != nil {
+	if out, err := run(t, "fusermount3", "-u", m.mp); err != nil {
 		t.Fatalf("fusermount3 -u: %v %s", err, out)
 	}
-	select {
-	case err := <-m.done:
-		if err != nil {
-			t.Errorf("daemon exit after fusermount3 -u: %v\n%s", err, m.log)
-		}
-	case <-time.After(10 * time.Second):
-		t.Errorf("daemon still running after fusermount3 -u")
+	if exit, err := m.ended("daemon exit after fusermount3 -u"); err != nil || exit != nil {
+		t.Errorf("%v %v\n%s", exit, err, m.log)
 	}
-	m.cmd = nil
 	if b, _ := os.ReadFile(filepath.Join(m.backend, "f")); string(b) != "x" {
 		t.Errorf("backend f = %q", b)
 	}
@@ -400,5 +422,69 @@ func TestBackendChangesVisible(t *testing.T) {
 	}
 	if _, err := os.Stat(m.path("d", "a")); !os.IsNotExist(err) {
 		t.Errorf("removed-behind-our-back file still visible: %v", err)
+	}
+}
+
+// TestDaemonStaysOffItsMount: the daemon never resolves a path into its
+// own mount once mounted (go-fuse's start-up poll hack opened a file
+// there; killed at that moment, the daemon waited forever for its own
+// answer to FLUSH) and holds no descriptor there when killed. The backend
+// is mounted over itself, so the state dir's path leads through the
+// mount: limits and the recycle switch set after mounting must still be
+// saved (through the state dir's descriptor) and survive a crash.
+func TestDaemonStaysOffItsMount(t *testing.T) {
+	d := tempDir(t)
+	dir := filepath.Join(d, "data")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	trace := filepath.Join(d, "strace.log")
+	m := &mount{t: t, mp: dir, backend: dir, args: []string{"--quota"},
+		wrap: []string{"strace", "-f", "-qq", "-o", trace, "-e", "trace=%file"}}
+	m.start()
+	t.Cleanup(m.stop)
+	os.Mkdir(m.path("u"), 0o777)
+	if err := m.procWrite("quota", "set 1000 bytes=1M inodes=7"); err != nil {
+		t.Errorf("set quota: %v", err)
+	}
+	if err := m.procWrite("recycle", "enable"); err != nil {
+		t.Errorf("enable recycle: %v", err)
+	}
+	os.WriteFile(m.path("u", "f"), []byte("x"), 0o644)
+	os.Remove(m.path("u", "f"))
+	m.kill()
+	m.unmount()
+
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	mounted := -1
+	for i, l := range lines {
+		if strings.Contains(l, "mount(") && strings.Contains(l, `, "`+dir+`"`) {
+			mounted = i
+			break
+		}
+	}
+	if mounted < 0 {
+		t.Fatalf("no mount(2) on %s in the daemon's trace:\n%s", dir, b)
+	}
+	for _, l := range lines[mounted:] {
+		if strings.Contains(l, `"`+dir+`/`) {
+			t.Errorf("daemon resolved a path in its own mount: %s", l)
+		}
+	}
+
+	m.wrap = nil
+	m.start()
+	if v := quotaLine(t, m.procRead("quota"), 1000); v[1] != 1<<20 || v[3] != 7 {
+		t.Errorf("limits after a crash: %v, want bytes_limit 1M inodes_limit 7", v)
+	}
+	if l := m.procRead("recycle"); !strings.HasPrefix(l, "# recycle enabled") {
+		t.Errorf("recycle switch after a crash: %q", l)
+	}
+	if ids := recycleIDs(m.procRead("recycle")); ids["/u/f"] == "" {
+		t.Errorf("recycled /u/f missing after a crash: %v", ids)
 	}
 }

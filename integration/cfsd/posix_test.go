@@ -95,6 +95,26 @@ func posixScenario(t *testing.T, dir string) []string {
 	rec("link content", string(b))
 	os.Mkdir(p("ld"), 0o755)
 	rec("link dir", unix.Link(p("ld"), p("ld2")))
+	// Link counts seen through a descriptor while the names go one by
+	// one (the recycle bin must not show in them).
+	os.WriteFile(p("k1"), []byte("kk"), 0o644)
+	os.Link(p("k1"), p("k2"))
+	kf, _ := unix.Open(p("k1"), unix.O_RDONLY, 0)
+	rec("unlink one of two", unix.Unlink(p("k1")), st("k2"))
+	unix.Fstat(kf, &s)
+	rec("open after one unlink", s.Nlink)
+	rec("unlink last", unix.Unlink(p("k2")), st("k2"))
+	unix.Fstat(kf, &s)
+	rec("open after last unlink", s.Nlink)
+	n, _ = unix.Pread(kf, buf, 0)
+	rec("read after last unlink", string(buf[:n]))
+	unix.Close(kf)
+	os.Mkdir(p("od"), 0o755)
+	odf, _ := unix.Open(p("od"), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	rec("rmdir open dir", unix.Rmdir(p("od")))
+	unix.Fstat(odf, &s)
+	rec("removed dir nlink", s.Nlink)
+	unix.Close(odf)
 
 	// symlinks and utimensat on them
 	rec("symlink", os.Symlink("h2", p("sl")), st("sl"))
@@ -124,6 +144,14 @@ func posixScenario(t *testing.T, dir string) []string {
 	rec("mkdir exists", os.Mkdir(p("d"), 0o755))
 	os.Remove(p("d/x"))
 	rec("rmdir", unix.Rmdir(p("d")), st("d"))
+
+	// mode 0
+	rec("mkdir mode 0", unix.Mkdir(p("z0"), 0), st("z0"))
+	zf, err := unix.Open(p("zf"), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0)
+	rec("create mode 0", err, st("zf"))
+	unix.Close(zf)
+	rec("chmod dir 0", unix.Chmod(p("ld"), 0), st("ld"))
+	rec("chmod dir back", unix.Chmod(p("ld"), 0o755), st("ld"))
 
 	// chmod / chown
 	rec("chmod", os.Chmod(p("h2"), 0o4711), st("h2"))
@@ -294,7 +322,20 @@ func diffTranscripts(t *testing.T, want, got []string) {
 // through the mount exactly as on a plain directory of the same file
 // system.
 func TestPOSIXMatchesBackend(t *testing.T) {
-	m := newMount(t, "")
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) { testPOSIXMatchesBackend(t, v.args) })
+	}
+}
+
+// variants are the mount options every behaviour test runs under: the
+// recycle bin must change nothing an application sees.
+var variants = []struct {
+	name string
+	args []string
+}{{"plain", nil}, {"recycle", []string{"--recycle"}}}
+
+func testPOSIXMatchesBackend(t *testing.T, args []string) {
+	m := newMount(t, "", args...)
 	ref := filepath.Join(tempDir(t), "ref")
 	os.Mkdir(ref, 0o755)
 	want := posixScenario(t, ref)
@@ -313,6 +354,16 @@ func TestPOSIXMatchesBackend(t *testing.T) {
 		"name 256: file name too long",
 		"symlink mtime: 2000000 7",
 		"unlinked open: still here0 10",
+		"link: <nil>mode=100644 uid=0 gid=0 size=6 nlink=2",
+		"unlink first: <nil>mode=100644 uid=0 gid=0 size=6 nlink=1",
+		"unlink one of two: <nil>mode=100644 uid=0 gid=0 size=2 nlink=1",
+		"open after one unlink: 1",
+		"open after last unlink: 0",
+		"read after last unlink: kk",
+		"removed dir nlink: 0",
+		"mkdir mode 0: <nil>mode=40000 ",
+		"create mode 0: <nil>mode=100000 ",
+		"chmod dir 0: <nil>mode=40000 ",
 	}
 	joined := strings.Join(got, "\n")
 	for _, s := range must {
@@ -362,6 +413,20 @@ setfattr -n user.u -v 1 ro/secret; echo "setxattr foreign rc=$?"
 getfattr -n user.tag --only-values ro/secret; echo " getxattr rc=$?"
 echo suid > alice/s && chmod 4755 alice/s && echo more >> alice/s; stat -c 'suid-after-write %a' alice/s
 : > ro/pubw; echo "truncate world-writable rc=$?"
+stat -c 'zero %a %U' zero zerof
+ls zero; echo "ls zero rc=$?"
+cat zero/inner; echo "cat zero/inner rc=$?"
+cat zerof; echo "cat zerof rc=$?"
+mkdir alice/z && setfattr -n user.k -v 1 alice/z && chmod 0600 alice/z; echo "chmod 0600 dir rc=$?"
+chmod 0000 alice/z; echo "chmod 0000 dir rc=$?"
+chgrp 2000 alice/z; echo "chgrp 0000 dir rc=$?"
+touch -d @86400 alice/z; echo "utime 0000 dir rc=$?"
+getfattr -m - alice/z; echo "listxattr 0000 dir rc=$?"
+stat -c 'z %a %g %Y' alice/z
+ls alice/z; echo "ls own 0000 dir rc=$?"
+chmod 0700 alice/z; echo "chmod 0000 dir back rc=$?"
+echo f > alice/zf && chmod 0 alice/zf && chmod 0600 alice/zf; echo "chmod 0000 file rc=$?"
+ln alice/zf alice/zf2 && rm alice/zf; echo "rm one link rc=$?"; stat -c 'zf2 nlink %h' alice/zf2
 `
 
 // setupPermTree builds the same owners/modes in dir.
@@ -392,6 +457,10 @@ func setupPermTree(t *testing.T, dir string) {
 	file("sticky/own", 0o644, 1000, 1000)
 	mk("alice", 0o755, 1000, 1000)
 	mk("sgid", 0o2777, 0, 2000)
+	mk("zero", 0o755, 0, 0)
+	file("zero/inner", 0o644, 0, 0)
+	unix.Chmod(filepath.Join(dir, "zero"), 0)
+	file("zerof", 0, 0, 0)
 }
 
 // TestNonRootMatchesBackend runs the permission script as uid 1000
@@ -399,7 +468,13 @@ func setupPermTree(t *testing.T, dir string) {
 // mount: output (successes, errors, owners, modes) must match line by
 // line.
 func TestNonRootMatchesBackend(t *testing.T) {
-	m := newMount(t, "")
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) { testNonRootMatchesBackend(t, v.args) })
+	}
+}
+
+func testNonRootMatchesBackend(t *testing.T, args []string) {
+	m := newMount(t, "", args...)
 	ref := filepath.Join(tempDir(t), "ref")
 	os.Mkdir(ref, 0o755)
 	setupPermTree(t, ref)
@@ -418,10 +493,19 @@ func TestNonRootMatchesBackend(t *testing.T) {
 		if u.uid == 1000 {
 			for _, s := range []string{"created-pub", "1000:1000 644", "write priv rc=2", "read secret rc=1",
 				"write grp rc=0", "rm sticky own rc=0", "chown rc=1",
-				"sub 1000:1000 755", "sgid-dir 1000:2000 2755", "sgid-file 1000:2000", "suid-after-write 755"} {
+				"sub 1000:1000 755", "sgid-dir 1000:2000 2755", "sgid-file 1000:2000", "suid-after-write 755",
+				"chmod 0600 dir rc=0", "chmod 0000 dir rc=0", "chgrp 0000 dir rc=0", "utime 0000 dir rc=0",
+				"user.k", "listxattr 0000 dir rc=0", "z 0 2000 86400", "ls own 0000 dir rc=2",
+				"chmod 0000 dir back rc=0", "chmod 0000 file rc=0", "rm one link rc=0", "zf2 nlink 1"} {
 				if !strings.Contains(got, s) {
 					t.Errorf("uid 1000 through mount: missing %q in\n%s", s, got)
 				}
+			}
+		}
+		// Mode 0 stays 0 and closed to everyone but root.
+		for _, s := range []string{"zero 0 root", "ls zero rc=2", "cat zero/inner rc=1", "cat zerof rc=1"} {
+			if !strings.Contains(got, s) {
+				t.Errorf("uid %d through mount: missing %q in\n%s", u.uid, s, got)
 			}
 		}
 	}

@@ -2,7 +2,6 @@ package cfsd
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -46,7 +45,7 @@ type FS struct {
 	rootFd    int
 	rootDev   uint64
 	stateName string // name of the state dir in the backend root ("" if outside)
-	stateFd   int
+	state     stateDir
 
 	Stats   *fusecore.Stats
 	op      opStats
@@ -89,16 +88,15 @@ func New(opts Options) (*FS, error) {
 	if opts.StateDir, err = filepath.Abs(opts.StateDir); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
-		return nil, kerr.Wrap(kerr.KindOf(err), "cfsd state", opts.StateDir, err)
-	}
 	f := &FS{opts: opts, rootFd: rootFd, rootDev: uint64(st.Dev), Stats: fusecore.NewStats()}
 	if filepath.Dir(opts.StateDir) == b {
 		f.stateName = filepath.Base(opts.StateDir)
 	} else if strings.HasPrefix(opts.StateDir, b+"/") {
+		unix.Close(rootFd)
 		return nil, kerr.New(kerr.Invalid, "cfsd", opts.StateDir, "state dir must be directly in the backend root or outside it")
 	}
-	if f.stateFd, err = unix.Open(opts.StateDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+	if f.state, err = openStateDir(opts.StateDir); err != nil {
+		unix.Close(rootFd)
 		return nil, err
 	}
 	f.initOps()
@@ -107,7 +105,7 @@ func New(opts Options) (*FS, error) {
 		return nil, err
 	}
 	if opts.Quota {
-		f.quota, err = openQuota(filepath.Join(opts.StateDir, "quota.json"))
+		f.quota, err = openQuota(f.state)
 		if err != nil {
 			return nil, err
 		}
@@ -145,6 +143,7 @@ func (f *FS) Close() error {
 	if e := f.recycle.Close(); err == nil {
 		err = e
 	}
+	f.state.close()
 	return err
 }
 

@@ -7,10 +7,13 @@
 //     all operations use *at() syscalls relative to it (files are
 //     addressed as parent fd + name), so no full backend path is ever
 //     built and trees deeper than PATH_MAX work. The few calls without an
-//     *at() form (chmod of a directory, truncate by name, l*xattr) go
-//     through the short /proc/self/fd/N/name path.
+//     *at() form (chmod of a directory, truncate by name, xattrs) go
+//     through the short /proc/self/fd/N/name path, or for a directory
+//     its own link /proc/self/fd/N, which needs no search permission on
+//     the directory (its owner may chmod a 0000 directory).
 //   - The kernel checks permissions (default_permissions) on cached
-//     attributes; operations that create, change or open something run
+//     attributes, which carry the backend's mode as is (mode 0 stays 0,
+//     fusecore); operations that create, change or open something run
 //     with the caller's fsuid/fsgid/groups (fusecore.Enter) so the backend
 //     applies its own rules too and new objects get the caller as owner.
 //     Root callers run without any switch.
@@ -38,6 +41,13 @@
 //   - File data uses kernel passthrough when available (the open backend
 //     fd is registered with the kernel), otherwise pread/pwrite in the
 //     daemon. Locks (flock, fcntl) are left to the kernel.
+//   - The daemon never resolves a path into its own mount, and so never
+//     holds a descriptor there: killed while holding one, the exiting
+//     process would close it and wait forever for its own FLUSH answer.
+//     The backend, the state directory and everything else it opens by
+//     path are opened before mounting; state files are written relative
+//     to the state directory's descriptor (the backend may even be
+//     mounted over itself).
 //
 // Hidden names in the mount root: ".proc" (control tree) and the state
 // directory (default "<backend>/.kaon-cfsd", which holds quota.json,
@@ -74,4 +84,16 @@
 // time. `rm -r` deletes bottom-up, so a tree becomes one entry per object;
 // "restore-tree <path>" brings the whole tree back. Restore recreates
 // missing parent directories and refuses to overwrite an existing name.
+// The bin must not change what applications see, so only an object's
+// last name goes there: removing one name of a file that has others is
+// a plain unlink (the data stays reachable under the other names, and
+// their link count and ctime change as on the backend); the bin gets the
+// file when its last name is removed, and restore brings it back under
+// that name. Keeping every name in the bin instead would leave the link
+// in the bin counted in st_nlink of the remaining names (or require
+// subtracting bin links on every stat). A file or directory still open
+// after its last name went to the bin reports nlink 0, as it would after
+// a real unlink, although the bin's link keeps it on the backend.
+// Removals with the bin on are serialized, so two names of one file
+// removed at once cannot both be unlinked for good.
 package cfsd

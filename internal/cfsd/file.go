@@ -182,6 +182,6 @@ func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) (errno syscall.Er
 	if err := syscall.Fstat(f.fd, &st); err != nil {
 		return errnoOf(err)
 	}
-	out.FromStat(&st)
+	f.n.attr(&out.Attr, &st)
 	return 0
 }

@@ -26,6 +26,9 @@ type node struct {
 	size    int64   // size last charged to quota (regular files)
 	handles []*file // open handles, for getattr of unlinked files
 	gone    bool    // unlinked: stop quota accounting
+	// binned: the last name went into the recycle bin, whose link is
+	// none of the object's names: open handles see nlink 0.
+	binned atomic.Bool
 
 	// noCaps: a file created through us has no security.capability
 	// (asked on every write and chown) until one is set through us.
@@ -88,16 +91,20 @@ func (n *node) at() (int, string, int, bool) {
 }
 
 // procPath names n through /proc/self/fd for the few calls without an
-// *at() form (chmod, truncate, l*xattr); it stays short at any depth.
-func (n *node) procPath() (string, bool) {
+// *at() form (chmod of a directory, truncate, xattrs); it stays short at
+// any depth. A directory is its own fd's link /proc/self/fd/N, which the
+// kernel resolves to the directory without a lookup inside it, so no
+// search permission on the directory is needed (its owner may chmod a
+// 0000 directory, as on the backend); anything else is parent/name.
+func (n *node) procPath() (backendPath, bool) {
 	if n.fd >= 0 {
-		return "/proc/self/fd/" + strconv.Itoa(n.fd) + "/.", true
+		return backendPath{p: "/proc/self/fd/" + strconv.Itoa(n.fd), follow: true}, true
 	}
 	dfd, name, _, ok := n.at()
 	if !ok {
-		return "", false
+		return backendPath{}, false
 	}
-	return "/proc/self/fd/" + strconv.Itoa(dfd) + "/" + name, true
+	return backendPath{p: "/proc/self/fd/" + strconv.Itoa(dfd) + "/" + name}, true
 }
 
 func (n *node) stat(st *syscall.Stat_t) syscall.Errno {
@@ -152,11 +159,36 @@ func (n *node) newChild(ctx context.Context, name string, st *syscall.Stat_t, ou
 	}
 	ch := &node{cfs: n.cfs, fd: fd, size: st.Size}
 	in := n.NewInode(ctx, ch, sa)
-	if in.Operations() != ch && fd >= 0 {
-		syscall.Close(fd)
+	if old := asNode(in); old != ch {
+		if fd >= 0 {
+			syscall.Close(fd)
+		}
+		if old != nil {
+			old.revive(st)
+		}
 	}
 	out.Attr.FromStat(st)
 	return in, 0
+}
+
+// revive marks a node found under a name again (restored from the
+// recycle bin while still open, say) as live.
+func (n *node) revive(st *syscall.Stat_t) {
+	if !n.binned.Load() {
+		return
+	}
+	n.mu.Lock()
+	n.gone, n.size = false, st.Size
+	n.mu.Unlock()
+	n.binned.Store(false)
+}
+
+// attr fills out from st as applications must see it.
+func (n *node) attr(out *fuse.Attr, st *syscall.Stat_t) {
+	out.FromStat(st)
+	if n.binned.Load() {
+		out.Nlink = 0
+	}
 }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (in *fs.Inode, errno syscall.Errno) {
@@ -190,7 +222,7 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		errno = n.stat(&st)
 	}
 	if errno == 0 {
-		out.FromStat(&st)
+		n.attr(&out.Attr, &st)
 	}
 	return errno
 }
@@ -232,8 +264,9 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		case ffd >= 0:
 			err = syscall.Fchmod(ffd, mode)
 		case n.fd >= 0:
+			// fchmod refuses O_PATH fds; the fd's /proc link does not.
 			p, _ := n.procPath()
-			err = syscall.Chmod(p, mode)
+			err = syscall.Chmod(p.p, mode)
 		default:
 			err = unix.Fchmodat(dfd, name, mode, 0)
 		}
@@ -285,7 +318,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			if !ok {
 				return syscall.ENOENT
 			}
-			err = syscall.Truncate(p, int64(sz))
+			err = syscall.Truncate(p.p, int64(sz))
 		}
 		if err != nil {
 			return errnoOf(err)
@@ -322,7 +355,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if q != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		n.reconcile(&st)
 	}
-	out.FromStat(&st)
+	n.attr(&out.Attr, &st)
 	out.SetTimeout(n.cfs.opts.AttrTimeout)
 	return 0
 }
@@ -535,15 +568,16 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 	rc := n.cfs.recycle
 	q := n.cfs.quota
 	var st syscall.Stat_t
-	if q != nil || rc.Enabled() {
-		if err := fstatat(n.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return errnoOf(err)
-		}
-	}
 	var errno syscall.Errno
+	binned := false
 	if rc.Enabled() {
-		errno = rc.Divert(c, n, name, &st, dir)
+		binned, errno = rc.Remove(c, n, name, &st, dir)
 	} else {
+		if q != nil {
+			if err := fstatat(n.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return errnoOf(err)
+			}
+		}
 		flags := 0
 		if dir {
 			flags = unix.AT_REMOVEDIR
@@ -559,6 +593,7 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 		ch.mu.Lock()
 		ch.gone = true
 		ch.mu.Unlock()
+		ch.binned.Store(binned)
 	}
 	if q != nil && (dir || st.Nlink <= 1) {
 		sz := int64(0)
@@ -743,7 +778,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (sz uint3
 		return 0, syscall.ENODATA
 	}
 	cr := fusecore.Enter(caller(ctx))
-	k, err := unix.Lgetxattr(p, attr, dest)
+	k, err := p.getxattr(attr, dest)
 	cr.Leave()
 	if caps && err == unix.ENODATA {
 		n.noCaps.Store(true)
@@ -770,7 +805,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	defer n.xattrs.invalidate()
 	cr := fusecore.Enter(caller(ctx))
 	defer cr.Leave()
-	return errnoOf(unix.Lsetxattr(p, attr, data, int(flags)))
+	return errnoOf(p.setxattr(attr, data, int(flags)))
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (sz uint32, errno syscall.Errno) {
@@ -786,7 +821,7 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (sz uint32, errno sys
 		return listNoACL(ctx, p, dest)
 	}
 	cr := fusecore.Enter(caller(ctx))
-	k, err := unix.Llistxattr(p, dest)
+	k, err := p.listxattr(dest)
 	cr.Leave()
 	return uint32(k), errnoOf(err)
 }
@@ -809,5 +844,5 @@ func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errn
 	defer n.xattrs.invalidate()
 	cr := fusecore.Enter(caller(ctx))
 	defer cr.Leave()
-	return errnoOf(unix.Lremovexattr(p, attr))
+	return errnoOf(p.removexattr(attr))
 }

@@ -28,7 +28,7 @@ type Usage struct {
 // Quota tracks per-uid bytes (logical file sizes) and inodes under the
 // backend tree and persists them with the limits in a JSON file.
 type Quota struct {
-	path  string
+	dir   stateDir
 	mu    sync.Mutex
 	users map[uint32]*Usage
 	dirty bool
@@ -40,13 +40,15 @@ type quotaFile struct {
 	Users map[string]*Usage `json:"users"`
 }
 
-func openQuota(path string) (*Quota, error) {
-	q := &Quota{path: path, users: map[uint32]*Usage{}, stop: make(chan struct{}), done: make(chan struct{})}
-	b, err := os.ReadFile(path)
+const quotaFileName = "quota.json"
+
+func openQuota(dir stateDir) (*Quota, error) {
+	q := &Quota{dir: dir, users: map[uint32]*Usage{}, stop: make(chan struct{}), done: make(chan struct{})}
+	b, err := dir.readFile(quotaFileName)
 	if err == nil {
 		var qf quotaFile
 		if err := json.Unmarshal(b, &qf); err != nil {
-			return nil, kerr.Wrap(kerr.IO, "quota load", path, err)
+			return nil, kerr.Wrap(kerr.IO, "quota load", dir.name(quotaFileName), err)
 		}
 		for k, u := range qf.Users {
 			uid, err := strconv.ParseUint(k, 10, 32)
@@ -55,7 +57,7 @@ func openQuota(path string) (*Quota, error) {
 			}
 		}
 	} else if !os.IsNotExist(err) {
-		return nil, kerr.Wrap(kerr.IO, "quota load", path, err)
+		return nil, kerr.Wrap(kerr.IO, "quota load", dir.name(quotaFileName), err)
 	}
 	go q.flusher()
 	return q, nil
@@ -90,11 +92,7 @@ func (q *Quota) save(force bool) error {
 	q.dirty = false
 	q.mu.Unlock()
 	b, _ := json.MarshalIndent(qf, "", " ")
-	tmp := q.path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, q.path)
+	return q.dir.writeFile(quotaFileName, b)
 }
 
 // Close stops the flusher and persists.

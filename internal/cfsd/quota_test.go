@@ -17,8 +17,12 @@ func userC(uid uint32) *fuse.Caller {
 }
 
 func TestQuotaCheckChargePersist(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "quota.json")
-	q, err := openQuota(path)
+	dir, err := openStateDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.close()
+	q, err := openQuota(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +65,7 @@ func TestQuotaCheckChargePersist(t *testing.T) {
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
-	q2, err := openQuota(path)
+	q2, err := openQuota(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,17 +122,28 @@ func TestScanAndRecycleJournal(t *testing.T) {
 	if u == nil || u.Bytes != 100 || u.Inodes != 4 { // d, e, f(+hl), s
 		t.Errorf("scan = %+v", u)
 	}
-	// Divert two files by hand through the recycle bin.
+	// Remove by hand with the bin on: "f" still has the name e/hl, so it
+	// is unlinked for good and hl's link count drops; the symlink and
+	// then hl (the file's last name) go into the bin.
 	r := f.recycle
-	for _, name := range []string{"f", "s"} {
-		var st syscall.Stat_t
-		fstatat(f.rootFd, "d/"+name, &st, 0x100)
-		dfd, _ := syscall.Open(filepath.Join(b, "d"), syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	for _, c := range []struct {
+		dir, name string
+		binned    bool
+	}{{"d", "f", false}, {"d", "s", true}, {"d/e", "hl", true}} {
+		dfd, _ := syscall.Open(filepath.Join(b, c.dir), syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
 		n := &node{cfs: f, fd: dfd}
-		if e := r.Divert(rootC(), n, name, &st, false); e != 0 {
-			t.Fatalf("divert %s: %v", name, e)
-		}
+		var st syscall.Stat_t
+		binned, e := r.Remove(rootC(), n, c.name, &st, false)
 		syscall.Close(dfd)
+		if e != 0 || binned != c.binned {
+			t.Fatalf("remove %s/%s: binned %v, %v; want binned %v", c.dir, c.name, binned, e, c.binned)
+		}
+		if c.name == "f" {
+			var hl syscall.Stat_t
+			if err := syscall.Lstat(filepath.Join(b, "d", "e", "hl"), &hl); err != nil || hl.Nlink != 1 {
+				t.Errorf("hl after removing f: nlink %d, %v; want 1", hl.Nlink, err)
+			}
+		}
 	}
 	if got := len(r.List(rootC())); got != 2 {
 		t.Fatalf("%d entries", got)
@@ -146,7 +161,7 @@ func TestScanAndRecycleJournal(t *testing.T) {
 	}
 	defer f2.Close()
 	l := f2.recycle.List(rootC())
-	if len(l) != 1 || l[0].ID != ids[1].ID || l[0].Type != "symlink" {
+	if len(l) != 1 || l[0].ID != ids[1].ID || l[0].Type != "file" || l[0].Size != 100 {
 		t.Errorf("reopened journal: %+v", l)
 	}
 	if f2.recycle.Enabled() {

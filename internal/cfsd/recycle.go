@@ -2,12 +2,12 @@ package cfsd
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -42,9 +42,13 @@ type Recycle struct {
 	log     *os.File
 	entries map[string]*Entry
 	enabled bool
-	conf    string
 	seq     uint64
 }
+
+const (
+	recycleConf = "recycle.enabled"
+	recycleLog  = "recycle.log"
+)
 
 type logRec struct {
 	Op string `json:"op"` // add, del
@@ -52,24 +56,23 @@ type logRec struct {
 }
 
 func openRecycle(f *FS, enable bool) (*Recycle, error) {
-	dir := filepath.Join(f.opts.StateDir, "recycle")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+	st := f.state
+	if err := unix.Mkdirat(st.fd, "recycle", 0o700); err != nil && err != unix.EEXIST {
+		return nil, kerr.Wrap(kerr.KindOf(err), "cfsd state", st.name("recycle"), err)
 	}
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(st.fd, "recycle", unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, kerr.Wrap(kerr.KindOf(err), "cfsd state", st.name("recycle"), err)
 	}
-	r := &Recycle{f: f, binFd: fd, entries: map[string]*Entry{}, conf: filepath.Join(f.opts.StateDir, "recycle.enabled")}
-	if b, err := os.ReadFile(r.conf); err == nil {
+	r := &Recycle{f: f, binFd: fd, entries: map[string]*Entry{}}
+	if b, err := st.readFile(recycleConf); err == nil {
 		r.enabled = strings.TrimSpace(string(b)) == "1"
 	}
 	if enable {
 		r.enabled = true
-		_ = os.WriteFile(r.conf, []byte("1\n"), 0o600)
+		_ = st.writeFile(recycleConf, []byte("1\n"))
 	}
-	logPath := filepath.Join(f.opts.StateDir, "recycle.log")
-	if lf, err := os.Open(logPath); err == nil {
+	if lf, err := st.open(recycleLog, unix.O_RDONLY); err == nil {
 		sc := bufio.NewScanner(lf)
 		sc.Buffer(make([]byte, 1<<16), 1<<24)
 		for sc.Scan() {
@@ -93,22 +96,15 @@ func openRecycle(f *FS, enable bool) (*Recycle, error) {
 			delete(r.entries, id)
 		}
 	}
-	tmp := logPath + ".tmp"
-	tf, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	enc := json.NewEncoder(tf)
+	var compact bytes.Buffer
+	enc := json.NewEncoder(&compact)
 	for _, e := range r.sorted() {
 		_ = enc.Encode(logRec{Op: "add", Entry: *e})
 	}
-	if err := tf.Close(); err != nil {
+	if err := st.writeFile(recycleLog, compact.Bytes()); err != nil {
 		return nil, err
 	}
-	if err := os.Rename(tmp, logPath); err != nil {
-		return nil, err
-	}
-	if r.log, err = os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+	if r.log, err = st.open(recycleLog, unix.O_WRONLY|unix.O_APPEND); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -139,7 +135,7 @@ func (r *Recycle) SetEnabled(on bool) error {
 	if on {
 		v = "1\n"
 	}
-	return os.WriteFile(r.conf, []byte(v), 0o600)
+	return r.f.state.writeFile(recycleConf, []byte(v))
 }
 
 // Close closes the journal.
@@ -179,40 +175,55 @@ func dirEmpty(dirfd int, name string) (bool, error) {
 	return len(names) == 0, nil
 }
 
-// Divert moves parent/name into the bin instead of deleting it. The
+// Remove deletes parent/name for the caller with the bin enabled. The
+// object goes into the bin (renamed there, recorded in the journal) only
+// when this is its last name: a file with other hard links is unlinked
+// for good, since its data stays reachable under those names, and its
+// link count drops as the caller expects. binned reports a move into the
+// bin; st receives the object's attributes before the removal. The
 // kernel has already checked the caller may delete (default_permissions,
 // sticky bit); the backend's own view is asked too (write+search on the
-// parent as the caller).
-func (r *Recycle) Divert(c *fuse.Caller, parent *node, name string, st *syscall.Stat_t, dir bool) syscall.Errno {
+// parent as the caller). Removals are serialized so that two names of
+// one file removed at once cannot both see the other and both unlink.
+func (r *Recycle) Remove(c *fuse.Caller, parent *node, name string, st *syscall.Stat_t, dir bool) (binned bool, errno syscall.Errno) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := fstatat(parent.fd, name, st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return false, errnoOf(err)
+	}
 	isDir := st.Mode&syscall.S_IFMT == syscall.S_IFDIR
 	if dir && !isDir {
-		return syscall.ENOTDIR
+		return false, syscall.ENOTDIR
 	}
 	if !dir && isDir {
-		return syscall.EISDIR
+		return false, syscall.EISDIR
+	}
+	if !isDir && st.Nlink > 1 {
+		cr := fusecore.Enter(c)
+		err := unix.Unlinkat(parent.fd, name, 0)
+		cr.Leave()
+		return false, errnoOf(err)
 	}
 	cr := fusecore.Enter(c)
 	err := unix.Faccessat2(parent.fd, "", unix.W_OK|unix.X_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH)
 	cr.Leave()
 	if err != nil {
-		return errnoOf(err)
+		return false, errnoOf(err)
 	}
 	if dir {
 		empty, err := dirEmpty(parent.fd, name)
 		if err != nil {
-			return errnoOf(err)
+			return false, errnoOf(err)
 		}
 		if !empty {
-			return syscall.ENOTEMPTY
+			return false, syscall.ENOTEMPTY
 		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.seq++
 	now := time.Now()
 	id := fmt.Sprintf("%016x.%d", now.UnixNano(), r.seq)
 	if err := unix.Renameat2(parent.fd, name, r.binFd, id, unix.RENAME_NOREPLACE); err != nil {
-		return errnoOf(err)
+		return false, errnoOf(err)
 	}
 	e := &Entry{ID: id, Path: path.Join("/", parent.Path(nil), name), UID: st.Uid, GID: st.Gid,
 		Time: now.Unix(), Type: typeName(st.Mode), Size: st.Size}
@@ -221,7 +232,7 @@ func (r *Recycle) Divert(c *fuse.Caller, parent *node, name string, st *syscall.
 	}
 	r.entries[id] = e
 	r.journal(logRec{Op: "add", Entry: *e})
-	return 0
+	return true, 0
 }
 
 // List returns the entries the caller may see (all for root, own

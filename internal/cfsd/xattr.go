@@ -28,6 +28,43 @@ var selinuxHost = func() bool {
 	return unix.Statfs("/sys/fs/selinux", &st) == nil && st.Type == unix.SELINUX_MAGIC
 }()
 
+// backendPath is a node's /proc/self/fd path (see node.procPath).
+type backendPath struct {
+	p string
+	// follow: p is a directory's own fd link, which must be followed;
+	// otherwise p is parent/name and a symlink there is the object
+	// itself (the l* calls).
+	follow bool
+}
+
+func (b backendPath) getxattr(attr string, dest []byte) (int, error) {
+	if b.follow {
+		return unix.Getxattr(b.p, attr, dest)
+	}
+	return unix.Lgetxattr(b.p, attr, dest)
+}
+
+func (b backendPath) setxattr(attr string, data []byte, flags int) error {
+	if b.follow {
+		return unix.Setxattr(b.p, attr, data, flags)
+	}
+	return unix.Lsetxattr(b.p, attr, data, flags)
+}
+
+func (b backendPath) listxattr(dest []byte) (int, error) {
+	if b.follow {
+		return unix.Listxattr(b.p, dest)
+	}
+	return unix.Llistxattr(b.p, dest)
+}
+
+func (b backendPath) removexattr(attr string) error {
+	if b.follow {
+		return unix.Removexattr(b.p, attr)
+	}
+	return unix.Lremovexattr(b.p, attr)
+}
+
 type xattrCache struct {
 	mu    sync.Mutex
 	names map[string]bool
@@ -42,7 +79,7 @@ func (c *xattrCache) invalidate() {
 
 // absent reports whether attr is known not to exist on the node at
 // path p (loading the name list if needed).
-func (c *xattrCache) absent(p, attr string, ttl time.Duration) bool {
+func (c *xattrCache) absent(p backendPath, attr string, ttl time.Duration) bool {
 	if ttl <= 0 {
 		return false
 	}
@@ -60,10 +97,10 @@ func (c *xattrCache) absent(p, attr string, ttl time.Duration) bool {
 	return !c.names[attr]
 }
 
-func listNames(p string) (map[string]bool, bool) {
+func listNames(p backendPath) (map[string]bool, bool) {
 	buf := make([]byte, 1024)
 	for {
-		n, err := unix.Llistxattr(p, buf)
+		n, err := p.listxattr(buf)
 		if err == syscall.ERANGE {
 			buf = make([]byte, 2*len(buf))
 			continue
@@ -84,13 +121,13 @@ func listNames(p string) (map[string]bool, bool) {
 func isACLXattr(name string) bool { return strings.HasPrefix(name, "system.posix_acl_") }
 
 // listNoACL is listxattr without the POSIX ACL names.
-func listNoACL(ctx context.Context, p string, dest []byte) (uint32, syscall.Errno) {
+func listNoACL(ctx context.Context, p backendPath, dest []byte) (uint32, syscall.Errno) {
 	buf := make([]byte, 1024)
 	var k int
 	var err error
 	cr := fusecore.Enter(caller(ctx))
 	for {
-		k, err = unix.Llistxattr(p, buf)
+		k, err = p.listxattr(buf)
 		if err != syscall.ERANGE {
 			break
 		}

@@ -21,15 +21,15 @@ func TestListNoACL(t *testing.T) {
 	acl := []byte{2, 0, 0, 0, 1, 0, 6, 0, 255, 255, 255, 255, 4, 0, 4, 0, 255, 255, 255, 255, 32, 0, 4, 0, 255, 255, 255, 255}
 	hasACL := unix.Lsetxattr(p, "system.posix_acl_access", acl, 0) == nil
 	ctx := context.Background()
-	sz, errno := listNoACL(ctx, p, nil)
+	sz, errno := listNoACL(ctx, backendPath{p: p}, nil)
 	if errno != 0 || sz != uint32(len("user.a\x00")) {
 		t.Fatalf("size query: %d %v (backend ACL set: %v)", sz, errno, hasACL)
 	}
-	if _, errno := listNoACL(ctx, p, make([]byte, 3)); errno != syscall.ERANGE {
+	if _, errno := listNoACL(ctx, backendPath{p: p}, make([]byte, 3)); errno != syscall.ERANGE {
 		t.Errorf("short buffer: %v, want ERANGE", errno)
 	}
 	buf := make([]byte, 64)
-	sz, errno = listNoACL(ctx, p, buf)
+	sz, errno = listNoACL(ctx, backendPath{p: p}, buf)
 	if errno != 0 || string(buf[:sz]) != "user.a\x00" {
 		t.Errorf("list = %q %v", buf[:sz], errno)
 	}

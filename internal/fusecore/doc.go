@@ -5,8 +5,9 @@
 //   - Mount lifecycle: New(root, Config) mounts with Kaon's defaults
 //     (kernel entry/attr/negative caching of 1s, readdirplus for every
 //     listing chunk (Config.ReaddirPlusAuto to let the kernel choose), max_write
-//     1 MiB, direct mount as root, default_permissions, kernel-local
-//     flock/fcntl locks), after checking the mountpoint (CheckMountpoint:
+//     1 MiB, direct mount as root, default_permissions on the modes
+//     exactly as reported (go-fuse's NullPermissions: mode 0 stays 0),
+//     kernel-local flock/fcntl locks), after checking the mountpoint (CheckMountpoint:
 //     statfs failing with ENOTCONN = a crashed daemon left a stale mount;
 //     reported, or lazily unmounted with Config.CleanStale). SIGTERM,
 //     SIGINT and SIGHUP are caught from before the mount exists;

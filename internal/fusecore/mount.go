@@ -181,6 +181,12 @@ func New(root fs.InodeEmbedder, cfg Config) (*Mount, error) {
 		EntryTimeout:    &et,
 		AttrTimeout:     &at,
 		NegativeTimeout: &nt,
+		// The kernel sees the mode the file system reports, also when
+		// it has no permission bits at all: go-fuse would otherwise
+		// show mode 0 as 0644 (0755 for directories), and with
+		// default_permissions the kernel would then grant access the
+		// backend refuses.
+		NullPermissions: true,
 		MountOptions: fuse.MountOptions{
 			FsName:        cfg.FsName,
 			Name:          cfg.Name,
@@ -227,7 +233,16 @@ func New(root fs.InodeEmbedder, cfg Config) (*Mount, error) {
 }
 
 // mountFS is fs.Mount with an optional wrapper around the raw file
-// system.
+// system, and without fs.Mount's WaitMount: NewServer returns once the
+// kernel is mounted and INIT answered, and all WaitMount adds is
+// go-fuse's poll hack, which opens a file on the new mount from the
+// daemon itself. A daemon must never hold a descriptor on its own mount:
+// killed while holding one, the exiting process closes it, the kernel
+// sends FLUSH and waits for an answer only the dead daemon could give
+// (state D until the connection is aborted). The hack's purpose, making
+// the kernel learn that POLL is unsupported before the daemon polls a
+// file of its own mount, does not arise since the daemon never opens
+// one; a POLL from another process is answered ENOSYS like any other.
 func mountFS(mp string, root fs.InodeEmbedder, opts *fs.Options, noOpendirs bool) (*fuse.Server, error) {
 	var raw fuse.RawFileSystem = fs.NewNodeFS(root, opts)
 	if noOpendirs {
@@ -238,9 +253,6 @@ func mountFS(mp string, root fs.InodeEmbedder, opts *fs.Options, noOpendirs bool
 		return nil, err
 	}
 	go srv.Serve()
-	if err := srv.WaitMount(); err != nil {
-		return nil, err
-	}
 	return srv, nil
 }
 
