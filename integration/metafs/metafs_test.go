@@ -5,6 +5,7 @@ package metafs_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -134,8 +135,9 @@ type daemon struct {
 
 func (d *daemon) output() string { d.mu.Lock(); defer d.mu.Unlock(); return d.out.String() }
 
-// waitFor waits until the daemon prints a line containing s.
-func (d *daemon) waitFor(t *testing.T, s string) {
+// waitFor waits until the daemon prints a line containing s, and returns
+// that line.
+func (d *daemon) waitFor(t *testing.T, s string) string {
 	t.Helper()
 	timeout := time.After(30 * time.Second)
 	for {
@@ -145,10 +147,10 @@ func (d *daemon) waitFor(t *testing.T, s string) {
 				t.Fatalf("daemon exited before printing %q:\n%s", s, d.output())
 			}
 			if strings.Contains(l, s) {
-				return
+				return l
 			}
 		case <-timeout:
-			t.Fatalf("timeout waiting for %q:\n%s", s, d.output())
+			t.Fatalf("timeout (30s) waiting for the daemon to print %q:\n%s", s, d.output())
 		}
 	}
 }
@@ -161,7 +163,9 @@ func startMount(t *testing.T, args ...string) *daemon {
 	cmd.Stdout, cmd.Stderr = pw, pw
 	d := &daemon{cmd: cmd, mnt: mnt, lines: make(chan string, 100), done: make(chan struct{})}
 	must(t, cmd.Start())
+	scanned := make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			d.mu.Lock()
@@ -174,7 +178,8 @@ func startMount(t *testing.T, args ...string) *daemon {
 		}
 		close(d.lines)
 	}()
-	go func() { cmd.Wait(); pw.Close(); close(d.done) }()
+	// done once the daemon exited and its last line is in d.out.
+	go func() { cmd.Wait(); pw.Close(); <-scanned; close(d.done) }()
 	t.Cleanup(func() { d.stop(t) })
 	return d
 }
@@ -751,7 +756,9 @@ func TestKernelMode(t *testing.T) {
 	if _, err := os.ReadFile(filepath.Join(mnt, "private/secret")); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("open of a file changed below: %v, want EIO", err)
 	}
-	d.waitFor(t, "private/secret refused")
+	if line := d.waitFor(t, "private/secret refused"); !strings.Contains(line, "index: size 12") {
+		t.Errorf("refusal logged without the indexed size: %s", line)
+	}
 
 	// A process inside the old view keeps it; new lookups see the new index.
 	old, err := os.Open(filepath.Join(mnt, "lib/python3/site"))
@@ -789,5 +796,136 @@ func TestKernelMode(t *testing.T) {
 	}
 	if isMounted(mnt) {
 		t.Fatal("still mounted after kaon metafs umount")
+	}
+}
+
+// within runs f (a file system call through a mount, which hangs if the
+// daemon does) and fails the test naming step if it does not return in
+// time.
+func within(t *testing.T, step string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timeout (30s): %s", step)
+	}
+}
+
+// cat runs cat(1) on p with a deadline and returns its stdout, stderr and
+// error.
+func cat(t *testing.T, p string) ([]byte, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	c := exec.CommandContext(ctx, "cat", p)
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("timeout (30s): cat %s", p)
+	}
+	return out.Bytes(), errb.String(), err
+}
+
+// TestChangedBelowRefused: in FUSE mode, with kernel passthrough and with
+// pread, a file changed below since the index was built (appended to, or
+// rewritten with the same size and another mtime) fails to open with EIO
+// and the daemon logs the path with the indexed and the found size and
+// mtime, whether or not the file had been opened (and its lower file kept
+// open) before; unchanged files still read byte for byte.
+func TestChangedBelowRefused(t *testing.T) {
+	for _, mode := range []struct {
+		name        string
+		args        []string
+		passthrough string
+	}{{"passthrough", nil, "passthrough=5"}, {"no-passthrough", []string{"--no-passthrough"}, "passthrough=0"}} {
+		t.Run(mode.name, func(t *testing.T) {
+			lower := mkTree(t)
+			idx := filepath.Join(t.TempDir(), "sw.metafs")
+			index(t, lower, idx)
+			mnt := t.TempDir()
+			d := mount(t, append(mode.args, "--index", idx, lower, mnt)...)
+
+			unchanged := []string{"bin/tool", "lib/libfoo.so", "share/doc/pkg/README with space"}
+			readAll := func(when string, paths ...string) {
+				t.Helper()
+				for _, p := range paths {
+					want, err := os.ReadFile(filepath.Join(lower, p))
+					must(t, err)
+					got, stderr, err := cat(t, filepath.Join(mnt, p))
+					if err != nil || !bytes.Equal(got, want) {
+						t.Fatalf("%s: cat %s: %d bytes (%v: %s), want %d bytes", when, p, len(got), err, stderr, len(want))
+					}
+				}
+			}
+			// Opened once before the change (the daemon keeps their lower
+			// files open) and not.
+			appended, appendedCold := "lib/python3/site/mod.py", "private/secret"
+			rewritten := "share/doc/pkg/ünïcödé"
+			readAll("before the change", append(unchanged, appended, rewritten)...)
+
+			type change struct {
+				path            string
+				size, newSize   int64
+				mtime, newMtime time.Time
+			}
+			var changes []change
+			for _, p := range []string{appended, appendedCold} {
+				fi, err := os.Stat(filepath.Join(lower, p))
+				must(t, err)
+				f, err := os.OpenFile(filepath.Join(lower, p), os.O_WRONLY|os.O_APPEND, 0)
+				must(t, err)
+				_, err = f.WriteString("appended below\n")
+				must(t, err)
+				must(t, f.Close())
+				nfi, err := os.Stat(filepath.Join(lower, p))
+				must(t, err)
+				changes = append(changes, change{p, fi.Size(), nfi.Size(), fi.ModTime(), nfi.ModTime()})
+			}
+			fi, err := os.Stat(filepath.Join(lower, rewritten))
+			must(t, err)
+			must(t, os.WriteFile(filepath.Join(lower, rewritten), []byte("SEVEN!!"), 0o644))
+			must(t, os.Chtimes(filepath.Join(lower, rewritten), fi.ModTime(), fi.ModTime().Add(time.Second)))
+			changes = append(changes, change{rewritten, fi.Size(), fi.Size(), fi.ModTime(), fi.ModTime().Add(time.Second)})
+
+			for _, c := range changes {
+				p := filepath.Join(mnt, c.path)
+				// The metadata is still the index's.
+				var st os.FileInfo
+				within(t, "stat "+p, func() { st, err = os.Stat(p) })
+				if err != nil || st.Size() != c.size || !st.ModTime().Equal(c.mtime) {
+					t.Fatalf("stat %s through the mount: %v %v, want the indexed size %d and mtime %v", c.path, st, err, c.size, c.mtime)
+				}
+				got, stderr, err := cat(t, p)
+				if err == nil || len(got) != 0 || !strings.Contains(stderr, "Input/output error") {
+					t.Errorf("cat %s changed below: %d bytes, %v: %q; want no data and EIO", c.path, len(got), err, stderr)
+				}
+				line := d.waitFor(t, p+" refused")
+				for _, w := range []string{fmt.Sprintf("size %d", c.newSize), fmt.Sprintf("index: size %d", c.size),
+					c.mtime.UTC().Format(time.RFC3339Nano), c.newMtime.UTC().Format(time.RFC3339Nano)} {
+					if !strings.Contains(line, w) {
+						t.Errorf("log line for %s lacks %q: %s", c.path, w, line)
+					}
+				}
+				var oerr error
+				within(t, "open "+p, func() {
+					fd, err := unix.Open(p, unix.O_RDONLY, 0)
+					if err == nil {
+						unix.Close(fd)
+					}
+					oerr = err
+				})
+				if oerr != unix.EIO {
+					t.Errorf("open(2) of %s changed below: %v, want EIO", c.path, oerr)
+				}
+			}
+			readAll("after the change", unchanged...)
+			out := d.stop(t)
+			if !strings.Contains(out, "(refused 6)") || !strings.Contains(out, mode.passthrough) {
+				t.Fatalf("daemon counters: want 6 refused opens and %s:\n%s", mode.passthrough, out)
+			}
+		})
 	}
 }

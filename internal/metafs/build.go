@@ -3,6 +3,7 @@ package metafs
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -414,4 +415,29 @@ func (x *Index) CheckFresh(rootfd int, name string) error {
 		return stale("a directory below the root was modified (entries added, removed or renamed)")
 	}
 	return nil
+}
+
+// checkOpen reports whether the lower file open at fd is still what entry i
+// describes: a regular file with the indexed size and mtime. Both modes call
+// it on open, before serving any of the file's data, and fail the open with
+// EIO when it does not hold (see the package doc for a file that changes
+// after that). lower names the tree below, for the error.
+func (x *Index) checkOpen(i, fd int, lower string) error {
+	const op = "metafs open"
+	p := filepath.Join(lower, x.Path(i))
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return kerr.Wrap(kerr.KindOf(err), op, p, err)
+	}
+	a := x.Attr(i)
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && uint64(st.Size) == a.Size && tsNs(st.Mtim) == a.Mtime {
+		return nil
+	}
+	found := ""
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		found = "not a regular file, "
+	}
+	ts := func(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
+	return kerr.New(kerr.IO, op, p, fmt.Sprintf("changed since the index was built (found %ssize %d, mtime %s; index: size %d, mtime %s); rebuild the index",
+		found, st.Size, ts(tsNs(st.Mtim)), a.Size, ts(a.Mtime)))
 }

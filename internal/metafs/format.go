@@ -2,6 +2,36 @@
 // a read-only directory tree, so that thousands of processes walking a
 // software tree hit memory instead of the metadata server below.
 //
+// # File data checked against the index
+//
+// Metadata is answered from the index alone, file data comes from the tree
+// below; so that the two agree, an open that is to serve data first checks
+// the lower file against the index (checkOpen: one fstat of the open lower
+// file): it must still be a regular file of the indexed size and mtime.
+// Otherwise the open fails with EIO and the daemon logs one line naming
+// the path and the size and mtime found and indexed; rebuilding the index
+// (and sending the daemon SIGHUP) cures it. The FUSE mode checks every
+// open it is asked for, also when it reuses a lower file kept open since
+// an earlier open; the kernel mode checks the first open, the one that
+// copies the data into its skeleton.
+//
+// The check is made at open, not on every read. A file that changes below
+// after it was opened:
+//
+//   - kernel mode: the change is not seen; the copy taken at the first open
+//     is served (it matches the index) for the life of that index.
+//   - FUSE mode: opens already made keep reading the lower file as it is
+//     now. With kernel passthrough a reader gets the new bytes, including
+//     bytes past the indexed size that stat does not show; with
+//     --no-passthrough reads stop at the indexed size and return new bytes
+//     or pages the kernel cached before the change. The next open fails
+//     with EIO.
+//
+// Not detected: a change that keeps size and mtime (contents rewritten and
+// the mtime set back), and, in FUSE mode, a file replaced by renaming
+// another over it while its old one is still kept open: that old file
+// (which matches the index) is served until it leaves the open-file cache.
+//
 // # Index file format (version 1)
 //
 // All integers are little-endian. The file is:

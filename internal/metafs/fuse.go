@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -42,6 +43,7 @@ type MountOptions struct {
 // operations that reached the filesystem below.
 type Stats struct {
 	Lookups, NegLookups, Getattrs, Readdirs, Readlinks, Xattrs, Opens atomic.Int64
+	Refused                                                           atomic.Int64 // opens of files changed below
 	LowerOpens, LowerReads, Passthrough, Reloads                      atomic.Int64
 }
 
@@ -81,6 +83,7 @@ type FS struct {
 	opt    MountOptions
 	rootfd int
 	lower  string
+	mnt    string // for logs: the mountpoint, or lower before Mount
 	srv    *fuse.Server
 	ttl    time.Duration
 
@@ -116,6 +119,9 @@ func Mount(x *Index, lowerDir, mountpoint string, opt MountOptions) (*Mounted, e
 	if err != nil {
 		unix.Close(fd)
 		return nil, err
+	}
+	if abs, err := filepath.Abs(mountpoint); err == nil {
+		fs.mnt = abs
 	}
 	mo := &fuse.MountOptions{
 		AllowOther:           opt.AllowOther,
@@ -168,7 +174,7 @@ func NewFS(x *Index, rootfd int, lowerName string, opt MountOptions) (*FS, error
 	if opt.Logger == nil {
 		opt.Logger = log.New(os.Stderr, "kaon metafs: ", log.LstdFlags)
 	}
-	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), opt: opt, rootfd: rootfd, lower: lowerName,
+	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), opt: opt, rootfd: rootfd, lower: lowerName, mnt: lowerName,
 		ttl: opt.TTL, gens: map[uint32]*generation{}, files: map[uint64]*lowerFile{}, opening: map[uint64]chan struct{}{}}
 	fs.passthrough.Store(!opt.NoPassthrough)
 	g := &generation{id: 1, x: x, refs: make([]atomic.Int32, x.Len())}
@@ -502,7 +508,8 @@ func (fs *FS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.S
 
 // openLower returns the shared lower file for entry i, opening it (relative
 // to the kept root fd, never following symlinks nor leaving the tree) only
-// if it is not already open or cached.
+// if it is not already open or cached. Either way the file must still
+// match the index (checkOpen), or the open is refused.
 func (fs *FS) openLower(g *generation, i int) (*lowerFile, syscall.Errno) {
 	key := g.nodeid(i)
 	fs.fmu.Lock()
@@ -510,6 +517,13 @@ func (fs *FS) openLower(g *generation, i int) (*lowerFile, syscall.Errno) {
 		if lf := fs.files[key]; lf != nil {
 			fs.acquire(lf)
 			fs.fmu.Unlock()
+			// Open since an earlier open: it may have changed below since.
+			if err := g.x.checkOpen(i, lf.fd, fs.lower); err != nil {
+				fs.fmu.Lock()
+				fs.release(lf, true)
+				fs.fmu.Unlock()
+				return nil, fs.refuse(g, i, err)
+			}
 			return lf, 0
 		}
 		wait := fs.opening[key]
@@ -547,6 +561,10 @@ func (fs *FS) openLower(g *generation, i int) (*lowerFile, syscall.Errno) {
 		}
 		return nil, syscall.EIO
 	}
+	if err := g.x.checkOpen(i, fd, fs.lower); err != nil {
+		unix.Close(fd)
+		return nil, fs.refuse(g, i, err)
+	}
 	lf := &lowerFile{key: key, fd: fd}
 	if fs.passthrough.Load() && fs.srv != nil {
 		id, errno := fs.srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(fd)})
@@ -564,6 +582,14 @@ func (fs *FS) openLower(g *generation, i int) (*lowerFile, syscall.Errno) {
 	lf.refs = 1
 	fs.fmu.Unlock()
 	return lf, 0
+}
+
+// refuse counts and logs an open refused because entry i changed below,
+// and returns the errno the opener gets (EIO).
+func (fs *FS) refuse(g *generation, i int, err error) syscall.Errno {
+	fs.Stats.Refused.Add(1)
+	fs.opt.Logger.Printf("open of %s refused: %v", filepath.Join(fs.mnt, g.x.Path(i)), err)
+	return kerr.Errno(kerr.KindOf(err))
 }
 
 // acquire takes a reference; fmu held.
@@ -585,16 +611,25 @@ func (fs *FS) closeLower(lf *lowerFile) {
 func (fs *FS) Release(_ <-chan struct{}, in *fuse.ReleaseIn) {
 	fs.fmu.Lock()
 	defer fs.fmu.Unlock()
-	lf := fs.files[in.Fh]
-	if lf == nil {
-		return
+	if lf := fs.files[in.Fh]; lf != nil {
+		fs.release(lf, false)
 	}
+}
+
+// release drops a reference; fmu held. The last one keeps the file open
+// (the next open of the same file by any process costs nothing below),
+// unless it changed below: then it is closed, and the next open looks
+// the path up again.
+func (fs *FS) release(lf *lowerFile, changed bool) {
 	lf.refs--
 	if lf.refs > 0 {
 		return
 	}
-	// Keep it open: the next open of the same file by any process costs
-	// nothing below.
+	if changed {
+		delete(fs.files, lf.key)
+		fs.closeLower(lf)
+		return
+	}
 	lf.idle = fs.idle.PushBack(lf)
 	for fs.idle.Len() > fs.opt.FdCache {
 		old := fs.idle.Remove(fs.idle.Front()).(*lowerFile)
@@ -696,7 +731,7 @@ func (fs *FS) CopyFileRange(_ <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32
 // Summary is a one-line report of the counters.
 func (fs *FS) Summary() string {
 	s := &fs.Stats
-	return fmt.Sprintf("lookups=%d (negative %d) getattr=%d readdir=%d readlink=%d xattr=%d opens=%d | below: opens=%d reads=%d passthrough=%d | reloads=%d",
+	return fmt.Sprintf("lookups=%d (negative %d) getattr=%d readdir=%d readlink=%d xattr=%d opens=%d (refused %d) | below: opens=%d reads=%d passthrough=%d | reloads=%d",
 		s.Lookups.Load(), s.NegLookups.Load(), s.Getattrs.Load(), s.Readdirs.Load(), s.Readlinks.Load(),
-		s.Xattrs.Load(), s.Opens.Load(), s.LowerOpens.Load(), s.LowerReads.Load(), s.Passthrough.Load(), s.Reloads.Load())
+		s.Xattrs.Load(), s.Opens.Load(), s.Refused.Load(), s.LowerOpens.Load(), s.LowerReads.Load(), s.Passthrough.Load(), s.Reloads.Load())
 }

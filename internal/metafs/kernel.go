@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -288,13 +287,8 @@ func (k *KernelMount) copyIn(g *skelGen, i int) error {
 		return fmt.Errorf("opening it in %s: %w", k.Lower, err)
 	}
 	defer unix.Close(sfd)
-	var st unix.Stat_t
-	if err := unix.Fstat(sfd, &st); err != nil {
+	if err := g.x.checkOpen(i, sfd, k.Lower); err != nil {
 		return err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || uint64(st.Size) != a.Size || tsNs(st.Mtim) != a.Mtime {
-		return fmt.Errorf("changed in %s since the index was built (size %d, mtime %s; index: %d, %s); rebuild the index",
-			k.Lower, st.Size, time.Unix(0, tsNs(st.Mtim)).UTC().Format(time.RFC3339Nano), a.Size, time.Unix(0, a.Mtime).UTC().Format(time.RFC3339Nano))
 	}
 	dfd, err := unix.Openat2(g.rwroot, p, how(unix.O_WRONLY))
 	if err != nil {

@@ -3,6 +3,7 @@ package metafs
 import (
 	"bytes"
 	"errors"
+	"log"
 	"os"
 	"path/filepath"
 	"strings"
@@ -257,5 +258,95 @@ func TestFSOperations(t *testing.T) {
 	var ao fuse.AttrOut
 	if st := fs.GetAttr(nil, &fuse.GetAttrIn{InHeader: fuse.InHeader{NodeId: a.NodeId}}, &ao); !st.Ok() {
 		t.Fatalf("old node after reload: %v", st)
+	}
+}
+
+// TestFSOpenChangedBelow: opens of files changed below since the index was
+// built fail with EIO and are logged with the path, also when the lower
+// file is kept open from an earlier open; an open made before the change
+// keeps reading (the check is at open), and the stale lower file is closed
+// once its last opener is gone.
+func TestFSOpenChangedBelow(t *testing.T) {
+	root := mkTree(t)
+	x := build(t, root)
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	must(t, err)
+	var logs bytes.Buffer
+	fs, err := NewFS(x, fd, root, MountOptions{NoPassthrough: true, Logger: log.New(&logs, "", 0)})
+	must(t, err)
+	defer fs.closeAll()
+	node := func(p string) uint64 {
+		var out fuse.EntryOut
+		id := uint64(1)
+		for _, name := range strings.Split(p, "/") {
+			if st := fs.Lookup(nil, &fuse.InHeader{NodeId: id}, name, &out); !st.Ok() || out.NodeId == 0 {
+				t.Fatalf("lookup %s in %s: %v", name, p, st)
+			}
+			id = out.NodeId
+		}
+		return id
+	}
+	open := func(p string) (uint64, fuse.Status) {
+		var oo fuse.OpenOut
+		st := fs.Open(nil, &fuse.OpenIn{InHeader: fuse.InHeader{NodeId: node(p)}}, &oo)
+		return oo.Fh, st
+	}
+	held, st := open("a/f1")
+	if !st.Ok() {
+		t.Fatalf("open a/f1: %v", st)
+	}
+	fh, st := open("a/f1")
+	if !st.Ok() {
+		t.Fatalf("second open a/f1: %v", st)
+	}
+	fs.Release(nil, &fuse.ReleaseIn{Fh: fh})
+
+	f, err := os.OpenFile(filepath.Join(root, "a/f1"), os.O_WRONLY|os.O_APPEND, 0)
+	must(t, err)
+	_, err = f.WriteString("more")
+	must(t, err)
+	must(t, f.Close())
+	must(t, os.Remove(filepath.Join(root, "a/b/c/f3")))
+	must(t, os.Mkdir(filepath.Join(root, "a/b/c/f3"), 0o755))
+
+	if _, st := open("a/f1"); st != fuse.EIO {
+		t.Fatalf("open of a/f1 appended to below: %v, want EIO", st)
+	}
+	if _, st := open("a/b/c/f3"); st != fuse.EIO {
+		t.Fatalf("open of a/b/c/f3, a directory below: %v, want EIO", st)
+	}
+	for _, w := range []string{"open of " + filepath.Join(root, "a/f1") + " refused", "found size 5", "index: size 1,",
+		"a/b/c/f3 refused", "not a regular file"} {
+		if !strings.Contains(logs.String(), w) {
+			t.Errorf("log lacks %q:\n%s", w, logs.String())
+		}
+	}
+	if n := fs.Stats.Refused.Load(); n != 2 {
+		t.Errorf("refused %d opens, want 2", n)
+	}
+	// Opened before the change: reads the file as it is now.
+	buf := make([]byte, 64)
+	rr, st := fs.Read(nil, &fuse.ReadIn{Fh: held, Size: 64}, buf)
+	if !st.Ok() {
+		t.Fatalf("read through an open made before the change: %v", st)
+	}
+	if data, _ := rr.Bytes(buf); string(data) != "xmore" {
+		t.Fatalf("read through an open made before the change: %q, want the file as it is now", data)
+	}
+	fs.Release(nil, &fuse.ReleaseIn{Fh: held})
+	// Kept open after its last release, then refused and closed.
+	if _, st := open("a/f1"); st != fuse.EIO {
+		t.Fatalf("open of a/f1 after the last release: %v, want EIO", st)
+	}
+	fs.fmu.Lock()
+	kept := len(fs.files)
+	fs.fmu.Unlock()
+	if kept != 0 {
+		t.Errorf("%d lower files still open, want none: a changed one is closed when refused and unused", kept)
+	}
+	if fh, st := open("a/b/f2"); !st.Ok() {
+		t.Fatalf("open of an unchanged file: %v", st)
+	} else {
+		fs.Release(nil, &fuse.ReleaseIn{Fh: fh})
 	}
 }
