@@ -220,33 +220,6 @@ func WriteJSON(w http.ResponseWriter, v any) error {
 func WriteError(w http.ResponseWriter, err error) {
 	k := kerr.KindOf(err)
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(HTTPStatus(k))
+	w.WriteHeader(kerr.HTTPStatus(k))
 	_ = json.NewEncoder(w).Encode(ErrorBody{Kind: int(k), Message: err.Error()})
-}
-
-// HTTPStatus maps an error kind to the HTTP status a client should see.
-func HTTPStatus(k kerr.Kind) int {
-	switch k {
-	case kerr.NotFound:
-		return http.StatusNotFound
-	case kerr.Exists, kerr.NotEmpty, kerr.NotDir:
-		return http.StatusConflict
-	case kerr.IsDir:
-		return http.StatusMethodNotAllowed
-	case kerr.Permission, kerr.Expired:
-		return http.StatusForbidden
-	case kerr.Invalid:
-		return http.StatusBadRequest
-	case kerr.NameTooLong:
-		return http.StatusRequestURITooLong
-	case kerr.NoSpace, kerr.Quota:
-		return http.StatusInsufficientStorage
-	case kerr.Busy, kerr.Unavailable:
-		return http.StatusServiceUnavailable
-	case kerr.Unsupported:
-		return http.StatusNotImplemented
-	case kerr.ReadOnly:
-		return http.StatusForbidden
-	}
-	return http.StatusInternalServerError
 }

@@ -23,21 +23,21 @@ package erasure
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/layout"
 	"github.com/klauspost/reedsolomon"
 )
 
-// Limits of a Layout.
+// Limits of a Layout (package layout's, checked again for callers that
+// build one by hand).
 const (
-	DefaultUnit = 1 << 20  // stripe unit when a layout names none
-	MinUnit     = 4 << 10  // smallest stripe unit
-	MaxUnit     = 64 << 20 // largest stripe unit
-	MaxShards   = 32       // K+M upper bound: wider stripes only add fan-out
-	crcSize     = 4        // bytes of crc32c after each frame
+	DefaultUnit = layout.DefaultUnit
+	MinUnit     = layout.MinUnit
+	MaxUnit     = layout.MaxUnit
+	MaxShards   = layout.MaxStripes
+	crcSize     = 4 // bytes of crc32c after each frame
 )
 
 // Layout describes an ec:K+M stripe.
@@ -46,58 +46,9 @@ type Layout struct {
 	Unit int // stripe unit in bytes (data bytes per frame)
 }
 
-// ParseLayout parses "ec:K+M" or "ec:K+M:UNIT" where UNIT is a byte count
-// with an optional binary suffix (k, K, KiB, m, M, MiB): "ec:4+2",
-// "ec:8+2:1M", "ec:4+2:65536".
-func ParseLayout(s string) (Layout, error) {
-	bad := func(msg string) (Layout, error) {
-		return Layout{}, kerr.New(kerr.Invalid, "parse layout", s, msg)
-	}
-	rest, ok := strings.CutPrefix(strings.ToLower(strings.TrimSpace(s)), "ec:")
-	if !ok {
-		return bad("want ec:K+M[:unit]")
-	}
-	km, unit, hasUnit := strings.Cut(rest, ":")
-	ks, ms, ok := strings.Cut(km, "+")
-	if !ok {
-		return bad("want ec:K+M[:unit]")
-	}
-	k, err1 := strconv.Atoi(ks)
-	m, err2 := strconv.Atoi(ms)
-	if err1 != nil || err2 != nil {
-		return bad("K and M must be integers")
-	}
-	l := Layout{K: k, M: m, Unit: DefaultUnit}
-	if hasUnit {
-		u, err := parseSize(unit)
-		if err != nil {
-			return bad("bad stripe unit " + strconv.Quote(unit))
-		}
-		l.Unit = u
-	}
-	if err := l.check(); err != nil {
-		return bad(err.Error())
-	}
-	return l, nil
-}
-
-func parseSize(s string) (int, error) {
-	mult := 1
-	for _, suf := range []struct {
-		s string
-		m int
-	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"k", 1 << 10}, {"m", 1 << 20}} {
-		if t, ok := strings.CutSuffix(s, suf.s); ok {
-			s, mult = t, suf.m
-			break
-		}
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 || n > MaxUnit/mult+1 {
-		return 0, fmt.Errorf("bad size")
-	}
-	return n * mult, nil
-}
+// FromLayout is the geometry of an erasure-coded layout (package layout
+// owns the grammar; this package only codes).
+func FromLayout(l layout.Layout) Layout { return Layout{K: l.K, M: l.M, Unit: l.Unit} }
 
 func (l Layout) check() error {
 	switch {
@@ -123,19 +74,9 @@ func (l Layout) Validate() error {
 	return nil
 }
 
-// String renders l so that ParseLayout(l.String()) == l; the unit is
-// omitted when it is DefaultUnit.
+// String is the layout in package layout's grammar, for messages.
 func (l Layout) String() string {
-	s := fmt.Sprintf("ec:%d+%d", l.K, l.M)
-	switch {
-	case l.Unit == DefaultUnit:
-		return s
-	case l.Unit > 0 && l.Unit%(1<<20) == 0:
-		return fmt.Sprintf("%s:%dM", s, l.Unit>>20)
-	case l.Unit > 0 && l.Unit%(1<<10) == 0:
-		return fmt.Sprintf("%s:%dK", s, l.Unit>>10)
-	}
-	return fmt.Sprintf("%s:%d", s, l.Unit)
+	return layout.Layout{Kind: layout.EC, K: l.K, M: l.M, Unit: l.Unit}.String()
 }
 
 // Shards is K+M.

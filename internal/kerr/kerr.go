@@ -173,3 +173,30 @@ func Errno(k Kind) syscall.Errno {
 	}
 	return syscall.EIO
 }
+
+// HTTPStatus maps a Kind to the HTTP status a client should see (the
+// WebDAV front, the admin and data endpoints and the internal protocol
+// all answer with it).
+func HTTPStatus(k Kind) int {
+	switch k {
+	case NotFound:
+		return 404
+	case Exists, NotEmpty, NotDir:
+		return 409 // Conflict
+	case IsDir:
+		return 405 // Method Not Allowed
+	case Permission, Expired, ReadOnly:
+		return 403
+	case Invalid:
+		return 400
+	case NameTooLong:
+		return 414 // URI Too Long
+	case NoSpace, Quota:
+		return 507 // Insufficient Storage
+	case Busy, Unavailable:
+		return 503
+	case Unsupported:
+		return 501
+	}
+	return 500
+}

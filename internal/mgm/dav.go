@@ -39,7 +39,7 @@ func (s *Server) Handler() http.Handler {
 
 func davError(w http.ResponseWriter, err error, status int) {
 	if status == 0 {
-		status = cluster.HTTPStatus(kerr.KindOf(err))
+		status = kerr.HTTPStatus(kerr.KindOf(err))
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")

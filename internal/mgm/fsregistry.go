@@ -14,7 +14,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
-	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/layout"
 )
 
 // FsConfig is the persistent part of a filesystem registration ("F" keys).
@@ -265,7 +265,7 @@ func (r *registry) config(id uint32, key, value string) error {
 
 // place picks one writable filesystem per stripe, never two on one
 // filesystem, spreading over nodes first, weighted towards free space.
-func (r *registry) place(l namespace.Layout) ([]uint32, error) {
+func (r *registry) place(l layout.Layout) ([]uint32, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	var cands []*FsState

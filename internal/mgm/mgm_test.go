@@ -12,6 +12,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv/memkv"
+	"github.com/kaon-storage/kaon/internal/layout"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
 
@@ -47,7 +48,7 @@ func register(t *testing.T, s *Server, nodes, fs int) {
 func TestPlacementSpreadsAndRespectsState(t *testing.T) {
 	s := newMGM(t)
 	register(t, s, 3, 4) // 12 filesystems on 3 nodes
-	l, _ := namespace.ParseLayout("ec:4+2")
+	l, _ := layout.Parse("ec:4+2")
 	for i := 0; i < 50; i++ {
 		locs, err := s.reg.place(l)
 		if err != nil {
@@ -85,7 +86,7 @@ func TestPlacementSpreadsAndRespectsState(t *testing.T) {
 			}
 		}
 	}
-	big, _ := namespace.ParseLayout("ec:4+3")
+	big, _ := layout.Parse("ec:4+3")
 	_, err := s.reg.place(big)
 	if kerr.KindOf(err) != kerr.NoSpace || !strings.Contains(err.Error(), "needs 7 writable filesystems, 6 available") {
 		t.Fatalf("too few filesystems: %v", err)

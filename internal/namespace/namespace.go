@@ -21,6 +21,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
+	"github.com/kaon-storage/kaon/internal/layout"
 )
 
 // RootID is the container id of "/".
@@ -452,7 +453,7 @@ type CreateOptions struct {
 }
 
 // Placement chooses one filesystem per stripe for a new file.
-type Placement func(l Layout) ([]uint32, error)
+type Placement func(l layout.Layout) ([]uint32, error)
 
 // prepareCreate validates a create of path and builds the new file's inode
 // (layout and checksum policy from the parent, placed by place). It returns
@@ -486,7 +487,7 @@ func (ns *Namespace) prepareCreate(b kv.Batch, c Caller, path string, o CreateOp
 	if ls == "" {
 		ls = "plain"
 	}
-	l, err := ParseLayout(ls)
+	l, err := layout.Parse(ls)
 	if err != nil {
 		return nil, nil, nil, kerr.WithOp(err, "create")
 	}
@@ -1039,7 +1040,7 @@ func (ns *Namespace) SetXAttr(c Caller, path, name, value string) error {
 		}
 		switch name {
 		case AttrLayout:
-			l, err := ParseLayout(value)
+			l, err := layout.Parse(value)
 			if err != nil {
 				return kerr.New(kerr.Invalid, "", path, err.Error())
 			}

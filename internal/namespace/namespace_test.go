@@ -11,9 +11,10 @@ import (
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/kv/memkv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
+	"github.com/kaon-storage/kaon/internal/layout"
 )
 
-func place(l Layout) ([]uint32, error) {
+func place(l layout.Layout) ([]uint32, error) {
 	locs := make([]uint32, l.Stripes())
 	for i := range locs {
 		locs[i] = uint32(i + 1)

@@ -11,7 +11,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/directio"
 	"github.com/kaon-storage/kaon/internal/erasure"
 	"github.com/kaon-storage/kaon/internal/kerr"
-	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/layout"
 )
 
 // DefaultStreamMemory bounds the buffers of all client streams of one
@@ -64,9 +64,9 @@ const copyBufSize = 1 << 20
 // uploadMemory is what one upload through this server as its entry holds:
 // the copy buffer, the staging buffers of its local stripes and, for EC,
 // the rows in the encoding pipeline.
-func uploadMemory(l namespace.Layout, local int) int64 {
+func uploadMemory(l layout.Layout, local int) int64 {
 	switch l.Kind {
-	case "ec":
+	case layout.EC:
 		return copyBufSize + int64(local)*directio.BufSize + erasure.WriterMemory(ecLayout(l))
 	default:
 		return copyBufSize + int64(local)*2*directio.BufSize
@@ -75,11 +75,11 @@ func uploadMemory(l namespace.Layout, local int) int64 {
 
 // readMemory is what one EC read holds: the decoded rows it caches (data
 // frames; parity only when repairing). Replica reads stream from the file.
-func readMemory(l namespace.Layout) int64 {
-	if l.Kind != "ec" {
+func readMemory(l layout.Layout) int64 {
+	if l.Kind != layout.EC {
 		return 0
 	}
 	return erasure.ReaderMemory(ecLayout(l))
 }
 
-func ecLayout(l namespace.Layout) erasure.Layout { return erasure.Layout{K: l.K, M: l.M, Unit: l.Unit} }
+func ecLayout(l layout.Layout) erasure.Layout { return erasure.FromLayout(l) }

@@ -16,7 +16,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/erasure"
 	"github.com/kaon-storage/kaon/internal/kerr"
-	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/layout"
 )
 
 // File is an open committed file: a ReaderAt over its logical bytes,
@@ -77,14 +77,14 @@ func (p *plainFile) Close() error { return p.close() }
 // local first; an EC file is decoded from any K healthy stripes, once the
 // memory its decoding needs is free (waiting up to wait).
 func (s *Server) Open(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (File, error) {
-	l, err := namespace.ParseLayout(c.Layout)
+	l, err := layout.Parse(c.Layout)
 	if err != nil {
 		return nil, err
 	}
 	if len(c.Targets) == 0 && c.Size == 0 {
 		return &plainFile{ReaderAt: strings.NewReader(""), close: func() error { return nil }}, nil
 	}
-	if l.Kind == "ec" {
+	if l.Kind == layout.EC {
 		release, err := s.budget.acquire(ctx, readMemory(l), wait, "read", c.Path)
 		if err != nil {
 			return nil, err
@@ -131,7 +131,7 @@ func (s *Server) Open(ctx context.Context, c *capability.Capability, token strin
 // openEC opens the stripes of an erasure-coded file. Fewer than K
 // reachable stripes fail here, before a client is told anything, rather
 // than in the middle of a transfer.
-func (s *Server) openEC(ctx context.Context, c *capability.Capability, token string, l namespace.Layout) (*ecFile, error) {
+func (s *Server) openEC(ctx context.Context, c *capability.Capability, token string, l layout.Layout) (*ecFile, error) {
 	shards := make([]erasure.ShardReader, len(c.Targets))
 	e := &ecFile{s: s, c: c}
 	var reasons []string

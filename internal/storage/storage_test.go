@@ -16,7 +16,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/kerr"
-	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/layout"
 )
 
 // fakeNS records commits and aborts; it numbers filesystems by path order.
@@ -328,7 +328,7 @@ func TestFilesystemIdentity(t *testing.T) {
 // long), instead of growing the server's memory.
 func TestStreamMemoryBudget(t *testing.T) {
 	s, _, key, _ := newServer(t, 1)
-	l, _ := namespace.ParseLayout("plain")
+	l, _ := layout.Parse("plain")
 	s.budget = newBudget(uploadMemory(l, 1)) // room for exactly one plain upload
 	c1, c2 := writeCap(101, "plain", 1), writeCap(102, "plain", 1)
 	u1, err := s.NewUpload(context.Background(), c1, key.Sign(c1), time.Second)

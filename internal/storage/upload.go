@@ -19,7 +19,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/directio"
 	"github.com/kaon-storage/kaon/internal/erasure"
 	"github.com/kaon-storage/kaon/internal/kerr"
-	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/layout"
 )
 
 // stripeWriter receives the bytes of one stripe or replica.
@@ -156,7 +156,7 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 	if !c.Write {
 		return nil, kerr.New(kerr.Permission, "write", c.Path, "capability does not allow writing")
 	}
-	l, err := namespace.ParseLayout(c.Layout)
+	l, err := layout.Parse(c.Layout)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 		var w stripeWriter
 		if f := s.local(t.FsID); f != nil {
 			// The erasure writer runs one goroutine per stripe already.
-			file, err := f.create(c.Fid, l.Kind != "ec")
+			file, err := f.create(c.Fid, l.Kind != layout.EC)
 			if err != nil {
 				u.abortLocked(ctx)
 				return nil, ioError("write", c.Path, err)
@@ -203,7 +203,7 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 		u.stripes = append(u.stripes, w)
 	}
 	switch l.Kind {
-	case "ec":
+	case layout.EC:
 		ws := make([]io.Writer, len(u.stripes))
 		for i, w := range u.stripes {
 			ws[i] = w
@@ -215,7 +215,7 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 		}
 		ew.SetName(c.Path)
 		u.sink, u.closeFn, u.stopFn = ew, ew.Close, ew.Abort
-	case "replica":
+	case layout.Replica:
 		ws := make([]io.Writer, len(u.stripes))
 		for i, w := range u.stripes {
 			ws[i] = w
