@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/kaon-storage/kaon/internal/checksum"
-	"github.com/kaon-storage/kaon/internal/mgm"
 )
 
 func init() {
@@ -40,8 +39,8 @@ func runSpace(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: kaon space ls")
 		return 2
 	}
-	var sp []mgm.SpaceState
-	if err := newAPI(*u).get("space/ls", nil, &sp); err != nil {
+	sp, err := newAPI(*u).Spaces(ctx())
+	if err != nil {
 		return fail("space ls", err)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
@@ -67,8 +66,8 @@ func runFs(args []string) int {
 	api := newAPI(*u)
 	switch sub {
 	case "ls":
-		var fss []mgm.FsState
-		if err := api.get("fs/ls", nil, &fss); err != nil {
+		fss, err := api.Filesystems(ctx())
+		if err != nil {
 			return fail("fs ls", err)
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
@@ -79,7 +78,7 @@ func runFs(args []string) int {
 		}
 		tw.Flush()
 	case "add":
-		if err := api.post("fs/add", map[string]any{"node": *node, "path": *path, "group": *group}); err != nil {
+		if err := api.AddFilesystem(ctx(), *node, *path, *group); err != nil {
 			return fail("fs add", err)
 		}
 	case "config":
@@ -91,7 +90,7 @@ func runFs(args []string) int {
 		if !ok {
 			return fail("fs config", fmt.Errorf("want key=value, got %q", fl.Arg(1)))
 		}
-		if err := api.post("fs/config", map[string]any{"id": fl.Arg(0), "key": k, "value": v}); err != nil {
+		if err := api.ConfigFilesystem(ctx(), fl.Arg(0), k, v); err != nil {
 			return fail("fs config", err)
 		}
 	case "reinit":
@@ -99,7 +98,7 @@ func runFs(args []string) int {
 			fmt.Fprintln(os.Stderr, "usage: kaon fs reinit ID (the storage server creates the filesystem again, on an empty directory)")
 			return 2
 		}
-		if err := api.post("fs/reinit", map[string]any{"id": fl.Arg(0)}); err != nil {
+		if err := api.ReinitFilesystem(ctx(), fl.Arg(0)); err != nil {
 			return fail("fs reinit", err)
 		}
 	default:
@@ -119,8 +118,8 @@ func runFile(args []string) int {
 	if !ok {
 		return 2
 	}
-	var e mgm.Entry
-	if err := newAPI(*u).get("fileinfo", map[string]any{"path": p}, &e); err != nil {
+	e, err := newAPI(*u).FileInfo(ctx(), p)
+	if err != nil {
 		return fail("file info", err)
 	}
 	if e.IsDir {
@@ -155,16 +154,16 @@ func runAttr(args []string) int {
 		if !ok {
 			return fail("attr set", fmt.Errorf("want name=value, got %q", a[1]))
 		}
-		if err := api.post("attr/set", map[string]any{"path": a[0], "name": k, "value": v}); err != nil {
+		if err := api.SetAttr(ctx(), a[0], k, v); err != nil {
 			return fail("attr set", err)
 		}
 	case sub == "rm" && len(a) == 2:
-		if err := api.post("attr/rm", map[string]any{"path": a[0], "name": a[1]}); err != nil {
+		if err := api.RemoveAttr(ctx(), a[0], a[1]); err != nil {
 			return fail("attr rm", err)
 		}
 	case (sub == "ls" && len(a) == 1) || (sub == "get" && len(a) == 2):
-		var attrs [][2]string
-		if err := api.get("attr/ls", map[string]any{"path": a[0]}, &attrs); err != nil {
+		attrs, err := api.Attrs(ctx(), a[0])
+		if err != nil {
 			return fail("attr "+sub, err)
 		}
 		found := false

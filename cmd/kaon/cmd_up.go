@@ -19,9 +19,10 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/httpfront"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
-	"github.com/kaon-storage/kaon/internal/mgm"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/storage"
 )
 
@@ -66,7 +67,7 @@ func listen(addr string) (net.Listener, string, error) {
 }
 
 func serveHTTP(l net.Listener, h http.Handler) *http.Server {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: mgm.ConnContext}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: httpfront.ConnContext}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			slog.Error("http server stopped", "addr", l.Addr(), "err", err)
@@ -88,8 +89,13 @@ func writeEndpoints(dir string, e Endpoints) error {
 // nsRole is a namespace server with its store.
 type nsRole struct {
 	eng *pebblekv.Engine
-	srv *mgm.Server
+	srv *nsserver.Server
 	key *capability.Key
+}
+
+// handler is the namespace endpoint (WebDAV, admin API, internal protocol).
+func (r *nsRole) handler(log *slog.Logger) http.Handler {
+	return &httpfront.Namespace{NS: r.srv, Key: r.key, Log: log}
 }
 
 // metaCacheMB sizes the namespace engine's block cache (flag --meta-cache).
@@ -107,19 +113,8 @@ func openNamespace(dir string, sync bool, capTTL time.Duration, log *slog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("open namespace store in %s: %w", dir, err)
 	}
-	ns, err := namespace.Open(eng, namespace.Options{Sync: sync})
-	if err != nil {
-		eng.Close()
-		return nil, err
-	}
-	// Uploads in flight when the previous process died can never commit.
-	if n, err := ns.AbortStale(time.Now()); err != nil {
-		eng.Close()
-		return nil, err
-	} else if n > 0 {
-		log.Info("aborted unfinished uploads from a previous run", "count", n)
-	}
-	srv, err := mgm.New(mgm.Config{Namespace: ns, Key: key, CapabilityTTL: capTTL, Logger: log})
+	srv, err := nsserver.New(nsserver.Config{Engine: eng, Sync: sync, Key: key, CapabilityTTL: capTTL, Logger: log,
+		Data: httpfront.DataReader{}, PhysName: func(fs namespace.Filesystem, fid uint64) string { return storage.PhysPath(fs.Path, fid) }})
 	if err != nil {
 		eng.Close()
 		return nil, err
@@ -207,7 +202,7 @@ func runUp(args []string) int {
 		return 1
 	}
 	defer xrd()
-	nsSrv := serveHTTP(nsL, role.srv.Handler())
+	nsSrv := serveHTTP(nsL, role.handler(log))
 	fstSrv := serveHTTP(fstL, fst.Handler())
 	go fst.Run(ctx)
 	select {
@@ -288,7 +283,7 @@ func runMGM(args []string) int {
 		return 1
 	}
 	defer stop()
-	srv := serveHTTP(l, role.srv.Handler())
+	srv := serveHTTP(l, role.handler(log))
 	if err := writeEndpoints(*data, ep); err != nil {
 		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
 		return 1

@@ -6,12 +6,13 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/checksum"
-	"github.com/kaon-storage/kaon/internal/mgm"
+	"github.com/kaon-storage/kaon/internal/client"
 )
 
 func init() {
@@ -40,7 +41,11 @@ func runChmod(args []string) int {
 	if !ok {
 		return 2
 	}
-	if err := newAPI(*u).post("chmod", map[string]any{"path": p, "mode": mode}); err != nil {
+	m, err := strconv.ParseUint(mode, 8, 32)
+	if err != nil || m > 0o7777 {
+		return fail("chmod", fmt.Errorf("%s: bad mode %q (octal)", p, mode))
+	}
+	if err := newAPI(*u).Chmod(ctx(), p, uint32(m)); err != nil {
 		return fail("chmod", err)
 	}
 	return 0
@@ -56,7 +61,12 @@ func runChown(args []string) int {
 	if !found {
 		return fail("chown", fmt.Errorf("want UID:GID, got %q", owner))
 	}
-	if err := newAPI(*u).post("chown", map[string]any{"path": p, "uid": uid, "gid": gid}); err != nil {
+	uidN, err1 := strconv.ParseUint(uid, 10, 32)
+	gidN, err2 := strconv.ParseUint(gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return fail("chown", fmt.Errorf("%s: uid and gid must be numbers", p))
+	}
+	if err := newAPI(*u).Chown(ctx(), p, uint32(uidN), uint32(gidN)); err != nil {
 		return fail("chown", err)
 	}
 	return 0
@@ -78,7 +88,7 @@ func oneArg(fl *flag.FlagSet, args []string) (string, bool) {
 	return fl.Arg(0), true
 }
 
-func modeString(e mgm.Entry) string {
+func modeString(e client.Entry) string {
 	s := []byte("-rwxrwxrwx")
 	if e.IsDir {
 		s[0] = 'd'
@@ -98,8 +108,8 @@ func runLs(args []string) int {
 	if !ok {
 		return 2
 	}
-	var ents []mgm.Entry
-	if err := newAPI(*u).get("ls", map[string]any{"path": p}, &ents); err != nil {
+	ents, err := newAPI(*u).List(ctx(), p)
+	if err != nil {
 		return fail("ls", err)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 1, ' ', tabwriter.AlignRight)
@@ -124,8 +134,8 @@ func runStat(args []string) int {
 	if !ok {
 		return 2
 	}
-	var e mgm.Entry
-	if err := newAPI(*u).get("stat", map[string]any{"path": p}, &e); err != nil {
+	e, err := newAPI(*u).Stat(ctx(), p)
+	if err != nil {
 		return fail("stat", err)
 	}
 	kind := "file"
@@ -153,7 +163,7 @@ func runMkdir(args []string) int {
 	if !ok {
 		return 2
 	}
-	if err := newAPI(*u).post("mkdir", map[string]any{"path": p, "parents": *parents}); err != nil {
+	if err := newAPI(*u).Mkdir(ctx(), p, 0, *parents); err != nil {
 		return fail("mkdir", err)
 	}
 	return 0
@@ -166,7 +176,7 @@ func runRm(args []string) int {
 	if !ok {
 		return 2
 	}
-	if err := newAPI(*u).post("rm", map[string]any{"path": p, "recursive": *rec}); err != nil {
+	if err := newAPI(*u).Remove(ctx(), p, *rec); err != nil {
 		return fail("rm", err)
 	}
 	return 0
@@ -180,7 +190,7 @@ func runMv(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: kaon mv [-f] FROM TO")
 		return 2
 	}
-	if err := newAPI(*u).post("mv", map[string]any{"from": fl.Arg(0), "to": fl.Arg(1), "overwrite": *force}); err != nil {
+	if err := newAPI(*u).Rename(ctx(), fl.Arg(0), fl.Arg(1), *force); err != nil {
 		return fail("mv", err)
 	}
 	return 0

@@ -5,7 +5,7 @@ import (
 	"net"
 
 	"github.com/kaon-storage/kaon/internal/capability"
-	"github.com/kaon-storage/kaon/internal/mgm"
+	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/storage"
 	"github.com/kaon-storage/kaon/internal/xrdkaon"
 	"github.com/kaon-storage/kaon/internal/xrootd"
@@ -14,7 +14,7 @@ import (
 // startXRootD starts the root:// listener of the namespace server and, in
 // the all-in-one, one for the storage server too (on a free port of the
 // same host). addr "" disables root://.
-func startXRootD(addr, host string, m *mgm.Server, key *capability.Key, fst *storage.Server, ep *Endpoints, log *slog.Logger) (func(), error) {
+func startXRootD(addr, host string, m *nsserver.Server, key *capability.Key, fst *storage.Server, ep *Endpoints, log *slog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -22,7 +22,7 @@ func startXRootD(addr, host string, m *mgm.Server, key *capability.Key, fst *sto
 	if err != nil {
 		return nil, err
 	}
-	srv := xrootd.NewServer(xrootd.Config{Namespace: xrdkaon.Namespace{M: m}, IdentifyConn: xrdkaon.Identify,
+	srv := xrootd.NewServer(xrootd.Config{Namespace: xrdkaon.Namespace{NS: m}, IdentifyConn: xrdkaon.Identify,
 		Logger: log.With("role", "xrootd-mgm")})
 	go srv.Serve(l)
 	ep.XRootD = "root://" + nsAddr

@@ -63,7 +63,9 @@ func (l localOps) list(p string) (int, error) {
 	e, err := l.ns.List(namespace.Root, p)
 	return len(e), err
 }
-func (l localOps) remove(p string) error { return l.ns.Remove(namespace.Root, p) }
+func (l localOps) remove(p string) error {
+	return l.ns.Remove(namespace.Root, p, namespace.RemoveOptions{})
+}
 
 type apiOps struct {
 	base string

@@ -232,3 +232,13 @@ func Recompute(r io.Reader, typ string, stored map[string]string) (value, bad st
 	}
 	return got[typ], "", n, nil
 }
+
+// EmptySum is the checksum of zero bytes for type t ("" for an unknown
+// type).
+func EmptySum(t string) string {
+	m, err := NewMulti(t)
+	if err != nil {
+		return ""
+	}
+	return m.Sums()[t]
+}

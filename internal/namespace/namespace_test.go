@@ -1,11 +1,13 @@
 package namespace
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
@@ -36,6 +38,8 @@ func mustKind(t *testing.T, err error, k kerr.Kind) {
 		t.Fatalf("got %v (kind %v), want kind %v", err, kerr.KindOf(err), k)
 	}
 }
+
+func errOf[T any](_ T, err error) error { return err }
 
 func create(t *testing.T, ns *Namespace, p string, size int64) *Inode {
 	t.Helper()
@@ -124,7 +128,7 @@ func TestAccountingAndRename(t *testing.T) {
 	if err := ns.Mkdir(Root, "/z", 0o755, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := ns.Rename(Root, "/a/b", "/z/b", false); err != nil {
+	if _, err := ns.Rename(Root, "/a/b", "/z/b", false); err != nil {
 		t.Fatal(err)
 	}
 	moved, err := ns.Stat(Root, "/z/b/c/f1")
@@ -139,11 +143,11 @@ func TestAccountingAndRename(t *testing.T) {
 	if _, p, err := ns.ByID(c1.ID); err != nil || p != "/z/b/c/f1" {
 		t.Fatalf("ByID path %q %v", p, err)
 	}
-	mustKind(t, ns.Rename(Root, "/z", "/z/b/c/z", false), kerr.Invalid)
-	mustKind(t, ns.Rename(Root, "/z", "/z", false), kerr.Invalid)
-	mustKind(t, ns.Rename(Root, "/a/f3", "/z/b", true), kerr.IsDir)
-	mustKind(t, ns.Rmdir(Root, "/z"), kerr.NotEmpty)
-	if err := ns.RemoveAll(Root, "/z"); err != nil {
+	mustKind(t, errOf(ns.Rename(Root, "/z", "/z/b/c/z", false)), kerr.Invalid)
+	mustKind(t, errOf(ns.Rename(Root, "/z", "/z", false)), kerr.Invalid)
+	mustKind(t, errOf(ns.Rename(Root, "/a/f3", "/z/b", true)), kerr.IsDir)
+	mustKind(t, ns.Remove(Root, "/z", RemoveOptions{Dir: true}), kerr.NotEmpty)
+	if err := ns.Remove(Root, "/z", RemoveOptions{Recursive: true}); err != nil {
 		t.Fatal(err)
 	}
 	root, _ = ns.Stat(Root, "/")
@@ -171,7 +175,7 @@ func TestErrors(t *testing.T) {
 	user := Caller{UID: 1000, GID: 1000}
 	mustKind(t, ns.SetXAttr(user, "/d", AttrLayout, "plain"), kerr.Permission)
 	mustKind(t, ns.Mkdir(user, "/d/u", 0o755, false), kerr.Permission)
-	mustKind(t, ns.Remove(Root, "/d"), kerr.IsDir)
+	mustKind(t, ns.Remove(Root, "/d", RemoveOptions{}), kerr.IsDir)
 }
 
 func TestLayoutInheritance(t *testing.T) {
@@ -392,4 +396,168 @@ func TestClaimUploadOnce(t *testing.T) {
 	}
 	_, err = ns.ClaimUpload(g.ID)
 	mustKind(t, err, kerr.Permission)
+}
+
+// TestChangeFeed: every mutation shows up in the feed, in commit order,
+// with what a cache needs to invalidate.
+func TestChangeFeed(t *testing.T) {
+	ns := newNS(t)
+	ctx := context.Background()
+	start := ns.Revision()
+	if err := ns.Mkdir(Root, "/a", 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	f := create(t, ns, "/a/f", 10)
+	if err := ns.Chmod(Root, "/a/f", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.Rename(Root, "/a/f", "/a/g", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Remove(Root, "/a", RemoveOptions{Recursive: true}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := ns.Changes(ctx, start, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, e := range evs {
+		if e.Rev != start+uint64(i)+1 {
+			t.Fatalf("event %d has rev %d", i, e.Rev)
+		}
+		got = append(got, fmt.Sprintf("%s %s", e.Kind, e.Name))
+	}
+	want := []string{"mkdir a", "created f", "committed f", "attr f", "renamed g", "removed g", "removed a"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	if evs[4].From == 0 || evs[4].FromName != "f" || evs[4].Ino != f.ID {
+		t.Fatalf("rename event %+v", evs[4])
+	}
+	// A reader waits for the next event.
+	done := make(chan []Event, 1)
+	go func() {
+		evs, _ := ns.Changes(ctx, ns.Revision(), 10)
+		done <- evs
+	}()
+	time.Sleep(10 * time.Millisecond)
+	if err := ns.Mkdir(Root, "/later", 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case evs := <-done:
+		if len(evs) != 1 || evs[0].Name != "later" {
+			t.Fatalf("woken with %+v", evs)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a waiting reader was not woken by a mutation within 5s")
+	}
+	// A reader that fell behind the ring is told so.
+	small, _ := Open(memkv.New(), Options{FeedSize: 2})
+	for i := 0; i < 4; i++ {
+		small.Mkdir(Root, fmt.Sprintf("/d%d", i), 0o755, false)
+	}
+	if _, err := small.Changes(ctx, 0, 10); !kerr.Is(err, kerr.Busy) {
+		t.Fatalf("reading dropped events: %v", err)
+	}
+}
+
+// TestInodeAPI: Lookup, GetAttr and ReadDir answer by inode what Stat and
+// List answer by path, with the same permission rules.
+func TestInodeAPI(t *testing.T) {
+	ns := newNS(t)
+	user := Caller{UID: 1000, GID: 1000}
+	ns.Mkdir(Root, "/d", 0o711, false)
+	f := create(t, ns, "/d/f", 5)
+	ns.Chmod(Root, "/d/f", 0o600)
+	d, err := ns.Lookup(user, RootID, "d")
+	if err != nil || !d.IsDir {
+		t.Fatalf("Lookup /d: %+v %v", d, err)
+	}
+	got, err := ns.Lookup(user, d.ID, "f")
+	if err != nil || got.ID != f.ID || got.Size != 5 {
+		t.Fatalf("Lookup /d/f: %+v %v", got, err)
+	}
+	if got.Checksums != nil {
+		t.Fatal("checksums of an unreadable file shown to another user")
+	}
+	if _, err := ns.ReadDir(user, d.ID); !kerr.Is(err, kerr.Permission) {
+		t.Fatalf("ReadDir of a 0711 directory by another user: %v", err)
+	}
+	ents, err := ns.ReadDir(Root, d.ID)
+	if err != nil || len(ents) != 1 || ents[0].Name != "f" {
+		t.Fatalf("ReadDir: %v %v", ents, err)
+	}
+	if a, err := ns.GetAttr(Root, f.ID); err != nil || a.Name != "f" || a.Checksums["adler32"] != "0000abcd" {
+		t.Fatalf("GetAttr file: %+v %v", a, err)
+	}
+	if _, err := ns.GetAttr(Root, 999999); !kerr.Is(err, kerr.NotFound) {
+		t.Fatalf("GetAttr missing: %v", err)
+	}
+	for _, bad := range []string{"", ".", "..", "a/b"} {
+		if _, err := ns.Lookup(Root, RootID, bad); !kerr.Is(err, kerr.Invalid) {
+			t.Fatalf("Lookup %q: %v", bad, err)
+		}
+	}
+	if _, err := ns.Lookup(Root, f.ID, "x"); !kerr.Is(err, kerr.NotDir) {
+		t.Fatalf("Lookup below a file: %v", err)
+	}
+}
+
+// TestPermitsHook: the namespace asks the configured authorization, not
+// only the mode bits.
+func TestPermitsHook(t *testing.T) {
+	denyWrite := func(c Caller, n *Inode, want uint32) bool { return want&Write == 0 && ModeBits(c, n, want) }
+	ns, err := Open(memkv.New(), Options{Permits: denyWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := Caller{UID: 1000, GID: 1000}
+	mustKind(t, ns.Mkdir(user, "/x", 0o755, false), kerr.Permission)
+	if _, err := ns.Stat(user, "/"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFilesystemRegistry: registrations are namespace records.
+func TestFilesystemRegistry(t *testing.T) {
+	ns := newNS(t)
+	for i := uint32(1); i <= 3; i++ {
+		if err := ns.SaveFilesystem(Filesystem{ID: i, Node: "n", Path: fmt.Sprintf("/d%d", i), UUID: "u"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns.SaveFilesystem(Filesystem{ID: 2, Node: "n", Path: "/d2", ConfigStatus: "ro"})
+	fss, err := ns.Filesystems()
+	if err != nil || len(fss) != 3 || fss[1].ConfigStatus != "ro" || fss[2].Path != "/d3" {
+		t.Fatalf("filesystems %+v %v", fss, err)
+	}
+}
+
+// TestColdCacheConcurrentReaders: readers that load containers into the
+// cache at the same time (after a restart) do not race (run with -race).
+func TestColdCacheConcurrentReaders(t *testing.T) {
+	eng := memkv.New()
+	ns, _ := Open(eng, Options{})
+	for i := 0; i < 20; i++ {
+		ns.Mkdir(Root, fmt.Sprintf("/d%d/e/f", i), 0o755, true)
+	}
+	ns2, err := Open(eng, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				if _, err := ns2.Stat(Root, fmt.Sprintf("/d%d/e/f", i)); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

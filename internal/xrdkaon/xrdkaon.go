@@ -1,7 +1,8 @@
-// Package xrdkaon connects the XRootD protocol server to Kaon's core: the
-// namespace server answers metadata and redirects opens to a storage
-// server's root:// listener with the capability as opaque data; the storage
-// server serves bytes for a verified capability.
+// Package xrdkaon binds the XRootD protocol server to Kaon: on a namespace
+// server's listener it translates requests into calls of the namespace
+// service (opens are redirected to a storage server's root:// listener with
+// the capability as opaque data); on a storage server's listener it serves
+// bytes for a verified capability.
 package xrdkaon
 
 import (
@@ -14,11 +15,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
-	"github.com/kaon-storage/kaon/internal/mgm"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/storage"
 	"github.com/kaon-storage/kaon/internal/xrootd"
 )
@@ -30,12 +32,16 @@ const OpaqueCap = "kaon.cap"
 // loopback client is the local user owning its socket (the kernel says so,
 // not the client's claimed login name); anyone else is nobody.
 func Identify(user string, remote, local net.Addr) xrootd.Identity {
-	c := mgm.PeerCaller(remote, local)
-	return xrootd.Identity{User: user, UID: c.UID, GID: c.GID}
+	p, _ := auth.Peer(remote, local)
+	return xrootd.Identity{User: user, UID: p.UID, GID: p.GID, Principal: p}
 }
 
-func caller(id xrootd.Identity) namespace.Caller {
-	return namespace.Caller{UID: id.UID, GID: id.GID}
+// principal is who a session acts as.
+func principal(id xrootd.Identity) auth.Principal {
+	if p, ok := id.Principal.(auth.Principal); ok {
+		return p
+	}
+	return auth.Principal{UID: id.UID, GID: id.GID, Name: id.User, Method: "xrootd"}
 }
 
 func info(n *namespace.Inode) xrootd.FileInfo {
@@ -48,23 +54,21 @@ func info(n *namespace.Inode) xrootd.FileInfo {
 	return fi
 }
 
-// Namespace serves the manager listener from the namespace server.
-type Namespace struct{ M *mgm.Server }
+// Namespace serves the manager listener from the namespace service.
+type Namespace struct{ NS *nsserver.Server }
 
 var _ xrootd.Namespace = Namespace{}
 
-func (n Namespace) ns() *namespace.Namespace { return n.M.Namespace() }
-
-func (n Namespace) Stat(_ context.Context, id xrootd.Identity, p string) (xrootd.FileInfo, error) {
-	in, err := n.ns().Stat(caller(id), p)
+func (n Namespace) Stat(ctx context.Context, id xrootd.Identity, p string) (xrootd.FileInfo, error) {
+	in, err := n.NS.Stat(ctx, principal(id), p)
 	if err != nil {
 		return xrootd.FileInfo{}, err
 	}
 	return info(in), nil
 }
 
-func (n Namespace) List(_ context.Context, id xrootd.Identity, p string) ([]xrootd.FileInfo, error) {
-	ents, err := n.ns().List(caller(id), p)
+func (n Namespace) List(ctx context.Context, id xrootd.Identity, p string) ([]xrootd.FileInfo, error) {
+	ents, err := n.NS.List(ctx, principal(id), p)
 	if err != nil {
 		return nil, err
 	}
@@ -75,55 +79,37 @@ func (n Namespace) List(_ context.Context, id xrootd.Identity, p string) ([]xroo
 	return out, nil
 }
 
-func (n Namespace) Mkdir(_ context.Context, id xrootd.Identity, p string, mode uint32, parents bool) error {
-	if mode == 0 {
-		mode = 0o755
-	}
-	return n.ns().Mkdir(caller(id), p, mode, parents)
+func (n Namespace) Mkdir(ctx context.Context, id xrootd.Identity, p string, mode uint32, parents bool) error {
+	return n.NS.Mkdir(ctx, principal(id), p, mode, parents)
 }
 
-func (n Namespace) Remove(_ context.Context, id xrootd.Identity, p string) error {
-	return n.ns().Remove(caller(id), p)
+func (n Namespace) Remove(ctx context.Context, id xrootd.Identity, p string) error {
+	return n.NS.Remove(ctx, principal(id), p, namespace.RemoveOptions{})
 }
 
-func (n Namespace) Rmdir(_ context.Context, id xrootd.Identity, p string) error {
-	return n.ns().Rmdir(caller(id), p)
+func (n Namespace) Rmdir(ctx context.Context, id xrootd.Identity, p string) error {
+	return n.NS.Remove(ctx, principal(id), p, namespace.RemoveOptions{Dir: true})
 }
 
 // Rename replaces an existing destination file, as POSIX rename does.
-func (n Namespace) Rename(_ context.Context, id xrootd.Identity, from, to string) error {
-	return n.ns().Rename(caller(id), from, to, true)
+func (n Namespace) Rename(ctx context.Context, id xrootd.Identity, from, to string) error {
+	_, err := n.NS.Rename(ctx, principal(id), from, to, true)
+	return err
 }
 
-func (n Namespace) Chmod(_ context.Context, id xrootd.Identity, p string, mode uint32) error {
-	return n.ns().Chmod(caller(id), p, mode)
+func (n Namespace) Chmod(ctx context.Context, id xrootd.Identity, p string, mode uint32) error {
+	return n.NS.Chmod(ctx, principal(id), p, mode)
 }
 
-// Truncate supports emptying a file (its data is queued for deletion).
-// Files are immutable once committed, so other sizes are refused.
-func (n Namespace) Truncate(_ context.Context, id xrootd.Identity, p string, size int64) error {
-	in, err := n.ns().Stat(caller(id), p)
-	if err != nil {
-		return err
-	}
-	if in.IsDir {
-		return kerr.New(kerr.IsDir, "truncate", p, "is a directory")
-	}
-	switch {
-	case size == in.Size:
-		return nil
-	case size == 0:
-		_, err := n.ns().CreateEmpty(caller(id), p, namespace.CreateOptions{Mode: in.Mode})
-		return err
-	}
-	return kerr.New(kerr.Unsupported, "truncate", p, "committed files are immutable; only truncation to 0 is supported")
+func (n Namespace) Truncate(ctx context.Context, id xrootd.Identity, p string, size int64) error {
+	return n.NS.Truncate(ctx, principal(id), p, size)
 }
 
 // Checksum answers kXR_query checksum; types the upload did not compute
-// are computed now (mgm.EnsureChecksum).
+// are computed now by the namespace service.
 func (n Namespace) Checksum(ctx context.Context, id xrootd.Identity, p, algo string) (string, error) {
 	algo = checksumType(algo)
-	in, err := n.M.EnsureChecksum(ctx, caller(id), p, algo)
+	in, err := n.NS.Checksum(ctx, principal(id), p, algo)
 	if err != nil {
 		return "", err
 	}
@@ -141,74 +127,44 @@ func checksumType(algo string) string {
 	return algo
 }
 
-func (n Namespace) Locate(_ context.Context, id xrootd.Identity, p string) ([]string, error) {
-	in, stripes, err := n.M.FileInfo(caller(id), p)
+func (n Namespace) Locate(ctx context.Context, id xrootd.Identity, p string) ([]string, error) {
+	nodes, err := n.NS.Locate(ctx, principal(id), p)
 	if err != nil {
 		return nil, err
 	}
-	if in.IsDir {
-		return nil, kerr.New(kerr.IsDir, "locate", p, "is a directory")
-	}
-	seen := map[string]bool{}
 	var out []string
-	for _, s := range stripes {
-		if a := n.M.XrdAddr(s.Node); a != "" && !seen[a] {
-			seen[a] = true
-			out = append(out, a)
+	for _, nd := range nodes {
+		if nd.XRootD != "" {
+			out = append(out, nd.XRootD)
 		}
 	}
 	sort.Strings(out)
 	return out, nil
 }
 
-func (n Namespace) StatFS(_ context.Context, id xrootd.Identity, p string) (xrootd.StatFS, error) {
-	if _, err := n.ns().Stat(caller(id), p); err != nil {
+func (n Namespace) StatFS(ctx context.Context, id xrootd.Identity, p string) (xrootd.StatFS, error) {
+	st, err := n.NS.StatFS(ctx, principal(id), p)
+	if err != nil {
 		return xrootd.StatFS{}, err
 	}
-	var st xrootd.StatFS
-	st.Space = "default"
-	for _, f := range n.M.Filesystems() {
-		if f.BootStatus != "booted" || f.ConfigStatus != "rw" {
-			continue
-		}
-		st.Filesystems++
-		st.Total += f.Capacity
-		free := f.Capacity - f.Used
-		st.Free += free
-		if free > st.MaxFree {
-			st.MaxFree = free
-		}
-	}
-	return st, nil
+	return xrootd.StatFS{Space: st.Space, Total: st.Total, Free: st.Free, MaxFree: st.MaxFree, Filesystems: st.Filesystems}, nil
 }
 
-func (n Namespace) Open(_ context.Context, id xrootd.Identity, p string, req xrootd.OpenRequest) (xrootd.Redirect, error) {
-	c := caller(id)
-	var red mgm.Redirect
-	var err error
-	if req.Write || req.Create || req.Truncate {
-		if !req.Create && !req.Truncate {
-			if _, err := n.ns().Stat(c, p); err == nil {
-				return xrootd.Redirect{}, kerr.New(kerr.Unsupported, "open", p, "committed files are immutable; open with truncate or as new")
-			}
-		}
-		red, err = n.M.OpenWrite(c, p, namespace.CreateOptions{Exclusive: req.Exclusive, Mode: req.Mode}, req.MkPath)
-	} else {
-		red, _, err = n.M.OpenRead(c, p)
-	}
+func (n Namespace) Open(ctx context.Context, id xrootd.Identity, p string, req xrootd.OpenRequest) (xrootd.Redirect, error) {
+	g, err := n.NS.Open(ctx, principal(id), p, nsserver.OpenRequest{Write: req.Write, Create: req.Create,
+		Truncate: req.Truncate, Exclusive: req.Exclusive, MkPath: req.MkPath, Mode: req.Mode})
 	if err != nil {
 		return xrootd.Redirect{}, err
 	}
-	xa := n.M.XrdAddr(red.Addr)
-	if xa == "" {
+	if g.Entry.XRootD == "" {
 		return xrootd.Redirect{}, kerr.New(kerr.Unsupported, "open", p, "the storage server holding this file has no root:// endpoint")
 	}
-	host, port, err := net.SplitHostPort(xa)
+	host, port, err := net.SplitHostPort(g.Entry.XRootD)
 	if err != nil {
 		return xrootd.Redirect{}, kerr.Wrap(kerr.Internal, "open", p, err)
 	}
 	pn, _ := strconv.Atoi(port)
-	return xrootd.Redirect{Host: host, Port: pn, Opaque: OpaqueCap + "=" + url.QueryEscape(red.Token)}, nil
+	return xrootd.Redirect{Host: host, Port: pn, Opaque: OpaqueCap + "=" + url.QueryEscape(g.Token)}, nil
 }
 
 // xrdAdmitWait is how long a root:// open waits for stream memory before

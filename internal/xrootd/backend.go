@@ -15,6 +15,9 @@ type Identity struct {
 	User     string
 	UID, GID uint32
 	Host     string
+	// Principal is whatever the embedding server's IdentifyConn attached
+	// (its own notion of an authenticated client); the protocol ignores it.
+	Principal any
 }
 
 // FileInfo is what the protocol needs to answer stat, dirlist and open.

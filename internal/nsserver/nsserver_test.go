@@ -1,4 +1,4 @@
-package mgm
+package nsserver
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -16,15 +17,12 @@ import (
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
 
-func newMGM(t *testing.T) *Server {
+var root = auth.Root
+
+func newServer(t *testing.T) *Server {
 	t.Helper()
-	eng := memkv.New()
-	ns, err := namespace.Open(eng, namespace.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	key, _ := capability.NewKey(bytes.Repeat([]byte("k"), 32))
-	s, err := New(Config{Namespace: ns, Key: key})
+	s, err := New(Config{Engine: memkv.New(), Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +44,8 @@ func register(t *testing.T, s *Server, nodes, fs int) {
 }
 
 func TestPlacementSpreadsAndRespectsState(t *testing.T) {
-	s := newMGM(t)
+	ctx := context.Background()
+	s := newServer(t)
 	register(t, s, 3, 4) // 12 filesystems on 3 nodes
 	l, _ := layout.Parse("ec:4+2")
 	for i := 0; i < 50; i++ {
@@ -71,7 +70,7 @@ func TestPlacementSpreadsAndRespectsState(t *testing.T) {
 	}
 	for _, id := range []uint32{1, 2, 3, 4, 5, 6} {
 		st := []string{"off", "ro", "drain"}[id%3]
-		if err := s.ConfigFilesystem(id, "configstatus", st); err != nil {
+		if err := s.ConfigFilesystem(ctx, root, id, "configstatus", st); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,58 +93,71 @@ func TestPlacementSpreadsAndRespectsState(t *testing.T) {
 }
 
 func TestRegistryPersistsAndKeepsIDs(t *testing.T) {
+	ctx := context.Background()
 	eng := memkv.New()
-	ns, _ := namespace.Open(eng, namespace.Options{})
 	key, _ := capability.NewKey(bytes.Repeat([]byte("k"), 32))
-	s, _ := New(Config{Namespace: ns, Key: key})
+	s, _ := New(Config{Engine: eng, Key: key})
 	register(t, s, 1, 2)
-	if err := s.ConfigFilesystem(2, "configstatus", "ro"); err != nil {
+	if err := s.ConfigFilesystem(ctx, root, 2, "configstatus", "ro"); err != nil {
 		t.Fatal(err)
 	}
-	s2, _ := New(Config{Namespace: ns, Key: key})
-	fss := s2.Filesystems()
+	if err := s.ConfigFilesystem(ctx, auth.Nobody, 2, "configstatus", "rw"); !kerr.Is(err, kerr.Permission) {
+		t.Fatalf("fs config by nobody: %v", err)
+	}
+	s2, _ := New(Config{Engine: eng, Key: key})
+	fss := s2.Filesystems(ctx, root)
 	if len(fss) != 2 || fss[1].ConfigStatus != "ro" || fss[0].BootStatus != "down" {
 		t.Fatalf("after reload: %+v", fss)
 	}
 	// The node comes back under another name: its marker ids keep the fs.
 	reply, err := s2.Heartbeat(context.Background(), cluster.Heartbeat{Version: cluster.Version, Node: "renamed", Addr: "http://x",
 		Filesystems: []cluster.FsReport{{ID: 1, Path: "/d0", Health: "ok"}, {ID: 2, Path: "/d1", Health: "ok"}}})
-	if err != nil || len(reply.Filesystems) != 2 || len(s2.Filesystems()) != 2 {
-		t.Fatalf("re-registration created new filesystems: %+v %v", s2.Filesystems(), err)
+	if err != nil || len(reply.Filesystems) != 2 || len(s2.Filesystems(ctx, root)) != 2 {
+		t.Fatalf("re-registration created new filesystems: %+v %v", s2.Filesystems(ctx, root), err)
 	}
-	if err := s2.ConfigFilesystem(1, "configstatus", "bogus"); kerr.KindOf(err) != kerr.Invalid {
+	if err := s2.ConfigFilesystem(ctx, root, 1, "configstatus", "bogus"); kerr.KindOf(err) != kerr.Invalid {
 		t.Fatalf("bad status: %v", err)
 	}
 }
 
-func TestRedirectCapabilities(t *testing.T) {
-	s := newMGM(t)
+func TestGrantCapabilities(t *testing.T) {
+	ctx := context.Background()
+	s := newServer(t)
 	register(t, s, 2, 3)
-	_ = s.ns.Mkdir(namespace.Root, "/ec", 0o755, false)
-	_ = s.ns.SetXAttr(namespace.Root, "/ec", namespace.AttrLayout, "ec:4+2")
-	red, err := s.OpenWrite(namespace.Root, "/ec/f", namespace.CreateOptions{}, false)
+	_ = s.Mkdir(ctx, root, "/ec", 0o755, false)
+	_ = s.SetXAttr(ctx, root, "/ec", namespace.AttrLayout, "ec:4+2")
+	g, err := s.Open(ctx, root, "/ec/f", OpenRequest{Write: true, Create: true, Truncate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.key.Verify(red.Token, time.Now())
-	if err != nil || !c.Write || len(c.Targets) != 6 || c.Path != "/ec/f" || c.Targets[0].Addr != red.Addr {
+	c, err := s.key.Verify(g.Token, time.Now())
+	if err != nil || !c.Write || len(c.Targets) != 6 || c.Path != "/ec/f" || c.Targets[0].Addr != g.Entry.HTTP {
 		t.Fatalf("write capability %+v %v", c, err)
 	}
-	if !strings.Contains(red.URL(), "/kaon/v1/data/") {
-		t.Fatalf("redirect URL %s", red.URL())
-	}
-	if err := s.Commit(context.Background(), cluster.Commit{Fid: c.Fid, Size: 5, Checksums: map[string]string{"adler32": "01"}}); err != nil {
+	if err := s.Commit(ctx, cluster.Commit{Fid: c.Fid, Size: 5, Checksums: map[string]string{"adler32": "01"}}); err != nil {
 		t.Fatal(err)
 	}
-	rred, n, err := s.OpenRead(namespace.Root, "/ec/f")
-	if err != nil || n.Size != 5 {
+	rg, err := s.Open(ctx, root, "/ec/f", OpenRequest{})
+	if err != nil || rg.Inode.Size != 5 {
 		t.Fatal(err)
 	}
-	rc, _ := s.key.Verify(rred.Token, time.Now())
+	rc, _ := s.key.Verify(rg.Token, time.Now())
 	if rc.Write || rc.Size != 5 || rc.Sums["adler32"] != "01" {
 		t.Fatalf("read capability %+v", rc)
 	}
-	if _, _, err := s.OpenRead(namespace.Root, "/ec"); kerr.KindOf(err) != kerr.IsDir {
+	if _, err := s.Open(ctx, root, "/ec", OpenRequest{}); kerr.KindOf(err) != kerr.IsDir {
 		t.Fatalf("read of a directory: %v", err)
+	}
+	// Committed files are immutable: no open for update.
+	if _, err := s.Open(ctx, root, "/ec/f", OpenRequest{Write: true}); !kerr.Is(err, kerr.Unsupported) {
+		t.Fatalf("open for update: %v", err)
+	}
+	// A file another user may not read is not granted to them.
+	s.Chmod(ctx, root, "/ec/f", 0o600)
+	if _, err := s.Open(ctx, auth.Nobody, "/ec/f", OpenRequest{}); !kerr.Is(err, kerr.Permission) {
+		t.Fatalf("read of a 0600 file by nobody: %v", err)
+	}
+	if _, err := s.Checksum(ctx, auth.Nobody, "/ec/f", "adler32"); !kerr.Is(err, kerr.Permission) {
+		t.Fatalf("checksum of a 0600 file by nobody: %v", err)
 	}
 }

@@ -1,33 +1,34 @@
-package mgm
+package nsserver
 
 import (
 	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 
+	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
 
-// EnsureChecksum returns the inode at p with a value for checksum type typ.
+// Checksum returns the inode at path with a value for checksum type typ.
+// A checksum describes the content, so it needs the read permission.
 // Types the upload did not compute (md5 and sha256 by default) are
 // computed now from the stored data, read through a storage server like
 // any client read, and recorded in the namespace so later requests are
 // answered from the record. The same pass recomputes the types stored at
 // write time and refuses to answer if they no longer match: a checksum is
 // never derived from silently damaged data.
-func (s *Server) EnsureChecksum(ctx context.Context, c namespace.Caller, p, typ string) (*namespace.Inode, error) {
-	n, err := s.ns.Stat(c, p)
+func (s *Server) Checksum(ctx context.Context, pr auth.Principal, p, typ string) (*namespace.Inode, error) {
+	n, err := s.ns.Stat(caller(pr), p)
 	if err != nil {
 		return nil, err
 	}
 	if n.IsDir {
 		return nil, kerr.New(kerr.IsDir, "checksum", p, "is a directory")
 	}
-	if !n.Permits(c, 4) { // a checksum tells about the content
+	if !s.canRead(pr, n) {
 		return nil, kerr.New(kerr.Permission, "checksum", p, "read permission denied")
 	}
 	if n.Checksums[typ] != "" {
@@ -50,10 +51,7 @@ func (s *Server) EnsureChecksum(ctx context.Context, c namespace.Caller, p, typ 
 		if call.err != nil {
 			return nil, call.err
 		}
-		return s.EnsureChecksum(ctx, c, p, typ) // now answered from the record
-	}
-	if s.sumPending == nil {
-		s.sumPending = map[string]*sumCall{}
+		return s.Checksum(ctx, pr, p, typ) // now answered from the record
 	}
 	call := &sumCall{done: make(chan struct{})}
 	s.sumPending[key] = call
@@ -65,7 +63,7 @@ func (s *Server) EnsureChecksum(ctx context.Context, c namespace.Caller, p, typ 
 		close(call.done)
 	}()
 	// Not cancelled with this request: others may be waiting for it.
-	n, call.err = s.computeChecksum(context.WithoutCancel(ctx), c, p, n, typ)
+	n, call.err = s.computeChecksum(context.WithoutCancel(ctx), pr, p, n, typ)
 	return n, call.err
 }
 
@@ -76,12 +74,19 @@ type sumCall struct {
 }
 
 // computeChecksum reads the file at p (inode n) and records typ.
-func (s *Server) computeChecksum(ctx context.Context, c namespace.Caller, p string, n *namespace.Inode, typ string) (*namespace.Inode, error) {
+func (s *Server) computeChecksum(ctx context.Context, pr auth.Principal, p string, n *namespace.Inode, typ string) (*namespace.Inode, error) {
 	var body io.Reader = bytes.NewReader(nil)
 	if n.Size > 0 {
-		rc, err := s.openData(ctx, c, p)
+		g, err := s.openRead(pr, p)
 		if err != nil {
 			return nil, err
+		}
+		if s.data == nil {
+			return nil, kerr.New(kerr.Unsupported, "checksum", p, "this namespace server cannot read file data")
+		}
+		rc, err := s.data.Read(ctx, g)
+		if err != nil {
+			return nil, kerr.WithOp(err, "checksum")
 		}
 		defer rc.Close()
 		body = rc
@@ -105,25 +110,4 @@ func (s *Server) computeChecksum(ctx context.Context, c namespace.Caller, p stri
 	}
 	n.Checksums[typ] = v
 	return n, nil
-}
-
-// openData opens the file at p for reading through a storage server.
-func (s *Server) openData(ctx context.Context, c namespace.Caller, p string) (io.ReadCloser, error) {
-	red, _, err := s.OpenRead(c, p)
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, red.URL(), nil)
-	if err != nil {
-		return nil, kerr.Wrap(kerr.Internal, "read", p, err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil { // not wrapped: the error text holds the capability
-		return nil, kerr.New(kerr.IO, "read", p, "storage server unreachable")
-	}
-	if resp.StatusCode != http.StatusOK {
-		resp.Body.Close()
-		return nil, kerr.New(kerr.IO, "read", p, "storage server answered "+resp.Status)
-	}
-	return resp.Body, nil
 }

@@ -1,80 +1,57 @@
-package mgm
+package auth
 
 import (
 	"context"
 	"encoding/binary"
 	"errors"
 	"net"
-	"net/http"
 	"os/user"
 	"strconv"
-	"sync"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/kaon-storage/kaon/internal/namespace"
 )
 
-// Nobody is the identity of clients Kaon cannot authenticate.
-var Nobody = namespace.Caller{UID: 65534, GID: 65534}
+// Unix authenticates a loopback client as the local user who owns its
+// socket, as the kernel reports through sock_diag: EOS' "unix"
+// authentication on a trusted host, but asserted by the kernel, not by
+// the client. It does not apply to other clients.
+type Unix struct{}
 
-type callerKey struct{}
-
-// lazyCaller authenticates a connection on its first request, in that
-// connection's goroutine (ConnContext runs in the accept loop, which must
-// not wait on the kernel).
-type lazyCaller struct {
-	once          sync.Once
-	remote, local net.Addr
-	c             namespace.Caller
+// Authenticate implements Authenticator.
+func (Unix) Authenticate(_ context.Context, r *Request) (Principal, bool, error) {
+	p, ok := Peer(r.Remote, r.Local)
+	return p, ok, nil
 }
 
-// ConnContext attaches the connection's identity to its requests
-// (http.Server.ConnContext). A loopback client is the local user who owns
-// its socket, as the kernel reports through sock_diag (EOS' "unix"
-// authentication on a trusted host, but asserted by the kernel); any other
-// client is nobody until token authentication exists.
-func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, callerKey{}, &lazyCaller{remote: c.RemoteAddr(), local: c.LocalAddr()})
-}
-
-func (s *Server) caller(r *http.Request) namespace.Caller {
-	l, ok := r.Context().Value(callerKey{}).(*lazyCaller)
-	if !ok {
-		return Nobody
-	}
-	l.once.Do(func() { l.c = PeerCaller(l.remote, l.local) })
-	return l.c
-}
-
-// PeerCaller is the identity of a TCP peer: for a loopback peer the local
-// user owning its socket, otherwise Nobody.
-func PeerCaller(remote, local net.Addr) namespace.Caller {
+// Peer is the local user owning the client end of a loopback TCP
+// connection (false for any other connection).
+func Peer(remote, local net.Addr) (Principal, bool) {
 	ra, ok1 := remote.(*net.TCPAddr)
 	la, ok2 := local.(*net.TCPAddr)
 	if !ok1 || !ok2 || !ra.IP.IsLoopback() {
-		return Nobody
+		return Nobody, false
 	}
 	uid, err := socketOwner(ra, la)
 	if err != nil {
-		return Nobody
+		return Nobody, false
 	}
-	c := namespace.Caller{UID: uid, GID: 65534}
+	p := Principal{UID: uid, GID: 65534, Method: "unix", Name: strconv.FormatUint(uint64(uid), 10)}
 	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
+		p.Name = u.Username
 		if g, err := strconv.ParseUint(u.Gid, 10, 32); err == nil {
-			c.GID = uint32(g)
+			p.GID = uint32(g)
 		}
 		if gids, err := u.GroupIds(); err == nil {
 			for _, s := range gids {
 				if g, err := strconv.ParseUint(s, 10, 32); err == nil {
-					c.Groups = append(c.Groups, uint32(g))
+					p.Groups = append(p.Groups, uint32(g))
 				}
 			}
 		}
 	} else if uid == 0 {
-		c.GID = 0
+		p.GID, p.Name = 0, "root"
 	}
-	return c
+	return p, true
 }
 
 // socketOwner asks the kernel (NETLINK_SOCK_DIAG, one exact lookup, not a

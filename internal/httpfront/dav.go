@@ -1,4 +1,4 @@
-package mgm
+package httpfront
 
 import (
 	"encoding/xml"
@@ -12,106 +12,92 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/checksum"
-	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
-	"github.com/kaon-storage/kaon/internal/storage"
+	"github.com/kaon-storage/kaon/internal/nsserver"
 )
 
-// Handler serves the namespace endpoint: WebDAV on every path, the admin
-// JSON API under /api/v1/ and the storage-server protocol under
-// /internal/v1/.
-func (s *Server) Handler() http.Handler {
-	internal := cluster.Handler(s, s.key.Internal())
-	api := s.apiHandler()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case strings.HasPrefix(r.URL.Path, "/internal/v1/"):
-			internal.ServeHTTP(w, r)
-		case strings.HasPrefix(r.URL.Path, "/api/v1/"):
-			api.ServeHTTP(w, r)
-		default:
-			s.serveDAV(w, r)
-		}
-	})
+// DataPath is the URL prefix of storage servers' data endpoint.
+const DataPath = "/kaon/v1/data/"
+
+// dataURL is where a grant sends an HTTP client.
+func dataURL(g *nsserver.Grant) string {
+	return fmt.Sprintf("%s%s%x?cap=%s", g.Entry.HTTP, DataPath, g.Inode.ID, url.QueryEscape(g.Token))
 }
 
-func davError(w http.ResponseWriter, err error, status int) {
-	if status == 0 {
-		status = kerr.HTTPStatus(kerr.KindOf(err))
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	fmt.Fprintln(w, err.Error())
-}
-
-func (s *Server) serveDAV(w http.ResponseWriter, r *http.Request) {
+func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 	p, err := namespace.CleanPath(r.URL.Path)
 	if err != nil {
-		davError(w, kerr.WithOp(err, r.Method), 0)
+		textError(w, kerr.WithOp(err, r.Method), 0)
 		return
 	}
-	c := s.caller(r)
+	c, err := f.principal(r)
+	if err != nil {
+		textError(w, kerr.WithOp(err, r.Method), 0)
+		return
+	}
+	ctx := r.Context()
 	switch r.Method {
 	case http.MethodOptions:
 		w.Header().Set("Allow", "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, PROPFIND")
 		w.Header().Set("DAV", "1")
 		w.WriteHeader(http.StatusOK)
 	case http.MethodGet, http.MethodHead:
-		s.davGet(w, r, c, p)
+		f.davGet(w, r, c, p)
 	case http.MethodPut:
 		if strings.HasSuffix(r.URL.Path, "/") && p != "/" {
-			davError(w, kerr.New(kerr.IsDir, "PUT", p, "cannot write to a directory path"), 0)
+			textError(w, kerr.New(kerr.IsDir, "PUT", p, "cannot write to a directory path"), 0)
 			return
 		}
-		red, err := s.OpenWrite(c, p, namespace.CreateOptions{}, true)
+		g, err := f.NS.Open(ctx, c, p, nsserver.OpenRequest{Write: true, Create: true, Truncate: true, MkPath: true})
 		if kerr.Is(err, kerr.NotFound) {
-			davError(w, err, http.StatusConflict) // no parent collection (RFC 4918 9.7.1)
+			textError(w, err, http.StatusConflict) // no parent collection (RFC 4918 9.7.1)
 			return
 		}
 		if err != nil {
-			davError(w, err, 0)
+			textError(w, err, 0)
 			return
 		}
-		http.Redirect(w, r, red.URL(), http.StatusTemporaryRedirect)
+		http.Redirect(w, r, dataURL(g), http.StatusTemporaryRedirect)
 	case http.MethodDelete:
-		if err := s.ns.RemoveAll(c, p); err != nil {
-			davError(w, err, 0)
+		if err := f.NS.Remove(ctx, c, p, namespace.RemoveOptions{Recursive: true}); err != nil {
+			textError(w, err, 0)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	case "MKCOL":
 		if r.ContentLength > 0 {
-			davError(w, kerr.New(kerr.Unsupported, "MKCOL", p, "MKCOL with a body is not supported"), http.StatusUnsupportedMediaType)
+			textError(w, kerr.New(kerr.Unsupported, "MKCOL", p, "MKCOL with a body is not supported"), http.StatusUnsupportedMediaType)
 			return
 		}
-		err := s.ns.Mkdir(c, p, 0o755, false)
+		err := f.NS.Mkdir(ctx, c, p, 0o755, false)
 		switch {
 		case err == nil:
 			w.WriteHeader(http.StatusCreated)
 		case kerr.Is(err, kerr.Exists):
-			davError(w, err, http.StatusMethodNotAllowed)
+			textError(w, err, http.StatusMethodNotAllowed)
 		case kerr.Is(err, kerr.NotFound), kerr.Is(err, kerr.NotDir):
-			davError(w, err, http.StatusConflict)
+			textError(w, err, http.StatusConflict)
 		default:
-			davError(w, err, 0)
+			textError(w, err, 0)
 		}
 	case "MOVE":
-		s.davMove(w, r, c, p)
+		f.davMove(w, r, c, p)
 	case "PROPFIND":
-		s.davPropfind(w, r, c, p)
+		f.davPropfind(w, r, c, p)
 	default:
 		w.Header().Set("Allow", "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, PROPFIND")
-		davError(w, kerr.New(kerr.Unsupported, r.Method, p, "method not supported"), http.StatusMethodNotAllowed)
+		textError(w, kerr.New(kerr.Unsupported, r.Method, p, "method not supported"), http.StatusMethodNotAllowed)
 	}
 }
 
-func (s *Server) davGet(w http.ResponseWriter, r *http.Request, c namespace.Caller, p string) {
-	n, err := s.ns.Stat(c, p)
+func (f *Namespace) davGet(w http.ResponseWriter, r *http.Request, c auth.Principal, p string) {
+	ctx := r.Context()
+	n, err := f.NS.Stat(ctx, c, p)
 	if err != nil {
-		davError(w, err, 0)
+		textError(w, err, 0)
 		return
 	}
 	h := w.Header()
@@ -121,17 +107,21 @@ func (s *Server) davGet(w http.ResponseWriter, r *http.Request, c namespace.Call
 		if r.Method == http.MethodHead {
 			return
 		}
-		s.htmlListing(w, c, p)
+		f.htmlListing(w, r, c, p)
 		return
 	}
-	if r.Header.Get("Want-Digest") != "" && !n.Permits(c, 4) {
-		// A digest tells about the content: same rule as the bytes.
-		davError(w, kerr.New(kerr.Permission, "checksum", p, "read permission denied"), 0)
-		return
-	}
-	if want := checksum.WantedTypes(r.Header.Get("Want-Digest"), false); len(want) > 0 && !hasAny(n.Checksums, want) {
-		if n, err = s.EnsureChecksum(r.Context(), c, p, want[0]); err != nil {
-			davError(w, err, 0)
+	if want := checksum.WantedTypes(r.Header.Get("Want-Digest"), false); len(want) > 0 {
+		// A digest tells about the content: the service checks the read
+		// permission, and computes a type nobody recorded yet.
+		typ := want[0]
+		for _, t := range want {
+			if n.Checksums[t] != "" {
+				typ = t
+				break
+			}
+		}
+		if n, err = f.NS.Checksum(ctx, c, p, typ); err != nil {
+			textError(w, err, 0)
 			return
 		}
 	}
@@ -140,30 +130,25 @@ func (s *Server) davGet(w http.ResponseWriter, r *http.Request, c namespace.Call
 		h.Set("Content-Type", "application/octet-stream")
 		h.Set("Accept-Ranges", "bytes")
 		h.Set("ETag", fmt.Sprintf("\"%x\"", n.ID))
-		storage.SetDigest(w, r, n.Checksums)
-		return
-	}
-	red, _, err := s.OpenRead(c, p)
-	if err != nil {
-		davError(w, err, 0)
-		return
-	}
-	http.Redirect(w, r, red.URL(), http.StatusTemporaryRedirect)
-}
-
-func hasAny(sums map[string]string, types []string) bool {
-	for _, t := range types {
-		if sums[t] != "" {
-			return true
+		if want := r.Header.Get("Want-Digest"); want != "" {
+			if v, ok := checksum.DigestHeaderValue(want, n.Checksums); ok {
+				h.Set("Digest", v)
+			}
 		}
+		return
 	}
-	return false
+	g, err := f.NS.Open(ctx, c, p, nsserver.OpenRequest{})
+	if err != nil {
+		textError(w, err, 0)
+		return
+	}
+	http.Redirect(w, r, dataURL(g), http.StatusTemporaryRedirect)
 }
 
-func (s *Server) htmlListing(w http.ResponseWriter, c namespace.Caller, p string) {
-	ents, err := s.ns.List(c, p)
+func (f *Namespace) htmlListing(w http.ResponseWriter, r *http.Request, c auth.Principal, p string) {
+	ents, err := f.NS.List(r.Context(), c, p)
 	if err != nil {
-		davError(w, err, 0)
+		textError(w, err, 0)
 		return
 	}
 	fmt.Fprintf(w, "<!doctype html><title>%s</title><h1>%s</h1><ul>\n", html.EscapeString(p), html.EscapeString(p))
@@ -192,48 +177,47 @@ func hrefOf(p string, dir bool) string {
 	return u
 }
 
-func (s *Server) davMove(w http.ResponseWriter, r *http.Request, c namespace.Caller, from string) {
+func (f *Namespace) davMove(w http.ResponseWriter, r *http.Request, c auth.Principal, from string) {
 	dest := r.Header.Get("Destination")
 	if dest == "" {
-		davError(w, kerr.New(kerr.Invalid, "MOVE", from, "missing Destination header"), 0)
+		textError(w, kerr.New(kerr.Invalid, "MOVE", from, "missing Destination header"), 0)
 		return
 	}
 	u, err := url.Parse(dest)
 	if err != nil {
-		davError(w, kerr.New(kerr.Invalid, "MOVE", from, "bad Destination header"), 0)
+		textError(w, kerr.New(kerr.Invalid, "MOVE", from, "bad Destination header"), 0)
 		return
 	}
 	if u.Host != "" && u.Host != r.Host {
-		davError(w, kerr.New(kerr.Unsupported, "MOVE", from, "destination on another server"), http.StatusBadGateway)
+		textError(w, kerr.New(kerr.Unsupported, "MOVE", from, "destination on another server"), http.StatusBadGateway)
 		return
 	}
 	to, err := namespace.CleanPath(u.Path)
 	if err != nil {
-		davError(w, kerr.WithOp(err, "MOVE"), 0)
+		textError(w, kerr.WithOp(err, "MOVE"), 0)
 		return
 	}
 	overwrite := !strings.EqualFold(strings.TrimSpace(r.Header.Get("Overwrite")), "F")
 	switch {
 	case to == from:
-		davError(w, kerr.New(kerr.Permission, "MOVE", from, "source and destination are the same"), http.StatusForbidden)
+		textError(w, kerr.New(kerr.Permission, "MOVE", from, "source and destination are the same"), http.StatusForbidden)
 		return
 	case namespace.IsAncestor(from, to):
-		davError(w, kerr.New(kerr.Invalid, "MOVE", to, "cannot move a directory into its own subtree"), http.StatusConflict)
+		textError(w, kerr.New(kerr.Invalid, "MOVE", to, "cannot move a directory into its own subtree"), http.StatusConflict)
 		return
 	}
-	_, existed := s.ns.Stat(c, to)
-	err = s.ns.Rename(c, from, to, overwrite)
+	replaced, err := f.NS.Rename(r.Context(), c, from, to, overwrite)
 	switch {
-	case err == nil && existed == nil:
+	case err == nil && replaced:
 		w.WriteHeader(http.StatusNoContent) // replaced an existing resource
 	case err == nil:
 		w.WriteHeader(http.StatusCreated)
 	case kerr.Is(err, kerr.Exists):
-		davError(w, err, http.StatusPreconditionFailed)
+		textError(w, err, http.StatusPreconditionFailed)
 	case kerr.Is(err, kerr.NotFound) && err.(*kerr.Error).Path == to:
-		davError(w, err, http.StatusConflict)
+		textError(w, err, http.StatusConflict)
 	default:
-		davError(w, err, 0)
+		textError(w, err, 0)
 	}
 }
 
@@ -303,7 +287,7 @@ func propsOf(p string, n *namespace.Inode) propResponse {
 	return r
 }
 
-func (s *Server) davPropfind(w http.ResponseWriter, r *http.Request, c namespace.Caller, p string) {
+func (f *Namespace) davPropfind(w http.ResponseWriter, r *http.Request, c auth.Principal, p string) {
 	depth := r.Header.Get("Depth")
 	if depth == "" || strings.EqualFold(depth, "infinity") {
 		w.Header().Set("Content-Type", "application/xml; charset=utf-8")
@@ -312,20 +296,20 @@ func (s *Server) davPropfind(w http.ResponseWriter, r *http.Request, c namespace
 		return
 	}
 	if depth != "0" && depth != "1" {
-		davError(w, kerr.New(kerr.Invalid, "PROPFIND", p, "Depth must be 0 or 1"), 0)
+		textError(w, kerr.New(kerr.Invalid, "PROPFIND", p, "Depth must be 0 or 1"), 0)
 		return
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
-	n, err := s.ns.Stat(c, p)
+	n, err := f.NS.Stat(r.Context(), c, p)
 	if err != nil {
-		davError(w, err, 0)
+		textError(w, err, 0)
 		return
 	}
 	resps := []propResponse{propsOf(p, n)}
 	if depth == "1" && n.IsDir {
-		ents, err := s.ns.List(c, p)
+		ents, err := f.NS.List(r.Context(), c, p)
 		if err != nil {
-			davError(w, err, 0)
+			textError(w, err, 0)
 			return
 		}
 		for _, e := range ents {

@@ -1,0 +1,66 @@
+// Package auth says who a request comes from. Front ends collect what
+// they know of a client (its connection, a bearer token, a certificate)
+// into a Request; an Authenticator turns it into a Principal; the
+// namespace service authorizes the Principal, once, for every protocol.
+//
+// Authenticators are tried in order (Chain); one that does not apply to a
+// request (no token, not a loopback peer) passes; if none applies the
+// client is Nobody. One that applies and fails refuses the request: a
+// client that sent a bad token is not quietly treated as anonymous.
+package auth
+
+import (
+	"context"
+	"crypto/x509"
+	"net"
+)
+
+// Principal is an authenticated client.
+type Principal struct {
+	UID, GID uint32
+	Groups   []uint32
+	Name     string // user name, or the token subject
+	Method   string // how it was authenticated: "unix", "none", ...
+}
+
+// Nobody is the identity of clients Kaon cannot authenticate.
+var Nobody = Principal{UID: 65534, GID: 65534, Name: "nobody", Method: "none"}
+
+// Root is the identity of Kaon's own services acting on their behalf.
+var Root = Principal{Name: "root", Method: "internal"}
+
+// IsRoot reports whether p is the superuser.
+func (p Principal) IsRoot() bool { return p.UID == 0 }
+
+// Request is what a front end knows about a client.
+type Request struct {
+	Remote, Local net.Addr            // the connection
+	Bearer        string              // a bearer token, if the client sent one
+	Certs         []*x509.Certificate // a verified client certificate chain, if any
+	Login         string              // the name the client claims (display only)
+}
+
+// Authenticator is one authentication method.
+type Authenticator interface {
+	// Authenticate returns the principal and true when the method applies
+	// to r, false when it does not (the next method is tried), or an
+	// error when it applies and fails.
+	Authenticate(ctx context.Context, r *Request) (Principal, bool, error)
+}
+
+// Chain tries authenticators in order; a request none applies to is Nobody.
+type Chain []Authenticator
+
+// Authenticate implements the chain.
+func (c Chain) Authenticate(ctx context.Context, r *Request) (Principal, error) {
+	for _, a := range c {
+		p, ok, err := a.Authenticate(ctx, r)
+		if err != nil {
+			return Nobody, err
+		}
+		if ok {
+			return p, nil
+		}
+	}
+	return Nobody, nil
+}

@@ -1,0 +1,64 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"testing"
+)
+
+type fixed struct {
+	p   Principal
+	ok  bool
+	err error
+}
+
+func (f fixed) Authenticate(context.Context, *Request) (Principal, bool, error) {
+	return f.p, f.ok, f.err
+}
+
+func TestChain(t *testing.T) {
+	alice := Principal{UID: 1000, Name: "alice", Method: "test"}
+	ctx := context.Background()
+	if p, err := (Chain{fixed{}, fixed{p: alice, ok: true}}).Authenticate(ctx, &Request{}); err != nil || p.Name != "alice" {
+		t.Fatalf("second method: %+v %v", p, err)
+	}
+	if p, err := (Chain{fixed{}}).Authenticate(ctx, &Request{}); err != nil || p.UID != Nobody.UID {
+		t.Fatalf("no method applies: %+v %v", p, err)
+	}
+	bad := errors.New("bad token")
+	if _, err := (Chain{fixed{err: bad}, fixed{p: alice, ok: true}}).Authenticate(ctx, &Request{}); err != bad {
+		t.Fatalf("a method that applies and fails must refuse: %v", err)
+	}
+}
+
+// TestUnixPeer: a real loopback connection is its owner; a non-loopback
+// address is not authenticated by this method.
+func TestUnixPeer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err == nil {
+			defer c.Close()
+			c.Read(make([]byte, 1))
+		}
+	}()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, ok, err := Unix{}.Authenticate(context.Background(), &Request{Remote: c.RemoteAddr(), Local: c.LocalAddr()})
+	if err != nil || !ok || p.UID != uint32(os.Getuid()) || p.Method != "unix" {
+		t.Fatalf("loopback peer: %+v %v %v", p, ok, err)
+	}
+	far := &net.TCPAddr{IP: net.ParseIP("192.0.2.1"), Port: 4000}
+	if _, ok, _ := (Unix{}).Authenticate(context.Background(), &Request{Remote: far, Local: c.LocalAddr()}); ok {
+		t.Fatal("a remote address was authenticated as a local user")
+	}
+}

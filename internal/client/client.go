@@ -1,0 +1,192 @@
+// Package client is a Go client of the namespace server's admin API
+// (/api/v1/...) with its wire types: the CLI and the tests use it, and so
+// will the caching mount.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Client calls one namespace server.
+type Client struct {
+	Base string // http(s)://host:port
+	HTTP *http.Client
+}
+
+// New returns a client of the namespace server at base.
+func New(base string) *Client {
+	return &Client{Base: strings.TrimRight(base, "/"), HTTP: &http.Client{}}
+}
+
+// Error is an error the server returned; its message already names the
+// path and the reason.
+type Error struct {
+	Status int    // HTTP status
+	Kind   int    // the server's error kind (kerr.Kind)
+	Msg    string // the server's message
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Call invokes route with args: GET with query parameters when out is
+// read-only (write false), POST with a JSON body otherwise; the JSON
+// answer is decoded into out when out is not nil.
+func (c *Client) Call(ctx context.Context, write bool, route string, args map[string]any, out any) error {
+	u := c.Base + "/api/v1/" + route
+	var body io.Reader
+	method := http.MethodGet
+	if write {
+		method = http.MethodPost
+		b, _ := json.Marshal(args)
+		body = bytes.NewReader(b)
+	} else if len(args) > 0 {
+		q := url.Values{}
+		for k, v := range args {
+			q.Set(k, fmt.Sprint(v))
+		}
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return err
+	}
+	if write {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach Kaon at %s: %w", c.Base, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e ErrorBody
+		if json.Unmarshal(data, &e) == nil && e.Message != "" {
+			return &Error{Status: resp.StatusCode, Kind: e.Kind, Msg: e.Message}
+		}
+		return &Error{Status: resp.StatusCode, Msg: fmt.Sprintf("%s %s: HTTP %d", method, route, resp.StatusCode)}
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+func (c *Client) get(ctx context.Context, route string, args map[string]any, out any) error {
+	return c.Call(ctx, false, route, args, out)
+}
+
+func (c *Client) post(ctx context.Context, route string, args map[string]any) error {
+	return c.Call(ctx, true, route, args, nil)
+}
+
+// Stat returns the entry at path.
+func (c *Client) Stat(ctx context.Context, path string) (Entry, error) {
+	var e Entry
+	err := c.get(ctx, "stat", map[string]any{"path": path}, &e)
+	return e, err
+}
+
+// List returns the entries of a directory (a file lists as itself).
+func (c *Client) List(ctx context.Context, path string) ([]Entry, error) {
+	var es []Entry
+	err := c.get(ctx, "ls", map[string]any{"path": path}, &es)
+	return es, err
+}
+
+// FileInfo returns a file's entry with its stripes.
+func (c *Client) FileInfo(ctx context.Context, path string) (Entry, error) {
+	var e Entry
+	err := c.get(ctx, "fileinfo", map[string]any{"path": path}, &e)
+	return e, err
+}
+
+// Mkdir creates a directory (mode 0 = 0755).
+func (c *Client) Mkdir(ctx context.Context, path string, mode uint32, parents bool) error {
+	args := map[string]any{"path": path, "parents": parents}
+	if mode != 0 {
+		args["mode"] = fmt.Sprintf("%o", mode)
+	}
+	return c.post(ctx, "mkdir", args)
+}
+
+// Remove removes a file or an empty directory, or a tree when recursive.
+func (c *Client) Remove(ctx context.Context, path string, recursive bool) error {
+	return c.post(ctx, "rm", map[string]any{"path": path, "recursive": recursive})
+}
+
+// Rename moves from to to.
+func (c *Client) Rename(ctx context.Context, from, to string, overwrite bool) error {
+	return c.post(ctx, "mv", map[string]any{"from": from, "to": to, "overwrite": overwrite})
+}
+
+// Chmod sets permission bits.
+func (c *Client) Chmod(ctx context.Context, path string, mode uint32) error {
+	return c.post(ctx, "chmod", map[string]any{"path": path, "mode": fmt.Sprintf("%o", mode)})
+}
+
+// Chown sets owner and group.
+func (c *Client) Chown(ctx context.Context, path string, uid, gid uint32) error {
+	return c.post(ctx, "chown", map[string]any{"path": path, "uid": fmt.Sprint(uid), "gid": fmt.Sprint(gid)})
+}
+
+// Touch creates an empty file.
+func (c *Client) Touch(ctx context.Context, path string, exclusive bool) error {
+	return c.post(ctx, "touch", map[string]any{"path": path, "exclusive": exclusive})
+}
+
+// SetAttr sets an extended attribute.
+func (c *Client) SetAttr(ctx context.Context, path, name, value string) error {
+	return c.post(ctx, "attr/set", map[string]any{"path": path, "name": name, "value": value})
+}
+
+// RemoveAttr removes an extended attribute.
+func (c *Client) RemoveAttr(ctx context.Context, path, name string) error {
+	return c.post(ctx, "attr/rm", map[string]any{"path": path, "name": name})
+}
+
+// Attrs lists extended attributes as name/value pairs sorted by name.
+func (c *Client) Attrs(ctx context.Context, path string) ([][2]string, error) {
+	var out [][2]string
+	err := c.get(ctx, "attr/ls", map[string]any{"path": path}, &out)
+	return out, err
+}
+
+// Filesystems lists the filesystems (`fs ls`).
+func (c *Client) Filesystems(ctx context.Context) ([]Filesystem, error) {
+	var out []Filesystem
+	err := c.get(ctx, "fs/ls", nil, &out)
+	return out, err
+}
+
+// AddFilesystem registers a filesystem on a storage server node.
+func (c *Client) AddFilesystem(ctx context.Context, node, path, group string) error {
+	return c.post(ctx, "fs/add", map[string]any{"node": node, "path": path, "group": group})
+}
+
+// ConfigFilesystem sets key=value on filesystem id.
+func (c *Client) ConfigFilesystem(ctx context.Context, id, key, value string) error {
+	return c.post(ctx, "fs/config", map[string]any{"id": id, "key": key, "value": value})
+}
+
+// ReinitFilesystem lets the storage server create filesystem id anew.
+func (c *Client) ReinitFilesystem(ctx context.Context, id string) error {
+	return c.post(ctx, "fs/reinit", map[string]any{"id": id})
+}
+
+// Spaces lists the spaces (`space ls`).
+func (c *Client) Spaces(ctx context.Context) ([]Space, error) {
+	var out []Space
+	err := c.get(ctx, "space/ls", nil, &out)
+	return out, err
+}

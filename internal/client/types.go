@@ -1,0 +1,75 @@
+package client
+
+import "time"
+
+// The admin API's JSON types (namespace endpoint, /api/v1/...). They are
+// the wire format: fields are only added, never renamed or removed.
+
+// Entry is a file or directory.
+type Entry struct {
+	Path      string            `json:"path"`
+	Name      string            `json:"name"`
+	ID        uint64            `json:"id"`
+	IsDir     bool              `json:"dir"`
+	Mode      uint32            `json:"mode"`
+	UID       uint32            `json:"uid"`
+	GID       uint32            `json:"gid"`
+	Size      int64             `json:"size"`
+	MTime     time.Time         `json:"mtime"`
+	CTime     time.Time         `json:"ctime"`
+	BTime     time.Time         `json:"btime"`
+	Layout    string            `json:"layout,omitempty"`
+	Checksums map[string]string `json:"checksums,omitempty"`
+	Locations []uint32          `json:"locations,omitempty"`
+	TreeSize  int64             `json:"treesize,omitempty"`
+	TreeFiles int64             `json:"files,omitempty"`
+	TreeDirs  int64             `json:"dirs,omitempty"`
+	TreeMTime *time.Time        `json:"treemtime,omitempty"`
+	XAttrs    map[string]string `json:"xattrs,omitempty"`
+	Stripes   []Stripe          `json:"stripes,omitempty"`
+}
+
+// Stripe is one physical file of a logical file.
+type Stripe struct {
+	Index    int    `json:"index"`
+	FsID     uint32 `json:"fsid"`
+	Node     string `json:"node"`
+	PhysPath string `json:"physpath"`
+}
+
+// Filesystem is a row of `fs ls`.
+type Filesystem struct {
+	ID           uint32    `json:"id"`
+	Node         string    `json:"node"`
+	Path         string    `json:"path"`
+	Group        string    `json:"group"`
+	Space        string    `json:"space"`
+	ConfigStatus string    `json:"configstatus"`
+	UUID         string    `json:"uuid,omitempty"`
+	Initialized  bool      `json:"initialized,omitempty"`
+	Addr         string    `json:"addr"`
+	BootStatus   string    `json:"bootstatus"` // booted, down, offline
+	Capacity     uint64    `json:"capacity"`
+	Used         uint64    `json:"used"`
+	Files        int64     `json:"files"`
+	Health       string    `json:"health"`
+	LastBeat     time.Time `json:"lastbeat"`
+}
+
+// Space is a row of `space ls`.
+type Space struct {
+	Name        string `json:"name"`
+	Groups      int    `json:"groups"`
+	Filesystems int    `json:"filesystems"`
+	RW          int    `json:"rw"`
+	Booted      int    `json:"booted"`
+	Capacity    uint64 `json:"capacity"`
+	Used        uint64 `json:"used"`
+	Files       int64  `json:"files"`
+}
+
+// ErrorBody is the JSON error every admin API call returns on failure.
+type ErrorBody struct {
+	Kind    int    `json:"kind"`
+	Message string `json:"message"`
+}

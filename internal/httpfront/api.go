@@ -1,0 +1,247 @@
+package httpfront
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"strconv"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsserver"
+)
+
+// entryOf converts an inode to its wire form.
+func entryOf(p string, n *namespace.Inode) client.Entry {
+	e := client.Entry{Path: p, Name: n.Name, ID: n.ID, IsDir: n.IsDir, Mode: n.Mode, UID: n.UID, GID: n.GID,
+		Size: n.Size, MTime: time.Unix(0, n.MTime), CTime: time.Unix(0, n.CTime), BTime: time.Unix(0, n.BTime),
+		Layout: n.Layout, Checksums: n.Checksums, Locations: n.Locations, XAttrs: n.XAttrs}
+	if n.IsDir {
+		t := time.Unix(0, n.TreeMTime)
+		e.Size, e.TreeSize, e.TreeFiles, e.TreeDirs, e.TreeMTime = n.TreeSize, n.TreeSize, n.TreeFiles, n.TreeDirs, &t
+	}
+	return e
+}
+
+func filesystemOf(f nsserver.FsState) client.Filesystem {
+	return client.Filesystem{ID: f.ID, Node: f.Node, Path: f.Path, Group: f.Group, Space: f.Space, ConfigStatus: f.ConfigStatus,
+		UUID: f.UUID, Initialized: f.Initialized, Addr: f.Addr, BootStatus: f.BootStatus, Capacity: f.Capacity,
+		Used: f.Used, Files: f.Files, Health: f.Health, LastBeat: f.LastBeat}
+}
+
+// apiArgs merges query parameters and a JSON body.
+type apiArgs map[string]string
+
+func (a apiArgs) bool(k string) bool { b, _ := strconv.ParseBool(a[k]); return b }
+
+func (a apiArgs) mode(op string, def uint64) (uint32, error) {
+	if a["mode"] == "" {
+		return uint32(def), nil
+	}
+	m, err := strconv.ParseUint(a["mode"], 8, 32)
+	if err != nil || m > 0o7777 {
+		return 0, kerr.New(kerr.Invalid, op, a["path"], fmt.Sprintf("bad mode %q (octal)", a["mode"]))
+	}
+	return uint32(m), nil
+}
+
+func (a apiArgs) fsID(op string) (uint32, error) {
+	id, err := strconv.ParseUint(a["id"], 10, 32)
+	if err != nil {
+		return 0, kerr.New(kerr.Invalid, op, a["id"], "bad filesystem id")
+	}
+	return uint32(id), nil
+}
+
+type apiFunc func(ctx context.Context, p auth.Principal, a apiArgs) (any, error)
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeJSONError(w http.ResponseWriter, err error) {
+	k := kerr.KindOf(err)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(kerr.HTTPStatus(k))
+	_ = json.NewEncoder(w).Encode(client.ErrorBody{Kind: int(k), Message: err.Error()})
+}
+
+// apiHandler serves the admin JSON API (client package): GET for reads,
+// POST with a JSON body for changes.
+func (f *Namespace) apiHandler() http.Handler {
+	mux := http.NewServeMux()
+	handle := func(route string, write bool, fn apiFunc) {
+		mux.HandleFunc("/api/v1/"+route, func(w http.ResponseWriter, r *http.Request) {
+			if write != (r.Method == http.MethodPost) {
+				writeJSONError(w, kerr.New(kerr.Unsupported, r.Method, r.URL.Path, "wrong method"))
+				return
+			}
+			args := apiArgs{}
+			for k, v := range r.URL.Query() {
+				args[k] = v[0]
+			}
+			if r.Method == http.MethodPost {
+				body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+				if len(body) > 0 {
+					var m map[string]any
+					if err := json.Unmarshal(body, &m); err != nil {
+						writeJSONError(w, kerr.Wrap(kerr.Invalid, "api", r.URL.Path, err))
+						return
+					}
+					for k, v := range m {
+						switch v := v.(type) {
+						case string:
+							args[k] = v
+						default:
+							b, _ := json.Marshal(v)
+							args[k] = string(b)
+						}
+					}
+				}
+			}
+			p, err := f.principal(r)
+			if err != nil {
+				writeJSONError(w, err)
+				return
+			}
+			out, err := fn(r.Context(), p, args)
+			if err != nil {
+				writeJSONError(w, err)
+				return
+			}
+			writeJSON(w, out)
+		})
+	}
+	ns := f.NS
+	done := struct{}{}
+	handle("stat", false, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		n, err := ns.Stat(ctx, c, a["path"])
+		if err != nil {
+			return nil, err
+		}
+		p, _ := namespace.CleanPath(a["path"])
+		return entryOf(p, n), nil
+	})
+	handle("ls", false, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		p, err := namespace.CleanPath(a["path"])
+		if err != nil {
+			return nil, kerr.WithOp(err, "ls")
+		}
+		n, err := ns.Stat(ctx, c, p)
+		if err != nil {
+			return nil, err
+		}
+		if !n.IsDir {
+			return []client.Entry{entryOf(p, n)}, nil
+		}
+		ents, err := ns.List(ctx, c, p)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]client.Entry, len(ents))
+		for i, e := range ents {
+			out[i] = entryOf(path.Join(p, e.Name), e)
+		}
+		return out, nil
+	})
+	handle("mkdir", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		mode, err := a.mode("mkdir", 0o755)
+		if err != nil {
+			return nil, err
+		}
+		return done, ns.Mkdir(ctx, c, a["path"], mode, a.bool("parents"))
+	})
+	handle("chmod", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		if a["mode"] == "" {
+			return nil, kerr.New(kerr.Invalid, "chmod", a["path"], "missing mode")
+		}
+		mode, err := a.mode("chmod", 0)
+		if err != nil {
+			return nil, err
+		}
+		return done, ns.Chmod(ctx, c, a["path"], mode)
+	})
+	handle("chown", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		uid, err1 := strconv.ParseUint(a["uid"], 10, 32)
+		gid, err2 := strconv.ParseUint(a["gid"], 10, 32)
+		if err1 != nil || err2 != nil {
+			return nil, kerr.New(kerr.Invalid, "chown", a["path"], "uid and gid must be numbers")
+		}
+		return done, ns.Chown(ctx, c, a["path"], uint32(uid), uint32(gid))
+	})
+	handle("touch", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		_, err := ns.Touch(ctx, c, a["path"], a.bool("exclusive"), 0)
+		return done, err
+	})
+	handle("rm", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		return done, ns.Remove(ctx, c, a["path"], namespace.RemoveOptions{Any: true, Recursive: a.bool("recursive")})
+	})
+	handle("mv", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		_, err := ns.Rename(ctx, c, a["from"], a["to"], a.bool("overwrite"))
+		return done, err
+	})
+	handle("attr/set", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		return done, ns.SetXAttr(ctx, c, a["path"], a["name"], a["value"])
+	})
+	handle("attr/rm", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		return done, ns.RemoveXAttr(ctx, c, a["path"], a["name"])
+	})
+	handle("attr/ls", false, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		return ns.XAttrs(ctx, c, a["path"])
+	})
+	handle("fileinfo", false, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		n, stripes, err := ns.FileInfo(ctx, c, a["path"])
+		if err != nil {
+			return nil, err
+		}
+		p, _ := namespace.CleanPath(a["path"])
+		e := entryOf(p, n)
+		for _, s := range stripes {
+			e.Stripes = append(e.Stripes, client.Stripe{Index: s.Index, FsID: s.FsID, Node: s.Node, PhysPath: s.PhysPath})
+		}
+		return e, nil
+	})
+	handle("fs/ls", false, func(ctx context.Context, c auth.Principal, _ apiArgs) (any, error) {
+		var out []client.Filesystem
+		for _, f := range ns.Filesystems(ctx, c) {
+			out = append(out, filesystemOf(f))
+		}
+		return out, nil
+	})
+	handle("fs/add", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		f, err := ns.AddFilesystem(ctx, c, a["node"], a["path"], a["group"])
+		if err != nil {
+			return nil, err
+		}
+		return filesystemOf(f), nil
+	})
+	handle("fs/config", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		id, err := a.fsID("fs config")
+		if err != nil {
+			return nil, err
+		}
+		return done, ns.ConfigFilesystem(ctx, c, id, a["key"], a["value"])
+	})
+	handle("fs/reinit", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		id, err := a.fsID("fs reinit")
+		if err != nil {
+			return nil, err
+		}
+		return done, ns.ReinitFilesystem(ctx, c, id)
+	})
+	handle("space/ls", false, func(ctx context.Context, c auth.Principal, _ apiArgs) (any, error) {
+		var out []client.Space
+		for _, s := range ns.Spaces(ctx, c) {
+			out = append(out, client.Space(s))
+		}
+		return out, nil
+	})
+	return mux
+}

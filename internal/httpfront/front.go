@@ -1,0 +1,103 @@
+// Package httpfront is Kaon's HTTP front end: the namespace endpoint
+// (WebDAV, the admin JSON API under /api/v1/, the internal protocol under
+// /internal/v1/) and the storage servers' data endpoint. It authenticates
+// clients, translates requests into calls of the namespace service and
+// the storage server, and answers with the one HTTP mapping of Kaon's
+// errors (kerr.HTTPStatus). It decides nothing itself.
+package httpfront
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsserver"
+)
+
+// Namespace serves the namespace endpoint of a namespace server.
+type Namespace struct {
+	NS       *nsserver.Server
+	Key      *capability.Key // for the internal protocol's shared secret
+	Auth     auth.Chain      // how clients are authenticated (default: unix peers)
+	Log      *slog.Logger
+	internal http.Handler
+	api      http.Handler
+	once     sync.Once
+}
+
+func (f *Namespace) init() {
+	f.once.Do(func() {
+		if f.Auth == nil {
+			f.Auth = auth.Chain{auth.Unix{}}
+		}
+		if f.Log == nil {
+			f.Log = slog.Default()
+		}
+		f.internal = cluster.Handler(f.NS, f.Key.Internal())
+		f.api = f.apiHandler()
+	})
+}
+
+// ServeHTTP routes: the internal protocol, the admin API, WebDAV.
+func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.init()
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/internal/v1/"):
+		f.internal.ServeHTTP(w, r)
+	case strings.HasPrefix(r.URL.Path, "/api/v1/"):
+		f.api.ServeHTTP(w, r)
+	default:
+		f.serveDAV(w, r)
+	}
+}
+
+type connKey struct{}
+
+// connAuth caches a connection's authentication: methods that depend only
+// on the connection (unix peers) run once per connection, on its first
+// request and in its own goroutine (ConnContext runs in the accept loop,
+// which must not wait on the kernel).
+type connAuth struct {
+	once          sync.Once
+	remote, local net.Addr
+	p             auth.Principal
+	err           error
+}
+
+// ConnContext attaches a connection's authentication state to its
+// requests (http.Server.ConnContext).
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, &connAuth{remote: c.RemoteAddr(), local: c.LocalAddr()})
+}
+
+// principal authenticates the client of r.
+func (f *Namespace) principal(r *http.Request) (auth.Principal, error) {
+	ca, ok := r.Context().Value(connKey{}).(*connAuth)
+	if !ok {
+		return auth.Nobody, nil
+	}
+	ca.once.Do(func() {
+		ca.p, ca.err = f.Auth.Authenticate(r.Context(), &auth.Request{Remote: ca.remote, Local: ca.local})
+	})
+	return ca.p, ca.err
+}
+
+// textError answers err as text naming the path and the reason, with the
+// status kerr maps it to (or status when not 0).
+func textError(w http.ResponseWriter, err error, status int) {
+	if status == 0 {
+		status = kerr.HTTPStatus(kerr.KindOf(err))
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	fmt.Fprintln(w, err.Error())
+}

@@ -1,0 +1,259 @@
+package namespace
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/checksum"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/kv"
+	"github.com/kaon-storage/kaon/internal/layout"
+)
+
+// CreateOptions says how BeginCreate behaves.
+type CreateOptions struct {
+	Exclusive bool   // fail if the file exists
+	Mode      uint32 // permission bits (default 0644)
+	Layout    string // override the inherited layout (must parse)
+}
+
+// Placement chooses one filesystem per stripe for a new file.
+type Placement func(l layout.Layout) ([]uint32, error)
+
+// prepareCreate validates a create of path and builds the new file's inode
+// (layout and checksum policy from the parent, placed by place). It returns
+// the inode, its parent, and the file it replaces (nil if none). Caller
+// holds ns.mu.
+func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptions, place Placement) (f, parent, old *Inode, err error) {
+	p, n, parent, err := ns.lookup(c, "create", path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if p == "/" || parent == nil {
+		return nil, nil, nil, kerr.New(kerr.IsDir, "create", p, "is a directory")
+	}
+	if n != nil {
+		switch {
+		case n.IsDir:
+			return nil, nil, nil, kerr.New(kerr.IsDir, "create", p, "is a directory")
+		case o.Exclusive:
+			return nil, nil, nil, kerr.New(kerr.Exists, "create", p, "file exists")
+		case !ns.permits(c, n, Write):
+			return nil, nil, nil, kerr.New(kerr.Permission, "create", p, "write permission denied")
+		}
+	}
+	if !ns.permits(c, parent, Write|Search) {
+		return nil, nil, nil, kerr.New(kerr.Permission, "create", p, "write permission denied on parent")
+	}
+	ls := o.Layout
+	if ls == "" {
+		ls = parent.XAttrs[AttrLayout]
+	}
+	if ls == "" {
+		ls = "plain"
+	}
+	l, err := layout.Parse(ls)
+	if err != nil {
+		return nil, nil, nil, kerr.WithOp(err, "create")
+	}
+	sums := DefaultChecksums
+	if v := parent.XAttrs[AttrChecksums]; v != "" {
+		sums = strings.Split(v, ",")
+	}
+	var locs []uint32
+	if place != nil {
+		if locs, err = place(l); err != nil {
+			var ke *kerr.Error
+			if errors.As(err, &ke) {
+				ke.Op, ke.Path = "create", p
+				return nil, nil, nil, ke
+			}
+			return nil, nil, nil, kerr.Wrap(kerr.NoSpace, "create", p, err)
+		}
+	}
+	mode := o.Mode & 0o7777
+	if mode == 0 {
+		mode = 0o644
+	}
+	now := ns.opts.Now().UnixNano()
+	f = &Inode{ID: ns.allocID(tx), Parent: parent.ID, Name: p[strings.LastIndexByte(p, '/')+1:],
+		Mode: mode, UID: c.UID, GID: c.GID, CTime: now, MTime: now, BTime: now,
+		Layout: l.String(), Locations: locs, Checksums: map[string]string{}}
+	for _, s := range sums {
+		f.Checksums[strings.TrimSpace(s)] = ""
+	}
+	return f, parent, n, nil
+}
+
+// BeginCreate validates a write to path, resolves its layout and checksum
+// policy from the parent, places it, and records a pending upload. The file
+// stays invisible until Commit.
+func (ns *Namespace) BeginCreate(c Caller, path string, o CreateOptions, place Placement) (f *Inode, err error) {
+	err = ns.mutate("create", func(tx *txn) error {
+		if f, _, _, err = ns.prepareCreate(tx, c, path, o, place); err != nil {
+			return err
+		}
+		tx.put(pendingKey(f.ID), f.encode(nil))
+		tx.emit(Event{Kind: Created, Ino: f.ID, Parent: f.Parent, Name: f.Name})
+		return nil
+	})
+	return f, err
+}
+
+// CreateEmpty creates (or, without Exclusive, replaces with) an empty file
+// in one atomic step. An empty file needs no stripes: metadata-only creates
+// (mdtest, touch, a client that opens for writing and closes at once).
+func (ns *Namespace) CreateEmpty(c Caller, path string, o CreateOptions) (f *Inode, err error) {
+	err = ns.mutate("create", func(tx *txn) error {
+		var parent, old *Inode
+		if f, parent, old, err = ns.prepareCreate(tx, c, path, o, nil); err != nil {
+			return err
+		}
+		for t := range f.Checksums {
+			f.Checksums[t] = checksum.EmptySum(t)
+		}
+		return ns.link(tx, parent, f, old)
+	})
+	return f, err
+}
+
+// link makes file f visible in parent, replacing old (whose stripes are
+// queued for deletion), and updates the subtree accounting. Caller holds
+// ns.mu.
+func (ns *Namespace) link(tx *txn, parent, f, old *Inode) error {
+	now := f.MTime
+	putFile(tx, f)
+	tx.put(inodeKey(f.ID), fileIndex(parent.ID, f.Name))
+	dFiles, dSize := int64(1), f.Size
+	if old != nil {
+		dFiles, dSize = 0, f.Size-old.Size
+		tx.del(inodeKey(old.ID))
+		queueDeletion(tx, old)
+		tx.emit(Event{Kind: Removed, Ino: old.ID, Parent: parent.ID, Name: old.Name})
+	}
+	tx.emit(Event{Kind: Committed, Ino: f.ID, Parent: parent.ID, Name: f.Name})
+	ns.touch(tx, parent, now)
+	if err := ns.account(tx, parent.ID, dSize, dFiles, 0, now); err != nil {
+		return kerr.Wrap(kerr.Internal, "create", f.Name, err)
+	}
+	return nil
+}
+
+// Pending returns the pending upload fid (for storage servers that verify a
+// commit) or NotFound.
+func (ns *Namespace) Pending(fid uint64) (*Inode, error) {
+	v, err := ns.eng.Get(pendingKey(fid))
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, kerr.New(kerr.NotFound, "commit", "fid "+strconv.FormatUint(fid, 10), "no pending upload (committed or aborted)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeInode(v)
+}
+
+// ClaimUpload marks pending upload fid as being written. A storage server
+// claims an upload before it touches any byte, so a write capability is
+// good for exactly one upload: a replay while it runs, or once it has been
+// committed or aborted, is refused here. Claims live in memory only: a
+// restart aborts every pending upload anyway (AbortStale).
+func (ns *Namespace) ClaimUpload(fid uint64) (*Inode, error) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	what := "fid " + strconv.FormatUint(fid, 10)
+	f, err := ns.Pending(fid)
+	if kerr.Is(err, kerr.NotFound) {
+		return nil, kerr.New(kerr.Permission, "write", what, "write capability already used: the upload was committed or aborted")
+	}
+	if err != nil {
+		return nil, kerr.Wrap(kerr.Internal, "write", what, err)
+	}
+	if ns.claimed[fid] {
+		return nil, kerr.New(kerr.Permission, "write", what, "write capability already in use by another upload")
+	}
+	ns.claimed[fid] = true
+	return f, nil
+}
+
+// Commit makes pending upload fid visible with its final size and checksums,
+// replacing (and queueing the data of) any file already at that name.
+func (ns *Namespace) Commit(fid uint64, size int64, sums map[string]string) (f *Inode, err error) {
+	err = ns.mutate("commit", func(tx *txn) error {
+		if f, err = ns.Pending(fid); err != nil {
+			return err
+		}
+		parent, err := ns.dir(f.Parent)
+		if err != nil {
+			// Parent removed while uploading: the upload is void.
+			ns.abort(tx, f)
+			tx.result = kerr.New(kerr.NotFound, "commit", f.Name, "parent directory was removed during upload")
+			return nil
+		}
+		old, err := ns.child(parent.ID, f.Name)
+		if err != nil {
+			return kerr.Wrap(kerr.Internal, "commit", f.Name, err)
+		}
+		if old != nil && old.IsDir {
+			ns.abort(tx, f)
+			tx.result = kerr.New(kerr.IsDir, "commit", f.Name, "a directory was created at this path during upload")
+			return nil
+		}
+		now := ns.opts.Now().UnixNano()
+		f.Size, f.MTime, f.CTime = size, now, now
+		for k := range f.Checksums {
+			f.Checksums[k] = sums[k]
+		}
+		tx.del(pendingKey(fid))
+		delete(ns.claimed, fid)
+		return ns.link(tx, parent, f, old)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Abort drops pending upload fid and queues its stripes for deletion.
+func (ns *Namespace) Abort(fid uint64) error {
+	return ns.mutate("abort", func(tx *txn) error {
+		f, err := ns.Pending(fid)
+		if err != nil {
+			return err
+		}
+		ns.abort(tx, f)
+		return nil
+	})
+}
+
+func (ns *Namespace) abort(tx *txn, f *Inode) {
+	tx.del(pendingKey(f.ID))
+	delete(ns.claimed, f.ID)
+	queueDeletion(tx, f)
+}
+
+// AbortStale aborts pending uploads created before t (their writer died)
+// and queues their stripes for deletion. It returns how many it aborted.
+func (ns *Namespace) AbortStale(t time.Time) (int, error) {
+	var stale []*Inode
+	err := ns.eng.Scan([]byte{'P'}, []byte{'Q'}, func(_, v []byte) bool {
+		if f, err := decodeInode(v); err == nil && f.CTime < t.UnixNano() {
+			stale = append(stale, f)
+		}
+		return true
+	})
+	if err != nil || len(stale) == 0 {
+		return 0, err
+	}
+	err = ns.mutate("abort", func(tx *txn) error {
+		for _, f := range stale {
+			ns.abort(tx, f)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return len(stale), nil
+}

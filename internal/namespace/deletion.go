@@ -1,0 +1,48 @@
+package namespace
+
+import (
+	"encoding/binary"
+
+	"github.com/kaon-storage/kaon/internal/kv"
+)
+
+// Deletion is one physical stripe a storage server must remove.
+type Deletion struct {
+	FsID   uint32 `json:"fsid"`
+	Fid    uint64 `json:"fid"`
+	Stripe int    `json:"stripe"`
+}
+
+// queueDeletion queues every stripe of f for removal by its storage server.
+func queueDeletion(tx *txn, f *Inode) {
+	for i, fs := range f.Locations {
+		tx.put(deletionKey(fs, f.ID, i), nil)
+	}
+}
+
+// Deletions lists up to max queued deletions for filesystem fsid.
+func (ns *Namespace) Deletions(fsid uint32, max int) ([]Deletion, error) {
+	prefix := binary.BigEndian.AppendUint32([]byte{'X'}, fsid)
+	var out []Deletion
+	err := ns.eng.Scan(prefix, kv.PrefixEnd(prefix), func(k, _ []byte) bool {
+		if len(k) != 15 {
+			return true
+		}
+		out = append(out, Deletion{FsID: fsid, Fid: binary.BigEndian.Uint64(k[5:]), Stripe: int(binary.BigEndian.Uint16(k[13:]))})
+		return len(out) < max
+	})
+	return out, err
+}
+
+// AckDeletions removes done deletions from the queue.
+func (ns *Namespace) AckDeletions(ds []Deletion) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	return ns.mutate("delete", func(tx *txn) error {
+		for _, d := range ds {
+			tx.del(deletionKey(d.FsID, d.Fid, d.Stripe))
+		}
+		return nil
+	})
+}

@@ -1,0 +1,59 @@
+package namespace
+
+import (
+	"encoding/binary"
+	"encoding/json"
+
+	"github.com/kaon-storage/kaon/internal/kerr"
+)
+
+// Filesystem is the persistent registration of one filesystem ("F" keys,
+// JSON): where it is, how it is scheduled, and its identity.
+type Filesystem struct {
+	ID           uint32 `json:"id"`
+	Node         string `json:"node"`
+	Path         string `json:"path"`
+	Group        string `json:"group"`
+	Space        string `json:"space"`
+	ConfigStatus string `json:"configstatus"`
+	// UUID is written into the filesystem's identity marker, so a disk of
+	// another filesystem or instance is never taken for this one.
+	UUID string `json:"uuid,omitempty"`
+	// Initialized is set once the storage server has reported the
+	// filesystem with its marker; after that it is never created again
+	// implicitly (fs reinit clears it).
+	Initialized bool `json:"initialized,omitempty"`
+}
+
+func fsKey(id uint32) []byte { return binary.BigEndian.AppendUint32([]byte{'F'}, id) }
+
+// Filesystems returns every registered filesystem in id order.
+func (ns *Namespace) Filesystems() ([]Filesystem, error) {
+	var out []Filesystem
+	var derr error
+	err := ns.eng.Scan([]byte{'F'}, []byte{'G'}, func(k, v []byte) bool {
+		var f Filesystem
+		if err := json.Unmarshal(v, &f); err != nil {
+			derr = kerr.Wrap(kerr.Internal, "filesystems", string(k), err)
+			return false
+		}
+		out = append(out, f)
+		return true
+	})
+	if err == nil {
+		err = derr
+	}
+	return out, err
+}
+
+// SaveFilesystem stores a filesystem registration durably.
+func (ns *Namespace) SaveFilesystem(f Filesystem) error {
+	v, err := json.Marshal(f)
+	if err != nil {
+		return kerr.Wrap(kerr.Internal, "fs save", "", err)
+	}
+	return ns.mutate("fs save", func(tx *txn) error {
+		tx.put(fsKey(f.ID), v)
+		return nil
+	})
+}

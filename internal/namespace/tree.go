@@ -1,0 +1,261 @@
+package namespace
+
+import (
+	"strings"
+
+	"github.com/kaon-storage/kaon/internal/kerr"
+)
+
+// Mkdir creates a container; with parents, missing ancestors too and an
+// existing container is not an error. New containers inherit the parent's
+// sys.* attributes (layout policy) like EOS.
+func (ns *Namespace) Mkdir(c Caller, path string, mode uint32, parents bool) error {
+	p, err := CleanPath(path)
+	if err != nil {
+		return kerr.WithOp(err, "mkdir")
+	}
+	if p == "/" {
+		if parents {
+			return nil
+		}
+		return kerr.New(kerr.Exists, "mkdir", p, "directory exists")
+	}
+	return ns.mutate("mkdir", func(tx *txn) error {
+		cur, err := ns.dir(RootID)
+		if err != nil {
+			return kerr.Wrap(kerr.Internal, "mkdir", p, err)
+		}
+		names := components(p)
+		now := ns.opts.Now().UnixNano()
+		for i, name := range names {
+			last := i == len(names)-1
+			if !ns.permits(c, cur, Search) {
+				return kerr.New(kerr.Permission, "mkdir", p, "search permission denied")
+			}
+			next, err := ns.child(cur.ID, name)
+			if err != nil {
+				return kerr.Wrap(kerr.Internal, "mkdir", p, err)
+			}
+			if next != nil {
+				if !next.IsDir {
+					if last {
+						return kerr.New(kerr.Exists, "mkdir", p, "a file with that name exists")
+					}
+					return kerr.New(kerr.NotDir, "mkdir", p, "a path component is not a directory")
+				}
+				if last && !parents {
+					return kerr.New(kerr.Exists, "mkdir", p, "directory exists")
+				}
+				cur = next
+				continue
+			}
+			if !last && !parents {
+				return kerr.New(kerr.NotFound, "mkdir", p, "parent directory does not exist")
+			}
+			if !ns.permits(c, cur, Write|Search) {
+				return kerr.New(kerr.Permission, "mkdir", p, "write permission denied on parent")
+			}
+			d := &Inode{ID: ns.allocID(tx), Parent: cur.ID, Name: name, IsDir: true, Mode: mode & 0o7777,
+				UID: c.UID, GID: c.GID, CTime: now, MTime: now, BTime: now, TreeMTime: now}
+			for k, v := range cur.XAttrs {
+				if strings.HasPrefix(k, "sys.") {
+					if d.XAttrs == nil {
+						d.XAttrs = map[string]string{}
+					}
+					d.XAttrs[k] = v
+				}
+			}
+			tx.put(inodeKey(d.ID), d.encode(nil))
+			tx.put(dentryKey(cur.ID, name), u64([]byte{'d'}, d.ID))
+			ns.cacheDir(tx, d)
+			ns.touch(tx, cur, now)
+			if err := ns.account(tx, cur.ID, 0, 0, 1, now); err != nil {
+				return kerr.Wrap(kerr.Internal, "mkdir", p, err)
+			}
+			tx.emit(Event{Kind: Mkdir, Ino: d.ID, Parent: cur.ID, Name: name, IsDir: true})
+			cur = d
+		}
+		return nil
+	})
+}
+
+// RemoveOptions says what Remove may remove.
+type RemoveOptions struct {
+	Dir       bool // the path must be a directory (rmdir); otherwise a file (rm)
+	Any       bool // a file or an empty directory
+	Recursive bool // a file or a whole tree (WebDAV DELETE)
+}
+
+// Remove unlinks the file or directory at path; a file's data is queued
+// for deletion.
+func (ns *Namespace) Remove(c Caller, path string, o RemoveOptions) error {
+	op := "rm"
+	if o.Dir {
+		op = "rmdir"
+	}
+	return ns.mutate(op, func(tx *txn) error {
+		p, n, parent, err := ns.lookup(c, op, path)
+		if err != nil {
+			return err
+		}
+		switch {
+		case n == nil && o.Dir:
+			return kerr.New(kerr.NotFound, op, p, "no such directory")
+		case n == nil && !o.Any && !o.Recursive:
+			return kerr.New(kerr.NotFound, op, p, "no such file")
+		case n == nil:
+			return kerr.New(kerr.NotFound, op, p, "no such file or directory")
+		case n.ID == RootID:
+			return kerr.New(kerr.Permission, op, p, "cannot remove the root")
+		case o.Dir && !n.IsDir:
+			return kerr.New(kerr.NotDir, op, p, "not a directory")
+		case n.IsDir && !o.Dir && !o.Any && !o.Recursive:
+			return kerr.New(kerr.IsDir, op, p, "is a directory")
+		case n.IsDir && !o.Recursive && (n.TreeFiles != 0 || n.TreeDirs != 0):
+			return kerr.New(kerr.NotEmpty, op, p, "directory not empty")
+		case !ns.permits(c, parent, Write|Search):
+			return kerr.New(kerr.Permission, op, p, "write permission denied on parent")
+		}
+		size, files, dirs := n.Size, int64(1), int64(0)
+		if n.IsDir {
+			size, files, dirs = n.TreeSize, n.TreeFiles, n.TreeDirs+1
+			if err := ns.removeTree(c, tx, parent, n); err != nil {
+				return kerr.WithOp(err, op)
+			}
+		} else {
+			ns.unlinkFile(tx, parent, n)
+		}
+		now := ns.opts.Now().UnixNano()
+		ns.touch(tx, parent, now)
+		if err := ns.account(tx, parent.ID, -size, -files, -dirs, now); err != nil {
+			return kerr.Wrap(kerr.Internal, op, p, err)
+		}
+		return nil
+	})
+}
+
+func (ns *Namespace) unlinkFile(tx *txn, parent, f *Inode) {
+	tx.del(dentryKey(parent.ID, f.Name))
+	tx.del(inodeKey(f.ID))
+	queueDeletion(tx, f)
+	tx.emit(Event{Kind: Removed, Ino: f.ID, Parent: parent.ID, Name: f.Name})
+}
+
+func (ns *Namespace) unlinkDir(tx *txn, parent, d *Inode) {
+	tx.del(dentryKey(parent.ID, d.Name))
+	tx.del(inodeKey(d.ID))
+	ns.uncacheDir(tx, d)
+	tx.emit(Event{Kind: Removed, Ino: d.ID, Parent: parent.ID, Name: d.Name, IsDir: true})
+}
+
+// removeTree unlinks container d and everything below it (the caller
+// accounts for the whole subtree once).
+func (ns *Namespace) removeTree(c Caller, tx *txn, parent, d *Inode) error {
+	if !ns.permits(c, d, Write|Search) {
+		return kerr.New(kerr.Permission, "", d.Name, "write permission denied")
+	}
+	var kids []*Inode
+	if err := ns.scanDir(d, func(n *Inode) { kids = append(kids, n) }); err != nil {
+		return kerr.Wrap(kerr.Internal, "", d.Name, err)
+	}
+	for _, k := range kids {
+		if k.IsDir {
+			if err := ns.removeTree(c, tx, d, k); err != nil {
+				return err
+			}
+		} else {
+			ns.unlinkFile(tx, d, k)
+		}
+	}
+	ns.unlinkDir(tx, parent, d)
+	return nil
+}
+
+// Rename moves from to to. A file may replace a file when overwrite is set;
+// an empty container may replace an empty container. Moving a container
+// into its own subtree, or a path onto itself, is refused. replaced says
+// whether something was at to.
+func (ns *Namespace) Rename(c Caller, from, to string, overwrite bool) (replaced bool, err error) {
+	err = ns.mutate("mv", func(tx *txn) error {
+		fp, n, fparent, err := ns.lookup(c, "mv", from)
+		if err != nil {
+			return err
+		}
+		tp, err := CleanPath(to)
+		if err != nil {
+			return kerr.WithOp(err, "mv")
+		}
+		switch {
+		case n == nil:
+			return kerr.New(kerr.NotFound, "mv", fp, "no such file or directory")
+		case n.ID == RootID:
+			return kerr.New(kerr.Permission, "mv", fp, "cannot move the root")
+		case fp == tp:
+			return kerr.New(kerr.Invalid, "mv", fp, "source and destination are the same")
+		case n.IsDir && IsAncestor(fp, tp):
+			return kerr.New(kerr.Invalid, "mv", tp, "cannot move a directory into its own subtree")
+		}
+		old, tparent, err := ns.resolve(c, "mv", tp)
+		if err != nil {
+			return err
+		}
+		if tp == "/" || tparent == nil || !tparent.IsDir {
+			return kerr.New(kerr.NotFound, "mv", tp, "destination parent does not exist")
+		}
+		if !ns.permits(c, fparent, Write|Search) || !ns.permits(c, tparent, Write|Search) {
+			return kerr.New(kerr.Permission, "mv", tp, "write permission denied")
+		}
+		now := ns.opts.Now().UnixNano()
+		if old != nil {
+			switch {
+			case !overwrite:
+				return kerr.New(kerr.Exists, "mv", tp, "destination exists")
+			case old.IsDir != n.IsDir:
+				if old.IsDir {
+					return kerr.New(kerr.IsDir, "mv", tp, "destination is a directory")
+				}
+				return kerr.New(kerr.NotDir, "mv", tp, "destination is not a directory")
+			case old.IsDir && (old.TreeFiles != 0 || old.TreeDirs != 0):
+				return kerr.New(kerr.NotEmpty, "mv", tp, "destination directory not empty")
+			case old.IsDir:
+				ns.unlinkDir(tx, tparent, old)
+				if err := ns.account(tx, tparent.ID, 0, 0, -1, now); err != nil {
+					return kerr.Wrap(kerr.Internal, "mv", tp, err)
+				}
+			default:
+				ns.unlinkFile(tx, tparent, old)
+				if err := ns.account(tx, tparent.ID, -old.Size, -1, 0, now); err != nil {
+					return kerr.Wrap(kerr.Internal, "mv", tp, err)
+				}
+			}
+			replaced = true
+		}
+		newName := tp[strings.LastIndexByte(tp, '/')+1:]
+		size, files, dirs := n.Size, int64(1), int64(0)
+		tx.del(dentryKey(fparent.ID, n.Name))
+		ev := Event{Kind: Renamed, Ino: n.ID, Parent: tparent.ID, Name: newName, IsDir: n.IsDir, From: fparent.ID, FromName: n.Name}
+		if n.IsDir {
+			size, files, dirs = n.TreeSize, n.TreeFiles, n.TreeDirs+1
+			ns.uncacheDir(tx, n)
+			n.Parent, n.Name, n.CTime = tparent.ID, newName, now
+			ns.cacheDir(tx, n)
+			tx.put(inodeKey(n.ID), n.encode(nil))
+			tx.put(dentryKey(tparent.ID, newName), u64([]byte{'d'}, n.ID))
+		} else {
+			n.Parent, n.Name, n.CTime = tparent.ID, newName, now
+			putFile(tx, n)
+			tx.put(inodeKey(n.ID), fileIndex(tparent.ID, newName))
+		}
+		tx.emit(ev)
+		ns.touch(tx, fparent, now)
+		if err := ns.account(tx, fparent.ID, -size, -files, -dirs, now); err != nil {
+			return kerr.Wrap(kerr.Internal, "mv", fp, err)
+		}
+		ns.touch(tx, tparent, now)
+		if err := ns.account(tx, tparent.ID, size, files, dirs, now); err != nil {
+			return kerr.Wrap(kerr.Internal, "mv", tp, err)
+		}
+		return nil
+	})
+	return replaced, err
+}

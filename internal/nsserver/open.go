@@ -1,0 +1,138 @@
+package nsserver
+
+import (
+	"context"
+	pathpkg "path"
+
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/namespace"
+)
+
+// OpenRequest is what a client asks of a file, in any protocol.
+type OpenRequest struct {
+	Write     bool   // open for writing
+	Create    bool   // create if missing
+	Truncate  bool   // replace an existing file
+	Exclusive bool   // fail if the file exists
+	MkPath    bool   // create missing parent directories (unless sys.mkpath=off)
+	Mode      uint32 // permission bits of a new file (default 0644)
+}
+
+// Node is a storage server, as clients reach it.
+type Node struct {
+	Name   string // node name in the registry
+	HTTP   string // data endpoint base URL (http://host:port)
+	XRootD string // root:// host:port, "" if none
+}
+
+// Grant is a client's access to one file's data: where to go and the
+// signed capability to show there.
+type Grant struct {
+	Inode *namespace.Inode // the file (for a write: the pending upload)
+	Token string           // the signed capability
+	Cap   *capability.Capability
+	Entry Node // the storage server that serves (reads) or receives (writes) it
+}
+
+// Open authorizes p to read or write path and returns the grant. Committed
+// files are immutable: opening one for writing without create or truncate
+// is refused; a write replaces the file atomically at commit.
+func (s *Server) Open(ctx context.Context, p auth.Principal, path string, r OpenRequest) (*Grant, error) {
+	if !r.Write && !r.Create && !r.Truncate {
+		return s.openRead(p, path)
+	}
+	c := caller(p)
+	if !r.Create && !r.Truncate {
+		if _, err := s.ns.Stat(c, path); err == nil {
+			return nil, kerr.New(kerr.Unsupported, "open", path, "committed files are immutable; open with truncate or as new")
+		}
+	}
+	return s.openWrite(p, path, namespace.CreateOptions{Exclusive: r.Exclusive, Mode: r.Mode}, r.MkPath)
+}
+
+// openWrite starts an upload of path. With mkpath, missing parent
+// directories are created first (as XRootD does for uploads), unless the
+// nearest existing one has sys.mkpath=off.
+func (s *Server) openWrite(pr auth.Principal, path string, o namespace.CreateOptions, mkpath bool) (*Grant, error) {
+	c := caller(pr)
+	p, err := namespace.CleanPath(path)
+	if err != nil {
+		return nil, kerr.WithOp(err, "create")
+	}
+	f, err := s.ns.BeginCreate(c, p, o, s.reg.place)
+	if mkpath && kerr.Is(err, kerr.NotFound) {
+		if err = s.makeParents(c, p); err == nil {
+			f, err = s.ns.BeginCreate(c, p, o, s.reg.place)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	cp := &capability.Capability{Fid: f.ID, Write: true, Path: p, Layout: f.Layout, UID: pr.UID, GID: pr.GID,
+		Expires: s.now().Add(s.ttl).Unix()}
+	for t := range f.Checksums {
+		cp.Checksums = append(cp.Checksums, t)
+	}
+	for _, fsid := range f.Locations {
+		cp.Targets = append(cp.Targets, capability.Target{FsID: fsid, Addr: s.reg.node(fsid).HTTP})
+	}
+	return &Grant{Inode: f, Token: s.key.Sign(cp), Cap: cp, Entry: s.reg.node(f.Locations[0])}, nil
+}
+
+// makeParents creates the missing directories above clean path p; the
+// caller needs write permission on the nearest existing one.
+func (s *Server) makeParents(c namespace.Caller, p string) error {
+	dir := pathpkg.Dir(p)
+	for anc := dir; ; anc = pathpkg.Dir(anc) {
+		n, err := s.ns.Stat(c, anc)
+		if kerr.Is(err, kerr.NotFound) {
+			continue
+		}
+		if err != nil {
+			return kerr.WithOp(err, "create")
+		}
+		if !n.IsDir {
+			return kerr.New(kerr.NotDir, "create", p, anc+" is not a directory")
+		}
+		if n.XAttrs[namespace.AttrMkPath] == "off" {
+			return kerr.New(kerr.NotFound, "create", p, "parent directory does not exist ("+anc+" has "+namespace.AttrMkPath+"=off)")
+		}
+		break
+	}
+	return kerr.WithOp(s.ns.Mkdir(c, dir, 0o755, true), "create")
+}
+
+// openRead authorizes a read of path and picks the storage server to
+// serve it: the first readable replica, or for EC the first readable
+// stripe's server (it gathers the rest).
+func (s *Server) openRead(pr auth.Principal, path string) (*Grant, error) {
+	n, err := s.ns.Stat(caller(pr), path)
+	if err != nil {
+		return nil, err
+	}
+	if n.IsDir {
+		return nil, kerr.New(kerr.IsDir, "read", path, "is a directory")
+	}
+	if !s.canRead(pr, n) {
+		return nil, kerr.New(kerr.Permission, "read", path, "read permission denied")
+	}
+	p, _ := namespace.CleanPath(path)
+	cp := &capability.Capability{Fid: n.ID, Path: p, Layout: n.Layout, Size: n.Size, Sums: n.Checksums,
+		UID: pr.UID, GID: pr.GID, Expires: s.now().Add(s.ttl).Unix()}
+	var entry Node
+	for _, fsid := range n.Locations {
+		if node, ok := s.reg.readable(fsid); ok && entry.HTTP == "" {
+			entry = node
+		}
+		cp.Targets = append(cp.Targets, capability.Target{FsID: fsid, Addr: s.reg.node(fsid).HTTP})
+	}
+	if entry.HTTP == "" && len(n.Locations) == 0 {
+		entry = s.reg.anyNode() // an empty file has no stripes; any server answers
+	}
+	if entry.HTTP == "" {
+		return nil, kerr.New(kerr.Unavailable, "read", p, "no storage server holding this file is reachable")
+	}
+	return &Grant{Inode: n, Token: s.key.Sign(cp), Cap: cp, Entry: entry}, nil
+}

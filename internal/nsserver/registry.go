@@ -1,0 +1,289 @@
+package nsserver
+
+import (
+	crand "crypto/rand"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/namespace"
+)
+
+// FsState is a filesystem as operators see it in `fs ls`: its
+// registration and what its storage server last reported.
+type FsState struct {
+	namespace.Filesystem
+	Addr       string // storage server data endpoint
+	BootStatus string // booted, down, offline
+	Capacity   uint64
+	Used       uint64
+	Files      int64
+	Health     string // "ok" or the reason it is not
+	LastBeat   time.Time
+}
+
+type node struct {
+	addr, xrd string
+	lastBeat  time.Time
+}
+
+// registry tracks storage servers and their filesystems; registrations
+// are namespace records, the rest is what heartbeats report.
+type registry struct {
+	ns       *namespace.Namespace
+	interval time.Duration
+
+	mu    sync.RWMutex
+	fs    map[uint32]*FsState
+	nodes map[string]*node
+}
+
+var validStatus = map[string]bool{"rw": true, "ro": true, "drain": true, "off": true}
+
+func loadRegistry(ns *namespace.Namespace, interval time.Duration) (*registry, error) {
+	r := &registry{ns: ns, interval: interval, fs: map[uint32]*FsState{}, nodes: map[string]*node{}}
+	fss, err := ns.Filesystems()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range fss {
+		if c.UUID == "" {
+			// Registered before identities had a uuid: they were in use,
+			// so they are initialized; their markers get the uuid on the
+			// next heartbeat.
+			c.UUID, c.Initialized = newUUID(), true
+			if err := ns.SaveFilesystem(c); err != nil {
+				return nil, err
+			}
+		}
+		r.fs[c.ID] = &FsState{Filesystem: c, BootStatus: "down"}
+	}
+	return r, nil
+}
+
+func newUUID() string {
+	var b [16]byte
+	crand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// save persists a changed registration of f. Caller holds r.mu.
+func (r *registry) save(f *FsState, c namespace.Filesystem) error {
+	if err := r.ns.SaveFilesystem(c); err != nil {
+		return err
+	}
+	f.Filesystem = c
+	return nil
+}
+
+// addLocked registers a filesystem path on a node (fs add, or first
+// heartbeat). Caller holds r.mu.
+func (r *registry) addLocked(nodeName, path, group string) (*FsState, error) {
+	for _, f := range r.fs {
+		if f.Node == nodeName && f.Path == path {
+			return f, kerr.New(kerr.Exists, "fs add", nodeName+":"+path, fmt.Sprintf("already registered as fs %d", f.ID))
+		}
+	}
+	var id uint32 = 1
+	for fid := range r.fs {
+		if fid >= id {
+			id = fid + 1
+		}
+	}
+	if group == "" {
+		group = "default.0"
+	}
+	f := &FsState{BootStatus: "down"}
+	c := namespace.Filesystem{ID: id, Node: nodeName, Path: path, Group: group, Space: spaceOf(group), ConfigStatus: "rw", UUID: newUUID()}
+	if err := r.save(f, c); err != nil {
+		return nil, err
+	}
+	r.fs[id] = f
+	return f, nil
+}
+
+func spaceOf(group string) string {
+	space, _, _ := strings.Cut(group, ".")
+	return space
+}
+
+func (r *registry) heartbeat(hb cluster.Heartbeat) ([]cluster.FsAssignment, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	n := r.nodes[hb.Node]
+	if n == nil {
+		n = &node{}
+		r.nodes[hb.Node] = n
+	}
+	n.addr, n.xrd, n.lastBeat = hb.Addr, hb.XrdAddr, now
+	for _, rep := range hb.Filesystems {
+		// A filesystem is known by the id in its marker file: a storage server
+		// that comes back under another name or port keeps its filesystems.
+		f := r.fs[rep.ID]
+		if f != nil && f.Path == rep.Path && f.Node != hb.Node {
+			c := f.Filesystem
+			c.Node = hb.Node
+			if err := r.save(f, c); err != nil {
+				return nil, err
+			}
+		}
+		if f == nil || f.Node != hb.Node || f.Path != rep.Path {
+			f = nil
+			for _, g := range r.fs {
+				if g.Node == hb.Node && g.Path == rep.Path {
+					f = g
+				}
+			}
+		}
+		if f == nil {
+			var err error
+			if f, err = r.addLocked(hb.Node, rep.Path, ""); err != nil {
+				return nil, err
+			}
+		}
+		f.Capacity, f.Used, f.Files, f.Health, f.LastBeat = rep.Capacity, rep.Used, rep.Files, rep.Health, now
+		f.BootStatus = "booted"
+		if rep.Offline != "" {
+			f.BootStatus = "offline"
+		} else if rep.ID == f.ID && !f.Initialized {
+			c := f.Filesystem
+			c.Initialized = true
+			if err := r.save(f, c); err != nil {
+				return nil, err
+			}
+		}
+		f.Addr = hb.Addr
+	}
+	var out []cluster.FsAssignment
+	for _, f := range r.fs {
+		if f.Node == hb.Node {
+			out = append(out, cluster.FsAssignment{ID: f.ID, Path: f.Path, UUID: f.UUID, ConfigStatus: f.ConfigStatus, Init: !f.Initialized})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// nodeAlive reports whether node name has beaten recently; caller holds r.mu.
+func (r *registry) nodeAlive(name string) bool {
+	n := r.nodes[name]
+	return n != nil && time.Since(n.lastBeat) < 3*r.interval+2*time.Second
+}
+
+// alive reports whether f is usable: its node beats and it is booted.
+// Caller holds r.mu.
+func (r *registry) alive(f *FsState) bool { return r.nodeAlive(f.Node) && f.BootStatus == "booted" }
+
+func (r *registry) list() []FsState {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]FsState, 0, len(r.fs))
+	for _, f := range r.fs {
+		s := *f
+		if !r.nodeAlive(f.Node) || (f.BootStatus != "booted" && f.BootStatus != "offline") {
+			s.BootStatus = "down"
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (r *registry) config(id uint32, key, value string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	what := fmt.Sprintf("fs %d", id)
+	f := r.fs[id]
+	if f == nil {
+		return kerr.New(kerr.NotFound, "fs config", what, "no such filesystem")
+	}
+	c := f.Filesystem
+	switch key {
+	case "configstatus":
+		if !validStatus[value] {
+			return kerr.New(kerr.Invalid, "fs config", what, "configstatus must be rw, ro, drain or off")
+		}
+		c.ConfigStatus = value
+	case "group":
+		if value == "" {
+			return kerr.New(kerr.Invalid, "fs config", what, "empty group")
+		}
+		c.Group, c.Space = value, spaceOf(value)
+	default:
+		return kerr.New(kerr.Invalid, "fs config", what, fmt.Sprintf("unknown key %q (configstatus, group)", key))
+	}
+	return r.save(f, c)
+}
+
+// reinit makes the storage server initialize filesystem id again (a new
+// root and identity marker, on an empty directory only): the operator's
+// way to replace a lost disk by a fresh one.
+func (r *registry) reinit(id uint32) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := r.fs[id]
+	if f == nil {
+		return kerr.New(kerr.NotFound, "fs reinit", fmt.Sprintf("fs %d", id), "no such filesystem")
+	}
+	c := f.Filesystem
+	c.Initialized = false
+	return r.save(f, c)
+}
+
+// readable reports whether fs id can serve reads, and its node.
+func (r *registry) readable(id uint32) (Node, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	f := r.fs[id]
+	if f == nil || f.ConfigStatus == "off" || !r.alive(f) {
+		return Node{}, false
+	}
+	return r.nodeOf(f.Node), true
+}
+
+// nodeOf describes node name; caller holds r.mu.
+func (r *registry) nodeOf(name string) Node {
+	if n := r.nodes[name]; n != nil {
+		return Node{Name: name, HTTP: n.addr, XRootD: n.xrd}
+	}
+	return Node{Name: name}
+}
+
+// node is the storage server holding fs id.
+func (r *registry) node(id uint32) Node {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if f := r.fs[id]; f != nil {
+		return r.nodeOf(f.Node)
+	}
+	return Node{}
+}
+
+// filesystem returns fs id's registration.
+func (r *registry) filesystem(id uint32) (namespace.Filesystem, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if f := r.fs[id]; f != nil {
+		return f.Filesystem, true
+	}
+	return namespace.Filesystem{}, false
+}
+
+// anyNode returns some live storage server (zero if none).
+func (r *registry) anyNode() Node {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, f := range r.fs {
+		if r.alive(f) {
+			return r.nodeOf(f.Node)
+		}
+	}
+	return Node{}
+}

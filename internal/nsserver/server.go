@@ -1,0 +1,153 @@
+// Package nsserver is the namespace service (EOS: MGM): the one API every
+// front end calls, by path and by inode. It authorizes every request once,
+// against an auth.Principal; applies Kaon's policy (immutable committed
+// files, parent creation on upload, truncation); places new files on
+// filesystems from the registry the storage servers keep current with
+// heartbeats; mints the capabilities that send clients to storage servers;
+// and computes checksums on request. Front ends (HTTP, XRootD, FUSE
+// clients) only authenticate and translate.
+//
+// Files: server.go (this: configuration, cluster protocol), authz.go,
+// ops.go (metadata operations), open.go (data access: grants),
+// checksum.go, registry.go (filesystems), placement.go, admin.go.
+package nsserver
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/kv"
+	"github.com/kaon-storage/kaon/internal/namespace"
+)
+
+// Config configures the namespace service.
+type Config struct {
+	Engine            kv.Engine // where the namespace lives
+	Sync              bool      // namespace mutations durable before they return
+	Key               *capability.Key
+	HeartbeatInterval time.Duration // how often storage servers report; default 1s
+	CapabilityTTL     time.Duration // lifetime of capabilities; default 5m
+	// Data reads a file through a storage server, for checksums computed
+	// on request. Nil: such requests fail.
+	Data DataReader
+	// PhysName names stripe fid on filesystem fs as its backend stores it
+	// (for `file info`); nil: not shown.
+	PhysName func(fs namespace.Filesystem, fid uint64) string
+	Logger   *slog.Logger
+	Now      func() time.Time // clock; default time.Now
+}
+
+// DataReader reads the whole content of the file a read grant names from
+// the storage server it names.
+type DataReader interface {
+	Read(ctx context.Context, g *Grant) (io.ReadCloser, error)
+}
+
+// Server is the namespace service. It is safe for concurrent use.
+type Server struct {
+	ns   *namespace.Namespace
+	key  *capability.Key
+	reg  *registry
+	ttl  time.Duration
+	data DataReader
+	phys func(fs namespace.Filesystem, fid uint64) string
+	log  *slog.Logger
+	now  func() time.Time
+
+	sumMu      sync.Mutex
+	sumPending map[string]*sumCall // checksums being computed on request, by fid/type
+}
+
+// New opens the namespace in cfg.Engine and the filesystem registry, and
+// aborts the uploads a previous process left unfinished (their writers
+// are gone).
+func New(cfg Config) (*Server, error) {
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = time.Second
+	}
+	if cfg.CapabilityTTL <= 0 {
+		cfg.CapabilityTTL = 5 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{key: cfg.Key, ttl: cfg.CapabilityTTL, data: cfg.Data, phys: cfg.PhysName, log: cfg.Logger, now: cfg.Now,
+		sumPending: map[string]*sumCall{}}
+	ns, err := namespace.Open(cfg.Engine, namespace.Options{Sync: cfg.Sync, Now: cfg.Now, Permits: s.permits})
+	if err != nil {
+		return nil, err
+	}
+	s.ns = ns
+	if n, err := ns.AbortStale(cfg.Now()); err != nil {
+		return nil, err
+	} else if n > 0 {
+		s.log.Info("aborted unfinished uploads from a previous run", "count", n)
+	}
+	if s.reg, err = loadRegistry(ns, cfg.HeartbeatInterval); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Namespace is the model the service owns, for trusted in-process
+// callers (benchmarks, tests) that bypass authorization on purpose.
+func (s *Server) Namespace() *namespace.Namespace { return s.ns }
+
+var _ cluster.Namespace = (*Server)(nil)
+
+// Heartbeat implements cluster.Namespace: it records what a storage
+// server reports and answers with its filesystems and pending deletions.
+func (s *Server) Heartbeat(_ context.Context, hb cluster.Heartbeat) (cluster.HeartbeatReply, error) {
+	var done []namespace.Deletion
+	for _, d := range hb.Done {
+		done = append(done, namespace.Deletion(d))
+	}
+	if err := s.ns.AckDeletions(done); err != nil {
+		return cluster.HeartbeatReply{}, err
+	}
+	as, err := s.reg.heartbeat(hb)
+	if err != nil {
+		return cluster.HeartbeatReply{}, err
+	}
+	reply := cluster.HeartbeatReply{Filesystems: as, Interval: s.reg.interval}
+	for _, a := range as {
+		ds, err := s.ns.Deletions(a.ID, 1000)
+		if err != nil {
+			return reply, err
+		}
+		for _, d := range ds {
+			reply.Deletions = append(reply.Deletions, cluster.Deletion(d))
+		}
+	}
+	return reply, nil
+}
+
+// Claim implements cluster.Namespace.
+func (s *Server) Claim(_ context.Context, fid uint64) error {
+	_, err := s.ns.ClaimUpload(fid)
+	return err
+}
+
+// Commit implements cluster.Namespace.
+func (s *Server) Commit(_ context.Context, c cluster.Commit) error {
+	_, err := s.ns.Commit(c.Fid, c.Size, c.Checksums)
+	return err
+}
+
+// Abort implements cluster.Namespace.
+func (s *Server) Abort(_ context.Context, fid uint64) error {
+	err := s.ns.Abort(fid)
+	if kerr.Is(err, kerr.NotFound) {
+		return nil // already committed or aborted
+	}
+	return err
+}
