@@ -136,3 +136,59 @@ func TestChecksumFollowsReadPermission(t *testing.T) {
 		t.Fatalf("file info as the owner:\n%s", out)
 	}
 }
+
+// TestACLsOverProtocols: a directory ACL lets another user write where the
+// mode bits do not, and its !d keeps that user from deleting, over HTTP,
+// root:// and the CLI alike; whoami says who the server sees.
+func TestACLsOverProtocols(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("this test needs root to act as another user")
+	}
+	k := harness.Up(t)
+	f, err := os.CreateTemp("", "kaon-acl-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("acl data\n")
+	f.Close()
+	defer os.Remove(f.Name())
+	os.Chmod(f.Name(), 0o644)
+	u, xhost := k.EP.HTTP, strings.TrimPrefix(k.EP.XRootD, "root://")
+	bin := harness.Binary(t)
+	k.MustKaon("mkdir", "/proj")
+	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-T", f.Name(), u+"/proj/a"); out != "403" {
+		t.Fatalf("nobody writing without an ACL: %s", out)
+	}
+	k.MustKaon("acl", "set", "/proj", "u:65534:rwx!d")
+	if out := k.MustKaon("acl", "get", "/proj"); !strings.Contains(out, "sys.acl=u:65534:rwx!d") {
+		t.Fatalf("acl get: %s", out)
+	}
+	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-T", f.Name(), u+"/proj/a"); out != "201" {
+		t.Fatalf("nobody writing with u:65534:rwx: %s", out)
+	}
+	if out, err := asNobody(t, "xrdcp", "-s", f.Name(), "root://"+xhost+"//proj/b"); err != nil {
+		t.Fatalf("nobody xrdcp with u:65534:rwx: %v %s", err, out)
+	}
+	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", "DELETE", u+"/proj/a"); out != "403" {
+		t.Fatalf("nobody DELETE under !d: %s", out)
+	}
+	if out, err := asNobody(t, "xrdfs", xhost, "rm", "/proj/b"); err == nil || !strings.Contains(strings.ToLower(out), "permission") {
+		t.Fatalf("nobody xrdfs rm under !d: %v %s", err, out)
+	}
+	if out, err := asNobody(t, bin, "rm", "--url", u, "/proj/b"); err == nil || !strings.Contains(out, "denied") {
+		t.Fatalf("nobody kaon rm under !d: %v %s", err, out)
+	}
+	if out, err := asNobody(t, bin, "acl", "set", "--url", u, "/proj", "z:rwx"); err == nil || !strings.Contains(out, "root-only") {
+		t.Fatalf("nobody setting sys.acl: %v %s", err, out)
+	}
+	if out, err := asNobody(t, bin, "whoami", "--url", u); err != nil || !strings.Contains(out, "uid=65534") || !strings.Contains(out, "method=unix") {
+		t.Fatalf("whoami as nobody: %v %s", err, out)
+	}
+	if out := k.MustKaon("whoami"); !strings.Contains(out, "uid=0 ") {
+		t.Fatalf("whoami as root: %s", out)
+	}
+	k.MustKaon("acl", "rm", "/proj")
+	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-T", f.Name(), u+"/proj/c"); out != "403" {
+		t.Fatalf("nobody writing after acl rm: %s", out)
+	}
+}

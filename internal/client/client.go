@@ -190,3 +190,10 @@ func (c *Client) Spaces(ctx context.Context) ([]Space, error) {
 	err := c.get(ctx, "space/ls", nil, &out)
 	return out, err
 }
+
+// Whoami asks who the server thinks the caller is.
+func (c *Client) Whoami(ctx context.Context) (Whoami, error) {
+	var w Whoami
+	err := c.get(ctx, "whoami", nil, &w)
+	return w, err
+}

@@ -73,3 +73,12 @@ type ErrorBody struct {
 	Kind    int    `json:"kind"`
 	Message string `json:"message"`
 }
+
+// Whoami is who the server thinks the client is, and how it knows.
+type Whoami struct {
+	UID    uint32   `json:"uid"`
+	GID    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups,omitempty"`
+	Name   string   `json:"name"`
+	Method string   `json:"method"`
+}

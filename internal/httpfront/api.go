@@ -236,6 +236,9 @@ func (f *Namespace) apiHandler() http.Handler {
 		}
 		return done, ns.ReinitFilesystem(ctx, c, id)
 	})
+	handle("whoami", false, func(_ context.Context, c auth.Principal, _ apiArgs) (any, error) {
+		return client.Whoami{UID: c.UID, GID: c.GID, Groups: c.Groups, Name: c.Name, Method: c.Method}, nil
+	})
 	handle("space/ls", false, func(ctx context.Context, c auth.Principal, _ apiArgs) (any, error) {
 		var out []client.Space
 		for _, s := range ns.Spaces(ctx, c) {

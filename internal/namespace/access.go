@@ -2,18 +2,40 @@ package namespace
 
 import "github.com/kaon-storage/kaon/internal/kerr"
 
-// Permission bits a check asks for.
+// Rights a check asks for. Read, Write and Search are about n itself (a
+// file's content, a directory's listing and entries); Delete is removing
+// n from its directory; Update is replacing file n's content.
 const (
-	Read   = 4
-	Write  = 2
 	Search = 1 // execute, for files
+	Write  = 2
+	Read   = 4
+	Delete = 8
+	Update = 16
 )
 
-// ModeBits is the POSIX permission check: root may do anything; otherwise
-// the owner, group or other bits of n's mode must grant all of want.
-func ModeBits(c Caller, n *Inode, want uint32) bool {
+// ModeBits is the POSIX permission check of want on n, whose directory is
+// dir (n itself when n is a directory): root may do anything; otherwise
+// the owner, group or other bits must grant it. Deleting needs write and
+// search on the directory; updating needs write on the file.
+func ModeBits(c Caller, n, dir *Inode, want uint32) bool {
 	if c.UID == 0 {
 		return true
+	}
+	if want&Delete != 0 {
+		if !modeAllows(c, dir, Write|Search) {
+			return false
+		}
+		want &^= Delete
+	}
+	if want&Update != 0 {
+		want = want&^Update | Write
+	}
+	return modeAllows(c, n, want)
+}
+
+func modeAllows(c Caller, n *Inode, want uint32) bool {
+	if n == nil {
+		return false
 	}
 	mode := n.Mode
 	switch {
@@ -25,14 +47,32 @@ func ModeBits(c Caller, n *Inode, want uint32) bool {
 	return mode&want == want
 }
 
-// permits asks the configured authorization.
-func (ns *Namespace) permits(c Caller, n *Inode, want uint32) bool {
-	return ns.opts.Permits(c, n, want)
+// permits asks the configured authorization about want on n, whose
+// directory is dir (n itself for a directory).
+func (ns *Namespace) permits(c Caller, n, dir *Inode, want uint32) bool {
+	return ns.opts.Permits(c, n, dir, want)
+}
+
+// dirOf returns the directory that governs n: n itself, or its parent.
+// Caller holds ns.mu.
+func (ns *Namespace) dirOf(n *Inode) *Inode {
+	if n.IsDir {
+		return n
+	}
+	d, err := ns.dir(n.Parent)
+	if err != nil {
+		return nil
+	}
+	return d
 }
 
 // Permits reports whether c may access n for want under this namespace's
 // authorization.
-func (ns *Namespace) Permits(c Caller, n *Inode, want uint32) bool { return ns.permits(c, n, want) }
+func (ns *Namespace) Permits(c Caller, n *Inode, want uint32) bool {
+	ns.mu.RLock()
+	defer ns.mu.RUnlock()
+	return ns.permits(c, n, ns.dirOf(n), want)
+}
 
 func contains(s []uint32, v uint32) bool {
 	for _, x := range s {
@@ -46,7 +86,7 @@ func contains(s []uint32, v uint32) bool {
 // visibleTo drops from n (a copy) what c may not see: checksums describe
 // the content, so they follow the read permission like the bytes do.
 func (ns *Namespace) visibleTo(c Caller, n *Inode) *Inode {
-	if !n.IsDir && len(n.Checksums) > 0 && !ns.permits(c, n, Read) {
+	if !n.IsDir && len(n.Checksums) > 0 && !ns.permits(c, n, ns.dirOf(n), Read) {
 		n.Checksums = nil
 	}
 	return n

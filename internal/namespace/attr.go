@@ -77,7 +77,7 @@ func (ns *Namespace) checkAttrName(c Caller, n *Inode, path, name string, write 
 			return kerr.New(kerr.Permission, "", path, "sys.* attributes are root-only")
 		}
 	case strings.HasPrefix(name, "user."):
-		if write && !ns.permits(c, n, Write) {
+		if write && !ns.permits(c, n, ns.dirOf(n), Write) {
 			return kerr.New(kerr.Permission, "", path, "write permission denied")
 		}
 	default:
@@ -103,6 +103,10 @@ func (ns *Namespace) SetXAttr(c Caller, path, name, value string) error {
 				return kerr.New(kerr.Invalid, "", path, err.Error())
 			}
 			value = l.String()
+		case AttrACL, AttrUserACL:
+			if _, err := ParseACL(value); err != nil {
+				return kerr.New(kerr.Invalid, "", path, err.Error())
+			}
 		case AttrMkPath:
 			if value != "on" && value != "off" {
 				return kerr.New(kerr.Invalid, "", path, AttrMkPath+" must be on or off")

@@ -40,11 +40,11 @@ func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptio
 			return nil, nil, nil, kerr.New(kerr.IsDir, "create", p, "is a directory")
 		case o.Exclusive:
 			return nil, nil, nil, kerr.New(kerr.Exists, "create", p, "file exists")
-		case !ns.permits(c, n, Write):
-			return nil, nil, nil, kerr.New(kerr.Permission, "create", p, "write permission denied")
+		case !ns.permits(c, n, parent, Update):
+			return nil, nil, nil, kerr.New(kerr.Permission, "create", p, "permission to replace the file denied")
 		}
 	}
-	if !ns.permits(c, parent, Write|Search) {
+	if !ns.permits(c, parent, parent, Write|Search) {
 		return nil, nil, nil, kerr.New(kerr.Permission, "create", p, "write permission denied on parent")
 	}
 	ls := o.Layout

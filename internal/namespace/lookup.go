@@ -25,7 +25,7 @@ func (ns *Namespace) resolve(c Caller, op, p string) (n, parent *Inode, err erro
 		if !cur.IsDir {
 			return nil, nil, kerr.New(kerr.NotDir, op, p, "a path component is not a directory")
 		}
-		if !ns.permits(c, cur, Search) {
+		if !ns.permits(c, cur, cur, Search) {
 			return nil, nil, kerr.New(kerr.Permission, op, p, "search permission denied")
 		}
 		next, err := ns.child(cur.ID, name)
@@ -94,7 +94,7 @@ func (ns *Namespace) readDir(c Caller, what string, d *Inode) ([]*Inode, error) 
 	if !d.IsDir {
 		return nil, kerr.New(kerr.NotDir, "list", what, "not a directory")
 	}
-	if !ns.permits(c, d, Read) {
+	if !ns.permits(c, d, d, Read) {
 		return nil, kerr.New(kerr.Permission, "list", what, "read permission denied")
 	}
 	var out []*Inode
@@ -120,7 +120,7 @@ func (ns *Namespace) Lookup(c Caller, parent uint64, name string) (*Inode, error
 	if err != nil {
 		return nil, err
 	}
-	if !ns.permits(c, d, Search) {
+	if !ns.permits(c, d, d, Search) {
 		return nil, kerr.New(kerr.Permission, "lookup", what, "search permission denied")
 	}
 	n, err := ns.child(parent, name)

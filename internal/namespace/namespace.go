@@ -67,7 +67,7 @@ type Options struct {
 	// 1 search/execute) wherever the namespace needs to know (path walks,
 	// creates, removes, listings). Default ModeBits; the namespace service
 	// supplies its authorization (mode bits, then ACLs).
-	Permits func(c Caller, n *Inode, want uint32) bool
+	Permits func(c Caller, n, dir *Inode, want uint32) bool
 	// FeedSize is how many change events are kept for readers of the feed
 	// that fall behind (default 65536).
 	FeedSize int

@@ -508,7 +508,7 @@ func TestInodeAPI(t *testing.T) {
 // TestPermitsHook: the namespace asks the configured authorization, not
 // only the mode bits.
 func TestPermitsHook(t *testing.T) {
-	denyWrite := func(c Caller, n *Inode, want uint32) bool { return want&Write == 0 && ModeBits(c, n, want) }
+	denyWrite := func(c Caller, n, dir *Inode, want uint32) bool { return want&Write == 0 && ModeBits(c, n, dir, want) }
 	ns, err := Open(memkv.New(), Options{Permits: denyWrite})
 	if err != nil {
 		t.Fatal(err)

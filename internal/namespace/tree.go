@@ -29,7 +29,7 @@ func (ns *Namespace) Mkdir(c Caller, path string, mode uint32, parents bool) err
 		now := ns.opts.Now().UnixNano()
 		for i, name := range names {
 			last := i == len(names)-1
-			if !ns.permits(c, cur, Search) {
+			if !ns.permits(c, cur, cur, Search) {
 				return kerr.New(kerr.Permission, "mkdir", p, "search permission denied")
 			}
 			next, err := ns.child(cur.ID, name)
@@ -52,13 +52,13 @@ func (ns *Namespace) Mkdir(c Caller, path string, mode uint32, parents bool) err
 			if !last && !parents {
 				return kerr.New(kerr.NotFound, "mkdir", p, "parent directory does not exist")
 			}
-			if !ns.permits(c, cur, Write|Search) {
+			if !ns.permits(c, cur, cur, Write|Search) {
 				return kerr.New(kerr.Permission, "mkdir", p, "write permission denied on parent")
 			}
 			d := &Inode{ID: ns.allocID(tx), Parent: cur.ID, Name: name, IsDir: true, Mode: mode & 0o7777,
 				UID: c.UID, GID: c.GID, CTime: now, MTime: now, BTime: now, TreeMTime: now}
 			for k, v := range cur.XAttrs {
-				if strings.HasPrefix(k, "sys.") {
+				if strings.HasPrefix(k, "sys.") || k == AttrUserACL {
 					if d.XAttrs == nil {
 						d.XAttrs = map[string]string{}
 					}
@@ -113,8 +113,8 @@ func (ns *Namespace) Remove(c Caller, path string, o RemoveOptions) error {
 			return kerr.New(kerr.IsDir, op, p, "is a directory")
 		case n.IsDir && !o.Recursive && (n.TreeFiles != 0 || n.TreeDirs != 0):
 			return kerr.New(kerr.NotEmpty, op, p, "directory not empty")
-		case !ns.permits(c, parent, Write|Search):
-			return kerr.New(kerr.Permission, op, p, "write permission denied on parent")
+		case !ns.permits(c, n, parent, Delete):
+			return kerr.New(kerr.Permission, op, p, "permission to delete denied")
 		}
 		size, files, dirs := n.Size, int64(1), int64(0)
 		if n.IsDir {
@@ -151,8 +151,8 @@ func (ns *Namespace) unlinkDir(tx *txn, parent, d *Inode) {
 // removeTree unlinks container d and everything below it (the caller
 // accounts for the whole subtree once).
 func (ns *Namespace) removeTree(c Caller, tx *txn, parent, d *Inode) error {
-	if !ns.permits(c, d, Write|Search) {
-		return kerr.New(kerr.Permission, "", d.Name, "write permission denied")
+	if !ns.permits(c, d, d, Delete) {
+		return kerr.New(kerr.Permission, "", d.Name, "permission to delete entries denied")
 	}
 	var kids []*Inode
 	if err := ns.scanDir(d, func(n *Inode) { kids = append(kids, n) }); err != nil {
@@ -202,7 +202,8 @@ func (ns *Namespace) Rename(c Caller, from, to string, overwrite bool) (replaced
 		if tp == "/" || tparent == nil || !tparent.IsDir {
 			return kerr.New(kerr.NotFound, "mv", tp, "destination parent does not exist")
 		}
-		if !ns.permits(c, fparent, Write|Search) || !ns.permits(c, tparent, Write|Search) {
+		if !ns.permits(c, n, fparent, Delete) || !ns.permits(c, tparent, tparent, Write|Search) ||
+			(old != nil && !ns.permits(c, old, tparent, Delete)) {
 			return kerr.New(kerr.Permission, "mv", tp, "write permission denied")
 		}
 		now := ns.opts.Now().UnixNano()

@@ -161,3 +161,78 @@ func TestGrantCapabilities(t *testing.T) {
 		t.Fatalf("checksum of a 0600 file by nobody: %v", err)
 	}
 }
+
+// TestACLs: directory ACLs add to the mode bits, deny deletion or update
+// where they say so, apply to the files of the directory, are inherited,
+// and user.acl counts only where root enabled it.
+func TestACLs(t *testing.T) {
+	ctx := context.Background()
+	s := newServer(t)
+	register(t, s, 1, 1)
+	alice := auth.Principal{UID: 1001, GID: 1001, Name: "alice", Method: "test"}
+	bob := auth.Principal{UID: 1002, GID: 1002, Name: "bob", Method: "test"}
+	carol := auth.Principal{UID: 1003, GID: 500, Groups: []uint32{600}, Name: "carol", Method: "test"}
+	create := func(p auth.Principal, path string) error {
+		g, err := s.Open(ctx, p, path, OpenRequest{Write: true, Create: true, Truncate: true})
+		if err != nil {
+			return err
+		}
+		return s.Commit(ctx, cluster.Commit{Fid: g.Inode.ID, Size: 3, Checksums: map[string]string{"adler32": "1"}})
+	}
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	denied := func(what string, err error) {
+		t.Helper()
+		if !kerr.Is(err, kerr.Permission) {
+			t.Fatalf("%s: %v, want permission denied", what, err)
+		}
+	}
+	must("mkdir", s.Mkdir(ctx, root, "/proj", 0o755, false))
+	denied("alice creates without ACL", create(alice, "/proj/a"))
+	if err := s.SetXAttr(ctx, root, "/proj", namespace.AttrACL, "u:1001:rwx!d,g:600:rx"); err != nil {
+		t.Fatal(err)
+	}
+	must("alice creates with u:1001:rwx", create(alice, "/proj/a"))
+	must("alice mkdir", s.Mkdir(ctx, alice, "/proj/sub", 0o700, false))
+	denied("bob creates", create(bob, "/proj/b"))
+	denied("alice deletes under !d", s.Remove(ctx, alice, "/proj/a", namespace.RemoveOptions{}))
+	denied("alice renames away under !d", errOnly(s.Rename(ctx, alice, "/proj/a", "/proj/a2", false)))
+	must("alice replaces her file (w implies u)", create(alice, "/proj/a"))
+	// Inherited: /proj/sub got the ACL, so carol (group 600) may list it
+	// although it is 0700 and alice's.
+	if _, err := s.List(ctx, carol, "/proj/sub"); err != nil {
+		t.Fatalf("carol lists an inherited g:600:rx directory: %v", err)
+	}
+	denied("bob lists 0700 /proj/sub", errOnly(s.List(ctx, bob, "/proj/sub")))
+	// The directory's ACL applies to its files: r lets carol read a 0600 file.
+	must("chmod", s.Chmod(ctx, root, "/proj/a", 0o600))
+	if _, err := s.Open(ctx, carol, "/proj/a", OpenRequest{}); err != nil {
+		t.Fatalf("carol reads a 0600 file in a g:600:r directory: %v", err)
+	}
+	denied("bob reads the 0600 file", errOnly(s.Open(ctx, bob, "/proj/a", OpenRequest{})))
+	// !u: new files yes, replacing no.
+	must("set", s.SetXAttr(ctx, root, "/proj", namespace.AttrACL, "u:1002:rw!u"))
+	must("bob creates under rw!u", create(bob, "/proj/bob"))
+	denied("bob replaces under !u", create(bob, "/proj/bob"))
+	// user.acl counts only with sys.eval.useracl.
+	must("user dir", s.Mkdir(ctx, root, "/home-alice", 0o700, false))
+	must("chown", s.Chown(ctx, root, "/home-alice", 1001, 1001))
+	must("alice sets user.acl", s.SetXAttr(ctx, alice, "/home-alice", namespace.AttrUserACL, "u:1002:rx"))
+	denied("bob lists without sys.eval.useracl", errOnly(s.List(ctx, bob, "/home-alice")))
+	must("eval", s.SetXAttr(ctx, root, "/home-alice", namespace.AttrEvalACL, "1"))
+	if _, err := s.List(ctx, bob, "/home-alice"); err != nil {
+		t.Fatalf("bob lists with user.acl u:1002:rx: %v", err)
+	}
+	denied("alice sets sys.acl", s.SetXAttr(ctx, alice, "/home-alice", namespace.AttrACL, "z:rwx"))
+	for _, bad := range []string{"u:bob:rx", "x:1:r", "u:1:rq", "z:!x", "u::r"} {
+		if err := s.SetXAttr(ctx, root, "/proj", namespace.AttrACL, bad); !kerr.Is(err, kerr.Invalid) {
+			t.Fatalf("ACL %q accepted: %v", bad, err)
+		}
+	}
+}
+
+func errOnly[T any](_ T, err error) error { return err }
