@@ -191,6 +191,24 @@ func (c *Client) Spaces(ctx context.Context) ([]Space, error) {
 	return out, err
 }
 
+// SetQuota sets a limit (kind user, group or project) on a directory.
+func (c *Client) SetQuota(ctx context.Context, path, kind string, id uint32, bytes, files int64) error {
+	return c.post(ctx, "quota/set", map[string]any{"path": path, "kind": kind, "id": fmt.Sprint(id),
+		"bytes": fmt.Sprint(bytes), "files": fmt.Sprint(files)})
+}
+
+// RemoveQuota removes a limit from a directory.
+func (c *Client) RemoveQuota(ctx context.Context, path, kind string, id uint32) error {
+	return c.post(ctx, "quota/rm", map[string]any{"path": path, "kind": kind, "id": fmt.Sprint(id)})
+}
+
+// Quotas lists the limits of the quota nodes at or below path.
+func (c *Client) Quotas(ctx context.Context, path string) ([]Quota, error) {
+	var out []Quota
+	err := c.get(ctx, "quota/ls", map[string]any{"path": path}, &out)
+	return out, err
+}
+
 // Whoami asks who the server thinks the caller is.
 func (c *Client) Whoami(ctx context.Context) (Whoami, error) {
 	var w Whoami

@@ -74,6 +74,18 @@ type ErrorBody struct {
 	Message string `json:"message"`
 }
 
+// Quota is one limit of a quota node with its usage (`quota ls`).
+type Quota struct {
+	Path        string `json:"path"`
+	Kind        string `json:"kind"` // user, group, project
+	ID          uint32 `json:"id"`
+	LimitBytes  int64  `json:"limit_bytes"` // 0: no limit
+	LimitFiles  int64  `json:"limit_files"`
+	UsedBytes   int64  `json:"used_bytes"`
+	UsedFiles   int64  `json:"used_files"`
+	BookedBytes int64  `json:"booked_bytes"` // by uploads in flight
+}
+
 // Whoami is who the server thinks the client is, and how it knows.
 type Whoami struct {
 	UID    uint32   `json:"uid"`

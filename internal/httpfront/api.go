@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"sort"
 	"strconv"
 	"time"
 
@@ -235,6 +236,75 @@ func (f *Namespace) apiHandler() http.Handler {
 			return nil, err
 		}
 		return done, ns.ReinitFilesystem(ctx, c, id)
+	})
+	quotaKey := func(a apiArgs, op string) (namespace.QuotaKey, error) {
+		id, err := strconv.ParseUint(a["id"], 10, 32)
+		if a["kind"] == "project" {
+			id, err = 0, nil
+		}
+		if err != nil {
+			return namespace.QuotaKey{}, kerr.New(kerr.Invalid, op, a["path"], "bad uid/gid")
+		}
+		switch a["kind"] {
+		case "user":
+			return namespace.QuotaKey{Kind: namespace.QuotaUser, ID: uint32(id)}, nil
+		case "group":
+			return namespace.QuotaKey{Kind: namespace.QuotaGroup, ID: uint32(id)}, nil
+		case "project":
+			return namespace.QuotaKey{Kind: namespace.QuotaProject}, nil
+		}
+		return namespace.QuotaKey{}, kerr.New(kerr.Invalid, op, a["path"], "quota kind must be user, group or project")
+	}
+	handle("quota/set", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		k, err := quotaKey(a, "quota set")
+		if err != nil {
+			return nil, err
+		}
+		b, err1 := strconv.ParseInt(a["bytes"], 10, 64)
+		f, err2 := strconv.ParseInt(a["files"], 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, kerr.New(kerr.Invalid, "quota set", a["path"], "bytes and files must be numbers")
+		}
+		return done, ns.SetQuota(ctx, c, a["path"], k, namespace.Amount{Bytes: b, Files: f})
+	})
+	handle("quota/rm", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		k, err := quotaKey(a, "quota rm")
+		if err != nil {
+			return nil, err
+		}
+		return done, ns.RemoveQuota(ctx, c, a["path"], k)
+	})
+	handle("quota/ls", false, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		p := a["path"]
+		if p == "" {
+			p = "/"
+		}
+		qs, err := ns.Quotas(ctx, c, p)
+		if err != nil {
+			return nil, err
+		}
+		out := []client.Quota{}
+		kinds := map[byte]string{namespace.QuotaUser: "user", namespace.QuotaGroup: "group", namespace.QuotaProject: "project"}
+		for _, q := range qs {
+			keys := map[namespace.QuotaKey]bool{}
+			for k := range q.Limits {
+				keys[k] = true
+			}
+			for k := range keys {
+				out = append(out, client.Quota{Path: q.Path, Kind: kinds[k.Kind], ID: k.ID, LimitBytes: q.Limits[k].Bytes,
+					LimitFiles: q.Limits[k].Files, UsedBytes: q.Used[k].Bytes, UsedFiles: q.Used[k].Files, BookedBytes: q.Booked[k].Bytes})
+			}
+		}
+		sort.Slice(out, func(i, j int) bool {
+			if out[i].Path != out[j].Path {
+				return out[i].Path < out[j].Path
+			}
+			if out[i].Kind != out[j].Kind {
+				return out[i].Kind < out[j].Kind
+			}
+			return out[i].ID < out[j].ID
+		})
+		return out, nil
 	})
 	handle("whoami", false, func(_ context.Context, c auth.Principal, _ apiArgs) (any, error) {
 		return client.Whoami{UID: c.UID, GID: c.GID, Groups: c.Groups, Name: c.Name, Method: c.Method}, nil

@@ -33,8 +33,13 @@ func (ns *Namespace) update(c Caller, op, path string, fn func(n *Inode) error) 
 			*n = *d
 			tx.put(inodeKey(n.ID), n.encode(nil))
 		} else {
+			uid, gid := n.UID, n.GID
 			if err := fn(n); err != nil {
 				return kerr.WithOp(err, op)
+			}
+			if n.UID != uid || n.GID != gid {
+				ns.charge(tx, n.Parent, uid, gid, Amount{n.Size, 1}.neg())
+				ns.charge(tx, n.Parent, n.UID, n.GID, Amount{n.Size, 1})
 			}
 			n.CTime = ns.opts.Now().UnixNano()
 			putFile(tx, n)
@@ -55,7 +60,8 @@ func (ns *Namespace) Chmod(c Caller, path string, mode uint32) error {
 	})
 }
 
-// Chown sets owner and group (root only).
+// Chown sets owner and group (root only). A file's quota usage moves to
+// its new owner.
 func (ns *Namespace) Chown(c Caller, path string, uid, gid uint32) error {
 	return ns.update(c, "chown", path, func(n *Inode) error {
 		if c.UID != 0 {

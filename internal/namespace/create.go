@@ -17,6 +17,7 @@ type CreateOptions struct {
 	Exclusive bool   // fail if the file exists
 	Mode      uint32 // permission bits (default 0644)
 	Layout    string // override the inherited layout (must parse)
+	SizeHint  int64  // the size the client announced, booked against quota
 }
 
 // Placement chooses one filesystem per stripe for a new file.
@@ -92,9 +93,18 @@ func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptio
 // stays invisible until Commit.
 func (ns *Namespace) BeginCreate(c Caller, path string, o CreateOptions, place Placement) (f *Inode, err error) {
 	err = ns.mutate("create", func(tx *txn) error {
-		if f, _, _, err = ns.prepareCreate(tx, c, path, o, place); err != nil {
+		var old *Inode
+		if f, _, old, err = ns.prepareCreate(tx, c, path, o, place); err != nil {
 			return err
 		}
+		want := Amount{Bytes: max(o.SizeHint, 0), Files: 1}
+		if old != nil {
+			want.Files = 0 // it replaces a file
+		}
+		if err := ns.fits(tx, f.Parent, f.UID, f.GID, want, path); err != nil {
+			return kerr.WithOp(err, "create")
+		}
+		ns.book(tx, f.ID, f.Parent, f.UID, f.GID, want)
 		tx.put(pendingKey(f.ID), f.encode(nil))
 		tx.emit(Event{Kind: Created, Ino: f.ID, Parent: f.Parent, Name: f.Name})
 		return nil
@@ -123,6 +133,18 @@ func (ns *Namespace) CreateEmpty(c Caller, path string, o CreateOptions) (f *Ino
 // queued for deletion), and updates the subtree accounting. Caller holds
 // ns.mu.
 func (ns *Namespace) link(tx *txn, parent, f, old *Inode) error {
+	// Quota first, before anything of the file is written: the replaced
+	// file's usage is freed, the new one must fit.
+	if old != nil {
+		ns.charge(tx, parent.ID, old.UID, old.GID, Amount{old.Size, 1}.neg())
+	}
+	if err := ns.fits(tx, parent.ID, f.UID, f.GID, Amount{f.Size, 1}, f.Name); err != nil {
+		if old != nil {
+			ns.charge(tx, parent.ID, old.UID, old.GID, Amount{old.Size, 1})
+		}
+		return kerr.WithOp(err, "commit")
+	}
+	ns.charge(tx, parent.ID, f.UID, f.GID, Amount{f.Size, 1})
 	now := f.MTime
 	putFile(tx, f)
 	tx.put(inodeKey(f.ID), fileIndex(parent.ID, f.Name))
@@ -205,9 +227,19 @@ func (ns *Namespace) Commit(fid uint64, size int64, sums map[string]string) (f *
 		for k := range f.Checksums {
 			f.Checksums[k] = sums[k]
 		}
+		ns.unbook(tx, fid)
+		if err := ns.link(tx, parent, f, old); err != nil {
+			if !kerr.Is(err, kerr.Quota) {
+				return err
+			}
+			// Over quota with its real size: the upload is void.
+			ns.abort(tx, f)
+			tx.result = err
+			return nil
+		}
 		tx.del(pendingKey(fid))
 		delete(ns.claimed, fid)
-		return ns.link(tx, parent, f, old)
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -228,6 +260,7 @@ func (ns *Namespace) Abort(fid uint64) error {
 }
 
 func (ns *Namespace) abort(tx *txn, f *Inode) {
+	ns.unbook(tx, f.ID)
 	tx.del(pendingKey(f.ID))
 	delete(ns.claimed, f.ID)
 	queueDeletion(tx, f)

@@ -88,6 +88,8 @@ type Namespace struct {
 	nextID   uint64            // next id to hand out
 	idLimit  uint64            // persisted high-water; refill when nextID reaches it
 	claimed  map[uint64]bool   // pending uploads a storage server is writing
+	quota    map[uint64]*quotaNode
+	bookings map[uint64]*booking // quota booked by uploads in flight, by fid
 }
 
 type dirKey struct {
@@ -106,7 +108,7 @@ func Open(eng kv.Engine, opts Options) (*Namespace, error) {
 		opts.Permits = ModeBits
 	}
 	ns := &Namespace{eng: eng, opts: opts, feed: newFeed(opts.FeedSize), dirs: map[uint64]*Inode{},
-		dirIndex: map[dirKey]uint64{}, claimed: map[uint64]bool{}}
+		dirIndex: map[dirKey]uint64{}, claimed: map[uint64]bool{}, bookings: map[uint64]*booking{}}
 	v, err := eng.Get([]byte("v"))
 	switch {
 	case errors.Is(err, kv.ErrNotFound):
@@ -133,6 +135,9 @@ func Open(eng kv.Engine, opts Options) (*Namespace, error) {
 	if _, err := ns.dir(RootID); err != nil {
 		return nil, err
 	}
+	if err := ns.loadQuotas(); err != nil {
+		return nil, err
+	}
 	return ns, nil
 }
 
@@ -148,6 +153,13 @@ type txn struct {
 	// result is returned by mutate after the batch was applied: for
 	// mutations that record something (an abort) and still fail.
 	result error
+
+	// quota changes, applied to memory when the batch is
+	quotaDelta map[quotaRef]Amount
+	bookDelta  map[quotaRef]Amount
+	bookings   []bookingChange
+	newQuota   *newQuotaNode
+	quotaLimit []quotaLimitChange
 }
 
 func (tx *txn) put(k, v []byte) { tx.b.Put(k, v); tx.writes++ }
@@ -167,6 +179,8 @@ func (ns *Namespace) mutate(op string, fn func(tx *txn) error) error {
 		if wait, err = tx.b.Apply(ns.opts.Sync); err != nil {
 			err = kerr.Wrap(kerr.Internal, op, "", err)
 		} else {
+			ns.applyQuotaLimits(tx)
+			ns.applyQuota(tx)
 			ns.feed.publish(tx.events)
 		}
 	}

@@ -561,3 +561,153 @@ func TestColdCacheConcurrentReaders(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestQuota: limits hold at open (bookings) and at commit (real sizes),
+// racing uploads never go above a limit, failed uploads release their
+// booking, and usage follows removes, renames and chowns, survives a
+// reopen and equals a recount.
+func TestQuota(t *testing.T) {
+	eng := memkv.New()
+	ns, _ := Open(eng, Options{})
+	alice := Caller{UID: 1000, GID: 1000}
+	ns.Mkdir(Root, "/q", 0o777, false)
+	ns.Mkdir(Root, "/free", 0o777, false)
+	upload := func(c Caller, p string, hint, size int64) error {
+		f, err := ns.BeginCreate(c, p, CreateOptions{SizeHint: hint}, place)
+		if err != nil {
+			return err
+		}
+		_, err = ns.Commit(f.ID, size, nil)
+		return err
+	}
+	// A file below before the node exists is counted when it is made one.
+	if err := upload(alice, "/q/before", 10, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.SetQuota(Root, "/q", QuotaKey{QuotaUser, 1000}, Amount{Bytes: 100, Files: 5}); err != nil {
+		t.Fatal(err)
+	}
+	used := func() Amount {
+		qs, err := ns.Quotas(Root, "/")
+		if err != nil || len(qs) != 1 {
+			t.Fatalf("quota ls: %+v %v", qs, err)
+		}
+		return qs[0].Used[QuotaKey{QuotaUser, 1000}]
+	}
+	if u := used(); u != (Amount{10, 1}) {
+		t.Fatalf("initial usage %+v", u)
+	}
+	mustKind(t, upload(alice, "/q/big", 95, 95), kerr.Quota)
+	// Bookings: two uploads of 50 announced fit, a third does not.
+	f1, err := ns.BeginCreate(alice, "/q/a", CreateOptions{SizeHint: 50}, place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ns.BeginCreate(alice, "/q/b", CreateOptions{SizeHint: 50}, place)
+	mustKind(t, err, kerr.Quota)
+	if err := ns.Abort(f1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := upload(alice, "/q/b", 50, 50); err != nil {
+		t.Fatalf("after an abort released its booking: %v", err)
+	}
+	// An upload that announced little but wrote more is refused at commit.
+	mustKind(t, upload(alice, "/q/liar", 1, 60), kerr.Quota)
+	if _, err := ns.Stat(Root, "/q/liar"); !kerr.Is(err, kerr.NotFound) {
+		t.Fatalf("over-quota upload visible: %v", err)
+	}
+	if u := used(); u != (Amount{60, 2}) {
+		t.Fatalf("usage after refusals %+v", u)
+	}
+	// Other users are not limited by alice's quota; the project is summed.
+	if err := upload(Caller{UID: 2000, GID: 2000}, "/q/bob", 500, 500); err != nil {
+		t.Fatal(err)
+	}
+	// Remove, rename out, rename in (checked), chown.
+	if err := ns.Remove(alice, "/q/before", RemoveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.Rename(alice, "/q/b", "/free/b", false); err != nil {
+		t.Fatal(err)
+	}
+	if u := used(); u != (Amount{0, 0}) {
+		t.Fatalf("usage after remove and rename out %+v", u)
+	}
+	upload(alice, "/free/huge", 0, 101)
+	_, err = ns.Rename(alice, "/free/huge", "/q/huge", false)
+	mustKind(t, err, kerr.Quota)
+	if _, err := ns.Rename(alice, "/free/b", "/q/b", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Chown(Root, "/q/bob", 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	// Files limit.
+	ns.SetQuota(Root, "/q", QuotaKey{QuotaUser, 1000}, Amount{Bytes: 10000, Files: 4})
+	for i := 0; i < 2; i++ {
+		if err := upload(alice, fmt.Sprintf("/q/s%d", i), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustKind(t, upload(alice, "/q/s9", 1, 1), kerr.Quota)
+	// Persisted, and equal to a recount.
+	ns2, err := Open(eng, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, _ := ns2.Quotas(Root, "/q")
+	recount, err := ns2.RecountQuota(Root, "/q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range recount {
+		if qs[0].Used[k] != v {
+			t.Fatalf("%s: stored %+v, recount %+v", k, qs[0].Used[k], v)
+		}
+	}
+	if qs[0].Used[QuotaKey{QuotaUser, 1000}] != (Amount{552, 4}) {
+		t.Fatalf("after reopen %+v", qs[0].Used)
+	}
+	if err := ns2.RemoveQuota(Root, "/q", QuotaKey{QuotaUser, 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if qs, _ := ns2.Quotas(Root, "/"); len(qs) != 0 {
+		t.Fatalf("quota node left after its last limit: %+v", qs)
+	}
+}
+
+// TestQuotaRace: 16 uploads racing for the last bytes of a quota never
+// leave usage above the limit.
+func TestQuotaRace(t *testing.T) {
+	ns := newNS(t)
+	ns.Mkdir(Root, "/q", 0o777, false)
+	ns.SetQuota(Root, "/q", QuotaKey{QuotaProject, 0}, Amount{Bytes: 1000})
+	var wg sync.WaitGroup
+	var ok atomic.Int32
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			hint := int64(100)
+			if i%2 == 0 {
+				hint = 0 // no size announced: checked at commit only
+			}
+			f, err := ns.BeginCreate(Caller{UID: uint32(1000 + i)}, fmt.Sprintf("/q/f%d", i), CreateOptions{SizeHint: hint}, place)
+			if err != nil {
+				return
+			}
+			if _, err := ns.Commit(f.ID, 100, nil); err == nil {
+				ok.Add(1)
+			}
+		}(i)
+	}
+	wg.Wait()
+	qs, _ := ns.Quotas(Root, "/q")
+	u := qs[0].Used[QuotaKey{QuotaProject, 0}]
+	if u.Bytes > 1000 || u.Bytes != int64(ok.Load())*100 || ok.Load() != 10 {
+		t.Fatalf("usage %+v with %d uploads committed", u, ok.Load())
+	}
+	if len(qs[0].Booked) != 0 {
+		t.Fatalf("bookings left: %+v", qs[0].Booked)
+	}
+}

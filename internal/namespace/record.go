@@ -8,9 +8,12 @@ package namespace
 //	                              file: 'f' + parent(8) + name
 //	"D" parent(8) name         -> 'd' + cid(8)   for a container
 //	                              'f' + record  for a file (one Get serves a stat)
-//	"P" fid(8)                 -> pending upload: parent(8) + len(name) + name + record
+//	"P" fid(8)                 -> pending upload: its record (parent and name inside)
 //	"X" fsid(4) fid(8) idx(2)  -> physical file to delete on filesystem fsid
-//	"F" fsid(4)                -> filesystem registration (owned by package mgm, JSON)
+//	"F" fsid(4)                -> filesystem registration (JSON, filesystems.go)
+//	"Q" cid(8) kind(1) id(4)   -> quota limit of quota node cid: bytes(8) files(8)
+//	                              kind 'u' user, 'g' group, 'p' project (id 0)
+//	"U" cid(8) kind(1) id(4)   -> usage counted in quota node cid: bytes(8) files(8)
 //
 // A file becomes visible only when Commit moves its pending record to "D"
 // and "I" in one atomic batch, so a crash never leaves a half-written file

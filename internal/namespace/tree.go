@@ -135,6 +135,7 @@ func (ns *Namespace) Remove(c Caller, path string, o RemoveOptions) error {
 }
 
 func (ns *Namespace) unlinkFile(tx *txn, parent, f *Inode) {
+	ns.charge(tx, parent.ID, f.UID, f.GID, Amount{f.Size, 1}.neg())
 	tx.del(dentryKey(parent.ID, f.Name))
 	tx.del(inodeKey(f.ID))
 	queueDeletion(tx, f)
@@ -142,6 +143,7 @@ func (ns *Namespace) unlinkFile(tx *txn, parent, f *Inode) {
 }
 
 func (ns *Namespace) unlinkDir(tx *txn, parent, d *Inode) {
+	ns.dropQuotaNode(tx, d)
 	tx.del(dentryKey(parent.ID, d.Name))
 	tx.del(inodeKey(d.ID))
 	ns.uncacheDir(tx, d)
@@ -205,6 +207,9 @@ func (ns *Namespace) Rename(c Caller, from, to string, overwrite bool) (replaced
 		if !ns.permits(c, n, fparent, Delete) || !ns.permits(c, tparent, tparent, Write|Search) ||
 			(old != nil && !ns.permits(c, old, tparent, Delete)) {
 			return kerr.New(kerr.Permission, "mv", tp, "write permission denied")
+		}
+		if err := ns.moveUsage(tx, n, fparent.ID, tparent.ID, tp); err != nil {
+			return kerr.WithOp(err, "mv")
 		}
 		now := ns.opts.Now().UnixNano()
 		if old != nil {

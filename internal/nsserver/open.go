@@ -18,6 +18,7 @@ type OpenRequest struct {
 	Exclusive bool   // fail if the file exists
 	MkPath    bool   // create missing parent directories (unless sys.mkpath=off)
 	Mode      uint32 // permission bits of a new file (default 0644)
+	Size      int64  // the size the client announced (booked against quota), 0 if unknown
 }
 
 // Node is a storage server, as clients reach it.
@@ -49,7 +50,7 @@ func (s *Server) Open(ctx context.Context, p auth.Principal, path string, r Open
 			return nil, kerr.New(kerr.Unsupported, "open", path, "committed files are immutable; open with truncate or as new")
 		}
 	}
-	return s.openWrite(p, path, namespace.CreateOptions{Exclusive: r.Exclusive, Mode: r.Mode}, r.MkPath)
+	return s.openWrite(p, path, namespace.CreateOptions{Exclusive: r.Exclusive, Mode: r.Mode, SizeHint: r.Size}, r.MkPath)
 }
 
 // openWrite starts an upload of path. With mkpath, missing parent

@@ -151,8 +151,11 @@ func (n Namespace) StatFS(ctx context.Context, id xrootd.Identity, p string) (xr
 }
 
 func (n Namespace) Open(ctx context.Context, id xrootd.Identity, p string, req xrootd.OpenRequest) (xrootd.Redirect, error) {
+	// xrdcp announces an upload's size as oss.asize: it is booked against
+	// quota before any byte moves.
+	size, _ := strconv.ParseInt(req.Opaque.Get("oss.asize"), 10, 64)
 	g, err := n.NS.Open(ctx, principal(id), p, nsserver.OpenRequest{Write: req.Write, Create: req.Create,
-		Truncate: req.Truncate, Exclusive: req.Exclusive, MkPath: req.MkPath, Mode: req.Mode})
+		Truncate: req.Truncate, Exclusive: req.Exclusive, MkPath: req.MkPath, Mode: req.Mode, Size: max(size, 0)})
 	if err != nil {
 		return xrootd.Redirect{}, err
 	}
