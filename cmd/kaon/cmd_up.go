@@ -101,7 +101,24 @@ func (r *nsRole) handler(log *slog.Logger) http.Handler {
 // metaCacheMB sizes the namespace engine's block cache (flag --meta-cache).
 var metaCacheMB = pebblekv.DefaultCacheBytes >> 20
 
-func openNamespace(dir string, sync bool, capTTL time.Duration, log *slog.Logger) (*nsRole, error) {
+// nsFlags are the namespace server's settings shared by up and mgm.
+type nsFlags struct {
+	sync            *bool
+	capTTL          *time.Duration
+	recycleLifetime *time.Duration
+	recycleSize     *int64
+}
+
+func bindNSFlags(fl *flag.FlagSet) nsFlags {
+	return nsFlags{
+		sync:            fl.Bool("sync", true, "make namespace commits and file data durable before acknowledging (false: benchmarks only)"),
+		capTTL:          fl.Duration("cap-ttl", 5*time.Minute, "lifetime of redirect capabilities"),
+		recycleLifetime: fl.Duration("recycle-lifetime", 30*24*time.Hour, "recycle bin entries older than this are purged (0 = kept)"),
+		recycleSize:     fl.Int64("recycle-size", 0, "the oldest recycle bin entries are purged while it holds more bytes than this (0 = no limit)"),
+	}
+}
+
+func openNamespace(dir string, f nsFlags, log *slog.Logger) (*nsRole, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
 		return nil, err
 	}
@@ -113,7 +130,8 @@ func openNamespace(dir string, sync bool, capTTL time.Duration, log *slog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("open namespace store in %s: %w", dir, err)
 	}
-	srv, err := nsserver.New(nsserver.Config{Engine: eng, Sync: sync, Key: key, CapabilityTTL: capTTL, Logger: log,
+	srv, err := nsserver.New(nsserver.Config{Engine: eng, Sync: *f.sync, Key: key, CapabilityTTL: *f.capTTL, Logger: log,
+		RecycleLifetime: *f.recycleLifetime, RecycleMaxBytes: *f.recycleSize,
 		Data: httpfront.DataReader{}, PhysName: func(fs namespace.Filesystem, fid uint64) string { return storage.PhysPath(fs.Path, fid) }})
 	if err != nil {
 		eng.Close()
@@ -146,8 +164,8 @@ func runUp(args []string) int {
 	httpAddr := fl.String("http", "127.0.0.1:8000", "namespace HTTP/WebDAV listen address (port 0 = free port)")
 	xrdAddr := fl.String("xrootd", "127.0.0.1:1094", "namespace root:// listen address (empty = off, port 0 = free port)")
 	nfs := fl.Int("fs", 6, "number of storage filesystems to create under DATA/fs")
-	sync := fl.Bool("sync", true, "make namespace commits and file data durable before acknowledging (false: benchmarks only)")
-	capTTL := fl.Duration("cap-ttl", 5*time.Minute, "lifetime of redirect capabilities")
+	nsf := bindNSFlags(fl)
+	sync := nsf.sync
 	verbose := fl.Bool("v", false, "debug logging")
 	pprofAddr := fl.String("pprof", "", "serve Go profiling on this address (e.g. 127.0.0.1:6060)")
 	fl.IntVar(&metaCacheMB, "meta-cache", metaCacheMB, "namespace engine block cache in MiB")
@@ -159,7 +177,7 @@ func runUp(args []string) int {
 		fmt.Fprintln(os.Stderr, "kaon up:", err)
 		return 1
 	}
-	role, err := openNamespace(*data, *sync, *capTTL, log)
+	role, err := openNamespace(*data, nsf, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon up:", err)
 		return 1
@@ -205,6 +223,7 @@ func runUp(args []string) int {
 	nsSrv := serveHTTP(nsL, role.handler(log))
 	fstSrv := serveHTTP(fstL, fst.Handler())
 	go fst.Run(ctx)
+	go role.srv.Run(ctx)
 	select {
 	case <-fst.Ready():
 	case <-time.After(30 * time.Second):
@@ -255,8 +274,7 @@ func runMGM(args []string) int {
 	data := fl.String("data", defaultDataDir(), "namespace data directory")
 	httpAddr := fl.String("http", "127.0.0.1:8000", "HTTP/WebDAV listen address")
 	xrdAddr := fl.String("xrootd", "", "root:// listen address (empty = off)")
-	sync := fl.Bool("sync", true, "make namespace commits durable before acknowledging (false: benchmarks only)")
-	capTTL := fl.Duration("cap-ttl", 5*time.Minute, "lifetime of redirect capabilities")
+	nsf := bindNSFlags(fl)
 	fl.IntVar(&metaCacheMB, "meta-cache", metaCacheMB, "namespace engine block cache in MiB")
 	fl.Parse(args)
 	log := newLogger(false)
@@ -264,12 +282,15 @@ func runMGM(args []string) int {
 		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
 		return 1
 	}
-	role, err := openNamespace(*data, *sync, *capTTL, log)
+	role, err := openNamespace(*data, nsf, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
 		return 1
 	}
 	defer role.eng.Close()
+	mctx, mcancel := context.WithCancel(context.Background())
+	defer mcancel()
+	go role.srv.Run(mctx)
 	l, addr, err := listen(*httpAddr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon mgm:", err)

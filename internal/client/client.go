@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Client calls one namespace server.
@@ -207,6 +208,32 @@ func (c *Client) Quotas(ctx context.Context, path string) ([]Quota, error) {
 	var out []Quota
 	err := c.get(ctx, "quota/ls", map[string]any{"path": path}, &out)
 	return out, err
+}
+
+// RecycleList lists the recycled entries the caller may see.
+func (c *Client) RecycleList(ctx context.Context) ([]RecycleEntry, error) {
+	var out []RecycleEntry
+	err := c.get(ctx, "recycle/ls", nil, &out)
+	return out, err
+}
+
+// RecycleRestore restores entry key and returns the path restored to.
+func (c *Client) RecycleRestore(ctx context.Context, key string, forceRename bool) (string, error) {
+	var out struct {
+		Path string `json:"path"`
+	}
+	err := c.Call(ctx, true, "recycle/restore", map[string]any{"key": key, "force_rename": forceRename}, &out)
+	return out.Path, err
+}
+
+// RecyclePurge purges entry key ("" = all the caller may see; olderThan >
+// 0 = only those deleted longer ago) and returns how many.
+func (c *Client) RecyclePurge(ctx context.Context, key string, olderThan time.Duration) (int, error) {
+	var out struct {
+		Purged int `json:"purged"`
+	}
+	err := c.Call(ctx, true, "recycle/purge", map[string]any{"key": key, "older_than": olderThan.String()}, &out)
+	return out.Purged, err
 }
 
 // Whoami asks who the server thinks the caller is.

@@ -86,6 +86,18 @@ type Quota struct {
 	BookedBytes int64  `json:"booked_bytes"` // by uploads in flight
 }
 
+// RecycleEntry is a recycled file or tree (`recycle ls`).
+type RecycleEntry struct {
+	Key   string    `json:"key"`
+	Path  string    `json:"path"` // where it was deleted from
+	Dir   bool      `json:"dir"`
+	UID   uint32    `json:"uid"`
+	GID   uint32    `json:"gid"`
+	Size  int64     `json:"size"`
+	Files int64     `json:"files"`
+	Time  time.Time `json:"time"` // when it was deleted
+}
+
 // Whoami is who the server thinks the client is, and how it knows.
 type Whoami struct {
 	UID    uint32   `json:"uid"`

@@ -306,6 +306,33 @@ func (f *Namespace) apiHandler() http.Handler {
 		})
 		return out, nil
 	})
+	handle("recycle/ls", false, func(ctx context.Context, c auth.Principal, _ apiArgs) (any, error) {
+		es, err := ns.RecycleList(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		out := []client.RecycleEntry{}
+		for _, e := range es {
+			out = append(out, client.RecycleEntry{Key: e.Key, Path: e.Path, Dir: e.Dir, UID: e.UID, GID: e.GID,
+				Size: e.Size, Files: e.Files, Time: time.Unix(0, e.Time)})
+		}
+		return out, nil
+	})
+	handle("recycle/restore", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		p, err := ns.RecycleRestore(ctx, c, a["key"], a.bool("force_rename"))
+		return map[string]string{"path": p}, err
+	})
+	handle("recycle/purge", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		var older time.Duration
+		if v := a["older_than"]; v != "" {
+			var err error
+			if older, err = time.ParseDuration(v); err != nil {
+				return nil, kerr.New(kerr.Invalid, "recycle purge", v, "bad duration (e.g. 72h)")
+			}
+		}
+		n, err := ns.RecyclePurge(ctx, c, a["key"], older)
+		return map[string]int{"purged": n}, err
+	})
 	handle("whoami", false, func(_ context.Context, c auth.Principal, _ apiArgs) (any, error) {
 		return client.Whoami{UID: c.UID, GID: c.GID, Groups: c.Groups, Name: c.Name, Method: c.Method}, nil
 	})

@@ -219,6 +219,9 @@ func (ns *Namespace) pathOf(n *Inode) (string, error) {
 			return "", err
 		}
 		parts = append(parts, d.Name)
+		if d.Parent == d.ID { // the recycle bin: its own parent
+			break
+		}
 		cid = d.Parent
 	}
 	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {

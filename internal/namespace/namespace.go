@@ -90,6 +90,7 @@ type Namespace struct {
 	claimed  map[uint64]bool   // pending uploads a storage server is writing
 	quota    map[uint64]*quotaNode
 	bookings map[uint64]*booking // quota booked by uploads in flight, by fid
+	binID    uint64              // the recycle bin container, once created
 }
 
 type dirKey struct {
@@ -138,6 +139,9 @@ func Open(eng kv.Engine, opts Options) (*Namespace, error) {
 	if err := ns.loadQuotas(); err != nil {
 		return nil, err
 	}
+	if _, err := ns.bin(nil); err != nil {
+		return nil, err
+	}
 	return ns, nil
 }
 
@@ -150,6 +154,8 @@ type txn struct {
 	// dirty is set once cached containers were changed: if the mutation
 	// then fails, the cache is dropped (it may be ahead of the store).
 	dirty bool
+	// binCreated: the recycle bin was created in this mutation.
+	binCreated bool
 	// result is returned by mutate after the batch was applied: for
 	// mutations that record something (an abort) and still fail.
 	result error
@@ -186,6 +192,9 @@ func (ns *Namespace) mutate(op string, fn func(tx *txn) error) error {
 	}
 	if err != nil && tx.dirty {
 		ns.dropCache()
+	}
+	if err != nil && tx.binCreated {
+		ns.binID = 0
 	}
 	tx.b.Discard()
 	ns.mu.Unlock()
@@ -251,7 +260,7 @@ func (ns *Namespace) dir(cid uint64) (*Inode, error) {
 		return old, nil
 	}
 	ns.dirs[cid] = d
-	if cid != RootID {
+	if cid != RootID && d.Parent != cid {
 		ns.dirIndex[dirKey{d.Parent, d.Name}] = cid
 	}
 	return d, nil

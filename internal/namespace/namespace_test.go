@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -709,5 +710,100 @@ func TestQuotaRace(t *testing.T) {
 	}
 	if len(qs[0].Booked) != 0 {
 		t.Fatalf("bookings left: %+v", qs[0].Booked)
+	}
+}
+
+// TestRecycle: deletes below sys.recycle are recoverable (files and
+// trees), keep counting in their quota node until purged, are listed to
+// their owner only, restore refuses to overwrite (or renames beside), and
+// purge queues the data for deletion.
+func TestRecycle(t *testing.T) {
+	eng := memkv.New()
+	ns, _ := Open(eng, Options{})
+	alice := Caller{UID: 1000, GID: 1000}
+	ns.Mkdir(Root, "/r", 0o777, false)
+	ns.SetXAttr(Root, "/r", AttrRecycle, "on")
+	ns.SetQuota(Root, "/r", QuotaKey{QuotaProject, 0}, Amount{Bytes: 1 << 20})
+	ns.Mkdir(alice, "/r/tree/sub", 0o755, true)
+	f, _ := ns.BeginCreate(alice, "/r/tree/sub/f", CreateOptions{}, place)
+	ns.Commit(f.ID, 100, nil)
+	g, _ := ns.BeginCreate(alice, "/r/g", CreateOptions{}, place)
+	ns.Commit(g.ID, 10, nil)
+	usage := func() Amount {
+		qs, _ := ns.Quotas(Root, "/r")
+		return qs[0].Used[QuotaKey{QuotaProject, 0}]
+	}
+	if err := ns.Remove(alice, "/r/g", RemoveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Remove(alice, "/r/tree", RemoveOptions{Recursive: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.Stat(Root, "/r/tree"); !kerr.Is(err, kerr.NotFound) {
+		t.Fatalf("recycled tree still visible: %v", err)
+	}
+	if d, _ := ns.Stat(Root, "/r"); d.TreeFiles != 0 || d.TreeSize != 0 {
+		t.Fatalf("tree accounting after recycling: %+v", d)
+	}
+	if u := usage(); u != (Amount{110, 2}) {
+		t.Fatalf("recycled data must keep counting in its quota node: %+v", u)
+	}
+	if ds, _ := ns.Deletions(1, 10); len(ds) != 0 {
+		t.Fatalf("recycled data queued for deletion: %v", ds)
+	}
+	es, err := ns.RecycleList(alice)
+	if err != nil || len(es) != 2 || es[0].Path != "/r/g" || es[1].Path != "/r/tree" || !es[1].Dir || es[1].Files != 1 {
+		t.Fatalf("recycle ls: %+v %v", es, err)
+	}
+	if es, _ := ns.RecycleList(Caller{UID: 2000}); len(es) != 0 {
+		t.Fatalf("another user sees alice's entries: %+v", es)
+	}
+	if _, err := ns.RecycleRestore(Caller{UID: 2000}, es[1].Key, false); !kerr.Is(err, kerr.Permission) {
+		t.Fatalf("another user restores: %v", err)
+	}
+	// Restore the tree; a new /r/g blocks restoring the file unless renamed.
+	if p, err := ns.RecycleRestore(alice, es[1].Key, false); err != nil || p != "/r/tree" {
+		t.Fatalf("restore tree: %q %v", p, err)
+	}
+	if n, err := ns.Stat(alice, "/r/tree/sub/f"); err != nil || n.Size != 100 {
+		t.Fatalf("restored file: %+v %v", n, err)
+	}
+	h, _ := ns.BeginCreate(alice, "/r/g", CreateOptions{}, place)
+	ns.Commit(h.ID, 5, nil)
+	if _, err := ns.RecycleRestore(alice, es[0].Key, false); !kerr.Is(err, kerr.Exists) {
+		t.Fatalf("restore over an existing file: %v", err)
+	}
+	p, err := ns.RecycleRestore(alice, es[0].Key, true)
+	if err != nil || !strings.HasPrefix(p, "/r/g.restored-") {
+		t.Fatalf("restore beside: %q %v", p, err)
+	}
+	if u := usage(); u != (Amount{115, 3}) {
+		t.Fatalf("usage after restores: %+v", u)
+	}
+	// Purge: data queued for deletion, usage released.
+	if err := ns.Remove(alice, "/r/tree", RemoveOptions{Recursive: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ns.RecyclePurge(alice, "", 0); err != nil || n != 1 {
+		t.Fatalf("purge: %d %v", n, err)
+	}
+	if ds, _ := ns.Deletions(1, 10); len(ds) != 1 || ds[0].Fid != f.ID {
+		t.Fatalf("purged data not queued: %v", ds)
+	}
+	if u := usage(); u != (Amount{15, 2}) {
+		t.Fatalf("usage after purge: %+v", u)
+	}
+	// Bypass, expiry by age, and a reopen keeps the bin.
+	ns.Remove(alice, p, RemoveOptions{NoRecycle: true})
+	ns.Remove(alice, "/r/g", RemoveOptions{})
+	ns2, _ := Open(eng, Options{Now: func() time.Time { return time.Now().Add(48 * time.Hour) }})
+	if es, _ := ns2.RecycleList(Root); len(es) != 1 {
+		t.Fatalf("after reopen: %+v", es)
+	}
+	if n, err := ns2.RecycleExpire(24*time.Hour, 0); err != nil || n != 1 {
+		t.Fatalf("expire: %d %v", n, err)
+	}
+	if _, err := ns2.Stat(Root, "/.kaon-recycle"); !kerr.Is(err, kerr.NotFound) {
+		t.Fatalf("the bin is reachable by path: %v", err)
 	}
 }

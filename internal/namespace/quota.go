@@ -135,7 +135,7 @@ func (ns *Namespace) quotaNodeOf(cid uint64) uint64 {
 		if _, ok := ns.quota[cid]; ok {
 			return cid
 		}
-		if cid == RootID {
+		if cid == RootID || ns.isBin(cid) {
 			return 0
 		}
 		d, err := ns.dir(cid)

@@ -84,6 +84,7 @@ type RemoveOptions struct {
 	Dir       bool // the path must be a directory (rmdir); otherwise a file (rm)
 	Any       bool // a file or an empty directory
 	Recursive bool // a file or a whole tree (WebDAV DELETE)
+	NoRecycle bool // delete for good even where sys.recycle is set
 }
 
 // Remove unlinks the file or directory at path; a file's data is queued
@@ -119,10 +120,22 @@ func (ns *Namespace) Remove(c Caller, path string, o RemoveOptions) error {
 		size, files, dirs := n.Size, int64(1), int64(0)
 		if n.IsDir {
 			size, files, dirs = n.TreeSize, n.TreeFiles, n.TreeDirs+1
+		}
+		switch {
+		case recycling(parent) && !o.NoRecycle:
+			if n.IsDir {
+				if err := ns.mayDeleteTree(c, n); err != nil {
+					return kerr.WithOp(err, op)
+				}
+			}
+			if err := ns.recycle(tx, c, parent, n, p); err != nil {
+				return kerr.Wrap(kerr.Internal, op, p, err)
+			}
+		case n.IsDir:
 			if err := ns.removeTree(c, tx, parent, n); err != nil {
 				return kerr.WithOp(err, op)
 			}
-		} else {
+		default:
 			ns.unlinkFile(tx, parent, n)
 		}
 		now := ns.opts.Now().UnixNano()
@@ -148,6 +161,28 @@ func (ns *Namespace) unlinkDir(tx *txn, parent, d *Inode) {
 	tx.del(inodeKey(d.ID))
 	ns.uncacheDir(tx, d)
 	tx.emit(Event{Kind: Removed, Ino: d.ID, Parent: parent.ID, Name: d.Name, IsDir: true})
+}
+
+// mayDeleteTree checks c may delete everything below container d (what
+// removeTree checks as it goes).
+func (ns *Namespace) mayDeleteTree(c Caller, d *Inode) error {
+	if !ns.permits(c, d, d, Delete) {
+		return kerr.New(kerr.Permission, "", d.Name, "permission to delete entries denied")
+	}
+	var dirs []*Inode
+	if err := ns.scanDir(d, func(n *Inode) {
+		if n.IsDir {
+			dirs = append(dirs, n)
+		}
+	}); err != nil {
+		return kerr.Wrap(kerr.Internal, "", d.Name, err)
+	}
+	for _, sub := range dirs {
+		if err := ns.mayDeleteTree(c, sub); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // removeTree unlinks container d and everything below it (the caller

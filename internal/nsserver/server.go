@@ -41,6 +41,11 @@ type Config struct {
 	PhysName func(fs namespace.Filesystem, fid uint64) string
 	Logger   *slog.Logger
 	Now      func() time.Time // clock; default time.Now
+	// RecycleLifetime and RecycleMaxBytes bound the recycle bin: entries
+	// older than the lifetime are purged, then the oldest while it holds
+	// more than the size (0: no bound). Enforced while Run runs.
+	RecycleLifetime time.Duration
+	RecycleMaxBytes int64
 }
 
 // DataReader reads the whole content of the file a read grant names from
@@ -59,6 +64,8 @@ type Server struct {
 	phys func(fs namespace.Filesystem, fid uint64) string
 	log  *slog.Logger
 	now  func() time.Time
+
+	cfg Config
 
 	sumMu      sync.Mutex
 	sumPending map[string]*sumCall // checksums being computed on request, by fid/type
@@ -80,7 +87,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{key: cfg.Key, ttl: cfg.CapabilityTTL, data: cfg.Data, phys: cfg.PhysName, log: cfg.Logger, now: cfg.Now,
+	s := &Server{cfg: cfg, key: cfg.Key, ttl: cfg.CapabilityTTL, data: cfg.Data, phys: cfg.PhysName, log: cfg.Logger, now: cfg.Now,
 		sumPending: map[string]*sumCall{}}
 	ns, err := namespace.Open(cfg.Engine, namespace.Options{Sync: cfg.Sync, Now: cfg.Now, Permits: s.permits})
 	if err != nil {
@@ -96,6 +103,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Run does the service's background work (recycle bin expiry) until ctx
+// ends.
+func (s *Server) Run(ctx context.Context) {
+	s.expireRecycled(ctx, s.cfg.RecycleLifetime, s.cfg.RecycleMaxBytes)
 }
 
 // Namespace is the model the service owns, for trusted in-process

@@ -1,0 +1,50 @@
+package nsserver
+
+import (
+	"context"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/namespace"
+)
+
+// RecycleList lists the recycled entries p may see.
+func (s *Server) RecycleList(_ context.Context, p auth.Principal) ([]namespace.RecycleEntry, error) {
+	return s.ns.RecycleList(caller(p))
+}
+
+// RecycleRestore puts a recycled entry back and returns where.
+func (s *Server) RecycleRestore(_ context.Context, p auth.Principal, key string, forceRename bool) (string, error) {
+	return s.ns.RecycleRestore(caller(p), key, forceRename)
+}
+
+// RecyclePurge removes recycled entries for good (key "" = all p may see,
+// olderThan > 0 = only older ones).
+func (s *Server) RecyclePurge(_ context.Context, p auth.Principal, key string, olderThan time.Duration) (int, error) {
+	return s.ns.RecyclePurge(caller(p), key, olderThan)
+}
+
+// expireRecycled enforces the bin's lifetime and size until ctx ends.
+func (s *Server) expireRecycled(ctx context.Context, lifetime time.Duration, maxBytes int64) {
+	if lifetime <= 0 && maxBytes <= 0 {
+		return
+	}
+	every := time.Minute
+	if lifetime > 0 {
+		every = min(max(lifetime/10, time.Second), time.Minute)
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := s.ns.RecycleExpire(lifetime, maxBytes); err != nil {
+			s.log.Error("recycle bin expiry failed", "err", err)
+		} else if n > 0 {
+			s.log.Info("purged expired recycle bin entries", "count", n)
+		}
+	}
+}
