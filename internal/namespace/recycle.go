@@ -24,19 +24,19 @@ const AttrRecycle = "sys.recycle"
 
 // RecycleEntry describes one recycled file or tree.
 type RecycleEntry struct {
-	Key   string                `json:"key"`
-	Path  string                `json:"path"` // where it was deleted from
-	Ino   uint64                `json:"ino"`
-	Dir   bool                  `json:"dir"`
-	UID   uint32                `json:"uid"`
-	GID   uint32                `json:"gid"`
-	Size  int64                 `json:"size"`  // bytes (a tree: all its files)
-	Files int64                 `json:"files"` // files (a tree: all of them)
-	Dirs  int64                 `json:"dirs"`  // directories (a tree: with itself)
-	Time  int64                 `json:"time"`  // deletion, unix ns
-	Node  uint64                `json:"node"`  // the quota node it still counts in (0: none)
-	Usage map[QuotaKey]Amount   `json:"-"`
-	Used  []quotaUsageWire      `json:"usage,omitempty"`
+	Key   string              `json:"key"`
+	Path  string              `json:"path"` // where it was deleted from
+	Ino   uint64              `json:"ino"`
+	Dir   bool                `json:"dir"`
+	UID   uint32              `json:"uid"`
+	GID   uint32              `json:"gid"`
+	Size  int64               `json:"size"`  // bytes (a tree: all its files)
+	Files int64               `json:"files"` // files (a tree: all of them)
+	Dirs  int64               `json:"dirs"`  // directories (a tree: with itself)
+	Time  int64               `json:"time"`  // deletion, unix ns
+	Node  uint64              `json:"node"`  // the quota node it still counts in (0: none)
+	Usage map[QuotaKey]Amount `json:"-"`
+	Used  []quotaUsageWire    `json:"usage,omitempty"`
 }
 
 type quotaUsageWire struct {
