@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -107,6 +108,7 @@ type nsFlags struct {
 	capTTL          *time.Duration
 	recycleLifetime *time.Duration
 	recycleSize     *int64
+	auditLog        *string
 }
 
 func bindNSFlags(fl *flag.FlagSet) nsFlags {
@@ -115,6 +117,7 @@ func bindNSFlags(fl *flag.FlagSet) nsFlags {
 		capTTL:          fl.Duration("cap-ttl", 5*time.Minute, "lifetime of redirect capabilities"),
 		recycleLifetime: fl.Duration("recycle-lifetime", 30*24*time.Hour, "recycle bin entries older than this are purged (0 = kept)"),
 		recycleSize:     fl.Int64("recycle-size", 0, "the oldest recycle bin entries are purged while it holds more bytes than this (0 = no limit)"),
+		auditLog:        fl.String("audit-log", "DATA/audit.log", "audit log file, one JSON line per mutation and refused request (empty = off)"),
 	}
 }
 
@@ -126,12 +129,20 @@ func openNamespace(dir string, f nsFlags, log *slog.Logger) (*nsRole, error) {
 	if err != nil {
 		return nil, err
 	}
+	var audit io.Writer
+	if p := strings.Replace(*f.auditLog, "DATA", dir, 1); p != "" {
+		af, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("audit log: %w", err)
+		}
+		audit = af
+	}
 	eng, err := pebblekv.Open(filepath.Join(dir, "meta"), pebblekv.Options{CacheBytes: int64(metaCacheMB) << 20})
 	if err != nil {
 		return nil, fmt.Errorf("open namespace store in %s: %w", dir, err)
 	}
 	srv, err := nsserver.New(nsserver.Config{Engine: eng, Sync: *f.sync, Key: key, CapabilityTTL: *f.capTTL, Logger: log,
-		RecycleLifetime: *f.recycleLifetime, RecycleMaxBytes: *f.recycleSize,
+		RecycleLifetime: *f.recycleLifetime, RecycleMaxBytes: *f.recycleSize, Audit: audit,
 		Data: httpfront.DataReader{}, PhysName: func(fs namespace.Filesystem, fid uint64) string { return storage.PhysPath(fs.Path, fid) }})
 	if err != nil {
 		eng.Close()

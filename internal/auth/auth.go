@@ -64,3 +64,19 @@ func (c Chain) Authenticate(ctx context.Context, r *Request) (Principal, error) 
 	}
 	return Nobody, nil
 }
+
+type protocolKey struct{}
+
+// WithProtocol records in ctx which front end a request came through
+// ("http", "root", ...), for the audit log.
+func WithProtocol(ctx context.Context, proto string) context.Context {
+	return context.WithValue(ctx, protocolKey{}, proto)
+}
+
+// Protocol is the front end recorded by WithProtocol ("internal" if none).
+func Protocol(ctx context.Context) string {
+	if p, ok := ctx.Value(protocolKey{}).(string); ok {
+		return p
+	}
+	return "internal"
+}

@@ -49,6 +49,7 @@ func (f *Namespace) init() {
 // ServeHTTP routes: the internal protocol, the admin API, WebDAV.
 func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.init()
+	r = r.WithContext(auth.WithProtocol(r.Context(), "http"))
 	switch {
 	case strings.HasPrefix(r.URL.Path, "/internal/v1/"):
 		f.internal.ServeHTTP(w, r)

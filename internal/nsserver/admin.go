@@ -2,6 +2,7 @@ package nsserver
 
 import (
 	"context"
+	"fmt"
 	"sort"
 
 	"github.com/kaon-storage/kaon/internal/auth"
@@ -13,7 +14,8 @@ import (
 func (s *Server) Filesystems(context.Context, auth.Principal) []FsState { return s.reg.list() }
 
 // AddFilesystem registers a new filesystem on a storage server node.
-func (s *Server) AddFilesystem(_ context.Context, p auth.Principal, nodeName, path, group string) (FsState, error) {
+func (s *Server) AddFilesystem(ctx context.Context, p auth.Principal, nodeName, path, group string) (f FsState, err error) {
+	defer func() { err = s.audit(ctx, p, "fs add", nodeName+":"+path, "", err) }()
 	if err := requireRoot(p, "fs add"); err != nil {
 		return FsState{}, err
 	}
@@ -28,27 +30,29 @@ func (s *Server) AddFilesystem(_ context.Context, p auth.Principal, nodeName, pa
 	if _, ok := s.reg.nodes[nodeName]; !ok {
 		return FsState{}, kerr.New(kerr.NotFound, "fs add", nodeName, "no storage server with that node name has registered")
 	}
-	f, err := s.reg.addLocked(nodeName, path, group)
+	added, err := s.reg.addLocked(nodeName, path, group)
 	if err != nil {
 		return FsState{}, err
 	}
-	return *f, nil
+	return *added, nil
 }
 
 // ConfigFilesystem sets a filesystem key (configstatus, group).
-func (s *Server) ConfigFilesystem(_ context.Context, p auth.Principal, id uint32, key, value string) error {
+func (s *Server) ConfigFilesystem(ctx context.Context, p auth.Principal, id uint32, key, value string) error {
+	what := fmt.Sprintf("fs %d %s=%s", id, key, value)
 	if err := requireRoot(p, "fs config"); err != nil {
-		return err
+		return s.audit(ctx, p, "fs config", what, "", err)
 	}
-	return s.reg.config(id, key, value)
+	return s.audit(ctx, p, "fs config", what, "", s.reg.config(id, key, value))
 }
 
 // ReinitFilesystem lets the storage server create filesystem id anew.
-func (s *Server) ReinitFilesystem(_ context.Context, p auth.Principal, id uint32) error {
+func (s *Server) ReinitFilesystem(ctx context.Context, p auth.Principal, id uint32) error {
+	what := fmt.Sprintf("fs %d", id)
 	if err := requireRoot(p, "fs reinit"); err != nil {
-		return err
+		return s.audit(ctx, p, "fs reinit", what, "", err)
 	}
-	return s.reg.reinit(id)
+	return s.audit(ctx, p, "fs reinit", what, "", s.reg.reinit(id))
 }
 
 // SpaceState summarizes a space for `space ls`.

@@ -20,8 +20,9 @@ import (
 // answered from the record. The same pass recomputes the types stored at
 // write time and refuses to answer if they no longer match: a checksum is
 // never derived from silently damaged data.
-func (s *Server) Checksum(ctx context.Context, pr auth.Principal, p, typ string) (*namespace.Inode, error) {
-	n, err := s.ns.Stat(caller(pr), p)
+func (s *Server) Checksum(ctx context.Context, pr auth.Principal, p, typ string) (n *namespace.Inode, err error) {
+	defer func() { err = s.refused(ctx, pr, "checksum", p, err) }()
+	n, err = s.ns.Stat(caller(pr), p)
 	if err != nil {
 		return nil, err
 	}

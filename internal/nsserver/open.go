@@ -42,8 +42,14 @@ type Grant struct {
 // is refused; a write replaces the file atomically at commit.
 func (s *Server) Open(ctx context.Context, p auth.Principal, path string, r OpenRequest) (*Grant, error) {
 	if !r.Write && !r.Create && !r.Truncate {
-		return s.openRead(p, path)
+		g, err := s.openRead(p, path)
+		return g, s.refused(ctx, p, "read", path, err)
 	}
+	g, err := s.open(p, path, r)
+	return g, s.audit(ctx, p, "write", path, "", err)
+}
+
+func (s *Server) open(p auth.Principal, path string, r OpenRequest) (*Grant, error) {
 	c := caller(p)
 	if !r.Create && !r.Truncate {
 		if _, err := s.ns.Stat(c, path); err == nil {

@@ -9,14 +9,16 @@ import (
 )
 
 // Stat returns the inode at path.
-func (s *Server) Stat(_ context.Context, p auth.Principal, path string) (*namespace.Inode, error) {
-	return s.ns.Stat(caller(p), path)
+func (s *Server) Stat(ctx context.Context, p auth.Principal, path string) (*namespace.Inode, error) {
+	n, err := s.ns.Stat(caller(p), path)
+	return n, s.refused(ctx, p, "stat", path, err)
 }
 
 // List returns the entries of the directory at path with their
 // attributes, sorted by name.
-func (s *Server) List(_ context.Context, p auth.Principal, path string) ([]*namespace.Inode, error) {
-	return s.ns.List(caller(p), path)
+func (s *Server) List(ctx context.Context, p auth.Principal, path string) ([]*namespace.Inode, error) {
+	ns, err := s.ns.List(caller(p), path)
+	return ns, s.refused(ctx, p, "list", path, err)
 }
 
 // Lookup returns entry name of directory parent.
@@ -35,57 +37,61 @@ func (s *Server) ReadDir(_ context.Context, p auth.Principal, ino uint64) ([]*na
 }
 
 // Mkdir creates a directory (with parents, missing ancestors too).
-func (s *Server) Mkdir(_ context.Context, p auth.Principal, path string, mode uint32, parents bool) error {
+func (s *Server) Mkdir(ctx context.Context, p auth.Principal, path string, mode uint32, parents bool) error {
 	if mode == 0 {
 		mode = 0o755
 	}
-	return s.ns.Mkdir(caller(p), path, mode, parents)
+	return s.audit(ctx, p, "mkdir", path, "", s.ns.Mkdir(caller(p), path, mode, parents))
 }
 
 // Remove unlinks a file, a directory or a tree as o says.
-func (s *Server) Remove(_ context.Context, p auth.Principal, path string, o namespace.RemoveOptions) error {
-	return s.ns.Remove(caller(p), path, o)
+func (s *Server) Remove(ctx context.Context, p auth.Principal, path string, o namespace.RemoveOptions) error {
+	return s.audit(ctx, p, "remove", path, "", s.ns.Remove(caller(p), path, o))
 }
 
 // Rename moves from to to; replaced says whether something was there.
-func (s *Server) Rename(_ context.Context, p auth.Principal, from, to string, overwrite bool) (replaced bool, err error) {
-	return s.ns.Rename(caller(p), from, to, overwrite)
+func (s *Server) Rename(ctx context.Context, p auth.Principal, from, to string, overwrite bool) (replaced bool, err error) {
+	replaced, err = s.ns.Rename(caller(p), from, to, overwrite)
+	return replaced, s.audit(ctx, p, "rename", from, to, err)
 }
 
 // Chmod sets permission bits.
-func (s *Server) Chmod(_ context.Context, p auth.Principal, path string, mode uint32) error {
-	return s.ns.Chmod(caller(p), path, mode)
+func (s *Server) Chmod(ctx context.Context, p auth.Principal, path string, mode uint32) error {
+	return s.audit(ctx, p, "chmod", path, "", s.ns.Chmod(caller(p), path, mode))
 }
 
 // Chown sets owner and group.
-func (s *Server) Chown(_ context.Context, p auth.Principal, path string, uid, gid uint32) error {
-	return s.ns.Chown(caller(p), path, uid, gid)
+func (s *Server) Chown(ctx context.Context, p auth.Principal, path string, uid, gid uint32) error {
+	return s.audit(ctx, p, "chown", path, "", s.ns.Chown(caller(p), path, uid, gid))
 }
 
 // SetXAttr sets an extended attribute.
-func (s *Server) SetXAttr(_ context.Context, p auth.Principal, path, name, value string) error {
-	return s.ns.SetXAttr(caller(p), path, name, value)
+func (s *Server) SetXAttr(ctx context.Context, p auth.Principal, path, name, value string) error {
+	return s.audit(ctx, p, "attr set "+name, path, "", s.ns.SetXAttr(caller(p), path, name, value))
 }
 
 // RemoveXAttr removes an extended attribute.
-func (s *Server) RemoveXAttr(_ context.Context, p auth.Principal, path, name string) error {
-	return s.ns.RemoveXAttr(caller(p), path, name)
+func (s *Server) RemoveXAttr(ctx context.Context, p auth.Principal, path, name string) error {
+	return s.audit(ctx, p, "attr rm "+name, path, "", s.ns.RemoveXAttr(caller(p), path, name))
 }
 
 // XAttrs lists the extended attributes of path.
-func (s *Server) XAttrs(_ context.Context, p auth.Principal, path string) ([][2]string, error) {
-	return s.ns.XAttrs(caller(p), path)
+func (s *Server) XAttrs(ctx context.Context, p auth.Principal, path string) ([][2]string, error) {
+	a, err := s.ns.XAttrs(caller(p), path)
+	return a, s.refused(ctx, p, "attr ls", path, err)
 }
 
 // Touch creates an empty file (or replaces a file by an empty one unless
 // exclusive) in one step.
-func (s *Server) Touch(_ context.Context, p auth.Principal, path string, exclusive bool, mode uint32) (*namespace.Inode, error) {
-	return s.ns.CreateEmpty(caller(p), path, namespace.CreateOptions{Exclusive: exclusive, Mode: mode})
+func (s *Server) Touch(ctx context.Context, p auth.Principal, path string, exclusive bool, mode uint32) (*namespace.Inode, error) {
+	n, err := s.ns.CreateEmpty(caller(p), path, namespace.CreateOptions{Exclusive: exclusive, Mode: mode})
+	return n, s.audit(ctx, p, "create", path, "", err)
 }
 
 // Truncate supports emptying a file (its data is queued for deletion):
 // committed files are immutable, so other sizes are refused.
-func (s *Server) Truncate(ctx context.Context, p auth.Principal, path string, size int64) error {
+func (s *Server) Truncate(ctx context.Context, p auth.Principal, path string, size int64) (err error) {
+	defer func() { err = s.audit(ctx, p, "truncate", path, "", err) }()
 	n, err := s.ns.Stat(caller(p), path)
 	if err != nil {
 		return err

@@ -8,19 +8,19 @@ import (
 )
 
 // SetQuota sets a limit on the directory at path (root only).
-func (s *Server) SetQuota(_ context.Context, p auth.Principal, path string, key namespace.QuotaKey, limit namespace.Amount) error {
+func (s *Server) SetQuota(ctx context.Context, p auth.Principal, path string, key namespace.QuotaKey, limit namespace.Amount) error {
 	if err := requireRoot(p, "quota set"); err != nil {
-		return err
+		return s.audit(ctx, p, "quota set", path, "", err)
 	}
-	return s.ns.SetQuota(caller(p), path, key, limit)
+	return s.audit(ctx, p, "quota set", path, "", s.ns.SetQuota(caller(p), path, key, limit))
 }
 
 // RemoveQuota removes a limit from the directory at path (root only).
-func (s *Server) RemoveQuota(_ context.Context, p auth.Principal, path string, key namespace.QuotaKey) error {
+func (s *Server) RemoveQuota(ctx context.Context, p auth.Principal, path string, key namespace.QuotaKey) error {
 	if err := requireRoot(p, "quota rm"); err != nil {
-		return err
+		return s.audit(ctx, p, "quota rm", path, "", err)
 	}
-	return s.ns.RemoveQuota(caller(p), path, key)
+	return s.audit(ctx, p, "quota rm", path, "", s.ns.RemoveQuota(caller(p), path, key))
 }
 
 // Quotas reports the quota nodes at or below path.

@@ -14,14 +14,16 @@ func (s *Server) RecycleList(_ context.Context, p auth.Principal) ([]namespace.R
 }
 
 // RecycleRestore puts a recycled entry back and returns where.
-func (s *Server) RecycleRestore(_ context.Context, p auth.Principal, key string, forceRename bool) (string, error) {
-	return s.ns.RecycleRestore(caller(p), key, forceRename)
+func (s *Server) RecycleRestore(ctx context.Context, p auth.Principal, key string, forceRename bool) (string, error) {
+	to, err := s.ns.RecycleRestore(caller(p), key, forceRename)
+	return to, s.audit(ctx, p, "recycle restore", key, to, err)
 }
 
 // RecyclePurge removes recycled entries for good (key "" = all p may see,
 // olderThan > 0 = only older ones).
-func (s *Server) RecyclePurge(_ context.Context, p auth.Principal, key string, olderThan time.Duration) (int, error) {
-	return s.ns.RecyclePurge(caller(p), key, olderThan)
+func (s *Server) RecyclePurge(ctx context.Context, p auth.Principal, key string, olderThan time.Duration) (int, error) {
+	n, err := s.ns.RecyclePurge(caller(p), key, olderThan)
+	return n, s.audit(ctx, p, "recycle purge", key, "", err)
 }
 
 // expireRecycled enforces the bin's lifetime and size until ctx ends.

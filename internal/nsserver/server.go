@@ -16,9 +16,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -46,6 +48,8 @@ type Config struct {
 	// more than the size (0: no bound). Enforced while Run runs.
 	RecycleLifetime time.Duration
 	RecycleMaxBytes int64
+	// Audit receives the audit log (JSON lines); nil: none.
+	Audit io.Writer
 }
 
 // DataReader reads the whole content of the file a read grant names from
@@ -65,7 +69,8 @@ type Server struct {
 	log  *slog.Logger
 	now  func() time.Time
 
-	cfg Config
+	cfg      Config
+	auditLog *auditor
 
 	sumMu      sync.Mutex
 	sumPending map[string]*sumCall // checksums being computed on request, by fid/type
@@ -87,7 +92,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, key: cfg.Key, ttl: cfg.CapabilityTTL, data: cfg.Data, phys: cfg.PhysName, log: cfg.Logger, now: cfg.Now,
+	s := &Server{cfg: cfg, auditLog: newAuditor(cfg.Audit), key: cfg.Key, ttl: cfg.CapabilityTTL, data: cfg.Data, phys: cfg.PhysName, log: cfg.Logger, now: cfg.Now,
 		sumPending: map[string]*sumCall{}}
 	ns, err := namespace.Open(cfg.Engine, namespace.Options{Sync: cfg.Sync, Now: cfg.Now, Permits: s.permits})
 	if err != nil {
@@ -151,9 +156,25 @@ func (s *Server) Claim(_ context.Context, fid uint64) error {
 }
 
 // Commit implements cluster.Namespace.
-func (s *Server) Commit(_ context.Context, c cluster.Commit) error {
-	_, err := s.ns.Commit(c.Fid, c.Size, c.Checksums)
-	return err
+func (s *Server) Commit(ctx context.Context, c cluster.Commit) error {
+	f, err := s.ns.Commit(c.Fid, c.Size, c.Checksums)
+	if err != nil && !kerr.Is(err, kerr.Quota) {
+		return err
+	}
+	// The upload's end: audited as its owner's.
+	what := "fid " + strconv.FormatUint(c.Fid, 10)
+	owner := auth.Principal{Method: "upload"}
+	if f != nil {
+		what, _ = s.pathOf(f)
+		owner.UID, owner.GID, owner.Name = f.UID, f.GID, strconv.FormatUint(uint64(f.UID), 10)
+	}
+	return s.audit(ctx, owner, "commit", what, "", err)
+}
+
+// pathOf is the path of a file just committed (for the audit log).
+func (s *Server) pathOf(f *namespace.Inode) (string, error) {
+	_, p, err := s.ns.ByID(f.ID)
+	return p, err
 }
 
 // Abort implements cluster.Namespace.

@@ -36,6 +36,9 @@ func Identify(user string, remote, local net.Addr) xrootd.Identity {
 	return xrootd.Identity{User: user, UID: p.UID, GID: p.GID, Principal: p}
 }
 
+// rctx marks a request as arriving over root:// (for the audit log).
+func rctx(ctx context.Context) context.Context { return auth.WithProtocol(ctx, "root") }
+
 // principal is who a session acts as.
 func principal(id xrootd.Identity) auth.Principal {
 	if p, ok := id.Principal.(auth.Principal); ok {
@@ -60,7 +63,7 @@ type Namespace struct{ NS *nsserver.Server }
 var _ xrootd.Namespace = Namespace{}
 
 func (n Namespace) Stat(ctx context.Context, id xrootd.Identity, p string) (xrootd.FileInfo, error) {
-	in, err := n.NS.Stat(ctx, principal(id), p)
+	in, err := n.NS.Stat(rctx(ctx), principal(id), p)
 	if err != nil {
 		return xrootd.FileInfo{}, err
 	}
@@ -68,7 +71,7 @@ func (n Namespace) Stat(ctx context.Context, id xrootd.Identity, p string) (xroo
 }
 
 func (n Namespace) List(ctx context.Context, id xrootd.Identity, p string) ([]xrootd.FileInfo, error) {
-	ents, err := n.NS.List(ctx, principal(id), p)
+	ents, err := n.NS.List(rctx(ctx), principal(id), p)
 	if err != nil {
 		return nil, err
 	}
@@ -80,36 +83,36 @@ func (n Namespace) List(ctx context.Context, id xrootd.Identity, p string) ([]xr
 }
 
 func (n Namespace) Mkdir(ctx context.Context, id xrootd.Identity, p string, mode uint32, parents bool) error {
-	return n.NS.Mkdir(ctx, principal(id), p, mode, parents)
+	return n.NS.Mkdir(rctx(ctx), principal(id), p, mode, parents)
 }
 
 func (n Namespace) Remove(ctx context.Context, id xrootd.Identity, p string) error {
-	return n.NS.Remove(ctx, principal(id), p, namespace.RemoveOptions{})
+	return n.NS.Remove(rctx(ctx), principal(id), p, namespace.RemoveOptions{})
 }
 
 func (n Namespace) Rmdir(ctx context.Context, id xrootd.Identity, p string) error {
-	return n.NS.Remove(ctx, principal(id), p, namespace.RemoveOptions{Dir: true})
+	return n.NS.Remove(rctx(ctx), principal(id), p, namespace.RemoveOptions{Dir: true})
 }
 
 // Rename replaces an existing destination file, as POSIX rename does.
 func (n Namespace) Rename(ctx context.Context, id xrootd.Identity, from, to string) error {
-	_, err := n.NS.Rename(ctx, principal(id), from, to, true)
+	_, err := n.NS.Rename(rctx(ctx), principal(id), from, to, true)
 	return err
 }
 
 func (n Namespace) Chmod(ctx context.Context, id xrootd.Identity, p string, mode uint32) error {
-	return n.NS.Chmod(ctx, principal(id), p, mode)
+	return n.NS.Chmod(rctx(ctx), principal(id), p, mode)
 }
 
 func (n Namespace) Truncate(ctx context.Context, id xrootd.Identity, p string, size int64) error {
-	return n.NS.Truncate(ctx, principal(id), p, size)
+	return n.NS.Truncate(rctx(ctx), principal(id), p, size)
 }
 
 // Checksum answers kXR_query checksum; types the upload did not compute
 // are computed now by the namespace service.
 func (n Namespace) Checksum(ctx context.Context, id xrootd.Identity, p, algo string) (string, error) {
 	algo = checksumType(algo)
-	in, err := n.NS.Checksum(ctx, principal(id), p, algo)
+	in, err := n.NS.Checksum(rctx(ctx), principal(id), p, algo)
 	if err != nil {
 		return "", err
 	}
@@ -128,7 +131,7 @@ func checksumType(algo string) string {
 }
 
 func (n Namespace) Locate(ctx context.Context, id xrootd.Identity, p string) ([]string, error) {
-	nodes, err := n.NS.Locate(ctx, principal(id), p)
+	nodes, err := n.NS.Locate(rctx(ctx), principal(id), p)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +146,7 @@ func (n Namespace) Locate(ctx context.Context, id xrootd.Identity, p string) ([]
 }
 
 func (n Namespace) StatFS(ctx context.Context, id xrootd.Identity, p string) (xrootd.StatFS, error) {
-	st, err := n.NS.StatFS(ctx, principal(id), p)
+	st, err := n.NS.StatFS(rctx(ctx), principal(id), p)
 	if err != nil {
 		return xrootd.StatFS{}, err
 	}
@@ -154,7 +157,7 @@ func (n Namespace) Open(ctx context.Context, id xrootd.Identity, p string, req x
 	// xrdcp announces an upload's size as oss.asize: it is booked against
 	// quota before any byte moves.
 	size, _ := strconv.ParseInt(req.Opaque.Get("oss.asize"), 10, 64)
-	g, err := n.NS.Open(ctx, principal(id), p, nsserver.OpenRequest{Write: req.Write, Create: req.Create,
+	g, err := n.NS.Open(rctx(ctx), principal(id), p, nsserver.OpenRequest{Write: req.Write, Create: req.Create,
 		Truncate: req.Truncate, Exclusive: req.Exclusive, MkPath: req.MkPath, Mode: req.Mode, Size: max(size, 0)})
 	if err != nil {
 		return xrootd.Redirect{}, err
