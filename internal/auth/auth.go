@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/x509"
 	"net"
+	"strings"
 )
 
 // Principal is an authenticated client.
@@ -21,6 +22,43 @@ type Principal struct {
 	Groups   []uint32
 	Name     string // user name, or the token subject
 	Method   string // how it was authenticated: "unix", "none", ...
+	// Scopes restrict what the principal may do, whatever its identity
+	// allows (a bearer token's storage.read:/p ...): nil means no
+	// restriction, an empty list means nothing at all.
+	Scopes []Scope
+}
+
+// Operations a scope allows.
+const (
+	ScopeRead   = "read"   // read data and metadata, list
+	ScopeCreate = "create" // upload new files, make directories; no overwrite, no delete
+	ScopeModify = "modify" // change data: create, overwrite, delete, rename, set attributes
+)
+
+// Scope allows one operation below one path (whole path components:
+// /foo covers /foo/bar, not /foobar).
+type Scope struct {
+	Op   string
+	Path string // absolute and clean
+}
+
+// Covers reports whether base covers clean absolute path p.
+func Covers(base, p string) bool {
+	return base == "/" || p == base || strings.HasPrefix(p, base+"/")
+}
+
+// Allows reports whether p's scopes allow op on clean path path. Modify
+// includes create.
+func (p Principal) Allows(op, path string) bool {
+	if p.Scopes == nil {
+		return true
+	}
+	for _, s := range p.Scopes {
+		if Covers(s.Path, path) && (s.Op == op || (op == ScopeCreate && s.Op == ScopeModify)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Nobody is the identity of clients Kaon cannot authenticate.

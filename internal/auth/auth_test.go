@@ -62,3 +62,29 @@ func TestUnixPeer(t *testing.T) {
 		t.Fatal("a remote address was authenticated as a local user")
 	}
 }
+
+func TestScopes(t *testing.T) {
+	unrestricted := Principal{}
+	if !unrestricted.Allows(ScopeModify, "/anything") {
+		t.Fatal("a principal without scopes is restricted")
+	}
+	p := Principal{Scopes: []Scope{{ScopeRead, "/foo"}, {ScopeCreate, "/up"}, {ScopeModify, "/rw"}}}
+	for _, c := range []struct {
+		op, path string
+		ok       bool
+	}{
+		{ScopeRead, "/foo", true}, {ScopeRead, "/foo/bar", true}, {ScopeRead, "/foobar", false}, {ScopeRead, "/", false},
+		{ScopeCreate, "/foo/x", false}, {ScopeCreate, "/up/x", true}, {ScopeModify, "/up/x", false},
+		{ScopeRead, "/up/x", false}, {ScopeCreate, "/rw/a/b", true}, {ScopeModify, "/rw", true}, {ScopeModify, "/rwx", false},
+	} {
+		if p.Allows(c.op, c.path) != c.ok {
+			t.Errorf("Allows(%s, %s) = %v", c.op, c.path, !c.ok)
+		}
+	}
+	if (Principal{Scopes: []Scope{}}).Allows(ScopeRead, "/") {
+		t.Fatal("an empty scope list allows something")
+	}
+	if !(Principal{Scopes: []Scope{{ScopeRead, "/"}}}).Allows(ScopeRead, "/x/y") {
+		t.Fatal("/ does not cover everything")
+	}
+}

@@ -109,6 +109,9 @@ type Stripe struct {
 
 // FileInfo returns a file's inode and its stripes.
 func (s *Server) FileInfo(_ context.Context, p auth.Principal, path string) (*namespace.Inode, []Stripe, error) {
+	if err := scope(p, auth.ScopeRead, path, "file info"); err != nil {
+		return nil, nil, err
+	}
 	n, err := s.ns.Stat(caller(p), path)
 	if err != nil || n.IsDir {
 		return n, nil, err
@@ -126,6 +129,9 @@ func (s *Server) FileInfo(_ context.Context, p auth.Principal, path string) (*na
 
 // Locate returns the storage servers holding the file at path.
 func (s *Server) Locate(ctx context.Context, p auth.Principal, path string) ([]Node, error) {
+	if err := scope(p, auth.ScopeRead, path, "locate"); err != nil {
+		return nil, err
+	}
 	n, err := s.ns.Stat(caller(p), path)
 	if err != nil {
 		return nil, err
@@ -155,6 +161,9 @@ type SpaceStats struct {
 
 // StatFS sums the writable filesystems that can take files below path.
 func (s *Server) StatFS(_ context.Context, p auth.Principal, path string) (SpaceStats, error) {
+	if err := scope(p, auth.ScopeRead, path, "statfs"); err != nil {
+		return SpaceStats{}, err
+	}
 	if _, err := s.ns.Stat(caller(p), path); err != nil {
 		return SpaceStats{}, err
 	}

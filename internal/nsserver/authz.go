@@ -1,6 +1,8 @@
 package nsserver
 
 import (
+	"strings"
+
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
@@ -45,8 +47,51 @@ func (s *Server) canRead(p auth.Principal, n *namespace.Inode) bool {
 
 // requireRoot allows administrative operations to root only.
 func requireRoot(p auth.Principal, op string) error {
+	if err := unrestricted(p, op); err != nil {
+		return err
+	}
 	if !p.IsRoot() {
 		return kerr.New(kerr.Permission, op, "", "root only")
+	}
+	return nil
+}
+
+// scope refuses what p's token scopes do not allow: op on path. Scopes can
+// only narrow what the identity may do (checked by the namespace after).
+func scope(p auth.Principal, op, path, what string) error {
+	if p.Scopes == nil {
+		return nil
+	}
+	cp, err := namespace.CleanPath(path)
+	if err != nil {
+		return kerr.WithOp(err, what)
+	}
+	if !p.Allows(op, cp) {
+		return kerr.New(kerr.Permission, what, cp, "the token's scopes do not allow "+op+" here")
+	}
+	return nil
+}
+
+// scopeIno is scope for an inode-based request.
+func (s *Server) scopeIno(p auth.Principal, op string, ino uint64, name, what string) error {
+	if p.Scopes == nil {
+		return nil
+	}
+	_, path, err := s.ns.ByID(ino)
+	if err != nil {
+		return err
+	}
+	if name != "" {
+		path = strings.TrimSuffix(path, "/") + "/" + name
+	}
+	return scope(p, op, path, what)
+}
+
+// unrestricted refuses administrative requests from scoped principals: a
+// token is never good for administration, whoever it maps to.
+func unrestricted(p auth.Principal, what string) error {
+	if p.Scopes != nil {
+		return kerr.New(kerr.Permission, what, "", "not allowed with a scoped token")
 	}
 	return nil
 }

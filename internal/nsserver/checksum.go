@@ -22,6 +22,9 @@ import (
 // never derived from silently damaged data.
 func (s *Server) Checksum(ctx context.Context, pr auth.Principal, p, typ string) (n *namespace.Inode, err error) {
 	defer func() { err = s.refused(ctx, pr, "checksum", p, err) }()
+	if err := scope(pr, auth.ScopeRead, p, "checksum"); err != nil {
+		return nil, err
+	}
 	n, err = s.ns.Stat(caller(pr), p)
 	if err != nil {
 		return nil, err

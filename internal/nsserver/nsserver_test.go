@@ -236,3 +236,62 @@ func TestACLs(t *testing.T) {
 }
 
 func errOnly[T any](_ T, err error) error { return err }
+
+// TestTokenScopes: scopes only narrow what the identity may do: read,
+// create (no overwrite, no delete) and modify, each below whole path
+// components; administration is never allowed with a scoped principal.
+func TestTokenScopes(t *testing.T) {
+	ctx := context.Background()
+	s := newServer(t)
+	register(t, s, 1, 1)
+	for _, d := range []string{"/foo", "/foobar", "/up", "/rw"} {
+		s.Mkdir(ctx, root, d, 0o777, false)
+	}
+	put := func(p auth.Principal, path string) error {
+		g, err := s.Open(ctx, p, path, OpenRequest{Write: true, Create: true, Truncate: true})
+		if err != nil {
+			return err
+		}
+		return s.Commit(ctx, cluster.Commit{Fid: g.Inode.ID, Size: 1})
+	}
+	for _, f := range []string{"/foo/x", "/foobar/x", "/rw/a"} {
+		if err := put(root, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok := auth.Principal{UID: 0, Name: "robot", Method: "token", Scopes: []auth.Scope{
+		{Op: auth.ScopeRead, Path: "/foo"}, {Op: auth.ScopeCreate, Path: "/up"}, {Op: auth.ScopeModify, Path: "/rw"}}}
+	ok := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	no := func(what string, err error) {
+		t.Helper()
+		if !kerr.Is(err, kerr.Permission) {
+			t.Fatalf("%s: %v, want permission denied", what, err)
+		}
+	}
+	ok("read /foo/x", errOnly(s.Open(ctx, tok, "/foo/x", OpenRequest{})))
+	no("read /foobar/x", errOnly(s.Open(ctx, tok, "/foobar/x", OpenRequest{})))
+	no("stat /foobar/x", errOnly(s.Stat(ctx, tok, "/foobar/x")))
+	no("list /", errOnly(s.List(ctx, tok, "/")))
+	no("write /foo/y with a read scope", put(tok, "/foo/y"))
+	no("delete /foo/x with a read scope", s.Remove(ctx, tok, "/foo/x", namespace.RemoveOptions{}))
+	ok("create /up/new", put(tok, "/up/new"))
+	ok("mkdir /up/d", s.Mkdir(ctx, tok, "/up/d", 0, false))
+	no("overwrite /up/new with create", put(tok, "/up/new"))
+	no("delete /up/new with create", s.Remove(ctx, tok, "/up/new", namespace.RemoveOptions{}))
+	no("read /up/new with create", errOnly(s.Open(ctx, tok, "/up/new", OpenRequest{})))
+	ok("overwrite /rw/a with modify", put(tok, "/rw/a"))
+	ok("rename /rw/a to /up/b", errOnly(s.Rename(ctx, tok, "/rw/a", "/up/b", false)))
+	no("rename /up/b back", errOnly(s.Rename(ctx, tok, "/up/b", "/rw/c", false)))
+	ok("delete with modify", s.Remove(ctx, tok, "/rw", namespace.RemoveOptions{Recursive: true}))
+	no("chmod outside", s.Chmod(ctx, tok, "/foo/x", 0o600))
+	no("fs config with a token mapped to root", s.ConfigFilesystem(ctx, tok, 1, "configstatus", "ro"))
+	no("quota set with a token mapped to root", s.SetQuota(ctx, tok, "/up", namespace.QuotaKey{Kind: namespace.QuotaProject}, namespace.Amount{Bytes: 1}))
+	if _, err := s.Open(ctx, tok, "/foo/../foobar/x", OpenRequest{}); err == nil {
+		t.Fatal("a .. path escaped the scope")
+	}
+}

@@ -42,8 +42,20 @@ type Grant struct {
 // is refused; a write replaces the file atomically at commit.
 func (s *Server) Open(ctx context.Context, p auth.Principal, path string, r OpenRequest) (*Grant, error) {
 	if !r.Write && !r.Create && !r.Truncate {
+		if err := scope(p, auth.ScopeRead, path, "read"); err != nil {
+			return nil, s.refused(ctx, p, "read", path, err)
+		}
 		g, err := s.openRead(p, path)
 		return g, s.refused(ctx, p, "read", path, err)
+	}
+	op := auth.ScopeCreate
+	if p.Scopes != nil && !r.Exclusive {
+		if _, err := s.ns.Stat(caller(p), path); err == nil {
+			op = auth.ScopeModify // an upload that replaces a file
+		}
+	}
+	if err := scope(p, op, path, "write"); err != nil {
+		return nil, s.audit(ctx, p, "write", path, "", err)
 	}
 	g, err := s.open(p, path, r)
 	return g, s.audit(ctx, p, "write", path, "", err)

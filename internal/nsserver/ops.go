@@ -10,6 +10,9 @@ import (
 
 // Stat returns the inode at path.
 func (s *Server) Stat(ctx context.Context, p auth.Principal, path string) (*namespace.Inode, error) {
+	if err := scope(p, auth.ScopeRead, path, "stat"); err != nil {
+		return nil, s.refused(ctx, p, "stat", path, err)
+	}
 	n, err := s.ns.Stat(caller(p), path)
 	return n, s.refused(ctx, p, "stat", path, err)
 }
@@ -17,22 +20,34 @@ func (s *Server) Stat(ctx context.Context, p auth.Principal, path string) (*name
 // List returns the entries of the directory at path with their
 // attributes, sorted by name.
 func (s *Server) List(ctx context.Context, p auth.Principal, path string) ([]*namespace.Inode, error) {
+	if err := scope(p, auth.ScopeRead, path, "list"); err != nil {
+		return nil, s.refused(ctx, p, "list", path, err)
+	}
 	ns, err := s.ns.List(caller(p), path)
 	return ns, s.refused(ctx, p, "list", path, err)
 }
 
 // Lookup returns entry name of directory parent.
 func (s *Server) Lookup(_ context.Context, p auth.Principal, parent uint64, name string) (*namespace.Inode, error) {
+	if err := s.scopeIno(p, auth.ScopeRead, parent, name, "lookup"); err != nil {
+		return nil, err
+	}
 	return s.ns.Lookup(caller(p), parent, name)
 }
 
 // GetAttr returns inode ino.
 func (s *Server) GetAttr(_ context.Context, p auth.Principal, ino uint64) (*namespace.Inode, error) {
+	if err := s.scopeIno(p, auth.ScopeRead, ino, "", "getattr"); err != nil {
+		return nil, err
+	}
 	return s.ns.GetAttr(caller(p), ino)
 }
 
 // ReadDir returns the entries of directory ino with their attributes.
 func (s *Server) ReadDir(_ context.Context, p auth.Principal, ino uint64) ([]*namespace.Inode, error) {
+	if err := s.scopeIno(p, auth.ScopeRead, ino, "", "list"); err != nil {
+		return nil, err
+	}
 	return s.ns.ReadDir(caller(p), ino)
 }
 
@@ -41,42 +56,74 @@ func (s *Server) Mkdir(ctx context.Context, p auth.Principal, path string, mode 
 	if mode == 0 {
 		mode = 0o755
 	}
+	if err := scope(p, auth.ScopeCreate, path, "mkdir"); err != nil {
+		return s.audit(ctx, p, "mkdir", path, "", err)
+	}
 	return s.audit(ctx, p, "mkdir", path, "", s.ns.Mkdir(caller(p), path, mode, parents))
 }
 
 // Remove unlinks a file, a directory or a tree as o says.
 func (s *Server) Remove(ctx context.Context, p auth.Principal, path string, o namespace.RemoveOptions) error {
+	if err := scope(p, auth.ScopeModify, path, "rm"); err != nil {
+		return s.audit(ctx, p, "remove", path, "", err)
+	}
 	return s.audit(ctx, p, "remove", path, "", s.ns.Remove(caller(p), path, o))
 }
 
 // Rename moves from to to; replaced says whether something was there.
 func (s *Server) Rename(ctx context.Context, p auth.Principal, from, to string, overwrite bool) (replaced bool, err error) {
-	replaced, err = s.ns.Rename(caller(p), from, to, overwrite)
+	err = scope(p, auth.ScopeModify, from, "mv")
+	if err == nil {
+		err = scope(p, auth.ScopeCreate, to, "mv")
+	}
+	if err == nil && p.Scopes != nil && overwrite {
+		if _, serr := s.ns.Stat(caller(p), to); serr == nil {
+			err = scope(p, auth.ScopeModify, to, "mv")
+		}
+	}
+	if err == nil {
+		replaced, err = s.ns.Rename(caller(p), from, to, overwrite)
+	}
 	return replaced, s.audit(ctx, p, "rename", from, to, err)
 }
 
 // Chmod sets permission bits.
 func (s *Server) Chmod(ctx context.Context, p auth.Principal, path string, mode uint32) error {
+	if err := scope(p, auth.ScopeModify, path, "chmod"); err != nil {
+		return s.audit(ctx, p, "chmod", path, "", err)
+	}
 	return s.audit(ctx, p, "chmod", path, "", s.ns.Chmod(caller(p), path, mode))
 }
 
 // Chown sets owner and group.
 func (s *Server) Chown(ctx context.Context, p auth.Principal, path string, uid, gid uint32) error {
+	if err := unrestricted(p, "chown"); err != nil {
+		return s.audit(ctx, p, "chown", path, "", err)
+	}
 	return s.audit(ctx, p, "chown", path, "", s.ns.Chown(caller(p), path, uid, gid))
 }
 
 // SetXAttr sets an extended attribute.
 func (s *Server) SetXAttr(ctx context.Context, p auth.Principal, path, name, value string) error {
+	if err := scope(p, auth.ScopeModify, path, "attr set"); err != nil {
+		return s.audit(ctx, p, "attr set "+name, path, "", err)
+	}
 	return s.audit(ctx, p, "attr set "+name, path, "", s.ns.SetXAttr(caller(p), path, name, value))
 }
 
 // RemoveXAttr removes an extended attribute.
 func (s *Server) RemoveXAttr(ctx context.Context, p auth.Principal, path, name string) error {
+	if err := scope(p, auth.ScopeModify, path, "attr rm"); err != nil {
+		return s.audit(ctx, p, "attr rm "+name, path, "", err)
+	}
 	return s.audit(ctx, p, "attr rm "+name, path, "", s.ns.RemoveXAttr(caller(p), path, name))
 }
 
 // XAttrs lists the extended attributes of path.
 func (s *Server) XAttrs(ctx context.Context, p auth.Principal, path string) ([][2]string, error) {
+	if err := scope(p, auth.ScopeRead, path, "attr ls"); err != nil {
+		return nil, s.refused(ctx, p, "attr ls", path, err)
+	}
 	a, err := s.ns.XAttrs(caller(p), path)
 	return a, s.refused(ctx, p, "attr ls", path, err)
 }
@@ -84,6 +131,15 @@ func (s *Server) XAttrs(ctx context.Context, p auth.Principal, path string) ([][
 // Touch creates an empty file (or replaces a file by an empty one unless
 // exclusive) in one step.
 func (s *Server) Touch(ctx context.Context, p auth.Principal, path string, exclusive bool, mode uint32) (*namespace.Inode, error) {
+	op := auth.ScopeCreate
+	if p.Scopes != nil && !exclusive {
+		if _, err := s.ns.Stat(caller(p), path); err == nil {
+			op = auth.ScopeModify // replaces a file
+		}
+	}
+	if err := scope(p, op, path, "create"); err != nil {
+		return nil, s.audit(ctx, p, "create", path, "", err)
+	}
 	n, err := s.ns.CreateEmpty(caller(p), path, namespace.CreateOptions{Exclusive: exclusive, Mode: mode})
 	return n, s.audit(ctx, p, "create", path, "", err)
 }
@@ -92,6 +148,9 @@ func (s *Server) Touch(ctx context.Context, p auth.Principal, path string, exclu
 // committed files are immutable, so other sizes are refused.
 func (s *Server) Truncate(ctx context.Context, p auth.Principal, path string, size int64) (err error) {
 	defer func() { err = s.audit(ctx, p, "truncate", path, "", err) }()
+	if err := scope(p, auth.ScopeModify, path, "truncate"); err != nil {
+		return err
+	}
 	n, err := s.ns.Stat(caller(p), path)
 	if err != nil {
 		return err

@@ -10,11 +10,17 @@ import (
 
 // RecycleList lists the recycled entries p may see.
 func (s *Server) RecycleList(_ context.Context, p auth.Principal) ([]namespace.RecycleEntry, error) {
+	if err := unrestricted(p, "recycle ls"); err != nil {
+		return nil, err
+	}
 	return s.ns.RecycleList(caller(p))
 }
 
 // RecycleRestore puts a recycled entry back and returns where.
 func (s *Server) RecycleRestore(ctx context.Context, p auth.Principal, key string, forceRename bool) (string, error) {
+	if err := unrestricted(p, "recycle restore"); err != nil {
+		return "", s.audit(ctx, p, "recycle restore", key, "", err)
+	}
 	to, err := s.ns.RecycleRestore(caller(p), key, forceRename)
 	return to, s.audit(ctx, p, "recycle restore", key, to, err)
 }
@@ -22,6 +28,9 @@ func (s *Server) RecycleRestore(ctx context.Context, p auth.Principal, key strin
 // RecyclePurge removes recycled entries for good (key "" = all p may see,
 // olderThan > 0 = only older ones).
 func (s *Server) RecyclePurge(ctx context.Context, p auth.Principal, key string, olderThan time.Duration) (int, error) {
+	if err := unrestricted(p, "recycle purge"); err != nil {
+		return 0, s.audit(ctx, p, "recycle purge", key, "", err)
+	}
 	n, err := s.ns.RecyclePurge(caller(p), key, olderThan)
 	return n, s.audit(ctx, p, "recycle purge", key, "", err)
 }
