@@ -14,9 +14,9 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/httpfront"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
-	"github.com/kaon-storage/kaon/internal/storage"
 )
 
 // Handler serves the namespace endpoint: WebDAV on every path, the admin
@@ -140,7 +140,7 @@ func (s *Server) davGet(w http.ResponseWriter, r *http.Request, c namespace.Call
 		h.Set("Content-Type", "application/octet-stream")
 		h.Set("Accept-Ranges", "bytes")
 		h.Set("ETag", fmt.Sprintf("\"%x\"", n.ID))
-		storage.SetDigest(w, r, n.Checksums)
+		httpfront.SetDigest(w, r, n.Checksums)
 		return
 	}
 	red, _, err := s.OpenRead(c, p)

@@ -13,11 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/backend/posix"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/httpfront"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
-	"github.com/kaon-storage/kaon/internal/storage"
 )
 
 // Config configures a namespace server.
@@ -119,7 +120,7 @@ type Redirect struct {
 
 // URL is the HTTP data URL of the redirect.
 func (r Redirect) URL() string {
-	return fmt.Sprintf("%s%s%x?cap=%s", r.Addr, storage.DataPath, r.Fid, url.QueryEscape(r.Token))
+	return fmt.Sprintf("%s%s%x?cap=%s", r.Addr, httpfront.DataPath, r.Fid, url.QueryEscape(r.Token))
 }
 
 // XrdAddr is the root:// host:port of the storage server, if it has one.
@@ -257,7 +258,7 @@ func (s *Server) FileInfo(c namespace.Caller, path string) (*namespace.Inode, []
 	}
 	var out []Stripe
 	for i, fsid := range n.Locations {
-		out = append(out, Stripe{Index: i, FsID: fsid, Node: s.reg.addr(fsid), PhysPath: storage.PhysPath(s.reg.path(fsid), n.ID)})
+		out = append(out, Stripe{Index: i, FsID: fsid, Node: s.reg.addr(fsid), PhysPath: posix.PhysPath(s.reg.path(fsid), n.ID)})
 	}
 	return n, out, nil
 }

@@ -127,7 +127,7 @@ func TestRedirectCapabilities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.key.Verify(red.Token, time.Now())
+	c, err := s.key.Verify(red.Token, time.Now(), capability.Access{Write: true})
 	if err != nil || !c.Write || len(c.Targets) != 6 || c.Path != "/ec/f" || c.Targets[0].Addr != red.Addr {
 		t.Fatalf("write capability %+v %v", c, err)
 	}
@@ -141,7 +141,7 @@ func TestRedirectCapabilities(t *testing.T) {
 	if err != nil || n.Size != 5 {
 		t.Fatal(err)
 	}
-	rc, _ := s.key.Verify(rred.Token, time.Now())
+	rc, _ := s.key.Verify(rred.Token, time.Now(), capability.Access{})
 	if rc.Write || rc.Size != 5 || rc.Sums["adler32"] != "01" {
 		t.Fatalf("read capability %+v", rc)
 	}
