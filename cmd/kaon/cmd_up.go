@@ -66,14 +66,16 @@ func posixStores(sync bool) func(string) backend.Store {
 }
 
 // storageHandler serves a storage server's HTTP listener: the client data
-// endpoint and the internal storage RPC, with an access log.
+// endpoint (access-logged) and the internal storage RPC (not: an erasure-
+// coded read across servers makes one stripe request per frame; refusals
+// are logged).
 func storageHandler(fst *storage.Server, key *capability.Key, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(httpfront.DataPath, httpfront.Data(fst, log))
+	mux.Handle(httpfront.DataPath, httpfront.AccessLog(httpfront.Data(fst, log), log))
 	internal := cluster.StorageHandler(fst, key.Internal(), log)
 	mux.Handle(cluster.StripePath, internal)
 	mux.Handle(cluster.ReadFilePath, internal)
-	return httpfront.AccessLog(mux, log)
+	return mux
 }
 
 // listen opens addr; port 0 picks a free port.

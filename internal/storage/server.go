@@ -49,7 +49,6 @@ type Config struct {
 type filesystem struct {
 	id     uint32
 	root   string
-	uuid   string // identity the namespace registered; "" until known
 	store  backend.Store
 	status atomic.Value // config status string
 	files  atomic.Int64 // stripes, as last counted while online
@@ -109,27 +108,28 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, fs: map[uint32]*filesystem{}, stores: map[string]backend.Store{},
 		ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory)}
 	for _, p := range cfg.Paths {
-		if err := s.offer(p); err != nil {
+		if _, err := s.offer(p); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
 }
 
-// offer adds root to the filesystems reported in heartbeats.
-func (s *Server) offer(p string) error {
+// offer adds root to the filesystems reported in heartbeats and returns
+// its store.
+func (s *Server) offer(p string) (backend.Store, error) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stores[abs] != nil {
-		return nil
+	if st := s.stores[abs]; st != nil {
+		return st, nil
 	}
 	s.paths = append(s.paths, abs)
 	s.stores[abs] = s.cfg.Store(abs)
-	return nil
+	return s.stores[abs], nil
 }
 
 // idOf is the id of filesystem root: the one assigned in this run, else the
@@ -250,18 +250,18 @@ func reason(err error) string {
 // mounted, a mount that went away, another filesystem's disk).
 func (s *Server) apply(as []message.FsAssignment) (initialized bool) {
 	for _, a := range as {
-		if err := s.offer(a.Path); err != nil {
+		st, err := s.offer(a.Path)
+		if err != nil {
 			s.log.Error("cannot serve filesystem", "fsid", a.ID, "path", a.Path, "err", err)
 			continue
 		}
 		s.mu.Lock()
 		f := s.fs[a.ID]
 		if f == nil || f.root != a.Path {
-			f = &filesystem{id: a.ID, root: a.Path, store: s.stores[a.Path]}
+			f = &filesystem{id: a.ID, root: a.Path, store: st}
 			f.offline.Store("not checked yet")
 			s.fs[a.ID] = f
 		}
-		f.uuid = a.UUID
 		f.status.Store(a.ConfigStatus)
 		s.mu.Unlock()
 		want := backend.Identity{FsID: a.ID, UUID: a.UUID}

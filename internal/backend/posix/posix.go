@@ -60,8 +60,6 @@ func New(root string, o Options) *Store {
 // Root is the store's directory.
 func (s *Store) Root() string { return s.root }
 
-func (s *Store) String() string { return s.root }
-
 // fail turns err from an operation on the stripe of fid into a kerr error
 // naming the stripe's file; errnos keep their kind, anything else is I/O.
 func (s *Store) fail(op string, fid uint64, err error) error {
