@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/backend/posix"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/httpfront"
@@ -56,6 +58,25 @@ func newLogger(verbose bool) *slog.Logger {
 		level = slog.LevelDebug
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// posixStores opens every filesystem of a storage server as a directory
+// written with O_DIRECT; sync fsyncs stripes before commit.
+func posixStores(sync bool) func(string) backend.Store {
+	return func(root string) backend.Store { return posix.New(root, posix.Options{Direct: true, Sync: sync}) }
+}
+
+// storageHandler serves a storage server's HTTP listener: the client data
+// endpoint (access-logged) and the internal storage RPC (not: an erasure-
+// coded read across servers makes one stripe request per frame; refusals
+// are logged).
+func storageHandler(fst *storage.Server, key *capability.Key, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(httpfront.DataPath, httpfront.AccessLog(httpfront.Data(fst, log), log))
+	internal := cluster.StorageHandler(fst, key.Internal(), log)
+	mux.Handle(cluster.StripePath, internal)
+	mux.Handle(cluster.ReadFilePath, internal)
+	return mux
 }
 
 // listen opens addr; port 0 picks a free port.
@@ -143,7 +164,7 @@ func openNamespace(dir string, f nsFlags, log *slog.Logger) (*nsRole, error) {
 	}
 	srv, err := nsserver.New(nsserver.Config{Engine: eng, Sync: *f.sync, Key: key, CapabilityTTL: *f.capTTL, Logger: log,
 		RecycleLifetime: *f.recycleLifetime, RecycleMaxBytes: *f.recycleSize, Audit: audit,
-		Data: httpfront.DataReader{}, PhysName: func(fs namespace.Filesystem, fid uint64) string { return storage.PhysPath(fs.Path, fid) }})
+		Data: cluster.NewStorageClient(key.Internal()), PhysName: func(fs namespace.Filesystem, fid uint64) string { return posix.PhysPath(fs.Path, fid) }})
 	if err != nil {
 		eng.Close()
 		return nil, err
@@ -220,19 +241,20 @@ func runUp(args []string) int {
 		nodeName = "localhost"
 	}
 	fst, err := storage.New(storage.Config{Node: nodeName, Addr: "http://" + fstAddr, Key: role.key,
-		Namespace: role.srv, Paths: paths, SyncData: *sync, StreamMemory: *streamMB << 20, Logger: log})
+		Namespace: role.srv, Paths: paths, Store: posixStores(*sync), Peers: cluster.NewStorageClient(role.key.Internal()),
+		StreamMemory: *streamMB << 20, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon up:", err)
 		return 1
 	}
-	xrd, err := startXRootD(*xrdAddr, host, role.srv, role.key, fst, &ep, log)
+	xrd, err := startXRootD(*xrdAddr, host, role.srv, fst, &ep, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon up: xrootd:", err)
 		return 1
 	}
 	defer xrd()
 	nsSrv := serveHTTP(nsL, role.handler(log))
-	fstSrv := serveHTTP(fstL, fst.Handler())
+	fstSrv := serveHTTP(fstL, storageHandler(fst, role.key, log))
 	go fst.Run(ctx)
 	go role.srv.Run(ctx)
 	select {
@@ -309,7 +331,7 @@ func runMGM(args []string) int {
 	}
 	host, _, _ := net.SplitHostPort(addr)
 	ep := Endpoints{HTTP: "http://" + addr}
-	stop, err := startXRootD(*xrdAddr, host, role.srv, role.key, nil, &ep, log)
+	stop, err := startXRootD(*xrdAddr, host, role.srv, nil, &ep, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon mgm: xrootd:", err)
 		return 1
@@ -367,7 +389,8 @@ func runFST(args []string) int {
 		*nodeName = host + ":" + port
 	}
 	fst, err := storage.New(storage.Config{Node: *nodeName, Addr: "http://" + addr, Key: key, Namespace: client,
-		Paths: fsPaths, SyncData: *syncData, StreamMemory: *streamMB << 20, Logger: log})
+		Paths: fsPaths, Store: posixStores(*syncData), Peers: cluster.NewStorageClient(key.Internal()),
+		StreamMemory: *streamMB << 20, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon fst:", err)
 		return 1
@@ -375,13 +398,13 @@ func runFST(args []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ep := Endpoints{FSTHTTP: "http://" + addr}
-	stop, err := startFSTXRootD(*xrdAddr, *mgmXrd, fst, key, &ep, log)
+	stop, err := startFSTXRootD(*xrdAddr, *mgmXrd, fst, &ep, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon fst: xrootd:", err)
 		return 1
 	}
 	defer stop()
-	srv := serveHTTP(l, fst.Handler())
+	srv := serveHTTP(l, storageHandler(fst, key, log))
 	go fst.Run(ctx)
 	<-fst.Ready()
 	if *data != "" {

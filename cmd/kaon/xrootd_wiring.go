@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"net"
 
-	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/storage"
 	"github.com/kaon-storage/kaon/internal/xrdkaon"
@@ -14,7 +13,7 @@ import (
 // startXRootD starts the root:// listener of the namespace server and, in
 // the all-in-one, one for the storage server too (on a free port of the
 // same host). addr "" disables root://.
-func startXRootD(addr, host string, m *nsserver.Server, key *capability.Key, fst *storage.Server, ep *Endpoints, log *slog.Logger) (func(), error) {
+func startXRootD(addr, host string, m *nsserver.Server, fst *storage.Server, ep *Endpoints, log *slog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -28,7 +27,7 @@ func startXRootD(addr, host string, m *nsserver.Server, key *capability.Key, fst
 	ep.XRootD = "root://" + nsAddr
 	stops := []func(){func() { srv.Close() }}
 	if fst != nil {
-		stop, err := startFSTXRootD(net.JoinHostPort(host, "0"), nsAddr, fst, key, ep, log)
+		stop, err := startFSTXRootD(net.JoinHostPort(host, "0"), nsAddr, fst, ep, log)
 		if err != nil {
 			srv.Close()
 			return nil, err
@@ -44,7 +43,7 @@ func startXRootD(addr, host string, m *nsserver.Server, key *capability.Key, fst
 
 // startFSTXRootD starts a storage server's root:// data listener; namespace
 // requests arriving there are redirected to manager (host:port).
-func startFSTXRootD(addr, manager string, fst *storage.Server, key *capability.Key, ep *Endpoints, log *slog.Logger) (func(), error) {
+func startFSTXRootD(addr, manager string, fst *storage.Server, ep *Endpoints, log *slog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -54,7 +53,7 @@ func startFSTXRootD(addr, manager string, fst *storage.Server, key *capability.K
 	}
 	// Request buffers in flight share the storage server's stream budget
 	// figure: root:// clients cannot make it hold more than HTTP ones.
-	srv := xrootd.NewServer(xrootd.Config{Data: xrdkaon.Data{S: fst, Key: key}, Manager: manager,
+	srv := xrootd.NewServer(xrootd.Config{Data: xrdkaon.Data{S: fst}, Manager: manager,
 		GlobalBudget: fst.StreamMemory(), Logger: log.With("role", "xrootd-fst")})
 	go srv.Serve(l)
 	fst.SetXrdAddr(a)

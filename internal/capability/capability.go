@@ -92,8 +92,19 @@ func (k *Key) Sign(c *Capability) string {
 	return enc.EncodeToString(payload) + "." + enc.EncodeToString(k.mac(payload))
 }
 
-// Verify checks signature and expiry. The error never echoes the token.
-func (k *Key) Verify(token string, now time.Time) (*Capability, error) {
+// Access is what a request names and wants: the file, by id or by path
+// (a zero field is not named, so not compared: HTTP data URLs name the
+// fid, root:// opens the path), and the mode, which is always compared.
+type Access struct {
+	Fid   uint64
+	Path  string
+	Write bool
+}
+
+// Verify checks signature and expiry, then that the capability is for the
+// file and mode a names: the one check of every protocol (HTTP data and
+// stripe endpoints, root://). The error never echoes the token.
+func (k *Key) Verify(token string, now time.Time, a Access) (*Capability, error) {
 	deny := func(why string) (*Capability, error) {
 		return nil, kerr.New(kerr.Permission, "capability", "", why)
 	}
@@ -122,6 +133,18 @@ func (k *Key) Verify(token string, now time.Time) (*Capability, error) {
 	}
 	if now.Unix() > c.Expires {
 		return nil, kerr.New(kerr.Expired, "capability", c.Path, "capability expired")
+	}
+	switch {
+	case a.Fid != 0 && a.Fid != c.Fid, a.Path != "" && a.Path != c.Path:
+		name := c.Path
+		if a.Path != "" {
+			name = a.Path
+		}
+		return nil, kerr.New(kerr.Permission, "capability", name, "capability is for another file")
+	case a.Write && !c.Write:
+		return nil, kerr.New(kerr.Permission, "write", c.Path, "capability does not allow writing")
+	case !a.Write && c.Write:
+		return nil, kerr.New(kerr.Permission, "read", c.Path, "capability is for writing")
 	}
 	return &c, nil
 }

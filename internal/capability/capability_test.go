@@ -13,14 +13,14 @@ func TestSignVerify(t *testing.T) {
 	other, _ := NewKey([]byte(strings.Repeat("o", 32)))
 	now := time.Unix(1000, 0)
 	tok := k.Sign(&Capability{Fid: 7, Write: true, Path: "/a", Expires: 1060, Targets: []Target{{FsID: 1, Addr: "x"}}})
-	c, err := k.Verify(tok, now)
+	c, err := k.Verify(tok, now, Access{Write: true})
 	if err != nil || c.Fid != 7 || !c.Write || c.Targets[0].FsID != 1 {
 		t.Fatalf("%+v %v", c, err)
 	}
-	if _, err := k.Verify(tok, now.Add(2*time.Minute)); kerr.KindOf(err) != kerr.Expired {
+	if _, err := k.Verify(tok, now.Add(2*time.Minute), Access{Write: true}); kerr.KindOf(err) != kerr.Expired {
 		t.Fatalf("expired: %v", err)
 	}
-	if _, err := other.Verify(tok, now); kerr.KindOf(err) != kerr.Permission {
+	if _, err := other.Verify(tok, now, Access{Write: true}); kerr.KindOf(err) != kerr.Permission {
 		t.Fatalf("forged: %v", err)
 	}
 	// Tamper with the payload (flip fid) keeping the old signature.
@@ -28,12 +28,46 @@ func TestSignVerify(t *testing.T) {
 	tampered := k.Sign(&Capability{Fid: 8, Write: true, Path: "/a", Expires: 1060})
 	tp, _, _ := strings.Cut(tampered, ".")
 	for _, bad := range []string{"", "garbage", p + "." + s + "x", tp + "." + s, p} {
-		_, err := k.Verify(bad, now)
+		_, err := k.Verify(bad, now, Access{})
 		if kerr.KindOf(err) != kerr.Permission {
 			t.Fatalf("Verify(%q) = %v", bad, err)
 		}
 		if bad != "" && strings.Contains(err.Error(), bad) {
 			t.Fatal("error echoes the token")
+		}
+	}
+}
+
+// TestVerifyAccess: the file a request names (by id, by path, or both) and
+// its mode are checked; what it does not name is not.
+func TestVerifyAccess(t *testing.T) {
+	k, _ := NewKey([]byte(strings.Repeat("k", 32)))
+	now := time.Unix(1000, 0)
+	w := k.Sign(&Capability{Fid: 7, Write: true, Path: "/a", Expires: 1060})
+	r := k.Sign(&Capability{Fid: 7, Path: "/a", Expires: 1060})
+	for _, tc := range []struct {
+		name  string
+		token string
+		a     Access
+		deny  string // "" = allowed
+	}{
+		{"fid and mode", w, Access{Fid: 7, Write: true}, ""},
+		{"path and mode", r, Access{Path: "/a"}, ""},
+		{"fid and path", r, Access{Fid: 7, Path: "/a"}, ""},
+		{"nothing named", r, Access{}, ""},
+		{"other fid", w, Access{Fid: 8, Write: true}, "another file"},
+		{"other path", r, Access{Path: "/b"}, "another file"},
+		{"right fid, other path", r, Access{Fid: 7, Path: "/b"}, "another file"},
+		{"write with a read capability", r, Access{Fid: 7, Write: true}, "does not allow writing"},
+		{"read with a write capability", w, Access{Fid: 7}, "is for writing"},
+		{"read with a write capability, nothing named", w, Access{}, "is for writing"},
+	} {
+		c, err := k.Verify(tc.token, now, tc.a)
+		switch {
+		case tc.deny == "" && (err != nil || c.Fid != 7):
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.deny != "" && (kerr.KindOf(err) != kerr.Permission || !strings.Contains(err.Error(), tc.deny)):
+			t.Errorf("%s: %v, want permission denied: %s", tc.name, err, tc.deny)
 		}
 	}
 }

@@ -84,6 +84,17 @@ func Create(path string, perm os.FileMode, overlap bool) (*File, error) {
 	return d, nil
 }
 
+// CreateBuffered creates path, which must not exist yet, for ordinary
+// buffered writes through the page cache (same File API, no staging
+// buffers).
+func CreateBuffered(path string, perm os.FileMode) (*File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &File{f: f}, nil
+}
+
 // OS returns the underlying file, for metadata calls (xattrs); writing
 // through it would bypass the staging buffers.
 func (d *File) OS() *os.File { return d.f }

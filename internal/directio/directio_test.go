@@ -99,6 +99,12 @@ func TestCreateNeverOverwrites(t *testing.T) {
 		}
 		t.Fatalf("Create over an existing file: %v", err)
 	}
+	if f, err := CreateBuffered(p, 0o600); err == nil || !errors.Is(err, os.ErrExist) {
+		if f != nil {
+			f.Close()
+		}
+		t.Fatalf("CreateBuffered over an existing file: %v", err)
+	}
 	if b, _ := os.ReadFile(p); string(b) != "committed" {
 		t.Fatalf("existing file changed: %q", b)
 	}

@@ -19,9 +19,6 @@ import (
 	"github.com/kaon-storage/kaon/internal/nsserver"
 )
 
-// DataPath is the URL prefix of storage servers' data endpoint.
-const DataPath = "/kaon/v1/data/"
-
 // dataURL is where a grant sends an HTTP client.
 func dataURL(g *nsserver.Grant) string {
 	return fmt.Sprintf("%s%s%x?cap=%s", g.Entry.HTTP, DataPath, g.Inode.ID, url.QueryEscape(g.Token))
@@ -130,11 +127,7 @@ func (f *Namespace) davGet(w http.ResponseWriter, r *http.Request, c auth.Princi
 		h.Set("Content-Type", "application/octet-stream")
 		h.Set("Accept-Ranges", "bytes")
 		h.Set("ETag", fmt.Sprintf("\"%x\"", n.ID))
-		if want := r.Header.Get("Want-Digest"); want != "" {
-			if v, ok := checksum.DigestHeaderValue(want, n.Checksums); ok {
-				h.Set("Digest", v)
-			}
-		}
+		SetDigest(w, r, n.Checksums)
 		return
 	}
 	g, err := f.NS.Open(ctx, c, p, nsserver.OpenRequest{})

@@ -88,7 +88,7 @@ func (s *Server) computeChecksum(ctx context.Context, pr auth.Principal, p strin
 		if s.data == nil {
 			return nil, kerr.New(kerr.Unsupported, "checksum", p, "this namespace server cannot read file data")
 		}
-		rc, err := s.data.Read(ctx, g)
+		rc, err := s.data.ReadFile(ctx, g.Entry.HTTP, g.Token)
 		if err != nil {
 			return nil, kerr.WithOp(err, "checksum")
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
-	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv/memkv"
 	"github.com/kaon-storage/kaon/internal/layout"
@@ -33,9 +33,9 @@ func newServer(t *testing.T) *Server {
 func register(t *testing.T, s *Server, nodes, fs int) {
 	t.Helper()
 	for n := 0; n < nodes; n++ {
-		hb := cluster.Heartbeat{Version: cluster.Version, Node: fmt.Sprintf("node%d", n), Addr: fmt.Sprintf("http://node%d", n)}
+		hb := message.Heartbeat{Version: message.Version, Node: fmt.Sprintf("node%d", n), Addr: fmt.Sprintf("http://node%d", n)}
 		for f := 0; f < fs; f++ {
-			hb.Filesystems = append(hb.Filesystems, cluster.FsReport{Path: fmt.Sprintf("/d%d", f), Capacity: 1 << 40, Used: 1 << 30, Health: "ok"})
+			hb.Filesystems = append(hb.Filesystems, message.FsReport{Path: fmt.Sprintf("/d%d", f), Capacity: 1 << 40, Used: 1 << 30, Health: "ok"})
 		}
 		if _, err := s.Heartbeat(context.Background(), hb); err != nil {
 			t.Fatal(err)
@@ -110,8 +110,8 @@ func TestRegistryPersistsAndKeepsIDs(t *testing.T) {
 		t.Fatalf("after reload: %+v", fss)
 	}
 	// The node comes back under another name: its marker ids keep the fs.
-	reply, err := s2.Heartbeat(context.Background(), cluster.Heartbeat{Version: cluster.Version, Node: "renamed", Addr: "http://x",
-		Filesystems: []cluster.FsReport{{ID: 1, Path: "/d0", Health: "ok"}, {ID: 2, Path: "/d1", Health: "ok"}}})
+	reply, err := s2.Heartbeat(context.Background(), message.Heartbeat{Version: message.Version, Node: "renamed", Addr: "http://x",
+		Filesystems: []message.FsReport{{ID: 1, Path: "/d0", Health: "ok"}, {ID: 2, Path: "/d1", Health: "ok"}}})
 	if err != nil || len(reply.Filesystems) != 2 || len(s2.Filesystems(ctx, root)) != 2 {
 		t.Fatalf("re-registration created new filesystems: %+v %v", s2.Filesystems(ctx, root), err)
 	}
@@ -130,18 +130,18 @@ func TestGrantCapabilities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.key.Verify(g.Token, time.Now())
+	c, err := s.key.Verify(g.Token, time.Now(), capability.Access{Write: true})
 	if err != nil || !c.Write || len(c.Targets) != 6 || c.Path != "/ec/f" || c.Targets[0].Addr != g.Entry.HTTP {
 		t.Fatalf("write capability %+v %v", c, err)
 	}
-	if err := s.Commit(ctx, cluster.Commit{Fid: c.Fid, Size: 5, Checksums: map[string]string{"adler32": "01"}}); err != nil {
+	if err := s.Commit(ctx, message.Commit{Fid: c.Fid, Size: 5, Checksums: map[string]string{"adler32": "01"}}); err != nil {
 		t.Fatal(err)
 	}
 	rg, err := s.Open(ctx, root, "/ec/f", OpenRequest{})
 	if err != nil || rg.Inode.Size != 5 {
 		t.Fatal(err)
 	}
-	rc, _ := s.key.Verify(rg.Token, time.Now())
+	rc, _ := s.key.Verify(rg.Token, time.Now(), capability.Access{})
 	if rc.Write || rc.Size != 5 || rc.Sums["adler32"] != "01" {
 		t.Fatalf("read capability %+v", rc)
 	}
@@ -177,7 +177,7 @@ func TestACLs(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return s.Commit(ctx, cluster.Commit{Fid: g.Inode.ID, Size: 3, Checksums: map[string]string{"adler32": "1"}})
+		return s.Commit(ctx, message.Commit{Fid: g.Inode.ID, Size: 3, Checksums: map[string]string{"adler32": "1"}})
 	}
 	must := func(what string, err error) {
 		t.Helper()
@@ -252,7 +252,7 @@ func TestTokenScopes(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return s.Commit(ctx, cluster.Commit{Fid: g.Inode.ID, Size: 1})
+		return s.Commit(ctx, message.Commit{Fid: g.Inode.ID, Size: 1})
 	}
 	for _, f := range []string{"/foo/x", "/foobar/x", "/rw/a"} {
 		if err := put(root, f); err != nil {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
@@ -113,7 +113,7 @@ func spaceOf(group string) string {
 	return space
 }
 
-func (r *registry) heartbeat(hb cluster.Heartbeat) ([]cluster.FsAssignment, error) {
+func (r *registry) heartbeat(hb message.Heartbeat) ([]message.FsAssignment, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now()
@@ -161,10 +161,10 @@ func (r *registry) heartbeat(hb cluster.Heartbeat) ([]cluster.FsAssignment, erro
 		}
 		f.Addr = hb.Addr
 	}
-	var out []cluster.FsAssignment
+	var out []message.FsAssignment
 	for _, f := range r.fs {
 		if f.Node == hb.Node {
-			out = append(out, cluster.FsAssignment{ID: f.ID, Path: f.Path, UUID: f.UUID, ConfigStatus: f.ConfigStatus, Init: !f.Initialized})
+			out = append(out, message.FsAssignment{ID: f.ID, Path: f.Path, UUID: f.UUID, ConfigStatus: f.ConfigStatus, Init: !f.Initialized})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

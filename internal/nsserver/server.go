@@ -22,7 +22,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
-	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/namespace"
@@ -52,10 +52,11 @@ type Config struct {
 	Audit io.Writer
 }
 
-// DataReader reads the whole content of the file a read grant names from
-// the storage server it names.
+// DataReader reads the whole content of the file a read capability names
+// from the storage server at addr (cluster.StorageClient over the
+// internal protocol).
 type DataReader interface {
-	Read(ctx context.Context, g *Grant) (io.ReadCloser, error)
+	ReadFile(ctx context.Context, addr, token string) (io.ReadCloser, error)
 }
 
 // Server is the namespace service. It is safe for concurrent use.
@@ -120,43 +121,43 @@ func (s *Server) Run(ctx context.Context) {
 // callers (benchmarks, tests) that bypass authorization on purpose.
 func (s *Server) Namespace() *namespace.Namespace { return s.ns }
 
-var _ cluster.Namespace = (*Server)(nil)
+var _ message.Namespace = (*Server)(nil)
 
-// Heartbeat implements cluster.Namespace: it records what a storage
+// Heartbeat implements message.Namespace: it records what a storage
 // server reports and answers with its filesystems and pending deletions.
-func (s *Server) Heartbeat(_ context.Context, hb cluster.Heartbeat) (cluster.HeartbeatReply, error) {
+func (s *Server) Heartbeat(_ context.Context, hb message.Heartbeat) (message.HeartbeatReply, error) {
 	var done []namespace.Deletion
 	for _, d := range hb.Done {
 		done = append(done, namespace.Deletion(d))
 	}
 	if err := s.ns.AckDeletions(done); err != nil {
-		return cluster.HeartbeatReply{}, err
+		return message.HeartbeatReply{}, err
 	}
 	as, err := s.reg.heartbeat(hb)
 	if err != nil {
-		return cluster.HeartbeatReply{}, err
+		return message.HeartbeatReply{}, err
 	}
-	reply := cluster.HeartbeatReply{Filesystems: as, Interval: s.reg.interval}
+	reply := message.HeartbeatReply{Filesystems: as, Interval: s.reg.interval}
 	for _, a := range as {
 		ds, err := s.ns.Deletions(a.ID, 1000)
 		if err != nil {
 			return reply, err
 		}
 		for _, d := range ds {
-			reply.Deletions = append(reply.Deletions, cluster.Deletion(d))
+			reply.Deletions = append(reply.Deletions, message.Deletion(d))
 		}
 	}
 	return reply, nil
 }
 
-// Claim implements cluster.Namespace.
+// Claim implements message.Namespace.
 func (s *Server) Claim(_ context.Context, fid uint64) error {
 	_, err := s.ns.ClaimUpload(fid)
 	return err
 }
 
-// Commit implements cluster.Namespace.
-func (s *Server) Commit(ctx context.Context, c cluster.Commit) error {
+// Commit implements message.Namespace.
+func (s *Server) Commit(ctx context.Context, c message.Commit) error {
 	f, err := s.ns.Commit(c.Fid, c.Size, c.Checksums)
 	if err != nil && !kerr.Is(err, kerr.Quota) {
 		return err
@@ -177,7 +178,7 @@ func (s *Server) pathOf(f *namespace.Inode) (string, error) {
 	return p, err
 }
 
-// Abort implements cluster.Namespace.
+// Abort implements message.Namespace.
 func (s *Server) Abort(_ context.Context, fid uint64) error {
 	err := s.ns.Abort(fid)
 	if kerr.Is(err, kerr.NotFound) {

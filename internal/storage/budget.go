@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
-	"github.com/kaon-storage/kaon/internal/directio"
+	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/erasure"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
@@ -62,15 +62,20 @@ func (s *Server) StreamMemory() int64 { return s.budget.total }
 const copyBufSize = 1 << 20
 
 // uploadMemory is what one upload through this server as its entry holds:
-// the copy buffer, the staging buffers of its local stripes and, for EC,
-// the rows in the encoding pipeline.
-func uploadMemory(l layout.Layout, local int) int64 {
-	switch l.Kind {
-	case layout.EC:
-		return copyBufSize + int64(local)*directio.BufSize + erasure.WriterMemory(ecLayout(l))
-	default:
-		return copyBufSize + int64(local)*2*directio.BufSize
+// the copy buffer, the buffers of its local stripe writers (stripes, as
+// their stores report) and, for EC, the rows in the encoding pipeline.
+func uploadMemory(l layout.Layout, stripes int64) int64 {
+	if l.Kind == layout.EC {
+		return copyBufSize + stripes + erasure.WriterMemory(ecLayout(l))
 	}
+	return copyBufSize + stripes
+}
+
+// createOptions is how the stripes of layout l are written: the erasure
+// writer already runs one goroutine per stripe; replicas and plain files
+// are written from the client's goroutine and overlap device and network.
+func createOptions(l layout.Layout) backend.CreateOptions {
+	return backend.CreateOptions{Overlap: l.Kind != layout.EC}
 }
 
 // readMemory is what one EC read holds: the decoded rows it caches (data

@@ -2,17 +2,13 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"os"
-	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/erasure"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -27,51 +23,14 @@ type File interface {
 	Close() error
 }
 
-// remoteStripeReader reads a byte range of a stripe held by another server.
-type remoteStripeReader struct {
-	s   *Server
-	ctx context.Context
-	url string
-}
-
-func (r *remoteStripeReader) ReadAt(p []byte, off int64) (int, error) {
-	req, _ := http.NewRequestWithContext(r.ctx, http.MethodGet, r.url, nil)
-	req.Header.Set("Authorization", "Bearer "+r.s.cfg.Key.Internal())
-	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1))
-	resp, err := r.s.http.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusPartialContent, http.StatusOK:
-	case http.StatusNotFound:
-		return 0, syscall.ENOENT
-	case http.StatusRequestedRangeNotSatisfiable:
-		return 0, io.EOF
-	default:
-		return 0, fmt.Errorf("stripe read %s: HTTP %d", resp.Request.URL.Host, resp.StatusCode)
-	}
-	n, err := io.ReadFull(resp.Body, p)
-	if err == io.ErrUnexpectedEOF {
-		err = io.EOF
-	}
-	return n, err
-}
-
-func (s *Server) stripeURL(t capability.Target, fid uint64, idx int, token string) string {
-	return fmt.Sprintf("%s/kaon/v1/stripe/%x/%d?cap=%s", t.Addr, fid, idx, token)
-}
-
-// plainFile is a replica read from one physical file.
-type plainFile struct {
+// sizedReader is a replica read from another storage server.
+type sizedReader struct {
 	io.ReaderAt
-	size  int64
-	close func() error
+	size int64
 }
 
-func (p *plainFile) Size() int64  { return p.size }
-func (p *plainFile) Close() error { return p.close() }
+func (p *sizedReader) Size() int64  { return p.size }
+func (p *sizedReader) Close() error { return nil }
 
 // Open opens the committed file a read capability names. Replicas are tried
 // local first; an EC file is decoded from any K healthy stripes, once the
@@ -82,7 +41,7 @@ func (s *Server) Open(ctx context.Context, c *capability.Capability, token strin
 		return nil, err
 	}
 	if len(c.Targets) == 0 && c.Size == 0 {
-		return &plainFile{ReaderAt: strings.NewReader(""), close: func() error { return nil }}, nil
+		return &sizedReader{ReaderAt: strings.NewReader("")}, nil
 	}
 	if l.Kind == layout.EC {
 		release, err := s.budget.acquire(ctx, readMemory(l), wait, "read", c.Path)
@@ -110,20 +69,24 @@ func (s *Server) Open(ctx context.Context, c *capability.Capability, token strin
 	for _, i := range order {
 		t := c.Targets[i]
 		if f := s.local(t.FsID); f != nil {
-			file, err := os.Open(PhysPath(f.root, c.Fid))
+			r, err := f.store.Open(c.Fid)
 			if err != nil {
 				reasons = append(reasons, fmt.Sprintf("fs %d: %v", t.FsID, err))
 				continue
 			}
-			if st, err := file.Stat(); err != nil || st.Size() != c.Size {
-				file.Close()
+			if r.Size() != c.Size {
+				r.Close()
 				reasons = append(reasons, fmt.Sprintf("fs %d: size mismatch", t.FsID))
 				continue
 			}
-			return &plainFile{ReaderAt: file, size: c.Size, close: file.Close}, nil
+			return r, nil // a backend.Reader is a File (and may be an OSFile)
 		}
-		return &plainFile{ReaderAt: &remoteStripeReader{s: s, ctx: ctx, url: s.stripeURL(t, c.Fid, i, token)},
-			size: c.Size, close: func() error { return nil }}, nil
+		p, err := s.peers("open", c.Path)
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("fs %d: %v", t.FsID, err))
+			continue
+		}
+		return &sizedReader{ReaderAt: p.StripeReader(ctx, t.Addr, c.Fid, i, token), size: c.Size}, nil
 	}
 	return nil, kerr.New(kerr.Unavailable, "open", c.Path, "no readable replica: "+strings.Join(reasons, "; "))
 }
@@ -143,14 +106,25 @@ func (s *Server) openEC(ctx context.Context, c *capability.Capability, token str
 			remote = append(remote, i)
 			continue
 		}
-		file, err := os.Open(PhysPath(f.root, c.Fid))
+		r, err := f.store.Open(c.Fid)
 		if err != nil {
-			reasons = append(reasons, fmt.Sprintf("stripe %d (fs %d): %v", i, t.FsID, errors.Unwrap(err)))
+			reasons = append(reasons, fmt.Sprintf("stripe %d (fs %d): %v", i, t.FsID, reason(err)))
 			continue
 		}
-		e.files = append(e.files, file)
-		shards[i] = file
+		e.stripes = append(e.stripes, r)
+		shards[i] = r
 		avail++
+	}
+	var peers Peers
+	if len(remote) > 0 {
+		p, err := s.peers("open", c.Path)
+		if err != nil {
+			for _, i := range remote {
+				reasons = append(reasons, fmt.Sprintf("stripe %d (fs %d): %v", i, c.Targets[i].FsID, reason(err)))
+			}
+			remote = nil
+		}
+		peers = p
 	}
 	if avail < l.K && len(remote) > 0 {
 		// Not enough here: find out which remote stripes exist before
@@ -159,28 +133,36 @@ func (s *Server) openEC(ctx context.Context, c *capability.Capability, token str
 		var wg sync.WaitGroup
 		for _, i := range remote {
 			wg.Add(1)
-			go func() { defer wg.Done(); errs[i] = s.probeStripe(ctx, c.Targets[i], c.Fid, i, token) }()
+			go func() {
+				defer wg.Done()
+				pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+				defer cancel()
+				errs[i] = peers.ProbeStripe(pctx, c.Targets[i].Addr, c.Fid, i, token)
+			}()
 		}
 		wg.Wait()
+		var found []int
 		for _, i := range remote {
 			if errs[i] != nil {
 				reasons = append(reasons, fmt.Sprintf("stripe %d (fs %d): %v", i, c.Targets[i].FsID, errs[i]))
-				remote = slices.DeleteFunc(remote, func(j int) bool { return j == i })
+			} else {
+				found = append(found, i)
 			}
 		}
+		remote = found
 	}
 	for _, i := range remote {
-		shards[i] = &remoteStripeReader{s: s, ctx: ctx, url: s.stripeURL(c.Targets[i], c.Fid, i, token)}
+		shards[i] = peers.StripeReader(ctx, c.Targets[i].Addr, c.Fid, i, token)
 		avail++
 	}
 	if avail < l.K {
-		e.closeFiles()
+		e.closeStripes()
 		return nil, kerr.New(kerr.Unavailable, "open", c.Path, fmt.Sprintf("unrecoverable: %d of %d stripes readable, need %d (%s)",
 			avail, len(c.Targets), l.K, strings.Join(reasons, "; ")))
 	}
 	r, err := erasure.NewReader(ecLayout(l), c.Size, shards)
 	if err != nil {
-		e.closeFiles()
+		e.closeStripes()
 		return nil, kerr.Wrap(kerr.IO, "open", c.Path, err)
 	}
 	r.SetName(c.Path)
@@ -188,36 +170,22 @@ func (s *Server) openEC(ctx context.Context, c *capability.Capability, token str
 	return e, nil
 }
 
-// probeStripe asks the server holding stripe idx whether it has it.
-func (s *Server) probeStripe(ctx context.Context, t capability.Target, fid uint64, idx int, token string) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodHead, s.stripeURL(t, fid, idx, token), nil)
-	req.Header.Set("Authorization", "Bearer "+s.cfg.Key.Internal())
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return errors.New("storage server unreachable")
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	return nil
-}
+// probeTimeout bounds the question whether a peer holds a stripe.
+const probeTimeout = 10 * time.Second
 
 type ecFile struct {
 	*erasure.Reader
 	s       *Server
 	c       *capability.Capability
-	files   []*os.File
-	release func() // returns the decoding memory to the budget
+	stripes []backend.Reader // the local ones
+	release func()           // returns the decoding memory to the budget
 }
 
 // Close records stripes found missing or damaged while the file was read
 // (and served by reconstruction): nothing else would notice them.
 func (e *ecFile) Close() error {
 	e.Reader.Close()
-	e.closeFiles()
+	e.closeStripes()
 	e.release()
 	if dmg := e.Damage(); len(dmg) > 0 {
 		var parts []string
@@ -232,9 +200,44 @@ func (e *ecFile) Close() error {
 	return nil
 }
 
-func (e *ecFile) closeFiles() {
-	for _, f := range e.files {
-		f.Close()
+func (e *ecFile) closeStripes() {
+	for _, r := range e.stripes {
+		r.Close()
 	}
-	e.files = nil
+	e.stripes = nil
+}
+
+// Striped reports whether f is decoded from erasure-coded stripes (whole
+// reads of it are best streamed with Copy, ranges with ReadAt).
+func Striped(f File) bool { _, ok := f.(*ecFile); return ok }
+
+// CheckReadable reads the first byte of f, so that a file that cannot be
+// read (an erasure-coded one whose first row does not decode) fails before
+// a client is told anything, rather than in the middle of a transfer.
+func CheckReadable(f File) error {
+	if f.Size() == 0 {
+		return nil
+	}
+	_, err := f.ReadAt(make([]byte, 1), 0)
+	if err == io.EOF && f.Size() == 1 {
+		err = nil
+	}
+	return err
+}
+
+// Copy writes the whole of f to w the cheapest way: erasure-coded rows
+// straight out (read ahead while written), a local file through w's
+// ReadFrom (sendfile to a socket), anything else through a buffer.
+func Copy(w io.Writer, f File) (int64, error) {
+	if ec, ok := f.(*ecFile); ok {
+		return ec.WriteRange(w, 0, ec.Size())
+	}
+	if of, ok := f.(backend.OSFile); ok {
+		osf := of.OSFile()
+		if _, err := osf.Seek(0, io.SeekStart); err != nil {
+			return 0, err
+		}
+		return io.Copy(w, io.LimitReader(osf, f.Size()))
+	}
+	return io.Copy(w, io.NewSectionReader(f, 0, f.Size()))
 }

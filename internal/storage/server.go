@@ -1,29 +1,26 @@
-// Package storage is the storage server (EOS: FST). It keeps stripe and
-// replica files on local directories ("filesystems"), verifies the
-// capability on every request, computes checksums while bytes stream,
-// encodes/decodes erasure-coded files as their entry server, and reports to
-// the namespace server through cluster.Namespace.
+// Package storage is the storage server core (EOS: FST). It keeps stripes
+// and replicas on its filesystems through the data seam (backend.Store),
+// reaches the stripes other storage servers hold through Peers (package
+// cluster), verifies the capability of every request, computes checksums
+// while bytes stream, encodes/decodes erasure-coded files as their entry
+// server, bounds the memory of its streams, and reports to the namespace
+// server through message.Namespace. Protocols are elsewhere: the HTTP data
+// endpoint in httpfront, root:// in xrdkaon, the internal RPC in cluster
+// (this package depends only on its transport-free message vocabulary).
 package storage
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net/http"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/capability"
-	"github.com/kaon-storage/kaon/internal/cluster"
-	"github.com/kaon-storage/kaon/internal/directio"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
@@ -33,9 +30,15 @@ type Config struct {
 	Addr      string // advertised HTTP base URL, http://host:port
 	XrdAddr   string // advertised root:// host:port, if any
 	Key       *capability.Key
-	Namespace cluster.Namespace
+	Namespace message.Namespace
 	Paths     []string // filesystem roots to offer at start
-	SyncData  bool     // fsync stripe files before committing them
+	// Store returns the backend of the filesystem at path (posix.New for a
+	// directory). It must not create anything: a filesystem is made only
+	// when the namespace registers it (Store.Initialize).
+	Store func(path string) backend.Store
+	// Peers reaches the stripes other storage servers hold; nil when this
+	// server is alone (uploads and reads needing another server then fail).
+	Peers Peers
 	// StreamMemory bounds the buffers of all client streams (uploads this
 	// server is the entry of, erasure-coded reads) together; streams over
 	// it wait. Default DefaultStreamMemory.
@@ -46,10 +49,9 @@ type Config struct {
 type filesystem struct {
 	id     uint32
 	root   string
-	uuid   string       // identity the namespace registered; "" until known
+	store  backend.Store
 	status atomic.Value // config status string
-	files  atomic.Int64
-	bucket sync.Map // bucket dirs known to exist
+	files  atomic.Int64 // stripes, as last counted while online
 
 	// offline is the reason the filesystem cannot be used ("" when it can):
 	// its root or identity marker is missing or another filesystem's, so
@@ -76,15 +78,15 @@ func (f *filesystem) writable() error {
 
 // Server is one storage server.
 type Server struct {
-	cfg  Config
-	log  *slog.Logger
-	http *http.Client
+	cfg Config
+	log *slog.Logger
 
 	mu     sync.RWMutex
 	fs     map[uint32]*filesystem
-	paths  []string // roots offered, including unnumbered ones
+	paths  []string                 // roots offered, including unnumbered ones
+	stores map[string]backend.Store // by root, one per root for the process
 	doneMu sync.Mutex
-	done   []cluster.Deletion
+	done   []message.Deletion
 
 	budget *budget
 
@@ -100,110 +102,47 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, fs: map[uint32]*filesystem{}, ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory),
-		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true,
-			WriteBufferSize: 256 << 10, ReadBufferSize: 256 << 10}}}
+	if cfg.Store == nil {
+		return nil, errors.New("storage: Config.Store is required")
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, fs: map[uint32]*filesystem{}, stores: map[string]backend.Store{},
+		ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory)}
 	for _, p := range cfg.Paths {
-		if err := s.offer(p); err != nil {
+		if _, err := s.offer(p); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
 }
 
-// offer adds root to the filesystems reported in heartbeats.
-func (s *Server) offer(p string) error {
+// offer adds root to the filesystems reported in heartbeats and returns
+// its store.
+func (s *Server) offer(p string) (backend.Store, error) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, q := range s.paths {
-		if q == abs {
-			return nil
-		}
+	if st := s.stores[abs]; st != nil {
+		return st, nil
 	}
 	s.paths = append(s.paths, abs)
-	return nil
+	s.stores[abs] = s.cfg.Store(abs)
+	return s.stores[abs], nil
 }
 
 // idOf is the id of filesystem root: the one assigned in this run, else the
-// one in its marker file (read once per beat only until it is assigned).
-// Caller holds s.mu.
+// one in its identity marker (read once per beat only until it is
+// assigned). Caller holds s.mu.
 func (s *Server) idOf(root string) uint32 {
 	for id, f := range s.fs {
 		if f.root == root {
 			return id
 		}
 	}
-	id, _, _ := readMarker(root)
-	return id
-}
-
-// The identity marker at the root of every filesystem: written once, when
-// the namespace registers the filesystem, and checked on every heartbeat.
-// Format: "fsid=N\nuuid=U\n" (a bare "N\n" from version 1 is read as fsid N
-// without uuid).
-const markerName = ".kaon-fsid"
-
-func readMarker(root string) (id uint32, uuid string, err error) {
-	b, err := os.ReadFile(filepath.Join(root, markerName))
-	if err != nil {
-		return 0, "", err
-	}
-	text := strings.TrimSpace(string(b))
-	if n, err := strconv.ParseUint(text, 10, 32); err == nil {
-		return uint32(n), "", nil
-	}
-	for _, line := range strings.Split(text, "\n") {
-		k, v, _ := strings.Cut(line, "=")
-		switch k {
-		case "fsid":
-			n, err := strconv.ParseUint(v, 10, 32)
-			if err != nil {
-				return 0, "", fmt.Errorf("bad fsid in %s", markerName)
-			}
-			id = uint32(n)
-		case "uuid":
-			uuid = v
-		}
-	}
-	if id == 0 {
-		return 0, "", fmt.Errorf("no fsid in %s", markerName)
-	}
-	return id, uuid, nil
-}
-
-func writeMarker(root string, id uint32, uuid string) error {
-	tmp := filepath.Join(root, "."+markerName+".tmp")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(f, "fsid=%d\nuuid=%s\n", id, uuid)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(root, markerName))
-	}
-	if err == nil {
-		err = syncDir(root)
-	}
-	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	id, _ := s.stores[root].Identity()
+	return id.FsID
 }
 
 // SetXrdAddr sets the root:// host:port advertised in heartbeats; call
@@ -247,11 +186,11 @@ func (s *Server) Run(ctx context.Context) {
 
 // beat sends one heartbeat and applies the reply; initialized reports
 // whether it initialized a filesystem the namespace just registered.
-func (s *Server) beat(ctx context.Context) (reply cluster.HeartbeatReply, initialized bool, err error) {
+func (s *Server) beat(ctx context.Context) (reply message.HeartbeatReply, initialized bool, err error) {
 	s.mu.RLock()
-	hb := cluster.Heartbeat{Node: s.cfg.Node, Addr: s.cfg.Addr, XrdAddr: s.cfg.XrdAddr}
+	hb := message.Heartbeat{Node: s.cfg.Node, Addr: s.cfg.Addr, XrdAddr: s.cfg.XrdAddr}
 	for _, p := range s.paths {
-		r := cluster.FsReport{Path: p, ID: s.idOf(p), Health: "ok"}
+		r := message.FsReport{Path: p, ID: s.idOf(p), Health: "ok"}
 		f := s.fs[r.ID]
 		if f != nil && f.root != p {
 			f = nil
@@ -259,21 +198,23 @@ func (s *Server) beat(ctx context.Context) (reply cluster.HeartbeatReply, initia
 		if f != nil {
 			r.Offline = f.offlineReason()
 			r.Files = f.files.Load()
-		} else if _, err := os.Stat(p); err != nil {
-			r.Offline = "root directory: " + errText(err)
 		}
 		if r.Offline == "" {
-			var st unix.Statfs_t
-			if err := unix.Statfs(p, &st); err != nil {
-				r.Health = err.Error()
-			} else {
-				r.Capacity = st.Blocks * uint64(st.Bsize)
-				r.Used = (st.Blocks - st.Bavail) * uint64(st.Bsize)
+			u, err := s.stores[p].Usage()
+			r.Capacity, r.Used = u.Capacity, u.Used
+			switch {
+			case err == nil:
+			case f == nil && kerr.Is(err, kerr.NotFound):
+				r.Offline = reason(err) // nothing there (yet)
+			default:
+				r.Health = reason(err)
 			}
-			if unix.Access(p, unix.W_OK) != nil {
-				r.Health = "not writable"
+			if f != nil && r.Offline == "" {
+				r.Files = u.Files
+				f.files.Store(u.Files)
 			}
-		} else {
+		}
+		if r.Offline != "" {
 			r.Health = "offline: " + r.Offline
 		}
 		hb.Filesystems = append(hb.Filesystems, r)
@@ -292,10 +233,11 @@ func (s *Server) beat(ctx context.Context) (reply cluster.HeartbeatReply, initia
 	return reply, s.apply(reply.Filesystems), nil
 }
 
-// errText is err without the path os errors repeat.
-func errText(err error) string {
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err.Error()
+// reason is the message of err without operation and path.
+func reason(err error) string {
+	var ke *kerr.Error
+	if errors.As(err, &ke) && ke.Msg != "" {
+		return ke.Msg
 	}
 	return err.Error()
 }
@@ -306,25 +248,26 @@ func errText(err error) string {
 // other is checked against its marker and goes offline, never recreated,
 // when its root or marker is missing or not its own (a disk that is not
 // mounted, a mount that went away, another filesystem's disk).
-func (s *Server) apply(as []cluster.FsAssignment) (initialized bool) {
+func (s *Server) apply(as []message.FsAssignment) (initialized bool) {
 	for _, a := range as {
-		if err := s.offer(a.Path); err != nil {
+		st, err := s.offer(a.Path)
+		if err != nil {
 			s.log.Error("cannot serve filesystem", "fsid", a.ID, "path", a.Path, "err", err)
 			continue
 		}
 		s.mu.Lock()
 		f := s.fs[a.ID]
 		if f == nil || f.root != a.Path {
-			f = &filesystem{id: a.ID, root: a.Path}
+			f = &filesystem{id: a.ID, root: a.Path, store: st}
 			f.offline.Store("not checked yet")
 			s.fs[a.ID] = f
 		}
-		f.uuid = a.UUID
 		f.status.Store(a.ConfigStatus)
 		s.mu.Unlock()
+		want := backend.Identity{FsID: a.ID, UUID: a.UUID}
 		if a.Init {
-			if _, _, err := readMarker(a.Path); errors.Is(err, os.ErrNotExist) {
-				if err := initFilesystem(a.Path, a.ID, a.UUID); err != nil {
+			if _, err := f.store.Identity(); kerr.Is(err, kerr.NotFound) {
+				if err := f.store.Initialize(want); err != nil {
 					s.setOffline(f, "cannot initialize: "+err.Error())
 					continue
 				}
@@ -332,54 +275,9 @@ func (s *Server) apply(as []cluster.FsAssignment) (initialized bool) {
 				initialized = true
 			}
 		}
-		s.setOffline(f, checkIdentity(f))
+		s.setOffline(f, f.store.CheckIdentity(want))
 	}
 	return initialized
-}
-
-// checkIdentity says why f's root is not the registered filesystem ("" if
-// it is).
-func checkIdentity(f *filesystem) string {
-	if st, err := os.Stat(f.root); err != nil {
-		return "root directory: " + errText(err)
-	} else if !st.IsDir() {
-		return "root is not a directory"
-	}
-	id, uuid, err := readMarker(f.root)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return "identity marker " + markerName + " missing (filesystem not mounted?)"
-	case err != nil:
-		return "identity marker: " + errText(err)
-	case id != f.id:
-		return fmt.Sprintf("identity marker names fs %d, not fs %d", id, f.id)
-	case uuid == "" && f.uuid != "":
-		// Written before markers carried a uuid: adopt it now.
-		if err := writeMarker(f.root, f.id, f.uuid); err != nil {
-			return "cannot upgrade identity marker: " + err.Error()
-		}
-	case f.uuid != "" && uuid != f.uuid:
-		return fmt.Sprintf("identity marker is of another instance's fs %d (uuid %s, expected %s)", id, uuid, f.uuid)
-	}
-	return ""
-}
-
-// initFilesystem creates root (if missing) and its identity marker; it
-// refuses a directory that already holds something.
-func initFilesystem(root string, id uint32, uuid string) error {
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return err
-	}
-	ents, err := os.ReadDir(root)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if e.Name() != "lost+found" {
-			return fmt.Errorf("%s is not empty (%s); refusing to initialize over existing data", root, e.Name())
-		}
-	}
-	return writeMarker(root, id, uuid)
 }
 
 // setOffline records why f is unusable ("" = usable) and logs changes.
@@ -392,38 +290,19 @@ func (s *Server) setOffline(f *filesystem, why string) {
 	switch {
 	case why != "":
 		s.log.Error("filesystem offline", "fsid", f.id, "path", f.root, "reason", why)
-	default:
-		f.files.Store(countFiles(f.root))
-		if was != "not checked yet" {
-			s.log.Info("filesystem back online", "fsid", f.id, "path", f.root)
-		}
+	case was != "not checked yet":
+		s.log.Info("filesystem back online", "fsid", f.id, "path", f.root)
 	}
 }
 
-func countFiles(root string) int64 {
-	var n int64
-	buckets, _ := os.ReadDir(root)
-	for _, b := range buckets {
-		if b.IsDir() {
-			ents, _ := os.ReadDir(filepath.Join(root, b.Name()))
-			n += int64(len(ents))
-		}
-	}
-	return n
-}
-
-func (s *Server) delete(ds []cluster.Deletion) {
-	var done []cluster.Deletion
+func (s *Server) delete(ds []message.Deletion) {
+	var done []message.Deletion
 	for _, d := range ds {
 		f := s.local(d.FsID)
 		if f == nil || f.offlineReason() != "" {
 			continue // kept queued until the filesystem is back
 		}
-		err := os.Remove(PhysPath(f.root, d.Fid))
-		if err == nil {
-			f.files.Add(-1)
-		}
-		if err == nil || errors.Is(err, os.ErrNotExist) {
+		if err := f.store.Remove(d.Fid); err == nil || kerr.Is(err, kerr.NotFound) {
 			done = append(done, d)
 		}
 	}
@@ -439,41 +318,16 @@ func (s *Server) local(fsid uint32) *filesystem {
 	return s.fs[fsid]
 }
 
-// Verify checks a capability token against the fid a request names.
-func (s *Server) Verify(token string, fid uint64) (*capability.Capability, error) {
-	c, err := s.cfg.Key.Verify(token, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	if c.Fid != fid {
-		return nil, kerr.New(kerr.Permission, "capability", c.Path, "capability is for another file")
-	}
-	return c, nil
+// Verify checks a capability token against what a request names (the
+// one check of every protocol: HTTP data and stripe endpoints, root://).
+func (s *Server) Verify(token string, a capability.Access) (*capability.Capability, error) {
+	return s.cfg.Key.Verify(token, time.Now(), a)
 }
 
-// create opens a new physical file for writing on f.
-// With overlap the file writes in the background (see directio.Create).
-func (f *filesystem) create(fid uint64, overlap bool) (*directio.File, error) {
+// create starts a new stripe of fid on f.
+func (f *filesystem) create(fid uint64, o backend.CreateOptions) (backend.Writer, error) {
 	if err := f.writable(); err != nil {
 		return nil, err
 	}
-	p := PhysPath(f.root, fid)
-	dir := filepath.Dir(p)
-	if _, ok := f.bucket.Load(dir); !ok {
-		// Never create anything in a root that is not (or no longer) the
-		// registered filesystem: a missing bucket is made only after the
-		// identity marker has been seen.
-		if why := checkIdentity(f); why != "" {
-			return nil, kerr.New(kerr.Unavailable, "write", f.root, "filesystem is offline: "+why)
-		}
-		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, err
-		}
-		f.bucket.Store(dir, true)
-	}
-	file, err := directio.Create(p, 0o600, overlap)
-	if err == nil {
-		f.files.Add(1)
-	}
-	return file, err
+	return f.store.Create(fid, o)
 }

@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/backend/posix"
 	"github.com/kaon-storage/kaon/internal/capability"
-	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
 )
@@ -24,28 +26,28 @@ type fakeNS struct {
 	mu          sync.Mutex
 	claimed     map[uint64]bool
 	initialized map[uint32]bool
-	reports     []cluster.FsReport
-	commits     []cluster.Commit
+	reports     []message.FsReport
+	commits     []message.Commit
 	aborts      []uint64
 	failCommit  bool
 }
 
 // Heartbeat asks for initialization until a filesystem was reported
 // with its marker, as the registry does.
-func (f *fakeNS) Heartbeat(_ context.Context, hb cluster.Heartbeat) (cluster.HeartbeatReply, error) {
+func (f *fakeNS) Heartbeat(_ context.Context, hb message.Heartbeat) (message.HeartbeatReply, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.initialized == nil {
 		f.initialized = map[uint32]bool{}
 	}
-	var r cluster.HeartbeatReply
+	var r message.HeartbeatReply
 	for i, fs := range hb.Filesystems {
 		id := uint32(i + 1)
 		if fs.ID == id && fs.Offline == "" {
 			f.initialized[id] = true
 		}
 		f.reports = append(f.reports, fs)
-		r.Filesystems = append(r.Filesystems, cluster.FsAssignment{ID: id, Path: fs.Path, UUID: "u", ConfigStatus: "rw", Init: !f.initialized[id]})
+		r.Filesystems = append(r.Filesystems, message.FsAssignment{ID: id, Path: fs.Path, UUID: "u", ConfigStatus: "rw", Init: !f.initialized[id]})
 	}
 	return r, nil
 }
@@ -65,7 +67,7 @@ func (f *fakeNS) Claim(_ context.Context, fid uint64) error {
 	return nil
 }
 
-func (f *fakeNS) Commit(_ context.Context, c cluster.Commit) error {
+func (f *fakeNS) Commit(_ context.Context, c message.Commit) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failCommit {
@@ -90,7 +92,8 @@ func newServer(t *testing.T, nfs int) (*Server, *fakeNS, *capability.Key, []stri
 	for i := 0; i < nfs; i++ {
 		paths = append(paths, filepath.Join(t.TempDir(), "fs"))
 	}
-	s, err := New(Config{Node: "n", Addr: "http://unused", Key: key, Namespace: ns, Paths: paths})
+	s, err := New(Config{Node: "n", Addr: "http://unused", Key: key, Namespace: ns, Paths: paths,
+		Store: func(p string) backend.Store { return posix.New(p, posix.Options{Direct: true, Sync: true}) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +141,7 @@ func TestUploadOutOfOrderAndReadBack(t *testing.T) {
 			t.Fatalf("%s commit %+v", tc.layout, ns.commits)
 		}
 		for i, p := range paths {
-			m, err := ReadMeta(PhysPath(p, 42))
+			m, err := s.stores[p].ReadMeta(42)
 			if err != nil || m.Fid != 42 || m.Stripe != i || m.Size != int64(len(data)) || m.Checksums["md5"] != ns.commits[0].Checksums["md5"] {
 				t.Fatalf("%s stripe %d meta %+v %v", tc.layout, i, m, err)
 			}
@@ -171,7 +174,7 @@ func TestUploadHoleAndAbortLeaveNothing(t *testing.T) {
 		t.Fatalf("commits %v aborts %v", ns.commits, ns.aborts)
 	}
 	for _, p := range paths {
-		if _, err := os.Stat(PhysPath(p, 7)); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(posix.PhysPath(p, 7)); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("stripe left behind: %v", err)
 		}
 	}
@@ -189,7 +192,7 @@ func TestCapabilityChecks(t *testing.T) {
 	s, _, key, _ := newServer(t, 1)
 	c := writeCap(9, "plain", 1)
 	tok := key.Sign(c)
-	if _, err := s.Verify(tok, 10); kerr.KindOf(err) != kerr.Permission {
+	if _, err := s.Verify(tok, capability.Access{Fid: 10, Write: true}); kerr.KindOf(err) != kerr.Permission {
 		t.Fatalf("wrong fid: %v", err)
 	}
 	rc := *c
@@ -240,12 +243,12 @@ func TestWriteCapabilityOneUpload(t *testing.T) {
 		}
 		before := make([][]byte, len(paths))
 		for i, p := range paths {
-			before[i], _ = os.ReadFile(PhysPath(p, 9))
+			before[i], _ = os.ReadFile(posix.PhysPath(p, 9))
 		}
 		check := func(when string) {
 			t.Helper()
 			for i, p := range paths {
-				if now, err := os.ReadFile(PhysPath(p, 9)); err != nil || !bytes.Equal(now, before[i]) {
+				if now, err := os.ReadFile(posix.PhysPath(p, 9)); err != nil || !bytes.Equal(now, before[i]) {
 					t.Fatalf("%s %s: stripe %d changed by a replayed capability (%v)", tc.layout, when, i, err)
 				}
 			}
@@ -270,8 +273,8 @@ func TestWriteCapabilityOneUpload(t *testing.T) {
 func TestFilesystemIdentity(t *testing.T) {
 	s, ns, key, paths := newServer(t, 1)
 	root := paths[0]
-	if id, uuid, err := readMarker(root); err != nil || id != 1 || uuid != "u" {
-		t.Fatalf("marker after initialization: %d %q %v", id, uuid, err)
+	if id, err := s.stores[root].Identity(); err != nil || id.FsID != 1 || id.UUID != "u" {
+		t.Fatalf("marker after initialization: %+v %v", id, err)
 	}
 	moved := root + ".mounted"
 	if err := os.Rename(root, moved); err != nil { // the mount goes away...
@@ -297,7 +300,9 @@ func TestFilesystemIdentity(t *testing.T) {
 		t.Fatalf("the bare mountpoint was written to: %v", ents)
 	}
 	// Another filesystem's disk is not taken for this one either.
-	writeMarker(root, 9, "other")
+	if err := posix.New(root, posix.Options{}).Initialize(backend.Identity{FsID: 9, UUID: "other"}); err != nil {
+		t.Fatal(err)
+	}
 	s.beat(context.Background())
 	s.beat(context.Background()) // checked on the reply, reported on the next beat
 	if last := ns.reports[len(ns.reports)-1]; !strings.Contains(last.Offline, "fs 9") {
@@ -329,7 +334,7 @@ func TestFilesystemIdentity(t *testing.T) {
 func TestStreamMemoryBudget(t *testing.T) {
 	s, _, key, _ := newServer(t, 1)
 	l, _ := layout.Parse("plain")
-	s.budget = newBudget(uploadMemory(l, 1)) // room for exactly one plain upload
+	s.budget = newBudget(uploadMemory(l, s.local(1).store.WriteMemory(createOptions(l)))) // room for exactly one plain upload
 	c1, c2 := writeCap(101, "plain", 1), writeCap(102, "plain", 1)
 	u1, err := s.NewUpload(context.Background(), c1, key.Sign(c1), time.Second)
 	if err != nil {

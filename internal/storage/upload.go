@@ -2,127 +2,20 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"os"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/checksum"
-	"github.com/kaon-storage/kaon/internal/cluster"
-	"github.com/kaon-storage/kaon/internal/directio"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/erasure"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
 )
-
-// stripeWriter receives the bytes of one stripe or replica.
-type stripeWriter interface {
-	io.Writer
-	finish(m StripeMeta) error // make durable, set metadata
-	abort()
-}
-
-// localStripe writes to a physical file on this server, bypassing the
-// page cache where the filesystem allows (package directio).
-type localStripe struct {
-	f    *directio.File
-	fs   *filesystem
-	sync bool
-}
-
-func (l *localStripe) Write(p []byte) (int, error) { return l.f.Write(p) }
-
-func (l *localStripe) finish(m StripeMeta) error {
-	err := l.f.Finish()
-	if err == nil {
-		err = writeMeta(l.f.OS(), m)
-	}
-	if err == nil && l.sync {
-		err = l.f.Sync()
-	}
-	if cerr := l.f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-func (l *localStripe) abort() {
-	l.f.Close()
-	if os.Remove(l.f.Name()) == nil {
-		l.fs.files.Add(-1)
-	}
-}
-
-// remoteStripe streams one stripe to another storage server with a chunked
-// PUT; metadata known only at the end travels as HTTP trailers.
-type remoteStripe struct {
-	pw   *io.PipeWriter
-	req  *http.Request
-	done chan error
-}
-
-const trailerMeta = "Kaon-Stripe-Meta"
-
-func (s *Server) newRemoteStripe(ctx context.Context, t capability.Target, fid uint64, idx int, token string) *remoteStripe {
-	pr, pw := io.Pipe()
-	url := fmt.Sprintf("%s/kaon/v1/stripe/%x/%d?cap=%s", t.Addr, fid, idx, token)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, url, pr)
-	req.Header.Set("Authorization", "Bearer "+s.cfg.Key.Internal())
-	req.ContentLength = -1
-	req.Trailer = http.Header{trailerMeta: nil}
-	r := &remoteStripe{pw: pw, req: req, done: make(chan error, 1)}
-	go func() {
-		resp, err := s.http.Do(req)
-		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusCreated {
-				err = fmt.Errorf("stripe %d on %s: HTTP %d %s", idx, t.Addr, resp.StatusCode, body)
-			}
-		}
-		pr.CloseWithError(err)
-		r.done <- err
-	}()
-	return r
-}
-
-func (r *remoteStripe) Write(p []byte) (int, error) { return r.pw.Write(p) }
-
-func (r *remoteStripe) finish(m StripeMeta) error {
-	r.req.Trailer.Set(trailerMeta, encodeMeta(m))
-	r.pw.Close()
-	return <-r.done
-}
-
-func (r *remoteStripe) abort() {
-	r.pw.CloseWithError(errors.New("upload aborted"))
-	<-r.done
-}
-
-func encodeMeta(m StripeMeta) string {
-	return fmt.Sprintf("%d;%d;%s;%s", m.Size, m.Stripe, m.Layout, encodeSums(m.Checksums))
-}
-
-func decodeMeta(s string, m *StripeMeta) error {
-	parts := strings.SplitN(s, ";", 4)
-	if len(parts) != 4 {
-		return errors.New("bad stripe metadata trailer")
-	}
-	size, err1 := strconv.ParseInt(parts[0], 10, 64)
-	stripe, err2 := strconv.Atoi(parts[1])
-	if err1 != nil || err2 != nil {
-		return errors.New("bad stripe metadata trailer")
-	}
-	m.Size, m.Stripe, m.Layout, m.Checksums = size, stripe, parts[2], decodeSums(parts[3])
-	return nil
-}
 
 // maxReorder bounds the bytes an Upload holds for out-of-order writes
 // (parallel xrootd streams); beyond it the client gets a clear error.
@@ -138,7 +31,7 @@ type Upload struct {
 	sink    io.Writer // layout encoder feeding the stripes
 	closeFn func() error
 	stopFn  func() // stops the encoder without flushing (abort)
-	stripes []stripeWriter
+	stripes []backend.Writer
 	release func() // returns the upload's memory to the budget
 
 	mu      sync.Mutex
@@ -167,13 +60,14 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 	if err != nil {
 		return nil, kerr.Wrap(kerr.Invalid, "write", c.Path, err)
 	}
-	local := 0
+	opts := createOptions(l)
+	var stripeMem int64
 	for _, t := range c.Targets {
-		if s.local(t.FsID) != nil {
-			local++
+		if f := s.local(t.FsID); f != nil {
+			stripeMem += f.store.WriteMemory(opts)
 		}
 	}
-	release, err := s.budget.acquire(ctx, uploadMemory(l, local), wait, "write", c.Path)
+	release, err := s.budget.acquire(ctx, uploadMemory(l, stripeMem), wait, "write", c.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -188,17 +82,17 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 	}
 	u := &Upload{s: s, cap: c, token: token, sums: sums, release: release}
 	for i, t := range c.Targets {
-		var w stripeWriter
+		var w backend.Writer
 		if f := s.local(t.FsID); f != nil {
-			// The erasure writer runs one goroutine per stripe already.
-			file, err := f.create(c.Fid, l.Kind != layout.EC)
-			if err != nil {
-				u.abortLocked(ctx)
-				return nil, ioError("write", c.Path, err)
-			}
-			w = &localStripe{f: file, fs: f, sync: s.cfg.SyncData}
+			w, err = f.create(c.Fid, opts)
+		} else if p, perr := s.peers("write", c.Path); perr != nil {
+			err = perr
 		} else {
-			w = s.newRemoteStripe(context.WithoutCancel(ctx), t, c.Fid, i, token)
+			w, err = p.CreateStripe(context.WithoutCancel(ctx), t.Addr, c.Fid, i, token)
+		}
+		if err != nil {
+			u.abortLocked(ctx)
+			return nil, stripeError("write", c.Path, err)
 		}
 		u.stripes = append(u.stripes, w)
 	}
@@ -229,9 +123,12 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 
 func (u *Upload) abortStripes() {
 	for _, w := range u.stripes {
-		w.abort()
+		w.Abort()
 	}
 }
+
+// ReadFrom appends everything r delivers, in full 1 MiB pieces.
+func (u *Upload) ReadFrom(r io.Reader) (int64, error) { return copyFull(u, r) }
 
 // Write appends p in order.
 func (u *Upload) Write(p []byte) (int, error) {
@@ -349,13 +246,13 @@ func (u *Upload) Commit(ctx context.Context) error {
 	sums := u.sums.Sums()
 	var ferr error
 	for i, w := range u.stripes {
-		m := StripeMeta{Fid: u.cap.Fid, Stripe: i, Layout: u.cap.Layout, Size: u.off, Checksums: sums, Path: u.cap.Path}
-		if err := w.finish(m); err != nil && ferr == nil {
+		m := backend.Meta{Fid: u.cap.Fid, Stripe: i, Layout: u.cap.Layout, Size: u.off, Checksums: sums, Path: u.cap.Path}
+		if err := w.Finish(m); err != nil && ferr == nil {
 			ferr = kerr.Wrap(kerr.IO, "close", u.cap.Path, err)
 		}
 	}
 	if ferr == nil {
-		ferr = u.s.cfg.Namespace.Commit(ctx, cluster.Commit{Fid: u.cap.Fid, Size: u.off, Checksums: sums})
+		ferr = u.s.cfg.Namespace.Commit(ctx, message.Commit{Fid: u.cap.Fid, Size: u.off, Checksums: sums})
 	}
 	if ferr != nil {
 		u.failed = ferr
@@ -390,11 +287,41 @@ func (u *Upload) abortLocked(ctx context.Context) {
 	_ = u.s.cfg.Namespace.Abort(context.WithoutCancel(ctx), u.cap.Fid)
 }
 
-// ioError keeps a Kaon error as it is and classifies any other as I/O.
-func ioError(op, path string, err error) error {
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke
+// stripeError names the file a stripe error is about, keeping the kind
+// (an error that is not a Kaon one is an I/O error).
+func stripeError(op, path string, err error) error {
+	k := kerr.KindOf(err)
+	if k == kerr.Internal {
+		k = kerr.IO
 	}
-	return kerr.Wrap(kerr.IO, op, path, err)
+	return kerr.Wrap(k, op, path, err)
+}
+
+// copyBufs recycles copyFull's buffers (counted in uploadMemory).
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+
+// copyFull copies r to w in full 1 MiB chunks: network reads return
+// whatever TCP delivered, and hashing and writing in large pieces costs far
+// fewer syscalls and function calls per byte.
+func copyFull(w io.Writer, r io.Reader) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	var n int64
+	for {
+		m, err := io.ReadFull(r, buf)
+		if m > 0 {
+			if _, werr := w.Write(buf[:m]); werr != nil {
+				return n, werr
+			}
+			n += int64(m)
+		}
+		switch err {
+		case nil:
+		case io.EOF, io.ErrUnexpectedEOF:
+			return n, nil
+		default:
+			return n, err
+		}
+	}
 }

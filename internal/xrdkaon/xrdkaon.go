@@ -179,37 +179,28 @@ const xrdAdmitWait = 5 * time.Second
 
 // Data serves a storage server's root:// listener.
 type Data struct {
-	S   *storage.Server
-	Key *capability.Key
+	S *storage.Server
 }
 
 var _ xrootd.DataStore = Data{}
 
 func (d Data) Open(ctx context.Context, id xrootd.Identity, p string, req xrootd.OpenRequest) (xrootd.DataFile, error) {
-	token := req.Opaque.Get(OpaqueCap)
-	c, err := d.Key.Verify(token, time.Now())
-	if err != nil {
-		return nil, err
-	}
 	clean, err := namespace.CleanPath(p)
 	if err != nil {
 		return nil, err
 	}
-	if clean != c.Path {
-		return nil, kerr.New(kerr.Permission, "open", clean, "capability is for another file")
+	token := req.Opaque.Get(OpaqueCap)
+	write := req.Write || req.Create || req.Truncate
+	c, err := d.S.Verify(token, capability.Access{Path: clean, Write: write})
+	if err != nil {
+		return nil, err
 	}
-	if req.Write || req.Create || req.Truncate {
-		if !c.Write {
-			return nil, kerr.New(kerr.Permission, "open", clean, "capability does not allow writing")
-		}
+	if write {
 		u, err := d.S.NewUpload(ctx, c, token, xrdAdmitWait)
 		if err != nil {
 			return nil, err
 		}
 		return &writeFile{u: u, c: c}, nil
-	}
-	if c.Write {
-		return nil, kerr.New(kerr.Permission, "open", clean, "capability is for writing")
 	}
 	f, err := d.S.Open(context.WithoutCancel(ctx), c, token, xrdAdmitWait)
 	if err != nil {

@@ -1,0 +1,123 @@
+// Package backend is the data seam: where a storage server keeps the
+// stripes of one filesystem. A Store is one filesystem — a POSIX directory
+// today (backend/posix), an object pool later — and the storage core
+// (package storage) reaches its local stripes only through it, so a new
+// backend is one new package passing the shared suite (backend/backendtest);
+// backend/memstore is the in-memory one for unit tests.
+//
+// A stripe is named by its file id alone: two stripes (or replicas) of one
+// file never share a filesystem, so the stripe index is metadata, not part
+// of the name. A stripe is written once, from its first byte to its last,
+// and never changed afterwards.
+//
+// Every filesystem carries an identity (fsid and the instance's uuid),
+// written once when the namespace registers it and checked on every
+// heartbeat, so that what is found at its place (a mountpoint whose disk
+// went away, another filesystem's disk) is never taken for it.
+//
+// Errors are *kerr.Error naming the filesystem and stripe; a missing stripe
+// is kerr.NotFound, an existing one kerr.Exists.
+package backend
+
+import (
+	"io"
+	"os"
+)
+
+// Store holds the stripes of one filesystem. It is safe for concurrent use.
+type Store interface {
+	// Create starts a new stripe of fid for writing. It fails with
+	// kerr.Exists, leaving the existing stripe untouched, when fid has a
+	// stripe here (finished, being written or left by a crash): one
+	// capability writes a stripe exactly once. It fails with
+	// kerr.Unavailable unless the store's identity was verified (Initialize
+	// or a successful CheckIdentity) and has not failed a check since.
+	Create(fid uint64, o CreateOptions) (Writer, error)
+	// WriteMemory is the buffer memory one Writer created with o holds (for
+	// the storage server's stream memory budget).
+	WriteMemory(o CreateOptions) int64
+	// Open opens a finished stripe for reading.
+	Open(fid uint64) (Reader, error)
+	// ReadMeta reads the metadata a stripe was finished with.
+	ReadMeta(fid uint64) (Meta, error)
+	// Remove deletes a stripe (kerr.NotFound if there is none).
+	Remove(fid uint64) error
+	// Walk calls fn for every stripe in the store, in no particular order,
+	// with its metadata or the error reading it (a stripe being written has
+	// none yet; neither has a damaged one). An error from fn stops the walk
+	// and is returned.
+	Walk(fn func(fid uint64, m Meta, err error) error) error
+	// Usage reports space and stripe count. With an error saying why the
+	// store is unhealthy (not writable) it may still report the figures.
+	Usage() (Usage, error)
+
+	// Identity reads the identity marker (kerr.NotFound when there is none).
+	Identity() (Identity, error)
+	// Initialize makes the store (creating its place if needed) and writes
+	// its identity; it refuses (kerr.NotEmpty) a place that already holds
+	// anything, so it never adopts existing data.
+	Initialize(id Identity) error
+	// CheckIdentity says why the store is not filesystem want ("" when it
+	// is): its place or marker is missing, or the marker is another
+	// filesystem's or another instance's. A marker written before markers
+	// carried a uuid adopts want's uuid.
+	CheckIdentity(want Identity) (offline string)
+}
+
+// CreateOptions tune one stripe writer.
+type CreateOptions struct {
+	// Overlap asks the store to write in the background while the caller
+	// fills the next buffer (more memory, device and network overlap).
+	// Callers that already run one goroutine per stripe (the erasure
+	// writer) leave it off.
+	Overlap bool
+}
+
+// Writer receives the bytes of a new stripe in order.
+type Writer interface {
+	io.Writer
+	// Finish makes the stripe durable (as the store's options say) with its
+	// metadata and closes it; m.Fid is the stripe's own fid whatever m says.
+	Finish(m Meta) error
+	// Abort closes and removes the stripe. It is a no-op after a successful
+	// Finish and removes what a failed Finish left.
+	Abort()
+}
+
+// Reader reads a finished stripe.
+type Reader interface {
+	io.ReaderAt
+	Size() int64
+	Close() error
+}
+
+// OSFile is implemented by Readers of a local file, so that a front end
+// can hand the file to the kernel (sendfile) instead of copying it.
+type OSFile interface {
+	OSFile() *os.File
+}
+
+// Meta is what a stripe says about itself: enough to identify and check it
+// without the namespace (fsck, repair).
+type Meta struct {
+	Fid       uint64
+	Stripe    int               // index of this stripe in the layout
+	Layout    string            // layout of the file (package layout grammar)
+	Size      int64             // logical size of the file, not of the stripe
+	Checksums map[string]string // of the whole file, by type
+	Path      string            // path at write time, a hint for fsck only
+}
+
+// Usage is a store's space and contents.
+type Usage struct {
+	Capacity uint64 // bytes
+	Used     uint64 // bytes
+	Files    int64  // stripes held
+}
+
+// Identity names a filesystem: its id in the namespace and the uuid of
+// the namespace instance ("" in markers written before uuids existed).
+type Identity struct {
+	FsID uint32
+	UUID string
+}

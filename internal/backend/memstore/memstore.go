@@ -1,0 +1,232 @@
+// Package memstore is a backend.Store in memory, for unit tests of the
+// storage core (as memkv is for the namespace). It passes the same suite
+// as the real backends.
+package memstore
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/kerr"
+)
+
+// Capacity is the capacity every Store reports.
+const Capacity = 1 << 40
+
+// Store is an in-memory filesystem.
+type Store struct {
+	name string
+
+	mu      sync.Mutex
+	stripes map[uint64]*stripe
+	marker  *backend.Identity
+	litter  bool   // holds something that is not a stripe
+	offline string // why Create is refused
+}
+
+type stripe struct {
+	data []byte
+	meta *backend.Meta // nil while being written
+}
+
+var _ backend.Store = (*Store)(nil)
+
+// New returns an empty, uninitialized store; name appears in errors.
+func New(name string) *Store {
+	return &Store{name: name, stripes: map[uint64]*stripe{}, offline: "identity not checked yet"}
+}
+
+func (s *Store) where(fid uint64) string { return fmt.Sprintf("mem:%s/%08x", s.name, fid) }
+
+// SetMarker replaces the identity marker (nil removes it), as a disk
+// swapped under a mountpoint would.
+func (s *Store) SetMarker(id *backend.Identity) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id == nil {
+		s.marker = nil
+		return
+	}
+	c := *id
+	s.marker = &c
+}
+
+// Litter puts something that is not a stripe in the store, as foreign
+// files in a directory; Initialize then refuses it.
+func (s *Store) Litter() {
+	s.mu.Lock()
+	s.litter = true
+	s.mu.Unlock()
+}
+
+func (s *Store) Create(fid uint64, _ backend.CreateOptions) (backend.Writer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.offline != "" {
+		return nil, kerr.New(kerr.Unavailable, "create", "mem:"+s.name, "filesystem is offline: "+s.offline)
+	}
+	if _, ok := s.stripes[fid]; ok {
+		return nil, kerr.New(kerr.Exists, "create", s.where(fid), "stripe exists")
+	}
+	st := &stripe{}
+	s.stripes[fid] = st
+	return &writer{s: s, fid: fid, st: st}, nil
+}
+
+func (s *Store) WriteMemory(backend.CreateOptions) int64 { return 0 }
+
+type writer struct {
+	s   *Store
+	fid uint64
+	st  *stripe
+	buf bytes.Buffer
+	end bool // finished or aborted
+	ok  bool // finished
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	if w.end {
+		return 0, kerr.New(kerr.Invalid, "write", w.s.where(w.fid), "stripe closed")
+	}
+	return w.buf.Write(p)
+}
+
+func (w *writer) Finish(m backend.Meta) error {
+	if w.end {
+		return kerr.New(kerr.Invalid, "finish", w.s.where(w.fid), "stripe closed")
+	}
+	w.end, w.ok = true, true
+	m.Fid = w.fid
+	m.Checksums = maps.Clone(m.Checksums)
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	w.st.data, w.st.meta = w.buf.Bytes(), &m
+	return nil
+}
+
+func (w *writer) Abort() {
+	if w.ok {
+		return
+	}
+	w.end = true
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	if w.s.stripes[w.fid] == w.st {
+		delete(w.s.stripes, w.fid)
+	}
+}
+
+func (s *Store) get(op string, fid uint64) (*stripe, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stripes[fid]
+	if st == nil {
+		return nil, kerr.New(kerr.NotFound, op, s.where(fid), "no such stripe")
+	}
+	if st.meta == nil {
+		return nil, kerr.New(kerr.IO, op, s.where(fid), "stripe is being written")
+	}
+	return st, nil
+}
+
+func (s *Store) Open(fid uint64) (backend.Reader, error) {
+	st, err := s.get("open", fid)
+	if err != nil {
+		return nil, err
+	}
+	return reader{bytes.NewReader(st.data)}, nil
+}
+
+type reader struct{ *bytes.Reader }
+
+func (r reader) Close() error { return nil }
+
+func (s *Store) ReadMeta(fid uint64) (backend.Meta, error) {
+	st, err := s.get("read metadata", fid)
+	if err != nil {
+		return backend.Meta{}, err
+	}
+	m := *st.meta
+	m.Checksums = maps.Clone(m.Checksums)
+	return m, nil
+}
+
+func (s *Store) Remove(fid uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.stripes[fid]; !ok {
+		return kerr.New(kerr.NotFound, "remove", s.where(fid), "no such stripe")
+	}
+	delete(s.stripes, fid)
+	return nil
+}
+
+func (s *Store) Walk(fn func(fid uint64, m backend.Meta, err error) error) error {
+	s.mu.Lock()
+	fids := make([]uint64, 0, len(s.stripes))
+	for fid := range s.stripes {
+		fids = append(fids, fid)
+	}
+	s.mu.Unlock()
+	for _, fid := range fids {
+		m, err := s.ReadMeta(fid)
+		if kerr.Is(err, kerr.NotFound) {
+			continue // removed meanwhile
+		}
+		if err := fn(fid, m, err); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) Usage() (backend.Usage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := backend.Usage{Capacity: Capacity, Files: int64(len(s.stripes))}
+	for _, st := range s.stripes {
+		u.Used += uint64(len(st.data))
+	}
+	return u, nil
+}
+
+func (s *Store) Identity() (backend.Identity, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.marker == nil {
+		return backend.Identity{}, kerr.New(kerr.NotFound, "identity", "mem:"+s.name, "identity marker missing")
+	}
+	return *s.marker, nil
+}
+
+func (s *Store) Initialize(id backend.Identity) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.marker != nil || s.litter || len(s.stripes) > 0 {
+		return kerr.New(kerr.NotEmpty, "initialize", "mem:"+s.name, "not empty; refusing to initialize over existing data")
+	}
+	s.marker, s.offline = &id, ""
+	return nil
+}
+
+func (s *Store) CheckIdentity(want backend.Identity) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.marker
+	switch {
+	case m == nil:
+		s.offline = "identity marker missing"
+	case m.FsID != want.FsID:
+		s.offline = fmt.Sprintf("identity marker names fs %d, not fs %d", m.FsID, want.FsID)
+	case m.UUID == "" && want.UUID != "":
+		m.UUID, s.offline = want.UUID, ""
+	case want.UUID != "" && m.UUID != want.UUID:
+		s.offline = fmt.Sprintf("identity marker is of another instance's fs %d (uuid %s, expected %s)", m.FsID, m.UUID, want.UUID)
+	default:
+		s.offline = ""
+	}
+	return s.offline
+}

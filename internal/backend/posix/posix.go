@@ -1,0 +1,361 @@
+// Package posix is the backend.Store of a local directory (normally the
+// root of one mounted disk): one file per stripe, named by file id, its
+// metadata in xattrs, written with O_DIRECT where the filesystem allows
+// (package directio). The on-disk format is in format.go.
+package posix
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/directio"
+	"github.com/kaon-storage/kaon/internal/kerr"
+)
+
+// Options choose how stripes reach the disk.
+type Options struct {
+	// Direct writes stripes with O_DIRECT (through aligned staging
+	// buffers, bypassing the page cache; see package directio for why and
+	// the measurement); false writes them through the page cache.
+	Direct bool
+	// Sync fsyncs every stripe in Finish, before the upload it belongs to
+	// is committed. Without it a crash may lose committed data (benchmarks
+	// only).
+	Sync bool
+}
+
+// Store is one filesystem directory.
+type Store struct {
+	root string
+	opts Options
+
+	mu      sync.Mutex
+	want    backend.Identity // the identity last checked or initialized
+	offline string           // why Create is refused; "" once the identity checked out
+
+	buckets sync.Map // bucket directories known to exist
+
+	files   atomic.Int64
+	counted atomic.Bool // files is the count of this root's stripes
+	countMu sync.Mutex
+}
+
+var _ backend.Store = (*Store)(nil)
+
+// New returns the store of the directory root. Nothing is created until
+// Initialize, or until a stripe is written after the identity checked out.
+func New(root string, o Options) *Store {
+	s := &Store{root: root, opts: o}
+	s.offline = "identity not checked yet"
+	return s
+}
+
+// Root is the store's directory.
+func (s *Store) Root() string { return s.root }
+
+// fail turns err from an operation on the stripe of fid into a kerr error
+// naming the stripe's file; errnos keep their kind, anything else is I/O.
+func (s *Store) fail(op string, fid uint64, err error) error {
+	k := kerr.KindOf(err)
+	if k == kerr.Internal {
+		k = kerr.IO
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return kerr.Wrap(k, op, PhysPath(s.root, fid), err)
+}
+
+func (s *Store) Create(fid uint64, o backend.CreateOptions) (backend.Writer, error) {
+	s.mu.Lock()
+	why := s.offline
+	s.mu.Unlock()
+	if why != "" {
+		return nil, kerr.New(kerr.Unavailable, "create", s.root, "filesystem is offline: "+why)
+	}
+	p := PhysPath(s.root, fid)
+	dir := filepath.Dir(p)
+	if _, ok := s.buckets.Load(dir); !ok {
+		// Never create anything in a root that is not (or no longer) the
+		// registered filesystem: a missing bucket is made only after the
+		// identity marker has been seen again.
+		if why := s.CheckIdentity(s.wanted()); why != "" {
+			return nil, kerr.New(kerr.Unavailable, "create", s.root, "filesystem is offline: "+why)
+		}
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, s.fail("create", fid, err)
+		}
+		s.buckets.Store(dir, true)
+	}
+	var f *directio.File
+	var err error
+	if s.opts.Direct {
+		f, err = directio.Create(p, 0o600, o.Overlap)
+	} else {
+		f, err = directio.CreateBuffered(p, 0o600)
+	}
+	if err != nil {
+		return nil, s.fail("create", fid, err)
+	}
+	s.files.Add(1)
+	return &writer{s: s, fid: fid, f: f}, nil
+}
+
+func (s *Store) wanted() backend.Identity {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.want
+}
+
+func (s *Store) WriteMemory(o backend.CreateOptions) int64 {
+	switch {
+	case !s.opts.Direct:
+		return 0
+	case o.Overlap:
+		return 2 * directio.BufSize
+	}
+	return directio.BufSize
+}
+
+// writer writes one new stripe file.
+type writer struct {
+	s                *Store
+	fid              uint64
+	f                *directio.File
+	closed, finished bool
+}
+
+func (w *writer) Write(p []byte) (int, error) { return w.f.Write(p) }
+
+func (w *writer) Finish(m backend.Meta) error {
+	m.Fid = w.fid
+	err := w.f.Finish()
+	if err == nil {
+		err = writeMeta(w.f.OS(), m)
+	}
+	if err == nil && w.s.opts.Sync {
+		err = w.f.Sync()
+	}
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	w.closed = true
+	if err != nil {
+		return w.s.fail("finish", w.fid, err)
+	}
+	w.finished = true
+	return nil
+}
+
+func (w *writer) Abort() {
+	if w.finished {
+		return
+	}
+	if !w.closed {
+		w.f.Close()
+		w.closed = true
+	}
+	if os.Remove(PhysPath(w.s.root, w.fid)) == nil {
+		w.s.files.Add(-1)
+	}
+}
+
+func (s *Store) Open(fid uint64) (backend.Reader, error) {
+	f, err := os.Open(PhysPath(s.root, fid))
+	if err != nil {
+		return nil, s.fail("open", fid, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, s.fail("open", fid, err)
+	}
+	return &reader{f: f, size: st.Size()}, nil
+}
+
+// reader reads one stripe file.
+type reader struct {
+	f    *os.File
+	size int64
+}
+
+func (r *reader) ReadAt(p []byte, off int64) (int, error) { return r.f.ReadAt(p, off) }
+func (r *reader) Size() int64                             { return r.size }
+func (r *reader) Close() error                            { return r.f.Close() }
+func (r *reader) OSFile() *os.File                        { return r.f }
+
+func (s *Store) ReadMeta(fid uint64) (backend.Meta, error) {
+	m, err := readMeta(PhysPath(s.root, fid))
+	if err != nil {
+		return m, s.fail("read metadata", fid, err)
+	}
+	return m, nil
+}
+
+func (s *Store) Remove(fid uint64) error {
+	if err := os.Remove(PhysPath(s.root, fid)); err != nil {
+		return s.fail("remove", fid, err)
+	}
+	s.files.Add(-1)
+	return nil
+}
+
+func (s *Store) Walk(fn func(fid uint64, m backend.Meta, err error) error) error {
+	return s.walk(func(fid uint64, path string) error {
+		m, err := readMeta(path)
+		if err != nil {
+			err = s.fail("read metadata", fid, err)
+		}
+		return fn(fid, m, err)
+	})
+}
+
+// walk calls fn with every stripe file under the root; anything else
+// (the marker, lost+found, foreign files) is skipped.
+func (s *Store) walk(fn func(fid uint64, path string) error) error {
+	buckets, err := os.ReadDir(s.root)
+	if err != nil {
+		return kerr.Wrap(kerr.KindOf(err), "walk", s.root, unwrapPath(err))
+	}
+	for _, b := range buckets {
+		if !b.IsDir() {
+			continue
+		}
+		dir := filepath.Join(s.root, b.Name())
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return kerr.Wrap(kerr.IO, "walk", dir, unwrapPath(err))
+		}
+		for _, e := range ents {
+			if fid, ok := parseName(b.Name(), e.Name()); ok && e.Type().IsRegular() {
+				if err := fn(fid, filepath.Join(dir, e.Name())); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func (s *Store) Usage() (backend.Usage, error) {
+	var u backend.Usage
+	var st unix.Statfs_t
+	if err := unix.Statfs(s.root, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return u, kerr.New(kerr.NotFound, "usage", s.root, "root directory: "+err.Error())
+		}
+		return u, kerr.New(kerr.IO, "usage", s.root, err.Error())
+	}
+	u.Capacity = st.Blocks * uint64(st.Bsize)
+	u.Used = (st.Blocks - st.Bavail) * uint64(st.Bsize)
+	s.count()
+	u.Files = s.files.Load()
+	if unix.Access(s.root, unix.W_OK) != nil {
+		return u, kerr.New(kerr.ReadOnly, "usage", s.root, "not writable")
+	}
+	return u, nil
+}
+
+// count counts the stripes once, and again after an identity check
+// failed (what is at the root may have changed); writes and removals keep
+// the figure up to date in between.
+func (s *Store) count() {
+	s.countMu.Lock()
+	defer s.countMu.Unlock()
+	if s.counted.Load() {
+		return
+	}
+	var n int64
+	_ = s.walk(func(uint64, string) error { n++; return nil })
+	s.files.Store(n)
+	s.counted.Store(true)
+}
+
+func (s *Store) Identity() (backend.Identity, error) {
+	id, err := readMarker(s.root)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return id, kerr.New(kerr.NotFound, "identity", s.root, "identity marker "+markerName+" missing")
+	case err != nil:
+		return id, kerr.New(kerr.IO, "identity", s.root, "identity marker: "+unwrapPath(err).Error())
+	}
+	return id, nil
+}
+
+func (s *Store) Initialize(id backend.Identity) error {
+	if err := os.MkdirAll(s.root, 0o700); err != nil {
+		return kerr.Wrap(kerr.KindOf(err), "initialize", s.root, unwrapPath(err))
+	}
+	ents, err := os.ReadDir(s.root)
+	if err != nil {
+		return kerr.Wrap(kerr.KindOf(err), "initialize", s.root, unwrapPath(err))
+	}
+	for _, e := range ents {
+		if e.Name() != "lost+found" {
+			return kerr.New(kerr.NotEmpty, "initialize", s.root,
+				fmt.Sprintf("not empty (%s); refusing to initialize over existing data", e.Name()))
+		}
+	}
+	if err := writeMarker(s.root, id); err != nil {
+		return kerr.Wrap(kerr.IO, "initialize", s.root, unwrapPath(err))
+	}
+	s.mu.Lock()
+	s.want, s.offline = id, ""
+	s.mu.Unlock()
+	s.files.Store(0)
+	s.counted.Store(true)
+	return nil
+}
+
+func (s *Store) CheckIdentity(want backend.Identity) string {
+	why := s.check(want)
+	s.mu.Lock()
+	s.want, s.offline = want, why
+	s.mu.Unlock()
+	if why != "" {
+		s.counted.Store(false)
+		s.buckets.Clear()
+	}
+	return why
+}
+
+func (s *Store) check(want backend.Identity) string {
+	if st, err := os.Stat(s.root); err != nil {
+		return "root directory: " + unwrapPath(err).Error()
+	} else if !st.IsDir() {
+		return "root is not a directory"
+	}
+	id, err := readMarker(s.root)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "identity marker " + markerName + " missing (filesystem not mounted?)"
+	case err != nil:
+		return "identity marker: " + unwrapPath(err).Error()
+	case id.FsID != want.FsID:
+		return fmt.Sprintf("identity marker names fs %d, not fs %d", id.FsID, want.FsID)
+	case id.UUID == "" && want.UUID != "":
+		// Written before markers carried a uuid: adopt it now.
+		if err := writeMarker(s.root, want); err != nil {
+			return "cannot upgrade identity marker: " + err.Error()
+		}
+	case want.UUID != "" && id.UUID != want.UUID:
+		return fmt.Sprintf("identity marker is of another instance's fs %d (uuid %s, expected %s)", id.FsID, id.UUID, want.UUID)
+	}
+	return ""
+}

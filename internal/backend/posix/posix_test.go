@@ -1,0 +1,139 @@
+package posix
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/backend/backendtest"
+)
+
+func hooks(o Options) backendtest.Hooks {
+	return backendtest.Hooks{
+		// The root does not exist yet: Initialize creates it.
+		Open: func(t *testing.T) backend.Store { return New(filepath.Join(t.TempDir(), "fs"), o) },
+		Litter: func(t *testing.T, s backend.Store) {
+			root := s.(*Store).Root()
+			if err := os.MkdirAll(root, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "somebody-elses-file"), []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		},
+		LoseMarker: func(t *testing.T, s backend.Store) {
+			if err := os.Remove(filepath.Join(s.(*Store).Root(), markerName)); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+}
+
+func TestSuite(t *testing.T) {
+	t.Run("direct", func(t *testing.T) { backendtest.Run(t, hooks(Options{Direct: true, Sync: true})) })
+	t.Run("buffered", func(t *testing.T) { backendtest.Run(t, hooks(Options{Sync: true})) })
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		// tmpfs refuses O_DIRECT on older kernels: the fallback is covered.
+		t.Run("tmpfs", func(t *testing.T) {
+			h := hooks(Options{Direct: true})
+			h.Open = func(t *testing.T) backend.Store {
+				dir, err := os.MkdirTemp("/dev/shm", "kaon-posix")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(dir) })
+				return New(filepath.Join(dir, "fs"), Options{Direct: true})
+			}
+			backendtest.Run(t, h)
+		})
+	}
+}
+
+// TestOnDiskFormat: a data directory written by earlier versions (bare
+// "N" marker, stripe files with user.kaon.* xattrs at <%08x fid/10000>/
+// <%08x fid>) is read as it is, and new stripes are written in that same
+// format, so existing data directories keep working.
+func TestOnDiskFormat(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "fs")
+	old := filepath.Join(root, "00000004", "0000a0b3") // fid 41139
+	if err := os.MkdirAll(filepath.Dir(old), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(root, "lost+found"), 0o700)
+	os.WriteFile(filepath.Join(root, markerName), []byte("3\n"), 0o600)
+	os.WriteFile(old, []byte("old bytes"), 0o600)
+	for k, v := range map[string]string{"user.kaon.fid": "41139", "user.kaon.stripe": "2", "user.kaon.layout": "replica:3",
+		"user.kaon.size": "9", "user.kaon.checksums": "adler32=11e603a6,md5=x", "user.kaon.path": "/old/file"} {
+		if err := unix.Setxattr(old, k, []byte(v), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := New(root, Options{Direct: true})
+	if got, err := s.Identity(); err != nil || got != (backend.Identity{FsID: 3}) {
+		t.Fatalf("version 1 marker: %+v %v", got, err)
+	}
+	if why := s.CheckIdentity(backend.Identity{FsID: 3, UUID: "u1"}); why != "" {
+		t.Fatal(why)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, markerName)); string(b) != "fsid=3\nuuid=u1\n" {
+		t.Fatalf("upgraded marker %q", b)
+	}
+	m, err := s.ReadMeta(41139)
+	want := backend.Meta{Fid: 41139, Stripe: 2, Layout: "replica:3", Size: 9,
+		Checksums: map[string]string{"adler32": "11e603a6", "md5": "x"}, Path: "/old/file"}
+	if err != nil || m.Fid != want.Fid || m.Stripe != want.Stripe || m.Layout != want.Layout || m.Size != want.Size ||
+		m.Path != want.Path || len(m.Checksums) != 2 || m.Checksums["adler32"] != "11e603a6" {
+		t.Fatalf("old stripe metadata %+v %v", m, err)
+	}
+	if u, err := s.Usage(); err != nil || u.Files != 1 {
+		t.Fatalf("old data dir usage %+v %v", u, err)
+	}
+	r, err := s.Open(41139)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 9)
+	r.ReadAt(b, 0)
+	r.Close()
+	if string(b) != "old bytes" {
+		t.Fatalf("old stripe reads %q", b)
+	}
+
+	// A new stripe: same names, same xattrs.
+	w, err := s.Create(1<<32+7, backend.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("new"))
+	if err := w.Finish(backend.Meta{Stripe: 1, Layout: "plain", Size: 3, Checksums: map[string]string{"adler32": "02a80142"}, Path: "/p"}); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(root, "00068db8", "100000007")
+	if p != PhysPath(root, 1<<32+7) {
+		t.Fatalf("PhysPath %s", PhysPath(root, 1<<32+7))
+	}
+	for k, v := range map[string]string{"user.kaon.fid": "4294967303", "user.kaon.stripe": "1", "user.kaon.layout": "plain",
+		"user.kaon.size": "3", "user.kaon.checksums": "adler32=02a80142", "user.kaon.path": "/p"} {
+		buf := make([]byte, 256)
+		n, err := unix.Getxattr(p, k, buf)
+		if err != nil || string(buf[:n]) != v {
+			t.Fatalf("%s of a new stripe: %q %v, want %q", k, buf[:max(n, 0)], err, v)
+		}
+	}
+	if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("new stripe file: %v %v", st, err)
+	}
+}
+
+// TestInitializeBesideLostFound: a freshly made filesystem's lost+found
+// does not count as existing data.
+func TestInitializeBesideLostFound(t *testing.T) {
+	root := t.TempDir()
+	os.Mkdir(filepath.Join(root, "lost+found"), 0o700)
+	if err := New(root, Options{}).Initialize(backend.Identity{FsID: 1, UUID: "u"}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,80 @@
+// Package message is the vocabulary of the internal protocol between the
+// namespace server and storage servers: the messages and the Namespace
+// interface, without a transport. Package cluster carries them over HTTP;
+// the storage core depends only on this package (and so not on net/http).
+package message
+
+import (
+	"context"
+	"time"
+)
+
+// Version of the messages below; a peer with another version is refused.
+// Version 2: storage servers claim an upload before writing it.
+const Version = 2
+
+// FsReport is what a storage server says about one of its filesystems.
+type FsReport struct {
+	ID       uint32 `json:"id"` // 0 for a path the namespace has not numbered yet
+	Path     string `json:"path"`
+	Capacity uint64 `json:"capacity"`
+	Used     uint64 `json:"used"`
+	Files    int64  `json:"files"`
+	Health   string `json:"health"` // "ok" or the reason it is not
+	// Offline says why the filesystem cannot be used at all (its root or
+	// identity marker is missing or not its own); "" when it can.
+	Offline string `json:"offline,omitempty"`
+}
+
+// Heartbeat registers a storage server and its filesystems.
+type Heartbeat struct {
+	Version     int        `json:"version"`
+	Node        string     `json:"node"` // stable node name, host:port
+	Addr        string     `json:"addr"` // HTTP base URL of the data endpoint
+	XrdAddr     string     `json:"xrd,omitempty"`
+	Filesystems []FsReport `json:"filesystems"`
+	Done        []Deletion `json:"done,omitempty"` // deletions carried out since last beat
+}
+
+// FsAssignment tells a storage server which filesystems to serve and how.
+type FsAssignment struct {
+	ID           uint32 `json:"id"`
+	Path         string `json:"path"`
+	UUID         string `json:"uuid"`
+	ConfigStatus string `json:"configstatus"` // rw, ro, drain, off
+	// Init asks the storage server to create the filesystem (its root and
+	// identity marker): it is registered but was never seen initialized.
+	Init bool `json:"init,omitempty"`
+}
+
+// Deletion is one physical stripe to remove.
+type Deletion struct {
+	FsID   uint32 `json:"fsid"`
+	Fid    uint64 `json:"fid"`
+	Stripe int    `json:"stripe"`
+}
+
+// HeartbeatReply answers a heartbeat.
+type HeartbeatReply struct {
+	Filesystems []FsAssignment `json:"filesystems"`
+	Deletions   []Deletion     `json:"deletions,omitempty"`
+	Interval    time.Duration  `json:"interval"`
+}
+
+// Commit reports a completed upload.
+type Commit struct {
+	Fid       uint64            `json:"fid"`
+	Size      int64             `json:"size"`
+	Checksums map[string]string `json:"checksums"`
+}
+
+// Namespace is what a storage server needs from the namespace server.
+type Namespace interface {
+	Heartbeat(ctx context.Context, hb Heartbeat) (HeartbeatReply, error)
+	// Claim is called before the first byte of an upload is stored: it
+	// fails unless fid is a pending upload nobody has claimed yet, so a
+	// write capability is good for exactly one upload.
+	Claim(ctx context.Context, fid uint64) error
+	Commit(ctx context.Context, c Commit) error
+	Abort(ctx context.Context, fid uint64) error
+}

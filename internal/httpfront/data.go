@@ -1,0 +1,149 @@
+// Package httpfront is Kaon's HTTP front end: it authenticates and
+// translates, the services decide. data*.go is the client data endpoint
+// of a storage server (where the namespace server redirects clients with
+// a capability); accesslog.go logs every request.
+package httpfront
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/checksum"
+	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/storage"
+)
+
+// DataPath is the URL prefix clients are redirected to:
+//
+//	GET|HEAD|PUT /kaon/v1/data/<fid hex>?cap=C
+const DataPath = "/kaon/v1/data/"
+
+// httpAdmitWait is how long an HTTP stream waits for buffer memory: HTTP
+// has no way to tell a client to come back later that clients honour, so
+// it queues (the client's TCP window does the rest).
+const httpAdmitWait = 2 * time.Minute
+
+// Data serves the client data endpoint of storage server s.
+func Data(s *storage.Server, log *slog.Logger) http.Handler {
+	d := &data{s: s, log: log}
+	return http.HandlerFunc(d.serve)
+}
+
+type data struct {
+	s   *storage.Server
+	log *slog.Logger
+}
+
+func (d *data) fail(w http.ResponseWriter, r *http.Request, err error) {
+	// The query (capability) is never logged.
+	d.log.Info("data request refused", "method", r.Method, "path", r.URL.Path, "err", err)
+	cluster.WriteError(w, err)
+}
+
+func (d *data) serve(w http.ResponseWriter, r *http.Request) {
+	fid, err := strconv.ParseUint(strings.TrimPrefix(r.URL.Path, DataPath), 16, 64)
+	if err != nil {
+		d.fail(w, r, kerr.New(kerr.Invalid, r.Method, r.URL.Path, "bad file id"))
+		return
+	}
+	write := false
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+	case http.MethodPut:
+		write = true
+	default:
+		w.Header().Set("Allow", "GET, HEAD, PUT")
+		d.fail(w, r, kerr.New(kerr.Unsupported, r.Method, r.URL.Path, "method not allowed on data endpoint"))
+		return
+	}
+	token := r.URL.Query().Get("cap")
+	c, err := d.s.Verify(token, capability.Access{Fid: fid, Write: write})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	SetPrincipal(r, fmt.Sprintf("uid=%d gid=%d", c.UID, c.GID))
+	if write {
+		d.put(w, r, c, token)
+	} else {
+		d.get(w, r, c, token)
+	}
+}
+
+// SetDigest answers Want-Digest with checksums stored at write time.
+func SetDigest(w http.ResponseWriter, r *http.Request, sums map[string]string) {
+	if want := r.Header.Get("Want-Digest"); want != "" {
+		if v, ok := checksum.DigestHeaderValue(want, sums); ok {
+			w.Header().Set("Digest", v)
+		}
+	}
+}
+
+func (d *data) get(w http.ResponseWriter, r *http.Request, c *capability.Capability, token string) {
+	f, err := d.s.Open(r.Context(), c, token, httpAdmitWait)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	defer f.Close()
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("ETag", fmt.Sprintf("\"%x\"", c.Fid))
+	SetDigest(w, r, c.Sums)
+	if storage.Striped(f) && r.Header.Get("Range") == "" {
+		// Whole-file read of an EC file: stream rows straight out. Decode the
+		// first row before answering so an unreadable file gets an error
+		// status rather than a truncated 200.
+		if err := storage.CheckReadable(f); err != nil {
+			d.fail(w, r, kerr.Wrap(kerr.IO, "read", c.Path, err))
+			return
+		}
+		h.Set("Accept-Ranges", "bytes")
+		h.Set("Content-Length", strconv.FormatInt(c.Size, 10))
+		if r.Method == http.MethodHead {
+			return
+		}
+		if _, err := storage.Copy(w, f); err != nil {
+			d.log.Warn("read failed mid-stream", "path", c.Path, "err", err)
+		}
+		return
+	}
+	var rs io.ReadSeeker = io.NewSectionReader(f, 0, f.Size())
+	if of, ok := f.(backend.OSFile); ok {
+		rs = of.OSFile() // lets net/http use sendfile
+	}
+	http.ServeContent(w, r, "", time.Time{}, rs)
+}
+
+func (d *data) put(w http.ResponseWriter, r *http.Request, c *capability.Capability, token string) {
+	u, err := d.s.NewUpload(r.Context(), c, token, httpAdmitWait)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	n, err := u.ReadFrom(r.Body)
+	if err == nil && r.ContentLength >= 0 && n != r.ContentLength {
+		err = kerr.New(kerr.Invalid, "put", c.Path, fmt.Sprintf("body has %d bytes, Content-Length said %d", n, r.ContentLength))
+	}
+	if err != nil {
+		u.Abort(r.Context())
+		if kerr.KindOf(err) == kerr.Internal {
+			err = kerr.Wrap(kerr.IO, "put", c.Path, err)
+		}
+		d.fail(w, r, err)
+		return
+	}
+	if err := u.Commit(r.Context()); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+}

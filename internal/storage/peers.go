@@ -1,0 +1,130 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/kerr"
+)
+
+// Peers reaches the stripes other storage servers hold; package cluster
+// implements it over the internal RPC (cluster.StorageClient). addr is the
+// storage server's base URL (capability.Target.Addr); token is the
+// capability of the client's request, which the peer verifies again.
+type Peers interface {
+	// CreateStripe starts stripe idx of fid on the server at addr. Bytes
+	// stream as they are written; the metadata travels with Finish, which
+	// returns once the peer made the stripe durable.
+	CreateStripe(ctx context.Context, addr string, fid uint64, idx int, token string) (backend.Writer, error)
+	// StripeReader reads stripe idx of fid on the server at addr, one
+	// range per ReadAt; a missing stripe reads as fs.ErrNotExist.
+	StripeReader(ctx context.Context, addr string, fid uint64, idx int, token string) io.ReaderAt
+	// ProbeStripe says whether the server at addr can serve stripe idx of
+	// fid (nil) or why not.
+	ProbeStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error
+}
+
+func (s *Server) peers(op, path string) (Peers, error) {
+	if s.cfg.Peers == nil {
+		return nil, kerr.New(kerr.Unavailable, op, path, "a stripe is on another storage server and this one has no peer access")
+	}
+	return s.cfg.Peers, nil
+}
+
+// The operations below serve other storage servers (and, for ReadFile,
+// the namespace server) through package cluster, which has checked that
+// the caller is one of them; the capability is checked here all the same.
+
+// stripeTarget verifies token for stripe idx of fid and returns the local
+// filesystem holding it.
+func (s *Server) stripeTarget(token string, fid uint64, idx int, write bool) (*capability.Capability, *filesystem, error) {
+	c, err := s.Verify(token, capability.Access{Fid: fid, Write: write})
+	if err != nil {
+		return nil, nil, err
+	}
+	if idx < 0 || idx >= len(c.Targets) {
+		return nil, nil, kerr.New(kerr.Invalid, "stripe", c.Path, "bad stripe index")
+	}
+	f := s.local(c.Targets[idx].FsID)
+	if f == nil {
+		return nil, nil, kerr.New(kerr.NotFound, "stripe", c.Path, fmt.Sprintf("filesystem %d is not on this server", c.Targets[idx].FsID))
+	}
+	return c, f, nil
+}
+
+// OpenStripe opens stripe idx of the file a read capability names, held
+// here, for the entry server of a read.
+func (s *Server) OpenStripe(token string, fid uint64, idx int) (backend.Reader, error) {
+	c, f, err := s.stripeTarget(token, fid, idx, false)
+	if err != nil {
+		return nil, err
+	}
+	r, err := f.store.Open(fid)
+	if err != nil {
+		return nil, kerr.Wrap(kerr.KindOf(err), "stripe", c.Path, err)
+	}
+	return r, nil
+}
+
+// ReceiveStripe stores stripe idx of the upload a write capability names,
+// sent by the upload's entry server (which claimed it): body is the
+// stripe's bytes, meta is read once body is consumed (it travels after
+// the bytes). On any error nothing is left.
+func (s *Server) ReceiveStripe(token string, fid uint64, idx int, body io.Reader, meta func() (backend.Meta, error)) error {
+	c, f, err := s.stripeTarget(token, fid, idx, true)
+	if err != nil {
+		return err
+	}
+	w, err := f.create(fid, backend.CreateOptions{Overlap: true})
+	if err != nil {
+		return stripeError("stripe", c.Path, err)
+	}
+	_, err = copyFull(w, body)
+	var m backend.Meta
+	if err == nil {
+		m, err = meta()
+	}
+	if err == nil && m.Stripe != idx {
+		err = fmt.Errorf("metadata names stripe %d, request stripe %d", m.Stripe, idx)
+	}
+	if err == nil {
+		m.Fid, m.Path = c.Fid, c.Path
+		err = w.Finish(m)
+	}
+	if err != nil {
+		w.Abort()
+		return kerr.Wrap(kerr.IO, "stripe", c.Path, err)
+	}
+	return nil
+}
+
+// ReadFile streams the whole file a read capability names to the writer
+// start returns (for the namespace server, which computes a checksum the
+// upload did not). start is called with the size once the file is known
+// to be readable (for EC, its first row decoded); an error after that
+// means the stream is incomplete.
+func (s *Server) ReadFile(ctx context.Context, token string, start func(size int64) io.Writer) error {
+	c, err := s.Verify(token, capability.Access{})
+	if err != nil {
+		return err
+	}
+	f, err := s.Open(ctx, c, token, internalAdmitWait)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := CheckReadable(f); err != nil {
+		return kerr.Wrap(kerr.IO, "read", c.Path, err)
+	}
+	if _, err := Copy(start(f.Size()), f); err != nil {
+		return kerr.Wrap(kerr.IO, "read", c.Path, err)
+	}
+	return nil
+}
+
+// internalAdmitWait is how long an internal read waits for stream memory.
+const internalAdmitWait = 2 * time.Minute

@@ -1,0 +1,90 @@
+// Package storagetest has a fake namespace server for tests of storage
+// servers (the core, its RPC and its front ends).
+package storagetest
+
+import (
+	"context"
+	"sync"
+
+	"github.com/kaon-storage/kaon/internal/cluster/message"
+	"github.com/kaon-storage/kaon/internal/kerr"
+)
+
+// Namespace registers every filesystem it hears of, numbering them across
+// servers by path in order of first report (1, 2, ...) and asking for
+// their initialization until they report their id; it allows each upload
+// one claim and records commits and aborts.
+type Namespace struct {
+	mu      sync.Mutex
+	ids     map[string]uint32
+	claimed map[uint64]bool
+	commits map[uint64]message.Commit
+	aborts  []uint64
+}
+
+var _ message.Namespace = (*Namespace)(nil)
+
+func (n *Namespace) Heartbeat(_ context.Context, hb message.Heartbeat) (message.HeartbeatReply, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ids == nil {
+		n.ids = map[string]uint32{}
+	}
+	var r message.HeartbeatReply
+	for _, f := range hb.Filesystems {
+		id, ok := n.ids[f.Path]
+		if !ok {
+			id = uint32(len(n.ids) + 1)
+			n.ids[f.Path] = id
+		}
+		r.Filesystems = append(r.Filesystems, message.FsAssignment{ID: id, Path: f.Path, UUID: "u", ConfigStatus: "rw", Init: f.ID != id})
+	}
+	return r, nil
+}
+
+// Claim refuses a fid claimed before, as the namespace refuses a used
+// write capability.
+func (n *Namespace) Claim(_ context.Context, fid uint64) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.claimed[fid] {
+		return kerr.New(kerr.Permission, "write", "", "write capability already used")
+	}
+	if n.claimed == nil {
+		n.claimed = map[uint64]bool{}
+	}
+	n.claimed[fid] = true
+	return nil
+}
+
+func (n *Namespace) Commit(_ context.Context, c message.Commit) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.commits == nil {
+		n.commits = map[uint64]message.Commit{}
+	}
+	n.commits[c.Fid] = c
+	return nil
+}
+
+func (n *Namespace) Abort(_ context.Context, fid uint64) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.aborts = append(n.aborts, fid)
+	return nil
+}
+
+// Committed returns the commit of fid, if any.
+func (n *Namespace) Committed(fid uint64) (message.Commit, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c, ok := n.commits[fid]
+	return c, ok
+}
+
+// Aborted returns the fids aborted so far.
+func (n *Namespace) Aborted() []uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]uint64(nil), n.aborts...)
+}
