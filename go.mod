@@ -3,11 +3,13 @@ module github.com/kaon-storage/kaon
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.4.0
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/cockroachdb/pebble v1.1.5
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/klauspost/compress v1.17.11
 	github.com/klauspost/reedsolomon v1.12.4
+	golang.org/x/sync v0.18.0
 	golang.org/x/sys v0.38.0
 )
 
@@ -34,7 +36,6 @@ require (
 	github.com/prometheus/procfs v0.9.0 // indirect
 	github.com/rogpeppe/go-internal v1.9.0 // indirect
 	golang.org/x/exp v0.0.0-20241009180824-f66d83c29e7c // indirect
-	golang.org/x/sync v0.18.0 // indirect
 	golang.org/x/text v0.19.0 // indirect
 	google.golang.org/protobuf v1.33.0 // indirect
 )

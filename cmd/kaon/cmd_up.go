@@ -2,31 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/kaon-storage/kaon/internal/backend"
-	"github.com/kaon-storage/kaon/internal/backend/posix"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
-	"github.com/kaon-storage/kaon/internal/httpfront"
-	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
-	"github.com/kaon-storage/kaon/internal/namespace"
-	"github.com/kaon-storage/kaon/internal/nsserver"
-	"github.com/kaon-storage/kaon/internal/storage"
 )
 
 func init() {
@@ -35,200 +19,54 @@ func init() {
 	register(command{name: "fst", short: "run a storage server alone (registers with --mgm)", run: runFST})
 }
 
-// Endpoints is written to DIR/endpoints.json once a process serves.
-type Endpoints struct {
-	HTTP    string `json:"http"`
-	XRootD  string `json:"xrootd,omitempty"`
-	FSTHTTP string `json:"fst_http,omitempty"`
-	FSTXrd  string `json:"fst_xrootd,omitempty"`
-	PID     int    `json:"pid"`
-}
-
-func defaultDataDir() string {
-	if d := os.Getenv("KAON_DATA"); d != "" {
-		return d
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".kaon")
-}
-
-func newLogger(verbose bool) *slog.Logger {
-	level := slog.LevelInfo
-	if verbose {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-}
-
-// posixStores opens every filesystem of a storage server as a directory
-// written with O_DIRECT; sync fsyncs stripes before commit.
-func posixStores(sync bool) func(string) backend.Store {
-	return func(root string) backend.Store { return posix.New(root, posix.Options{Direct: true, Sync: sync}) }
-}
-
-// storageHandler serves a storage server's HTTP listener: the client data
-// endpoint (access-logged) and the internal storage RPC (not: an erasure-
-// coded read across servers makes one stripe request per frame; refusals
-// are logged).
-func storageHandler(fst *storage.Server, key *capability.Key, log *slog.Logger) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle(httpfront.DataPath, httpfront.AccessLog(httpfront.Data(fst, log), log))
-	internal := cluster.StorageHandler(fst, key.Internal(), log)
-	mux.Handle(cluster.StripePath, internal)
-	mux.Handle(cluster.ReadFilePath, internal)
-	return mux
-}
-
-// listen opens addr; port 0 picks a free port.
-func listen(addr string) (net.Listener, string, error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, "", err
-	}
-	return l, l.Addr().String(), nil
-}
-
-func serveHTTP(l net.Listener, h http.Handler) *http.Server {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: httpfront.ConnContext}
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			slog.Error("http server stopped", "addr", l.Addr(), "err", err)
-		}
-	}()
-	return srv
-}
-
-func writeEndpoints(dir string, e Endpoints) error {
-	e.PID = os.Getpid()
-	b, _ := json.MarshalIndent(e, "", "  ")
-	tmp := filepath.Join(dir, ".endpoints.json.tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, "endpoints.json"))
-}
-
-// nsRole is a namespace server with its store.
-type nsRole struct {
-	eng *pebblekv.Engine
-	srv *nsserver.Server
-	key *capability.Key
-}
-
-// handler is the namespace endpoint (WebDAV, admin API, internal protocol).
-func (r *nsRole) handler(log *slog.Logger) http.Handler {
-	return &httpfront.Namespace{NS: r.srv, Key: r.key, Log: log}
-}
-
-// metaCacheMB sizes the namespace engine's block cache (flag --meta-cache).
-var metaCacheMB = pebblekv.DefaultCacheBytes >> 20
-
-// nsFlags are the namespace server's settings shared by up and mgm.
-type nsFlags struct {
-	sync            *bool
-	capTTL          *time.Duration
-	recycleLifetime *time.Duration
-	recycleSize     *int64
-	auditLog        *string
-}
-
-func bindNSFlags(fl *flag.FlagSet) nsFlags {
-	return nsFlags{
-		sync:            fl.Bool("sync", true, "make namespace commits and file data durable before acknowledging (false: benchmarks only)"),
-		capTTL:          fl.Duration("cap-ttl", 5*time.Minute, "lifetime of redirect capabilities"),
-		recycleLifetime: fl.Duration("recycle-lifetime", 30*24*time.Hour, "recycle bin entries older than this are purged (0 = kept)"),
-		recycleSize:     fl.Int64("recycle-size", 0, "the oldest recycle bin entries are purged while it holds more bytes than this (0 = no limit)"),
-		auditLog:        fl.String("audit-log", "DATA/audit.log", "audit log file, one JSON line per mutation and refused request (empty = off)"),
-	}
-}
-
-func openNamespace(dir string, f nsFlags, log *slog.Logger) (*nsRole, error) {
-	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
-		return nil, err
-	}
-	key, err := capability.LoadOrCreateKey(filepath.Join(dir, "keys", "capability.key"))
-	if err != nil {
-		return nil, err
-	}
-	var audit io.Writer
-	if p := strings.Replace(*f.auditLog, "DATA", dir, 1); p != "" {
-		af, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("audit log: %w", err)
-		}
-		audit = af
-	}
-	eng, err := pebblekv.Open(filepath.Join(dir, "meta"), pebblekv.Options{CacheBytes: int64(metaCacheMB) << 20})
-	if err != nil {
-		return nil, fmt.Errorf("open namespace store in %s: %w", dir, err)
-	}
-	srv, err := nsserver.New(nsserver.Config{Engine: eng, Sync: *f.sync, Key: key, CapabilityTTL: *f.capTTL, Logger: log,
-		RecycleLifetime: *f.recycleLifetime, RecycleMaxBytes: *f.recycleSize, Audit: audit,
-		Data: cluster.NewStorageClient(key.Internal()), PhysName: func(fs namespace.Filesystem, fid uint64) string { return posix.PhysPath(fs.Path, fid) }})
-	if err != nil {
-		eng.Close()
-		return nil, err
-	}
-	return &nsRole{eng: eng, srv: srv, key: key}, nil
-}
-
-// startPprof serves net/http/pprof on its own listener, never on a public
-// endpoint.
-func startPprof(addr string) {
-	if addr == "" {
-		return
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	go http.ListenAndServe(addr, mux)
-}
-
-func waitSignal() {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	<-ch
+// UpConfig is the all-in-one: the namespace and storage roles' settings,
+// and how many filesystems to create.
+type UpConfig struct {
+	Common
+	Listen
+	Namespace NamespaceConfig
+	Storage   StorageConfig
+	FS        int
 }
 
 func runUp(args []string) int {
+	var c UpConfig
 	fl := flag.NewFlagSet("kaon up", flag.ExitOnError)
-	data := fl.String("data", defaultDataDir(), "data directory (namespace, filesystems, keys)")
-	httpAddr := fl.String("http", "127.0.0.1:8000", "namespace HTTP/WebDAV listen address (port 0 = free port)")
-	xrdAddr := fl.String("xrootd", "127.0.0.1:1094", "namespace root:// listen address (empty = off, port 0 = free port)")
-	nfs := fl.Int("fs", 6, "number of storage filesystems to create under DATA/fs")
-	nsf := bindNSFlags(fl)
-	sync := nsf.sync
-	verbose := fl.Bool("v", false, "debug logging")
-	pprofAddr := fl.String("pprof", "", "serve Go profiling on this address (e.g. 127.0.0.1:6060)")
-	fl.IntVar(&metaCacheMB, "meta-cache", metaCacheMB, "namespace engine block cache in MiB")
-	streamMB := fl.Int64("stream-memory", storage.DefaultStreamMemory>>20, "MiB of buffers all client streams of the storage server may hold together (more streams wait)")
-	fl.Parse(args)
-	startPprof(*pprofAddr)
-	log := newLogger(*verbose)
-	if err := os.MkdirAll(*data, 0o755); err != nil {
+	c.Common.bind(fl)
+	c.Listen.bind(fl, defaultDataDir(), "127.0.0.1:8000", "127.0.0.1:1094", "data directory (namespace, filesystems, keys)")
+	c.Namespace.bind(fl)
+	c.Storage.bind(fl, false)
+	fl.IntVar(&c.FS, "fs", 6, "number of storage filesystems to create under DATA/fs")
+	if err := parseRole(fl, args); err != nil {
 		fmt.Fprintln(os.Stderr, "kaon up:", err)
+		return 2
+	}
+	c.Storage.SyncData = c.Namespace.Sync
+	fail := func(what string, err error) int {
+		fmt.Fprintf(os.Stderr, "kaon up: %s%v\n", what, err)
 		return 1
 	}
-	role, err := openNamespace(*data, nsf, log)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kaon up:", err)
-		return 1
+	log := c.Common.start()
+	if err := os.MkdirAll(c.Data, 0o755); err != nil {
+		return fail("", err)
 	}
-	defer role.eng.Close()
-	nsL, nsAddr, err := listen(*httpAddr)
+	role, err := openNamespace(c.Data, c.Namespace, log)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kaon up: namespace http:", err)
-		return 1
+		return fail("", err)
+	}
+	defer role.Close()
+	nsL, nsAddr, err := listen(c.HTTP)
+	if err != nil {
+		return fail("namespace http: ", err)
 	}
 	host, _, _ := net.SplitHostPort(nsAddr)
 	fstL, fstAddr, err := listen(net.JoinHostPort(host, "0"))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kaon up: storage http:", err)
-		return 1
+		return fail("storage http: ", err)
 	}
 	var paths []string
-	for i := 1; i <= *nfs; i++ {
-		paths = append(paths, filepath.Join(*data, "fs", fmt.Sprintf("%02d", i)))
+	for i := 1; i <= c.FS; i++ {
+		paths = append(paths, filepath.Join(c.Data, "fs", fmt.Sprintf("%02d", i)))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -240,17 +78,13 @@ func runUp(args []string) int {
 	if nodeName == "" {
 		nodeName = "localhost"
 	}
-	fst, err := storage.New(storage.Config{Node: nodeName, Addr: "http://" + fstAddr, Key: role.key,
-		Namespace: role.srv, Paths: paths, Store: posixStores(*sync), Peers: cluster.NewStorageClient(role.key.Internal()),
-		StreamMemory: *streamMB << 20, Logger: log})
+	fst, err := newStorage(nodeName, "http://"+fstAddr, role.key, role.srv, paths, c.Storage, log)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kaon up:", err)
-		return 1
+		return fail("", err)
 	}
-	xrd, err := startXRootD(*xrdAddr, host, role.srv, fst, &ep, log)
+	xrd, err := startXRootD(c.XRootD, host, role.srv, fst, &ep, log)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kaon up: xrootd:", err)
-		return 1
+		return fail("xrootd: ", err)
 	}
 	defer xrd()
 	nsSrv := serveHTTP(nsL, role.handler(log))
@@ -260,22 +94,17 @@ func runUp(args []string) int {
 	select {
 	case <-fst.Ready():
 	case <-time.After(30 * time.Second):
-		fmt.Fprintln(os.Stderr, "kaon up: storage server did not register within 30s")
-		return 1
+		return fail("", fmt.Errorf("storage server did not register within 30s"))
 	}
-	if err := writeEndpoints(*data, ep); err != nil {
-		fmt.Fprintln(os.Stderr, "kaon up:", err)
-		return 1
+	if err := writeEndpoints(c.Data, ep); err != nil {
+		return fail("", err)
 	}
-	printBanner(*data, ep, *nfs)
+	printBanner(c.Data, ep, c.FS)
 	waitSignal()
 	log.Info("shutting down")
 	cancel()
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer scancel()
-	nsSrv.Shutdown(sctx)
-	fstSrv.Shutdown(sctx)
-	os.Remove(filepath.Join(*data, "endpoints.json"))
+	shutdown(nsSrv, fstSrv)
+	os.Remove(filepath.Join(c.Data, "endpoints.json"))
 	return 0
 }
 
@@ -302,120 +131,126 @@ Try:
 	}
 }
 
+// MGMConfig is the namespace server role.
+type MGMConfig struct {
+	Common
+	Listen
+	Namespace NamespaceConfig
+}
+
 func runMGM(args []string) int {
+	var c MGMConfig
 	fl := flag.NewFlagSet("kaon mgm", flag.ExitOnError)
-	data := fl.String("data", defaultDataDir(), "namespace data directory")
-	httpAddr := fl.String("http", "127.0.0.1:8000", "HTTP/WebDAV listen address")
-	xrdAddr := fl.String("xrootd", "", "root:// listen address (empty = off)")
-	nsf := bindNSFlags(fl)
-	fl.IntVar(&metaCacheMB, "meta-cache", metaCacheMB, "namespace engine block cache in MiB")
-	fl.Parse(args)
-	log := newLogger(false)
-	if err := os.MkdirAll(*data, 0o755); err != nil {
+	c.Common.bind(fl)
+	c.Listen.bind(fl, defaultDataDir(), "127.0.0.1:8000", "", "namespace data directory")
+	c.Namespace.bind(fl)
+	if err := parseRole(fl, args); err != nil {
 		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
+		return 2
+	}
+	fail := func(what string, err error) int {
+		fmt.Fprintf(os.Stderr, "kaon mgm: %s%v\n", what, err)
 		return 1
 	}
-	role, err := openNamespace(*data, nsf, log)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
-		return 1
+	log := c.Common.start()
+	if err := os.MkdirAll(c.Data, 0o755); err != nil {
+		return fail("", err)
 	}
-	defer role.eng.Close()
-	mctx, mcancel := context.WithCancel(context.Background())
-	defer mcancel()
-	go role.srv.Run(mctx)
-	l, addr, err := listen(*httpAddr)
+	role, err := openNamespace(c.Data, c.Namespace, log)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
-		return 1
+		return fail("", err)
+	}
+	defer role.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go role.srv.Run(ctx)
+	l, addr, err := listen(c.HTTP)
+	if err != nil {
+		return fail("", err)
 	}
 	host, _, _ := net.SplitHostPort(addr)
 	ep := Endpoints{HTTP: "http://" + addr}
-	stop, err := startXRootD(*xrdAddr, host, role.srv, nil, &ep, log)
+	stop, err := startXRootD(c.XRootD, host, role.srv, nil, &ep, log)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kaon mgm: xrootd:", err)
-		return 1
+		return fail("xrootd: ", err)
 	}
 	defer stop()
 	srv := serveHTTP(l, role.handler(log))
-	if err := writeEndpoints(*data, ep); err != nil {
-		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
-		return 1
+	if err := writeEndpoints(c.Data, ep); err != nil {
+		return fail("", err)
 	}
-	fmt.Printf("namespace server on %s (key: %s)\n", ep.HTTP, filepath.Join(*data, "keys", "capability.key"))
+	fmt.Printf("namespace server on %s (key: %s)\n", ep.HTTP, filepath.Join(c.Data, "keys", "capability.key"))
 	waitSignal()
-	srv.Shutdown(context.Background())
+	shutdown(srv)
 	return 0
 }
 
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+// FSTConfig is the storage server role.
+type FSTConfig struct {
+	Common
+	Listen
+	Storage StorageConfig
+	Join    JoinConfig
+}
 
 func runFST(args []string) int {
+	var c FSTConfig
 	fl := flag.NewFlagSet("kaon fst", flag.ExitOnError)
-	mgmURL := fl.String("mgm", "", "namespace server URL (http://host:port)")
-	keyFile := fl.String("key", "", "capability key file shared with the namespace server")
-	httpAddr := fl.String("http", "127.0.0.1:0", "data HTTP listen address")
-	xrdAddr := fl.String("xrootd", "", "data root:// listen address (empty = off)")
-	mgmXrd := fl.String("mgm-xrootd", "", "root:// host:port of the namespace server, for redirects from this data listener")
-	data := fl.String("data", "", "directory for endpoints.json (optional)")
-	nodeName := fl.String("node", "", "stable node name (default: hostname:port of --http)")
-	syncData := fl.Bool("sync", true, "fsync file data before committing (false: benchmarks only)")
-	streamMB := fl.Int64("stream-memory", storage.DefaultStreamMemory>>20, "MiB of buffers all client streams may hold together (more streams wait)")
-	var fsPaths multiFlag
-	fl.Var(&fsPaths, "fs", "filesystem directory to serve (repeatable)")
-	fl.Parse(args)
-	if *mgmURL == "" || *keyFile == "" {
+	c.Common.bind(fl)
+	c.Listen.bind(fl, "", "127.0.0.1:0", "", "directory for endpoints.json (optional)")
+	c.Storage.bind(fl, true)
+	c.Join.bind(fl)
+	if err := parseRole(fl, args); err != nil {
+		fmt.Fprintln(os.Stderr, "kaon fst:", err)
+		return 2
+	}
+	if c.Join.MGM == "" || c.Join.Key == "" {
 		fmt.Fprintln(os.Stderr, "kaon fst: --mgm and --key are required")
 		return 2
 	}
-	log := newLogger(false)
-	key, err := capability.LoadOrCreateKey(*keyFile)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kaon fst:", err)
+	fail := func(what string, err error) int {
+		fmt.Fprintf(os.Stderr, "kaon fst: %s%v\n", what, err)
 		return 1
 	}
-	l, addr, err := listen(*httpAddr)
+	log := c.Common.start()
+	key, err := capability.LoadOrCreateKey(c.Join.Key)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kaon fst:", err)
-		return 1
+		return fail("", err)
 	}
-	client := &cluster.Client{Base: *mgmURL, Secret: key.Internal()}
-	if *nodeName == "" {
+	l, addr, err := listen(c.HTTP)
+	if err != nil {
+		return fail("", err)
+	}
+	if c.Join.Node == "" {
 		host, _ := os.Hostname()
 		_, port, _ := net.SplitHostPort(addr)
-		*nodeName = host + ":" + port
+		c.Join.Node = host + ":" + port
 	}
-	fst, err := storage.New(storage.Config{Node: *nodeName, Addr: "http://" + addr, Key: key, Namespace: client,
-		Paths: fsPaths, Store: posixStores(*syncData), Peers: cluster.NewStorageClient(key.Internal()),
-		StreamMemory: *streamMB << 20, Logger: log})
+	mgm := &cluster.Client{Base: c.Join.MGM, Secret: key.Internal()}
+	fst, err := newStorage(c.Join.Node, "http://"+addr, key, mgm, c.Join.FS, c.Storage, log)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kaon fst:", err)
-		return 1
+		return fail("", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ep := Endpoints{FSTHTTP: "http://" + addr}
-	stop, err := startFSTXRootD(*xrdAddr, *mgmXrd, fst, &ep, log)
+	stop, err := startFSTXRootD(c.XRootD, c.Join.MGMXRootD, fst, &ep, log)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kaon fst: xrootd:", err)
-		return 1
+		return fail("xrootd: ", err)
 	}
 	defer stop()
 	srv := serveHTTP(l, storageHandler(fst, key, log))
 	go fst.Run(ctx)
 	<-fst.Ready()
-	if *data != "" {
-		_ = os.MkdirAll(*data, 0o755)
-		if err := writeEndpoints(*data, ep); err != nil {
+	if c.Data != "" {
+		_ = os.MkdirAll(c.Data, 0o755)
+		if err := writeEndpoints(c.Data, ep); err != nil {
 			fmt.Fprintln(os.Stderr, "kaon fst:", err)
 		}
 	}
-	fmt.Printf("storage server on http://%s registered with %s\n", addr, *mgmURL)
+	fmt.Printf("storage server on http://%s registered with %s\n", addr, c.Join.MGM)
 	waitSignal()
 	cancel()
-	srv.Shutdown(context.Background())
+	shutdown(srv)
 	return 0
 }

@@ -88,6 +88,9 @@ func (f *Namespace) principal(r *http.Request) (auth.Principal, error) {
 	ca.once.Do(func() {
 		ca.p, ca.err = f.Auth.Authenticate(r.Context(), &auth.Request{Remote: ca.remote, Local: ca.local})
 	})
+	if ca.err == nil {
+		SetPrincipal(r, ca.p.Name+"/"+ca.p.Method)
+	}
 	return ca.p, ca.err
 }
 

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/backend/posix"
+	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
+	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
+	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsserver"
+	"github.com/kaon-storage/kaon/internal/storage"
+)
+
+// Endpoints is written to DIR/endpoints.json once a process serves.
+type Endpoints struct {
+	HTTP    string `json:"http"`
+	XRootD  string `json:"xrootd,omitempty"`
+	FSTHTTP string `json:"fst_http,omitempty"`
+	FSTXrd  string `json:"fst_xrootd,omitempty"`
+	PID     int    `json:"pid"`
+}
+
+func writeEndpoints(dir string, e Endpoints) error {
+	e.PID = os.Getpid()
+	b, _ := json.MarshalIndent(e, "", "  ")
+	tmp := filepath.Join(dir, ".endpoints.json.tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, "endpoints.json"))
+}
+
+// start applies the common settings: logging and profiling.
+func (c Common) start() *slog.Logger {
+	level := slog.LevelInfo
+	if c.Verbose {
+		level = slog.LevelDebug
+	}
+	if c.Pprof != "" {
+		// net/http/pprof on its own listener, never on a public endpoint.
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		go http.ListenAndServe(c.Pprof, mux)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// listen opens addr; port 0 picks a free port.
+func listen(addr string) (net.Listener, string, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", err
+	}
+	return l, l.Addr().String(), nil
+}
+
+func serveHTTP(l net.Listener, h http.Handler) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: httpfront.ConnContext}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("http server stopped", "addr", l.Addr(), "err", err)
+		}
+	}()
+	return srv
+}
+
+func waitSignal() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	<-ch
+}
+
+// nsRole is a namespace server with its store.
+type nsRole struct {
+	eng   *pebblekv.Engine
+	srv   *nsserver.Server
+	key   *capability.Key
+	audit io.Closer
+}
+
+func (r *nsRole) Close() {
+	r.eng.Close()
+	if r.audit != nil {
+		r.audit.Close()
+	}
+}
+
+// openNamespace opens the namespace server stored in dir.
+func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
+		return nil, err
+	}
+	key, err := capability.LoadOrCreateKey(filepath.Join(dir, "keys", "capability.key"))
+	if err != nil {
+		return nil, err
+	}
+	role := &nsRole{key: key}
+	var audit io.Writer
+	if p := strings.Replace(c.AuditLog, "DATA", dir, 1); p != "" {
+		af, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("audit log: %w", err)
+		}
+		audit, role.audit = af, af
+	}
+	if role.eng, err = pebblekv.Open(filepath.Join(dir, "meta"), pebblekv.Options{CacheBytes: int64(c.MetaCacheMB) << 20}); err != nil {
+		return nil, fmt.Errorf("open namespace store in %s: %w", dir, err)
+	}
+	role.srv, err = nsserver.New(nsserver.Config{Engine: role.eng, Sync: c.Sync, Key: key, CapabilityTTL: c.CapTTL, Logger: log,
+		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit,
+		Data:     cluster.NewStorageClient(key.Internal()),
+		PhysName: func(fs namespace.Filesystem, fid uint64) string { return posix.PhysPath(fs.Path, fid) }})
+	if err != nil {
+		role.Close()
+		return nil, err
+	}
+	return role, nil
+}
+
+// handler is the namespace endpoint: WebDAV and the admin API
+// (access-logged), the internal protocol (not: heartbeats every second).
+func (r *nsRole) handler(log *slog.Logger) http.Handler {
+	front := &httpfront.Namespace{NS: r.srv, Key: r.key, Log: log}
+	logged := httpfront.AccessLog(front, log)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasPrefix(req.URL.Path, "/internal/v1/") {
+			front.ServeHTTP(w, req)
+			return
+		}
+		logged.ServeHTTP(w, req)
+	})
+}
+
+// posixStores opens every filesystem of a storage server as a directory
+// written with O_DIRECT; sync fsyncs stripes before commit.
+func posixStores(sync bool) func(string) backend.Store {
+	return func(root string) backend.Store { return posix.New(root, posix.Options{Direct: true, Sync: sync}) }
+}
+
+// newStorage builds a storage server reporting to ns.
+func newStorage(node, addr string, key *capability.Key, ns message.Namespace, paths []string, c StorageConfig, log *slog.Logger) (*storage.Server, error) {
+	return storage.New(storage.Config{Node: node, Addr: addr, Key: key, Namespace: ns, Paths: paths,
+		Store: posixStores(c.SyncData), Peers: cluster.NewStorageClient(key.Internal()),
+		StreamMemory: c.StreamMemoryMB << 20, Logger: log})
+}
+
+// storageHandler serves a storage server's HTTP listener: the client data
+// endpoint (access-logged) and the internal storage RPC (not: an erasure-
+// coded read across servers makes one stripe request per frame; refusals
+// are logged).
+func storageHandler(fst *storage.Server, key *capability.Key, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(httpfront.DataPath, httpfront.AccessLog(httpfront.Data(fst, log), log))
+	internal := cluster.StorageHandler(fst, key.Internal(), log)
+	mux.Handle(cluster.StripePath, internal)
+	mux.Handle(cluster.ReadFilePath, internal)
+	return mux
+}
+
+// shutdown stops HTTP servers gracefully within 10 s.
+func shutdown(srvs ...*http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range srvs {
+		s.Shutdown(ctx)
+	}
+}
