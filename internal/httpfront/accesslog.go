@@ -16,12 +16,17 @@ func AccessLog(h http.Handler, log *slog.Logger) http.Handler {
 		start := time.Now()
 		rec := &record{}
 		lw := &logWriter{ResponseWriter: w}
+		// The handler gets a copy of the request: replacing the body of
+		// the server's own would make it read (and so ask for with 100
+		// Continue) a body the handler chose not to read, such as that of
+		// a PUT answered with a redirect.
+		r2 := r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
 		var body *countingBody
 		if r.Body != nil && r.Body != http.NoBody {
 			body = &countingBody{ReadCloser: r.Body}
-			r.Body = body
+			r2.Body = body
 		}
-		h.ServeHTTP(lw, r.WithContext(context.WithValue(r.Context(), recordKey{}, rec)))
+		h.ServeHTTP(lw, r2)
 		status := lw.status
 		if status == 0 {
 			status = http.StatusOK

@@ -1,13 +1,17 @@
 package httpfront
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // readFromRecorder records whether the server's ReadFrom (sendfile for
@@ -49,5 +53,27 @@ func TestAccessLogKeepsReadFrom(t *testing.T) {
 	}
 	if strings.Contains(line, "SECRET") || strings.Count(line, "\n") != 1 {
 		t.Fatalf("access log line %q", line)
+	}
+}
+
+// TestAccessLogLeavesUnreadBodies: a handler that answers without reading
+// the body (a PUT redirected to a storage server) must answer at once:
+// the server may not ask the client for the body (100 Continue) on its
+// behalf. davix-put hung on this.
+func TestAccessLogLeavesUnreadBodies(t *testing.T) {
+	srv := httptest.NewServer(AccessLog(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://elsewhere/", http.StatusTemporaryRedirect)
+	}), slog.New(slog.NewTextHandler(io.Discard, nil))))
+	defer srv.Close()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "PUT /f HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\nExpect: 100-continue\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.Contains(line, "307") {
+		t.Fatalf("first response line %q (%v), want the 307 without a 100 Continue", line, err)
 	}
 }
