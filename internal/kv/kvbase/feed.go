@@ -10,8 +10,10 @@ import (
 )
 
 // DefaultHistory is how many commits a Feed keeps for watchers that start
-// in the past or fall behind.
+// in the past or fall behind, as long as they hold at most historyBytes.
 const DefaultHistory = 4096
+
+const historyBytes = 64 << 20
 
 // maxResponse bounds the events of one watch response (whole commits are
 // never split, so a big commit may exceed it).
@@ -20,11 +22,13 @@ const maxResponse = 1024
 // Feed is the change feed of a local engine: the newest commits in a ring,
 // published in revision order under the engine's commit lock. History
 // starts when the engine is opened: a watch from an earlier revision, or a
-// watcher that falls more than the ring behind, gets kv.ErrCompacted.
+// watcher that falls more than the ring (or 64 MiB of changes) behind, gets
+// kv.ErrCompacted.
 type Feed struct {
 	mu      sync.Mutex
 	ring    []commit // oldest at head
 	head, n int
+	bytes   int    // size of the kept commits
 	horizon uint64 // lowest revision whose commits are all kept
 	last    uint64 // revision of the newest commit
 	notify  chan struct{}
@@ -33,6 +37,7 @@ type Feed struct {
 
 type commit struct {
 	rev    uint64
+	size   int
 	events []kv.Event
 	decode func() []kv.Event // when events is nil: builds them on first use
 }
@@ -48,25 +53,34 @@ func NewFeed(size int, rev uint64) *Feed {
 
 // Publish records the events of the commit at rev (greater than every
 // earlier one). Events must not be modified afterwards.
-func (f *Feed) Publish(rev uint64, events []kv.Event) { f.publish(commit{rev: rev, events: events}) }
+func (f *Feed) Publish(rev uint64, events []kv.Event) {
+	size := 0
+	for _, e := range events {
+		size += len(e.Key) + len(e.Value) + 48
+	}
+	f.publish(commit{rev: rev, size: size, events: events})
+}
 
 // PublishLazy is Publish with events built by decode when a watcher first
-// needs them, keeping the work out of the engine's commit lock.
-func (f *Feed) PublishLazy(rev uint64, decode func() []kv.Event) {
-	f.publish(commit{rev: rev, decode: decode})
+// needs them, keeping the work out of the engine's commit lock; size is
+// about the memory they hold.
+func (f *Feed) PublishLazy(rev uint64, size int, decode func() []kv.Event) {
+	f.publish(commit{rev: rev, size: size, decode: decode})
 }
 
 func (f *Feed) publish(c commit) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.n == len(f.ring) {
+	for f.n > 0 && (f.n == len(f.ring) || f.bytes+c.size > historyBytes) {
 		f.horizon = f.ring[f.head].rev + 1
+		f.bytes -= f.ring[f.head].size
 		f.ring[f.head] = commit{}
 		f.head = (f.head + 1) % len(f.ring)
 		f.n--
 	}
 	f.ring[(f.head+f.n)%len(f.ring)] = c
 	f.n++
+	f.bytes += c.size
 	f.last = c.rev
 	close(f.notify)
 	f.notify = make(chan struct{})

@@ -133,4 +133,15 @@ func TestFeedHistoryAndCompaction(t *testing.T) {
 	if !errors.Is(last.Err, kv.ErrCompacted) {
 		t.Fatalf("slow watcher ended with %+v, want ErrCompacted", last)
 	}
+	// History is bounded in bytes too: two 40 MiB commits do not both stay.
+	h := NewFeed(100, 0)
+	for rev := uint64(1); rev <= 2; rev++ {
+		h.PublishLazy(rev, 40<<20, func() []kv.Event { return []kv.Event{{Rev: rev, Key: []byte("big")}} })
+	}
+	if r := <-h.Watch(ctx, nil, 1); !errors.Is(r.Err, kv.ErrCompacted) {
+		t.Fatalf("watch from a commit evicted for size: %+v, want ErrCompacted", r)
+	}
+	if r := <-h.Watch(ctx, nil, 2); r.Err != nil || len(r.Events) != 1 || r.Events[0].Rev != 2 {
+		t.Fatalf("watch from the kept commit: %+v", r)
+	}
 }

@@ -276,7 +276,7 @@ func (b *batch) Apply(sync bool) (func() error, error) {
 	rev := b.b.SeqNum() + uint64(b.b.Count()) - 1
 	e.rev = rev
 	repr := append([]byte(nil), b.b.Repr()...)
-	e.feed.PublishLazy(rev, func() []kv.Event { return events(repr, rev) })
+	e.feed.PublishLazy(rev, len(repr)+48*int(b.b.Count()), func() []kv.Event { return events(repr, rev) })
 	e.mu.Unlock()
 	if !sync {
 		_ = b.b.Close()
