@@ -93,7 +93,9 @@ type Engine interface {
 	// Watch delivers the committed changes of keys under prefix with
 	// revision >= from (from == 0: from the next commit on), in commit order,
 	// until ctx ends; then the channel is closed. The changes of one commit
-	// arrive in one response and share a revision. A response with Err set
+	// arrive in one response, share a revision and are in key order, one
+	// per key. A delete of an absent key may or may not show (etcd: not).
+	// A response with Err set
 	// (ErrCompacted when from is older than the history the engine keeps or
 	// the reader fell too far behind, ErrClosed, kerr.Unavailable) is the
 	// last one. Events are read-only.

@@ -13,7 +13,10 @@
 // of every key it read and, for every range it scanned, that no key in the
 // range changed after that revision; a guard (kv.Cond) is an outer compare,
 // the transaction an inner Txn, so a failed guard and a conflict are told
-// apart. A snapshot is a read at a fixed revision; Watch is etcd's watch.
+// apart. Every key a transaction read or saw in a scan is one compare, so
+// under --max-txn-ops a transaction reads at most that many keys: scan for
+// decisions (is the directory empty?) with an early stop, not whole
+// listings. A snapshot is a read at a fixed revision; Watch is etcd's watch.
 // Revisions are the cluster's: history lasts until etcd compacts it, which
 // is the operator's setting (--auto-compaction-*).
 //
