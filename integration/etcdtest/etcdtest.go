@@ -216,20 +216,6 @@ func (c *Cluster) StartMember(i int, wait bool) {
 	}
 }
 
-// WaitHealthy waits until every running member reports a healthy cluster.
-func (c *Cluster) WaitHealthy() {
-	c.t.Helper()
-	var up []*member
-	for _, m := range c.members {
-		if m.running() {
-			up = append(up, m)
-		}
-	}
-	if err := c.waitHealthy(up...); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
 // waitHealthy polls each member's /health until it answers true.
 func (c *Cluster) waitHealthy(ms ...*member) error {
 	deadline := time.Now().Add(startTimeout)

@@ -124,7 +124,7 @@ func TestEngine(t *testing.T) {
 }
 
 // TestQuorumLoss: with one member of three killed (the leader) commits go
-// on; with two killed they fail within the request timeout with
+// on; with two down they fail within the request timeout with
 // kerr.Unavailable (HTTP 503), watches end with it too; once the members
 // are back, commits succeed again.
 func TestQuorumLoss(t *testing.T) {
@@ -174,7 +174,7 @@ func TestQuorumLoss(t *testing.T) {
 
 	w := e.Watch(ctx, nil, 0)
 	other := (leader + 1) % 3
-	c.KillMember(other)
+	c.StopMember(other) // graceful this time
 	unavailable := func(what string, op func() error) {
 		t.Helper()
 		done := make(chan error, 1)
