@@ -1,98 +1,197 @@
-// Package memkv is an in-memory kv.Engine for unit tests: a sorted slice
-// under a RWMutex, enough for correctness, not for scale.
+// Package memkv is an in-memory kv.Engine for unit tests: a copy-on-write
+// B-tree (google/btree) under one lock, so a snapshot is an O(1) clone and
+// transactions are validated by re-reading under the lock. Enough for
+// correctness, not for scale.
 package memkv
 
 import (
 	"bytes"
-	"sort"
+	"context"
 	"sync"
 
+	"github.com/google/btree"
 	"github.com/kaon-storage/kaon/internal/kv"
+	"github.com/kaon-storage/kaon/internal/kv/kvbase"
 )
 
-type entry struct{ k, v []byte }
+type entry struct{ k, v []byte } // immutable once in the tree
+
+func less(a, b entry) bool { return bytes.Compare(a.k, b.k) < 0 }
 
 // Engine is the in-memory engine.
 type Engine struct {
-	mu   sync.RWMutex
-	data []entry
+	mu     sync.RWMutex
+	tree   *btree.BTreeG[entry]
+	rev    uint64 // revision of the last commit
+	feed   *kvbase.Feed
+	closed bool
 }
 
 // New returns an empty engine.
-func New() *Engine { return &Engine{} }
+func New() *Engine {
+	return &Engine{tree: btree.NewG(16, less), feed: kvbase.NewFeed(0, 0)}
+}
 
-func (e *Engine) find(k []byte) (int, bool) {
-	i := sort.Search(len(e.data), func(i int) bool { return bytes.Compare(e.data[i].k, k) >= 0 })
-	return i, i < len(e.data) && bytes.Equal(e.data[i].k, k)
+// view reads one tree version; the live tree is only read under e.mu.
+type view struct {
+	t   *btree.BTreeG[entry]
+	rev uint64
+}
+
+func (v view) Get(k []byte) ([]byte, uint64, error) {
+	if en, ok := v.t.Get(entry{k: k}); ok {
+		return bytes.Clone(en.v), 0, nil
+	}
+	return nil, 0, kv.ErrNotFound
+}
+
+func (v view) Scan(start, end []byte, fn func(k, v []byte, ver uint64) bool) error {
+	v.t.AscendGreaterOrEqual(entry{k: start}, func(en entry) bool {
+		if end != nil && bytes.Compare(en.k, end) >= 0 {
+			return false
+		}
+		return fn(en.k, en.v, 0)
+	})
+	return nil
+}
+
+// clone returns a private version of the tree for reading without the lock.
+func (e *Engine) clone() (view, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return view{}, kv.ErrClosed
+	}
+	return view{e.tree.Clone(), e.rev}, nil
 }
 
 func (e *Engine) Get(k []byte) ([]byte, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if i, ok := e.find(k); ok {
-		return bytes.Clone(e.data[i].v), nil
-	}
-	return nil, kv.ErrNotFound
+	v, _, err := view{t: e.tree}.Get(k)
+	return v, err
 }
 
 func (e *Engine) Scan(start, end []byte, fn func(k, v []byte) bool) error {
-	e.mu.RLock()
-	i, _ := e.find(start)
-	var snap []entry
-	for ; i < len(e.data); i++ {
-		if end != nil && bytes.Compare(e.data[i].k, end) >= 0 {
-			break
-		}
-		snap = append(snap, e.data[i])
+	v, err := e.clone()
+	if err != nil {
+		return err
 	}
-	e.mu.RUnlock()
-	for _, en := range snap {
-		if !fn(en.k, en.v) {
-			break
+	return v.Scan(start, end, func(k, v []byte, _ uint64) bool { return fn(k, v) })
+}
+
+// commit applies writes if conds hold and, for a transaction, its reads are
+// unchanged.
+func (e *Engine) commit(ws []kvbase.Write, conds []kv.Cond, tx *kvbase.Tx) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return kv.ErrClosed
+	}
+	live := view{t: e.tree}
+	if err := kvbase.CheckConds(live, conds); err != nil {
+		return err
+	}
+	if tx != nil {
+		if v, ok := tx.View().(view); ok && v.rev != e.rev {
+			if same, err := tx.Validate(live); err != nil {
+				return err
+			} else if !same {
+				return kvbase.ErrRetry
+			}
 		}
 	}
+	if len(ws) == 0 {
+		return nil
+	}
+	for _, w := range ws {
+		if w.Delete {
+			e.tree.Delete(entry{k: w.Key})
+		} else {
+			e.tree.ReplaceOrInsert(entry{w.Key, w.Value})
+		}
+	}
+	e.rev++
+	e.feed.Publish(e.rev, kvbase.Events(ws, e.rev))
 	return nil
+}
+
+func (e *Engine) Txn(ctx context.Context, fn func(kv.Tx) error) error {
+	return e.TxnIf(ctx, nil, fn)
+}
+
+func (e *Engine) TxnIf(ctx context.Context, conds []kv.Cond, fn func(kv.Tx) error) error {
+	return kvbase.Retry(ctx, func() error {
+		tx := kvbase.NewTx(func() (kvbase.View, error) { return e.clone() })
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if err := tx.Err(); err != nil {
+			return err
+		}
+		if tx.ReadOnly() && len(conds) == 0 {
+			return nil // its reads came from one snapshot
+		}
+		return e.commit(tx.Writes(), conds, tx)
+	})
+}
+
+type snapshot struct{ view }
+
+func (s snapshot) Get(k []byte) ([]byte, error) {
+	v, _, err := s.view.Get(k)
+	return v, err
+}
+
+func (s snapshot) Scan(start, end []byte, fn func(k, v []byte) bool) error {
+	return s.view.Scan(start, end, func(k, v []byte, _ uint64) bool { return fn(k, v) })
+}
+
+func (s snapshot) Revision() uint64 { return s.rev }
+func (s snapshot) Close() error     { return nil }
+
+func (e *Engine) Snapshot(context.Context) (kv.Snapshot, error) {
+	v, err := e.clone()
+	if err != nil {
+		return nil, err
+	}
+	return snapshot{v}, nil
+}
+
+func (e *Engine) Watch(ctx context.Context, prefix []byte, from uint64) <-chan kv.WatchResponse {
+	return e.feed.Watch(ctx, prefix, from)
 }
 
 func (e *Engine) NewBatch() kv.Batch { return &batch{e: e} }
-func (e *Engine) Close() error       { return nil }
 
-type op struct {
-	k, v []byte
-	del  bool
+// Close ends watches; later operations fail with kv.ErrClosed.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	e.feed.Close()
+	return nil
 }
 
 type batch struct {
-	e   *Engine
-	ops []op
+	e     *Engine
+	ws    kvbase.WriteSet
+	conds []kv.Cond
 }
 
-func (b *batch) Put(k, v []byte) { b.ops = append(b.ops, op{k: bytes.Clone(k), v: bytes.Clone(v)}) }
-func (b *batch) Delete(k []byte) { b.ops = append(b.ops, op{k: bytes.Clone(k), del: true}) }
-func (b *batch) Discard()        { b.ops = nil }
+func (b *batch) Put(k, v []byte)        { b.ws.Put(k, v) }
+func (b *batch) Delete(k []byte)        { b.ws.Delete(k) }
+func (b *batch) If(conds ...kv.Cond)    { b.conds = append(b.conds, conds...) }
+func (b *batch) Discard()               { b.ws.Reset(); b.conds = nil }
+func (b *batch) Commit(sync bool) error { _, err := b.Apply(sync); return err }
 
-func (b *batch) Apply(sync bool) (func() error, error) {
-	return func() error { return nil }, b.Commit(sync)
-}
-
-func (b *batch) Commit(bool) error {
-	e := b.e
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, o := range b.ops {
-		i, ok := e.find(o.k)
-		switch {
-		case o.del && ok:
-			e.data = append(e.data[:i], e.data[i+1:]...)
-		case o.del:
-		case ok:
-			e.data[i].v = o.v
-		default:
-			e.data = append(e.data, entry{})
-			copy(e.data[i+1:], e.data[i:])
-			e.data[i] = entry{o.k, o.v}
-		}
+func (b *batch) Apply(bool) (func() error, error) {
+	err := b.e.commit(b.ws.All(), b.conds, nil)
+	b.Discard()
+	if err != nil {
+		return nil, err
 	}
-	b.ops = nil
-	return nil
+	return func() error { return nil }, nil
 }
+
+var _ kv.Engine = (*Engine)(nil)
