@@ -11,6 +11,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/httpfront"
 )
 
 func init() {
@@ -88,7 +89,7 @@ func runUp(args []string) int {
 	}
 	defer xrd()
 	nsSrv := serveHTTP(nsL, role.handler(log))
-	fstSrv := serveHTTP(fstL, storageHandler(fst, role.key, log))
+	fstSrv := serveHTTP(fstL, httpfront.Storage(fst, role.key, log))
 	go fst.Run(ctx)
 	go role.srv.Run(ctx)
 	select {
@@ -239,7 +240,7 @@ func runFST(args []string) int {
 		return fail("xrootd: ", err)
 	}
 	defer stop()
-	srv := serveHTTP(l, storageHandler(fst, key, log))
+	srv := serveHTTP(l, httpfront.Storage(fst, key, log))
 	go fst.Run(ctx)
 	<-fst.Ready()
 	if c.Data != "" {

@@ -163,19 +163,6 @@ func newStorage(node, addr string, key *capability.Key, ns message.Namespace, pa
 		StreamMemory: c.StreamMemoryMB << 20, Logger: log})
 }
 
-// storageHandler serves a storage server's HTTP listener: the client data
-// endpoint (access-logged) and the internal storage RPC (not: an erasure-
-// coded read across servers makes one stripe request per frame; refusals
-// are logged).
-func storageHandler(fst *storage.Server, key *capability.Key, log *slog.Logger) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle(httpfront.DataPath, httpfront.AccessLog(httpfront.Data(fst, log), log))
-	internal := cluster.StorageHandler(fst, key.Internal(), log)
-	mux.Handle(cluster.StripePath, internal)
-	mux.Handle(cluster.ReadFilePath, internal)
-	return mux
-}
-
 // shutdown stops HTTP servers gracefully within 10 s.
 func shutdown(srvs ...*http.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

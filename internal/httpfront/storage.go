@@ -1,0 +1,23 @@
+package httpfront
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/storage"
+)
+
+// Storage serves a storage server's HTTP listener: the client data
+// endpoint (access-logged) and the internal storage RPC (not logged per
+// request: an erasure-coded read across servers makes one stripe request
+// per frame; refusals are logged).
+func Storage(fst *storage.Server, key *capability.Key, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(DataPath, AccessLog(Data(fst, log), log))
+	internal := cluster.StorageHandler(fst, key.Internal(), log)
+	mux.Handle(cluster.StripePath, internal)
+	mux.Handle(cluster.ReadFilePath, internal)
+	return mux
+}

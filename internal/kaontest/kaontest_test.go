@@ -1,0 +1,41 @@
+package kaontest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"testing"
+
+	"github.com/kaon-storage/kaon/internal/auth"
+)
+
+// TestStack: the in-process stack stores and serves files of every layout
+// through both HTTP endpoints, and the namespace service answers directly.
+func TestStack(t *testing.T) {
+	st := New(t, Options{})
+	ctx := context.Background()
+	data := make([]byte, 3<<20+123)
+	rand.Read(data)
+	for _, l := range []string{"plain", "replica:2", "ec:4+2"} {
+		dir := "/" + l[:2]
+		if err := st.Client.Mkdir(ctx, dir, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Client.SetAttr(ctx, dir, "sys.forced.layout", l); err != nil {
+			t.Fatal(err)
+		}
+		if code := st.Put(t, dir+"/f", data); code != 201 {
+			t.Fatalf("%s: PUT %d", l, code)
+		}
+		if code, got := st.Get(t, dir+"/f"); code != 200 || !bytes.Equal(got, data) {
+			t.Fatalf("%s: GET %d, %d bytes", l, code, len(got))
+		}
+		n, err := st.NS.Stat(ctx, auth.Root, dir+"/f")
+		if err != nil || n.Size != int64(len(data)) || len(n.Locations) == 0 {
+			t.Fatalf("%s: stat %+v %v", l, n, err)
+		}
+	}
+	if code, _ := st.Get(t, "/missing"); code != 404 {
+		t.Fatalf("GET missing: %d", code)
+	}
+}
