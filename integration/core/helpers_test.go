@@ -112,3 +112,19 @@ func layoutDir(t *testing.T, k *harness.Process, dir, layout string) {
 	k.MustKaon("mkdir", dir)
 	k.MustKaon("attr", "set", dir, "sys.forced.layout="+layout)
 }
+
+// publicFile writes size random bytes to a file other local users can read
+// (for tests that act as another user) and returns its path and bytes.
+func publicFile(t *testing.T, size int64) (string, []byte) {
+	t.Helper()
+	_, data := randomFile(t, size)
+	f, err := os.CreateTemp("", "kaon-public-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(data)
+	f.Close()
+	t.Cleanup(func() { os.Remove(f.Name()) })
+	os.Chmod(f.Name(), 0o644)
+	return f.Name(), data
+}

@@ -33,16 +33,7 @@ func TestLocalIdentity(t *testing.T) {
 		t.Fatal("this test needs root to act as another user")
 	}
 	k := harness.Up(t)
-	_, data := randomFile(t, 5000)
-	f, err := os.CreateTemp("", "kaon-identity-*") // readable by nobody
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Write(data)
-	f.Close()
-	local := f.Name()
-	defer os.Remove(local)
-	os.Chmod(local, 0o644)
+	local, data := publicFile(t, 5000)
 	k.MustKaon("mkdir", "/pub")
 	k.MustKaon("chmod", "1777", "/pub")
 	k.MustKaon("mkdir", "/private")
@@ -147,28 +138,21 @@ func TestACLsOverProtocols(t *testing.T) {
 		t.Fatal("this test needs root to act as another user")
 	}
 	k := harness.Up(t)
-	f, err := os.CreateTemp("", "kaon-acl-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString("acl data\n")
-	f.Close()
-	defer os.Remove(f.Name())
-	os.Chmod(f.Name(), 0o644)
+	local, _ := publicFile(t, 100)
 	u, xhost := k.EP.HTTP, strings.TrimPrefix(k.EP.XRootD, "root://")
 	bin := harness.Binary(t)
 	k.MustKaon("mkdir", "/proj")
-	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-T", f.Name(), u+"/proj/a"); out != "403" {
+	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-T", local, u+"/proj/a"); out != "403" {
 		t.Fatalf("nobody writing without an ACL: %s", out)
 	}
 	k.MustKaon("acl", "set", "/proj", "u:65534:rwx!d")
 	if out := k.MustKaon("acl", "get", "/proj"); !strings.Contains(out, "sys.acl=u:65534:rwx!d") {
 		t.Fatalf("acl get: %s", out)
 	}
-	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-T", f.Name(), u+"/proj/a"); out != "201" {
+	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-T", local, u+"/proj/a"); out != "201" {
 		t.Fatalf("nobody writing with u:65534:rwx: %s", out)
 	}
-	if out, err := asNobody(t, "xrdcp", "-s", f.Name(), "root://"+xhost+"//proj/b"); err != nil {
+	if out, err := asNobody(t, "xrdcp", "-s", local, "root://"+xhost+"//proj/b"); err != nil {
 		t.Fatalf("nobody xrdcp with u:65534:rwx: %v %s", err, out)
 	}
 	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", "DELETE", u+"/proj/a"); out != "403" {
@@ -190,7 +174,7 @@ func TestACLsOverProtocols(t *testing.T) {
 		t.Fatalf("whoami as root: %s", out)
 	}
 	k.MustKaon("acl", "rm", "/proj")
-	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-T", f.Name(), u+"/proj/c"); out != "403" {
+	if out, _ := asNobody(t, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-T", local, u+"/proj/c"); out != "403" {
 		t.Fatalf("nobody writing after acl rm: %s", out)
 	}
 }

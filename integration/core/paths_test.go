@@ -17,16 +17,7 @@ import (
 func TestPathsLikeXRootD(t *testing.T) {
 	k := harness.Up(t)
 	u := k.EP.HTTP
-	_, data := randomFile(t, 3000)
-	f, err := os.CreateTemp("", "kaon-paths-*") // readable by nobody
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Write(data)
-	f.Close()
-	local := f.Name()
-	defer os.Remove(local)
-	os.Chmod(local, 0o644)
+	local, data := publicFile(t, 3000)
 	k.MustKaon("mkdir", "/d")
 	if r := curl(t, "--path-as-is", "-L", "-T", local, u+"//d//x"); r.code != 201 {
 		t.Fatalf("PUT //d//x: %d %s", r.code, r.body)
