@@ -14,3 +14,5 @@ if ((${#missing[@]})); then
 	$SUDO apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# The development Ceph cluster's packages (integration/ceph, docs/CEPH.md).
+"$(dirname "$0")/ceph-dev.sh" install
