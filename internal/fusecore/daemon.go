@@ -54,8 +54,8 @@ type Daemon struct {
 //	SIGUSR1          print Summary
 //
 // The signals are caught before mount runs, so one arriving while the
-// mount is set up still ends in a clean unmount rather than a stale
-// mount. In the background, Run re-executes the command in a new
+// mount is set up still ends in a clean unmount (as soon as the mount is
+// up) rather than a stale mount. In the background, Run re-executes the command in a new
 // session; the parent's Run returns once the child has mounted, with
 // the child's mount error if any, and the parent should then exit. A
 // serving Run returns once the mount is gone, with mount's or Wait's

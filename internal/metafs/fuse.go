@@ -685,8 +685,11 @@ func (fs *FS) closeAll() {
 		delete(fs.files, k)
 	}
 	fs.idle.Init()
+	if fs.rootfd >= 0 {
+		unix.Close(fs.rootfd)
+		fs.rootfd = -1
+	}
 	fs.fmu.Unlock()
-	unix.Close(fs.rootfd)
 }
 
 func (fs *FS) Read(_ <-chan struct{}, in *fuse.ReadIn, buf []byte) (_ fuse.ReadResult, st fuse.Status) {

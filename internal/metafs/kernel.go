@@ -53,7 +53,8 @@ type KernelMount struct {
 	lowerfd           int
 	fan               *os.File
 	logf              func(format string, a ...any)
-	served            chan error // the fanotify loop's end
+	served            chan struct{} // closed when the fanotify loop ends
+	serveErr          error         // why it ended
 	unmount           sync.Once
 
 	mu   sync.Mutex
@@ -119,7 +120,7 @@ func MountKernel(x *Index, lowerDir, mountpoint string, force bool, logf func(st
 	}
 	st := fusecore.NewStats()
 	k := &KernelMount{Mountpoint: mountpoint, Lower: lowerDir, lowerfd: rootfd,
-		fan: os.NewFile(uintptr(fan), "fanotify"), logf: logf, gens: map[uint64]*skelGen{}, served: make(chan error, 1),
+		fan: os.NewFile(uintptr(fan), "fanotify"), logf: logf, gens: map[uint64]*skelGen{}, served: make(chan struct{}),
 		Stats: st, open: st.Op("open"), fillOp: st.Op("fill"), fillBytes: st.Counter("fill_bytes")}
 	if err := k.attach(x, false); err != nil {
 		k.fan.Close()
@@ -131,7 +132,8 @@ func MountKernel(x *Index, lowerDir, mountpoint string, force bool, logf func(st
 		if err != nil { // nobody would fill files: take the mount away
 			k.Unmount()
 		}
-		k.served <- err
+		k.serveErr = err
+		close(k.served)
 	}()
 	return k, nil
 }
@@ -216,7 +218,10 @@ func (k *KernelMount) attach(x *Index, beneath bool) error {
 }
 
 // Wait blocks until the mount is unmounted (Unmount).
-func (k *KernelMount) Wait() error { return <-k.served }
+func (k *KernelMount) Wait() error {
+	<-k.served
+	return k.serveErr
+}
 
 // serve answers open events until Unmount. Each first open of a file is
 // held until its data is in the skeleton.
