@@ -35,21 +35,6 @@ func runCfsd(args []string) int {
 	return 2
 }
 
-// parseInterleaved lets options follow the positional arguments.
-func parseInterleaved(fl *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fl.Parse(args); err != nil {
-			return nil, err
-		}
-		if fl.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fl.Arg(0))
-		args = fl.Args()[1:]
-	}
-}
-
 func cfsdMount(args []string) int {
 	fl := flag.NewFlagSet("cfsd mount", flag.ContinueOnError)
 	backend := fl.String("backend", "", "directory to expose (required)")
@@ -73,7 +58,7 @@ func cfsdMount(args []string) int {
 	cleanStale := fl.Bool("clean-stale", false, "lazily unmount a stale mount left by a crashed daemon")
 	debug := fl.Bool("debug", false, "log every FUSE request")
 	cpuProfile := fl.String("cpuprofile", "", "write a Go CPU profile of the daemon to this file until unmount")
-	pos, err := parseInterleaved(fl, args)
+	pos, err := parseInterspersed(fl, args)
 	if err != nil {
 		return 2
 	}
@@ -81,71 +66,63 @@ func cfsdMount(args []string) int {
 		fmt.Fprintln(os.Stderr, cfsdUsage)
 		return 2
 	}
-	mp := pos[0]
-	// Fail fast (before forking) on a stale mount so the user sees it.
-	if err := fusecore.CheckMountpoint(mp, *cleanStale); err != nil {
-		fmt.Fprintf(os.Stderr, "kaon cfsd: %v\n", err)
-		return 1
+	var (
+		f        *cfsd.FS
+		stopProf func()
+	)
+	d := fusecore.Daemon{Name: "kaon cfsd", Mountpoint: pos[0], CleanStale: *cleanStale, Foreground: *fg, LogPath: *logPath}
+	err = d.Run(func() (fusecore.Served, error) {
+		// Modes come from the caller (already masked by the kernel).
+		syscall.Umask(0)
+		raiseNofile()
+		var err error
+		f, err = cfsd.New(cfsd.Options{Backend: *backend, StateDir: *state, Quota: *quota, Recycle: *recycle, AttrTimeout: *attrTO, NoXattr: *noXattr, NoACL: !*acl})
+		if err != nil {
+			return nil, err
+		}
+		// Everything the daemon opens by path is opened before the mount
+		// exists, so no descriptor of it can be on the mount (see
+		// fusecore.mount), and it works from "/" so its working directory
+		// pins no file system.
+		if stopProf, err = startCPUProfile(*cpuProfile); err != nil {
+			fmt.Fprintf(os.Stderr, "kaon cfsd: cpu profile: %v\n", err)
+		}
+		mp, err := filepath.Abs(d.Mountpoint)
+		if err == nil {
+			err = os.Chdir("/")
+		}
+		var m *fusecore.Mount
+		if err == nil {
+			m, err = fusecore.New(f.Root(), fusecore.Config{
+				Mountpoint: mp, FsName: "kaon-cfsd:" + *backend, Name: "kaon-cfsd",
+				EntryTimeout: noCache(*entryTO), AttrTimeout: noCache(*attrTO), NegativeTimeout: noCache(*negTO),
+				AllowOther: *allowOther, ACL: *acl, Passthrough: !*noPT, CleanStale: *cleanStale, Debug: *debug,
+				ServerKillsPriv: true, NoOpendir: true, ReaddirPlusAuto: *rdplusAuto, Stats: f.Stats,
+			})
+		}
+		if err != nil {
+			f.Close()
+			f = nil
+			return nil, err
+		}
+		f.PassthroughActive = m.PassthroughActive
+		mode := "daemon data path"
+		if m.PassthroughActive() {
+			mode = "kernel passthrough"
+		}
+		fmt.Fprintf(os.Stderr, "kaon cfsd: %s mounted on %s (%s)\n", *backend, mp, mode)
+		return m, nil
+	})
+	if stopProf != nil {
+		stopProf()
 	}
-	if !*fg {
-		child, err := fusecore.Daemonize(*logPath)
-		if !child {
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "kaon cfsd: %v\n", err)
-				return 1
-			}
-			return 0
+	if f != nil { // served (f is nil in a daemonizing parent)
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("saving state: %w", cerr)
 		}
 	}
-	// Modes come from the caller (already masked by the kernel).
-	syscall.Umask(0)
-	raiseNofile()
-	f, err := cfsd.New(cfsd.Options{Backend: *backend, StateDir: *state, Quota: *quota, Recycle: *recycle, AttrTimeout: *attrTO, NoXattr: *noXattr, NoACL: !*acl})
 	if err != nil {
-		fusecore.NotifyReady(err)
 		fmt.Fprintf(os.Stderr, "kaon cfsd: %v\n", err)
-		return 1
-	}
-	// Everything the daemon opens by path is opened before the mount
-	// exists, so no descriptor of it can be on the mount (see
-	// fusecore.mountFS), and it works from "/" so its working directory
-	// pins no file system.
-	if stop, err := startCPUProfile(*cpuProfile); err == nil {
-		defer stop()
-	} else {
-		fmt.Fprintf(os.Stderr, "kaon cfsd: cpu profile: %v\n", err)
-	}
-	if mp, err = filepath.Abs(mp); err == nil {
-		err = os.Chdir("/")
-	}
-	if err != nil {
-		fusecore.NotifyReady(err)
-		fmt.Fprintf(os.Stderr, "kaon cfsd: %v\n", err)
-		f.Close()
-		return 1
-	}
-	m, err := fusecore.New(f.Root(), fusecore.Config{
-		Mountpoint: mp, FsName: "kaon-cfsd:" + *backend, Name: "kaon-cfsd",
-		EntryTimeout: noCache(*entryTO), AttrTimeout: noCache(*attrTO), NegativeTimeout: noCache(*negTO),
-		AllowOther: *allowOther, ACL: *acl, Passthrough: !*noPT, CleanStale: *cleanStale, Debug: *debug,
-		ServerKillsPriv: true, NoOpendir: true, ReaddirPlusAuto: *rdplusAuto,
-	})
-	if err != nil {
-		fusecore.NotifyReady(err)
-		fmt.Fprintf(os.Stderr, "kaon cfsd: %v\n", err)
-		f.Close()
-		return 1
-	}
-	f.PassthroughActive = m.PassthroughActive
-	mode := "daemon data path"
-	if m.PassthroughActive() {
-		mode = "kernel passthrough"
-	}
-	fmt.Fprintf(os.Stderr, "kaon cfsd: %s mounted on %s (%s)\n", *backend, mp, mode)
-	fusecore.NotifyReady(nil)
-	m.Serve()
-	if err := f.Close(); err != nil {
-		fmt.Fprintf(os.Stderr, "kaon cfsd: saving state: %v\n", err)
 		return 1
 	}
 	return 0
@@ -163,7 +140,7 @@ func raiseNofile() {
 func cfsdUmount(args []string) int {
 	fl := flag.NewFlagSet("cfsd umount", flag.ContinueOnError)
 	lazy := fl.Bool("lazy", false, "detach even if busy")
-	pos, err := parseInterleaved(fl, args)
+	pos, err := parseInterspersed(fl, args)
 	if err != nil || len(pos) != 1 {
 		fmt.Fprintln(os.Stderr, cfsdUsage)
 		return 2

@@ -5,16 +5,13 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kaon-storage/kaon/internal/fusecore"
 	"github.com/kaon-storage/kaon/internal/metafs"
 )
 
@@ -24,8 +21,8 @@ func init() {
 
 const metafsUsage = `usage:
   kaon metafs index DIR [-o FILE] [--workers N] [--no-xattrs]
-  kaon metafs mount --index FILE [--force] [--no-passthrough] [--ttl D] DIR [MOUNTPOINT]
-  kaon metafs mount --kernel --index FILE [--force] DIR [MOUNTPOINT]
+  kaon metafs mount --index FILE [--force] [--no-passthrough] [--ttl D] [--clean-stale] DIR [MOUNTPOINT]
+  kaon metafs mount --kernel --index FILE [--force] [--clean-stale] DIR [MOUNTPOINT]
   kaon metafs umount MOUNTPOINT
   kaon metafs verify --index FILE DIR [--max N]
 
@@ -33,7 +30,8 @@ index   walk DIR once and write a compact, checksummed metadata index
         (default FILE: DIR.metafs next to DIR)
 mount   serve DIR's metadata from the index; without MOUNTPOINT, mount over
         DIR itself. Only opens and data reads reach DIR. SIGHUP reloads FILE
-        (rebuilt meanwhile) without unmounting; SIGINT/SIGTERM unmount.
+        (rebuilt meanwhile) without unmounting; SIGUSR1 prints statistics;
+        SIGINT/SIGTERM unmount.
         --kernel: no FUSE; the index becomes a skeleton tree on a private
         tmpfs, mounted read-only, so metadata never leaves the kernel; the
         daemon only copies each file's data in from DIR on its first open
@@ -148,6 +146,7 @@ func metafsMount(args []string) int {
 	fdc := fs.Int("fd-cache", 1024, "lower files kept open after their last close")
 	debug := fs.Bool("debug", false, "log every FUSE request")
 	kernel := fs.Bool("kernel", false, "serve metadata from a tmpfs skeleton in the kernel instead of FUSE")
+	cleanStale := fs.Bool("clean-stale", false, "lazily unmount a stale FUSE mount left on MOUNTPOINT by a crashed daemon")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return 2
@@ -161,102 +160,56 @@ func metafsMount(args []string) int {
 	if len(pos) == 2 {
 		mnt = pos[1]
 	}
-	start := time.Now()
-	x, err := metafs.Load(*idx)
+	// What SIGHUP switches to a rebuilt index: either kind of mount.
+	var srv interface {
+		Reload(x *metafs.Index, force bool) error
+	}
+	d := fusecore.Daemon{Name: "kaon metafs", Mountpoint: mnt, CleanStale: *cleanStale, Foreground: true,
+		Reload: func() error {
+			x, err := metafs.Load(*idx)
+			if err == nil {
+				err = srv.Reload(x, *force)
+			}
+			if err != nil {
+				return fmt.Errorf("still serving the previous index: %w", err)
+			}
+			fmt.Printf("kaon metafs: reloaded %s (%d entries)\n", *idx, x.Len())
+			return nil
+		}}
+	err = d.Run(func() (fusecore.Served, error) {
+		start := time.Now()
+		x, err := metafs.Load(*idx)
+		if err != nil {
+			return nil, err
+		}
+		loadT := time.Since(start)
+		var (
+			m   fusecore.Served
+			how string
+		)
+		if *kernel {
+			k, err := metafs.MountKernel(x, dir, mnt, *force, log.Printf)
+			if err != nil {
+				return nil, err
+			}
+			m, srv, how = k, k, " in the kernel"
+		} else {
+			f, err := metafs.Mount(x, dir, mnt, metafs.MountOptions{Force: *force, NoPassthrough: *noPT, TTL: *ttl,
+				FdCache: *fdc, AllowOther: os.Geteuid() == 0, CleanStale: *cleanStale, Debug: *debug})
+			if err != nil {
+				return nil, err
+			}
+			m, srv = f, f
+		}
+		fmt.Printf("kaon metafs: serving %d entries of %s on %s%s (index %s, %d bytes, loaded in %.3fs, mounted in %.3fs)\n",
+			x.Len(), dir, mnt, how, *idx, x.FileSize, loadT.Seconds(), time.Since(start).Seconds()-loadT.Seconds())
+		return m, nil
+	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kaon metafs mount: %v\n", err)
 		return 1
 	}
-	loadT := time.Since(start)
-	var srv metafsServer
-	how := ""
-	if *kernel {
-		k, err := metafs.MountKernel(x, dir, mnt, *force, log.Printf)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "kaon metafs mount: %v\n", err)
-			return 1
-		}
-		srv, how = kernelServer{k}, " in the kernel"
-	} else {
-		m, err := metafs.Mount(x, dir, mnt, metafs.MountOptions{Force: *force, NoPassthrough: *noPT, TTL: *ttl,
-			FdCache: *fdc, AllowOther: os.Geteuid() == 0, Debug: *debug})
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "kaon metafs mount: %v\n", err)
-			return 1
-		}
-		srv = fuseServer{m, mnt}
-	}
-	sig := make(chan os.Signal, 4)
-	signal.Notify(sig, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
-	fmt.Printf("kaon metafs: serving %d entries of %s on %s%s (index %s, %d bytes, loaded in %.3fs, mounted in %.3fs)\n",
-		x.Len(), dir, mnt, how, *idx, x.FileSize, loadT.Seconds(), time.Since(start).Seconds()-loadT.Seconds())
-	served := make(chan struct{})
-	go func() { srv.wait(); close(served) }()
-	for {
-		select {
-		case <-served:
-			fmt.Fprintf(os.Stderr, "kaon metafs: %s unmounted; %s\n", mnt, srv.summary())
-			return 0
-		case s := <-sig:
-			switch s {
-			case syscall.SIGUSR1:
-				fmt.Fprintf(os.Stderr, "kaon metafs: %s\n", srv.summary())
-			case syscall.SIGHUP:
-				nx, err := metafs.Load(*idx)
-				if err == nil {
-					err = srv.reload(nx, *force)
-				}
-				if err != nil {
-					fmt.Fprintf(os.Stderr, "kaon metafs: reload refused, still serving the previous index: %v\n", err)
-				} else {
-					fmt.Printf("kaon metafs: reloaded %s (%d entries)\n", *idx, nx.Len())
-				}
-			default:
-				srv.stop()
-				<-served
-				fmt.Fprintf(os.Stderr, "kaon metafs: %s unmounted; %s\n", mnt, srv.summary())
-				return 0
-			}
-		}
-	}
-}
-
-// metafsServer is what the mount command drives, in either mode.
-type metafsServer interface {
-	wait() // until unmounted
-	reload(x *metafs.Index, force bool) error
-	summary() string
-	stop() // unmount; wait returns after
-}
-
-type fuseServer struct {
-	m   *metafs.Mounted
-	mnt string
-}
-
-func (f fuseServer) wait()                                    { f.m.Server.Wait() }
-func (f fuseServer) reload(x *metafs.Index, force bool) error { return f.m.FS.Reload(x, force) }
-func (f fuseServer) summary() string                          { return f.m.FS.Summary() }
-func (f fuseServer) stop() {
-	if err := f.m.Unmount(); err != nil {
-		// Busy (open files, cwd inside): detach lazily.
-		exec.Command("fusermount3", "-u", "-z", f.mnt).Run()
-	}
-}
-
-type kernelServer struct{ k *metafs.KernelMount }
-
-func (s kernelServer) wait() {
-	if err := s.k.Serve(); err != nil {
-		log.Printf("kaon metafs: %v", err)
-	}
-}
-func (s kernelServer) reload(x *metafs.Index, force bool) error { return s.k.Reload(x, force) }
-func (s kernelServer) summary() string                          { return s.k.Summary() }
-func (s kernelServer) stop() {
-	if err := s.k.Close(); err != nil {
-		log.Printf("kaon metafs: unmounting %s: %v", s.k.Mountpoint, err)
-	}
+	return 0
 }
 
 func metafsUmount(args []string) int {
@@ -264,34 +217,11 @@ func metafsUmount(args []string) int {
 		fmt.Fprint(os.Stderr, metafsUsage)
 		return 2
 	}
-	mnt := args[0]
-	var err error
-	if pid, ok := metafs.KernelMountPid(mnt); ok {
-		err = umountKernel(mnt, pid)
-	} else if out, cerr := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); cerr != nil {
-		err = fmt.Errorf("%v: %s", cerr, strings.TrimSpace(string(out)))
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "kaon metafs umount %s: %v\n", mnt, err)
+	if err := metafs.Unmount(args[0]); err != nil {
+		fmt.Fprintf(os.Stderr, "kaon metafs umount %s: %v\n", args[0], err)
 		return 1
 	}
 	return 0
-}
-
-// umountKernel asks the daemon serving a kernel-mode mount to stop (it
-// detaches the mount itself) and waits for it; a mount whose daemon is
-// gone is detached here.
-func umountKernel(mnt string, pid int) error {
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		return syscall.Unmount(mnt, syscall.MNT_DETACH)
-	}
-	for range 200 {
-		if p, ok := metafs.KernelMountPid(mnt); !ok || p != pid {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("daemon pid %d did not unmount within 10s", pid)
 }
 
 func metafsVerify(args []string) int {

@@ -607,6 +607,46 @@ func TestMountOverDirItself(t *testing.T) {
 	}
 }
 
+// TestCrashedDaemonLeavesStaleMount: a FUSE-mode daemon killed with
+// SIGKILL leaves a dead mount; the next mount names it (and the way out)
+// instead of failing obscurely, --clean-stale detaches it and mounts over,
+// and the new daemon reports per-operation statistics on SIGUSR1.
+func TestCrashedDaemonLeavesStaleMount(t *testing.T) {
+	lower := mkTree(t)
+	idx := filepath.Join(t.TempDir(), "sw.metafs")
+	index(t, lower, idx)
+	mnt := t.TempDir()
+	d := mount(t, "--index", idx, lower, mnt)
+	must(t, d.cmd.Process.Kill())
+	within(t, "daemon exit after SIGKILL", func() { <-d.done })
+	var sf unix.Statfs_t
+	if err := unix.Statfs(mnt, &sf); err != unix.ENOTCONN {
+		t.Fatalf("statfs after SIGKILL: %v, want ENOTCONN (a stale mount)", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, kaonBin, "metafs", "mount", "--index", idx, lower, mnt).CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("mount over a stale mount still running after 30s (mounted on top of the dead mount?): %s", out)
+	}
+	if err == nil || !strings.Contains(string(out), "stale FUSE mount") || !strings.Contains(string(out), "--clean-stale") {
+		t.Fatalf("mount over a stale mount: %v: %s", err, out)
+	}
+	d = mount(t, "--clean-stale", "--index", idx, lower, mnt)
+	want, err := os.ReadFile(filepath.Join(lower, "bin/tool"))
+	must(t, err)
+	if got, err := os.ReadFile(filepath.Join(mnt, "bin/tool")); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read after mounting over the cleaned stale mount: %d bytes, %v", len(got), err)
+	}
+	must(t, d.cmd.Process.Signal(syscall.SIGUSR1))
+	line := d.waitFor(t, "kaon metafs: up ")
+	for _, w := range []string{"lookup ", "open 1 ", "p99 ", "lower_opens 1"} {
+		if !strings.Contains(line, w) {
+			t.Errorf("statistics line lacks %q: %s", w, line)
+		}
+	}
+}
+
 // TestLowerCallsSeenByStrace checks, from outside the daemon, which system
 // calls reach the tree below: strace on the daemon (all threads, fds shown
 // as paths) during a full metadata walk by several concurrent walkers sees

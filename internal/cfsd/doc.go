@@ -69,7 +69,9 @@
 //	            "purge <age>" with age like 3600s, 12h, 7d or "all".
 //	            Non-root callers see, restore and purge only their own entries.
 //
-// The virtual xattr "cfs.id" on any path returns the whoami string.
+// The virtual xattr "cfs.id" on any path returns the whoami string. The
+// daemon (a fusecore.Daemon) prints the same counters as one line to its
+// log on SIGUSR1 and at exit; SIGTERM, SIGINT and SIGHUP unmount.
 //
 // Quota (with --quota): usage is the logical size of regular files plus
 // one inode per object, charged to the object's owner, kept in

@@ -1,15 +1,13 @@
 package fusecore
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -24,14 +22,17 @@ type Config struct {
 	FsName     string // shown as the source in /proc/mounts
 	Name       string // fuse subtype, e.g. "kaon-cfsd"
 
-	// Kernel caches; zero picks the default (1s), negative disables.
+	// Kernel caches of a node tree (New); zero picks the default (1s),
+	// negative disables. A raw file system (NewRaw) sets its own
+	// timeouts in every reply.
 	EntryTimeout    time.Duration // kernel dentry cache
 	AttrTimeout     time.Duration // kernel attribute cache
 	NegativeTimeout time.Duration // kernel negative dentry cache
-	MaxWrite        int           // bytes per WRITE request; default 1 MiB
+	MaxWrite        int           // bytes per WRITE (and READ) request; default 1 MiB
 	MaxBackground   int           // async requests in flight; default 64
 
 	AllowOther bool // let every user see the mount (needed for multi-user)
+	ReadOnly   bool // mount read-only: the kernel refuses writes itself
 	// NoDefaultPermissions leaves permission checks to the filesystem
 	// instead of the kernel (mode bits on cached attributes).
 	NoDefaultPermissions bool
@@ -54,10 +55,16 @@ type Config struct {
 	// cold `ls -l`/`find -ls` of a large directory needs no LOOKUP per
 	// entry; with FOPEN_CACHE_DIR warm listings send neither.
 	ReaddirPlusAuto bool
-	Debug           bool
+
+	// Stats are the counters the file system keeps; (*Mount).Summary
+	// reports them. Optional.
+	Stats *Stats
+
+	Debug  bool        // log every FUSE request
+	Logger *log.Logger // go-fuse's log (default: the standard logger)
 }
 
-func (c *Config) defaults() {
+func (c *Config) defaults() error {
 	if c.EntryTimeout == 0 {
 		c.EntryTimeout = time.Second
 	}
@@ -79,6 +86,49 @@ func (c *Config) defaults() {
 	if c.FsName == "" {
 		c.FsName = c.Name
 	}
+	mp, err := filepath.Abs(c.Mountpoint)
+	c.Mountpoint = mp
+	return err
+}
+
+// mountOptions are go-fuse's options for c, the same for a node tree
+// and a raw file system.
+func (c *Config) mountOptions() fuse.MountOptions {
+	mo := fuse.MountOptions{
+		FsName:        c.FsName,
+		Name:          c.Name,
+		AllowOther:    c.AllowOther,
+		MaxWrite:      c.MaxWrite,
+		MaxBackground: c.MaxBackground,
+		MaxReadAhead:  c.MaxWrite,
+		DirectMount:   os.Geteuid() == 0,
+		EnableAcl:     c.ACL,
+		Debug:         c.Debug,
+		Logger:        c.Logger,
+		// Locks stay in the kernel (local flock/fcntl semantics) and
+		// symlink targets are cached there.
+		EnableSymlinkCaching: true,
+	}
+	if c.ReadOnly {
+		mo.Options = append(mo.Options, "ro")
+	}
+	if !c.NoDefaultPermissions {
+		mo.Options = append(mo.Options, "default_permissions")
+	}
+	if c.ReaddirPlusAuto {
+		mo.ExtraCapabilities |= fuse.CAP_READDIRPLUS_AUTO
+	}
+	if c.ServerKillsPriv {
+		mo.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
+	}
+	if !c.Passthrough {
+		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	}
+	if c.AllowOther && os.Geteuid() != 0 {
+		// fusermount3 refuses allow_other without user_allow_other.
+		mo.AllowOther = false
+	}
+	return mo
 }
 
 // Mount is a live FUSE mount.
@@ -86,17 +136,16 @@ type Mount struct {
 	Server *fuse.Server
 	Config Config
 	pt     bool
-	sig    chan os.Signal
 }
 
 // ErrStale reports a dead FUSE mount left by a crashed daemon.
 var ErrStale = errors.New("stale FUSE mount (transport endpoint is not connected)")
 
-// CheckMountpoint verifies mp can be mounted on. A stale FUSE mount
+// checkMountpoint verifies mp can be mounted on. A stale FUSE mount
 // (stat fails with ENOTCONN) yields an error wrapping ErrStale, unless
 // clean is set, in which case it is lazily unmounted and reported on
 // stderr.
-func CheckMountpoint(mp string, clean bool) error {
+func checkMountpoint(mp string, clean bool) error {
 	var st unix.Stat_t
 	err := staleErr(mp)
 	if err == nil {
@@ -105,7 +154,7 @@ func CheckMountpoint(mp string, clean bool) error {
 	if err == unix.ENOTCONN || err == unix.ECONNABORTED {
 		if !clean {
 			return &kerr.Error{Kind: kerr.Busy, Op: "mount", Path: mp,
-				Msg: "stale FUSE mount from a crashed daemon; run `kaon cfsd umount " + mp + "` or mount with --clean-stale", Err: ErrStale}
+				Msg: "stale FUSE mount from a crashed daemon; unmount it (`fusermount3 -uz " + mp + "`) or mount with --clean-stale", Err: ErrStale}
 		}
 		fmt.Fprintf(os.Stderr, "kaon: %s: stale FUSE mount detected, unmounting lazily\n", mp)
 		if err := LazyUnmount(mp); err != nil {
@@ -165,15 +214,12 @@ func Unmount(mp string) error {
 	return nil
 }
 
-// New mounts root at cfg.Mountpoint and starts serving.
+// New mounts the node tree root at cfg.Mountpoint and starts serving.
 func New(root fs.InodeEmbedder, cfg Config) (*Mount, error) {
-	cfg.defaults()
-	mp, err := filepath.Abs(cfg.Mountpoint)
-	if err != nil {
+	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	cfg.Mountpoint = mp
-	if err := CheckMountpoint(mp, cfg.CleanStale); err != nil {
+	if err := checkMountpoint(cfg.Mountpoint, cfg.CleanStale); err != nil {
 		return nil, err
 	}
 	et, at, nt := max(cfg.EntryTimeout, 0), max(cfg.AttrTimeout, 0), max(cfg.NegativeTimeout, 0)
@@ -187,53 +233,34 @@ func New(root fs.InodeEmbedder, cfg Config) (*Mount, error) {
 		// default_permissions the kernel would then grant access the
 		// backend refuses.
 		NullPermissions: true,
-		MountOptions: fuse.MountOptions{
-			FsName:        cfg.FsName,
-			Name:          cfg.Name,
-			AllowOther:    cfg.AllowOther,
-			MaxWrite:      cfg.MaxWrite,
-			MaxBackground: cfg.MaxBackground,
-			MaxReadAhead:  cfg.MaxWrite,
-			DirectMount:   os.Geteuid() == 0,
-			EnableAcl:     cfg.ACL,
-			Debug:         cfg.Debug,
-			// Locks stay in the kernel (local flock/fcntl semantics) and
-			// symlink targets are cached there.
-			EnableSymlinkCaching: true,
-		},
+		MountOptions:    cfg.mountOptions(),
 	}
-	if !cfg.NoDefaultPermissions {
-		opts.Options = append(opts.Options, "default_permissions")
+	var raw fuse.RawFileSystem = fs.NewNodeFS(root, opts)
+	if cfg.NoOpendir {
+		raw = noOpendir{raw}
 	}
-	if cfg.ReaddirPlusAuto {
-		opts.ExtraCapabilities |= fuse.CAP_READDIRPLUS_AUTO
-	}
-	if cfg.ServerKillsPriv {
-		opts.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
-	}
-	if !cfg.Passthrough {
-		opts.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
-	}
-	if cfg.AllowOther && os.Geteuid() != 0 {
-		// fusermount3 refuses allow_other without user_allow_other.
-		opts.AllowOther = false
-	}
-	// Catch termination before the mount exists so a SIGTERM during
-	// start-up still ends in a clean unmount rather than a stale mount.
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	srv, err := mountFS(mp, root, opts, cfg.NoOpendir)
-	if err != nil {
-		signal.Stop(sig)
-		return nil, kerr.Wrap(kerr.Internal, "mount", mp, err)
-	}
-	m := &Mount{Server: srv, Config: cfg, sig: sig}
-	m.pt = cfg.Passthrough && m.probePassthrough()
-	return m, nil
+	return mount(raw, cfg, &opts.MountOptions)
 }
 
-// mountFS is fs.Mount with an optional wrapper around the raw file
-// system, and without fs.Mount's WaitMount: NewServer returns once the
+// NewRaw mounts a file system speaking the raw FUSE protocol (node IDs
+// of its own making, no go-fuse inode tree) at cfg.Mountpoint and
+// starts serving. It gets the server in its Init method, before the
+// first request.
+func NewRaw(raw fuse.RawFileSystem, cfg Config) (*Mount, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	if err := checkMountpoint(cfg.Mountpoint, cfg.CleanStale); err != nil {
+		return nil, err
+	}
+	if cfg.NoOpendir {
+		raw = noOpendir{raw}
+	}
+	mo := cfg.mountOptions()
+	return mount(raw, cfg, &mo)
+}
+
+// mount is fs.Mount without its WaitMount: NewServer returns once the
 // kernel is mounted and INIT answered, and all WaitMount adds is
 // go-fuse's poll hack, which opens a file on the new mount from the
 // daemon itself. A daemon must never hold a descriptor on its own mount:
@@ -243,17 +270,15 @@ func New(root fs.InodeEmbedder, cfg Config) (*Mount, error) {
 // the kernel learn that POLL is unsupported before the daemon polls a
 // file of its own mount, does not arise since the daemon never opens
 // one; a POLL from another process is answered ENOSYS like any other.
-func mountFS(mp string, root fs.InodeEmbedder, opts *fs.Options, noOpendirs bool) (*fuse.Server, error) {
-	var raw fuse.RawFileSystem = fs.NewNodeFS(root, opts)
-	if noOpendirs {
-		raw = noOpendir{raw}
-	}
-	srv, err := fuse.NewServer(raw, mp, &opts.MountOptions)
+func mount(raw fuse.RawFileSystem, cfg Config, mo *fuse.MountOptions) (*Mount, error) {
+	srv, err := fuse.NewServer(raw, cfg.Mountpoint, mo)
 	if err != nil {
-		return nil, err
+		return nil, kerr.Wrap(kerr.Internal, "mount", cfg.Mountpoint, err)
 	}
 	go srv.Serve()
-	return srv, nil
+	m := &Mount{Server: srv, Config: cfg}
+	m.pt = cfg.Passthrough && m.probePassthrough()
+	return m, nil
 }
 
 // probePassthrough checks the negotiated capability and that the kernel
@@ -283,99 +308,32 @@ func (m *Mount) probePassthrough() bool {
 // PassthroughActive reports whether file data bypasses the daemon.
 func (m *Mount) PassthroughActive() bool { return m.pt }
 
-// Serve blocks until the filesystem is unmounted. SIGTERM, SIGINT and
-// SIGHUP trigger a clean unmount; if the mount is busy the unmount is
-// retried lazily so the daemon never leaves a stale mount behind.
-func (m *Mount) Serve() {
-	sig := m.sig
-	defer signal.Stop(sig)
-	done := make(chan struct{})
-	go func() { m.Server.Wait(); close(done) }()
-	for {
-		select {
-		case <-done:
-			return
-		case s := <-sig:
-			fmt.Fprintf(os.Stderr, "kaon: %v: unmounting %s\n", s, m.Config.Mountpoint)
-			if err := m.Server.Unmount(); err != nil {
-				fmt.Fprintf(os.Stderr, "kaon: unmount %s: %v; detaching lazily\n", m.Config.Mountpoint, err)
-				_ = unix.Unmount(m.Config.Mountpoint, unix.MNT_DETACH)
-			}
-		}
-	}
+// Wait blocks until the mount is gone: unmounted by Unmount, by
+// `umount`/`fusermount3 -u` from outside, or its connection aborted.
+func (m *Mount) Wait() error {
+	m.Server.Wait()
+	return nil
 }
 
-const daemonEnv = "KAON_FUSE_DAEMON"
-
-// Daemonize re-executes the current command in the background (new
-// session, stdio to logPath or /dev/null). In the parent it waits until
-// the child calls NotifyReady and then returns isChild=false with the
-// child's mount error, if any; the parent should exit. In the child it
-// returns isChild=true.
-func Daemonize(logPath string) (isChild bool, err error) {
-	if os.Getenv(daemonEnv) == "1" {
-		return true, nil
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		return false, err
-	}
-	out, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if logPath != "" {
-		out, err = os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	}
-	if err != nil {
-		return false, err
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return false, err
-	}
-	cmd := exec.Command(exe, os.Args[1:]...)
-	cmd.Env = append(os.Environ(), daemonEnv+"=1")
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.ExtraFiles = []*os.File{w}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return false, err
-	}
-	w.Close()
-	out.Close()
-	line, rerr := bufio.NewReader(r).ReadString('\n')
-	r.Close()
-	line = strings.TrimSpace(line)
-	if line == "ok" {
-		_ = cmd.Process.Release()
-		return false, nil
-	}
-	if rerr != nil && line == "" {
-		st, _ := cmd.Process.Wait()
-		return false, fmt.Errorf("daemon exited before mounting (%v); see %s", st, logPath)
-	}
-	return false, errors.New(strings.TrimPrefix(line, "err "))
-}
-
-// NotifyReady tells a waiting Daemonize parent that the mount is up (err
-// nil) or failed. It is a no-op in the foreground.
-func NotifyReady(err error) {
-	if os.Getenv(daemonEnv) != "1" {
-		return
-	}
-	f := os.NewFile(3, "ready")
-	if f == nil {
-		return
-	}
-	if err != nil {
-		fmt.Fprintf(f, "err %v\n", err)
-	} else {
-		fmt.Fprintln(f, "ok")
-	}
-	f.Close()
+// Unmount unmounts cleanly. If the mount is busy it is detached lazily
+// instead, so a daemon never leaves a stale mount behind: Wait returns
+// once its last user is gone, and Unmount returns an error saying so.
+func (m *Mount) Unmount() error {
+	err := m.Server.Unmount()
 	if err == nil {
-		// Detach from the terminal's stdin for good.
-		if nul, e := os.Open(os.DevNull); e == nil {
-			_ = unix.Dup2(int(nul.Fd()), 0)
-			nul.Close()
-		}
+		return nil
 	}
+	why := strings.Join(strings.Fields(err.Error()), " ") // fusermount3's message has newlines
+	if lerr := LazyUnmount(m.Config.Mountpoint); lerr != nil {
+		return fmt.Errorf("%s; %w", why, lerr)
+	}
+	return fmt.Errorf("%s; detached lazily, gone once its last user is", why)
+}
+
+// Summary reports Config.Stats (empty without).
+func (m *Mount) Summary() string {
+	if m.Config.Stats == nil {
+		return ""
+	}
+	return m.Config.Stats.Summary()
 }

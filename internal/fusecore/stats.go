@@ -2,12 +2,17 @@ package fusecore
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // Latency histogram: bucket i covers [2^(i/4), 2^((i+1)/4)) ns, i.e. four
@@ -20,7 +25,6 @@ const (
 // OpStats accumulates one operation's counters. All methods are safe for
 // concurrent use and lock-free.
 type OpStats struct {
-	name   string
 	count  atomic.Int64
 	errors atomic.Int64
 	nanos  atomic.Int64
@@ -40,12 +44,35 @@ func bucketOf(ns int64) int {
 }
 
 // Done records one call that started at start; errno is the result (0 on
-// success). Designed for `defer op.Done(time.Now(), &errno)`.
+// success). Designed for `defer op.Done(time.Now(), &errno)` in a node
+// tree's methods.
 func (o *OpStats) Done(start time.Time, errno *syscall.Errno) {
+	o.record(start, errno != nil && *errno != 0)
+}
+
+// DoneStatus is Done for a raw file system's methods:
+// `defer op.DoneStatus(time.Now(), &status)`.
+func (o *OpStats) DoneStatus(start time.Time, st *fuse.Status) {
+	o.record(start, st != nil && *st != fuse.OK)
+}
+
+// DoneErr is Done for code outside FUSE (a non-nil err is a failure):
+// `defer op.DoneErr(time.Now(), &err)`.
+func (o *OpStats) DoneErr(start time.Time, err *error) {
+	o.record(start, err != nil && *err != nil)
+}
+
+// Count is the number of calls recorded.
+func (o *OpStats) Count() int64 { return o.count.Load() }
+
+// Errors is the number of calls recorded as failed.
+func (o *OpStats) Errors() int64 { return o.errors.Load() }
+
+func (o *OpStats) record(start time.Time, failed bool) {
 	now := time.Now()
 	d := now.Sub(start).Nanoseconds()
 	o.count.Add(1)
-	if errno != nil && *errno != 0 {
+	if failed {
 		o.errors.Add(1)
 	}
 	o.nanos.Add(d)
@@ -92,17 +119,36 @@ func (o *OpStats) percentile(p float64) float64 {
 	return 0
 }
 
-// Stats is a set of per-operation counters plus data volume.
+// Stats is what one mount counts: per-operation counters and latencies,
+// data volume, and named event counters for what is no operation (cache
+// hits, refusals, reloads). Every Kaon mount keeps one and reports it the
+// same way: JSON (a control file) and Summary (logs).
 type Stats struct {
 	start    time.Time
 	mu       sync.Mutex
 	ops      map[string]*OpStats
+	counters map[string]*atomic.Int64
 	BytesIn  atomic.Int64 // written by clients through the daemon
 	BytesOut atomic.Int64 // read by clients through the daemon
 }
 
 // NewStats returns empty statistics.
-func NewStats() *Stats { return &Stats{start: time.Now(), ops: map[string]*OpStats{}} }
+func NewStats() *Stats {
+	return &Stats{start: time.Now(), ops: map[string]*OpStats{}, counters: map[string]*atomic.Int64{}}
+}
+
+// Counter returns the event counter name, creating it on first use.
+// Callers on hot paths should keep the pointer.
+func (s *Stats) Counter(name string) *atomic.Int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.counters[name]
+	if c == nil {
+		c = new(atomic.Int64)
+		s.counters[name] = c
+	}
+	return c
+}
 
 // Op returns the counters for name, creating them on first use. Callers
 // on hot paths should keep the pointer.
@@ -111,7 +157,7 @@ func (s *Stats) Op(name string) *OpStats {
 	defer s.mu.Unlock()
 	o := s.ops[name]
 	if o == nil {
-		o = &OpStats{name: name}
+		o = &OpStats{}
 		s.ops[name] = o
 	}
 	return o
@@ -137,27 +183,28 @@ type Snapshot struct {
 	BytesIn  int64                 `json:"bytes_in"`
 	BytesOut int64                 `json:"bytes_out"`
 	Ops      map[string]OpSnapshot `json:"ops"`
+	Counters map[string]int64      `json:"counters,omitempty"`
 	Extra    map[string]any        `json:"extra,omitempty"`
 }
 
 // Snapshot captures the current counters.
 func (s *Stats) Snapshot() Snapshot {
 	s.mu.Lock()
-	names := make([]string, 0, len(s.ops))
-	for n := range s.ops {
-		names = append(names, n)
+	ops := maps.Clone(s.ops)
+	counters := map[string]int64{}
+	for n, c := range s.counters {
+		counters[n] = c.Load()
 	}
 	s.mu.Unlock()
-	sort.Strings(names)
 	now := time.Now().Unix()
 	snap := Snapshot{
 		UptimeS:  time.Since(s.start).Seconds(),
 		BytesIn:  s.BytesIn.Load(),
 		BytesOut: s.BytesOut.Load(),
 		Ops:      map[string]OpSnapshot{},
+		Counters: counters,
 	}
-	for _, n := range names {
-		o := s.Op(n)
+	for n, o := range ops {
 		c := o.count.Load()
 		if c == 0 {
 			continue
@@ -180,4 +227,35 @@ func (s *Stats) JSON(extra map[string]any) []byte {
 	snap.Extra = extra
 	b, _ := json.MarshalIndent(snap, "", "  ")
 	return append(b, '\n')
+}
+
+// Summary renders the snapshot as one line for logs: every operation
+// used with its count, errors and p50/p99 latency, the data volume and
+// the counters, e.g.
+//
+//	up 12s; lookup 40 (2 failed) p50 11us p99 90us, read 8 p50 35us p99 50us; bytes in 0 out 65536; reloads 1
+func (s *Stats) Summary() string {
+	snap := s.Snapshot()
+	var b strings.Builder
+	fmt.Fprintf(&b, "up %.0fs;", snap.UptimeS)
+	sep := " "
+	for _, n := range slices.Sorted(maps.Keys(snap.Ops)) {
+		o := snap.Ops[n]
+		fmt.Fprintf(&b, "%s%s %d", sep, n, o.Count)
+		if o.Errors > 0 {
+			fmt.Fprintf(&b, " (%d failed)", o.Errors)
+		}
+		fmt.Fprintf(&b, " p50 %.0fus p99 %.0fus", o.P50Us, o.P99Us)
+		sep = ", "
+	}
+	if len(snap.Ops) == 0 {
+		b.WriteString(" no operations")
+	}
+	fmt.Fprintf(&b, "; bytes in %d out %d", snap.BytesIn, snap.BytesOut)
+	sep = "; "
+	for _, n := range slices.Sorted(maps.Keys(snap.Counters)) {
+		fmt.Fprintf(&b, "%s%s %d", sep, n, snap.Counters[n])
+		sep = ", "
+	}
+	return b.String()
 }

@@ -2,6 +2,12 @@
 // a read-only directory tree, so that thousands of processes walking a
 // software tree hit memory instead of the metadata server below.
 //
+// It serves an index in two ways: Mount (FUSE; fuse.go, a raw file system
+// whose node IDs are index positions) and MountKernel (no FUSE; kernel.go,
+// a tmpfs skeleton filled on first open). Both are run by the daemon life
+// every Kaon mount shares (fusecore.Daemon: SIGHUP reloads the index,
+// SIGUSR1 prints statistics, SIGTERM unmounts) and count in fusecore.Stats.
+//
 // # File data checked against the index
 //
 // Metadata is answered from the index alone, file data comes from the tree

@@ -15,6 +15,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/kaon-storage/kaon/internal/fusecore"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
@@ -35,16 +36,35 @@ type MountOptions struct {
 	NoPassthrough bool          // serve reads with pread instead of kernel passthrough
 	FdCache       int           // lower files kept open after close (default 1024)
 	AllowOther    bool          // let other users use the mount (`kaon metafs mount` sets it as root)
+	CleanStale    bool          // lazily unmount a stale FUSE mount on the mountpoint first
 	Debug         bool
 	Logger        *log.Logger
 }
 
-// Stats counts what the overlay did; the lower counters are the only
-// operations that reached the filesystem below.
+// Stats counts what the overlay did, in the fusecore.Stats every Kaon
+// mount keeps (per-operation counts and latencies); the fields are
+// shortcuts into it. Opens that reach the tree below are LowerOpens,
+// and every read (the read operation) does; nothing else does.
 type Stats struct {
-	Lookups, NegLookups, Getattrs, Readdirs, Readlinks, Xattrs, Opens atomic.Int64
-	Refused                                                           atomic.Int64 // opens of files changed below
-	LowerOpens, LowerReads, Passthrough, Reloads                      atomic.Int64
+	*fusecore.Stats
+	lookup, getattr, readlink, getxattr, listxattr, statfs, readdir, open, read *fusecore.OpStats
+
+	NegLookups  *atomic.Int64 // lookups of names not in the index
+	Refused     *atomic.Int64 // opens of files changed below
+	LowerOpens  *atomic.Int64 // files opened below
+	Passthrough *atomic.Int64 // of those, served by kernel passthrough
+	Reloads     *atomic.Int64
+}
+
+func newStats() Stats {
+	s := fusecore.NewStats()
+	return Stats{Stats: s,
+		lookup: s.Op("lookup"), getattr: s.Op("getattr"), readlink: s.Op("readlink"),
+		getxattr: s.Op("getxattr"), listxattr: s.Op("listxattr"), statfs: s.Op("statfs"),
+		readdir: s.Op("readdir"), open: s.Op("open"), read: s.Op("read"),
+		NegLookups: s.Counter("negative_lookups"), Refused: s.Counter("refused_opens"),
+		LowerOpens: s.Counter("lower_opens"), Passthrough: s.Counter("passthrough_opens"), Reloads: s.Counter("reloads"),
+	}
 }
 
 type generation struct {
@@ -101,12 +121,14 @@ type FS struct {
 	Stats Stats
 }
 
-// Mounted is a running overlay.
+// Mounted is a running overlay, served by fusecore (which its daemon
+// runs with a fusecore.Daemon).
 type Mounted struct {
-	FS         *FS
-	Server     *fuse.Server
-	Mountpoint string
+	*fusecore.Mount
+	FS *FS
 }
+
+var _ = (fusecore.Served)((*Mounted)(nil))
 
 // Mount serves x over mountpoint, reading data from lowerDir. lowerDir is
 // opened before mounting, so mountpoint may be lowerDir itself.
@@ -123,42 +145,39 @@ func Mount(x *Index, lowerDir, mountpoint string, opt MountOptions) (*Mounted, e
 	if abs, err := filepath.Abs(mountpoint); err == nil {
 		fs.mnt = abs
 	}
-	mo := &fuse.MountOptions{
-		AllowOther:           opt.AllowOther,
-		Options:              []string{"ro", "default_permissions"},
-		FsName:               "kaon-metafs:" + lowerDir,
-		Name:                 "kaon-metafs",
-		EnableSymlinkCaching: true,
-		MaxBackground:        64,
-		Debug:                opt.Debug,
-		Logger:               opt.Logger,
-	}
-	srv, err := fuse.NewServer(fs, mountpoint, mo)
+	m, err := fusecore.NewRaw(fs, fusecore.Config{
+		Mountpoint: mountpoint, FsName: "kaon-metafs:" + lowerDir, Name: "kaon-metafs",
+		ReadOnly: true, AllowOther: opt.AllowOther, Passthrough: !opt.NoPassthrough, CleanStale: opt.CleanStale,
+		Debug: opt.Debug, Logger: fs.opt.Logger,
+	})
 	if err != nil {
-		unix.Close(fd)
-		return nil, kerr.Wrap(kerr.Internal, "metafs mount", mountpoint, err)
+		fs.closeAll()
+		return nil, err
 	}
-	fs.srv = srv
-	go srv.Serve()
-	if err := srv.WaitMount(); err != nil {
-		srv.Unmount()
-		unix.Close(fd)
-		return nil, kerr.Wrap(kerr.Internal, "metafs mount", mountpoint, err)
+	if !opt.NoPassthrough && !m.PassthroughActive() {
+		// Older kernel or missing CAP_SYS_ADMIN.
+		fs.passthrough.Store(false)
+		fs.opt.Logger.Printf("kernel passthrough unavailable; serving reads with pread")
 	}
-	return &Mounted{FS: fs, Server: srv, Mountpoint: mountpoint}, nil
+	return &Mounted{Mount: m, FS: fs}, nil
 }
 
-// Unmount detaches the mount and releases the lower directory.
-func (m *Mounted) Unmount() error {
-	err := m.Server.Unmount()
-	if err == nil {
-		m.FS.closeAll()
-	}
+// Wait blocks until the overlay is unmounted, then releases the tree
+// below.
+func (m *Mounted) Wait() error {
+	err := m.Mount.Wait()
+	m.FS.closeAll()
 	return err
 }
 
+// Reload switches the mount to x (see FS.Reload).
+func (m *Mounted) Reload(x *Index, force bool) error { return m.FS.Reload(x, force) }
+
+// Summary is the overlay's account (FS.Summary) and its statistics.
+func (m *Mounted) Summary() string { return m.FS.Summary() + "\n" + m.FS.Stats.Summary() }
+
 // NewFS builds the overlay over an open directory fd (checked for
-// staleness unless opt.Force). The caller mounts it with fuse.NewServer.
+// staleness unless opt.Force). Mount mounts it.
 func NewFS(x *Index, rootfd int, lowerName string, opt MountOptions) (*FS, error) {
 	if !opt.Force {
 		if err := x.CheckFresh(rootfd, lowerName); err != nil {
@@ -175,7 +194,8 @@ func NewFS(x *Index, rootfd int, lowerName string, opt MountOptions) (*FS, error
 		opt.Logger = log.New(os.Stderr, "kaon metafs: ", log.LstdFlags)
 	}
 	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), opt: opt, rootfd: rootfd, lower: lowerName, mnt: lowerName,
-		ttl: opt.TTL, gens: map[uint32]*generation{}, files: map[uint64]*lowerFile{}, opening: map[uint64]chan struct{}{}}
+		ttl: opt.TTL, gens: map[uint32]*generation{}, files: map[uint64]*lowerFile{}, opening: map[uint64]chan struct{}{},
+		Stats: newStats()}
 	fs.passthrough.Store(!opt.NoPassthrough)
 	g := &generation{id: 1, x: x, refs: make([]atomic.Int32, x.Len())}
 	fs.gens[1] = g
@@ -280,14 +300,16 @@ var estale = fuse.Status(syscall.ESTALE)
 
 func (fs *FS) String() string { return "kaon-metafs" }
 
-func (fs *FS) Init(s *fuse.Server) {}
+// Init keeps the server (for cache invalidations and backing files); it
+// runs before the first request.
+func (fs *FS) Init(s *fuse.Server) { fs.srv = s }
 
-func (fs *FS) Lookup(_ <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+func (fs *FS) Lookup(_ <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) (st fuse.Status) {
+	defer fs.Stats.lookup.DoneStatus(time.Now(), &st)
 	g, p, ok := fs.node(h.NodeId)
 	if !ok {
 		return estale
 	}
-	fs.Stats.Lookups.Add(1)
 	c, ok := g.x.Lookup(p, name)
 	if !ok {
 		// Negative entry: node 0 with a lifetime makes the kernel cache
@@ -316,23 +338,23 @@ func (fs *FS) Forget(id, n uint64) {
 	}
 }
 
-func (fs *FS) GetAttr(_ <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+func (fs *FS) GetAttr(_ <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) (st fuse.Status) {
+	defer fs.Stats.getattr.DoneStatus(time.Now(), &st)
 	g, i, ok := fs.node(in.NodeId)
 	if !ok {
 		return estale
 	}
-	fs.Stats.Getattrs.Add(1)
 	fs.fillAttr(g.x, i, &out.Attr)
 	out.SetTimeout(fs.ttl)
 	return fuse.OK
 }
 
-func (fs *FS) Readlink(_ <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
+func (fs *FS) Readlink(_ <-chan struct{}, h *fuse.InHeader) (_ []byte, st fuse.Status) {
+	defer fs.Stats.readlink.DoneStatus(time.Now(), &st)
 	g, i, ok := fs.node(h.NodeId)
 	if !ok {
 		return nil, estale
 	}
-	fs.Stats.Readlinks.Add(1)
 	t := g.x.Readlink(i)
 	if t == nil {
 		return nil, fuse.EINVAL
@@ -367,12 +389,12 @@ func (fs *FS) Access(_ <-chan struct{}, in *fuse.AccessIn) fuse.Status {
 	return fuse.OK
 }
 
-func (fs *FS) GetXAttr(_ <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
+func (fs *FS) GetXAttr(_ <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (_ uint32, st fuse.Status) {
+	defer fs.Stats.getxattr.DoneStatus(time.Now(), &st)
 	g, i, ok := fs.node(h.NodeId)
 	if !ok {
 		return 0, estale
 	}
-	fs.Stats.Xattrs.Add(1)
 	var val []byte
 	found := false
 	g.x.Xattrs(i, func(n string, v []byte) bool {
@@ -391,12 +413,12 @@ func (fs *FS) GetXAttr(_ <-chan struct{}, h *fuse.InHeader, attr string, dest []
 	return uint32(copy(dest, val)), fuse.OK
 }
 
-func (fs *FS) ListXAttr(_ <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
+func (fs *FS) ListXAttr(_ <-chan struct{}, h *fuse.InHeader, dest []byte) (_ uint32, st fuse.Status) {
+	defer fs.Stats.listxattr.DoneStatus(time.Now(), &st)
 	g, i, ok := fs.node(h.NodeId)
 	if !ok {
 		return 0, estale
 	}
-	fs.Stats.Xattrs.Add(1)
 	var b []byte
 	g.x.Xattrs(i, func(n string, _ []byte) bool {
 		b = append(append(b, n...), 0)
@@ -408,7 +430,8 @@ func (fs *FS) ListXAttr(_ <-chan struct{}, h *fuse.InHeader, dest []byte) (uint3
 	return uint32(copy(dest, b)), fuse.OK
 }
 
-func (fs *FS) StatFs(_ <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+func (fs *FS) StatFs(_ <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) (st fuse.Status) {
+	defer fs.Stats.statfs.DoneStatus(time.Now(), &st)
 	s := fs.cur.Load().x.StatFS
 	out.Blocks, out.Bfree, out.Bavail = s.Blocks, 0, 0
 	out.Files, out.Ffree = s.Files, 0
@@ -429,12 +452,12 @@ func (fs *FS) OpenDir(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fus
 
 func (fs *FS) ReleaseDir(in *fuse.ReleaseIn) {}
 
-func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
+func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) (st fuse.Status) {
+	defer fs.Stats.readdir.DoneStatus(time.Now(), &st)
 	g, d, ok := fs.node(in.NodeId)
 	if !ok {
 		return estale
 	}
-	fs.Stats.Readdirs.Add(1)
 	x := g.x
 	first, count := x.Children(d)
 	for pos := int(in.Offset); pos < count+2; pos++ {
@@ -480,7 +503,8 @@ func (fs *FS) FsyncDir(_ <-chan struct{}, in *fuse.FsyncIn) fuse.Status { return
 
 // ---- files: the only path to the filesystem below ----
 
-func (fs *FS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+func (fs *FS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) (st fuse.Status) {
+	defer fs.Stats.open.DoneStatus(time.Now(), &st)
 	if in.Flags&(unix.O_WRONLY|unix.O_RDWR|unix.O_TRUNC) != 0 {
 		return fuse.EROFS
 	}
@@ -491,7 +515,6 @@ func (fs *FS) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.S
 	if g.x.IsDir(i) {
 		return fuse.EISDIR
 	}
-	fs.Stats.Opens.Add(1)
 	lf, errno := fs.openLower(g, i)
 	if errno != 0 {
 		return fuse.Status(errno)
@@ -662,22 +685,26 @@ func (fs *FS) closeAll() {
 		delete(fs.files, k)
 	}
 	fs.idle.Init()
+	if fs.rootfd >= 0 {
+		unix.Close(fs.rootfd)
+		fs.rootfd = -1
+	}
 	fs.fmu.Unlock()
-	unix.Close(fs.rootfd)
 }
 
-func (fs *FS) Read(_ <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+func (fs *FS) Read(_ <-chan struct{}, in *fuse.ReadIn, buf []byte) (_ fuse.ReadResult, st fuse.Status) {
+	defer fs.Stats.read.DoneStatus(time.Now(), &st)
 	fs.fmu.Lock()
 	lf := fs.files[in.Fh]
 	fs.fmu.Unlock()
 	if lf == nil {
 		return nil, fuse.EBADF
 	}
-	fs.Stats.LowerReads.Add(1)
 	n, err := unix.Pread(lf.fd, buf[:min(int(in.Size), len(buf))], int64(in.Offset))
 	if err != nil {
 		return nil, fuse.ToStatus(err)
 	}
+	fs.Stats.BytesOut.Add(int64(n))
 	return fuse.ReadResultData(buf[:n]), fuse.OK
 }
 
@@ -732,6 +759,6 @@ func (fs *FS) CopyFileRange(_ <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32
 func (fs *FS) Summary() string {
 	s := &fs.Stats
 	return fmt.Sprintf("lookups=%d (negative %d) getattr=%d readdir=%d readlink=%d xattr=%d opens=%d (refused %d) | below: opens=%d reads=%d passthrough=%d | reloads=%d",
-		s.Lookups.Load(), s.NegLookups.Load(), s.Getattrs.Load(), s.Readdirs.Load(), s.Readlinks.Load(),
-		s.Xattrs.Load(), s.Opens.Load(), s.Refused.Load(), s.LowerOpens.Load(), s.LowerReads.Load(), s.Passthrough.Load(), s.Reloads.Load())
+		s.lookup.Count(), s.NegLookups.Load(), s.getattr.Count(), s.readdir.Count(), s.readlink.Count(),
+		s.getxattr.Count()+s.listxattr.Count(), s.open.Count(), s.Refused.Load(), s.LowerOpens.Load(), s.read.Count(), s.Passthrough.Load(), s.Reloads.Load())
 }

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
+	"github.com/kaon-storage/kaon/internal/fusecore"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"golang.org/x/sys/unix"
 )
@@ -44,18 +46,29 @@ const moveMountBeneath = 0x200
 func fanDenyErrno(err unix.Errno) uint32 { return unix.FAN_DENY | uint32(err&0xff)<<24 }
 
 // KernelMount serves one mountpoint in kernel mode. Its daemon side only
-// fills files on first open; Serve must run while the mount is in use.
+// fills files on first open. It has no FUSE connection but the same
+// life as a FUSE mount (fusecore.Served): a fusecore.Daemon runs it.
 type KernelMount struct {
 	Mountpoint, Lower string
 	lowerfd           int
 	fan               *os.File
 	logf              func(format string, a ...any)
+	served            chan struct{} // closed when the fanotify loop ends
+	serveErr          error         // why it ended
+	unmount           sync.Once
 
 	mu   sync.Mutex
 	gens map[uint64]*skelGen // by the skeleton's st_dev
 
-	Fills, FillBytes, Denied atomic.Int64
+	// Stats: "open" is every first open answered (errors: refused),
+	// "fill" every copy from below; "fill_bytes" what those copied.
+	Stats     *fusecore.Stats
+	open      *fusecore.OpStats
+	fillOp    *fusecore.OpStats
+	fillBytes *atomic.Int64
 }
+
+var _ = (fusecore.Served)((*KernelMount)(nil))
 
 // skelGen is one index materialized on its own tmpfs; a reload adds one,
 // and the old one keeps serving processes that still use the old view.
@@ -74,7 +87,8 @@ type skelFile struct {
 }
 
 // MountKernel mounts x over mountpoint in kernel mode, reading file data
-// from lowerDir. The caller runs Serve and, at the end, Close.
+// from lowerDir, and starts serving first opens. The caller waits (Wait)
+// until Unmount.
 func MountKernel(x *Index, lowerDir, mountpoint string, force bool, logf func(string, ...any)) (*KernelMount, error) {
 	op := "metafs mount"
 	if pid, ok := KernelMountPid(mountpoint); ok {
@@ -104,13 +118,23 @@ func MountKernel(x *Index, lowerDir, mountpoint string, force bool, logf func(st
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
+	st := fusecore.NewStats()
 	k := &KernelMount{Mountpoint: mountpoint, Lower: lowerDir, lowerfd: rootfd,
-		fan: os.NewFile(uintptr(fan), "fanotify"), logf: logf, gens: map[uint64]*skelGen{}}
+		fan: os.NewFile(uintptr(fan), "fanotify"), logf: logf, gens: map[uint64]*skelGen{}, served: make(chan struct{}),
+		Stats: st, open: st.Op("open"), fillOp: st.Op("fill"), fillBytes: st.Counter("fill_bytes")}
 	if err := k.attach(x, false); err != nil {
 		k.fan.Close()
 		unix.Close(rootfd)
 		return nil, err
 	}
+	go func() {
+		err := k.serve()
+		if err != nil { // nobody would fill files: take the mount away
+			k.Unmount()
+		}
+		k.serveErr = err
+		close(k.served)
+	}()
 	return k, nil
 }
 
@@ -193,9 +217,15 @@ func (k *KernelMount) attach(x *Index, beneath bool) error {
 	return nil
 }
 
-// Serve answers open events until Close. Each first open of a file is
+// Wait blocks until the mount is unmounted (Unmount).
+func (k *KernelMount) Wait() error {
+	<-k.served
+	return k.serveErr
+}
+
+// serve answers open events until Unmount. Each first open of a file is
 // held until its data is in the skeleton.
-func (k *KernelMount) Serve() error {
+func (k *KernelMount) serve() error {
 	buf := make([]byte, 64*1024)
 	sem := make(chan struct{}, 8) // fills in parallel
 	for {
@@ -219,7 +249,11 @@ func (k *KernelMount) Serve() error {
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem }()
-				k.respond(fd, k.open(fd))
+				verdict := uint32(unix.FAN_ALLOW)
+				if k.decide(fd) != nil {
+					verdict = fanDenyErrno(unix.EIO)
+				}
+				k.respond(fd, verdict)
 			}()
 		}
 	}
@@ -234,23 +268,24 @@ func (k *KernelMount) respond(fd int, verdict uint32) {
 	unix.Close(fd)
 }
 
-// open decides an open of the file behind fd (opened for us by fanotify).
-func (k *KernelMount) open(fd int) uint32 {
+// decide decides an open of the file behind fd (opened for us by
+// fanotify): nil allows it.
+func (k *KernelMount) decide(fd int) (err error) {
+	defer k.open.DoneErr(time.Now(), &err)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return fanDenyErrno(unix.EIO)
+		return err
 	}
 	k.mu.Lock()
 	g := k.gens[st.Dev]
 	k.mu.Unlock()
 	if g == nil {
-		return fanDenyErrno(unix.EIO)
+		return errors.New("not a file of this mount")
 	}
 	if f := g.files[st.Ino]; f != nil {
 		if err := k.fill(g, f); err != nil {
-			k.Denied.Add(1)
 			k.logf("kaon metafs: open of %s refused: %v", filepath.Join(k.Mountpoint, g.x.Path(int(f.entry))), err)
-			return fanDenyErrno(unix.EIO)
+			return err
 		}
 	}
 	// Filled (or holding no data): later opens need not ask.
@@ -258,7 +293,7 @@ func (k *KernelMount) open(fd int) uint32 {
 		unix.FAN_OPEN_PERM, fd, ""); err != nil {
 		k.logf("kaon metafs: ignore mark: %v", err)
 	}
-	return unix.FAN_ALLOW
+	return nil
 }
 
 // fill copies f's data from the tree below into the skeleton, once
@@ -276,7 +311,8 @@ func (k *KernelMount) fill(g *skelGen, f *skelFile) error {
 	return nil
 }
 
-func (k *KernelMount) copyIn(g *skelGen, i int) error {
+func (k *KernelMount) copyIn(g *skelGen, i int) (err error) {
+	defer k.fillOp.DoneErr(time.Now(), &err)
 	p, a := g.x.Path(i), g.x.Attr(i)
 	how := func(flags int) *unix.OpenHow {
 		return &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW),
@@ -304,8 +340,7 @@ func (k *KernelMount) copyIn(g *skelGen, i int) error {
 		unix.Ftruncate(dfd, int64(a.Size))
 		return err
 	}
-	k.Fills.Add(1)
-	k.FillBytes.Add(n)
+	k.fillBytes.Add(n)
 	ts := []unix.Timespec{unix.NsecToTimespec(a.Atime), unix.NsecToTimespec(a.Mtime)}
 	return unix.UtimesNanoAt(g.rwroot, p, ts, unix.AT_SYMLINK_NOFOLLOW)
 }
@@ -332,11 +367,17 @@ func copyExact(dst, src int, size int64) (int64, error) {
 	return n, nil
 }
 
-// Close detaches the view (if it is still the one on the mountpoint),
+// Unmount detaches the view (if it is still the one on the mountpoint),
 // removes the names of files never filled, so a process still inside a
 // detached view gets ENOENT rather than a file of zeros once nobody
-// answers its open, and stops serving.
-func (k *KernelMount) Close() error {
+// answers its open, and stops serving. Calls after the first do nothing.
+func (k *KernelMount) Unmount() error {
+	var err error = kerr.New(kerr.NotFound, "metafs umount", k.Mountpoint, "already unmounted")
+	k.unmount.Do(func() { err = k.detach() })
+	return err
+}
+
+func (k *KernelMount) detach() error {
 	var err error
 	if pid, ok := KernelMountPid(k.Mountpoint); ok && pid == os.Getpid() {
 		err = unix.Unmount(k.Mountpoint, unix.MNT_DETACH)
@@ -374,9 +415,31 @@ func (g *skelGen) filledPath(i int) bool {
 	return f.filled
 }
 
-// Summary is a one-line account for logs.
+// Summary is an account for logs: the fills, then the statistics.
 func (k *KernelMount) Summary() string {
-	return fmt.Sprintf("%d files filled from the tree below (%d bytes), %d opens refused", k.Fills.Load(), k.FillBytes.Load(), k.Denied.Load())
+	f := k.fillOp
+	return fmt.Sprintf("%d files filled from the tree below (%d bytes), %d opens refused\n%s",
+		f.Count()-f.Errors(), k.fillBytes.Load(), f.Errors(), k.Stats.Summary())
+}
+
+// Unmount unmounts either kind of metafs mount on mnt. A kernel-mode
+// mount's daemon is asked to stop (SIGTERM; it detaches its mount
+// itself) and waited for; a mount whose daemon is gone is detached here.
+func Unmount(mnt string) error {
+	pid, ok := KernelMountPid(mnt)
+	if !ok {
+		return fusecore.Unmount(mnt)
+	}
+	if err := unix.Kill(pid, unix.SIGTERM); err != nil {
+		return unix.Unmount(mnt, unix.MNT_DETACH)
+	}
+	for range 200 {
+		if p, ok := KernelMountPid(mnt); !ok || p != pid {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return kerr.New(kerr.Busy, "metafs umount", mnt, fmt.Sprintf("daemon pid %d did not unmount within 10s", pid))
 }
 
 // mountSource names kernel-mode mounts in the mount table:

@@ -128,11 +128,13 @@ func main() {
 	root := &node{}
 	root.attr.Mode = syscall.S_IFDIR | 0o777
 	root.attr.Nlink = 2
-	m, err := fusecore.New(root, fusecore.Config{Mountpoint: os.Args[1], FsName: "nullfs", Name: "nullfs", CleanStale: true, ServerKillsPriv: true,
-		EntryTimeout: 10 * time.Second, AttrTimeout: 10 * time.Second})
+	d := fusecore.Daemon{Name: "nullfs", Mountpoint: os.Args[1], CleanStale: true, Foreground: true}
+	err := d.Run(func() (fusecore.Served, error) {
+		return fusecore.New(root, fusecore.Config{Mountpoint: os.Args[1], FsName: "nullfs", Name: "nullfs", ServerKillsPriv: true,
+			EntryTimeout: 10 * time.Second, AttrTimeout: 10 * time.Second})
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nullfs:", err)
 		os.Exit(1)
 	}
-	m.Serve()
 }
