@@ -57,6 +57,8 @@ func cfsdMount(args []string) int {
 	rdplusAuto := fl.Bool("readdirplus-auto", false, "let the kernel use plain READDIR after the first chunk of a listing (default: READDIRPLUS for every chunk)")
 	cleanStale := fl.Bool("clean-stale", false, "lazily unmount a stale mount left by a crashed daemon")
 	debug := fl.Bool("debug", false, "log every FUSE request")
+	fl.BoolVar(debug, "v", false, "verbose: log every FUSE request (same as --debug)")
+	pprofAddr := fl.String("pprof", "", "serve Go profiling of the daemon on this address (e.g. 127.0.0.1:6060)")
 	cpuProfile := fl.String("cpuprofile", "", "write a Go CPU profile of the daemon to this file until unmount")
 	pos, err := parseInterspersed(fl, args)
 	if err != nil {
@@ -84,6 +86,7 @@ func cfsdMount(args []string) int {
 		// exists, so no descriptor of it can be on the mount (see
 		// fusecore.mount), and it works from "/" so its working directory
 		// pins no file system.
+		servePprof(*pprofAddr)
 		if stopProf, err = startCPUProfile(*cpuProfile); err != nil {
 			fmt.Fprintf(os.Stderr, "kaon cfsd: cpu profile: %v\n", err)
 		}

@@ -145,6 +145,8 @@ func metafsMount(args []string) int {
 	ttl := fs.Duration("ttl", 24*time.Hour, "kernel cache lifetime of entries, attributes and misses")
 	fdc := fs.Int("fd-cache", 1024, "lower files kept open after their last close")
 	debug := fs.Bool("debug", false, "log every FUSE request")
+	fs.BoolVar(debug, "v", false, "verbose: log every FUSE request (same as --debug)")
+	pprofAddr := fs.String("pprof", "", "serve Go profiling of the daemon on this address (e.g. 127.0.0.1:6060)")
 	kernel := fs.Bool("kernel", false, "serve metadata from a tmpfs skeleton in the kernel instead of FUSE")
 	cleanStale := fs.Bool("clean-stale", false, "lazily unmount a stale FUSE mount left on MOUNTPOINT by a crashed daemon")
 	pos, err := parseInterspersed(fs, args)
@@ -177,6 +179,7 @@ func metafsMount(args []string) int {
 			return nil
 		}}
 	err = d.Run(func() (fusecore.Served, error) {
+		servePprof(*pprofAddr)
 		start := time.Now()
 		x, err := metafs.Load(*idx)
 		if err != nil {

@@ -54,14 +54,20 @@ func (c Common) start() *slog.Logger {
 	if c.Verbose {
 		level = slog.LevelDebug
 	}
-	if c.Pprof != "" {
-		// net/http/pprof on its own listener, never on a public endpoint.
-		mux := http.NewServeMux()
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		go http.ListenAndServe(c.Pprof, mux)
-	}
+	servePprof(c.Pprof)
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// servePprof serves net/http/pprof on its own listener (never on a
+// public endpoint); "" = off.
+func servePprof(addr string) {
+	if addr == "" {
+		return
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	go http.ListenAndServe(addr, mux)
 }
 
 // listen opens addr; port 0 picks a free port.

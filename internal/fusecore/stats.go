@@ -70,7 +70,12 @@ func (o *OpStats) Errors() int64 { return o.errors.Load() }
 
 func (o *OpStats) record(start time.Time, failed bool) {
 	now := time.Now()
-	d := now.Sub(start).Nanoseconds()
+	o.add(now, now.Sub(start), failed)
+}
+
+// add records one call that took d and ended at now.
+func (o *OpStats) add(now time.Time, dur time.Duration, failed bool) {
+	d := dur.Nanoseconds()
 	o.count.Add(1)
 	if failed {
 		o.errors.Add(1)
