@@ -6,6 +6,7 @@
 #   SIZE_MB=256 ROUNDS=3 PAR=8 bench/xrootd/compare.sh
 #   TARGET=fake bench/xrootd/compare.sh   # Kaon's protocol server over the
 #                                         # xrdtest on-disk fake (no core)
+#   KAON_BIN=/path/to/kaon bench/xrootd/compare.sh  # an already built binary
 #   KAON_CHECKSUMS=adler32 bench/xrootd/compare.sh   # checksums Kaon computes
 #                          while writing (default: the server's, adler32,
 #                          crc32c, md5, sha256); xrootd computes none
@@ -68,7 +69,11 @@ if [ "$TARGET" = fake ]; then
 	for _ in $(seq 100); do [ -s "$WORK/kaon/addr" ] && break; sleep 0.1; done
 	KURL="root://$(cut -d' ' -f1 "$WORK/kaon/addr")"
 else
-	go build -o "$WORK/kaon-bin" ./cmd/kaon
+	if [ -n "${KAON_BIN:-}" ]; then
+		cp "$KAON_BIN" "$WORK/kaon-bin"
+	else
+		go build -o "$WORK/kaon-bin" ./cmd/kaon
+	fi
 	mkdir -p "$WORK/kaon"
 	"$WORK/kaon-bin" up --data "$WORK/kaon" --http 127.0.0.1:0 --xrootd 127.0.0.1:0 >"$WORK/kaon/out" 2>"$WORK/kaon/log" &
 	PIDS+=($!)
