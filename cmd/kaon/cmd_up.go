@@ -12,6 +12,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/transfer/remote"
 )
 
 func init() {
@@ -88,8 +89,10 @@ func runUp(args []string) int {
 		return fail("xrootd: ", err)
 	}
 	defer xrd()
+	policy := &remote.Policy{AllowLoopback: c.Storage.TPC.AllowLoopback}
+	policy.AddSelf(nsAddr, fstAddr, hostPort(ep.XRootD), hostPort(ep.FSTXrd))
 	nsSrv := serveHTTP(nsL, role.handler(log))
-	fstSrv := serveHTTP(fstL, httpfront.Storage(fst, role.key, log))
+	fstSrv := serveHTTP(fstL, httpfront.Storage(fst, role.key, c.Storage.TPC.httpConfig(policy), log))
 	go fst.Run(ctx)
 	go role.srv.Run(ctx)
 	select {
@@ -240,7 +243,9 @@ func runFST(args []string) int {
 		return fail("xrootd: ", err)
 	}
 	defer stop()
-	srv := serveHTTP(l, httpfront.Storage(fst, key, log))
+	policy := &remote.Policy{AllowLoopback: c.Storage.TPC.AllowLoopback}
+	policy.AddSelf(addr, hostPort(ep.FSTXrd), hostPort(c.Join.MGM), c.Join.MGMXRootD)
+	srv := serveHTTP(l, httpfront.Storage(fst, key, c.Storage.TPC.httpConfig(policy), log))
 	go fst.Run(ctx)
 	<-fst.Ready()
 	if c.Data != "" {
