@@ -174,7 +174,27 @@ func (c *conn) origin() string {
 		}
 		c.sess.mu.Unlock()
 	}
-	return user + "." + strconv.Itoa(int(pid)) + "@" + hostName(c.host)
+	return user + "." + strconv.Itoa(int(pid)) + "@" + originHost(c.host)
+}
+
+// originHost names a client's host as xrootd servers name it in tpc.org
+// (they compare the text): its DNS name, else (and always for loopback,
+// which xrootd's dual-stack sockets see as IPv4-mapped IPv6 without a
+// name) the bracketed IPv6 form of its address.
+func originHost(ip string) string {
+	a := net.ParseIP(ip)
+	if a == nil {
+		return ip
+	}
+	if !a.IsLoopback() {
+		if names, err := net.LookupAddr(ip); err == nil && len(names) > 0 {
+			return strings.TrimSuffix(names[0], ".")
+		}
+	}
+	if v4 := a.To4(); v4 != nil {
+		return "[::ffff:" + v4.String() + "]"
+	}
+	return "[" + a.String() + "]"
 }
 
 // hostName is the name of ip (its first reverse name), else ip itself.
