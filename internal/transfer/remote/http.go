@@ -165,6 +165,11 @@ func (d *httpDest) put(ctx context.Context, body io.Reader, size int64) error {
 		if err != nil {
 			return netError("PUT", Redact(u), err)
 		}
+		if resp.StatusCode >= 400 {
+			err := statusError("PUT", Redact(u), resp)
+			resp.Body.Close()
+			return err
+		}
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 		switch {
@@ -187,7 +192,7 @@ func (d *httpDest) put(ctx context.Context, body io.Reader, size int64) error {
 			}
 			u = next
 		default:
-			return statusError("PUT", Redact(u), resp)
+			return kerr.New(kerr.IO, "put", Redact(u), "PUT answered "+resp.Status)
 		}
 	}
 }
