@@ -12,6 +12,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/transfer/remote"
 )
 
 func init() {
@@ -83,13 +84,16 @@ func runUp(args []string) int {
 	if err != nil {
 		return fail("", err)
 	}
-	xrd, err := startXRootD(c.XRootD, host, role.srv, fst, &ep, log)
+	policy := &remote.Policy{AllowLoopback: c.Storage.TPC.AllowLoopback}
+	policy.AddSelf(nsAddr, fstAddr)
+	xrd, err := startXRootD(c.XRootD, host, role.srv, fst, policy, &ep, log)
 	if err != nil {
 		return fail("xrootd: ", err)
 	}
 	defer xrd()
+	policy.AddSelf(hostPort(ep.XRootD), hostPort(ep.FSTXrd))
 	nsSrv := serveHTTP(nsL, role.handler(log))
-	fstSrv := serveHTTP(fstL, httpfront.Storage(fst, role.key, log))
+	fstSrv := serveHTTP(fstL, httpfront.Storage(fst, role.key, c.Storage.TPC.httpConfig(policy), log))
 	go fst.Run(ctx)
 	go role.srv.Run(ctx)
 	select {
@@ -171,7 +175,7 @@ func runMGM(args []string) int {
 	}
 	host, _, _ := net.SplitHostPort(addr)
 	ep := Endpoints{HTTP: "http://" + addr}
-	stop, err := startXRootD(c.XRootD, host, role.srv, nil, &ep, log)
+	stop, err := startXRootD(c.XRootD, host, role.srv, nil, nil, &ep, log)
 	if err != nil {
 		return fail("xrootd: ", err)
 	}
@@ -235,12 +239,15 @@ func runFST(args []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ep := Endpoints{FSTHTTP: "http://" + addr}
-	stop, err := startFSTXRootD(c.XRootD, c.Join.MGMXRootD, fst, &ep, log)
+	policy := &remote.Policy{AllowLoopback: c.Storage.TPC.AllowLoopback}
+	policy.AddSelf(addr, hostPort(c.Join.MGM), c.Join.MGMXRootD)
+	stop, err := startFSTXRootD(c.XRootD, c.Join.MGMXRootD, fst, policy, &ep, log)
 	if err != nil {
 		return fail("xrootd: ", err)
 	}
 	defer stop()
-	srv := serveHTTP(l, httpfront.Storage(fst, key, log))
+	policy.AddSelf(hostPort(ep.FSTXrd))
+	srv := serveHTTP(l, httpfront.Storage(fst, key, c.Storage.TPC.httpConfig(policy), log))
 	go fst.Run(ctx)
 	<-fst.Ready()
 	if c.Data != "" {

@@ -76,6 +76,19 @@ func (n *NamespaceConfig) bind(fl *flag.FlagSet) {
 type StorageConfig struct {
 	SyncData       bool
 	StreamMemoryMB int64
+	TPC            TPCConfig
+}
+
+// TPCConfig is how a storage server runs third-party copies.
+type TPCConfig struct {
+	AllowLoopback bool
+	Markers       time.Duration
+}
+
+func (t *TPCConfig) bind(fl *flag.FlagSet) {
+	fl.BoolVar(&t.AllowLoopback, "tpc-allow-loopback", false,
+		"let third-party copies reach loopback addresses (another instance on this host; such peers see Kaon's own uid)")
+	fl.DurationVar(&t.Markers, "tpc-markers", 5*time.Second, "period of HTTP-TPC performance markers")
 }
 
 // bind binds the storage settings; in up, --sync is the namespace's and
@@ -86,6 +99,7 @@ func (s *StorageConfig) bind(fl *flag.FlagSet, syncFlag bool) {
 	}
 	fl.Int64Var(&s.StreamMemoryMB, "stream-memory", storage.DefaultStreamMemory>>20,
 		"MiB of buffers all client streams of the storage server may hold together (more streams wait)")
+	s.TPC.bind(fl)
 }
 
 // JoinConfig is how a separate storage server finds its namespace server.

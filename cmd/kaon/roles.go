@@ -27,6 +27,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/namespace"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/storage"
+	"github.com/kaon-storage/kaon/internal/transfer/remote"
 )
 
 // Endpoints is written to DIR/endpoints.json once a process serves.
@@ -167,6 +168,23 @@ func newStorage(node, addr string, key *capability.Key, ns message.Namespace, pa
 	return storage.New(storage.Config{Node: node, Addr: addr, Key: key, Namespace: ns, Paths: paths,
 		Store: posixStores(c.SyncData), Peers: cluster.NewStorageClient(key.Internal()),
 		StreamMemory: c.StreamMemoryMB << 20, Logger: log})
+}
+
+// httpConfig is the HTTP-TPC setup of a storage server; policy learns this
+// instance's own listeners (which copies never reach) as they start.
+func (t TPCConfig) httpConfig(policy *remote.Policy) httpfront.TPCConfig {
+	return httpfront.TPCConfig{HTTP: &remote.HTTP{Policy: policy}, Markers: t.Markers}
+}
+
+// hostPort is the host:port of an http:// or root:// URL.
+func hostPort(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		u = u[i+3:]
+	}
+	if i := strings.IndexByte(u, '/'); i >= 0 {
+		u = u[:i]
+	}
+	return u
 }
 
 // shutdown stops HTTP servers gracefully within 10 s.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/storage"
+	"github.com/kaon-storage/kaon/internal/transfer/remote"
 	"github.com/kaon-storage/kaon/internal/xrdkaon"
 	"github.com/kaon-storage/kaon/internal/xrootd"
 )
@@ -13,7 +14,7 @@ import (
 // startXRootD starts the root:// listener of the namespace server and, in
 // the all-in-one, one for the storage server too (on a free port of the
 // same host). addr "" disables root://.
-func startXRootD(addr, host string, m *nsserver.Server, fst *storage.Server, ep *Endpoints, log *slog.Logger) (func(), error) {
+func startXRootD(addr, host string, m *nsserver.Server, fst *storage.Server, tpc *remote.Policy, ep *Endpoints, log *slog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -27,7 +28,7 @@ func startXRootD(addr, host string, m *nsserver.Server, fst *storage.Server, ep 
 	ep.XRootD = "root://" + nsAddr
 	stops := []func(){func() { srv.Close() }}
 	if fst != nil {
-		stop, err := startFSTXRootD(net.JoinHostPort(host, "0"), nsAddr, fst, ep, log)
+		stop, err := startFSTXRootD(net.JoinHostPort(host, "0"), nsAddr, fst, tpc, ep, log)
 		if err != nil {
 			srv.Close()
 			return nil, err
@@ -42,8 +43,10 @@ func startXRootD(addr, host string, m *nsserver.Server, fst *storage.Server, ep 
 }
 
 // startFSTXRootD starts a storage server's root:// data listener; namespace
-// requests arriving there are redirected to manager (host:port).
-func startFSTXRootD(addr, manager string, fst *storage.Server, ep *Endpoints, log *slog.Logger) (func(), error) {
+// requests arriving there are redirected to manager (host:port). It is the
+// source and the destination of XRootD third-party copies, reaching
+// remotes under the tpc policy.
+func startFSTXRootD(addr, manager string, fst *storage.Server, tpc *remote.Policy, ep *Endpoints, log *slog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -54,7 +57,8 @@ func startFSTXRootD(addr, manager string, fst *storage.Server, ep *Endpoints, lo
 	// Request buffers in flight share the storage server's stream budget
 	// figure: root:// clients cannot make it hold more than HTTP ones.
 	srv := xrootd.NewServer(xrootd.Config{Data: xrdkaon.Data{S: fst}, Manager: manager,
-		GlobalBudget: fst.StreamMemory(), Logger: log.With("role", "xrootd-fst")})
+		GlobalBudget: fst.StreamMemory(), Logger: log.With("role", "xrootd-fst"),
+		TPC: xrdkaon.TPC{Remote: &remote.XRootD{Policy: tpc}, Log: log}})
 	go srv.Serve(l)
 	fst.SetXrdAddr(a)
 	ep.FSTXrd = "root://" + a

@@ -32,14 +32,18 @@ const DataPath = "/kaon/v1/data/"
 const httpAdmitWait = 2 * time.Minute
 
 // Data serves the client data endpoint of storage server s.
-func Data(s *storage.Server, log *slog.Logger) http.Handler {
-	d := &data{s: s, log: log}
+func Data(s *storage.Server, log *slog.Logger) http.Handler { return DataWithTPC(s, log, TPCConfig{}) }
+
+// DataWithTPC is Data that also runs third-party copies (COPY, tpc.go).
+func DataWithTPC(s *storage.Server, log *slog.Logger, tpc TPCConfig) http.Handler {
+	d := &data{s: s, log: log, tpc: tpc}
 	return http.HandlerFunc(d.serve)
 }
 
 type data struct {
 	s   *storage.Server
 	log *slog.Logger
+	tpc TPCConfig
 }
 
 func (d *data) fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -59,8 +63,10 @@ func (d *data) serve(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet, http.MethodHead:
 	case http.MethodPut:
 		write = true
+	case "COPY": // a pull writes the file, a push reads it
+		write = r.Header.Get("Source") != ""
 	default:
-		w.Header().Set("Allow", "GET, HEAD, PUT")
+		w.Header().Set("Allow", "GET, HEAD, PUT, COPY")
 		d.fail(w, r, kerr.New(kerr.Unsupported, r.Method, r.URL.Path, "method not allowed on data endpoint"))
 		return
 	}
@@ -71,6 +77,10 @@ func (d *data) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	SetPrincipal(r, fmt.Sprintf("uid=%d gid=%d", c.UID, c.GID))
+	if r.Method == "COPY" {
+		d.copy(w, r, c, token)
+		return
+	}
 	if write {
 		d.put(w, r, c, token)
 	} else {

@@ -38,7 +38,7 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	switch r.Method {
 	case http.MethodOptions:
-		w.Header().Set("Allow", "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, PROPFIND")
+		w.Header().Set("Allow", "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, COPY, PROPFIND")
 		w.Header().Set("DAV", "1")
 		w.WriteHeader(http.StatusOK)
 	case http.MethodGet, http.MethodHead:
@@ -82,10 +82,12 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 		}
 	case "MOVE":
 		f.davMove(w, r, c, p)
+	case "COPY":
+		f.davCopy(w, r, c, p) // third-party copy (tpc.go)
 	case "PROPFIND":
 		f.davPropfind(w, r, c, p)
 	default:
-		w.Header().Set("Allow", "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, PROPFIND")
+		w.Header().Set("Allow", "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, COPY, PROPFIND")
 		textError(w, kerr.New(kerr.Unsupported, r.Method, p, "method not supported"), http.StatusMethodNotAllowed)
 	}
 }

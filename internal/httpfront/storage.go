@@ -12,10 +12,11 @@ import (
 // Storage serves a storage server's HTTP listener: the client data
 // endpoint (access-logged) and the internal storage RPC (not logged per
 // request: an erasure-coded read across servers makes one stripe request
-// per frame; refusals are logged).
-func Storage(fst *storage.Server, key *capability.Key, log *slog.Logger) http.Handler {
+// per frame; refusals are logged). tpc configures third-party copy on the
+// data endpoint (zero: COPY refused).
+func Storage(fst *storage.Server, key *capability.Key, tpc TPCConfig, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(DataPath, AccessLog(Data(fst, log), log))
+	mux.Handle(DataPath, AccessLog(DataWithTPC(fst, log, tpc), log))
 	internal := cluster.StorageHandler(fst, key.Internal(), log)
 	mux.Handle(cluster.StripePath, internal)
 	mux.Handle(cluster.ReadFilePath, internal)

@@ -82,7 +82,7 @@ func New(t testing.TB, o Options) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Data.Config.Handler = httpfront.Storage(st.Storage, key, o.Log)
+	st.Data.Config.Handler = httpfront.Storage(st.Storage, key, httpfront.TPCConfig{}, o.Log)
 	st.Data.Start()
 	st.HTTP = httptest.NewUnstartedServer(&httpfront.Namespace{NS: st.NS, Key: key, Auth: o.Auth, Log: o.Log})
 	st.HTTP.Config.ConnContext = httpfront.ConnContext

@@ -216,6 +216,24 @@ func (u *Upload) Size() int64 {
 	return u.off
 }
 
+// Sums are the checksums of the bytes accepted in order so far (the types
+// the capability asked for), e.g. to verify a copy before committing it.
+func (u *Upload) Sums() map[string]string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.sums.Sums()
+}
+
+// Computes reports whether the upload computes checksum type typ.
+func (u *Upload) Computes(typ string) bool {
+	for _, t := range u.cap.Checksums {
+		if t == typ {
+			return true
+		}
+	}
+	return false
+}
+
 // Commit finishes every stripe and makes the file visible in the namespace.
 // On any failure nothing becomes visible and the stripes are removed.
 func (u *Upload) Commit(ctx context.Context) error {

@@ -123,6 +123,9 @@ type Config struct {
 	// kXR_pgwrite are served either way (xrdcp always uploads with pgwrite,
 	// whose CRCs are always verified).
 	PageChecksums bool
+	// TPC runs the destination side of third-party copies (tpc.go) on a
+	// data listener; nil: this server can be a TPC source only.
+	TPC TPCPuller
 	// IdleTimeout drops a connection that sends nothing for this long
 	// (default 30 min; clients reconnect transparently).
 	IdleTimeout time.Duration

@@ -25,6 +25,7 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 		return c.doProtocol(h) == nil
 	case kXR_login:
 		defer release()
+		c.loginPID = decodeLoginPID(h)
 		return c.doLogin(h, body)
 	case kXR_bind:
 		defer release()
@@ -753,6 +754,11 @@ func (c *conn) doOpen(h *reqHeader, body []byte) {
 	}
 	ctx, cancel := c.reqCtx()
 	defer cancel()
+	// A destination pulling a third-party copy from here (tpc.go).
+	if tpc, err := c.tpcSourceOpen(ctx, p, &req); tpc && err != nil {
+		c.fail(sid, "open", p, err)
+		return
+	}
 	ns, ds := c.srv.cfg.Namespace, c.srv.cfg.Data
 	if ns != nil {
 		rd, err := ns.Open(ctx, c.sess.ident, p, req)
@@ -775,12 +781,21 @@ func (c *conn) doOpen(h *reqHeader, body []byte) {
 	} else if ds == nil {
 		c.sendErr(sid, kXR_ServerError, "open "+p+": listener has neither namespace nor data")
 		return
-	} else if c.srv.cfg.Manager != "" && !opaque.Has(c.srv.cfg.CapabilityOpaque) {
+	} else if c.srv.cfg.Manager != "" && !req.Opaque.Has(c.srv.cfg.CapabilityOpaque) {
 		c.redirectToManager(sid, "open") // the manager checks access and mints a capability
 		return
 	}
 	df, err := ds.Open(ctx, c.sess.ident, p, req)
 	if err != nil {
+		c.fail(sid, "open", p, err)
+		return
+	}
+	if df, err = c.tpcOpened(p, req, df); err != nil { // third-party copy (tpc.go)
+		if req.Write {
+			df.Abort()
+		} else {
+			df.Close()
+		}
 		c.fail(sid, "open", p, err)
 		return
 	}
@@ -1039,6 +1054,10 @@ func (s *Server) configAnswer(args string) string {
 			v = "none|"
 		case "sitename":
 			v = "kaon"
+		case "tpc": // third-party copy (tpc.go): a data server can be a source
+			if s.cfg.Data != nil {
+				v = "1"
+			}
 		}
 		sb.WriteString(v)
 		sb.WriteByte('\n')

@@ -53,6 +53,7 @@ type Server struct {
 	wg        sync.WaitGroup
 
 	idCache sync.Map // user -> Identity (uid/gid)
+	tpc     tpcRegistry
 
 	nConns, nReqs, nErrs, nRedirs atomic.Int64
 	bytesIn, bytesOut             atomic.Int64
@@ -435,6 +436,8 @@ type conn struct {
 	sess   *session // set by login or bind; only the reader goroutine writes it
 	pathID byte
 	wg     sync.WaitGroup
+
+	loginPID int32 // the client's pid from kXR_login (names it in tpc.org)
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {

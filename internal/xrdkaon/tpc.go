@@ -1,0 +1,79 @@
+package xrdkaon
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/transfer"
+	"github.com/kaon-storage/kaon/internal/transfer/remote"
+	"github.com/kaon-storage/kaon/internal/xrootd"
+)
+
+// TPC pulls XRootD third-party copies into a storage server: the
+// destination side of the tpc.* protocol (internal/xrootd/tpc.go). The
+// source is opened with the rendezvous key and the client's origin, and
+// its bytes go through the mover into the upload the client's open
+// started (checksums computed as they stream, committed by the client's
+// close).
+type TPC struct {
+	Remote *remote.XRootD
+	Log    *slog.Logger
+}
+
+var _ xrootd.TPCPuller = TPC{}
+
+// Pull runs one copy.
+func (t TPC) Pull(ctx context.Context, job xrootd.TPCJob, df xrootd.DataFile) error {
+	wf, ok := df.(*writeFile)
+	if !ok {
+		return kerr.New(kerr.Internal, "tpc", job.Path, "destination is not an upload")
+	}
+	// Raw, as xrootd servers compare it (the key is hex, the origin
+	// "user.pid@host").
+	opaque := xrootd.TPCKey + "=" + job.Key + "&" + xrootd.TPCOrg + "=" + job.Org
+	typ, sums := "", map[string]string(nil)
+	if job.Cks != "" { // "type" or "type:value"
+		name, val, _ := strings.Cut(job.Cks, ":")
+		typ = checksumType(strings.ToLower(name))
+		if val != "" {
+			sums = map[string]string{typ: strings.ToLower(val)}
+		}
+	}
+	src := t.Remote.Source(job.Src, job.Lfn, opaque, sums)
+	res, err := transfer.Copy(ctx, src, uploadDest{wf}, transfer.Options{Checksum: typ})
+	if err != nil {
+		t.Log.Warn("xrootd third-party copy failed", "path", job.Path, "source", src.String(), "err", err)
+		return kerr.Wrap(transfer.KindOf(err), "tpc", job.Path, err)
+	}
+	t.Log.Info("xrootd third-party copy done", "path", job.Path, "source", src.String(), "bytes", res.Bytes,
+		"checksum", res.Type+":"+res.Checksum, "verified", res.Verified)
+	return nil
+}
+
+// uploadDest is the client's open upload as the mover's destination: the
+// client's close commits it, so Commit here only ends the copy.
+type uploadDest struct{ w *writeFile }
+
+func (d uploadDest) String() string { return "kaon:" + d.w.c.Path }
+func (d uploadDest) Create(context.Context, int64) (transfer.Writer, error) {
+	return &uploadWriter{w: d.w}, nil
+}
+
+type uploadWriter struct {
+	w   *writeFile
+	off int64
+}
+
+var _ transfer.Hasher = (*uploadWriter)(nil)
+
+func (u *uploadWriter) Write(p []byte) (int, error) {
+	n, err := u.w.u.WriteAt(p, u.off)
+	u.off += int64(n)
+	return n, err
+}
+func (u *uploadWriter) Commit(context.Context) error { return nil }
+func (u *uploadWriter) Abort(context.Context)        {}
+func (u *uploadWriter) Computes(typ string) bool     { return u.w.u.Computes(typ) }
+func (u *uploadWriter) Sum(typ string) string        { return u.w.u.Sums()[typ] }
