@@ -153,7 +153,7 @@ func (r *nsRole) handler(log *slog.Logger) http.Handler {
 // posixStores opens every filesystem of a storage server as a directory
 // written with O_DIRECT; sync fsyncs stripes before commit.
 func posixStores(sync bool) func(string) backend.Store {
-	return func(root string) backend.Store { return posix.New(root, posix.Options{Direct: true, Sync: sync}) }
+	return func(root string) backend.Store { return posix.New(root, posix.Options{Sync: sync}) }
 }
 
 // newStorage builds a storage server reporting to ns.

@@ -93,7 +93,7 @@ func newServer(t *testing.T, nfs int) (*Server, *fakeNS, *capability.Key, []stri
 		paths = append(paths, filepath.Join(t.TempDir(), "fs"))
 	}
 	s, err := New(Config{Node: "n", Addr: "http://unused", Key: key, Namespace: ns, Paths: paths,
-		Store: func(p string) backend.Store { return posix.New(p, posix.Options{Direct: true, Sync: true}) }})
+		Store: func(p string) backend.Store { return posix.New(p, posix.Options{IO: backend.IODirect, Sync: true}) }})
 	if err != nil {
 		t.Fatal(err)
 	}
