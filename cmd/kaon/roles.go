@@ -151,9 +151,10 @@ func (r *nsRole) handler(log *slog.Logger) http.Handler {
 }
 
 // posixStores opens every filesystem of a storage server as a directory
-// written with O_DIRECT; sync fsyncs stripes before commit.
-func posixStores(sync bool) func(string) backend.Store {
-	return func(root string) backend.Store { return posix.New(root, posix.Options{Sync: sync}) }
+// (O_DIRECT or buffered, as detected or configured); sync fsyncs stripes
+// before commit.
+func posixStores(sync bool) func(string) (backend.Store, error) {
+	return func(root string) (backend.Store, error) { return posix.New(root, posix.Options{Sync: sync}), nil }
 }
 
 // newStorage builds a storage server reporting to ns.
