@@ -143,7 +143,7 @@ type filesystem struct {
 	m      *mount
 	store  backend.Store // m.store
 	status atomic.Value  // config status string
-	files  atomic.Int64 // stripes, as last counted while online
+	files  atomic.Int64  // stripes, as last counted while online
 
 	// offline is the reason the filesystem cannot be used ("" when it can):
 	// its root or identity marker is missing or another filesystem's, so
