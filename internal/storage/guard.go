@@ -42,6 +42,8 @@ type guard struct {
 	probes map[string]*call   // heartbeat probes in flight, by name
 	full   string             // why the last write was refused for space ("" after a write went through)
 	fullAt time.Time
+	down   string // why the last call failed as unavailable ("" after a call went through)
+	downAt time.Time
 }
 
 type call struct {
@@ -93,13 +95,13 @@ func (g *guard) run(op string, fn func() error, late func()) (ok bool, err error
 	defer t.Stop()
 	select {
 	case <-c.done:
-		return true, c.err
+		return true, g.answered(c.err)
 	case <-t.C:
 	}
 	g.mu.Lock()
 	if c.finished {
 		g.mu.Unlock()
-		return true, c.err
+		return true, g.answered(c.err)
 	}
 	g.stuck[c] = struct{}{}
 	g.mu.Unlock()
@@ -164,6 +166,48 @@ func (g *guard) hung() string {
 	}
 	return fmt.Sprintf("I/O hangs: %s has not returned for %v (deadline %v)", oldest.op,
 		time.Since(oldest.start).Round(time.Second), g.timeout)
+}
+
+// answered records whether a call the store answered says the storage
+// system is unavailable (a RADOS operation past its own timeout, a FUSE
+// daemon gone): the filesystem is offline until a call goes through or
+// for downHold.
+func (g *guard) answered(err error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case kerr.Is(err, kerr.Unavailable):
+		g.down, g.downAt = reason(err), time.Now()
+	case err == nil:
+		g.down = ""
+	}
+	return err
+}
+
+// downHold is how long a filesystem whose storage answered "unavailable"
+// stays offline without a call proving otherwise.
+const downHold = 30 * time.Second
+
+// downReason says why the filesystem counts as unavailable ("" if not).
+func (g *guard) downReason() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.down == "" || time.Since(g.downAt) > downHold {
+		return ""
+	}
+	return g.down
+}
+
+// offline says why the filesystem cannot be used now: a call hangs, or
+// the storage said it is unavailable ("" if neither).
+func (g *guard) offline() string {
+	if why := g.hung(); why != "" {
+		return why
+	}
+	if why := g.downReason(); why != "" {
+		return "unavailable: " + why
+	}
+	return ""
 }
 
 // fullHold is how long a filesystem that refused a write for lack of

@@ -358,7 +358,7 @@ func (s *Server) report(m *mount) message.FsReport {
 	}
 	if m.broken != "" {
 		r.Offline = m.broken
-	} else if why := m.g.hung(); why != "" {
+	} else if why := m.g.offline(); why != "" {
 		r.Offline = why
 		if f != nil {
 			s.setOffline(f, why)
@@ -456,6 +456,9 @@ func (s *Server) apply(as []message.FsAssignment) (initialized bool) {
 		if made {
 			s.log.Info("initialized filesystem", "fsid", a.ID, "path", a.Path)
 			initialized = true
+		}
+		if why == "" {
+			m.g.answered(nil) // the storage answers again
 		}
 		s.setOffline(f, why)
 	}
