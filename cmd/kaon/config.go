@@ -90,7 +90,7 @@ func (s *StorageConfig) bind(fl *flag.FlagSet, syncFlag bool) {
 	fl.Int64Var(&s.StreamMemoryMB, "stream-memory", storage.DefaultStreamMemory>>20,
 		"MiB of buffers all client streams of the storage server may hold together (more streams wait)")
 	fl.DurationVar(&s.IOTimeout, "io-timeout", storage.DefaultIOTimeout,
-		"no filesystem call (or RADOS operation) is waited for longer: past it the client gets 503/kXR_ServerError and the filesystem is offline until it answers (0 = wait forever)")
+		"no filesystem call (or RADOS operation) is waited for longer: past it the client gets 503/kXR_IOError and the filesystem is offline until it answers (0 = wait forever)")
 	fl.StringVar(&s.CephConf, "ceph-conf", "", "ceph.conf for RADOS filesystems that name none, and for the Ceph health of CephFS mounts (default: Ceph's own search)")
 	fl.StringVar(&s.CephUser, "ceph-user", "", "Ceph client id for RADOS filesystems that name none (default: Ceph's, admin)")
 }

@@ -79,13 +79,20 @@ func TestRadosDownAndFull(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	start := time.Now()
+	step := func(what string) { t.Logf("%v: %s", time.Since(start).Round(100*time.Millisecond), what) }
 	c.Freeze(t)
+	step("frozen")
 	if code, err := putHTTP(t, k, f[1].local, f[1].path); err == nil || code != "503" {
 		t.Fatalf("upload to a frozen cluster: HTTP %s %v, want 503", code, err)
 	}
+	step("upload refused")
 	waitFs(t, k, part, "offline", func(f client.Filesystem) bool { return f.BootStatus == "offline" })
+	step("offline shown")
 	c.Thaw(t)
+	step("thawed, cluster ready")
 	waitFs(t, k, part, "booted again", booted)
+	step("filesystem back")
 	if err := f[1].put(t, k); err != nil {
 		t.Fatalf("upload after the cluster came back: %v", err)
 	}
@@ -95,6 +102,7 @@ func TestRadosDownAndFull(t *testing.T) {
 	admin("set a pool quota", "osd", "pool", "set-quota", c.RadosPool, "max_bytes", "1")
 	t.Cleanup(func() { admin("remove the pool quota", "osd", "pool", "set-quota", c.RadosPool, "max_bytes", "0") })
 	waitPoolFlag(t, c, c.RadosPool, "full", true)
+	step("pool full")
 	if code, err := putHTTP(t, k, f[2].local, f[2].path); err == nil || code != "507" {
 		t.Fatalf("upload to a full pool: HTTP %s %v, want 507", code, err)
 	}
@@ -102,9 +110,11 @@ func TestRadosDownAndFull(t *testing.T) {
 		t.Fatalf("xrdcp to a full pool: %v %s, want kXR_NoSpace (3009)", err, out)
 	}
 	waitFs(t, k, part, "full", func(f client.Filesystem) bool { return strings.Contains(f.Health, "full") })
+	step("full shown")
 	admin("remove the pool quota", "osd", "pool", "set-quota", c.RadosPool, "max_bytes", "0")
 	waitPoolFlag(t, c, c.RadosPool, "full", false)
 	waitFs(t, k, part, "writable again", booted)
+	step("writable again")
 	if err := f[2].put(t, k); err != nil {
 		t.Fatalf("upload after the quota went: %v", err)
 	}

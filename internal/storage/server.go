@@ -140,8 +140,7 @@ func (m *mount) local() bool {
 type filesystem struct {
 	id     uint32
 	root   string
-	m      *mount
-	store  backend.Store // m.store
+	store  backend.Store // its mount's, under the guard
 	status atomic.Value  // config status string
 	files  atomic.Int64  // stripes, as last counted while online
 
@@ -419,7 +418,7 @@ func (s *Server) apply(as []message.FsAssignment) (initialized bool) {
 		s.mu.Lock()
 		f := s.fs[a.ID]
 		if f == nil || f.root != m.path {
-			f = &filesystem{id: a.ID, root: m.path, m: m, store: m.store}
+			f = &filesystem{id: a.ID, root: m.path, store: m.store}
 			f.offline.Store("not checked yet")
 			s.fs[a.ID] = f
 		}
