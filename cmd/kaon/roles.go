@@ -156,7 +156,9 @@ func (r *nsRole) handler(log *slog.Logger) http.Handler {
 // (O_DIRECT or buffered, as detected or configured; sync fsyncs stripes
 // before commit).
 func (c StorageConfig) stores() func(string) (backend.Store, error) {
-	timeout := max(c.IOTimeout, 0)
+	// librados gives up a little before the storage server's deadline,
+	// so a hung cluster is reported by librados's own error.
+	timeout := max(c.IOTimeout-c.IOTimeout/4, 0)
 	po := posix.Options{Sync: c.SyncData}
 	if rados.Available {
 		po.CephHealth = func(fsid string) string { return rados.Health(c.CephConf, c.CephUser, fsid, timeout) }

@@ -71,6 +71,11 @@ func (g *guard) start(op string, fn func() error, late func()) *call {
 		if g.probes[op] == c {
 			delete(g.probes, op)
 		}
+		if gaveUp && kerr.Is(err, kerr.Unavailable) {
+			// It came back only to say the storage is unavailable (a
+			// RADOS operation past its own timeout): still offline.
+			g.down, g.downAt = reason(err), time.Now()
+		}
 		g.mu.Unlock()
 		close(c.done)
 		if gaveUp && late != nil {
