@@ -132,7 +132,7 @@ func runFs(args []string) int {
 			return fail("fs ls", err)
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "host:port\tid\tpath\tgroup\tboot\tconfig\tkind\tio\tused\tcapacity\tfiles\thealth\tbackend health")
+		fmt.Fprintln(tw, "host:port\tid\tpath\tgroup\tboot\tconfig\tkind\tio\tused\tcapacity\tfiles\tbackend-health\thealth")
 		for _, f := range fss {
 			io := f.IOInUse
 			if io != "" {
@@ -143,7 +143,7 @@ func runFs(args []string) int {
 				io += "/" + set
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", f.Node, f.ID, f.Path, f.Group, f.BootStatus, f.ConfigStatus,
-				dash(f.Kind), dash(io), human(f.Used), human(f.Capacity), f.Files, f.Health, dash(f.BackendHealth))
+				dash(f.Kind), dash(io), human(f.Used), human(f.Capacity), f.Files, dash(f.BackendHealth), f.Health)
 		}
 		tw.Flush()
 	case "add":
