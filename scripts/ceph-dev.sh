@@ -14,6 +14,8 @@
 #   ceph-dev.sh umount DIR MOUNTPOINT    unmount it and wait for ceph-fuse to exit
 #   ceph-dev.sh kill-osd DIR ID      kill -9 one OSD, wait until the cluster marks it down
 #   ceph-dev.sh start-osd DIR ID     start it again, wait until ready
+#   ceph-dev.sh freeze DIR           SIGSTOP every OSD: the cluster stops answering (I/O waits)
+#   ceph-dev.sh thaw DIR             SIGCONT them, wait until ready
 #
 # Knobs (environment):
 #   CEPH_DEV_OSD=bluestore|memstore  object store (bluestore on sparse files by default)
@@ -500,6 +502,7 @@ stop_pids() {
 	shift 2
 	for f in "$@"; do
 		pid=$(live_pid "$f") || continue
+		kill -CONT "$pid" 2>/dev/null || true # a frozen daemon gets the signal only once it runs
 		kill "-$sig" "$pid" 2>/dev/null || true
 		live+=("$f")
 	done
@@ -639,6 +642,29 @@ cmd_start_osd() {
 	wait_ready
 }
 
+# freeze/thaw: every OSD stopped (not killed): nothing is marked down, and
+# every client operation waits, as with a cluster that hangs.
+osd_signal() {
+	local sig=$1 id pid
+	for id in $(osd_ids); do
+		pid=$(live_pid "$RUN/osd.$id.pid") || die "osd.$id is not running"
+		kill "-$sig" "$pid"
+	done
+}
+
+cmd_freeze() {
+	require_complete
+	osd_signal STOP
+	log "all OSDs frozen"
+}
+
+cmd_thaw() {
+	require_complete
+	osd_signal CONT
+	log "all OSDs thawed"
+	wait_ready
+}
+
 main() {
 	local cmd=${1:-}
 	if [ "$cmd" = install ]; then
@@ -661,6 +687,8 @@ main() {
 	umount) cmd_umount "$@" ;;
 	kill-osd) cmd_kill_osd "$@" ;;
 	start-osd) cmd_start_osd "$@" ;;
+	freeze) cmd_freeze ;;
+	thaw) cmd_thaw ;;
 	*) usage ;;
 	esac
 }

@@ -5,7 +5,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
+# Two builds: the plain one (no C library, as the README builds it) and
+# -tags ceph (RADOS support through librados).
 go vet ./...
+go vet -tags ceph ./...
+go build -tags ceph -o /dev/null ./cmd/kaon
 unit=$(go list ./... | grep -v /integration/)
 go test -race -count=1 -timeout 30m $unit
-go test -count=1 -p 1 -timeout 40m ./integration/...
+go test -count=1 -p 1 -timeout 40m $(go list ./integration/... | grep -v /integration/ceph)
+
+# The Ceph tests share one cluster (started once, purged at the end):
+# the RADOS backend's suite and Kaon on CephFS and RADOS.
+ceph_dir=$(mktemp -d /var/tmp/kaon-ceph-ci.XXXXXX)
+trap 'scripts/ceph-dev.sh purge "$ceph_dir" >/dev/null 2>&1 || true' EXIT
+scripts/ceph-dev.sh start "$ceph_dir" >/dev/null
+export KAON_CEPH_DIR=$ceph_dir
+go test -race -count=1 -tags ceph -timeout 20m ./internal/backend/rados/
+go test -count=1 -p 1 -tags ceph -timeout 30m ./integration/ceph/...

@@ -8,11 +8,12 @@ import (
 	"text/tabwriter"
 
 	"github.com/kaon-storage/kaon/internal/checksum"
+	"github.com/kaon-storage/kaon/internal/client"
 )
 
 func init() {
-	register(command{name: "space", short: "space ls: capacity and state per space", run: runSpace})
-	register(command{name: "fs", short: "fs ls | fs add --node N --path P [--group G] | fs config ID key=value | fs reinit ID", run: runFs})
+	register(command{name: "space", short: "space ls | define NAME | config NAME key=value: spaces, capacity counted once per backend", run: runSpace})
+	register(command{name: "fs", short: "fs ls | fs add --node N (--path P | --rados --pool P) [--space S] | fs config ID key=value | fs reinit ID", run: runFs})
 	register(command{name: "file", short: "file info PATH: fid, layout, checksums, stripes", run: runFile})
 	register(command{name: "attr", short: "attr set PATH name=value | get PATH name | ls PATH | rm PATH name", run: runAttr})
 }
@@ -34,31 +35,91 @@ func human(b uint64) string {
 
 func runSpace(args []string) int {
 	fl, u := flags("space")
-	fl.Parse(args)
-	if fl.NArg() != 1 || fl.Arg(0) != "ls" {
-		fmt.Fprintln(os.Stderr, "usage: kaon space ls")
+	const usage = "usage: kaon space ls | define NAME | config NAME key=value (cephfs.pool=POOL, cephfs.object-size=SIZE)"
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, usage)
 		return 2
 	}
-	sp, err := newAPI(*u).Spaces(ctx())
-	if err != nil {
-		return fail("space ls", err)
+	sub := args[0]
+	fl.Parse(args[1:])
+	api := newAPI(*u)
+	switch {
+	case sub == "ls" && fl.NArg() == 0:
+		sp, err := api.Spaces(ctx())
+		if err != nil {
+			return fail("space ls", err)
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "name\tgroups\tfs\trw\tbooted\tbackends\tused\tcapacity\tfiles\tsettings")
+		for _, s := range sp {
+			var set []string
+			if s.CephPool != "" {
+				set = append(set, "cephfs.pool="+s.CephPool)
+			}
+			if s.ObjectSize > 0 {
+				set = append(set, "cephfs.object-size="+human(uint64(s.ObjectSize)))
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%s\n", s.Name, s.Groups, s.Filesystems, s.RW, s.Booted, s.Backends,
+				human(s.Used), human(s.Capacity), s.Files, strings.Join(set, " "))
+		}
+		tw.Flush()
+	case sub == "define" && fl.NArg() == 1:
+		if err := api.DefineSpace(ctx(), fl.Arg(0)); err != nil {
+			return fail("space define", err)
+		}
+	case sub == "config" && fl.NArg() == 2:
+		k, v, ok := strings.Cut(fl.Arg(1), "=")
+		if !ok {
+			return fail("space config", fmt.Errorf("want key=value, got %q", fl.Arg(1)))
+		}
+		if err := api.ConfigSpace(ctx(), fl.Arg(0), k, v); err != nil {
+			return fail("space config", err)
+		}
+	default:
+		fmt.Fprintln(os.Stderr, usage)
+		return 2
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "name\tgroups\tfs\trw\tbooted\tused\tcapacity\tfiles")
-	for _, s := range sp {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\n", s.Name, s.Groups, s.Filesystems, s.RW, s.Booted, human(s.Used), human(s.Capacity), s.Files)
-	}
-	tw.Flush()
 	return 0
 }
 
+// radosPlace is the path of a RADOS filesystem:
+// rados://[USER@]POOL[/NAMESPACE][?conf=FILE].
+func radosPlace(pool, namespace, user, conf string) string {
+	u := url.URL{Scheme: "rados", Host: pool}
+	if user != "" {
+		u.User = url.User(user)
+	}
+	if namespace != "" {
+		u.Path = "/" + namespace
+	}
+	if conf != "" {
+		u.RawQuery = url.Values{"conf": {conf}}.Encode()
+	}
+	return u.String()
+}
+
+const fsUsage = `usage: kaon fs ls
+       kaon fs add --node N --path DIR [--space S | --group S.N] [--io auto|direct|buffered]
+       kaon fs add --node N --rados --pool P [--namespace NS] [--ceph-conf F] [--ceph-user U] [--object-size 16M] [--space S]
+       kaon fs config ID key=value   (configstatus=rw|ro|drain|off, group=S.N, space=S, io=auto|direct|buffered, object-size=SIZE)
+       kaon fs reinit ID`
+
 func runFs(args []string) int {
 	fl, u := flags("fs")
-	node := fl.String("node", "", "fs add: storage server node name (host:port as in fs ls)")
-	path := fl.String("path", "", "fs add: directory on that node")
-	group := fl.String("group", "", "fs add: scheduling group (default default.0)")
+	var nf client.NewFilesystem
+	fl.StringVar(&nf.Node, "node", "", "fs add: storage server node name (host:port as in fs ls)")
+	fl.StringVar(&nf.Path, "path", "", "fs add: directory on that node")
+	fl.StringVar(&nf.Group, "group", "", "fs add: scheduling group SPACE.N (default SPACE.0)")
+	fl.StringVar(&nf.Space, "space", "", "fs add: space (default \"default\")")
+	fl.StringVar(&nf.IO, "io", "", "fs add: write mode auto (direct on local disks, buffered on network/FUSE filesystems), direct or buffered")
+	rados := fl.Bool("rados", false, "fs add: a RADOS pool instead of a directory")
+	pool := fl.String("pool", "", "fs add --rados: the pool")
+	rns := fl.String("namespace", "", "fs add --rados: object namespace in the pool (default: one of its own)")
+	conf := fl.String("ceph-conf", "", "fs add --rados: ceph.conf on the storage server (default: its --ceph-conf)")
+	user := fl.String("ceph-user", "", "fs add --rados: Ceph client id (default: the storage server's --ceph-user)")
+	fl.StringVar(&nf.ObjectSize, "object-size", "", "fs add --rados: object size stripes are cut into (4M, 16M, 64M)")
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: kaon fs ls | add --node N --path P [--group G] | config ID key=value | reinit ID")
+		fmt.Fprintln(os.Stderr, fsUsage)
 		return 2
 	}
 	sub := args[0]
@@ -71,19 +132,33 @@ func runFs(args []string) int {
 			return fail("fs ls", err)
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "host:port\tid\tpath\tgroup\tboot\tconfig\tused\tcapacity\tfiles\thealth")
+		fmt.Fprintln(tw, "host:port\tid\tpath\tgroup\tboot\tconfig\tkind\tio\tused\tcapacity\tfiles\tbackend-health\thealth")
 		for _, f := range fss {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", f.Node, f.ID, f.Path, f.Group, f.BootStatus, f.ConfigStatus,
-				human(f.Used), human(f.Capacity), f.Files, f.Health)
+			io := f.IOInUse
+			if io != "" {
+				set := f.IO
+				if set == "" {
+					set = "auto"
+				}
+				io += "/" + set
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", f.Node, f.ID, f.Path, f.Group, f.BootStatus, f.ConfigStatus,
+				dash(f.Kind), dash(io), human(f.Used), human(f.Capacity), f.Files, dash(f.BackendHealth), f.Health)
 		}
 		tw.Flush()
 	case "add":
-		if err := api.AddFilesystem(ctx(), *node, *path, *group); err != nil {
+		if *rados {
+			if *pool == "" || nf.Path != "" {
+				return fail("fs add", fmt.Errorf("--rados needs --pool (and no --path)"))
+			}
+			nf.Path = radosPlace(*pool, *rns, *user, *conf)
+		}
+		if err := api.AddFilesystem(ctx(), nf); err != nil {
 			return fail("fs add", err)
 		}
 	case "config":
 		if fl.NArg() != 2 {
-			fmt.Fprintln(os.Stderr, "usage: kaon fs config ID key=value (configstatus=rw|ro|drain|off, group=NAME)")
+			fmt.Fprintln(os.Stderr, fsUsage)
 			return 2
 		}
 		k, v, ok := strings.Cut(fl.Arg(1), "=")
@@ -102,10 +177,17 @@ func runFs(args []string) int {
 			return fail("fs reinit", err)
 		}
 	default:
-		fmt.Fprintf(os.Stderr, "kaon fs: unknown subcommand %q\n", sub)
+		fmt.Fprintf(os.Stderr, "kaon fs: unknown subcommand %q\n%s\n", sub, fsUsage)
 		return 2
 	}
 	return 0
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func runFile(args []string) int {

@@ -77,6 +77,9 @@ type StorageConfig struct {
 	SyncData       bool
 	StreamMemoryMB int64
 	TPC            TPCConfig
+	IOTimeout      time.Duration // I/O deadline per filesystem (and librados operation timeout)
+	CephConf       string        // ceph.conf for RADOS filesystems that name none (and Ceph's health)
+	CephUser       string        // Ceph client id for them
 }
 
 // TPCConfig is how a storage server runs third-party copies.
@@ -100,6 +103,10 @@ func (s *StorageConfig) bind(fl *flag.FlagSet, syncFlag bool) {
 	fl.Int64Var(&s.StreamMemoryMB, "stream-memory", storage.DefaultStreamMemory>>20,
 		"MiB of buffers all client streams of the storage server may hold together (more streams wait)")
 	s.TPC.bind(fl)
+	fl.DurationVar(&s.IOTimeout, "io-timeout", storage.DefaultIOTimeout,
+		"no filesystem call (or RADOS operation) is waited for longer: past it the client gets 503/kXR_IOError and the filesystem is offline until it answers (0 = wait forever)")
+	fl.StringVar(&s.CephConf, "ceph-conf", "", "ceph.conf for RADOS filesystems that name none, and for the Ceph health of CephFS mounts (default: Ceph's own search)")
+	fl.StringVar(&s.CephUser, "ceph-user", "", "Ceph client id for RADOS filesystems that name none (default: Ceph's, admin)")
 }
 
 // JoinConfig is how a separate storage server finds its namespace server.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/backend/posix"
+	"github.com/kaon-storage/kaon/internal/backend/rados"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
@@ -135,7 +136,7 @@ func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, er
 	role.srv, err = nsserver.New(nsserver.Config{Engine: role.eng, Sync: c.Sync, Key: key, CapabilityTTL: c.CapTTL, Logger: log,
 		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit,
 		Data:     cluster.NewStorageClient(key.Internal()),
-		PhysName: func(fs namespace.Filesystem, fid uint64) string { return posix.PhysPath(fs.Path, fid) }})
+		PhysName: physName})
 	if err != nil {
 		role.Close()
 		return nil, err
@@ -157,16 +158,38 @@ func (r *nsRole) handler(log *slog.Logger) http.Handler {
 	})
 }
 
-// posixStores opens every filesystem of a storage server as a directory
-// written with O_DIRECT; sync fsyncs stripes before commit.
-func posixStores(sync bool) func(string) backend.Store {
-	return func(root string) backend.Store { return posix.New(root, posix.Options{Direct: true, Sync: sync}) }
+// stores opens the filesystems of a storage server: rados://... as a
+// RADOS pool (when built with -tags ceph), anything else as a directory
+// (O_DIRECT or buffered, as detected or configured; sync fsyncs stripes
+// before commit).
+func (c StorageConfig) stores() func(string) (backend.Store, error) {
+	// librados gives up a little before the storage server's deadline,
+	// so a hung cluster is reported by librados's own error.
+	timeout := max(c.IOTimeout-c.IOTimeout/4, 0)
+	po := posix.Options{Sync: c.SyncData}
+	if rados.Available {
+		po.CephHealth = func(fsid string) string { return rados.Health(c.CephConf, c.CephUser, fsid, timeout) }
+	}
+	return func(path string) (backend.Store, error) {
+		if strings.HasPrefix(path, "rados://") {
+			return rados.Open(path, rados.Options{User: c.CephUser, Conf: c.CephConf, Timeout: timeout})
+		}
+		return posix.New(path, po), nil
+	}
+}
+
+// physName names stripe fid of filesystem fs as its backend stores it.
+func physName(fs namespace.Filesystem, fid uint64) string {
+	if strings.HasPrefix(fs.Path, "rados://") {
+		return rados.PhysName(fs.Path, fid)
+	}
+	return posix.PhysPath(fs.Path, fid)
 }
 
 // newStorage builds a storage server reporting to ns.
 func newStorage(node, addr string, key *capability.Key, ns message.Namespace, paths []string, c StorageConfig, log *slog.Logger) (*storage.Server, error) {
 	return storage.New(storage.Config{Node: node, Addr: addr, Key: key, Namespace: ns, Paths: paths,
-		Store: posixStores(c.SyncData), Peers: cluster.NewStorageClient(key.Internal()),
+		Store: c.stores(), Peers: cluster.NewStorageClient(key.Internal()), IOTimeout: ioTimeout(c.IOTimeout),
 		StreamMemory: c.StreamMemoryMB << 20, Logger: log})
 }
 
@@ -185,6 +208,15 @@ func hostPort(u string) string {
 		u = u[:i]
 	}
 	return u
+}
+
+// ioTimeout is the storage server's I/O deadline for --io-timeout (0:
+// none, which storage.Config spells negative).
+func ioTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
 
 // shutdown stops HTTP servers gracefully within 10 s.

@@ -274,6 +274,25 @@ func (c *Cluster) StartOSD(t testing.TB, id int) {
 	c.do(t, "start-osd", c.Dir, fmt.Sprint(id))
 }
 
+// Freeze stops (SIGSTOP) every OSD: the cluster stops answering and
+// client I/O waits, as on a cluster that hangs. Thawed when the test ends
+// if it does not Thaw.
+func (c *Cluster) Freeze(t testing.TB) {
+	t.Helper()
+	c.do(t, "freeze", c.Dir)
+	t.Cleanup(func() {
+		if out, err := script(stepTimeout, "thaw", c.Dir); err != nil {
+			t.Errorf("thaw: %v\n%s", err, out)
+		}
+	})
+}
+
+// Thaw continues the frozen OSDs and returns once the cluster is ready.
+func (c *Cluster) Thaw(t testing.TB) {
+	t.Helper()
+	c.do(t, "thaw", c.Dir)
+}
+
 // Wait returns once the cluster is ready.
 func (c *Cluster) Wait(t testing.TB) {
 	t.Helper()

@@ -39,7 +39,11 @@ func Binary(t testing.TB) string {
 		}
 		_ = os.Chmod(dir, 0o755) // tests run the CLI as other users too
 		binPath = filepath.Join(dir, "kaon")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/kaon")
+		args := []string{"build", "-o", binPath}
+		if buildTags != "" {
+			args = append(args, "-tags", buildTags)
+		}
+		cmd := exec.Command("go", append(args, "./cmd/kaon")...)
 		cmd.Dir = RepoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)

@@ -10,6 +10,12 @@
 // of the name. A stripe is written once, from its first byte to its last,
 // and never changed afterwards.
 //
+// A store also says what it is (Info: posix, cephfs or rados, and which
+// backing storage it shares with other filesystems, so that six
+// directories in one CephFS are counted once) and takes the operator's
+// per-filesystem settings (Configure: direct or buffered writes, CephFS
+// layout, RADOS object size).
+//
 // Every filesystem carries an identity (fsid and the instance's uuid),
 // written once when the namespace registers it and checked on every
 // heartbeat, so that what is found at its place (a mountpoint whose disk
@@ -62,6 +68,65 @@ type Store interface {
 	// filesystem's or another instance's. A marker written before markers
 	// carried a uuid adopts want's uuid.
 	CheckIdentity(want Identity) (offline string)
+
+	// Configure applies the operator's settings for the filesystem (they
+	// come with every assignment; applying the same ones again is cheap).
+	// Settings that cannot be applied are named in the error; the others
+	// are in effect.
+	Configure(s Settings) error
+	// Info says what the store is now. It may ask the storage system
+	// (statfs, a Ceph health query at most every few seconds), so it can
+	// block where the filesystem blocks.
+	Info() Info
+}
+
+// Settings are the operator's choices for one filesystem, kept in its
+// registration in the namespace and sent to its storage server.
+type Settings struct {
+	// IO is how stripes are written: IOAuto (the store decides from what
+	// the filesystem is), IODirect or IOBuffered. "" means IOAuto.
+	IO string
+	// CephPool is the CephFS data pool new stripes of a filesystem inside
+	// a CephFS go to (the root directory's layout); "" leaves it.
+	CephPool string
+	// ObjectSize is the size of the objects stripes are cut into: the
+	// CephFS layout's object size, or a RADOS store's object size; 0
+	// leaves the store's own.
+	ObjectSize int64
+}
+
+// Write modes (Settings.IO, Info.IO).
+const (
+	IOAuto     = "auto"     // direct on local block devices, buffered on network and FUSE filesystems
+	IODirect   = "direct"   // O_DIRECT through aligned staging buffers
+	IOBuffered = "buffered" // through the page cache, fsync at the end
+)
+
+// Kinds of store (Info.Kind).
+const (
+	KindPosix  = "posix"  // a directory on a local filesystem
+	KindCephFS = "cephfs" // a directory inside a CephFS mount (ceph-fuse or the kernel client)
+	KindRados  = "rados"  // objects in a RADOS pool
+)
+
+// Info describes a store.
+type Info struct {
+	Kind string // KindPosix, KindCephFS, KindRados
+	// Backend names the storage holding the bytes: filesystems with the
+	// same Backend share one capacity (directories on one disk or in one
+	// CephFS, namespaces of one RADOS pool), so space accounting and
+	// placement count it once. "" when unknown.
+	Backend string
+	// IO is the write mode in effect (IODirect, IOBuffered), "" where the
+	// choice does not apply.
+	IO string
+	// FsType is what the store found at its place (e.g. "ext4",
+	// "fuse.ceph-fuse", "rados pool kaon-rados"), for operators.
+	FsType string
+	// Health is the storage system's own view of itself for stores on a
+	// cluster ("HEALTH_OK", "HEALTH_WARN: ...", or why it could not be
+	// asked); "" for a local disk.
+	Health string
 }
 
 // CreateOptions tune one stripe writer.

@@ -170,9 +170,19 @@ func (c *Client) Filesystems(ctx context.Context) ([]Filesystem, error) {
 	return out, err
 }
 
-// AddFilesystem registers a filesystem on a storage server node.
-func (c *Client) AddFilesystem(ctx context.Context, node, path, group string) error {
-	return c.post(ctx, "fs/add", map[string]any{"node": node, "path": path, "group": group})
+// NewFilesystem is what AddFilesystem registers (empty fields: defaults).
+type NewFilesystem struct {
+	Node, Path   string
+	Group, Space string
+	IO           string // auto, direct, buffered
+	ObjectSize   string // RADOS object size, e.g. 16M
+}
+
+// AddFilesystem registers a filesystem on a storage server node: a
+// directory, or rados://[USER@]POOL[/NAMESPACE][?conf=FILE].
+func (c *Client) AddFilesystem(ctx context.Context, f NewFilesystem) error {
+	return c.post(ctx, "fs/add", map[string]any{"node": f.Node, "path": f.Path, "group": f.Group, "space": f.Space,
+		"io": f.IO, "object-size": f.ObjectSize})
 }
 
 // ConfigFilesystem sets key=value on filesystem id.
@@ -183,6 +193,16 @@ func (c *Client) ConfigFilesystem(ctx context.Context, id, key, value string) er
 // ReinitFilesystem lets the storage server create filesystem id anew.
 func (c *Client) ReinitFilesystem(ctx context.Context, id string) error {
 	return c.post(ctx, "fs/reinit", map[string]any{"id": id})
+}
+
+// DefineSpace defines a space.
+func (c *Client) DefineSpace(ctx context.Context, name string) error {
+	return c.post(ctx, "space/define", map[string]any{"name": name})
+}
+
+// ConfigSpace sets key=value on a space (cephfs.pool, cephfs.object-size).
+func (c *Client) ConfigSpace(ctx context.Context, name, key, value string) error {
+	return c.post(ctx, "space/config", map[string]any{"name": name, "key": key, "value": value})
 }
 
 // Spaces lists the spaces (`space ls`).

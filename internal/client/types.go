@@ -54,6 +54,17 @@ type Filesystem struct {
 	Files        int64     `json:"files"`
 	Health       string    `json:"health"`
 	LastBeat     time.Time `json:"lastbeat"`
+	// Settings (io: auto, direct, buffered; RADOS object size) and what
+	// the storage server found: kind (posix, cephfs, rados), the backend
+	// it shares with other filesystems, the write mode in use, what is at
+	// its place, the storage system's own health (Ceph's).
+	IO            string `json:"io,omitempty"`
+	ObjectSize    int64  `json:"object_size,omitempty"`
+	Kind          string `json:"kind,omitempty"`
+	Backend       string `json:"backend,omitempty"`
+	IOInUse       string `json:"io_in_use,omitempty"`
+	FsType        string `json:"fstype,omitempty"`
+	BackendHealth string `json:"backend_health,omitempty"`
 }
 
 // Space is a row of `space ls`.
@@ -63,9 +74,12 @@ type Space struct {
 	Filesystems int    `json:"filesystems"`
 	RW          int    `json:"rw"`
 	Booted      int    `json:"booted"`
-	Capacity    uint64 `json:"capacity"`
+	Capacity    uint64 `json:"capacity"` // each backend counted once
 	Used        uint64 `json:"used"`
 	Files       int64  `json:"files"`
+	Backends    int    `json:"backends"`
+	CephPool    string `json:"ceph_pool,omitempty"`
+	ObjectSize  int64  `json:"object_size,omitempty"`
 }
 
 // ErrorBody is the JSON error every admin API call returns on failure.

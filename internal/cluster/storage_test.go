@@ -51,10 +51,10 @@ func startCluster(t *testing.T, n int) ([]*node, *storagetest.Namespace, *capabi
 		s, err := storage.New(storage.Config{Node: hs.URL, Addr: hs.URL, Key: key, Namespace: ns,
 			Paths: []string{fmt.Sprintf("/n%d/a", i), fmt.Sprintf("/n%d/b", i), fmt.Sprintf("/n%d/c", i)},
 			Peers: cluster.NewStorageClient(key.Internal()),
-			Store: func(p string) backend.Store {
+			Store: func(p string) (backend.Store, error) {
 				st := memstore.New(p)
 				nd.stores = append(nd.stores, st)
-				return st
+				return st, nil
 			}})
 		if err != nil {
 			t.Fatal(err)

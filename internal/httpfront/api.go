@@ -33,7 +33,9 @@ func entryOf(p string, n *namespace.Inode) client.Entry {
 func filesystemOf(f nsserver.FsState) client.Filesystem {
 	return client.Filesystem{ID: f.ID, Node: f.Node, Path: f.Path, Group: f.Group, Space: f.Space, ConfigStatus: f.ConfigStatus,
 		UUID: f.UUID, Initialized: f.Initialized, Addr: f.Addr, BootStatus: f.BootStatus, Capacity: f.Capacity,
-		Used: f.Used, Files: f.Files, Health: f.Health, LastBeat: f.LastBeat}
+		Used: f.Used, Files: f.Files, Health: f.Health, LastBeat: f.LastBeat,
+		IO: f.IO, ObjectSize: f.ObjectSize, Kind: f.Kind, Backend: f.Backend, IOInUse: f.IOInUse, FsType: f.FsType,
+		BackendHealth: f.BackendHealth}
 }
 
 // apiArgs merges query parameters and a JSON body.
@@ -217,7 +219,15 @@ func (f *Namespace) apiHandler() http.Handler {
 		return out, nil
 	})
 	handle("fs/add", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
-		f, err := ns.AddFilesystem(ctx, c, a["node"], a["path"], a["group"])
+		nf := nsserver.NewFilesystem{Node: a["node"], Path: a["path"], Group: a["group"], Space: a["space"], IO: a["io"]}
+		if v := a["object-size"]; v != "" {
+			n, err := nsserver.ParseSize(v)
+			if err != nil {
+				return nil, kerr.New(kerr.Invalid, "fs add", v, err.Error())
+			}
+			nf.ObjectSize = n
+		}
+		f, err := ns.AddFilesystem(ctx, c, nf)
 		if err != nil {
 			return nil, err
 		}
@@ -335,6 +345,12 @@ func (f *Namespace) apiHandler() http.Handler {
 	})
 	handle("whoami", false, func(_ context.Context, c auth.Principal, _ apiArgs) (any, error) {
 		return client.Whoami{UID: c.UID, GID: c.GID, Groups: c.Groups, Name: c.Name, Method: c.Method}, nil
+	})
+	handle("space/define", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		return done, ns.DefineSpace(ctx, c, a["name"])
+	})
+	handle("space/config", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		return done, ns.ConfigSpace(ctx, c, a["name"], a["key"], a["value"])
 	})
 	handle("space/ls", false, func(ctx context.Context, c auth.Principal, _ apiArgs) (any, error) {
 		var out []client.Space

@@ -61,7 +61,9 @@ func start(t *testing.T) *fixture {
 	}
 	log := slog.New(slog.NewTextHandler(fx.log, nil))
 	s, err := storage.New(storage.Config{Node: "n", Addr: "http://unused", Key: key, Namespace: fx.ns, Paths: fx.roots, Logger: log,
-		Store: func(p string) backend.Store { return posix.New(p, posix.Options{Direct: true, Sync: true}) }})
+		Store: func(p string) (backend.Store, error) {
+			return posix.New(p, posix.Options{IO: backend.IODirect, Sync: true}), nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

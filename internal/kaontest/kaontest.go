@@ -77,7 +77,9 @@ func New(t testing.TB, o Options) *Stack {
 		paths = append(paths, filepath.Join(dir, fmt.Sprintf("fs%02d", i)))
 	}
 	st.Storage, err = storage.New(storage.Config{Node: "kaontest", Addr: dataURL, Key: key, Namespace: st.NS, Paths: paths,
-		Store: func(root string) backend.Store { return posix.New(root, posix.Options{Direct: true}) },
+		Store: func(root string) (backend.Store, error) {
+			return posix.New(root, posix.Options{IO: backend.IODirect}), nil
+		},
 		Peers: cluster.NewStorageClient(key.Internal()), Logger: o.Log})
 	if err != nil {
 		t.Fatal(err)

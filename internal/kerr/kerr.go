@@ -129,6 +129,10 @@ func KindOf(err error) Kind {
 			return ReadOnly
 		case syscall.EIO:
 			return IO
+		case syscall.ETIMEDOUT, syscall.ENOTCONN, syscall.ESHUTDOWN, syscall.EHOSTUNREACH:
+			// a storage system that does not answer (a Ceph operation
+			// past its timeout, a FUSE daemon gone)
+			return Unavailable
 		}
 	}
 	return Internal

@@ -113,6 +113,10 @@ func (ns *Namespace) SetXAttr(c Caller, path, name, value string) error {
 			if _, err := ParseACL(value); err != nil {
 				return kerr.New(kerr.Invalid, "", path, err.Error())
 			}
+		case AttrSpace:
+			if err := CheckSpaceName(value); err != nil {
+				return kerr.New(kerr.Invalid, "", path, err.Error())
+			}
 		case AttrMkPath:
 			if value != "on" && value != "off" {
 				return kerr.New(kerr.Invalid, "", path, AttrMkPath+" must be on or off")

@@ -20,8 +20,9 @@ type CreateOptions struct {
 	SizeHint  int64  // the size the client announced, booked against quota
 }
 
-// Placement chooses one filesystem per stripe for a new file.
-type Placement func(l layout.Layout) ([]uint32, error)
+// Placement chooses one filesystem per stripe for a new file, in space
+// (the parent's AttrSpace; "" when it has none).
+type Placement func(l layout.Layout, space string) ([]uint32, error)
 
 // prepareCreate validates a create of path and builds the new file's inode
 // (layout and checksum policy from the parent, placed by place). It returns
@@ -65,7 +66,7 @@ func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptio
 	}
 	var locs []uint32
 	if place != nil {
-		if locs, err = place(l); err != nil {
+		if locs, err = place(l, parent.XAttrs[AttrSpace]); err != nil {
 			var ke *kerr.Error
 			if errors.As(err, &ke) {
 				ke.Op, ke.Path = "create", p

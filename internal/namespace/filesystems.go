@@ -23,6 +23,12 @@ type Filesystem struct {
 	// filesystem with its marker; after that it is never created again
 	// implicitly (fs reinit clears it).
 	Initialized bool `json:"initialized,omitempty"`
+	// IO is the operator's write mode for it (backend.Settings.IO:
+	// auto, direct, buffered); "" is auto.
+	IO string `json:"io,omitempty"`
+	// ObjectSize cuts its stripes into objects of this size (RADOS;
+	// overrides the space's); 0 leaves it to the space or the store.
+	ObjectSize int64 `json:"object_size,omitempty"`
 }
 
 func fsKey(id uint32) []byte { return binary.BigEndian.AppendUint32([]byte{'F'}, id) }

@@ -38,6 +38,7 @@ const (
 	AttrLayout    = "sys.forced.layout"    // layout of new files below
 	AttrChecksums = "sys.forced.checksums" // comma list of checksums computed on write
 	AttrMkPath    = "sys.mkpath"           // "off": uploads below do not create missing directories
+	AttrSpace     = "sys.forced.space"     // space new files below are placed on (default "default")
 )
 
 // DefaultChecksums are computed while writing when no attribute says

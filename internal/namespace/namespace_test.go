@@ -17,7 +17,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/layout"
 )
 
-func place(l layout.Layout) ([]uint32, error) {
+func place(l layout.Layout, _ string) ([]uint32, error) {
 	locs := make([]uint32, l.Stripes())
 	for i := range locs {
 		locs[i] = uint32(i + 1)

@@ -11,6 +11,7 @@ package namespace
 //	"P" fid(8)                 -> pending upload: its record (parent and name inside)
 //	"X" fsid(4) fid(8) idx(2)  -> physical file to delete on filesystem fsid
 //	"F" fsid(4)                -> filesystem registration (JSON, filesystems.go)
+//	"N" name                   -> space definition (JSON, spaces.go)
 //	"Q" cid(8) kind(1) id(4)   -> quota limit of quota node cid: bytes(8) files(8)
 //	                              kind 'u' user, 'g' group, 'p' project (id 0)
 //	"U" cid(8) kind(1) id(4)   -> usage counted in quota node cid: bytes(8) files(8)

@@ -3,6 +3,7 @@ package nsserver
 import (
 	"context"
 	"fmt"
+	pathpkg "path"
 	"sort"
 
 	"github.com/kaon-storage/kaon/internal/auth"
@@ -14,23 +15,40 @@ import (
 func (s *Server) Filesystems(context.Context, auth.Principal) []FsState { return s.reg.list() }
 
 // AddFilesystem registers a new filesystem on a storage server node.
-func (s *Server) AddFilesystem(ctx context.Context, p auth.Principal, nodeName, path, group string) (f FsState, err error) {
-	defer func() { err = s.audit(ctx, p, "fs add", nodeName+":"+path, "", err) }()
+func (s *Server) AddFilesystem(ctx context.Context, p auth.Principal, nf NewFilesystem) (f FsState, err error) {
+	defer func() { err = s.audit(ctx, p, "fs add", nf.Node+":"+nf.Path, "", err) }()
 	if err := requireRoot(p, "fs add"); err != nil {
 		return FsState{}, err
 	}
-	if nodeName == "" || path == "" || path[0] != '/' {
-		return FsState{}, kerr.New(kerr.Invalid, "fs add", nodeName+":"+path, "need a node and an absolute path")
+	what := nf.Node + ":" + nf.Path
+	if nf.Node == "" {
+		return FsState{}, kerr.New(kerr.Invalid, "fs add", what, "need a node")
 	}
-	if group != "" && spaceOf(group) == "" {
-		return FsState{}, kerr.New(kerr.Invalid, "fs add", group, "bad group name")
+	if err := checkPath(nf.Path); err != nil {
+		return FsState{}, kerr.New(kerr.Invalid, "fs add", what, err.Error())
+	}
+	if nf.Group != "" {
+		if err := checkGroup(nf.Group); err != nil {
+			return FsState{}, kerr.New(kerr.Invalid, "fs add", nf.Group, err.Error())
+		}
+		if nf.Space != "" && spaceOf(nf.Group) != nf.Space {
+			return FsState{}, kerr.New(kerr.Invalid, "fs add", nf.Group, "group is not in space "+nf.Space)
+		}
+	}
+	if nf.Space != "" {
+		if err := namespace.CheckSpaceName(nf.Space); err != nil {
+			return FsState{}, kerr.New(kerr.Invalid, "fs add", what, err.Error())
+		}
+	}
+	if nf.IO != "" && !validIO[nf.IO] {
+		return FsState{}, kerr.New(kerr.Invalid, "fs add", what, "io must be auto, direct or buffered")
 	}
 	s.reg.mu.Lock()
 	defer s.reg.mu.Unlock()
-	if _, ok := s.reg.nodes[nodeName]; !ok {
-		return FsState{}, kerr.New(kerr.NotFound, "fs add", nodeName, "no storage server with that node name has registered")
+	if _, ok := s.reg.nodes[nf.Node]; !ok {
+		return FsState{}, kerr.New(kerr.NotFound, "fs add", nf.Node, "no storage server with that node name has registered")
 	}
-	added, err := s.reg.addLocked(nodeName, path, group)
+	added, err := s.reg.addLocked(nf)
 	if err != nil {
 		return FsState{}, err
 	}
@@ -53,50 +71,6 @@ func (s *Server) ReinitFilesystem(ctx context.Context, p auth.Principal, id uint
 		return s.audit(ctx, p, "fs reinit", what, "", err)
 	}
 	return s.audit(ctx, p, "fs reinit", what, "", s.reg.reinit(id))
-}
-
-// SpaceState summarizes a space for `space ls`.
-type SpaceState struct {
-	Name        string
-	Groups      int
-	Filesystems int
-	RW          int
-	Booted      int
-	Capacity    uint64
-	Used        uint64
-	Files       int64
-}
-
-// Spaces aggregates the registry per space.
-func (s *Server) Spaces(context.Context, auth.Principal) []SpaceState {
-	m := map[string]*SpaceState{}
-	groups := map[string]map[string]bool{}
-	for _, f := range s.reg.list() {
-		sp := m[f.Space]
-		if sp == nil {
-			sp = &SpaceState{Name: f.Space}
-			m[f.Space] = sp
-			groups[f.Space] = map[string]bool{}
-		}
-		groups[f.Space][f.Group] = true
-		sp.Filesystems++
-		if f.ConfigStatus == "rw" {
-			sp.RW++
-		}
-		if f.BootStatus == "booted" {
-			sp.Booted++
-		}
-		sp.Capacity += f.Capacity
-		sp.Used += f.Used
-		sp.Files += f.Files
-	}
-	var out []SpaceState
-	for name, sp := range m {
-		sp.Groups = len(groups[name])
-		out = append(out, *sp)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
 }
 
 // Stripe describes one physical file of a logical file.
@@ -159,24 +133,38 @@ type SpaceStats struct {
 	Filesystems int
 }
 
-// StatFS sums the writable filesystems that can take files below path.
+// StatFS sums the writable filesystems of the space new files below path
+// go to (its directory's sys.forced.space), each backend once.
 func (s *Server) StatFS(_ context.Context, p auth.Principal, path string) (SpaceStats, error) {
 	if err := scope(p, auth.ScopeRead, path, "statfs"); err != nil {
 		return SpaceStats{}, err
 	}
-	if _, err := s.ns.Stat(caller(p), path); err != nil {
+	n, err := s.ns.Stat(caller(p), path)
+	if err != nil {
 		return SpaceStats{}, err
 	}
-	st := SpaceStats{Space: "default"}
+	if !n.IsDir { // a file: the space of its directory
+		if n, err = s.ns.Stat(caller(p), pathpkg.Dir(path)); err != nil {
+			return SpaceStats{}, err
+		}
+	}
+	st := SpaceStats{Space: DefaultSpace}
+	if sp := n.XAttrs[namespace.AttrSpace]; sp != "" {
+		st.Space = sp
+	}
+	seen := map[string]bool{}
 	for _, f := range s.reg.list() {
-		if f.BootStatus != "booted" || f.ConfigStatus != "rw" {
+		if f.BootStatus != "booted" || f.ConfigStatus != "rw" || f.Space != st.Space {
 			continue
 		}
 		st.Filesystems++
-		st.Total += f.Capacity
-		free := f.Capacity - f.Used
-		st.Free += free
-		st.MaxFree = max(st.MaxFree, free)
+		if b := f.backend(); !seen[b] {
+			seen[b] = true
+			st.Total += f.Capacity
+			free := f.Capacity - min(f.Used, f.Capacity)
+			st.Free += free
+			st.MaxFree = max(st.MaxFree, free)
+		}
 	}
 	return st, nil
 }

@@ -49,7 +49,7 @@ func TestPlacementSpreadsAndRespectsState(t *testing.T) {
 	register(t, s, 3, 4) // 12 filesystems on 3 nodes
 	l, _ := layout.Parse("ec:4+2")
 	for i := 0; i < 50; i++ {
-		locs, err := s.reg.place(l)
+		locs, err := s.reg.place(l, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestPlacementSpreadsAndRespectsState(t *testing.T) {
 		}
 	}
 	for i := 0; i < 20; i++ {
-		locs, err := s.reg.place(l)
+		locs, err := s.reg.place(l, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestPlacementSpreadsAndRespectsState(t *testing.T) {
 		}
 	}
 	big, _ := layout.Parse("ec:4+3")
-	_, err := s.reg.place(big)
+	_, err := s.reg.place(big, "")
 	if kerr.KindOf(err) != kerr.NoSpace || !strings.Contains(err.Error(), "needs 7 writable filesystems, 6 available") {
 		t.Fatalf("too few filesystems: %v", err)
 	}

@@ -2,6 +2,7 @@ package nsserver
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -103,10 +104,20 @@ func (s *Server) Chown(ctx context.Context, p auth.Principal, path string, uid, 
 	return s.audit(ctx, p, "chown", path, "", s.ns.Chown(caller(p), path, uid, gid))
 }
 
-// SetXAttr sets an extended attribute.
+// SetXAttr sets an extended attribute. sys.forced.space must name a
+// space that exists (defined, or with filesystems).
 func (s *Server) SetXAttr(ctx context.Context, p auth.Principal, path, name, value string) error {
 	if err := scope(p, auth.ScopeModify, path, "attr set"); err != nil {
 		return s.audit(ctx, p, "attr set "+name, path, "", err)
+	}
+	if name == namespace.AttrSpace && namespace.CheckSpaceName(value) == nil {
+		s.reg.mu.RLock()
+		ok := s.reg.spaceExists(value)
+		s.reg.mu.RUnlock()
+		if !ok {
+			return s.audit(ctx, p, "attr set "+name, path, "", kerr.New(kerr.Invalid, "attr set", path,
+				fmt.Sprintf("no space %q (kaon space define %s, or fs add --space %s)", value, value, value)))
+		}
 	}
 	return s.audit(ctx, p, "attr set "+name, path, "", s.ns.SetXAttr(caller(p), path, name, value))
 }

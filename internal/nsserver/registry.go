@@ -24,6 +24,24 @@ type FsState struct {
 	Files      int64
 	Health     string // "ok" or the reason it is not
 	LastBeat   time.Time
+	// What its storage server found it to be (message.FsReport): kind
+	// (posix, cephfs, rados), the backing storage it shares with other
+	// filesystems, the write mode in use, what is at its place, and the
+	// storage system's own health.
+	Kind          string
+	Backend       string
+	IOInUse       string
+	FsType        string
+	BackendHealth string
+}
+
+// backend names the storage f's capacity belongs to: filesystems with
+// the same one share it.
+func (f *FsState) backend() string {
+	if f.Backend != "" {
+		return f.Backend
+	}
+	return fmt.Sprintf("fs:%d", f.ID)
 }
 
 type node struct {
@@ -37,18 +55,27 @@ type registry struct {
 	ns       *namespace.Namespace
 	interval time.Duration
 
-	mu    sync.RWMutex
-	fs    map[uint32]*FsState
-	nodes map[string]*node
+	mu     sync.RWMutex
+	fs     map[uint32]*FsState
+	nodes  map[string]*node
+	spaces map[string]namespace.Space // defined ones (space define)
 }
 
 var validStatus = map[string]bool{"rw": true, "ro": true, "drain": true, "off": true}
 
 func loadRegistry(ns *namespace.Namespace, interval time.Duration) (*registry, error) {
-	r := &registry{ns: ns, interval: interval, fs: map[uint32]*FsState{}, nodes: map[string]*node{}}
+	r := &registry{ns: ns, interval: interval, fs: map[uint32]*FsState{}, nodes: map[string]*node{},
+		spaces: map[string]namespace.Space{}}
 	fss, err := ns.Filesystems()
 	if err != nil {
 		return nil, err
+	}
+	sps, err := ns.Spaces()
+	if err != nil {
+		return nil, err
+	}
+	for _, sp := range sps {
+		r.spaces[sp.Name] = sp
 	}
 	for _, c := range fss {
 		if c.UUID == "" {
@@ -82,25 +109,33 @@ func (r *registry) save(f *FsState, c namespace.Filesystem) error {
 	return nil
 }
 
-// addLocked registers a filesystem path on a node (fs add, or first
-// heartbeat). Caller holds r.mu.
-func (r *registry) addLocked(nodeName, path, group string) (*FsState, error) {
-	for _, f := range r.fs {
-		if f.Node == nodeName && f.Path == path {
-			return f, kerr.New(kerr.Exists, "fs add", nodeName+":"+path, fmt.Sprintf("already registered as fs %d", f.ID))
-		}
-	}
+// addLocked registers a filesystem on a node (fs add, or first heartbeat
+// with nf.Path only). A RADOS place without an object namespace
+// (rados://[user@]pool[?...]) gets its own, named after the new id.
+// Caller holds r.mu.
+func (r *registry) addLocked(nf NewFilesystem) (*FsState, error) {
 	var id uint32 = 1
 	for fid := range r.fs {
 		if fid >= id {
 			id = fid + 1
 		}
 	}
+	path := withRadosNamespace(nf.Path, fmt.Sprintf("kaon-fs%d", id))
+	for _, f := range r.fs {
+		if f.Node == nf.Node && f.Path == path {
+			return f, kerr.New(kerr.Exists, "fs add", nf.Node+":"+path, fmt.Sprintf("already registered as fs %d", f.ID))
+		}
+	}
+	group := nf.Group
 	if group == "" {
 		group = "default.0"
+		if nf.Space != "" {
+			group = nf.Space + ".0"
+		}
 	}
 	f := &FsState{BootStatus: "down"}
-	c := namespace.Filesystem{ID: id, Node: nodeName, Path: path, Group: group, Space: spaceOf(group), ConfigStatus: "rw", UUID: newUUID()}
+	c := namespace.Filesystem{ID: id, Node: nf.Node, Path: path, Group: group, Space: spaceOf(group), ConfigStatus: "rw", UUID: newUUID(),
+		IO: nf.IO, ObjectSize: nf.ObjectSize}
 	if err := r.save(f, c); err != nil {
 		return nil, err
 	}
@@ -144,11 +179,12 @@ func (r *registry) heartbeat(hb message.Heartbeat) ([]message.FsAssignment, erro
 		}
 		if f == nil {
 			var err error
-			if f, err = r.addLocked(hb.Node, rep.Path, ""); err != nil {
+			if f, err = r.addLocked(NewFilesystem{Node: hb.Node, Path: rep.Path}); err != nil {
 				return nil, err
 			}
 		}
 		f.Capacity, f.Used, f.Files, f.Health, f.LastBeat = rep.Capacity, rep.Used, rep.Files, rep.Health, now
+		f.Kind, f.Backend, f.IOInUse, f.FsType, f.BackendHealth = rep.Kind, rep.Backend, rep.IO, rep.FsType, rep.BackendHealth
 		f.BootStatus = "booted"
 		if rep.Offline != "" {
 			f.BootStatus = "offline"
@@ -164,7 +200,13 @@ func (r *registry) heartbeat(hb message.Heartbeat) ([]message.FsAssignment, erro
 	var out []message.FsAssignment
 	for _, f := range r.fs {
 		if f.Node == hb.Node {
-			out = append(out, message.FsAssignment{ID: f.ID, Path: f.Path, UUID: f.UUID, ConfigStatus: f.ConfigStatus, Init: !f.Initialized})
+			sp := r.spaces[f.Space]
+			a := message.FsAssignment{ID: f.ID, Path: f.Path, UUID: f.UUID, ConfigStatus: f.ConfigStatus, Init: !f.Initialized,
+				IO: f.IO, CephPool: sp.CephPool, ObjectSize: sp.ObjectSize}
+			if f.ObjectSize > 0 {
+				a.ObjectSize = f.ObjectSize
+			}
+			out = append(out, a)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -212,12 +254,28 @@ func (r *registry) config(id uint32, key, value string) error {
 		}
 		c.ConfigStatus = value
 	case "group":
-		if value == "" {
-			return kerr.New(kerr.Invalid, "fs config", what, "empty group")
+		if err := checkGroup(value); err != nil {
+			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
 		}
 		c.Group, c.Space = value, spaceOf(value)
+	case "space":
+		if err := namespace.CheckSpaceName(value); err != nil {
+			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
+		}
+		c.Group, c.Space = value+".0", value
+	case "io":
+		if !validIO[value] {
+			return kerr.New(kerr.Invalid, "fs config", what, "io must be auto, direct or buffered")
+		}
+		c.IO = value
+	case "object-size":
+		n, err := ParseSize(value)
+		if err != nil {
+			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
+		}
+		c.ObjectSize = n
 	default:
-		return kerr.New(kerr.Invalid, "fs config", what, fmt.Sprintf("unknown key %q (configstatus, group)", key))
+		return kerr.New(kerr.Invalid, "fs config", what, fmt.Sprintf("unknown key %q (configstatus, group, space, io, object-size)", key))
 	}
 	return r.save(f, c)
 }

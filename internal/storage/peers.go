@@ -97,7 +97,7 @@ func (s *Server) ReceiveStripe(token string, fid uint64, idx int, body io.Reader
 	}
 	if err != nil {
 		w.Abort()
-		return kerr.Wrap(kerr.IO, "stripe", c.Path, err)
+		return stripeError("stripe", c.Path, err)
 	}
 	return nil
 }

@@ -107,11 +107,11 @@ func memServers(t *testing.T, n, nfs int) ([]*Server, *storagetest.Namespace, *c
 			paths = append(paths, fmt.Sprintf("/s%d/fs%d", i, j))
 		}
 		s, err := New(Config{Node: addr, Addr: addr, Key: key, Namespace: ns, Paths: paths, Peers: peers,
-			Store: func(p string) backend.Store {
+			Store: func(p string) (backend.Store, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				stores[p] = memstore.New(p)
-				return stores[p]
+				return stores[p], nil
 			}})
 		if err != nil {
 			t.Fatal(err)

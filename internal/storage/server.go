@@ -12,8 +12,10 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,9 +35,15 @@ type Config struct {
 	Namespace message.Namespace
 	Paths     []string // filesystem roots to offer at start
 	// Store returns the backend of the filesystem at path (posix.New for a
-	// directory). It must not create anything: a filesystem is made only
-	// when the namespace registers it (Store.Initialize).
-	Store func(path string) backend.Store
+	// directory, a RADOS pool for rados://...). It must neither create
+	// anything (a filesystem is made only when the namespace registers it:
+	// Store.Initialize) nor block on the storage. An error (a kind of
+	// store this binary cannot serve) is reported as the filesystem's
+	// reason to be offline.
+	Store func(path string) (backend.Store, error)
+	// IOTimeout is the I/O deadline: no call on a filesystem is waited
+	// for longer (see guard.go). 0 means DefaultIOTimeout, negative none.
+	IOTimeout time.Duration
 	// Peers reaches the stripes other storage servers hold; nil when this
 	// server is alone (uploads and reads needing another server then fail).
 	Peers Peers
@@ -46,12 +54,95 @@ type Config struct {
 	Logger       *slog.Logger
 }
 
+// mount is one filesystem root this server offers: its store behind the
+// I/O guard, and what the heartbeat last learnt about it.
+type mount struct {
+	path   string
+	raw    backend.Store // the store itself (for the heartbeat's probes)
+	store  backend.Store // raw under the guard
+	g      *guard
+	broken string // why the store could not be opened
+
+	mu       sync.Mutex
+	usage    backend.Usage
+	usageErr error
+	markerID uint32 // the id in the identity marker, until one is assigned
+	info     backend.Info
+	infoAt   time.Time
+	applied  *backend.Settings // the settings last given to Configure
+	setupErr string            // why they could not all be applied
+}
+
+// infoEvery is how often the heartbeat asks a store what it is (a
+// statfs, and for Ceph a health query to the cluster's monitors).
+const infoEvery = 10 * time.Second
+
+// refresh asks the store for its usage (and, every infoEvery, its info
+// and, while it has no id, its marker), waiting at most wait.
+func (m *mount) refresh(wait time.Duration, unassigned bool) {
+	if m.broken != "" {
+		return
+	}
+	m.g.probe("usage", wait, func() {
+		u, err := m.raw.Usage()
+		m.mu.Lock()
+		m.usage, m.usageErr = u, err
+		m.mu.Unlock()
+	})
+	m.mu.Lock()
+	stale := time.Since(m.infoAt) > infoEvery
+	m.mu.Unlock()
+	if stale {
+		m.g.probe("info", wait, func() {
+			in := m.raw.Info()
+			m.mu.Lock()
+			m.info, m.infoAt = in, time.Now()
+			m.mu.Unlock()
+		})
+	}
+	if unassigned {
+		m.g.probe("marker", wait, func() {
+			id, _ := m.raw.Identity()
+			m.mu.Lock()
+			m.markerID = id.FsID
+			m.mu.Unlock()
+		})
+	}
+}
+
+// configure gives the store set unless it has it already; caller runs it
+// as a probe.
+func (m *mount) configure(set backend.Settings) {
+	m.mu.Lock()
+	same := m.applied != nil && *m.applied == set
+	m.mu.Unlock()
+	if same {
+		return
+	}
+	why := ""
+	if err := m.raw.Configure(set); err != nil {
+		why = reason(err)
+	}
+	m.mu.Lock()
+	m.applied, m.setupErr = &set, why
+	m.infoAt = time.Time{} // the write mode may have changed: ask again
+	m.mu.Unlock()
+}
+
+// local reports whether reads may be handed to the kernel (sendfile): a
+// local disk, where they cannot hang past the guard.
+func (m *mount) local() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.info.Kind == backend.KindPosix && m.info.IO == backend.IODirect
+}
+
 type filesystem struct {
 	id     uint32
 	root   string
-	store  backend.Store
-	status atomic.Value // config status string
-	files  atomic.Int64 // stripes, as last counted while online
+	store  backend.Store // its mount's, under the guard
+	status atomic.Value  // config status string
+	files  atomic.Int64  // stripes, as last counted while online
 
 	// offline is the reason the filesystem cannot be used ("" when it can):
 	// its root or identity marker is missing or another filesystem's, so
@@ -83,8 +174,8 @@ type Server struct {
 
 	mu     sync.RWMutex
 	fs     map[uint32]*filesystem
-	paths  []string                 // roots offered, including unnumbered ones
-	stores map[string]backend.Store // by root, one per root for the process
+	paths  []string          // roots offered, including unnumbered ones
+	mounts map[string]*mount // by root, one per root for the process
 	doneMu sync.Mutex
 	done   []message.Deletion
 
@@ -105,45 +196,74 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("storage: Config.Store is required")
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, fs: map[uint32]*filesystem{}, stores: map[string]backend.Store{},
+	switch {
+	case cfg.IOTimeout == 0:
+		cfg.IOTimeout = DefaultIOTimeout
+	case cfg.IOTimeout < 0:
+		cfg.IOTimeout = 0
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, fs: map[uint32]*filesystem{}, mounts: map[string]*mount{},
 		ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory)}
 	for _, p := range cfg.Paths {
-		if _, err := s.offer(p); err != nil {
+		m, err := s.offer(p)
+		if err != nil {
 			return nil, err
+		}
+		if m.broken != "" {
+			return nil, fmt.Errorf("filesystem %s: %s", m.path, m.broken)
 		}
 	}
 	return s, nil
 }
 
 // offer adds root to the filesystems reported in heartbeats and returns
-// its store.
-func (s *Server) offer(p string) (backend.Store, error) {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return nil, err
+// its mount. Directories are made absolute; other places (rados://...)
+// are taken as they are.
+func (s *Server) offer(p string) (*mount, error) {
+	abs := p
+	if !strings.Contains(p, "://") {
+		var err error
+		if abs, err = filepath.Abs(p); err != nil {
+			return nil, err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st := s.stores[abs]; st != nil {
-		return st, nil
+	if m := s.mounts[abs]; m != nil {
+		return m, nil
+	}
+	m := &mount{path: abs, g: newGuard(abs, s.cfg.IOTimeout)}
+	st, err := s.cfg.Store(abs)
+	if err != nil {
+		m.broken = "cannot open: " + reason(err)
+		s.log.Error("cannot serve filesystem", "path", abs, "err", err)
+	} else {
+		m.raw = st
+		m.store = &guarded{Store: st, g: m.g, sendfile: m.local}
 	}
 	s.paths = append(s.paths, abs)
-	s.stores[abs] = s.cfg.Store(abs)
-	return s.stores[abs], nil
+	s.mounts[abs] = m
+	return m, nil
 }
 
-// idOf is the id of filesystem root: the one assigned in this run, else the
-// one in its identity marker (read once per beat only until it is
-// assigned). Caller holds s.mu.
+// idOf is the id of filesystem root: the one assigned in this run, else
+// the one its identity marker had when last read. Caller holds s.mu.
 func (s *Server) idOf(root string) uint32 {
 	for id, f := range s.fs {
 		if f.root == root {
 			return id
 		}
 	}
-	id, _ := s.stores[root].Identity()
-	return id.FsID
+	m := s.mounts[root]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.markerID
 }
+
+// beatWait is how long a heartbeat waits for the answers of its
+// filesystems; a filesystem that takes longer is reported with what it
+// said last (and goes offline once its question passes the I/O deadline).
+const beatWait = 2 * time.Second
 
 // SetXrdAddr sets the root:// host:port advertised in heartbeats; call
 // before Run.
@@ -188,36 +308,27 @@ func (s *Server) Run(ctx context.Context) {
 // whether it initialized a filesystem the namespace just registered.
 func (s *Server) beat(ctx context.Context) (reply message.HeartbeatReply, initialized bool, err error) {
 	s.mu.RLock()
-	hb := message.Heartbeat{Node: s.cfg.Node, Addr: s.cfg.Addr, XrdAddr: s.cfg.XrdAddr}
+	mounts := make([]*mount, 0, len(s.paths))
+	assigned := map[string]bool{}
+	for _, f := range s.fs {
+		assigned[f.root] = true
+	}
 	for _, p := range s.paths {
-		r := message.FsReport{Path: p, ID: s.idOf(p), Health: "ok"}
-		f := s.fs[r.ID]
-		if f != nil && f.root != p {
-			f = nil
-		}
-		if f != nil {
-			r.Offline = f.offlineReason()
-			r.Files = f.files.Load()
-		}
-		if r.Offline == "" {
-			u, err := s.stores[p].Usage()
-			r.Capacity, r.Used = u.Capacity, u.Used
-			switch {
-			case err == nil:
-			case f == nil && kerr.Is(err, kerr.NotFound):
-				r.Offline = reason(err) // nothing there (yet)
-			default:
-				r.Health = reason(err)
-			}
-			if f != nil && r.Offline == "" {
-				r.Files = u.Files
-				f.files.Store(u.Files)
-			}
-		}
-		if r.Offline != "" {
-			r.Health = "offline: " + r.Offline
-		}
-		hb.Filesystems = append(hb.Filesystems, r)
+		mounts = append(mounts, s.mounts[p])
+	}
+	s.mu.RUnlock()
+	// Every filesystem is asked at once: a hung one delays no other.
+	var wg sync.WaitGroup
+	for _, m := range mounts {
+		wg.Add(1)
+		go func() { defer wg.Done(); m.refresh(min(beatWait, s.cfg.IOTimeout+time.Second), !assigned[m.path]) }()
+	}
+	wg.Wait()
+
+	s.mu.RLock()
+	hb := message.Heartbeat{Node: s.cfg.Node, Addr: s.cfg.Addr, XrdAddr: s.cfg.XrdAddr}
+	for _, m := range mounts {
+		hb.Filesystems = append(hb.Filesystems, s.report(m))
 	}
 	s.mu.RUnlock()
 	s.doneMu.Lock()
@@ -231,6 +342,55 @@ func (s *Server) beat(ctx context.Context) (reply message.HeartbeatReply, initia
 		return reply, false, err
 	}
 	return reply, s.apply(reply.Filesystems), nil
+}
+
+// report is what the heartbeat says about m. Caller holds s.mu.
+func (s *Server) report(m *mount) message.FsReport {
+	r := message.FsReport{Path: m.path, ID: s.idOf(m.path), Health: "ok"}
+	f := s.fs[r.ID]
+	if f != nil && f.root != m.path {
+		f = nil
+	}
+	if f != nil {
+		r.Offline = f.offlineReason()
+		r.Files = f.files.Load()
+	}
+	if m.broken != "" {
+		r.Offline = m.broken
+	} else if why := m.g.offline(); why != "" {
+		r.Offline = why
+		if f != nil {
+			s.setOffline(f, why)
+		}
+	}
+	m.mu.Lock()
+	u, uerr, in, setupErr := m.usage, m.usageErr, m.info, m.setupErr
+	m.mu.Unlock()
+	r.Kind, r.Backend, r.IO, r.FsType, r.BackendHealth = in.Kind, in.Backend, in.IO, in.FsType, in.Health
+	if r.Offline == "" {
+		r.Capacity, r.Used = u.Capacity, u.Used
+		switch {
+		case uerr == nil:
+		case f == nil && kerr.Is(uerr, kerr.NotFound):
+			r.Offline = reason(uerr) // nothing there (yet)
+		default:
+			r.Health = reason(uerr)
+		}
+		if f != nil && r.Offline == "" {
+			r.Files = u.Files
+			f.files.Store(u.Files)
+		}
+	}
+	switch {
+	case r.Offline != "":
+		r.Health = "offline: " + r.Offline
+	case r.Health != "ok":
+	case m.g.fullReason() != "":
+		r.Health = "full: " + m.g.fullReason()
+	case setupErr != "":
+		r.Health = "settings not applied: " + setupErr
+	}
+	return r
 }
 
 // reason is the message of err without operation and path.
@@ -250,32 +410,56 @@ func reason(err error) string {
 // mounted, a mount that went away, another filesystem's disk).
 func (s *Server) apply(as []message.FsAssignment) (initialized bool) {
 	for _, a := range as {
-		st, err := s.offer(a.Path)
+		m, err := s.offer(a.Path)
 		if err != nil {
 			s.log.Error("cannot serve filesystem", "fsid", a.ID, "path", a.Path, "err", err)
 			continue
 		}
 		s.mu.Lock()
 		f := s.fs[a.ID]
-		if f == nil || f.root != a.Path {
-			f = &filesystem{id: a.ID, root: a.Path, store: st}
+		if f == nil || f.root != m.path {
+			f = &filesystem{id: a.ID, root: m.path, store: m.store}
 			f.offline.Store("not checked yet")
 			s.fs[a.ID] = f
 		}
 		f.status.Store(a.ConfigStatus)
 		s.mu.Unlock()
-		want := backend.Identity{FsID: a.ID, UUID: a.UUID}
-		if a.Init {
-			if _, err := f.store.Identity(); kerr.Is(err, kerr.NotFound) {
-				if err := f.store.Initialize(want); err != nil {
-					s.setOffline(f, "cannot initialize: "+err.Error())
-					continue
-				}
-				s.log.Info("initialized filesystem", "fsid", a.ID, "path", a.Path)
-				initialized = true
-			}
+		if m.broken != "" {
+			s.setOffline(f, m.broken)
+			continue
 		}
-		s.setOffline(f, f.store.CheckIdentity(want))
+		if why := m.g.hung(); why != "" {
+			s.setOffline(f, why)
+			continue
+		}
+		want := backend.Identity{FsID: a.ID, UUID: a.UUID}
+		set := backend.Settings{IO: a.IO, CephPool: a.CephPool, ObjectSize: a.ObjectSize}
+		var why string
+		var made bool
+		ran := m.g.probe("setup", min(beatWait, s.cfg.IOTimeout+time.Second), func() {
+			m.configure(set)
+			if a.Init {
+				if _, err := m.raw.Identity(); kerr.Is(err, kerr.NotFound) {
+					if err := m.raw.Initialize(want); err != nil {
+						why = "cannot initialize: " + err.Error()
+						return
+					}
+					made = true
+				}
+			}
+			why = m.raw.CheckIdentity(want)
+		})
+		if !ran {
+			continue // still asking: the state stays as it was
+		}
+		if made {
+			s.log.Info("initialized filesystem", "fsid", a.ID, "path", a.Path)
+			initialized = true
+		}
+		if why == "" {
+			m.g.answered(nil) // the storage answers again
+		}
+		s.setOffline(f, why)
 	}
 	return initialized
 }

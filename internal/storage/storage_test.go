@@ -93,7 +93,9 @@ func newServer(t *testing.T, nfs int) (*Server, *fakeNS, *capability.Key, []stri
 		paths = append(paths, filepath.Join(t.TempDir(), "fs"))
 	}
 	s, err := New(Config{Node: "n", Addr: "http://unused", Key: key, Namespace: ns, Paths: paths,
-		Store: func(p string) backend.Store { return posix.New(p, posix.Options{Direct: true, Sync: true}) }})
+		Store: func(p string) (backend.Store, error) {
+			return posix.New(p, posix.Options{IO: backend.IODirect, Sync: true}), nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +143,7 @@ func TestUploadOutOfOrderAndReadBack(t *testing.T) {
 			t.Fatalf("%s commit %+v", tc.layout, ns.commits)
 		}
 		for i, p := range paths {
-			m, err := s.stores[p].ReadMeta(42)
+			m, err := s.mounts[p].store.ReadMeta(42)
 			if err != nil || m.Fid != 42 || m.Stripe != i || m.Size != int64(len(data)) || m.Checksums["md5"] != ns.commits[0].Checksums["md5"] {
 				t.Fatalf("%s stripe %d meta %+v %v", tc.layout, i, m, err)
 			}
@@ -273,7 +275,7 @@ func TestWriteCapabilityOneUpload(t *testing.T) {
 func TestFilesystemIdentity(t *testing.T) {
 	s, ns, key, paths := newServer(t, 1)
 	root := paths[0]
-	if id, err := s.stores[root].Identity(); err != nil || id.FsID != 1 || id.UUID != "u" {
+	if id, err := s.mounts[root].store.Identity(); err != nil || id.FsID != 1 || id.UUID != "u" {
 		t.Fatalf("marker after initialization: %+v %v", id, err)
 	}
 	moved := root + ".mounted"

@@ -159,7 +159,7 @@ func (u *Upload) writeLocked(p []byte) error {
 		<-hashed // p belongs to the caller once we return
 	}
 	if err != nil {
-		u.failed = kerr.Wrap(kerr.IO, "write", u.cap.Path, err)
+		u.failed = stripeError("write", u.cap.Path, err)
 		return u.failed
 	}
 	u.off += int64(len(p))
@@ -253,7 +253,7 @@ func (u *Upload) Commit(ctx context.Context) error {
 	}
 	if u.failed == nil {
 		if err := u.closeFn(); err != nil {
-			u.failed = kerr.Wrap(kerr.IO, "close", u.cap.Path, err)
+			u.failed = stripeError("close", u.cap.Path, err)
 		}
 	}
 	if u.failed != nil {
@@ -266,7 +266,7 @@ func (u *Upload) Commit(ctx context.Context) error {
 	for i, w := range u.stripes {
 		m := backend.Meta{Fid: u.cap.Fid, Stripe: i, Layout: u.cap.Layout, Size: u.off, Checksums: sums, Path: u.cap.Path}
 		if err := w.Finish(m); err != nil && ferr == nil {
-			ferr = kerr.Wrap(kerr.IO, "close", u.cap.Path, err)
+			ferr = stripeError("close", u.cap.Path, err)
 		}
 	}
 	if ferr == nil {

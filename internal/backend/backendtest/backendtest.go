@@ -371,6 +371,23 @@ func Run(t *testing.T, h Hooks) {
 			t.Fatalf("Identity after the marker vanished: %v", err)
 		}
 	})
+	t.Run("SettingsAndInfo", func(t *testing.T) {
+		s := initialized(t, h)
+		wantKind(t, "Configure io=sideways", s.Configure(backend.Settings{IO: "sideways"}), kerr.Invalid)
+		for _, mode := range []string{"", backend.IOAuto, backend.IOBuffered, backend.IODirect} {
+			if err := s.Configure(backend.Settings{IO: mode}); err != nil {
+				t.Fatalf("Configure io=%q: %v", mode, err)
+			}
+			data := randBytes(uint64(len(mode)), 70000)
+			fid := uint64(1000 + len(mode))
+			put(t, s, fid, data, true)
+			mustRead(t, s, fid, data)
+		}
+		in := s.Info()
+		if in.Kind == "" || in.Backend == "" {
+			t.Fatalf("Info names no kind or backend: %+v", in)
+		}
+	})
 	t.Run("IdentityWithoutUUID", func(t *testing.T) {
 		// Markers written before uuids existed adopt the instance's.
 		s := h.Open(t)

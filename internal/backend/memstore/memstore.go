@@ -193,6 +193,20 @@ func (s *Store) Usage() (backend.Usage, error) {
 	return u, nil
 }
 
+// Configure accepts every valid setting; nothing changes in memory.
+func (s *Store) Configure(set backend.Settings) error {
+	switch set.IO {
+	case "", backend.IOAuto, backend.IODirect, backend.IOBuffered:
+		return nil
+	}
+	return kerr.New(kerr.Invalid, "configure", "mem:"+s.name, "io="+set.IO+": want auto, direct or buffered")
+}
+
+// Info describes the store: every memstore is its own backend.
+func (s *Store) Info() backend.Info {
+	return backend.Info{Kind: "memory", Backend: "mem:" + s.name, FsType: "memory"}
+}
+
 func (s *Store) Identity() (backend.Identity, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

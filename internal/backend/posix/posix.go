@@ -1,7 +1,12 @@
 // Package posix is the backend.Store of a local directory (normally the
 // root of one mounted disk): one file per stripe, named by file id, its
-// metadata in xattrs, written with O_DIRECT where the filesystem allows
-// (package directio). The on-disk format is in format.go.
+// metadata in xattrs. Stripes are written with O_DIRECT (package
+// directio) on local disks and through the page cache with one fsync at
+// the end on network and FUSE filesystems (CephFS, NFS, ...), where
+// O_DIRECT costs a synchronous round trip per buffer: the store finds out
+// which it is at setup (detect.go) unless the operator chose. Inside a
+// CephFS it also sets the root's layout (data pool, object size). The
+// on-disk format is in format.go.
 package posix
 
 import (
@@ -9,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -21,20 +27,31 @@ import (
 
 // Options choose how stripes reach the disk.
 type Options struct {
-	// Direct writes stripes with O_DIRECT (through aligned staging
-	// buffers, bypassing the page cache; see package directio for why and
-	// the measurement); false writes them through the page cache.
-	Direct bool
+	// IO is the write mode until Configure says otherwise:
+	// backend.IODirect writes stripes with O_DIRECT (through aligned
+	// staging buffers, bypassing the page cache; see package directio for
+	// why and the measurement), IOBuffered through the page cache, IOAuto
+	// (or "") chooses by the filesystem: direct on local disks.
+	IO string
 	// Sync fsyncs every stripe in Finish, before the upload it belongs to
 	// is committed. Without it a crash may lose committed data (benchmarks
 	// only).
 	Sync bool
+	// CephHealth, if set, asks the Ceph cluster with that fsid for its
+	// health (Info of a root inside a CephFS); "" when it cannot.
+	CephHealth func(clusterFSID string) string
 }
 
 // Store is one filesystem directory.
 type Store struct {
 	root string
 	opts Options
+
+	direct atomic.Bool // write new stripes with O_DIRECT
+
+	setMu    sync.Mutex
+	settings backend.Settings
+	found    place // what detect found last
 
 	mu      sync.Mutex
 	want    backend.Identity // the identity last checked or initialized
@@ -54,7 +71,91 @@ var _ backend.Store = (*Store)(nil)
 func New(root string, o Options) *Store {
 	s := &Store{root: root, opts: o}
 	s.offline = "identity not checked yet"
+	s.settings.IO = o.IO
+	// Until Configure or Initialize found out what the root is (which
+	// may block on a hung mount: New must not).
+	s.direct.Store(o.IO != backend.IOBuffered)
 	return s
+}
+
+// redetect finds out what the root is and chooses the write mode.
+func (s *Store) redetect() error {
+	p, err := detect(s.root)
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
+	if err == nil {
+		s.found = p
+	}
+	switch s.settings.IO {
+	case backend.IODirect:
+		s.direct.Store(true)
+	case backend.IOBuffered:
+		s.direct.Store(false)
+	default:
+		s.direct.Store(err == nil && !s.found.remote)
+	}
+	return err
+}
+
+// Configure applies the write mode and, inside a CephFS, the root's
+// layout (now if the root exists, else when Initialize makes it).
+func (s *Store) Configure(set backend.Settings) error {
+	switch set.IO {
+	case "", backend.IOAuto, backend.IODirect, backend.IOBuffered:
+	default:
+		return kerr.New(kerr.Invalid, "configure", s.root, fmt.Sprintf("io=%s: want auto, direct or buffered", set.IO))
+	}
+	s.setMu.Lock()
+	s.settings = set
+	s.setMu.Unlock()
+	if err := s.redetect(); err != nil {
+		return kerr.New(kerr.IO, "configure", s.root, err.Error())
+	}
+	if _, err := os.Stat(s.root); err != nil {
+		return nil // Initialize sets the layout
+	}
+	return s.applyLayout()
+}
+
+// applyLayout sets the CephFS layout the settings ask for on the root.
+func (s *Store) applyLayout() error {
+	s.setMu.Lock()
+	set, kind := s.settings, s.found.kind
+	s.setMu.Unlock()
+	if set.CephPool == "" && set.ObjectSize == 0 {
+		return nil
+	}
+	if kind != backend.KindCephFS {
+		return kerr.New(kerr.Invalid, "configure", s.root, "a CephFS layout (pool, object size) is set for this filesystem's space, but it is not inside a CephFS")
+	}
+	if err := setLayout(s.root, set); err != nil {
+		return kerr.New(kerr.KindOf(err), "configure", s.root, "CephFS layout: "+err.Error())
+	}
+	return nil
+}
+
+// Info says what the root is (detected again: a disk may have been
+// mounted since).
+func (s *Store) Info() backend.Info {
+	err := s.redetect()
+	s.setMu.Lock()
+	p := s.found
+	s.setMu.Unlock()
+	in := backend.Info{Kind: p.kind, Backend: p.backend, FsType: p.fsType, IO: backend.IOBuffered}
+	if s.direct.Load() {
+		in.IO = backend.IODirect
+	}
+	if err != nil {
+		in.Health = err.Error()
+	} else if p.kind == backend.KindCephFS {
+		in.Health = "mount answers"
+		if fsid, ok := strings.CutPrefix(p.backend, "cephfs:"); ok && s.opts.CephHealth != nil {
+			if h := s.opts.CephHealth(fsid); h != "" {
+				in.Health = h
+			}
+		}
+	}
+	return in
 }
 
 // Root is the store's directory.
@@ -97,7 +198,7 @@ func (s *Store) Create(fid uint64, o backend.CreateOptions) (backend.Writer, err
 	}
 	var f *directio.File
 	var err error
-	if s.opts.Direct {
+	if s.direct.Load() {
 		f, err = directio.Create(p, 0o600, o.Overlap)
 	} else {
 		f, err = directio.CreateBuffered(p, 0o600)
@@ -117,7 +218,7 @@ func (s *Store) wanted() backend.Identity {
 
 func (s *Store) WriteMemory(o backend.CreateOptions) int64 {
 	switch {
-	case !s.opts.Direct:
+	case !s.direct.Load():
 		return 0
 	case o.Overlap:
 		return 2 * directio.BufSize
@@ -311,6 +412,10 @@ func (s *Store) Initialize(id backend.Identity) error {
 			return kerr.New(kerr.NotEmpty, "initialize", s.root,
 				fmt.Sprintf("not empty (%s); refusing to initialize over existing data", e.Name()))
 		}
+	}
+	_ = s.redetect()
+	if err := s.applyLayout(); err != nil {
+		return err
 	}
 	if err := writeMarker(s.root, id); err != nil {
 		return kerr.Wrap(kerr.IO, "initialize", s.root, unwrapPath(err))

@@ -1,14 +1,18 @@
 package posix
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/backend/backendtest"
+	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
 func hooks(o Options) backendtest.Hooks {
@@ -33,19 +37,19 @@ func hooks(o Options) backendtest.Hooks {
 }
 
 func TestSuite(t *testing.T) {
-	t.Run("direct", func(t *testing.T) { backendtest.Run(t, hooks(Options{Direct: true, Sync: true})) })
-	t.Run("buffered", func(t *testing.T) { backendtest.Run(t, hooks(Options{Sync: true})) })
+	t.Run("direct", func(t *testing.T) { backendtest.Run(t, hooks(Options{IO: backend.IODirect, Sync: true})) })
+	t.Run("buffered", func(t *testing.T) { backendtest.Run(t, hooks(Options{IO: backend.IOBuffered, Sync: true})) })
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		// tmpfs refuses O_DIRECT on older kernels: the fallback is covered.
 		t.Run("tmpfs", func(t *testing.T) {
-			h := hooks(Options{Direct: true})
+			h := hooks(Options{IO: backend.IODirect})
 			h.Open = func(t *testing.T) backend.Store {
 				dir, err := os.MkdirTemp("/dev/shm", "kaon-posix")
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { os.RemoveAll(dir) })
-				return New(filepath.Join(dir, "fs"), Options{Direct: true})
+				return New(filepath.Join(dir, "fs"), Options{IO: backend.IODirect})
 			}
 			backendtest.Run(t, h)
 		})
@@ -71,7 +75,7 @@ func TestOnDiskFormat(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := New(root, Options{Direct: true})
+	s := New(root, Options{IO: backend.IODirect})
 	if got, err := s.Identity(); err != nil || got != (backend.Identity{FsID: 3}) {
 		t.Fatalf("version 1 marker: %+v %v", got, err)
 	}
@@ -135,5 +139,101 @@ func TestInitializeBesideLostFound(t *testing.T) {
 	os.Mkdir(filepath.Join(root, "lost+found"), 0o700)
 	if err := New(root, Options{}).Initialize(backend.Identity{FsID: 1, UUID: "u"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// openDirect reports whether the stripe being written by w was opened
+// with O_DIRECT, from the kernel's view of its descriptor.
+func openDirect(t *testing.T, w backend.Writer) bool {
+	t.Helper()
+	fd := w.(*writer).f.OS().Fd()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", fd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			fl, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+			if err != nil {
+				t.Fatalf("fdinfo flags %q", v)
+			}
+			return fl&unix.O_DIRECT != 0
+		}
+	}
+	t.Fatalf("no flags in fdinfo: %s", b)
+	return false
+}
+
+// TestIOMode: io=auto writes with O_DIRECT on a local disk and through
+// the page cache on tmpfs (as on FUSE and network filesystems); the
+// operator's direct/buffered wins over detection, and Info says which.
+func TestIOMode(t *testing.T) {
+	cases := []struct {
+		name, dir, io string
+		direct        bool
+	}{
+		{"local auto", t.TempDir(), backend.IOAuto, true},
+		{"local buffered", t.TempDir(), backend.IOBuffered, false},
+		{"tmpfs auto", "/dev/shm", backend.IOAuto, false},
+		{"tmpfs direct", "/dev/shm", backend.IODirect, true},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var st unix.Statfs_t
+			if unix.Statfs(c.dir, &st) != nil || (c.dir == "/dev/shm") != (st.Type == unix.TMPFS_MAGIC) {
+				t.Fatalf("%s: not the filesystem kind this case needs (statfs type %#x)", c.dir, st.Type)
+			}
+			dir, err := os.MkdirTemp(c.dir, "kaon-io")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			s := New(filepath.Join(dir, "fs"), Options{})
+			if err := s.Configure(backend.Settings{IO: c.io}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Initialize(backend.Identity{FsID: 1, UUID: "u"}); err != nil {
+				t.Fatal(err)
+			}
+			w, err := s.Create(uint64(i+1), backend.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Abort()
+			if got := openDirect(t, w); got != c.direct {
+				t.Errorf("stripe opened with O_DIRECT %v, want %v", got, c.direct)
+			}
+			want := backend.IOBuffered
+			if c.direct {
+				want = backend.IODirect
+			}
+			if in := s.Info(); in.IO != want || in.Kind != backend.KindPosix || !strings.HasPrefix(in.Backend, "dev:") {
+				t.Errorf("Info %+v, want io %s, kind posix, a dev: backend", in, want)
+			}
+		})
+	}
+}
+
+// TestSameDiskSameBackend: two roots on one filesystem name one backend
+// (counted once), roots on different filesystems different ones.
+func TestSameDiskSameBackend(t *testing.T) {
+	base := t.TempDir()
+	a, b := New(filepath.Join(base, "a"), Options{}).Info(), New(filepath.Join(base, "b"), Options{}).Info()
+	if a.Backend == "" || a.Backend != b.Backend {
+		t.Fatalf("two directories of one disk: backends %q and %q", a.Backend, b.Backend)
+	}
+	shm := New("/dev/shm/kaon-never-made", Options{}).Info()
+	if shm.Backend == a.Backend {
+		t.Fatalf("tmpfs and %s share backend %q", base, a.Backend)
+	}
+}
+
+// TestCephLayoutOutsideCephFS: a CephFS layout for a root that is not in
+// a CephFS is refused with a reason, not silently ignored.
+func TestCephLayoutOutsideCephFS(t *testing.T) {
+	s := New(t.TempDir(), Options{})
+	err := s.Configure(backend.Settings{CephPool: "kaonfs_ec"})
+	if !kerr.Is(err, kerr.Invalid) || !strings.Contains(err.Error(), "not inside a CephFS") {
+		t.Fatalf("Configure with a CephFS pool on a local disk: %v", err)
 	}
 }

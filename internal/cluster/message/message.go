@@ -22,8 +22,18 @@ type FsReport struct {
 	Files    int64  `json:"files"`
 	Health   string `json:"health"` // "ok" or the reason it is not
 	// Offline says why the filesystem cannot be used at all (its root or
-	// identity marker is missing or not its own); "" when it can.
+	// identity marker is missing or not its own, its I/O hangs); "" when
+	// it can.
 	Offline string `json:"offline,omitempty"`
+	// What the store is (backend.Info): kind (posix, cephfs, rados), the
+	// backing storage it shares with other filesystems (capacity counted
+	// once per backend), the write mode in effect, what was found at its
+	// place, and the storage system's own health (Ceph's).
+	Kind          string `json:"kind,omitempty"`
+	Backend       string `json:"backend,omitempty"`
+	IO            string `json:"io,omitempty"`
+	FsType        string `json:"fstype,omitempty"`
+	BackendHealth string `json:"backend_health,omitempty"`
 }
 
 // Heartbeat registers a storage server and its filesystems.
@@ -45,6 +55,11 @@ type FsAssignment struct {
 	// Init asks the storage server to create the filesystem (its root and
 	// identity marker): it is registered but was never seen initialized.
 	Init bool `json:"init,omitempty"`
+	// The operator's settings (backend.Settings): write mode, and the
+	// CephFS data pool and object size of the filesystem's space.
+	IO         string `json:"io,omitempty"`
+	CephPool   string `json:"ceph_pool,omitempty"`
+	ObjectSize int64  `json:"object_size,omitempty"`
 }
 
 // Deletion is one physical stripe to remove.

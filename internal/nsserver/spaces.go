@@ -1,0 +1,258 @@
+package nsserver
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/namespace"
+)
+
+// Spaces and the settings of filesystems. A space is a set of
+// filesystems (groups SPACE.N) files are placed on; a directory chooses
+// one with sys.forced.space, "default" otherwise. A space exists once a
+// filesystem is in it or it is defined (space define); its settings (the
+// CephFS layout of its filesystems) travel to the storage servers with
+// each filesystem's assignment.
+
+// DefaultSpace is where files go whose directory names no space.
+const DefaultSpace = "default"
+
+// NewFilesystem is what `fs add` registers.
+type NewFilesystem struct {
+	Node string
+	// Path is the filesystem's place on the node: a directory, or
+	// rados://[USER@]POOL[/NAMESPACE][?conf=FILE] for objects in a RADOS
+	// pool (a namespace of its own is made up when none is given).
+	Path       string
+	Group      string // scheduling group SPACE.N (default SPACE.0)
+	Space      string // default "default", or the group's
+	IO         string // auto (""), direct, buffered
+	ObjectSize int64  // RADOS object size (0: the space's or the store's)
+}
+
+var validIO = map[string]bool{"auto": true, "direct": true, "buffered": true}
+
+func checkGroup(g string) error {
+	space, idx, ok := strings.Cut(g, ".")
+	if err := namespace.CheckSpaceName(space); err != nil {
+		return fmt.Errorf("bad group %q: %v", g, err)
+	}
+	if _, err := strconv.ParseUint(idx, 10, 32); ok && err != nil {
+		return fmt.Errorf("bad group %q: want SPACE.N", g)
+	}
+	return nil
+}
+
+// ParseSize reads a byte count with an optional binary suffix (K, M, G:
+// 16M is 16 MiB).
+func ParseSize(s string) (int64, error) {
+	mult := int64(1)
+	t := strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "IB")
+	t = strings.TrimSuffix(t, "B")
+	if t != "" {
+		switch t[len(t)-1] {
+		case 'K':
+			mult, t = 1<<10, t[:len(t)-1]
+		case 'M':
+			mult, t = 1<<20, t[:len(t)-1]
+		case 'G':
+			mult, t = 1<<30, t[:len(t)-1]
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > (1<<40)/mult {
+		return 0, fmt.Errorf("bad size %q (e.g. 4M, 16M, 64M)", s)
+	}
+	return n * mult, nil
+}
+
+// isRados says whether a filesystem path names a RADOS pool.
+func isRados(path string) bool { return strings.HasPrefix(path, "rados://") }
+
+// withRadosNamespace gives a RADOS place without an object namespace
+// the namespace ns; other paths are returned as they are.
+func withRadosNamespace(path, ns string) string {
+	if !isRados(path) {
+		return path
+	}
+	u, err := url.Parse(path)
+	if err != nil || strings.Trim(u.Path, "/") != "" {
+		return path
+	}
+	u.Path = "/" + ns
+	return u.String()
+}
+
+// checkPath validates the place of a new filesystem.
+func checkPath(p string) error {
+	if !isRados(p) {
+		if p == "" || p[0] != '/' {
+			return fmt.Errorf("need an absolute path or rados://[USER@]POOL[/NAMESPACE][?conf=FILE]")
+		}
+		return nil
+	}
+	u, err := url.Parse(p)
+	if err != nil {
+		return fmt.Errorf("bad RADOS place: %v", err)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("bad RADOS place %q: no pool (rados://[USER@]POOL[/NAMESPACE][?conf=FILE])", p)
+	}
+	for k := range u.Query() {
+		if k != "conf" {
+			return fmt.Errorf("bad RADOS place %q: unknown parameter %q (conf)", p, k)
+		}
+	}
+	return nil
+}
+
+// spaceExists reports whether name is defined or has filesystems.
+// Caller holds r.mu.
+func (r *registry) spaceExists(name string) bool {
+	if name == DefaultSpace {
+		return true
+	}
+	if _, ok := r.spaces[name]; ok {
+		return true
+	}
+	for _, f := range r.fs {
+		if f.Space == name {
+			return true
+		}
+	}
+	return false
+}
+
+// DefineSpace defines a space (`space define NAME`); defining one that
+// exists is not an error.
+func (s *Server) DefineSpace(ctx context.Context, p auth.Principal, name string) error {
+	if err := requireRoot(p, "space define"); err != nil {
+		return s.audit(ctx, p, "space define", name, "", err)
+	}
+	if err := namespace.CheckSpaceName(name); err != nil {
+		return s.audit(ctx, p, "space define", name, "", kerr.New(kerr.Invalid, "space define", name, err.Error()))
+	}
+	s.reg.mu.Lock()
+	defer s.reg.mu.Unlock()
+	sp, ok := s.reg.spaces[name]
+	if ok {
+		return s.audit(ctx, p, "space define", name, "", nil)
+	}
+	sp.Name = name
+	err := s.ns.SaveSpace(sp)
+	if err == nil {
+		s.reg.spaces[name] = sp
+	}
+	return s.audit(ctx, p, "space define", name, "", err)
+}
+
+// ConfigSpace sets a space's key (`space config NAME key=value`):
+// cephfs.pool (the CephFS data pool of its filesystems' roots, "" to
+// leave it) or cephfs.object-size (their layout's object size, e.g.
+// 16M). The space is defined if it was not.
+func (s *Server) ConfigSpace(ctx context.Context, p auth.Principal, name, key, value string) error {
+	what := fmt.Sprintf("space %s %s=%s", name, key, value)
+	if err := requireRoot(p, "space config"); err != nil {
+		return s.audit(ctx, p, "space config", what, "", err)
+	}
+	if err := namespace.CheckSpaceName(name); err != nil {
+		return s.audit(ctx, p, "space config", what, "", kerr.New(kerr.Invalid, "space config", name, err.Error()))
+	}
+	s.reg.mu.Lock()
+	defer s.reg.mu.Unlock()
+	sp := s.reg.spaces[name]
+	sp.Name = name
+	switch key {
+	case "cephfs.pool":
+		if strings.ContainsAny(value, " \t\n=/") {
+			return s.audit(ctx, p, "space config", what, "", kerr.New(kerr.Invalid, "space config", name, fmt.Sprintf("bad pool name %q", value)))
+		}
+		sp.CephPool = value
+	case "cephfs.object-size":
+		n, err := ParseSize(value)
+		if err == nil && n > 0 && n%(64<<10) != 0 {
+			err = fmt.Errorf("object size %d is not a multiple of 64 KiB (CephFS needs that)", n)
+		}
+		if err != nil {
+			return s.audit(ctx, p, "space config", what, "", kerr.New(kerr.Invalid, "space config", name, err.Error()))
+		}
+		sp.ObjectSize = n
+	default:
+		return s.audit(ctx, p, "space config", what, "", kerr.New(kerr.Invalid, "space config", name,
+			fmt.Sprintf("unknown key %q (cephfs.pool, cephfs.object-size)", key)))
+	}
+	err := s.ns.SaveSpace(sp)
+	if err == nil {
+		s.reg.spaces[name] = sp
+	}
+	return s.audit(ctx, p, "space config", what, "", err)
+}
+
+// SpaceState summarizes a space for `space ls`. Filesystems that share a
+// backend (directories of one disk or one CephFS, namespaces of one RADOS
+// pool) count their capacity and usage once.
+type SpaceState struct {
+	Name        string
+	Groups      int
+	Filesystems int
+	RW          int
+	Booted      int
+	Capacity    uint64
+	Used        uint64
+	Files       int64
+	Backends    int    // distinct backends its filesystems are on
+	CephPool    string // settings (space config)
+	ObjectSize  int64
+}
+
+// Spaces aggregates the registry per space, defined ones included.
+func (s *Server) Spaces(context.Context, auth.Principal) []SpaceState {
+	m := map[string]*SpaceState{}
+	groups := map[string]map[string]bool{}
+	backends := map[string]map[string]bool{}
+	get := func(name string) *SpaceState {
+		sp := m[name]
+		if sp == nil {
+			sp = &SpaceState{Name: name}
+			m[name] = sp
+			groups[name], backends[name] = map[string]bool{}, map[string]bool{}
+		}
+		return sp
+	}
+	s.reg.mu.RLock()
+	for name, def := range s.reg.spaces {
+		sp := get(name)
+		sp.CephPool, sp.ObjectSize = def.CephPool, def.ObjectSize
+	}
+	s.reg.mu.RUnlock()
+	for _, f := range s.reg.list() {
+		sp := get(f.Space)
+		groups[f.Space][f.Group] = true
+		sp.Filesystems++
+		if f.ConfigStatus == "rw" {
+			sp.RW++
+		}
+		if f.BootStatus == "booted" {
+			sp.Booted++
+		}
+		sp.Files += f.Files
+		if b := f.backend(); !backends[f.Space][b] && f.BootStatus == "booted" {
+			backends[f.Space][b] = true
+			sp.Capacity += f.Capacity
+			sp.Used += f.Used
+		}
+	}
+	out := make([]SpaceState, 0, len(m))
+	for name, sp := range m {
+		sp.Groups, sp.Backends = len(groups[name]), len(backends[name])
+		out = append(out, *sp)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
