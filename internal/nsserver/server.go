@@ -30,7 +30,7 @@ import (
 
 // Config configures the namespace service.
 type Config struct {
-	Engine            kv.Engine // where the namespace lives
+	Engine            kv.Store // where the namespace lives
 	Sync              bool      // namespace mutations durable before they return
 	Key               *capability.Key
 	HeartbeatInterval time.Duration // how often storage servers report; default 1s
