@@ -73,9 +73,11 @@ type limitedBatch struct {
 	n, max int
 }
 
-func (s limitedStore) NewBatch() kv.Batch { return &limitedBatch{Batch: s.Store.NewBatch(), max: s.max} }
-func (b *limitedBatch) Put(k, v []byte)  { b.n++; b.Batch.Put(k, v) }
-func (b *limitedBatch) Delete(k []byte)  { b.n++; b.Batch.Delete(k) }
+func (s limitedStore) NewBatch() kv.Batch {
+	return &limitedBatch{Batch: s.Store.NewBatch(), max: s.max}
+}
+func (b *limitedBatch) Put(k, v []byte) { b.n++; b.Batch.Put(k, v) }
+func (b *limitedBatch) Delete(k []byte) { b.n++; b.Batch.Delete(k) }
 func (b *limitedBatch) Apply(sync bool) (func() error, error) {
 	if b.n > b.max {
 		b.Batch.Discard()
@@ -102,7 +104,7 @@ type failingBatch struct {
 	err error
 }
 
-func (s failingStore) NewBatch() kv.Batch                { return failingBatch{s.Store.NewBatch(), s.err} }
+func (s failingStore) NewBatch() kv.Batch               { return failingBatch{s.Store.NewBatch(), s.err} }
 func (b failingBatch) Apply(bool) (func() error, error) { b.Batch.Discard(); return nil, b.err }
 
 // A store that says why a commit failed (a replicated one without quorum)

@@ -31,7 +31,7 @@ import (
 // Config configures the namespace service.
 type Config struct {
 	Engine            kv.Store // where the namespace lives
-	Sync              bool      // namespace mutations durable before they return
+	Sync              bool     // namespace mutations durable before they return
 	Key               *capability.Key
 	HeartbeatInterval time.Duration // how often storage servers report; default 1s
 	CapabilityTTL     time.Duration // lifetime of capabilities; default 5m

@@ -189,7 +189,7 @@ func (b *batch) If(conds ...kv.Cond)    { b.conds = append(b.conds, conds...) }
 func (b *batch) Discard()               { b.ws.Reset(); b.conds = nil }
 func (b *batch) Commit(sync bool) error { _, err := b.Apply(sync); return err }
 
-func (b *batch) Rev() uint64            { return b.rev }
+func (b *batch) Rev() uint64 { return b.rev }
 
 func (b *batch) Apply(bool) (func() error, error) {
 	rev, err := b.e.commit(b.ws.All(), b.conds, nil)
