@@ -32,12 +32,13 @@ const (
 	ReadOnly                // target is read-only
 	Expired                 // capability or token expired
 	Unavailable             // a needed service or enough of the data is not reachable now
+	Down                    // the namespace cannot be served now (its replicated store lost quorum, no active server): retry later
 )
 
 var kindNames = [...]string{"internal error", "not found", "exists", "not a directory",
 	"is a directory", "directory not empty", "permission denied", "invalid argument",
 	"name too long", "no space", "quota exceeded", "busy", "I/O error", "unsupported",
-	"read-only", "expired", "unavailable"}
+	"read-only", "expired", "unavailable", "namespace unavailable"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -172,7 +173,7 @@ func Errno(k Kind) syscall.Errno {
 		return syscall.EROFS
 	case Expired:
 		return syscall.EACCES
-	case Unavailable:
+	case Unavailable, Down:
 		return syscall.EIO
 	}
 	return syscall.EIO
@@ -197,7 +198,7 @@ func HTTPStatus(k Kind) int {
 		return 414 // URI Too Long
 	case NoSpace, Quota:
 		return 507 // Insufficient Storage
-	case Busy, Unavailable:
+	case Busy, Unavailable, Down:
 		return 503
 	case Unsupported:
 		return 501
