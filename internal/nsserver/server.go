@@ -50,6 +50,9 @@ type Config struct {
 	RecycleMaxBytes int64
 	// Audit receives the audit log (JSON lines); nil: none.
 	Audit io.Writer
+	// StepDown hands the active role of a replicated namespace to a
+	// standby (internal/ha); nil: not replicated.
+	StepDown func(ctx context.Context) error
 }
 
 // DataReader reads the whole content of the file a read capability names
