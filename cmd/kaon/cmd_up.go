@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/capability"
@@ -141,6 +142,7 @@ type MGMConfig struct {
 	Common
 	Listen
 	Namespace NamespaceConfig
+	Meta      MetaConfig
 }
 
 func runMGM(args []string) int {
@@ -149,6 +151,8 @@ func runMGM(args []string) int {
 	c.Common.bind(fl)
 	c.Listen.bind(fl, defaultDataDir(), "127.0.0.1:8000", "", "namespace data directory")
 	c.Namespace.bind(fl)
+	c.Meta.bind(fl)
+	fl.StringVar(&c.Namespace.KeyFile, "key", "", "capability key file shared by the namespace servers of an instance (default: DATA/keys/capability.key, created if missing)")
 	if err := parseRole(fl, args); err != nil {
 		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
 		return 2
@@ -160,6 +164,9 @@ func runMGM(args []string) int {
 	log := c.Common.start()
 	if err := os.MkdirAll(c.Data, 0o755); err != nil {
 		return fail("", err)
+	}
+	if c.Meta.URL != "" {
+		return runMGMHA(c, log)
 	}
 	role, err := openNamespace(c.Data, c.Namespace, log)
 	if err != nil {
@@ -231,7 +238,8 @@ func runFST(args []string) int {
 		_, port, _ := net.SplitHostPort(addr)
 		c.Join.Node = host + ":" + port
 	}
-	mgm := &cluster.Client{Base: c.Join.MGM, Secret: key.Internal()}
+	mgms := mgmURLs(c.Join.MGM)
+	mgm := &cluster.Client{Base: strings.Join(mgms, ","), Secret: key.Internal()}
 	fst, err := newStorage(c.Join.Node, "http://"+addr, key, mgm, c.Join.FS, c.Storage, log)
 	if err != nil {
 		return fail("", err)
@@ -240,7 +248,7 @@ func runFST(args []string) int {
 	defer cancel()
 	ep := Endpoints{FSTHTTP: "http://" + addr}
 	policy := &remote.Policy{AllowLoopback: c.Storage.TPC.AllowLoopback}
-	policy.AddSelf(addr, hostPort(c.Join.MGM), c.Join.MGMXRootD)
+	policy.AddSelf(append(hostsOf(mgms), addr, c.Join.MGMXRootD)...)
 	stop, err := startFSTXRootD(c.XRootD, c.Join.MGMXRootD, fst, policy, &ep, log)
 	if err != nil {
 		return fail("xrootd: ", err)

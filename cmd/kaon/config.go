@@ -61,6 +61,7 @@ type NamespaceConfig struct {
 	RecycleLifetime time.Duration
 	RecycleSize     int64
 	AuditLog        string // "DATA/..." is below the data directory
+	KeyFile         string // capability key shared by the servers of an instance (mgm --key); default DATA/keys/capability.key
 }
 
 func (n *NamespaceConfig) bind(fl *flag.FlagSet) {
@@ -119,7 +120,7 @@ type JoinConfig struct {
 }
 
 func (j *JoinConfig) bind(fl *flag.FlagSet) {
-	fl.StringVar(&j.MGM, "mgm", "", "namespace server URL (http://host:port)")
+	fl.StringVar(&j.MGM, "mgm", "", "namespace server URL (http://host:port); every server of a replicated instance, comma-separated")
 	fl.StringVar(&j.Key, "key", "", "capability key file shared with the namespace server")
 	fl.StringVar(&j.MGMXRootD, "mgm-xrootd", "", "root:// host:port of the namespace server, for redirects from this data listener")
 	fl.StringVar(&j.Node, "node", "", "stable node name (default: hostname:port of --http)")

@@ -114,10 +114,7 @@ func (r *nsRole) Close() {
 
 // openNamespace opens the namespace server stored in dir.
 func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, error) {
-	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
-		return nil, err
-	}
-	key, err := capability.LoadOrCreateKey(filepath.Join(dir, "keys", "capability.key"))
+	key, err := loadKey(dir, c.KeyFile)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,9 @@ func (r *registry) place(l layout.Layout, space string) ([]uint32, error) {
 		}
 	}
 	need := l.Stripes()
+	if len(cands) < need && r.awaiting() {
+		return nil, kerr.New(kerr.Busy, "", "", fmt.Sprintf("layout %s needs %d writable filesystems, %d reported so far: the namespace server just started and storage servers are still reporting; retry", l, need, len(cands)))
+	}
 	if len(cands) < need {
 		return nil, kerr.New(kerr.NoSpace, "", "", fmt.Sprintf("layout %s needs %d writable filesystems, %d available in space %s", l, need, len(cands), space))
 	}
