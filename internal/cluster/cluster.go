@@ -38,8 +38,8 @@ type Client struct {
 	Secret string // shared internal bearer
 	HTTP   *http.Client
 	// With several servers: how long a request looks for the active one
-	// (default 30s), and how long one attempt may take (default 10s: a
-	// frozen server must not hold it).
+	// (default 30s), and how long one attempt may take (default 10s, 3s
+	// for a heartbeat: a frozen server must not hold it).
 	FailoverWait   time.Duration
 	AttemptTimeout time.Duration
 
@@ -139,6 +139,9 @@ func (c *Client) attempt(ctx context.Context, base, op string, body []byte, ha b
 		t := c.AttemptTimeout
 		if t <= 0 {
 			t = 10 * time.Second
+		}
+		if op == "heartbeat" { // sent every second: a slow one is better sent elsewhere
+			t = min(t, 3*time.Second)
 		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t)

@@ -453,13 +453,13 @@ func (p *Pipeline) fail(err error, group []*pbatch) {
 func failure(err error) error {
 	switch {
 	case errors.Is(err, errFenced):
-		return &kerr.Error{Kind: kerr.Busy, Op: "commit", Msg: "no longer the active namespace server; retry", Err: err}
+		return &kerr.Error{Kind: kerr.Busy, Msg: "no longer the active namespace server; retry", Err: err}
 	case errors.Is(err, errClosed):
-		return &kerr.Error{Kind: kerr.Busy, Op: "commit", Msg: "this server gave up the active role; retry", Err: err}
+		return &kerr.Error{Kind: kerr.Busy, Msg: "this server gave up the active role; retry", Err: err}
 	case kerr.Is(err, kerr.Unavailable) || kerr.Is(err, kerr.Busy):
-		return &kerr.Error{Kind: kerr.Down, Op: "commit", Msg: "namespace unavailable", Err: err}
+		return &kerr.Error{Kind: kerr.Down, Msg: "namespace unavailable", Err: err}
 	}
-	return &kerr.Error{Kind: kerr.Internal, Op: "commit", Msg: "namespace commit failed", Err: err}
+	return &kerr.Error{Kind: kerr.Internal, Msg: "namespace commit failed", Err: err}
 }
 
 var errClosed = errors.New("pipeline closed")

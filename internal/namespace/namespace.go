@@ -215,6 +215,10 @@ func (ns *Namespace) mutate(op string, fn func(tx *txn) error) error {
 // kind when it says why (a replicated store without quorum is
 // unavailable, not broken), else an internal error.
 func storeError(op string, err error) error {
+	var ke *kerr.Error
+	if errors.As(err, &ke) && ke.Op == "" && ke.Path == "" {
+		return kerr.WithOp(err, op)
+	}
 	return kerr.Wrap(kerr.KindOf(err), op, "", err)
 }
 

@@ -223,14 +223,19 @@ func (r *registry) nodeAlive(name string) bool {
 
 // alive reports whether f is usable: its node beats and it is booted.
 // Caller holds r.mu.
+// reportWindow is how long after its start a namespace server expects
+// registered storage servers to report.
+const reportWindow = 10 * time.Second
+
 func (r *registry) alive(f *FsState) bool { return r.nodeAlive(f.Node) && f.BootStatus == "booted" }
 
 // awaiting reports whether storage servers may still be about to report:
-// this server started less than three heartbeats ago (a restart, or a
-// standby that just took over) and some registered node has not reported
-// to it yet. Caller holds r.mu.
+// this server started less than reportWindow ago (a restart, or a standby
+// that just took over: storage servers still talking to a frozen one move
+// on after their attempt timeout) and some registered node has not
+// reported to it yet. Caller holds r.mu.
 func (r *registry) awaiting() bool {
-	if time.Since(r.started) >= 3*r.interval {
+	if time.Since(r.started) >= max(reportWindow, 3*r.interval) {
 		return false
 	}
 	for _, f := range r.fs {
