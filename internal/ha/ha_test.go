@@ -260,3 +260,64 @@ func TestReplicaLoadCorrectsAStaleCopy(t *testing.T) {
 		t.Fatalf("replica differs from the shared engine: %d keys, want %d", len(got), len(want))
 	}
 }
+
+// blockingEngine holds every batch commit until release is closed.
+type blockingEngine struct {
+	kv.Engine
+	started chan struct{}
+	release chan struct{}
+}
+
+type blockingBatch struct {
+	kv.Batch
+	e *blockingEngine
+}
+
+func (e *blockingEngine) NewBatch() kv.Batch { return &blockingBatch{e.Engine.NewBatch(), e} }
+func (b *blockingBatch) Commit(sync bool) error {
+	select {
+	case b.e.started <- struct{}{}:
+	default:
+	}
+	<-b.e.release
+	return b.Batch.Commit(sync)
+}
+
+// Giving up the active role while a group is being committed releases
+// the mutations waiting for it: they fail (busy), they do not hang.
+func TestCloseReleasesTheGroupInFlight(t *testing.T) {
+	remote := &blockingEngine{Engine: memkv.New(), started: make(chan struct{}, 1), release: make(chan struct{})}
+	defer close(remote.release)
+	r := NewReplica(remote, memkv.New(), testLog)
+	p := newPipeline(remote, r, kv.Cond{Key: []byte("lead"), Absent: true}, time.Second)
+	b := p.NewBatch()
+	b.Put([]byte("k"), []byte("v"))
+	wait, err := b.Apply(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-remote.started:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the group's commit did not start within 60s")
+	}
+	p.Close()
+	done := make(chan error, 1)
+	go func() { done <- wait() }()
+	select {
+	case err := <-done:
+		if !kerr.Is(err, kerr.Busy) {
+			t.Fatalf("waiter of the group in flight: %v, want busy", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the waiter of the group in flight hangs after Close")
+	}
+	if _, err := p.NewBatch().Apply(true); err != nil {
+		t.Fatalf("an empty batch after Close: %v", err)
+	}
+	b = p.NewBatch()
+	b.Put([]byte("k2"), []byte("v"))
+	if _, err := b.Apply(true); !kerr.Is(err, kerr.Busy) {
+		t.Fatalf("a batch after Close: %v, want busy", err)
+	}
+}

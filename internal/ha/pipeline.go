@@ -44,6 +44,7 @@ type Pipeline struct {
 	queue    []*pbatch // applied, not yet in a group
 	seq      uint64    // sequence of the last applied batch
 	inflight bool      // a group is being committed
+	flying   []*pbatch // its batches (whoever takes them out releases them)
 	synced   []synced  // committed groups the replica has not applied yet
 	last     uint64    // revision of the last committed group
 	groups   uint64    // groups committed
@@ -287,7 +288,7 @@ func (p *Pipeline) run() {
 			}
 			rev, err := p.commit(ws)
 			if err != nil {
-				p.fail(err, group)
+				p.fail(err)
 				return
 			}
 			p.committed(rev, group, ws)
@@ -339,6 +340,7 @@ func (p *Pipeline) take() ([]*pbatch, []write) {
 	group := p.queue[:n:n]
 	p.queue = p.queue[n:]
 	p.inflight = true
+	p.flying = group
 	return group, ws
 }
 
@@ -398,8 +400,10 @@ func (p *Pipeline) committed(rev uint64, group []*pbatch, ws []write) {
 	p.last = rev
 	p.groups++
 	p.batches += uint64(len(group))
+	release := p.flying // nil when Close released them meanwhile
+	p.flying = nil
 	p.mu.Unlock()
-	for _, pb := range group {
+	for _, pb := range release {
 		close(pb.done)
 	}
 	p.forget(p.replica.Applied())
@@ -427,15 +431,15 @@ func (p *Pipeline) forget(rev uint64) {
 
 // fail ends the pipeline with err: the group in flight, the queued batches
 // and every later one fail.
-func (p *Pipeline) fail(err error, group []*pbatch) {
+func (p *Pipeline) fail(err error) {
 	p.mu.Lock()
 	if p.failed != nil {
 		p.mu.Unlock()
 		return
 	}
 	p.failed = failure(err)
-	all := append(group, p.queue...)
-	p.queue = nil
+	all := append(p.flying, p.queue...)
+	p.queue, p.flying = nil, nil
 	p.inflight = false
 	close(p.done)
 	close(p.idle)
@@ -465,7 +469,7 @@ func failure(err error) error {
 var errClosed = errors.New("pipeline closed")
 
 // Close ends the pipeline: batches not committed yet fail.
-func (p *Pipeline) Close() { p.fail(errClosed, nil) }
+func (p *Pipeline) Close() { p.fail(errClosed) }
 
 // Done is closed when the pipeline ended; Err says why.
 func (p *Pipeline) Done() <-chan struct{} { return p.done }
