@@ -146,14 +146,12 @@ func TestKill9DuringParallelUploads(t *testing.T) {
 	}
 	var ups []*upload
 	for i := 0; i < 16; i++ {
-		size, rate := 1<<20, ""
-		if i%2 == 1 { // still streaming when the server dies
-			size, rate = 16<<20, "4M"
+		size := 1 << 20
+		if i%2 == 1 { // still streaming (at 4 MB/s) when the server dies
+			size = 16 << 20
 		}
 		local, data := randomFile(t, size)
-		u := &upload{path: fmt.Sprintf("/up/f%02d", i), data: data, local: local}
-		ups = append(ups, u)
-		_ = rate
+		ups = append(ups, &upload{path: fmt.Sprintf("/up/f%02d", i), data: data, local: local})
 	}
 	if _, e, code := in.kaon(in.http[0], "mkdir", "/up"); code != 0 {
 		t.Fatal(e)
