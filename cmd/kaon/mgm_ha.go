@@ -272,3 +272,52 @@ func hostsOf(urls []string) []string {
 	}
 	return out
 }
+
+// benchActive makes this process the active namespace server of the
+// instance in meta (its replica in dir) and returns its store, for `bench
+// ns --meta`: the namespace runs over the same pipeline as in kaon mgm.
+func benchActive(meta MetaConfig, dir string) (kv.Store, string, func(), error) {
+	remote, err := meta.openEtcd()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	local, err := pebblekv.Open(filepath.Join(dir, "replica"), pebblekv.Options{NoSync: true})
+	if err != nil {
+		remote.Close()
+		return nil, "", nil, err
+	}
+	node, err := ha.New(ha.Config{Remote: remote, Local: local, Lease: meta.Lease,
+		Self:   ha.Member{ID: "bench", HTTP: "http://bench"},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Serve:  func(_ context.Context, s kv.Store) (any, error) { return s, nil }})
+	if err != nil {
+		remote.Close()
+		local.Close()
+		return nil, "", nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { node.Run(ctx); close(done) }()
+	closeAll := func() {
+		cancel()
+		<-done
+		local.Close()
+		remote.Close()
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if v := node.View(); v.Role == ha.Active {
+			p := v.Service.(*ha.Pipeline)
+			return p, "etcd " + meta.URL, func() {
+				st := p.Stats()
+				fmt.Fprintf(os.Stderr, "pipeline: %d batches committed in %d groups (%.1f per group)\n", st.Batches, st.Groups, float64(st.Batches)/float64(max(st.Groups, 1)))
+				closeAll()
+			}, nil
+		}
+		if time.Now().After(deadline) {
+			closeAll()
+			return nil, "", nil, fmt.Errorf("not the active namespace server of %s within a minute (another one is active?)", meta.URL)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
@@ -25,6 +26,9 @@ type NSConfig struct {
 	ServerPID            int    // server to read RSS from (API mode)
 	Dir                  string // store directory (in-process mode)
 	Sync                 bool   // durable commits (in-process mode)
+	// Store opens the store of the in-process namespace (default: Pebble
+	// in Dir) and names it for the report; close releases it.
+	Store func() (s kv.Store, name string, close func(), err error)
 }
 
 // NSPhase is one phase's result.
@@ -113,12 +117,23 @@ func Namespace(cfg NSConfig) (NSResult, error) {
 		res.Mode = "server API " + cfg.URL
 		ops = apiOps{base: cfg.URL, c: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Workers * 2}}}
 	} else {
-		eng, err := pebblekv.Open(cfg.Dir, pebblekv.Options{})
-		if err != nil {
-			return res, err
+		var store kv.Store
+		if cfg.Store != nil {
+			s, name, closeStore, err := cfg.Store()
+			if err != nil {
+				return res, err
+			}
+			defer closeStore()
+			store, res.Mode = s, "in-process, "+name
+		} else {
+			eng, err := pebblekv.Open(cfg.Dir, pebblekv.Options{})
+			if err != nil {
+				return res, err
+			}
+			defer eng.Close()
+			store, res.Mode = eng, "in-process, pebble"
 		}
-		defer eng.Close()
-		ns, err := namespace.Open(eng, namespace.Options{Sync: cfg.Sync})
+		ns, err := namespace.Open(store, namespace.Options{Sync: cfg.Sync})
 		if err != nil {
 			return res, err
 		}
