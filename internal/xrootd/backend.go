@@ -18,6 +18,9 @@ type Identity struct {
 	// Principal is whatever the embedding server's IdentifyConn attached
 	// (its own notion of an authenticated client); the protocol ignores it.
 	Principal any
+	// Err, when IdentifyConn sets it, refuses the login with
+	// kXR_NotAuthorized and this message.
+	Err error
 }
 
 // FileInfo is what the protocol needs to answer stat, dirlist and open.

@@ -252,7 +252,11 @@ func (c *conn) doLogin(h *reqHeader, body []byte) bool {
 			return c.sendErr(h.StreamID, kXR_ArgInvalid, "login: invalid user name "+strconv.Quote(name)) == nil
 		}
 	}
-	ss, err := c.srv.newSession(c, c.srv.identifyConn(name, c))
+	id := c.srv.identifyConn(name, c)
+	if id.Err != nil {
+		return c.sendErr(h.StreamID, kXR_NotAuthorized, "login: "+id.Err.Error()) == nil
+	}
+	ss, err := c.srv.newSession(c, id)
 	if err != nil {
 		return c.sendErr(h.StreamID, kXR_Overloaded, "login: "+err.Error()) == nil
 	}

@@ -72,7 +72,7 @@ func (m Mapping) Check() error {
 		names = append(names, r.User)
 	}
 	for _, n := range names {
-		if _, err := localUser(n); err != nil {
+		if _, err := LocalUser(n); err != nil {
 			return err
 		}
 	}
@@ -96,7 +96,7 @@ func (m Mapping) principal(sub string, groups []string) (auth.Principal, error) 
 	p := auth.Principal{UID: auth.Nobody.UID, GID: auth.Nobody.GID, Name: sub}
 	if name != "" {
 		var err error
-		if p, err = localUser(name); err != nil {
+		if p, err = LocalUser(name); err != nil {
 			return auth.Nobody, err
 		}
 	}
@@ -119,7 +119,7 @@ func (m Mapping) principal(sub string, groups []string) (auth.Principal, error) 
 
 // localUser is the principal of local user name (or numeric uid, which
 // need not have a passwd entry), never root.
-func localUser(name string) (auth.Principal, error) {
+func LocalUser(name string) (auth.Principal, error) {
 	p := auth.Principal{UID: auth.Nobody.UID, GID: auth.Nobody.GID, Name: name}
 	u, err := user.Lookup(name)
 	if err != nil {

@@ -131,10 +131,10 @@ func (v *Verifier) Authenticate(ctx context.Context, r *auth.Request) (auth.Prin
 // claims are the parts of a token Kaon reads.
 type claims struct {
 	jwt.Claims
-	Scope    string   `json:"scope"`
-	Groups   []string `json:"wlcg.groups"`
-	WLCGVer  string   `json:"wlcg.ver"`
-	SciToken string   `json:"ver"`
+	Scope    string   `json:"scope,omitempty"`
+	Groups   []string `json:"wlcg.groups,omitempty"`
+	WLCGVer  string   `json:"wlcg.ver,omitempty"`
+	SciToken string   `json:"ver,omitempty"`
 }
 
 // fail is the error of a token that cannot be used: it names the issuer
