@@ -90,7 +90,7 @@ func (f *Namespace) principal(r *http.Request) (auth.Principal, error) {
 	if !ok {
 		return auth.Nobody, nil
 	}
-	if tok := bearer(r); tok != "" {
+	if tok := bearer(r); tok != "" && f.acceptsTokens() {
 		p, err := f.Auth.Authenticate(r.Context(), &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok})
 		if err == nil {
 			SetPrincipal(r, p.Name+"/"+p.Method)

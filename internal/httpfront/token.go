@@ -96,3 +96,14 @@ func authError(err error, method, p string) error {
 	}
 	return &c
 }
+
+// acceptsTokens says whether a token method is configured; without one a
+// token is ignored and the connection's authentication (cached) applies.
+func (f *Namespace) acceptsTokens() bool {
+	for _, a := range f.Auth {
+		if _, ok := a.(*token.Verifier); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -15,25 +15,28 @@ import (
 type Kind int
 
 const (
-	Internal        Kind = iota // unexpected failure; logged, reported as I/O error
-	NotFound                    // path or object does not exist
-	Exists                      // target already exists
-	NotDir                      // a path component is not a container
-	IsDir                       // operation needs a file, got a container
-	NotEmpty                    // container not empty
-	Permission                  // caller not authorized
-	Invalid                     // malformed argument (bad path, bad layout, ...)
-	NameTooLong                 // name > 255 bytes or path > 4096 bytes
-	NoSpace                     // no usable filesystem / capacity
-	Quota                       // quota exceeded
-	Busy                        // resource busy, retry later
-	IO                          // data I/O failed (disk, checksum mismatch)
-	Unsupported                 // operation not implemented
-	ReadOnly                    // target is read-only
-	Expired                     // capability or token expired
-	Unavailable                 // a needed service or enough of the data is not reachable now
-	Unauthenticated             // no acceptable credential: a bearer token missing, forged or unusable
+	Internal    Kind = iota // unexpected failure; logged, reported as I/O error
+	NotFound                // path or object does not exist
+	Exists                  // target already exists
+	NotDir                  // a path component is not a container
+	IsDir                   // operation needs a file, got a container
+	NotEmpty                // container not empty
+	Permission              // caller not authorized
+	Invalid                 // malformed argument (bad path, bad layout, ...)
+	NameTooLong             // name > 255 bytes or path > 4096 bytes
+	NoSpace                 // no usable filesystem / capacity
+	Quota                   // quota exceeded
+	Busy                    // resource busy, retry later
+	IO                      // data I/O failed (disk, checksum mismatch)
+	Unsupported             // operation not implemented
+	ReadOnly                // target is read-only
+	Expired                 // capability or token expired
+	Unavailable             // a needed service or enough of the data is not reachable now
 )
+
+// Unauthenticated: no acceptable credential (a bearer token missing,
+// forged or unusable); HTTP 401, where Permission is 403.
+const Unauthenticated = Unavailable + 1
 
 var kindNames = [...]string{"internal error", "not found", "exists", "not a directory",
 	"is a directory", "directory not empty", "permission denied", "invalid argument",
