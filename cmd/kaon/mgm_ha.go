@@ -120,6 +120,13 @@ func runMGMHA(c MGMConfig, log *slog.Logger) int {
 	if err != nil {
 		return fail("", err)
 	}
+	// The instance's own token keys live beside the capability key, so
+	// every server of the instance signs and verifies with the same ones
+	// (give them the same --issuer-url too).
+	tokens, err := c.Namespace.Auth.openIssuer(filepath.Dir(filepath.Dir(keyPath(c))))
+	if err != nil {
+		return fail("", err)
+	}
 	var audit io.Writer
 	if p := strings.Replace(c.Namespace.AuditLog, "DATA", c.Data, 1); p != "" {
 		af, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -147,6 +154,13 @@ func runMGMHA(c MGMConfig, log *slog.Logger) int {
 	self := ha.Member{HTTP: "http://" + advertised(addr, c.Meta.Advertise)}
 	self.ID = strings.TrimPrefix(self.HTTP, "http://")
 	ep := Endpoints{HTTP: "http://" + addr}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tokens.URL = c.Namespace.Auth.issuerURL(self.HTTP)
+	chain, err := c.Namespace.Auth.chain(ctx, c.Data, tokens, log)
+	if err != nil {
+		return fail("", err)
+	}
 	var xl net.Listener
 	if c.XRootD != "" {
 		var xaddr string
@@ -161,12 +175,12 @@ func runMGMHA(c MGMConfig, log *slog.Logger) int {
 		Serve: func(ctx context.Context, store kv.Store) (any, error) {
 			srv, err := nsserver.New(nsserver.Config{Engine: store, Sync: c.Namespace.Sync, Key: key, CapabilityTTL: c.Namespace.CapTTL,
 				Logger: log, RecycleLifetime: c.Namespace.RecycleLifetime, RecycleMaxBytes: c.Namespace.RecycleSize, Audit: audit,
-				Data: cluster.NewStorageClient(key.Internal()), PhysName: physName, StepDown: node.StepDown})
+				Tokens: tokens, Data: cluster.NewStorageClient(key.Internal()), PhysName: physName, StepDown: node.StepDown})
 			if err != nil {
 				return nil, err
 			}
 			go srv.Run(ctx)
-			return &incarnation{http: &httpfront.Namespace{NS: srv, Key: key, Log: log}, xrd: xrdkaon.Namespace{NS: srv}}, nil
+			return &incarnation{http: &httpfront.Namespace{NS: srv, Key: key, Log: log, Auth: chain}, xrd: xrdkaon.Namespace{NS: srv}}, nil
 		}})
 	if err != nil {
 		return fail("", err)
@@ -197,7 +211,7 @@ func runMGMHA(c MGMConfig, log *slog.Logger) int {
 		logged.ServeHTTP(w, r)
 	}))
 	if xl != nil {
-		xs := xrootd.NewServer(xrootd.Config{IdentifyConn: xrdkaon.Identify, Logger: log.With("role", "xrootd-mgm"),
+		xs := xrootd.NewServer(xrootd.Config{IdentifyConn: xrdkaon.Identifier(chain), Logger: log.With("role", "xrootd-mgm"),
 			Namespace: xrdkaon.HA{Route: func() (xrootd.Namespace, string, error) {
 				inc, active, err := route()
 				if inc != nil {
@@ -208,7 +222,6 @@ func runMGMHA(c MGMConfig, log *slog.Logger) int {
 		go xs.Serve(xl)
 		defer xs.Close()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { node.Run(ctx); close(done) }()
 	if err := writeEndpoints(c.Data, ep); err != nil {

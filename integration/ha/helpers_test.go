@@ -172,6 +172,7 @@ func (in *instance) signal(i int, sig syscall.Signal) {
 	}
 	in.down[i] = sig == syscall.SIGSTOP
 }
+
 // eventually retries fn until it succeeds, failing with step after d.
 func (in *instance) eventually(step string, d time.Duration, fn func() error) {
 	in.t.Helper()

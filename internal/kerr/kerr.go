@@ -32,13 +32,21 @@ const (
 	ReadOnly                // target is read-only
 	Expired                 // capability or token expired
 	Unavailable             // a needed service or enough of the data is not reachable now
-	Down                    // the namespace cannot be served now (its replicated store lost quorum, no active server): retry later
 )
+
+// Unauthenticated: no acceptable credential (a bearer token missing,
+// forged or unusable); HTTP 401, where Permission is 403.
+const Unauthenticated = Unavailable + 1
+
+// Down: the namespace cannot be served now (its replicated store lost its
+// quorum, no active namespace server to send clients to); HTTP 503,
+// kXR_ServerError; clients retry later.
+const Down = Unauthenticated + 1
 
 var kindNames = [...]string{"internal error", "not found", "exists", "not a directory",
 	"is a directory", "directory not empty", "permission denied", "invalid argument",
 	"name too long", "no space", "quota exceeded", "busy", "I/O error", "unsupported",
-	"read-only", "expired", "unavailable", "namespace unavailable"}
+	"read-only", "expired", "unavailable", "not authenticated", "namespace unavailable"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -171,7 +179,7 @@ func Errno(k Kind) syscall.Errno {
 		return syscall.ENOTSUP
 	case ReadOnly:
 		return syscall.EROFS
-	case Expired:
+	case Expired, Unauthenticated:
 		return syscall.EACCES
 	case Unavailable, Down:
 		return syscall.EIO
@@ -192,6 +200,8 @@ func HTTPStatus(k Kind) int {
 		return 405 // Method Not Allowed
 	case Permission, Expired, ReadOnly:
 		return 403
+	case Unauthenticated:
+		return 401
 	case Invalid:
 		return 400
 	case NameTooLong:

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -50,6 +51,8 @@ type Config struct {
 	RecycleMaxBytes int64
 	// Audit receives the audit log (JSON lines); nil: none.
 	Audit io.Writer
+	// Tokens signs this instance's bearer tokens (tokens.go); nil: none.
+	Tokens *token.Issuer
 	// StepDown hands the active role of a replicated namespace to a
 	// standby (internal/ha); nil: not replicated.
 	StepDown func(ctx context.Context) error
