@@ -36,6 +36,7 @@ type MetaConfig struct {
 	TxnOps       int           // the cluster's --max-txn-ops
 	RequestBytes int           // the cluster's --max-request-bytes
 	Advertise    string        // host others reach this server at
+	KeepHistory  time.Duration // history of the store the active server keeps (compacts the rest)
 }
 
 func (m *MetaConfig) bind(fl *flag.FlagSet) {
@@ -43,6 +44,7 @@ func (m *MetaConfig) bind(fl *flag.FlagSet) {
 	fl.DurationVar(&m.Lease, "meta-lease", ha.DefaultLease, "with --meta etcd: how long an active server that died or was cut off keeps its role before a standby takes over")
 	fl.IntVar(&m.TxnOps, "meta-txn-ops", 128, "with --meta etcd: the cluster's --max-txn-ops (writes one commit may hold; raise both for faster creates)")
 	fl.IntVar(&m.RequestBytes, "meta-request-bytes", 3<<19, "with --meta etcd: the cluster's --max-request-bytes")
+	fl.DurationVar(&m.KeepHistory, "meta-history", 10*time.Minute, "with --meta etcd: the active server compacts etcd's history older than this (0: leave it to etcd's --auto-compaction-*)")
 	fl.StringVar(&m.Advertise, "advertise", "", "with --meta etcd: host name clients and the other servers reach this server at (default: the --http host, or the host name when it listens on all addresses)")
 }
 
@@ -171,7 +173,7 @@ func runMGMHA(c MGMConfig, log *slog.Logger) int {
 		ep.XRootD = "root://" + xaddr
 	}
 	var node *ha.Node
-	node, err = ha.New(ha.Config{Remote: remote, Local: local, Self: self, Lease: c.Meta.Lease, Logger: log,
+	node, err = ha.New(ha.Config{Remote: remote, Local: local, Self: self, Lease: c.Meta.Lease, KeepHistory: c.Meta.KeepHistory, Logger: log,
 		Serve: func(ctx context.Context, store kv.Store) (any, error) {
 			srv, err := nsserver.New(nsserver.Config{Engine: store, Sync: c.Namespace.Sync, Key: key, CapabilityTTL: c.Namespace.CapTTL,
 				Logger: log, RecycleLifetime: c.Namespace.RecycleLifetime, RecycleMaxBytes: c.Namespace.RecycleSize, Audit: audit,
@@ -299,7 +301,7 @@ func benchActive(meta MetaConfig, dir string) (kv.Store, string, func(), error) 
 		remote.Close()
 		return nil, "", nil, err
 	}
-	node, err := ha.New(ha.Config{Remote: remote, Local: local, Lease: meta.Lease,
+	node, err := ha.New(ha.Config{Remote: remote, Local: local, Lease: meta.Lease, KeepHistory: meta.KeepHistory,
 		Self:   ha.Member{ID: "bench", HTTP: "http://bench"},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Serve:  func(_ context.Context, s kv.Store) (any, error) { return s, nil }})

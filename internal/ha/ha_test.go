@@ -321,3 +321,44 @@ func TestCloseReleasesTheGroupInFlight(t *testing.T) {
 		t.Fatalf("a batch after Close: %v, want busy", err)
 	}
 }
+
+// compactingEngine records the revisions it is asked to compact to.
+type compactingEngine struct {
+	*memkv.Engine
+	mu   sync.Mutex
+	revs []uint64
+}
+
+func (e *compactingEngine) Compact(_ context.Context, rev uint64) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.revs = append(e.revs, rev)
+	return nil
+}
+
+// The active server compacts the shared engine's history, keeping one
+// period of it: each compaction goes to the revision seen a period before.
+func TestActiveServerCompactsHistory(t *testing.T) {
+	remote := &compactingEngine{Engine: memkv.New()}
+	n, err := New(Config{Remote: remote, Local: memkv.New(), Lease: time.Second, KeepHistory: 20 * time.Millisecond, Logger: testLog,
+		Self:  Member{ID: "a", HTTP: "http://a"},
+		Serve: func(context.Context, kv.Store) (any, error) { return "svc", nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go n.Run(ctx)
+	within(t, "three compactions", func() bool {
+		remote.mu.Lock()
+		defer remote.mu.Unlock()
+		return len(remote.revs) >= 3
+	})
+	remote.mu.Lock()
+	defer remote.mu.Unlock()
+	for i, r := range remote.revs {
+		if r == 0 || r > n.replica.Applied() || (i > 0 && r < remote.revs[i-1]) {
+			t.Fatalf("compactions %v (replica at %d): not increasing, or past what the replica has", remote.revs, n.replica.Applied())
+		}
+	}
+}

@@ -81,6 +81,10 @@ type Config struct {
 	Local  kv.Engine // the replica's store (Pebble on the data disk)
 	Self   Member
 	Lease  time.Duration // session TTL (default DefaultLease)
+	// KeepHistory is how much of the shared engine's history the active
+	// server keeps: every KeepHistory it compacts what is older (kv.
+	// Compactor; 0: never, the engine's own compaction must do it).
+	KeepHistory time.Duration
 	// Serve opens the namespace service over store when this server
 	// becomes active, and returns what the front ends serve; ctx ends when
 	// the active role does (the service must stop its background work).
@@ -336,6 +340,7 @@ func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign 
 	}
 	n.setRole(Active, svc)
 	log.Info("active namespace server", "revision", b.Rev())
+	go n.compact(sctx, log)
 	select {
 	case <-ctx.Done():
 		// Shutting down: commit what was applied, then hand over.
@@ -364,6 +369,33 @@ func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign 
 	case reply := <-n.stepDown:
 		reply <- n.handOver(ctx, p, log)
 		return true
+	}
+}
+
+// compact keeps KeepHistory of the shared engine's history while this
+// server is active: at every tick it compacts to the revision it noted at
+// the tick before (as kube-apiserver does with etcd). A standby whose
+// replica falls further behind reloads it.
+func (n *Node) compact(ctx context.Context, log *slog.Logger) {
+	c, ok := n.cfg.Remote.(kv.Compactor)
+	if !ok || n.cfg.KeepHistory <= 0 {
+		return
+	}
+	t := time.NewTicker(n.cfg.KeepHistory)
+	defer t.Stop()
+	noted := n.replica.Applied()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := c.Compact(ctx, noted); err != nil {
+			log.Warn("compacting the shared engine's history failed", "revision", noted, "err", err)
+		} else {
+			log.Debug("compacted the shared engine's history", "revision", noted)
+		}
+		noted = n.replica.Applied()
 	}
 }
 

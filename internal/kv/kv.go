@@ -236,6 +236,15 @@ type Leadership interface {
 	Resign(ctx context.Context) error
 }
 
+// Compactor is implemented by engines that keep a history of revisions
+// until told to forget it (etcdkv: etcd's MVCC history, which otherwise
+// grows until the cluster's space quota stops every write). Compact drops
+// the history before rev: snapshots and watches from older revisions fail
+// with ErrCompacted afterwards.
+type Compactor interface {
+	Compact(ctx context.Context, rev uint64) error
+}
+
 // Statuser is implemented by engines that can report their members and
 // health (etcdkv).
 type Statuser interface {

@@ -2,6 +2,7 @@ package etcdkv
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -21,10 +23,27 @@ import (
 // expired or the leader resigned, every commit guarded by it fails.
 
 var (
-	_ kv.Elector  = (*Engine)(nil)
-	_ kv.Statuser = (*Engine)(nil)
-	_ kv.Limiter  = (*Engine)(nil)
+	_ kv.Elector   = (*Engine)(nil)
+	_ kv.Statuser  = (*Engine)(nil)
+	_ kv.Limiter   = (*Engine)(nil)
+	_ kv.Compactor = (*Engine)(nil)
 )
+
+// Compact compacts the cluster's history (every key, not only this
+// engine's prefix: etcd has one history) before rev. A revision already
+// compacted is not an error.
+func (e *Engine) Compact(ctx context.Context, rev uint64) error {
+	if e.isClosed() {
+		return kv.ErrClosed
+	}
+	rctx, cancel := e.reqCtx(ctx)
+	defer cancel()
+	_, err := e.cli.Compact(rctx, int64(rev))
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		return nil
+	}
+	return e.fail(ctx, "compact", err)
+}
 
 // Limits are the engine's Options: a write costs its key with the prefix,
 // its value, and a few bytes of framing.

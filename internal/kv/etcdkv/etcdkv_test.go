@@ -100,6 +100,32 @@ func TestEngine(t *testing.T) {
 		}
 	})
 
+	t.Run("Compact", func(t *testing.T) {
+		e := open(t, c, prefix(), nil)
+		var revs []uint64
+		for i := 0; i < 3; i++ {
+			b := e.NewBatch()
+			b.Put([]byte("k"), []byte{byte('0' + i)})
+			if err := b.Commit(true); err != nil {
+				t.Fatal(err)
+			}
+			revs = append(revs, b.Rev())
+		}
+		if err := e.Compact(context.Background(), revs[2]); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Compact(context.Background(), revs[1]); err != nil {
+			t.Fatalf("compacting an already compacted revision: %v", err)
+		}
+		r := <-e.Watch(context.Background(), nil, revs[0])
+		if !errors.Is(r.Err, kv.ErrCompacted) {
+			t.Fatalf("watch from a compacted revision: %+v, want ErrCompacted", r)
+		}
+		if v, err := e.Get([]byte("k")); err != nil || string(v) != "2" {
+			t.Fatalf("latest value after compaction: %q %v", v, err)
+		}
+	})
+
 	t.Run("PrefixIsolation", func(t *testing.T) {
 		a, b := open(t, c, "iso/a/", nil), open(t, c, "iso/ab/", nil) // b's prefix extends a's
 		ctx := context.Background()
