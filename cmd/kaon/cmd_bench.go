@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/kaon-storage/kaon/internal/bench"
-	"github.com/kaon-storage/kaon/internal/kv"
 )
 
 func init() {
@@ -113,7 +112,7 @@ func runBench(args []string) int {
 				cfg.Dir = d
 			}
 			if meta.URL != "" {
-				cfg.Store = func() (kv.Store, string, func(), error) { return benchActive(meta, cfg.Dir) }
+				cfg.Store = func() (bench.NSStore, error) { return benchActive(meta, cfg.Dir, *files) }
 			}
 		}
 		res, err := bench.Namespace(cfg)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/bench"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/cluster"
@@ -291,15 +292,17 @@ func hostsOf(urls []string) []string {
 // benchActive makes this process the active namespace server of the
 // instance in meta (its replica in dir) and returns its store, for `bench
 // ns --meta`: the namespace runs over the same pipeline as in kaon mgm.
-func benchActive(meta MetaConfig, dir string) (kv.Store, string, func(), error) {
+// Its report is what etcd holds per file: the history is compacted and the
+// bytes in use compared with those before the run.
+func benchActive(meta MetaConfig, dir string, files int) (bench.NSStore, error) {
 	remote, err := meta.openEtcd()
 	if err != nil {
-		return nil, "", nil, err
+		return bench.NSStore{}, err
 	}
 	local, err := pebblekv.Open(filepath.Join(dir, "replica"), pebblekv.Options{NoSync: true})
 	if err != nil {
 		remote.Close()
-		return nil, "", nil, err
+		return bench.NSStore{}, err
 	}
 	node, err := ha.New(ha.Config{Remote: remote, Local: local, Lease: meta.Lease, KeepHistory: meta.KeepHistory,
 		Self:   ha.Member{ID: "bench", HTTP: "http://bench"},
@@ -308,7 +311,30 @@ func benchActive(meta MetaConfig, dir string) (kv.Store, string, func(), error) 
 	if err != nil {
 		remote.Close()
 		local.Close()
-		return nil, "", nil, err
+		return bench.NSStore{}, err
+	}
+	inUse := func() (int64, error) {
+		st, err := remote.Status(context.Background())
+		if err != nil {
+			return 0, err
+		}
+		if err := remote.Compact(context.Background(), st.Revision); err != nil {
+			return 0, err
+		}
+		if st, err = remote.Status(context.Background()); err != nil {
+			return 0, err
+		}
+		var use int64
+		for _, m := range st.Members {
+			use = max(use, m.DBInUse)
+		}
+		return use, nil
+	}
+	before, err := inUse()
+	if err != nil {
+		remote.Close()
+		local.Close()
+		return bench.NSStore{}, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -323,15 +349,24 @@ func benchActive(meta MetaConfig, dir string) (kv.Store, string, func(), error) 
 	for {
 		if v := node.View(); v.Role == ha.Active {
 			p := v.Service.(*ha.Pipeline)
-			return p, "etcd " + meta.URL, func() {
-				st := p.Stats()
-				fmt.Fprintf(os.Stderr, "pipeline: %d batches committed in %d groups (%.1f per group)\n", st.Batches, st.Groups, float64(st.Batches)/float64(max(st.Groups, 1)))
-				closeAll()
-			}, nil
+			return bench.NSStore{Store: p, Name: "etcd " + meta.URL,
+				Close: func() {
+					st := p.Stats()
+					fmt.Fprintf(os.Stderr, "pipeline: %d batches committed in %d groups (%.1f per group)\n", st.Batches, st.Groups, float64(st.Batches)/float64(max(st.Groups, 1)))
+					closeAll()
+				},
+				Report: func() []string {
+					after, err := inUse()
+					if err != nil {
+						return []string{"etcd size: " + err.Error()}
+					}
+					return []string{fmt.Sprintf("etcd database in use after compaction: %.1f MiB more than before the run, %.0f bytes per file",
+						float64(after-before)/(1<<20), float64(after-before)/float64(max(files, 1)))}
+				}}, nil
 		}
 		if time.Now().After(deadline) {
 			closeAll()
-			return nil, "", nil, fmt.Errorf("not the active namespace server of %s within a minute (another one is active?)", meta.URL)
+			return bench.NSStore{}, fmt.Errorf("not the active namespace server of %s within a minute (another one is active?)", meta.URL)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

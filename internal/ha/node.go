@@ -390,7 +390,10 @@ func (n *Node) compact(ctx context.Context, log *slog.Logger) {
 			return
 		case <-t.C:
 		}
-		if err := c.Compact(ctx, noted); err != nil {
+		cctx, cancel := context.WithTimeout(ctx, max(n.cfg.KeepHistory, time.Minute))
+		err := c.Compact(cctx, noted)
+		cancel()
+		if err != nil {
 			log.Warn("compacting the shared engine's history failed", "revision", noted, "err", err)
 		} else {
 			log.Debug("compacted the shared engine's history", "revision", noted)

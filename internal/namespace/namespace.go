@@ -380,5 +380,5 @@ func (ns *Namespace) touch(tx *txn, d *Inode, now int64) {
 
 // putFile stores file f's record in its directory entry.
 func putFile(tx *txn, f *Inode) {
-	tx.put(dentryKey(f.Parent, f.Name), append([]byte{'f'}, f.encode(nil)...))
+	tx.put(dentryKey(f.Parent, f.Name), f.encodeEntry([]byte{'f'}))
 }

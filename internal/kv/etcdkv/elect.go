@@ -31,14 +31,15 @@ var (
 
 // Compact compacts the cluster's history (every key, not only this
 // engine's prefix: etcd has one history) before rev. A revision already
-// compacted is not an error.
+// compacted is not an error. It returns once the history is gone from
+// the members' databases (their space is free for reuse).
 func (e *Engine) Compact(ctx context.Context, rev uint64) error {
 	if e.isClosed() {
 		return kv.ErrClosed
 	}
-	rctx, cancel := e.reqCtx(ctx)
-	defer cancel()
-	_, err := e.cli.Compact(rctx, int64(rev))
+	// Not bounded by the request timeout: compacting a long history takes
+	// a while; ctx bounds it.
+	_, err := e.cli.Compact(clientv3.WithRequireLeader(ctx), int64(rev), clientv3.WithCompactPhysical())
 	if errors.Is(err, rpctypes.ErrCompacted) {
 		return nil
 	}
