@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kaon-storage/kaon/integration/harness"
 )
 
 // Any namespace server's URL works: standbys send curl, davix, xrdcp,
@@ -312,4 +314,19 @@ func TestWholeClusterRestart(t *testing.T) {
 	local, data := randomFile(t, 256<<10)
 	in.putRetry(in.http[a], local, "/keep/after", "upload after the restart")
 	in.checkFile(in.http[1-a], "/keep/after", data)
+}
+
+// An embedded namespace reports itself: one server, active, on Pebble;
+// there is nobody to step down to.
+func TestStatusOfAnEmbeddedNamespace(t *testing.T) {
+	k := harness.Up(t)
+	out := k.MustKaon("ns", "status")
+	for _, want := range []string{"active    " + k.EP.HTTP, "engine    pebble", "server  " + k.EP.HTTP + "  active"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("ns status of kaon up lacks %q:\n%s", want, out)
+		}
+	}
+	if _, errs, code := k.Kaon("ns", "step-down"); code == 0 || !strings.Contains(errs, "not replicated") {
+		t.Fatalf("ns step-down of kaon up: exit %d: %s", code, errs)
+	}
 }
