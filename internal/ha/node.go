@@ -282,26 +282,29 @@ func (n *Node) campaign(ctx context.Context, s kv.Session) {
 			continue
 		}
 		bo = newBackoff()
-		resign := n.lead(ctx, s, l)
+		resign, reply := n.lead(ctx, s, l)
 		n.setRole(Standby, nil)
-		if resign {
-			rctx, cancel := context.WithTimeout(context.Background(), n.cfg.Lease)
-			err := l.Resign(rctx)
-			cancel()
-			if err != nil {
-				n.log.Warn("resigning the active role failed (the session ends instead)", "err", err)
-				return
-			}
-			continue
+		if !resign {
+			return // lost the role: a new session
 		}
-		return // lost the role: a new session
+		rctx, cancel := context.WithTimeout(context.Background(), n.cfg.Lease)
+		err = l.Resign(rctx)
+		cancel()
+		if reply != nil { // a step-down returns once resigned
+			reply <- err
+		}
+		if err != nil {
+			n.log.Warn("resigning the active role failed (the session ends instead)", "err", err)
+			return
+		}
 	}
 }
 
 // lead holds the active role until it ends; it reports whether the node
 // should resign and campaign again in the same session (a handover)
-// rather than start a new session.
-func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign bool) {
+// rather than start a new session, and the step-down to answer once
+// resigned.
+func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign bool, stepDown chan error) {
 	log := n.log.With("term", l.Rev())
 	// A guarded write proves the role and orders it after every commit of
 	// the previous active server; once the replica has it, it has those.
@@ -312,14 +315,14 @@ func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign 
 	if err := b.Commit(true); err != nil {
 		log.Warn("elected, but the first guarded commit failed", "err", err)
 		n.engineFailed(err)
-		return !errors.Is(err, kv.ErrCondFailed)
+		return !errors.Is(err, kv.ErrCondFailed), nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*n.cfg.Lease)
 	err := n.replica.WaitApplied(wctx, b.Rev())
 	cancel()
 	if err != nil {
 		log.Warn("elected, but the replica did not catch up", "revision", b.Rev(), "err", err)
-		return true
+		return true, nil
 	}
 	p := newPipeline(n.cfg.Remote, n.replica, l.Cond(), n.cfg.Lease)
 	n.mu.Lock()
@@ -336,7 +339,7 @@ func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign 
 	svc, err := n.cfg.Serve(sctx, p)
 	if err != nil {
 		log.Error("elected, but the namespace service did not open", "err", err)
-		return true
+		return true, nil
 	}
 	n.setRole(Active, svc)
 	log.Info("active namespace server", "revision", b.Rev())
@@ -345,12 +348,12 @@ func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign 
 	case <-ctx.Done():
 		// Shutting down: commit what was applied, then hand over.
 		_ = n.handOver(context.Background(), p, log)
-		return true
+		return true, nil
 	case <-p.Done():
 		err := p.Err()
 		log.Warn("giving up the active role: a commit failed", "err", err)
 		n.engineFailed(err)
-		return !kerr.Is(err, kerr.Busy) // fenced: the role is gone already
+		return !kerr.Is(err, kerr.Busy), nil // fenced: the role is gone already
 	case <-s.Done():
 		// The lease lapsed (this process froze, or was cut off): a
 		// guarded commit tells whether etcd still takes ours.
@@ -365,10 +368,13 @@ func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign 
 		default:
 			log.Warn("session expired; giving up the active role", "check", err)
 		}
-		return false
+		return false, nil
 	case reply := <-n.stepDown:
-		reply <- n.handOver(ctx, p, log)
-		return true
+		if err := n.handOver(ctx, p, log); err != nil {
+			reply <- err
+			return true, nil
+		}
+		return true, reply
 	}
 }
 

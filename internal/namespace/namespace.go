@@ -215,9 +215,10 @@ func (ns *Namespace) mutate(op string, fn func(tx *txn) error) error {
 // kind when it says why (a replicated store without quorum is
 // unavailable, not broken), else an internal error.
 func storeError(op string, err error) error {
-	var ke *kerr.Error
-	if errors.As(err, &ke) && ke.Op == "" && ke.Path == "" {
-		return kerr.WithOp(err, op)
+	if ke, ok := err.(*kerr.Error); ok && ke.Op == "" && ke.Path == "" {
+		c := *ke // a store may hand one error to many callers
+		c.Op = op
+		return &c
 	}
 	return kerr.Wrap(kerr.KindOf(err), op, "", err)
 }
