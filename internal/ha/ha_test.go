@@ -205,6 +205,26 @@ func TestStepDown(t *testing.T) {
 		v := a.node.View()
 		return v.Role == Standby && v.Active.ID == "b"
 	})
+	// a's replica follows the watch again: when the role comes back to
+	// it, it has what b wrote.
+	if err := nsB.Mkdir(namespace.Root, "/by-b", 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.node.StepDown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	nsA2 := waitActive(t, a, "a takes over again")
+	if _, err := nsA2.Stat(namespace.Root, "/by-b"); err != nil {
+		t.Fatalf("a's replica missed b's write: %v", err)
+	}
+	within(t, "status shows a active, b standby", func() bool {
+		st := a.node.Status(context.Background())
+		return st.Active.ID == "a" && len(st.Servers) == 2 && st.Servers[0].ID == "a" && st.Servers[1].Role == Standby
+	})
+	if err := a.node.StepDown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitActive(t, b, "b takes over a third time")
 	within(t, "status shows b active, a standby", func() bool {
 		st := b.node.Status(context.Background())
 		return st.Active.ID == "b" && len(st.Servers) == 2 && st.Servers[0].ID == "b" && st.Servers[0].Role == Active &&

@@ -136,7 +136,7 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, el: el, log: log, replica: NewReplica(cfg.Remote, cfg.Local, log),
 		stepDown: make(chan chan error), since: time.Now(), leaderCh: make(chan struct{}, 1), publishCh: make(chan struct{}, 1)}
 	n.view = View{Role: Starting, Err: kerr.New(kerr.Busy, "namespace", cfg.Self.HTTP, "this namespace server is starting; retry")}
-	n.replica.SetHooks(n.applied, n.otherChange)
+	n.replica.SetOnOther(n.otherChange)
 	return n, nil
 }
 
@@ -202,17 +202,6 @@ func (n *Node) engineFailed(err error) {
 	n.mu.Lock()
 	n.engineErr = err
 	n.mu.Unlock()
-}
-
-// applied is the replica's hook: the active pipeline forgets what the
-// replica now has.
-func (n *Node) applied(rev uint64) {
-	n.mu.Lock()
-	p := n.pipe
-	n.mu.Unlock()
-	if p != nil {
-		p.forget(rev)
-	}
 }
 
 // otherChange is the replica's hook for keys outside the namespace: a
@@ -324,6 +313,10 @@ func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign 
 		log.Warn("elected, but the replica did not catch up", "revision", b.Rev(), "err", err)
 		return true, nil
 	}
+	// From here on only this server writes the namespace: its commits
+	// feed the replica; the watch resumes where they left it when the
+	// role ends (and brings what an ambiguous last commit did).
+	n.replica.Pause()
 	p := newPipeline(n.cfg.Remote, n.replica, l.Cond(), n.cfg.Lease)
 	n.mu.Lock()
 	n.pipe = p
@@ -333,6 +326,7 @@ func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign 
 		n.mu.Lock()
 		n.pipe = nil
 		n.mu.Unlock()
+		n.replica.Resume()
 	}()
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()

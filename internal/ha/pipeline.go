@@ -19,8 +19,8 @@ import (
 // overlay over the replica) and are committed to the shared engine in
 // groups, each group one guarded commit (the leadership's Cond), so a
 // deposed server commits nothing. A batch's wait returns when its group
-// committed. The overlay forgets a group's writes once the replica has
-// applied them from the watch.
+// committed. A committed group is written to the replica (paused while
+// the server is active) and its writes leave the overlay.
 //
 // Groups are committed one at a time, in order: a group is everything
 // applied while the previous one was in flight (bounded by the engine's
@@ -45,7 +45,6 @@ type Pipeline struct {
 	seq      uint64    // sequence of the last applied batch
 	inflight bool      // a group is being committed
 	flying   []*pbatch // its batches (whoever takes them out releases them)
-	synced   []synced  // committed groups the replica has not applied yet
 	last     uint64    // revision of the last committed group
 	groups   uint64    // groups committed
 	batches  uint64    // batches committed
@@ -76,13 +75,6 @@ type pbatch struct {
 type write struct {
 	key, val []byte
 	del      bool
-}
-
-// synced is a committed group waiting for the replica to apply it.
-type synced struct {
-	rev  uint64
-	seq  uint64 // its last batch
-	keys [][]byte
 }
 
 // ErrHandover is what batches get while the active role is handed over.
@@ -292,6 +284,9 @@ func (p *Pipeline) run() {
 				return
 			}
 			p.committed(rev, group, ws)
+			if p.Err() != nil {
+				return
+			}
 		}
 	}
 }
@@ -388,15 +383,22 @@ func transient(err error) bool {
 	return kerr.Is(err, kerr.Unavailable) || kerr.Is(err, kerr.Busy)
 }
 
-// committed releases a group's batches and remembers its keys until the
-// replica has them.
+// committed writes a group into the replica, drops its writes from the
+// overlay (an entry only if no later batch rewrote it) and releases its
+// batches. A replica that cannot be written ends the pipeline: reads
+// would lose the group.
 func (p *Pipeline) committed(rev uint64, group []*pbatch, ws []write) {
-	keys := make([][]byte, len(ws))
-	for i, w := range ws {
-		keys[i] = w.key
+	if err := p.replica.Apply(rev, ws); err != nil {
+		p.fail(fmt.Errorf("writing the local replica: %w", err))
+		return
 	}
+	seq := group[len(group)-1].seq
 	p.mu.Lock()
-	p.synced = append(p.synced, synced{rev: rev, seq: group[len(group)-1].seq, keys: keys})
+	for _, w := range ws {
+		if e, ok := p.overlay.Get(&ovEntry{key: w.key}); ok && e.seq <= seq {
+			p.overlay.Delete(e)
+		}
+	}
 	p.last = rev
 	p.groups++
 	p.batches += uint64(len(group))
@@ -406,27 +408,6 @@ func (p *Pipeline) committed(rev uint64, group []*pbatch, ws []write) {
 	for _, pb := range release {
 		close(pb.done)
 	}
-	p.forget(p.replica.Applied())
-}
-
-// forget drops from the overlay what the replica has applied up to rev
-// (an entry only if no later batch rewrote it).
-func (p *Pipeline) forget(rev uint64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, g := range p.synced {
-		if g.rev > rev {
-			break
-		}
-		for _, k := range g.keys {
-			if e, ok := p.overlay.Get(&ovEntry{key: k}); ok && e.seq <= g.seq {
-				p.overlay.Delete(e)
-			}
-		}
-		n++
-	}
-	p.synced = p.synced[n:]
 }
 
 // fail ends the pipeline with err: the group in flight, the queued batches
@@ -513,7 +494,7 @@ type Stats struct {
 	Committed uint64 // revision of the last committed group
 	Groups    uint64
 	Batches   uint64
-	Overlay   int // keys written and not yet in the replica
+	Overlay   int // keys applied and not committed yet
 }
 
 func (p *Pipeline) Stats() Stats {

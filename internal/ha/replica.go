@@ -17,7 +17,10 @@ import (
 // and then fed by the shared engine's watch. It watches the whole
 // instance, so its revision follows the shared engine's even when only
 // other keys (server status, elections) change, and other keys are handed
-// to OnOther.
+// to OnOther. While its server is active the watch is paused and the
+// server's own commits feed it (Pause, Apply, Resume): nobody else writes
+// the namespace then, and the shared engine need not send each commit
+// back.
 type Replica struct {
 	remote kv.Engine
 	local  kv.Engine
@@ -30,12 +33,16 @@ type Replica struct {
 	err     error         // why the copy is not following the shared engine now
 	errAt   time.Time
 
-	// OnApply is called (from the replica's goroutine) after the local copy
-	// reached rev; the active server's pipeline forgets its own writes
-	// there. OnOther receives changes of keys outside NSPrefix.
-	onApply func(rev uint64)
+	// onOther receives changes of keys outside NSPrefix.
 	onOther func(kv.Event)
 	hookMu  sync.Mutex
+
+	// applyMu orders what changes the local copy: the watch's batches,
+	// and the active server's own while paused.
+	applyMu sync.Mutex
+	paused  bool
+	stop    context.CancelFunc // ends the current watch
+	resume  chan struct{}      // closed by Resume
 }
 
 // loadPage is how many keys a load reads and compares per step.
@@ -49,17 +56,65 @@ func NewReplica(remote, local kv.Engine, log *slog.Logger) *Replica {
 	return &Replica{remote: remote, local: local, log: log, notify: make(chan struct{})}
 }
 
-// SetHooks sets the callbacks (see the fields); nil clears them.
-func (r *Replica) SetHooks(onApply func(rev uint64), onOther func(kv.Event)) {
+// SetOnOther sets the callback for keys outside the namespace.
+func (r *Replica) SetOnOther(fn func(kv.Event)) {
 	r.hookMu.Lock()
 	defer r.hookMu.Unlock()
-	r.onApply, r.onOther = onApply, onOther
+	r.onOther = fn
 }
 
-func (r *Replica) hooks() (func(uint64), func(kv.Event)) {
+func (r *Replica) other() func(kv.Event) {
 	r.hookMu.Lock()
 	defer r.hookMu.Unlock()
-	return r.onApply, r.onOther
+	return r.onOther
+}
+
+// Pause stops following the watch; once it returns nothing of the watch
+// is applied any more, and Apply feeds the copy.
+func (r *Replica) Pause() {
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	if r.paused {
+		return
+	}
+	r.paused, r.resume = true, make(chan struct{})
+	if r.stop != nil {
+		r.stop()
+	}
+}
+
+// Resume follows the watch again, from the copy's revision on.
+func (r *Replica) Resume() {
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	if r.paused {
+		r.paused = false
+		close(r.resume)
+	}
+}
+
+// Apply writes the namespace keys committed at rev by this server into
+// the copy, while paused; once resumed it does nothing (the watch brings
+// them, in order with what others committed since).
+func (r *Replica) Apply(rev uint64, ws []write) error {
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	if !r.paused {
+		return nil
+	}
+	b := r.local.NewBatch()
+	for _, w := range ws {
+		if w.del {
+			b.Delete(w.key)
+		} else {
+			b.Put(w.key, w.val)
+		}
+	}
+	if err := b.Commit(false); err != nil {
+		return err
+	}
+	r.advance(rev)
+	return nil
 }
 
 // Applied is the revision the local copy is at.
@@ -126,6 +181,16 @@ func (r *Replica) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 func (r *Replica) Run(ctx context.Context) {
 	backoff := newBackoff()
 	for ctx.Err() == nil {
+		r.applyMu.Lock()
+		paused, resume := r.paused, r.resume
+		r.applyMu.Unlock()
+		if paused {
+			select {
+			case <-resume:
+			case <-ctx.Done():
+			}
+			continue
+		}
 		if !r.isLoaded() {
 			if err := r.load(ctx); err != nil {
 				r.setErr(err)
@@ -139,6 +204,9 @@ func (r *Replica) Run(ctx context.Context) {
 		err := r.follow(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		if errors.Is(err, errPaused) {
+			continue
 		}
 		r.setErr(err)
 		if errors.Is(err, kv.ErrCompacted) {
@@ -259,55 +327,80 @@ func (r *Replica) setApplied(rev uint64) {
 	close(r.notify)
 	r.notify = make(chan struct{})
 	r.mu.Unlock()
-	if onApply, _ := r.hooks(); onApply != nil {
-		onApply(rev)
-	}
 }
 
-// follow applies the watch from the copy's revision on, until it fails.
+var errPaused = errors.New("replica paused")
+
+// follow applies the watch from the copy's revision on, until it fails or
+// is paused.
 func (r *Replica) follow(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	r.applyMu.Lock()
+	if r.paused {
+		r.applyMu.Unlock()
+		return errPaused
+	}
+	r.stop = cancel
+	r.applyMu.Unlock()
 	w := r.remote.Watch(wctx, nil, r.Applied()+1)
 	first := true
 	for resp := range w {
-		if resp.Err != nil {
-			return resp.Err
+		r.applyMu.Lock()
+		if r.paused {
+			r.applyMu.Unlock()
+			return errPaused
 		}
-		if first {
-			r.setErr(nil)
-			first = false
-		}
-		onApply, onOther := r.hooks()
-		b := r.local.NewBatch()
-		var rev uint64
-		for _, ev := range resp.Events {
-			rev = ev.Rev
-			if !bytes.HasPrefix(ev.Key, NSPrefix) {
-				if onOther != nil {
-					onOther(ev)
-				}
-				continue
-			}
-			k := ev.Key[len(NSPrefix):]
-			if ev.Delete {
-				b.Delete(k)
-			} else {
-				b.Put(k, ev.Value)
-			}
-		}
-		if err := b.Commit(false); err != nil {
+		err := r.applyWatch(resp, first)
+		r.applyMu.Unlock()
+		if err != nil {
 			return err
 		}
-		r.advance(rev)
-		if onApply != nil {
-			onApply(rev)
-		}
+		first = false
 	}
-	if ctx.Err() != nil {
+	r.applyMu.Lock()
+	paused := r.paused
+	r.applyMu.Unlock()
+	switch {
+	case paused:
+		return errPaused
+	case ctx.Err() != nil:
 		return ctx.Err()
 	}
 	return kv.ErrClosed
+}
+
+// applyWatch applies one watch response. Caller holds applyMu.
+func (r *Replica) applyWatch(resp kv.WatchResponse, first bool) error {
+	if resp.Err != nil {
+		return resp.Err
+	}
+	if first {
+		r.setErr(nil)
+	}
+	onOther := r.other()
+	b := r.local.NewBatch()
+	var rev uint64
+	for _, ev := range resp.Events {
+		rev = ev.Rev
+		if !bytes.HasPrefix(ev.Key, NSPrefix) {
+			if onOther != nil {
+				onOther(ev)
+			}
+			continue
+		}
+		k := ev.Key[len(NSPrefix):]
+		if ev.Delete {
+			b.Delete(k)
+		} else {
+			b.Put(k, ev.Value)
+		}
+	}
+	if err := b.Commit(false); err != nil {
+		return err
+	}
+	r.advance(rev)
+	return nil
 }
 
 // backoff spaces retries: 100ms doubling to 2s.
