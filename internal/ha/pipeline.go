@@ -503,4 +503,11 @@ func (p *Pipeline) Stats() Stats {
 	return Stats{Committed: p.last, Groups: p.groups, Batches: p.batches, Overlay: p.overlay.Len()}
 }
 
-var _ kv.Store = (*Pipeline)(nil)
+// Limits are the shared engine's: what the namespace may put in one
+// batch (it empties large trees in steps within them).
+func (p *Pipeline) Limits() kv.Limits { return p.limits }
+
+var (
+	_ kv.Store   = (*Pipeline)(nil)
+	_ kv.Limiter = (*Pipeline)(nil)
+)

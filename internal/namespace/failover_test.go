@@ -76,8 +76,10 @@ type limitedBatch struct {
 func (s limitedStore) NewBatch() kv.Batch {
 	return &limitedBatch{Batch: s.Store.NewBatch(), max: s.max}
 }
-func (b *limitedBatch) Put(k, v []byte) { b.n++; b.Batch.Put(k, v) }
-func (b *limitedBatch) Delete(k []byte) { b.n++; b.Batch.Delete(k) }
+
+func (s limitedStore) Limits() kv.Limits { return kv.Limits{Ops: s.max} }
+func (b *limitedBatch) Put(k, v []byte)  { b.n++; b.Batch.Put(k, v) }
+func (b *limitedBatch) Delete(k []byte)  { b.n++; b.Batch.Delete(k) }
 func (b *limitedBatch) Apply(sync bool) (func() error, error) {
 	if b.n > b.max {
 		b.Batch.Discard()
@@ -121,4 +123,78 @@ func TestStoreErrorKeepsKind(t *testing.T) {
 	}
 	err = ns.Mkdir(Root, "/d", 0o755, false)
 	mustKind(t, err, kerr.Unavailable)
+}
+
+// On a store that bounds its commits, rm -r of a tree too large for one
+// commit empties it in steps: everything goes, accounting and the
+// deletion queue stay right, and no commit is refused.
+func TestRemoveLargeTreeInSteps(t *testing.T) {
+	ns, err := Open(limitedStore{memkv.New(), 64}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Mkdir(Root, "/keep", 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.SetXAttr(Root, "/", AttrLayout, "replica:3"); err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	for d := 0; d < 4; d++ {
+		for e := 0; e < 3; e++ {
+			dir := fmt.Sprintf("/big/d%d/e%d", d, e)
+			if err := ns.Mkdir(Root, dir, 0o755, true); err != nil {
+				t.Fatal(err)
+			}
+			for f := 0; f < 25; f++ {
+				create(t, ns, fmt.Sprintf("%s/f%02d", dir, f), 10)
+				files++
+			}
+		}
+	}
+	create(t, ns, "/keep/f", 7)
+	if err := ns.Remove(Root, "/big", RemoveOptions{Recursive: true}); err != nil {
+		t.Fatalf("rm -r of %d files: %v", files, err)
+	}
+	if _, err := ns.Stat(Root, "/big"); !kerr.Is(err, kerr.NotFound) {
+		t.Fatalf("/big after rm -r: %v", err)
+	}
+	root, err := ns.Stat(Root, "/")
+	if err != nil || root.TreeFiles != 1 || root.TreeSize != 7 || root.TreeDirs != 1 {
+		t.Fatalf("root after rm -r: files %d size %d dirs %d (%v), want 1, 7, 1", root.TreeFiles, root.TreeSize, root.TreeDirs, err)
+	}
+	queued := 0
+	for fs := uint32(1); fs <= 3; fs++ {
+		ds, _ := ns.Deletions(fs, 10*files)
+		queued += len(ds)
+	}
+	if queued != 3*files {
+		t.Fatalf("%d stripes queued for deletion, want %d", queued, 3*files)
+	}
+}
+
+// A heartbeat acknowledging more deletions than one commit may hold is
+// taken in steps.
+func TestAckManyDeletions(t *testing.T) {
+	ns, err := Open(limitedStore{memkv.New(), 128}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds []Deletion
+	for i := 0; i < 150; i++ {
+		f, err := ns.BeginCreate(Root, fmt.Sprintf("/p%03d", i), CreateOptions{}, place)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ns.Abort(f.ID); err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, Deletion{FsID: 1, Fid: f.ID, Stripe: 0})
+	}
+	if err := ns.AckDeletions(ds); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := ns.Deletions(1, 1000); len(left) != 0 {
+		t.Fatalf("%d deletions left after acknowledging all", len(left))
+	}
 }
