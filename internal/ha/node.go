@@ -346,7 +346,9 @@ func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign 
 	case <-p.Done():
 		err := p.Err()
 		log.Warn("giving up the active role: a commit failed", "err", err)
-		n.engineFailed(err)
+		if kerr.Is(err, kerr.Down) {
+			n.engineFailed(err)
+		}
 		return !kerr.Is(err, kerr.Busy), nil // fenced: the role is gone already
 	case <-s.Done():
 		// The lease lapsed (this process froze, or was cut off): a
