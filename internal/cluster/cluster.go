@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -28,7 +29,8 @@ import (
 
 // Client calls a remote namespace server. Base may name the servers of a
 // replicated instance, comma-separated: requests go to the active one (a
-// standby's 307 names it, and is followed), and while none answers (a
+// standby's 307 names it, and is followed when it is one of Base), and
+// while none answers (a
 // failover) they try the others for FailoverWait. Only requests that are
 // safe to repeat (heartbeat, commit, abort: the namespace takes a repeated
 // commit) are sent again after an ambiguous failure; a claim only when the
@@ -96,12 +98,17 @@ func (c *Client) call(ctx context.Context, op string, in, out any) error {
 			case resp.StatusCode == http.StatusTemporaryRedirect && hops < maxRedirects:
 				loc, perr := url.Parse(resp.Header.Get("Location"))
 				resp.Body.Close()
-				if perr == nil && loc.Host != "" {
-					hops++
-					target = loc.Scheme + "://" + loc.Host
-					continue
+				next := ""
+				if perr == nil {
+					next = loc.Scheme + "://" + loc.Host
 				}
-				lastErr = kerr.New(kerr.Internal, op, target, "redirect without a location")
+				if !slices.Contains(bases, next) {
+					// The bearer goes only to the servers we were given.
+					return kerr.New(kerr.Invalid, op, target, fmt.Sprintf("redirected to %q, which is not among the namespace servers given (%s)", next, c.Base))
+				}
+				hops++
+				target = next
+				continue
 			case resp.StatusCode == http.StatusServiceUnavailable && ha:
 				lastErr = responseError(resp, op, target)
 				resp.Body.Close()
@@ -132,8 +139,8 @@ func (c *Client) call(ctx context.Context, op string, in, out any) error {
 }
 
 // attempt sends one request to base; redirects are returned, not followed
-// (a standby's points at the active server, which the caller remembers;
-// the bearer must not travel to whatever a Location names).
+// (a standby's points at the active server: the caller follows it only to
+// a server it was given, and remembers it).
 func (c *Client) attempt(ctx context.Context, base, op string, body []byte, ha bool) (*http.Response, error) {
 	if ha {
 		t := c.AttemptTimeout

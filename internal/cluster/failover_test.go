@@ -42,7 +42,14 @@ func TestClientFindsTheActiveServer(t *testing.T) {
 	dead := "http://" + l.Addr().String()
 	l.Close()
 
-	c := &Client{Base: dead + "," + standby.URL, Secret: "s3cret", FailoverWait: 30 * time.Second}
+	// Redirected elsewhere than to a server it was given: refused, the
+	// bearer stays here.
+	stray := &Client{Base: dead + "," + standby.URL, Secret: "s3cret", FailoverWait: 30 * time.Second}
+	if _, err := stray.Heartbeat(context.Background(), message.Heartbeat{Node: "n"}); !kerr.Is(err, kerr.Invalid) || activeCalls.Load() != 0 {
+		t.Fatalf("redirect to a server not given: %v (active server called %d times)", err, activeCalls.Load())
+	}
+
+	c := &Client{Base: dead + "," + standby.URL + "," + active.URL, Secret: "s3cret", FailoverWait: 30 * time.Second}
 	go func() { time.Sleep(300 * time.Millisecond); ready.Store(true) }()
 	r, err := c.Heartbeat(context.Background(), message.Heartbeat{Node: "n"})
 	if err != nil || r.Interval != 7*time.Second {
