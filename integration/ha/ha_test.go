@@ -149,8 +149,8 @@ func TestKill9DuringParallelUploads(t *testing.T) {
 	var ups []*upload
 	for i := 0; i < 16; i++ {
 		size := 1 << 20
-		if i%2 == 1 { // still streaming (at 4 MB/s) when the server dies
-			size = 16 << 20
+		if i%2 == 1 { // still streaming (8 s at 4 MB/s) when the server dies
+			size = 32 << 20
 		}
 		local, data := randomFile(t, size)
 		ups = append(ups, &upload{path: fmt.Sprintf("/up/f%02d", i), data: data, local: local})
@@ -177,7 +177,7 @@ func TestKill9DuringParallelUploads(t *testing.T) {
 		}()
 	}
 	small.Wait()
-	time.Sleep(time.Second) // the large ones are streaming to the storage server
+	time.Sleep(500 * time.Millisecond) // the large ones are streaming to the storage server
 	in.mgms[0].Kill9()
 	in.down[0] = true
 	all.Wait()
