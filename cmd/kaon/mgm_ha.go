@@ -45,7 +45,7 @@ func (m *MetaConfig) bind(fl *flag.FlagSet) {
 	fl.DurationVar(&m.Lease, "meta-lease", ha.DefaultLease, "with --meta etcd: how long an active server that died or was cut off keeps its role before a standby takes over")
 	fl.IntVar(&m.TxnOps, "meta-txn-ops", 128, "with --meta etcd: the cluster's --max-txn-ops (writes one commit may hold; raise both for faster creates)")
 	fl.IntVar(&m.RequestBytes, "meta-request-bytes", 3<<19, "with --meta etcd: the cluster's --max-request-bytes")
-	fl.DurationVar(&m.KeepHistory, "meta-history", 10*time.Minute, "with --meta etcd: the active server compacts etcd's history older than this (0: leave it to etcd's --auto-compaction-*)")
+	fl.DurationVar(&m.KeepHistory, "meta-history", 5*time.Minute, "with --meta etcd: the active server compacts etcd's history older than this (0: leave it to etcd's --auto-compaction-*)")
 	fl.StringVar(&m.Advertise, "advertise", "", "with --meta etcd: host name clients and the other servers reach this server at (default: the --http host, or the host name when it listens on all addresses)")
 }
 
