@@ -136,7 +136,9 @@ func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, er
 	role.srv, err = nsserver.New(nsserver.Config{Engine: role.eng, Sync: c.Sync, Key: key, CapabilityTTL: c.CapTTL, Logger: log,
 		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit,
 		Data:     cluster.NewStorageClient(key.Internal()),
-		PhysName: physName})
+		PhysName: physName,
+		Repair:   cluster.NewStorageClient(key.Internal()), FsckRate: c.fsckRate(), FsckOrphanGrace: c.orphanGrace(),
+		Slow: c.slowPolicy()})
 	if err != nil {
 		role.Close()
 		return nil, err
@@ -190,7 +192,7 @@ func physName(fs namespace.Filesystem, fid uint64) string {
 func newStorage(node, addr string, key *capability.Key, ns message.Namespace, paths []string, c StorageConfig, log *slog.Logger) (*storage.Server, error) {
 	return storage.New(storage.Config{Node: node, Addr: addr, Key: key, Namespace: ns, Paths: paths,
 		Store: c.stores(), Peers: cluster.NewStorageClient(key.Internal()), IOTimeout: ioTimeout(c.IOTimeout),
-		StreamMemory: c.StreamMemoryMB << 20, Logger: log})
+		StreamMemory: c.StreamMemoryMB << 20, LatencyWindow: c.LatencyWindow, LatencyProbe: latencyProbe(c.LatencyProbe), Logger: log})
 }
 
 // httpConfig is the HTTP-TPC setup of a storage server; policy learns this
@@ -213,6 +215,15 @@ func hostPort(u string) string {
 // ioTimeout is the storage server's I/O deadline for --io-timeout (0:
 // none, which storage.Config spells negative).
 func ioTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
+}
+
+// latencyProbe is the probe period for --latency-probe (0: none, which
+// storage.Config spells negative).
+func latencyProbe(d time.Duration) time.Duration {
 	if d <= 0 {
 		return -1
 	}
