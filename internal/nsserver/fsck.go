@@ -246,8 +246,8 @@ func (s *Server) passDue() bool {
 		if f.lastEnd.After(newest) {
 			newest = f.lastEnd
 		}
-		if !f.cur.IsZero() && now.Sub(f.lastBatch) < scanGone {
-			running = true
+		if f.req != 0 || (!f.cur.IsZero() && now.Sub(f.lastBatch) < scanGone) {
+			running = true // a scan is requested or in progress
 		}
 	}
 	return newest.After(st.pass.LastStart) && (!running || now.Sub(newest) > scanGone)
