@@ -93,7 +93,7 @@ func runUp(args []string) int {
 	defer xrd()
 	policy.AddSelf(hostPort(ep.XRootD), hostPort(ep.FSTXrd))
 	nsSrv := serveHTTP(nsL, role.handler(log))
-	fstSrv := serveHTTP(fstL, httpfront.Storage(fst, role.key, c.Storage.TPC.httpConfig(policy), log))
+	fstSrv := serveHTTP(fstL, storageHandler(fst, httpfront.Storage(fst, role.key, c.Storage.TPC.httpConfig(policy), log)))
 	go fst.Run(ctx)
 	go role.srv.Run(ctx)
 	select {
@@ -247,7 +247,7 @@ func runFST(args []string) int {
 	}
 	defer stop()
 	policy.AddSelf(hostPort(ep.FSTXrd))
-	srv := serveHTTP(l, httpfront.Storage(fst, key, c.Storage.TPC.httpConfig(policy), log))
+	srv := serveHTTP(l, storageHandler(fst, httpfront.Storage(fst, key, c.Storage.TPC.httpConfig(policy), log)))
 	go fst.Run(ctx)
 	<-fst.Ready()
 	if c.Data != "" {

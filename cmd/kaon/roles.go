@@ -99,10 +99,11 @@ func waitSignal() {
 
 // nsRole is a namespace server with its store.
 type nsRole struct {
-	eng   *pebblekv.Engine
-	srv   *nsserver.Server
-	key   *capability.Key
-	audit io.Closer
+	eng     *pebblekv.Engine
+	srv     *nsserver.Server
+	key     *capability.Key
+	audit   io.Closer
+	metrics *namespaceMetrics
 }
 
 func (r *nsRole) Close() {
@@ -143,21 +144,23 @@ func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, er
 		role.Close()
 		return nil, err
 	}
+	role.metrics = newNamespaceMetrics(role.srv)
 	return role, nil
 }
 
 // handler is the namespace endpoint: WebDAV and the admin API
-// (access-logged), the internal protocol (not: heartbeats every second).
+// (access-logged), the internal protocol (not: heartbeats every second),
+// metrics.
 func (r *nsRole) handler(log *slog.Logger) http.Handler {
 	front := &httpfront.Namespace{NS: r.srv, Key: r.key, Log: log}
 	logged := httpfront.AccessLog(front, log)
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	return r.metrics.serve(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.HasPrefix(req.URL.Path, "/internal/v1/") {
 			front.ServeHTTP(w, req)
 			return
 		}
 		logged.ServeHTTP(w, req)
-	})
+	}))
 }
 
 // stores opens the filesystems of a storage server: rados://... as a

@@ -24,6 +24,7 @@ func startXRootD(addr, host string, m *nsserver.Server, fst *storage.Server, tpc
 	}
 	srv := xrootd.NewServer(xrootd.Config{Namespace: xrdkaon.Namespace{NS: m}, IdentifyConn: xrdkaon.Identify,
 		Logger: log.With("role", "xrootd-mgm")})
+	noteXRootD("mgm", srv)
 	go srv.Serve(l)
 	ep.XRootD = "root://" + nsAddr
 	stops := []func(){func() { srv.Close() }}
@@ -59,6 +60,7 @@ func startFSTXRootD(addr, manager string, fst *storage.Server, tpc *remote.Polic
 	srv := xrootd.NewServer(xrootd.Config{Data: xrdkaon.Data{S: fst}, Manager: manager,
 		GlobalBudget: fst.StreamMemory(), Logger: log.With("role", "xrootd-fst"),
 		TPC: xrdkaon.TPC{Remote: &remote.XRootD{Policy: tpc}, Log: log}})
+	noteXRootD("fst", srv)
 	go srv.Serve(l)
 	fst.SetXrdAddr(a)
 	ep.FSTXrd = "root://" + a

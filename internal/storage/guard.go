@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/backend"
@@ -412,7 +413,19 @@ func (r *guardedReader) Close() error { return r.g.do("close", r.r.Close) }
 
 type guardedOSReader struct {
 	*guardedReader
-	of backend.OSFile
+	of     backend.OSFile
+	handed atomic.Bool // the file went to the kernel (sendfile)
 }
 
-func (r *guardedOSReader) OSFile() *os.File { return r.of.OSFile() }
+func (r *guardedOSReader) OSFile() *os.File { r.handed.Store(true); return r.of.OSFile() }
+
+// Close counts what the kernel sent from the file (up to the furthest
+// offset served: the reads themselves are not seen).
+func (r *guardedOSReader) Close() error {
+	if r.handed.Load() {
+		if off, err := r.of.OSFile().Seek(0, io.SeekCurrent); err == nil && off > 0 {
+			r.g.io.sent(off)
+		}
+	}
+	return r.guardedReader.Close()
+}

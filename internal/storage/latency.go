@@ -70,6 +70,7 @@ func latencyBucket(d time.Duration) int {
 type OpStats struct {
 	Count, Errors int64
 	Bytes         int64 // moved by reads and writes
+	Untimed       bool  // counted without latencies (sendfile)
 	Sum           time.Duration
 	Hist          [LatencyBuckets]uint64 // latencies per bucket (LatencyUpper)
 }
@@ -122,7 +123,9 @@ func (s *ioStats) record(op string, n int64, d time.Duration, failed bool) {
 	if failed {
 		o.Errors++
 	}
-	o.Bytes += n
+	if op == "read" || op == "write" {
+		o.Bytes += n // other operations pass n only to be classed
+	}
 	o.Sum += d
 	o.Hist[b]++
 	sl := &s.slots[epoch%windowSlots]
@@ -131,6 +134,23 @@ func (s *ioStats) record(op string, n int64, d time.Duration, failed bool) {
 	}
 	sl.hist[class][b]++
 	sl.n[class]++
+}
+
+// sent counts n bytes the kernel sent from a stripe file (sendfile): an
+// operation "sendfile", not timed (the time is the network's).
+func (s *ioStats) sent(n int64) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.ops["sendfile"]
+	if o == nil {
+		o = &OpStats{Untimed: true}
+		s.ops["sendfile"] = o
+	}
+	o.Count++
+	o.Bytes += n
 }
 
 // latency returns the percentiles over the window (nil without samples).
