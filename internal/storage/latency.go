@@ -238,11 +238,13 @@ func (s *Server) IOStats() []FsIOStats {
 
 // probeLatency writes, reads back and removes a small stripe on every
 // writable filesystem each period, so that the latency of idle
-// filesystems is known too.
+// filesystems is known too. A slow filesystem is probed again only once
+// its last probe has ended, and delays no other.
 func (s *Server) probeLatency(ctx context.Context, period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
-	buf := make([]byte, 4096)
+	var mu sync.Mutex
+	busy := map[*filesystem]bool{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -257,18 +259,28 @@ func (s *Server) probeLatency(ctx context.Context, period time.Duration) {
 			}
 		}
 		s.mu.RUnlock()
-		var wg sync.WaitGroup
 		for _, f := range fss {
-			wg.Add(1)
-			go func() { defer wg.Done(); probe(f.store, buf) }()
+			mu.Lock()
+			if busy[f] {
+				mu.Unlock()
+				continue
+			}
+			busy[f] = true
+			mu.Unlock()
+			go func() {
+				probe(f.store)
+				mu.Lock()
+				delete(busy, f)
+				mu.Unlock()
+			}()
 		}
-		wg.Wait()
 	}
 }
 
 // probe is one small write, read and remove; errors only show in the
 // statistics (and a hang in the guard).
-func probe(st backend.Store, buf []byte) {
+func probe(st backend.Store) {
+	buf := make([]byte, 4096)
 	w, err := st.Create(ProbeFid, backend.CreateOptions{})
 	if kerr.Is(err, kerr.Exists) { // left by a crash
 		_ = st.Remove(ProbeFid)
