@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -69,7 +68,7 @@ func runFsck(args []string) int {
 			return fail("fsck run", err)
 		}
 		if *wait {
-			if err := waitFsck(api, before, uint32(*fsid), *timeout); err != nil {
+			if err := api.FsckWait(ctx(), before, uint32(*fsid), *timeout); err != nil {
 				return fail("fsck run", err)
 			}
 		}
@@ -170,45 +169,4 @@ func scanTime(start, end time.Time) string {
 		return stamp(start) + " (running)"
 	}
 	return fmt.Sprintf("%s took %v", stamp(start), end.Sub(start).Round(time.Millisecond))
-}
-
-// waitFsck waits until every scan requested (filesystem fsid, or every
-// one scanning or requested) has completed after before, and a namespace
-// pass started after the last of them has ended.
-func waitFsck(api *client.Client, before client.FsckStatus, fsid uint32, timeout time.Duration) error {
-	prev := map[uint32]time.Time{}
-	for _, f := range before.Filesystems {
-		prev[f.FsID] = f.LastEnd
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		st, err := api.FsckStat(ctx())
-		if err != nil {
-			return err
-		}
-		var waiting []string
-		var last time.Time
-		for _, f := range st.Filesystems {
-			if fsid != 0 && f.FsID != fsid {
-				continue
-			}
-			if f.Requested || f.Scanning {
-				waiting = append(waiting, fmt.Sprintf("fs %d", f.FsID))
-				continue
-			}
-			if f.LastEnd.After(prev[f.FsID]) && f.LastEnd.After(last) {
-				last = f.LastEnd
-			}
-		}
-		if len(waiting) == 0 && (last.IsZero() || (!st.Pass.Running && !st.Pass.LastStart.Before(last) && st.Pass.LastEnd.After(st.Pass.LastStart))) {
-			return nil
-		}
-		if len(waiting) == 0 {
-			waiting = append(waiting, "the namespace pass")
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("still waiting for %s after %v", strings.Join(waiting, ", "), timeout)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

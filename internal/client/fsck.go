@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -109,4 +111,50 @@ func (c *Client) FsckRepair(ctx context.Context, class string, fsid uint32) ([]F
 	var out []FsckRepair
 	err := c.Call(ctx, true, "fsck/repair", map[string]any{"class": class, "fs": fsid}, &out)
 	return out, err
+}
+
+// FsckWait waits until every scan requested of filesystem fsid (0: any)
+// has completed after the state before, and a namespace pass started
+// after the last of them has ended; it gives up after timeout.
+func (c *Client) FsckWait(ctx context.Context, before FsckStatus, fsid uint32, timeout time.Duration) error {
+	prev := map[uint32]time.Time{}
+	for _, f := range before.Filesystems {
+		prev[f.FsID] = f.LastEnd
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		st, err := c.FsckStat(ctx)
+		if err != nil {
+			return err
+		}
+		var waiting []string
+		var last time.Time
+		for _, f := range st.Filesystems {
+			if fsid != 0 && f.FsID != fsid {
+				continue
+			}
+			if f.Requested || f.Scanning {
+				waiting = append(waiting, fmt.Sprintf("fs %d", f.FsID))
+				continue
+			}
+			if f.LastEnd.After(prev[f.FsID]) && f.LastEnd.After(last) {
+				last = f.LastEnd
+			}
+		}
+		p := st.Pass
+		if len(waiting) == 0 && (last.IsZero() || (!p.Running && !p.LastStart.Before(last) && p.LastEnd.After(p.LastStart))) {
+			return nil
+		}
+		if len(waiting) == 0 {
+			waiting = append(waiting, "the namespace pass")
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still waiting for %s after %v", strings.Join(waiting, ", "), timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
