@@ -67,6 +67,7 @@ type NamespaceConfig struct {
 	SlowFactor      float64
 	SlowMin         time.Duration
 	SlowPlacement   bool
+	Auth            AuthConfig
 }
 
 func (n *NamespaceConfig) bind(fl *flag.FlagSet) {
@@ -81,6 +82,7 @@ func (n *NamespaceConfig) bind(fl *flag.FlagSet) {
 	fl.Float64Var(&n.SlowFactor, "slow-factor", nsserver.DefaultSlowFactor, "a filesystem whose p99 I/O latency is this many times its group's median is slow (0 = no slow-disk detection)")
 	fl.DurationVar(&n.SlowMin, "slow-min", nsserver.DefaultSlowMin, "... and above this for small operations (10x for large ones)")
 	fl.BoolVar(&n.SlowPlacement, "slow-placement", false, "keep placing new files on slow filesystems (they are only marked and warned about)")
+	n.Auth.bind(fl)
 }
 
 // slowPolicy is the slow-disk detection the flags ask for.

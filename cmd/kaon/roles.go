@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/backend/posix"
 	"github.com/kaon-storage/kaon/internal/backend/rados"
@@ -103,6 +105,8 @@ type nsRole struct {
 	srv     *nsserver.Server
 	key     *capability.Key
 	audit   io.Closer
+	tokens  *token.Issuer
+	auth    auth.Chain // how clients are authenticated (startAuth)
 	metrics *namespaceMetrics
 }
 
@@ -123,6 +127,9 @@ func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, er
 		return nil, err
 	}
 	role := &nsRole{key: key}
+	if role.tokens, err = c.Auth.openIssuer(dir); err != nil {
+		return nil, err
+	}
 	var audit io.Writer
 	if p := strings.Replace(c.AuditLog, "DATA", dir, 1); p != "" {
 		af, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -135,7 +142,7 @@ func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, er
 		return nil, fmt.Errorf("open namespace store in %s: %w", dir, err)
 	}
 	role.srv, err = nsserver.New(nsserver.Config{Engine: role.eng, Sync: c.Sync, Key: key, CapabilityTTL: c.CapTTL, Logger: log,
-		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit,
+		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit, Tokens: role.tokens,
 		Data:     cluster.NewStorageClient(key.Internal()),
 		PhysName: physName,
 		Repair:   cluster.NewStorageClient(key.Internal()), FsckRate: c.fsckRate(), FsckOrphanGrace: c.orphanGrace(),
@@ -148,11 +155,20 @@ func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, er
 	return role, nil
 }
 
+// startAuth names this instance's token issuer after the URL its
+// namespace endpoint got, and builds the authenticators of --auth.
+func (r *nsRole) startAuth(ctx context.Context, dir, endpoint string, c AuthConfig, log *slog.Logger) error {
+	r.tokens.URL = c.issuerURL(endpoint)
+	var err error
+	r.auth, err = c.chain(ctx, dir, r.tokens, log)
+	return err
+}
+
 // handler is the namespace endpoint: WebDAV and the admin API
 // (access-logged), the internal protocol (not: heartbeats every second),
 // metrics.
 func (r *nsRole) handler(log *slog.Logger) http.Handler {
-	front := &httpfront.Namespace{NS: r.srv, Key: r.key, Log: log}
+	front := &httpfront.Namespace{NS: r.srv, Key: r.key, Log: log, Auth: r.auth}
 	logged := httpfront.AccessLog(front, log)
 	return r.metrics.serve(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.HasPrefix(req.URL.Path, "/internal/v1/") {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -60,6 +61,8 @@ type Config struct {
 	FsckOrphanGrace time.Duration
 	// Slow configures slow-disk detection (slow.go).
 	Slow SlowPolicy
+	// Tokens signs this instance's bearer tokens (tokens.go); nil: none.
+	Tokens *token.Issuer
 }
 
 // DataReader reads the whole content of the file a read capability names
