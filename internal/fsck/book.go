@@ -97,7 +97,7 @@ func (b *Book) DropStripe(fid uint64, fsid uint32, idx int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k := range b.items {
-		if k.Fid == fid && k.FsID == fsid && (k.Stripe == idx || k.Class == ReplicaDiff) {
+		if k.Fid == fid && k.FsID == fsid && k.Stripe == idx {
 			delete(b.items, k)
 		}
 	}

@@ -209,6 +209,3 @@ func (v *Inventory) Add(fid uint64) {
 	}
 	v.added[fid] = true
 }
-
-// Len is the number of fids found.
-func (v *Inventory) Len() int { return len(v.fids) }

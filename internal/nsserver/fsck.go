@@ -37,6 +37,9 @@ const (
 	DefaultOrphanGrace = 24 * time.Hour // orphans are dropped only once found this long ago
 )
 
+// repairCapTTL is the lifetime of a repair's read capability.
+const repairCapTTL = 6 * time.Hour
+
 // scanGone is how long a scan may send nothing before it counts as
 // abandoned (its storage server died).
 const scanGone = 5 * time.Minute
@@ -45,12 +48,13 @@ type fsckState struct {
 	book *fsck.Book
 	wake chan struct{} // a scan completed
 
-	mu      sync.Mutex
-	fs      map[uint32]*fsScan
-	runSeq  int64
-	pass    PassStatus
-	repairs map[string]int64 // "class/result" -> count
-	checked int64            // stripes compared since start
+	mu        sync.Mutex
+	fs        map[uint32]*fsScan
+	runSeq    int64
+	pass      PassStatus
+	repairs   map[string]int64 // "class/result" -> count
+	checked   int64            // stripes compared since start
+	repairing map[uint64]bool  // files a repair works on now
 }
 
 // fsScan is the scan state of one filesystem.
@@ -75,7 +79,8 @@ type fsScan struct {
 }
 
 func newFsckState() *fsckState {
-	return &fsckState{book: fsck.NewBook(), wake: make(chan struct{}, 1), fs: map[uint32]*fsScan{}, repairs: map[string]int64{}}
+	return &fsckState{book: fsck.NewBook(), wake: make(chan struct{}, 1), fs: map[uint32]*fsScan{}, repairs: map[string]int64{},
+		repairing: map[uint64]bool{}}
 }
 
 func (st *fsckState) scanOf(id uint32) *fsScan {
@@ -526,6 +531,22 @@ func (s *Server) FsckRepair(ctx context.Context, p auth.Principal, class string,
 func (s *Server) repairFile(ctx context.Context, fid uint64, todo []fsck.Finding) []RepairOutcome {
 	var out []RepairOutcome
 	note := func(f fsck.Finding, result, why string) { out = append(out, RepairOutcome{f, result, why}) }
+	st := s.fsck
+	st.mu.Lock()
+	busy := st.repairing[fid]
+	st.repairing[fid] = true
+	st.mu.Unlock()
+	if busy {
+		for _, f := range todo {
+			note(f, "skipped", "another repair of this file is running")
+		}
+		return out
+	}
+	defer func() {
+		st.mu.Lock()
+		delete(st.repairing, fid)
+		st.mu.Unlock()
+	}()
 	states, err := s.ns.LookupFids([]uint64{fid})
 	if err != nil {
 		for _, f := range todo {
@@ -619,8 +640,10 @@ func (s *Server) rebuild(ctx context.Context, file *fsck.File, idx []int, todo [
 	if len(byNode) == 0 {
 		return out, ok
 	}
+	// The capability goes to storage servers only, and must outlive the
+	// copy of a large file.
 	c := &capability.Capability{Fid: file.Fid, Path: file.Path, Layout: file.Layout, Size: file.Size, Sums: file.Checksums,
-		Expires: s.now().Add(s.ttl).Unix()}
+		Expires: s.now().Add(max(s.ttl, repairCapTTL)).Unix()}
 	for _, fsid := range file.Locations {
 		c.Targets = append(c.Targets, capability.Target{FsID: fsid, Addr: s.reg.node(fsid).HTTP})
 	}
