@@ -185,6 +185,17 @@ func TestFsckFindsAndRepairs(t *testing.T) {
 	if out := m.MustKaon("fsck", "report"); out != "" {
 		t.Errorf("fsck report after repair:\n%s", out)
 	}
+	// One filesystem alone; mistakes name what is wrong.
+	m.MustKaon("fsck", "run", "--fs", "2", "--wait", "--timeout", "1m")
+	if _, errs, code := m.Kaon("fsck", "run", "--fs", "99"); code == 0 || !strings.Contains(errs, "fs 99") {
+		t.Errorf("fsck run --fs 99: exit %d: %s", code, errs)
+	}
+	if _, errs, code := m.Kaon("fsck", "repair", "--class", "bogus"); code == 0 || !strings.Contains(errs, "orphans_n") {
+		t.Errorf("fsck repair --class bogus: exit %d: %s", code, errs)
+	}
+	if _, _, code := m.Kaon("fsck", "repair"); code != 2 {
+		t.Errorf("fsck repair without a class: exit %d", code)
+	}
 }
 
 // regexpLine reports whether text has a line starting with the fields
