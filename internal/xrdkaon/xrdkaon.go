@@ -36,6 +36,31 @@ func Identify(user string, remote, local net.Addr) xrootd.Identity {
 	return xrootd.Identity{User: user, UID: p.UID, GID: p.GID, Principal: p}
 }
 
+// IdentifyChain authenticates root:// logins through chain from what the
+// connection shows (a loopback peer's socket owner); a login the chain
+// refuses is nobody, as one no method applies to.
+func IdentifyChain(chain auth.Chain) func(user string, remote, local net.Addr) xrootd.Identity {
+	return func(user string, remote, local net.Addr) xrootd.Identity {
+		p, err := chain.Authenticate(context.Background(), &auth.Request{Remote: remote, Local: local, Login: user})
+		if err != nil {
+			p = auth.Nobody
+		}
+		return xrootd.Identity{User: user, UID: p.UID, GID: p.GID, Principal: p}
+	}
+}
+
+// AuthenticateToken authenticates a ztn bearer token through chain (the
+// token method reads auth.Request.Bearer); its refusal refuses the session.
+func AuthenticateToken(chain auth.Chain) func(ctx context.Context, user string, remote, local net.Addr, token string) (xrootd.Identity, error) {
+	return func(ctx context.Context, user string, remote, local net.Addr, token string) (xrootd.Identity, error) {
+		p, err := chain.Authenticate(ctx, &auth.Request{Remote: remote, Local: local, Bearer: token, Login: user})
+		if err != nil {
+			return xrootd.Identity{}, err
+		}
+		return xrootd.Identity{User: p.Name, UID: p.UID, GID: p.GID, Principal: p}, nil
+	}
+}
+
 // rctx marks a request as arriving over root:// (for the audit log).
 func rctx(ctx context.Context) context.Context { return auth.WithProtocol(ctx, "root") }
 
