@@ -259,6 +259,8 @@ func refusesPlain(t *testing.T, httpURLs []string, xrdAddrs []string) {
 			if err == nil {
 				c.Close()
 				t.Fatalf("%s served TLS version %#x", u, v)
+			} else if !strings.Contains(err.Error(), "protocol version not supported") {
+				t.Fatalf("%s TLS %#x: %v, want the server's refusal", u, v, err)
 			}
 		}
 	}

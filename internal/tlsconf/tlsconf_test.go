@@ -126,6 +126,8 @@ func TestRefusesOldTLS(t *testing.T) {
 		if err == nil {
 			c.Close()
 			t.Errorf("a TLS %x client was served", v)
+		} else if !strings.Contains(err.Error(), "remote error: tls: protocol version not supported") {
+			t.Errorf("TLS %x: %v, want the server's refusal", v, err)
 		}
 	}
 	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
