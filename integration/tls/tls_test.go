@@ -323,3 +323,43 @@ func TestSeparateStorageServer(t *testing.T) {
 	_ = m
 	_ = f
 }
+
+// TestCapabilityOverTLS: a capability from an https redirect works only
+// for its file, its mode, once, and until it expires.
+func TestCapabilityOverTLS(t *testing.T) {
+	k := harness.Up(t, "--require-tls", "--cap-ttl", "3s")
+	ep := readEP(t, k.Dir)
+	src := randomFile(t, 64<<10)
+	put := func(name string) string {
+		return must(t, nil, "curl", "-sS", "--cacert", ep.CA, "-T", src, "-o", "/dev/null", "-w", "%{redirect_url}", ep.HTTPS+"/"+name)
+	}
+	status := func(args ...string) string {
+		out, _ := run(t, nil, "curl", append([]string{"-sS", "--cacert", ep.CA, "-o", "/dev/null", "-w", "%{http_code}"}, args...)...)
+		return out
+	}
+	loc := put("cap1")
+	if !strings.HasPrefix(loc, ep.FSTHTTPS+"/") || !strings.Contains(loc, "cap=") {
+		t.Fatalf("redirect %q", loc)
+	}
+	if s := status(loc); s != "403" {
+		t.Fatalf("GET with an upload capability: %s", s)
+	}
+	// Another file id with the same capability.
+	i := strings.LastIndexByte(loc[:strings.IndexByte(loc, '?')], '/')
+	other := loc[:i+1] + "ffff" + loc[strings.IndexByte(loc, '?'):]
+	if s := status("-T", src, other); s != "403" {
+		t.Fatalf("PUT of another file id with the capability: %s", s)
+	}
+	if s := status("-T", src, loc); s != "201" {
+		t.Fatalf("PUT with the capability: %s", s)
+	}
+	if s := status("-T", src, loc); s == "201" {
+		t.Fatal("the capability was good for a second upload")
+	}
+	loc = put("cap2")
+	time.Sleep(4 * time.Second) // past --cap-ttl
+	if s := status("-T", src, loc); s != "403" {
+		t.Fatalf("PUT with an expired capability: %s", s)
+	}
+	checkNoSecrets(t, k)
+}
