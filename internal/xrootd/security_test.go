@@ -8,6 +8,9 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -253,5 +256,46 @@ func TestNoTLSConfigured(t *testing.T) {
 	w := dialWire(t, c.MgrAddr, false)
 	if f := w.protocol(0x02|0x04, 0x03); f&0xff000000 != 0 {
 		t.Fatalf("flags %#x without TLS", f)
+	}
+}
+
+// TestZtnRealClient: xrdfs 5.5 over roots:// sends BEARER_TOKEN and
+// BEARER_TOKEN_FILE (mode 0600) with ztn and is who the token says;
+// without a token it is who its connection says; a refused token fails
+// the command with the server's reason; root:// never sends the token.
+func TestZtnRealClient(t *testing.T) {
+	need(t, "xrdfs")
+	addr, m, logs := secServer(t, false, true)
+	tokFile := filepath.Join(t.TempDir(), "bt")
+	os.WriteFile(tokFile, []byte(goodToken+"\n"), 0o600)
+	stat := func(url string, env ...string) (string, error) {
+		cmd := exec.Command("timeout", "60", "xrdfs", url, "stat", "/x")
+		cmd.Env = append(os.Environ(), append(env, "X509_CERT_DIR="+m.CADir)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	for _, c := range []struct {
+		name, url string
+		env       []string
+		size      string
+	}{
+		{"BEARER_TOKEN", "roots://" + addr, []string{"BEARER_TOKEN=" + goodToken}, "1234"},
+		{"BEARER_TOKEN_FILE", "roots://" + addr, []string{"BEARER_TOKEN_FILE=" + tokFile}, "1234"},
+		{"no token", "roots://" + addr, nil, "4242"},
+		{"token over root://", "root://" + addr, []string{"BEARER_TOKEN=" + goodToken}, "4242"},
+	} {
+		out, err := stat(c.url, c.env...)
+		if err != nil || !strings.Contains(out, "Size:   "+c.size) {
+			t.Fatalf("%s: %v\n%s", c.name, err, out)
+		}
+	}
+	// The 5.5 client ends with "No protocols left to try"; its error log
+	// (XRD_LOGLEVEL=Error) shows the server's reason.
+	out, err := stat("roots://"+addr, "BEARER_TOKEN=eyJ.forged-token-body.x", "XRD_LOGLEVEL=Error")
+	if err == nil || !strings.Contains(out, "token refused: signature does not verify") {
+		t.Fatalf("a refused token: %v\n%s", err, out)
+	}
+	if strings.Contains(logs.String(), "forged-token-body") || strings.Contains(logs.String(), "good-token-body") {
+		t.Fatal("a token is in the log")
 	}
 }
