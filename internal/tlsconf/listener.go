@@ -136,12 +136,3 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	}
 	return c.Conn.Read(p)
 }
-
-// PrefixConn returns c reading prefix first (bytes a protocol server read
-// ahead before switching the connection to TLS).
-func PrefixConn(c net.Conn, prefix []byte) net.Conn {
-	if len(prefix) == 0 {
-		return c
-	}
-	return &prefixConn{Conn: c, prefix: append([]byte(nil), prefix...)}
-}

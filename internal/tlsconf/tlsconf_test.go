@@ -1,7 +1,6 @@
 package tlsconf
 
 import (
-	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -194,17 +193,5 @@ func TestHTTPListener(t *testing.T) {
 		case require && (resp.StatusCode != 400 || !strings.Contains(string(b), "requires TLS: use https://"+addr)):
 			t.Fatalf("plaintext with TLS required answered %d %q", resp.StatusCode, b)
 		}
-	}
-}
-
-// TestPrefixConn gives back read-ahead bytes first.
-func TestPrefixConn(t *testing.T) {
-	a, b := net.Pipe()
-	defer a.Close()
-	go func() { b.Write([]byte("world")); b.Close() }()
-	r := bufio.NewReader(PrefixConn(a, []byte("hello ")))
-	s, _ := io.ReadAll(r)
-	if string(s) != "hello world" {
-		t.Fatalf("read %q", s)
 	}
 }
