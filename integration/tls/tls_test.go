@@ -181,10 +181,11 @@ print("ok")
 	checkNoSecrets(t, k)
 }
 
-// checkNoSecrets: no capability, key or token appears in the log.
+// checkNoSecrets: no capability or key appears in the log or the audit log.
 func checkNoSecrets(t *testing.T, k *harness.Process) {
 	t.Helper()
-	logs := k.Logs()
+	audit, _ := os.ReadFile(filepath.Join(k.Dir, "audit.log"))
+	logs := k.Logs() + string(audit)
 	if strings.Contains(logs, "cap=ey") || strings.Contains(logs, "kaon.cap=") || strings.Contains(logs, "PRIVATE KEY") {
 		t.Fatalf("a capability or key is in the log:\n%s", logs)
 	}
