@@ -171,10 +171,12 @@ for r in $(seq "$ROUNDS"); do
 	if [ "$TLS" = 1 ]; then
 		if [ $((r % 2)) = 1 ]; then one xrootd.tls "$SURL_X"; one kaon.tls "$SURL_K"; else one kaon.tls "$SURL_K"; one xrootd.tls "$SURL_X"; fi
 		if [ $((r % 2)) = 1 ]; then http http; http https; else http https; http http; fi
+	fi
+	echo "round $r: up xrootd ${RES[xrootd.up]}| kaon ${RES[kaon.up]}; down xrootd ${RES[xrootd.down]}| kaon ${RES[kaon.down]}"
+	if [ "$TLS" = 1 ]; then
 		echo "round $r roots://: up xrootd ${RES[xrootd.tls.up]}| kaon ${RES[kaon.tls.up]}; down xrootd ${RES[xrootd.tls.down]}| kaon ${RES[kaon.tls.down]}"
 		echo "round $r curl: PUT http ${RES[kaon.http.put]}| https ${RES[kaon.https.put]}; GET http ${RES[kaon.http.get]}| https ${RES[kaon.https.get]}"
 	fi
-	echo "round $r: up xrootd ${RES[xrootd.up]}| kaon ${RES[kaon.up]}; down xrootd ${RES[xrootd.down]}| kaon ${RES[kaon.down]}"
 done
 for r in $(seq "$PAR_ROUNDS"); do
 	if [ $((r % 2)) = 1 ]; then par xrootd "$XURL"; par kaon "$KURL"; else par kaon "$KURL"; par xrootd "$XURL"; fi
