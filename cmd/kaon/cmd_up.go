@@ -54,7 +54,7 @@ func runUp(args []string) int {
 	if err := os.MkdirAll(c.Data, 0o755); err != nil {
 		return fail("", err)
 	}
-	sec, err := c.Security.setup(c.Data, listenHosts(c.HTTP, c.XRootD)...)
+	sec, err := c.Security.setup(c.Data, c.Namespace.Auth.Methods, listenHosts(c.HTTP, c.XRootD)...)
 	if err != nil {
 		return fail("", err)
 	}
@@ -90,9 +90,12 @@ func runUp(args []string) int {
 	if err != nil {
 		return fail("", err)
 	}
+	if err := role.startAuth(ctx, c.Data, ep.HTTP, c.Namespace.Auth.withX509(sec.x509), log); err != nil {
+		return fail("", err)
+	}
 	policy := &remote.Policy{AllowLoopback: c.Storage.TPC.AllowLoopback}
 	policy.AddSelf(nsAddr, fstAddr)
-	xrd, err := startXRootD(c.XRootD, host, role.srv, fst, policy, sec, &ep, log)
+	xrd, err := startXRootD(c.XRootD, host, role.srv, role.auth, fst, policy, sec, &ep, log)
 	if err != nil {
 		return fail("xrootd: ", err)
 	}
@@ -171,7 +174,7 @@ func runMGM(args []string) int {
 	if err := os.MkdirAll(c.Data, 0o755); err != nil {
 		return fail("", err)
 	}
-	sec, err := c.Security.setup(c.Data, listenHosts(c.HTTP, c.XRootD)...)
+	sec, err := c.Security.setup(c.Data, c.Namespace.Auth.Methods, listenHosts(c.HTTP, c.XRootD)...)
 	if err != nil {
 		return fail("", err)
 	}
@@ -189,7 +192,10 @@ func runMGM(args []string) int {
 	}
 	host, _, _ := net.SplitHostPort(addr)
 	ep := Endpoints{HTTP: "http://" + addr}
-	stop, err := startXRootD(c.XRootD, host, role.srv, nil, nil, sec, &ep, log)
+	if err := role.startAuth(ctx, c.Data, ep.HTTP, c.Namespace.Auth.withX509(sec.x509), log); err != nil {
+		return fail("", err)
+	}
+	stop, err := startXRootD(c.XRootD, host, role.srv, role.auth, nil, nil, sec, &ep, log)
 	if err != nil {
 		return fail("xrootd: ", err)
 	}
@@ -240,7 +246,7 @@ func runFST(args []string) int {
 	if err != nil {
 		return fail("", err)
 	}
-	sec, err := c.Security.setup(c.Data, listenHosts(c.HTTP, c.XRootD)...)
+	sec, err := c.Security.setup(c.Data, "", listenHosts(c.HTTP, c.XRootD)...)
 	if err != nil {
 		return fail("", err)
 	}

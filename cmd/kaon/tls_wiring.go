@@ -22,14 +22,13 @@ import (
 // server role binds it; without --tls nothing changes (plaintext, unix
 // peers on loopback, everyone else nobody).
 type SecurityConfig struct {
-	TLS      bool
-	Require  bool
-	Cert     string
-	Key      string
-	CADir    string
-	TLSDir   string // "DATA/..." is below the data directory
-	GridMap  string
-	AuthList string // --auth: accepted methods
+	TLS     bool
+	Require bool
+	Cert    string
+	Key     string
+	CADir   string
+	TLSDir  string // "DATA/..." is below the data directory
+	GridMap string
 }
 
 func (s *SecurityConfig) bind(fl *flag.FlagSet) {
@@ -40,37 +39,28 @@ func (s *SecurityConfig) bind(fl *flag.FlagSet) {
 	fl.StringVar(&s.CADir, "tls-ca-dir", "", "trusted CA certificates, hashed layout (client certificates, peers; default: the local CA's, or "+tlsconf.DefaultCADir+" with --tls-cert)")
 	fl.StringVar(&s.TLSDir, "tls-dir", "DATA/tls", "where the local CA and the generated host certificate live (share it with storage servers, as the capability key)")
 	fl.StringVar(&s.GridMap, "grid-mapfile", x509auth.DefaultGridMapfile, "certificate DN → local user map (x509 authentication)")
-	fl.StringVar(&s.AuthList, "auth", "unix", "accepted authentication methods, tried token, x509, unix: any of unix,token,x509")
 }
 
-// security is a role's TLS material and authentication chain.
+// security is a role's TLS material and what --auth asks of it.
 type security struct {
-	tls   *tlsconf.Material // nil without --tls
-	chain auth.Chain
-	token auth.Authenticator // nil unless --auth lists token
+	tls    *tlsconf.Material  // nil without --tls
+	x509   auth.Authenticator // the x509 method, when --auth lists it
+	tokens bool               // --auth lists token: root:// TLS logins offer ztn
 }
-
-// tokenAuthenticator builds the bearer-token method; the token
-// verification branch sets it. Until then --auth token is refused.
-var tokenAuthenticator func(s SecurityConfig) (auth.Authenticator, error)
 
 // setup loads the TLS material (hosts: the listen hosts the generated host
-// certificate must name) and builds the authentication chain.
-func (s SecurityConfig) setup(data string, hosts ...string) (*security, error) {
+// certificate must name) and, for a namespace server whose --auth lists
+// them (methods), prepares x509 and ztn.
+func (s SecurityConfig) setup(data, methods string, hosts ...string) (*security, error) {
 	sec := &security{}
 	if s.Require {
 		s.TLS = true
 	}
-	methods := map[string]bool{}
-	for _, m := range strings.Split(s.AuthList, ",") {
-		switch m = strings.TrimSpace(m); m {
-		case "unix", "token", "x509":
-			methods[m] = true
-		case "":
-		default:
-			return nil, fmt.Errorf("--auth: unknown method %q (unix, token, x509)", m)
-		}
+	has := map[string]bool{}
+	for _, m := range strings.Split(methods, ",") {
+		has[strings.TrimSpace(m)] = true
 	}
+	sec.tokens = has["token"]
 	if s.TLS {
 		dir := s.TLSDir
 		if strings.HasPrefix(dir, "DATA") {
@@ -85,18 +75,7 @@ func (s SecurityConfig) setup(data string, hosts ...string) (*security, error) {
 		}
 		sec.tls = m
 	}
-	if methods["token"] {
-		if tokenAuthenticator == nil {
-			return nil, fmt.Errorf("--auth token: bearer-token verification is not in this build")
-		}
-		a, err := tokenAuthenticator(s)
-		if err != nil {
-			return nil, err
-		}
-		sec.token = a
-		sec.chain = append(sec.chain, a)
-	}
-	if methods["x509"] {
+	if has["x509"] {
 		if sec.tls == nil {
 			return nil, fmt.Errorf("--auth x509 needs --tls (client certificates come with the TLS handshake)")
 		}
@@ -104,10 +83,7 @@ func (s SecurityConfig) setup(data string, hosts ...string) (*security, error) {
 		if err != nil {
 			return nil, err
 		}
-		sec.chain = append(sec.chain, x)
-	}
-	if methods["unix"] {
-		sec.chain = append(sec.chain, auth.Unix{})
+		sec.x509 = x
 	}
 	return sec, nil
 }
@@ -143,22 +119,18 @@ func (s *security) clientTLS() *tls.Config {
 	return s.tls.Client
 }
 
-// xrootd sets the listener's TLS and authentication: logins are who the
-// chain says from the connection; with token authentication, TLS logins
-// ask for ztn and the token goes through the chain too.
-func (s *security) xrootd(cfg *xrootd.Config) {
+// xrootd sets a listener's TLS and, on a namespace listener of a server
+// accepting tokens, ztn: TLS logins ask for it and the token goes through
+// chain (data listeners need no identity: the capability authorizes).
+func (s *security) xrootd(cfg *xrootd.Config, chain auth.Chain) {
 	if s == nil {
 		return
 	}
 	if s.tls != nil {
 		cfg.TLS, cfg.RequireTLS = s.tls.Server, s.tls.Require
 	}
-	if cfg.Namespace == nil {
-		return // data listeners: the capability authorizes
-	}
-	cfg.IdentifyConn = xrdkaon.IdentifyChain(s.chain)
-	if s.token != nil {
-		cfg.AuthenticateToken = xrdkaon.AuthenticateToken(s.chain)
+	if cfg.Namespace != nil && s.tokens {
+		cfg.AuthenticateToken = xrdkaon.AuthenticateToken(chain)
 	}
 }
 
