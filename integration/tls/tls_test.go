@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/integration/harness"
+	"github.com/kaon-storage/kaon/integration/tokentest"
 )
 
 // endpoints is the TLS part of DATA/endpoints.json.
@@ -363,4 +364,60 @@ func TestCapabilityOverTLS(t *testing.T) {
 		t.Fatalf("PUT with an expired capability: %s", s)
 	}
 	checkNoSecrets(t, k)
+}
+
+// TestZtnTokens: xrdcp/xrdfs 5.5 with BEARER_TOKEN or BEARER_TOKEN_FILE
+// (mode 0600) over roots:// are who the token says, within its scopes; a
+// forged token fails the login (never nobody); no token reaches a log.
+func TestZtnTokens(t *testing.T) {
+	src := t.TempDir()
+	os.Chmod(src, 0o755)
+	iss := tokentest.New(t, src, "https://issuer.test", "https://kaon.test")
+	k := harness.Up(t, "--tls", "--auth", "unix,token", "--token-issuer", iss.URL+"="+iss.JWKSFile+",user=4242",
+		"--token-audience", "https://kaon.test")
+	ep := readEP(t, k.Dir)
+	k.MustKaon("mkdir", "/tok")
+	k.MustKaon("chown", "4242:4242", "/tok")
+	k.MustKaon("chmod", "755", "/tok")
+	data := randomFile(t, 1<<20)
+	xenv := []string{"X509_CERT_DIR=" + ep.CADir}
+	rw := iss.Token(t, "storage.modify:/tok storage.read:/tok")
+	must(t, append(xenv, "BEARER_TOKEN="+rw), "xrdcp", "-f", data, ep.Roots+"//tok/a")
+	if st := k.MustKaon("stat", "/tok/a"); !strings.Contains(st, "Uid: 4242 ") {
+		t.Fatalf("the token's upload is not 4242's:\n%s", st)
+	}
+	tf := filepath.Join(t.TempDir(), "bt")
+	os.WriteFile(tf, []byte(rw+"\n"), 0o600)
+	out := filepath.Join(t.TempDir(), "a")
+	must(t, append(xenv, "BEARER_TOKEN_FILE="+tf), "xrdcp", "-f", ep.Roots+"//tok/a", out)
+	sameFile(t, data, out)
+	// Scopes narrow: a read token cannot write.
+	ro := iss.Token(t, "storage.read:/tok")
+	if o, err := run(t, append(xenv, "BEARER_TOKEN="+ro), "xrdcp", "-f", data, ep.Roots+"//tok/b"); err == nil {
+		t.Fatalf("a read-only token uploaded: %s", o)
+	}
+	// Without a token the loopback client is its unix user (root here).
+	if ls := must(t, xenv, "xrdfs", ep.Roots, "ls", "/tok"); !strings.Contains(ls, "/tok/a") {
+		t.Fatalf("ls: %s", ls)
+	}
+	// A forged token fails the login; the client's error log says why.
+	forged := iss.Forged(t, "storage.modify:/tok")
+	for name, tok := range forged {
+		o, err := run(t, append(xenv, "BEARER_TOKEN="+tok, "XRD_LOGLEVEL=Error"), "xrdfs", ep.Roots, "ls", "/tok")
+		if err == nil || !strings.Contains(o, "token refused") {
+			t.Fatalf("forged token (%s): %v\n%s", name, err, o)
+		}
+	}
+	logs := k.Logs()
+	for _, tok := range append([]string{rw, ro}, func() []string {
+		var v []string
+		for _, x := range forged {
+			v = append(v, x)
+		}
+		return v
+	}()...) {
+		if i := strings.LastIndexByte(tok, '.'); i > 0 && strings.Contains(logs, tok[i-20:i]) {
+			t.Fatal("a token is in the log")
+		}
+	}
 }
