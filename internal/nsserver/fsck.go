@@ -442,7 +442,9 @@ func (s *Server) FsckRun(ctx context.Context, p auth.Principal, fsid uint32, scr
 	st := s.fsck
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.runSeq++
+	// Request ids grow across restarts (storage servers remember the
+	// last one they started).
+	st.runSeq = max(st.runSeq+1, s.now().UnixNano())
 	for _, id := range ids {
 		f := st.scanOf(id)
 		f.req, f.reqScrub = st.runSeq, f.reqScrub || scrub
