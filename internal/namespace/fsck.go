@@ -98,19 +98,6 @@ func (ns *Namespace) ScanFiles(from []byte, max int, fn func(f *Inode)) (next []
 	return next, nil
 }
 
-// DeletionQueued reports whether stripe idx of fid on filesystem fsid is
-// queued for deletion.
-func (ns *Namespace) DeletionQueued(fsid uint32, fid uint64, idx int) (bool, error) {
-	_, err := ns.eng.Get(deletionKey(fsid, fid, idx))
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, kv.ErrNotFound):
-		return false, nil
-	}
-	return false, kerr.Wrap(kerr.Internal, "fsck", "", err)
-}
-
 // QueueDeletions queues stripes for removal by their storage servers
 // (fsck drops orphans and copies no file registers).
 func (ns *Namespace) QueueDeletions(ds []Deletion) error {
