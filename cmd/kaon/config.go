@@ -79,7 +79,7 @@ func (n *NamespaceConfig) bind(fl *flag.FlagSet) {
 	fl.StringVar(&n.AuditLog, "audit-log", "DATA/audit.log", "audit log: one JSON line per mutation and refused request (empty = off)")
 	fl.IntVar(&n.FsckRate, "fsck-rate", nsserver.DefaultFsckRate, "fsck: files per second of the namespace pass after scans (0 = unthrottled)")
 	fl.DurationVar(&n.OrphanGrace, "fsck-orphan-grace", nsserver.DefaultOrphanGrace, "fsck repair drops an orphan stripe only once it was found this long ago")
-	fl.Float64Var(&n.SlowFactor, "slow-factor", nsserver.DefaultSlowFactor, "a filesystem whose p99 I/O latency is this many times its group's median is slow (0 = no slow-disk detection)")
+	fl.Float64Var(&n.SlowFactor, "slow-factor", nsserver.DefaultSlowFactor, "a filesystem whose p90 I/O latency is this many times the median of its group's filesystems on other disks is slow (0 = no slow-disk detection)")
 	fl.DurationVar(&n.SlowMin, "slow-min", nsserver.DefaultSlowMin, "... and above this for small operations (10x for large ones)")
 	fl.BoolVar(&n.SlowPlacement, "slow-placement", false, "keep placing new files on slow filesystems (they are only marked and warned about)")
 	n.Auth.bind(fl)

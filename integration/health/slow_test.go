@@ -105,7 +105,7 @@ func TestSlowDisk(t *testing.T) {
 
 	os.WriteFile(delay, []byte("100ms"), 0o644)
 	waitFor(t, 60*time.Second, "fs ls to show fs "+id+" slow", func() bool {
-		return strings.HasPrefix(health(fsLine(t, m, mnt)), "slow: small-op p99 ")
+		return strings.HasPrefix(health(fsLine(t, m, mnt)), "slow: small-op p90 ")
 	})
 	t.Logf("slow: %s", fsLine(t, m, mnt))
 	for _, l := range strings.Split(m.MustKaon("fs", "ls"), "\n")[1:] {

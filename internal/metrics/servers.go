@@ -215,10 +215,12 @@ func latencies(ch chan<- prometheus.Metric, d *prometheus.Desc, l *message.Laten
 	}
 	if l.SmallN > 0 {
 		ch <- gauge(d, l.SmallP50.Seconds(), id, "small", "0.5")
+		ch <- gauge(d, l.SmallP90.Seconds(), id, "small", "0.9")
 		ch <- gauge(d, l.SmallP99.Seconds(), id, "small", "0.99")
 	}
 	if l.LargeN > 0 {
 		ch <- gauge(d, l.LargeP50.Seconds(), id, "large", "0.5")
+		ch <- gauge(d, l.LargeP90.Seconds(), id, "large", "0.9")
 		ch <- gauge(d, l.LargeP99.Seconds(), id, "large", "0.99")
 	}
 }

@@ -9,13 +9,18 @@ import (
 )
 
 // Slow-disk detection. Every storage server reports, per filesystem, the
-// 99th percentile latency of its own small and large I/O operations over
-// a recent window (message.Latency). A filesystem whose percentile stands
-// out from the others of its scheduling group — above Factor times their
-// median and above an absolute floor — is slow: `fs ls` says so with the
-// figure, the log warns, metrics show it, and placement stops choosing it
-// for new files (unless KeepPlacing) until it is back under half that
-// threshold. A filesystem without enough samples keeps its state.
+// percentiles of the latency of its own small and large I/O operations
+// over a recent window (message.Latency). A filesystem whose 90th
+// percentile stands out from the other filesystems of its scheduling
+// group that are on other backends (directories of one disk cannot differ
+// in what the disk does) — above Factor times their median and above an
+// absolute floor — is slow: `fs ls` says so with the figure, the log
+// warns, metrics show it, and placement stops choosing it for new files
+// (unless KeepPlacing) until it is back under half that limit. The 90th
+// percentile needs a tenth of the operations to be slow: one stall among
+// a minute of probes does not make a disk slow, a disk answering small
+// operations in seconds is. A filesystem without enough samples keeps its
+// state.
 
 // SlowPolicy configures slow-disk detection.
 type SlowPolicy struct {
@@ -32,7 +37,7 @@ const (
 )
 
 // slowSamples is the fewest samples a percentile is judged on.
-const slowSamples = 5
+const slowSamples = 10
 
 func (p SlowPolicy) resolved() SlowPolicy {
 	if p.Factor <= 0 {
@@ -95,17 +100,18 @@ func (s *Server) judgeSlow() {
 	}
 }
 
-// slowness judges f against the others of its group: why it is slow (""
-// when it is not), and whether there was enough to judge on.
+// slowness judges f against the others of its group on other backends:
+// why it is slow ("" when it is not), and whether there was enough to
+// judge on.
 func slowness(f *FsState, group []*FsState, name string, pol SlowPolicy) (why string, decided bool) {
 	classes := []struct {
 		name  string
 		n     func(*message.Latency) int64
-		p99   func(*message.Latency) time.Duration
+		p90   func(*message.Latency) time.Duration
 		floor time.Duration
 	}{
-		{"small-op", func(l *message.Latency) int64 { return l.SmallN }, func(l *message.Latency) time.Duration { return l.SmallP99 }, pol.Min},
-		{"large-op", func(l *message.Latency) int64 { return l.LargeN }, func(l *message.Latency) time.Duration { return l.LargeP99 }, 10 * pol.Min},
+		{"small-op", func(l *message.Latency) int64 { return l.SmallN }, func(l *message.Latency) time.Duration { return l.SmallP90 }, pol.Min},
+		{"large-op", func(l *message.Latency) int64 { return l.LargeN }, func(l *message.Latency) time.Duration { return l.LargeP90 }, 10 * pol.Min},
 	}
 	for _, c := range classes {
 		if c.n(f.Latency) < slowSamples {
@@ -113,8 +119,8 @@ func slowness(f *FsState, group []*FsState, name string, pol SlowPolicy) (why st
 		}
 		var others []time.Duration
 		for _, g := range group {
-			if g != f && c.n(g.Latency) >= slowSamples {
-				others = append(others, c.p99(g.Latency))
+			if g.backend() != f.backend() && c.n(g.Latency) >= slowSamples {
+				others = append(others, c.p90(g.Latency))
 			}
 		}
 		if len(others) == 0 {
@@ -130,8 +136,8 @@ func slowness(f *FsState, group []*FsState, name string, pol SlowPolicy) (why st
 			limit /= 2 // recovers only well below the limit
 		}
 		decided = true
-		if p := c.p99(f.Latency); p > limit {
-			return fmt.Sprintf("%s p99 %v, group %s median %v", c.name, round(p), name, round(med)), true
+		if p := c.p90(f.Latency); p > limit {
+			return fmt.Sprintf("%s p90 %v, group %s median %v", c.name, round(p), name, round(med)), true
 		}
 	}
 	return "", decided

@@ -1,6 +1,7 @@
 package nsserver
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -10,16 +11,19 @@ import (
 	"github.com/kaon-storage/kaon/internal/layout"
 )
 
-// TestSlowness: a filesystem whose p99 stands out from its group's median
-// (and the floor) is slow; it recovers under half the limit; without
-// samples, or alone in its group, nothing is decided.
+// TestSlowness: a filesystem whose p90 stands out from the median of its
+// group's filesystems on other backends (and the floor) is slow; it
+// recovers under half the limit; without samples, alone in its group or
+// among directories of its own disk, nothing is decided.
 func TestSlowness(t *testing.T) {
 	pol := SlowPolicy{}.resolved()
-	fs := func(small time.Duration, n int64) *FsState {
-		return &FsState{Latency: &message.Latency{SmallN: n, SmallP99: small}}
+	disk := 0
+	fs := func(p90 time.Duration, n int64) *FsState {
+		disk++
+		return &FsState{Backend: fmt.Sprintf("dev:8:%d", disk), Latency: &message.Latency{SmallN: n, SmallP90: p90}}
 	}
 	group := []*FsState{fs(2*time.Millisecond, 50), fs(3*time.Millisecond, 50), fs(4*time.Millisecond, 50), fs(2*time.Second, 50)}
-	if why, ok := slowness(group[3], group, "default.0", pol); !ok || !strings.Contains(why, "small-op p99 2s") || !strings.Contains(why, "median 3ms") {
+	if why, ok := slowness(group[3], group, "default.0", pol); !ok || !strings.Contains(why, "small-op p90 2s") || !strings.Contains(why, "median 3ms") {
 		t.Fatalf("slow one: %q %v", why, ok)
 	}
 	if why, ok := slowness(group[1], group, "default.0", pol); !ok || why != "" {
@@ -32,20 +36,28 @@ func TestSlowness(t *testing.T) {
 	}
 	// Recovery needs half the limit.
 	group[3].Slow = "was"
-	group[3].Latency.SmallP99 = 80 * time.Millisecond
+	group[3].Latency.SmallP90 = 80 * time.Millisecond
 	if why, _ := slowness(group[3], group, "g", pol); why == "" {
 		t.Fatal("recovered above half the limit")
 	}
-	group[3].Latency.SmallP99 = 40 * time.Millisecond
+	group[3].Latency.SmallP90 = 40 * time.Millisecond
 	if why, ok := slowness(group[3], group, "g", pol); why != "" || !ok {
 		t.Fatalf("not recovered under half the limit: %q", why)
 	}
-	if _, ok := slowness(fs(time.Hour, 3), group, "g", pol); ok {
-		t.Fatal("judged on 3 samples")
+	if _, ok := slowness(fs(time.Hour, slowSamples-1), group, "g", pol); ok {
+		t.Fatal("judged on too few samples")
 	}
 	alone := []*FsState{fs(time.Hour, 50)}
 	if _, ok := slowness(alone[0], alone, "g", pol); ok {
 		t.Fatal("judged alone in its group")
+	}
+	// Directories of one disk are not compared with each other.
+	one := []*FsState{fs(time.Millisecond, 50), fs(time.Millisecond, 50), fs(time.Second, 50)}
+	for _, f := range one {
+		f.Backend = "dev:8:99"
+	}
+	if _, ok := slowness(one[2], one, "g", pol); ok {
+		t.Fatal("judged against directories of its own disk")
 	}
 }
 

@@ -179,8 +179,10 @@ func (s *ioStats) latency() *message.Latency {
 		return nil
 	}
 	return &message.Latency{
-		SmallN: n[0], SmallP50: quantile(hist[0][:], n[0], 0.5), SmallP99: quantile(hist[0][:], n[0], 0.99),
-		LargeN: n[1], LargeP50: quantile(hist[1][:], n[1], 0.5), LargeP99: quantile(hist[1][:], n[1], 0.99),
+		SmallN: n[0], SmallP50: quantile(hist[0][:], n[0], 0.5), SmallP90: quantile(hist[0][:], n[0], 0.9),
+		SmallP99: quantile(hist[0][:], n[0], 0.99),
+		LargeN:   n[1], LargeP50: quantile(hist[1][:], n[1], 0.5), LargeP90: quantile(hist[1][:], n[1], 0.9),
+		LargeP99: quantile(hist[1][:], n[1], 0.99),
 	}
 }
 

@@ -87,8 +87,10 @@ type RepairJob struct {
 type Latency struct {
 	SmallN   int64         `json:"small_n"`
 	SmallP50 time.Duration `json:"small_p50"`
+	SmallP90 time.Duration `json:"small_p90"`
 	SmallP99 time.Duration `json:"small_p99"`
 	LargeN   int64         `json:"large_n"`
 	LargeP50 time.Duration `json:"large_p50"`
+	LargeP90 time.Duration `json:"large_p90"`
 	LargeP99 time.Duration `json:"large_p99"`
 }
