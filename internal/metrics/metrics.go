@@ -34,7 +34,8 @@
 //	  kaon_fst_io_duration_seconds{fsid,op}                histogram of each operation on each filesystem
 //	  kaon_fst_io_latency_seconds{fsid,size,quantile}      percentiles over the recent window (slow-disk detection)
 //	  kaon_fsck_scans_total{fsid,result}, kaon_fsck_scanned_stripes_total{fsid},
-//	  kaon_fsck_scrubbed_bytes_total{fsid}, kaon_fsck_scan_running{fsid}
+//	  kaon_fsck_scrubbed_bytes_total{fsid}, kaon_fsck_scan_running{fsid},
+//	  kaon_fsck_last_scan_timestamp_seconds{fsid}
 package metrics
 
 import (

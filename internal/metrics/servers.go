@@ -87,8 +87,8 @@ func (c *namespaceCollector) Collect(ch chan<- prometheus.Metric) {
 type storageCollector struct {
 	s *storage.Server
 
-	ops, errs, bytes, dur, latency    *prometheus.Desc
-	scans, stripes, scrubbed, running *prometheus.Desc
+	ops, errs, bytes, dur, latency          *prometheus.Desc
+	scans, stripes, scrubbed, running, last *prometheus.Desc
 }
 
 // RegisterStorage registers a storage server's metrics (I/O per
@@ -104,11 +104,12 @@ func RegisterStorage(reg prometheus.Registerer, s *storage.Server) {
 		stripes:  desc("kaon_fsck_scanned_stripes_total", "Stripes walked by fsck scans.", "fsid"),
 		scrubbed: desc("kaon_fsck_scrubbed_bytes_total", "Bytes re-read by fsck scrubs.", "fsid"),
 		running:  desc("kaon_fsck_scan_running", "1 while a scan of the filesystem runs.", "fsid"),
+		last:     desc("kaon_fsck_last_scan_timestamp_seconds", "When the last scan of the filesystem completed (unix time).", "fsid"),
 	})
 }
 
 func (c *storageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ops, c.errs, c.bytes, c.dur, c.latency, c.scans, c.stripes, c.scrubbed, c.running} {
+	for _, d := range []*prometheus.Desc{c.ops, c.errs, c.bytes, c.dur, c.latency, c.scans, c.stripes, c.scrubbed, c.running, c.last} {
 		ch <- d
 	}
 }
@@ -160,6 +161,9 @@ func (c *storageCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- counter(c.stripes, float64(st.Stripes), id)
 		ch <- counter(c.scrubbed, float64(st.Bytes), id)
 		ch <- gauge(c.running, running, id)
+		if !st.LastDone.IsZero() {
+			ch <- gauge(c.last, float64(st.LastDone.UnixNano())/1e9, id)
+		}
 	}
 }
 

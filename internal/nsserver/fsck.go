@@ -96,8 +96,13 @@ var _ message.Fsck = (*Server)(nil)
 
 // FsckScan implements message.Fsck: one batch of a storage server's scan.
 func (s *Server) FsckScan(_ context.Context, m message.FsckScan) error {
-	if _, ok := s.reg.filesystem(m.FsID); !ok {
+	reg, ok := s.reg.filesystem(m.FsID)
+	switch {
+	case !ok:
 		return kerr.New(kerr.NotFound, "fsck", fmt.Sprintf("fs %d", m.FsID), "no such filesystem")
+	case reg.Node != m.Node:
+		return kerr.New(kerr.Invalid, "fsck", fmt.Sprintf("fs %d", m.FsID),
+			fmt.Sprintf("scanned by node %s, registered on node %s", m.Node, reg.Node))
 	}
 	now := s.now()
 	gen := m.Start.UnixNano()
