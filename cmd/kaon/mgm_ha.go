@@ -17,7 +17,6 @@ import (
 	"github.com/kaon-storage/kaon/internal/bench"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/client"
-	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/ha"
 	"github.com/kaon-storage/kaon/internal/httpfront"
 	"github.com/kaon-storage/kaon/internal/kv"
@@ -114,7 +113,7 @@ type incarnation struct {
 }
 
 // runMGMHA runs a namespace server of a replicated instance.
-func runMGMHA(c MGMConfig, log *slog.Logger) int {
+func runMGMHA(c MGMConfig, sec *security, log *slog.Logger) int {
 	fail := func(what string, err error) int {
 		fmt.Fprintf(os.Stderr, "kaon mgm: %s%v\n", what, err)
 		return 1
@@ -154,13 +153,14 @@ func runMGMHA(c MGMConfig, log *slog.Logger) int {
 	if err != nil {
 		return fail("", err)
 	}
-	self := ha.Member{HTTP: "http://" + advertised(addr, c.Meta.Advertise)}
-	self.ID = strings.TrimPrefix(self.HTTP, "http://")
+	self := ha.Member{ID: advertised(addr, c.Meta.Advertise)}
+	self.HTTP = sec.scheme() + self.ID
 	ep := Endpoints{HTTP: "http://" + addr}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tokens.URL = c.Namespace.Auth.issuerURL(self.HTTP)
-	chain, err := c.Namespace.Auth.chain(ctx, c.Data, tokens, log)
+	authc := c.Namespace.Auth.withX509(sec.x509)
+	tokens.URL = authc.issuerURL(self.HTTP)
+	chain, err := authc.chain(ctx, c.Data, tokens, log)
 	if err != nil {
 		return fail("", err)
 	}
@@ -176,14 +176,15 @@ func runMGMHA(c MGMConfig, log *slog.Logger) int {
 	var node *ha.Node
 	node, err = ha.New(ha.Config{Remote: remote, Local: local, Self: self, Lease: c.Meta.Lease, KeepHistory: c.Meta.KeepHistory, Logger: log,
 		Serve: func(ctx context.Context, store kv.Store) (any, error) {
-			srv, err := nsserver.New(nsserver.Config{Engine: store, Sync: c.Namespace.Sync, Key: key, CapabilityTTL: c.Namespace.CapTTL,
-				Logger: log, RecycleLifetime: c.Namespace.RecycleLifetime, RecycleMaxBytes: c.Namespace.RecycleSize, Audit: audit,
-				Tokens: tokens, Data: cluster.NewStorageClient(key.Internal()), PhysName: physName, StepDown: node.StepDown})
+			cfg := c.Namespace.serverConfig(store, key, tokens, audit, sec, log)
+			cfg.StepDown = node.StepDown
+			srv, err := nsserver.New(cfg)
 			if err != nil {
 				return nil, err
 			}
 			go srv.Run(ctx)
-			return &incarnation{http: &httpfront.Namespace{NS: srv, Key: key, Log: log, Auth: chain}, xrd: xrdkaon.Namespace{NS: srv}}, nil
+			front := &httpfront.Namespace{NS: srv, Key: key, Log: log, Auth: chain}
+			return &incarnation{http: newNamespaceMetrics(srv).serve(front), xrd: xrdkaon.Namespace{NS: srv}}, nil
 		}})
 	if err != nil {
 		return fail("", err)
@@ -206,7 +207,7 @@ func runMGMHA(c MGMConfig, log *slog.Logger) int {
 		Status: func(ctx context.Context) client.NSStatus { return nsStatus(node.Status(ctx), self) },
 	}
 	logged := httpfront.AccessLog(gate, log)
-	srv := serveHTTP(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := serveHTTP(sec.listener(l), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/internal/v1/") {
 			gate.ServeHTTP(w, r) // heartbeats every second: not access-logged
 			return
@@ -214,24 +215,29 @@ func runMGMHA(c MGMConfig, log *slog.Logger) int {
 		logged.ServeHTTP(w, r)
 	}))
 	if xl != nil {
-		xs := xrootd.NewServer(xrootd.Config{IdentifyConn: xrdkaon.Identifier(chain), Logger: log.With("role", "xrootd-mgm"),
+		xcfg := xrootd.Config{IdentifyConn: xrdkaon.Identifier(chain), Logger: log.With("role", "xrootd-mgm"),
 			Namespace: xrdkaon.HA{Route: func() (xrootd.Namespace, string, error) {
 				inc, active, err := route()
 				if inc != nil {
 					return inc.xrd, "", nil
 				}
 				return nil, active.XRootD, err
-			}}})
+			}}}
+		sec.xrootd(&xcfg, chain)
+		xs := xrootd.NewServer(xcfg)
+		noteXRootD("mgm", xs)
 		go xs.Serve(xl)
 		defer xs.Close()
 	}
 	done := make(chan struct{})
 	go func() { node.Run(ctx); close(done) }()
+	sec.endpoints(&ep)
 	if err := writeEndpoints(c.Data, ep); err != nil {
 		cancel()
 		return fail("", err)
 	}
 	fmt.Printf("namespace server %s of the instance in %s (key: %s)\n", self.HTTP, c.Meta.URL, keyPath(c))
+	printTLS(ep)
 	waitSignal()
 	// Hand the role over before closing the listeners: clients keep being
 	// answered (redirected) while a standby takes over.

@@ -23,9 +23,9 @@ import (
 	"github.com/kaon-storage/kaon/internal/backend/posix"
 	"github.com/kaon-storage/kaon/internal/backend/rados"
 	"github.com/kaon-storage/kaon/internal/capability"
-	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
 	"github.com/kaon-storage/kaon/internal/namespace"
 	"github.com/kaon-storage/kaon/internal/nsserver"
@@ -39,7 +39,14 @@ type Endpoints struct {
 	XRootD  string `json:"xrootd,omitempty"`
 	FSTHTTP string `json:"fst_http,omitempty"`
 	FSTXrd  string `json:"fst_xrootd,omitempty"`
-	PID     int    `json:"pid"`
+	// With --tls: the TLS URLs and the CA clients verify them with.
+	HTTPS    string `json:"https,omitempty"`
+	Roots    string `json:"roots,omitempty"`
+	FSTHTTPS string `json:"fst_https,omitempty"`
+	FSTRoots string `json:"fst_roots,omitempty"`
+	CA       string `json:"ca,omitempty"`     // the local CA's certificate (.pem)
+	CADir    string `json:"ca_dir,omitempty"` // trusted CAs, hashed layout
+	PID      int    `json:"pid"`
 }
 
 func writeEndpoints(dir string, e Endpoints) error {
@@ -101,12 +108,14 @@ func waitSignal() {
 
 // nsRole is a namespace server with its store.
 type nsRole struct {
-	eng    *pebblekv.Engine
-	srv    *nsserver.Server
-	key    *capability.Key
-	audit  io.Closer
-	tokens *token.Issuer
-	auth   auth.Chain // how clients are authenticated (startAuth)
+	eng     *pebblekv.Engine
+	srv     *nsserver.Server
+	key     *capability.Key
+	audit   io.Closer
+	tokens  *token.Issuer
+	auth    auth.Chain // how clients are authenticated (startAuth)
+	sec     *security
+	metrics *namespaceMetrics
 }
 
 func (r *nsRole) Close() {
@@ -117,12 +126,12 @@ func (r *nsRole) Close() {
 }
 
 // openNamespace opens the namespace server stored in dir.
-func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, error) {
+func openNamespace(dir string, c NamespaceConfig, sec *security, log *slog.Logger) (*nsRole, error) {
 	key, err := loadKey(dir, c.KeyFile)
 	if err != nil {
 		return nil, err
 	}
-	role := &nsRole{key: key}
+	role := &nsRole{key: key, sec: sec}
 	if role.tokens, err = c.Auth.openIssuer(dir); err != nil {
 		return nil, err
 	}
@@ -137,15 +146,24 @@ func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, er
 	if role.eng, err = pebblekv.Open(filepath.Join(dir, "meta"), pebblekv.Options{CacheBytes: int64(c.MetaCacheMB) << 20}); err != nil {
 		return nil, fmt.Errorf("open namespace store in %s: %w", dir, err)
 	}
-	role.srv, err = nsserver.New(nsserver.Config{Engine: role.eng, Sync: c.Sync, Key: key, CapabilityTTL: c.CapTTL, Logger: log,
-		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit, Tokens: role.tokens,
-		Data:     cluster.NewStorageClient(key.Internal()),
-		PhysName: physName})
+	role.srv, err = nsserver.New(c.serverConfig(role.eng, key, role.tokens, audit, sec, log))
 	if err != nil {
 		role.Close()
 		return nil, err
 	}
+	role.metrics = newNamespaceMetrics(role.srv)
 	return role, nil
+}
+
+// serverConfig is the namespace service's configuration over store (the
+// embedded engine, or a replicated instance's pipeline).
+func (c NamespaceConfig) serverConfig(store kv.Store, key *capability.Key, tokens *token.Issuer, audit io.Writer, sec *security, log *slog.Logger) nsserver.Config {
+	return nsserver.Config{Engine: store, Sync: c.Sync, Key: key, CapabilityTTL: c.CapTTL, Logger: log,
+		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit, Tokens: tokens,
+		Data:     storageClient(key, sec),
+		PhysName: physName,
+		Repair:   storageClient(key, sec), FsckRate: c.fsckRate(), FsckOrphanGrace: c.orphanGrace(),
+		Slow: c.slowPolicy()}
 }
 
 // startAuth names this instance's token issuer after the URL its
@@ -158,17 +176,18 @@ func (r *nsRole) startAuth(ctx context.Context, dir, endpoint string, c AuthConf
 }
 
 // handler is the namespace endpoint: WebDAV and the admin API
-// (access-logged), the internal protocol (not: heartbeats every second).
+// (access-logged), the internal protocol (not: heartbeats every second),
+// metrics.
 func (r *nsRole) handler(log *slog.Logger) http.Handler {
 	front := &httpfront.Namespace{NS: r.srv, Key: r.key, Log: log, Auth: r.auth}
 	logged := httpfront.AccessLog(front, log)
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	return r.metrics.serve(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.HasPrefix(req.URL.Path, "/internal/v1/") {
 			front.ServeHTTP(w, req)
 			return
 		}
 		logged.ServeHTTP(w, req)
-	})
+	}))
 }
 
 // stores opens the filesystems of a storage server: rados://... as a
@@ -200,10 +219,10 @@ func physName(fs namespace.Filesystem, fid uint64) string {
 }
 
 // newStorage builds a storage server reporting to ns.
-func newStorage(node, addr string, key *capability.Key, ns message.Namespace, paths []string, c StorageConfig, log *slog.Logger) (*storage.Server, error) {
+func newStorage(node, addr string, key *capability.Key, ns message.Namespace, paths []string, c StorageConfig, sec *security, log *slog.Logger) (*storage.Server, error) {
 	return storage.New(storage.Config{Node: node, Addr: addr, Key: key, Namespace: ns, Paths: paths,
-		Store: c.stores(), Peers: cluster.NewStorageClient(key.Internal()), IOTimeout: ioTimeout(c.IOTimeout),
-		StreamMemory: c.StreamMemoryMB << 20, Logger: log})
+		Store: c.stores(), Peers: storageClient(key, sec), IOTimeout: ioTimeout(c.IOTimeout),
+		StreamMemory: c.StreamMemoryMB << 20, LatencyWindow: c.LatencyWindow, LatencyProbe: latencyProbe(c.LatencyProbe), Logger: log})
 }
 
 // httpConfig is the HTTP-TPC setup of a storage server; policy learns this
@@ -226,6 +245,15 @@ func hostPort(u string) string {
 // ioTimeout is the storage server's I/O deadline for --io-timeout (0:
 // none, which storage.Config spells negative).
 func ioTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
+}
+
+// latencyProbe is the probe period for --latency-probe (0: none, which
+// storage.Config spells negative).
+func latencyProbe(d time.Duration) time.Duration {
 	if d <= 0 {
 		return -1
 	}
