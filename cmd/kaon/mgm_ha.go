@@ -76,7 +76,7 @@ func (m MetaConfig) openEtcd() (*etcdkv.Engine, error) {
 		return nil, err
 	}
 	return etcdkv.Open(etcdkv.Options{Endpoints: eps, Prefix: prefix, MaxTxnOps: m.TxnOps, MaxRequestBytes: m.RequestBytes,
-		RequestTimeout: max(m.Lease, 2*time.Second)})
+		RequestTimeout: max(m.Lease/2, 2*time.Second)})
 }
 
 // loadKey is the capability key: --key (which must exist: every server of
