@@ -28,6 +28,12 @@
 // and the caller gets ErrCondFailed at once, without retry. etcdkv maps a
 // guard to a compare in the same etcd Txn; the local engines check it under
 // their commit lock.
+//
+// Engines several servers share also implement optional interfaces:
+// Elector (sessions bound to a lease, elections whose leadership is such a
+// guard; kvtest.RunElection checks them, on etcdkv and memkv), Limiter (how
+// much one commit may hold), Compactor (dropping old history) and Statuser
+// (members and health). internal/ha builds a replicated namespace on them.
 package kv
 
 import (
