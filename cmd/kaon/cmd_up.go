@@ -182,6 +182,23 @@ func runMGM(args []string) int {
 	if err != nil {
 		return fail("", err)
 	}
+	if c.Meta.Peers != "" {
+		// Both ends of these etcd members are ours: group commits as large
+		// as the tests' cluster takes, unless the flags say otherwise.
+		set := map[string]bool{}
+		fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["meta-txn-ops"] {
+			c.Meta.TxnOps = 4096
+		}
+		if !set["meta-request-bytes"] {
+			c.Meta.RequestBytes = 8 << 20
+		}
+		stop, err := c.Meta.startMember(c.Data, log)
+		if err != nil {
+			return fail("", err)
+		}
+		defer stop()
+	}
 	if c.Meta.URL != "" {
 		return runMGMHA(c, sec, log)
 	}

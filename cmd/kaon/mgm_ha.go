@@ -19,6 +19,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/ha"
 	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/kv/etcdkv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
@@ -37,6 +38,8 @@ type MetaConfig struct {
 	RequestBytes int           // the cluster's --max-request-bytes
 	Advertise    string        // host others reach this server at
 	KeepHistory  time.Duration // history of the store the active server keeps (compacts the rest)
+	Peers        string        // etcd members run inside the namespace servers (meta_peers.go)
+	Name         string        // this server's member of Peers
 }
 
 func (m *MetaConfig) bind(fl *flag.FlagSet) {
@@ -45,6 +48,8 @@ func (m *MetaConfig) bind(fl *flag.FlagSet) {
 	fl.IntVar(&m.TxnOps, "meta-txn-ops", 128, "with --meta etcd: the cluster's --max-txn-ops (writes one commit may hold; raise both for faster creates)")
 	fl.IntVar(&m.RequestBytes, "meta-request-bytes", 3<<19, "with --meta etcd: the cluster's --max-request-bytes")
 	fl.DurationVar(&m.KeepHistory, "meta-history", 5*time.Minute, "with --meta etcd: the active server compacts etcd's history older than this (0: leave it to etcd's --auto-compaction-*)")
+	fl.StringVar(&m.Peers, "meta-peers", "", "run an etcd member inside this server: NAME=http://HOST:PEERPORT of every namespace server of the instance, comma-separated (clients on PEERPORT-1, as etcd's 2380/2379); the members are the instance's store (no --meta then)")
+	fl.StringVar(&m.Name, "meta-name", "", "with --meta-peers: this server's member (default: the host name)")
 	fl.StringVar(&m.Advertise, "advertise", "", "with --meta etcd: host name clients and the other servers reach this server at (default: the --http host, or the host name when it listens on all addresses)")
 }
 
@@ -122,10 +127,10 @@ func runMGMHA(c MGMConfig, sec *security, log *slog.Logger) int {
 	if err != nil {
 		return fail("", err)
 	}
-	// The instance's own token keys live beside the capability key, so
-	// every server of the instance signs and verifies with the same ones
-	// (give them the same --issuer-url too).
-	tokens, err := c.Namespace.Auth.openIssuer(filepath.Dir(filepath.Dir(keyPath(c))))
+	// The instance's own token keys: DATA/keys/token-keys.json, as on any
+	// namespace server (servers that issue tokens get the first one's
+	// copy, like the capability key, and the same --issuer-url).
+	tokens, err := c.Namespace.Auth.openIssuer(c.Data)
 	if err != nil {
 		return fail("", err)
 	}
@@ -138,7 +143,16 @@ func runMGMHA(c MGMConfig, sec *security, log *slog.Logger) int {
 		defer af.Close()
 		audit = af
 	}
+	// Wait for the store: its members may start after this server (a
+	// whole instance restarting, or members inside the servers).
 	remote, err := c.Meta.openEtcd()
+	for waited := false; kerr.Is(err, kerr.Unavailable); remote, err = c.Meta.openEtcd() {
+		if !waited {
+			log.Warn("waiting for the namespace store", "meta", c.Meta.URL, "err", err)
+			waited = true
+		}
+		time.Sleep(time.Second)
+	}
 	if err != nil {
 		return fail("namespace store: ", err)
 	}

@@ -163,6 +163,20 @@ func (in *instance) waitActive(want int, step string) int {
 	return got
 }
 
+// waitActiveOther waits until every running server names one other than
+// old active (which they name until its lease lapses), and returns it.
+func (in *instance) waitActiveOther(old int, step string) int {
+	in.t.Helper()
+	got := -1
+	in.eventually(step, 60*time.Second, func() error {
+		if got = in.activeNow(); got < 0 || got == old {
+			return fmt.Errorf("active: %d, want another than %d", got, old)
+		}
+		return nil
+	})
+	return got
+}
+
 // signal sends sig to namespace server i (SIGSTOP/SIGCONT: frozen or
 // not, as far as activeNow is concerned).
 func (in *instance) signal(i int, sig syscall.Signal) {

@@ -175,10 +175,14 @@ func (e *Engine) Status(ctx context.Context) (kv.Status, error) {
 		return st, kv.ErrClosed
 	}
 	names := map[uint64]string{}
+	byURL := map[string]string{} // a member that does not answer is named by its URL
 	lctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), statusTimeout)
 	if ml, err := e.cli.MemberList(lctx); err == nil {
 		for _, m := range ml.Members {
 			names[m.ID] = m.Name
+			for _, u := range m.ClientURLs {
+				byURL[u] = m.Name
+			}
 		}
 	}
 	cancel()
@@ -188,7 +192,7 @@ func (e *Engine) Status(ctx context.Context) (kv.Status, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m := kv.Member{Endpoint: ep}
+			m := kv.Member{Endpoint: ep, Name: byURL[ep]}
 			sctx, cancel := context.WithTimeout(ctx, statusTimeout)
 			defer cancel()
 			resp, err := e.cli.Status(sctx, ep)
