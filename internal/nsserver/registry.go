@@ -232,11 +232,11 @@ func (r *registry) nodeAlive(name string) bool {
 
 // alive reports whether f is usable: its node beats and it is booted.
 // Caller holds r.mu.
+func (r *registry) alive(f *FsState) bool { return r.nodeAlive(f.Node) && f.BootStatus == "booted" }
+
 // reportWindow is how long after its start a namespace server expects
 // registered storage servers to report.
 const reportWindow = 10 * time.Second
-
-func (r *registry) alive(f *FsState) bool { return r.nodeAlive(f.Node) && f.BootStatus == "booted" }
 
 // awaiting reports whether storage servers may still be about to report:
 // this server started less than reportWindow ago (a restart, or a standby
