@@ -57,6 +57,9 @@ func (f *HA) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // engine: this server is the only one, and active.
 func (f *Namespace) serveNSStatus(w http.ResponseWriter, r *http.Request) {
 	self := "http://" + r.Host
+	if r.TLS != nil {
+		self = "https://" + r.Host
+	}
 	writeJSON(w, client.NSStatus{Engine: client.NSEngine{Name: "pebble"}, Active: self, Self: self,
 		Servers: []client.NSServer{{ID: r.Host, HTTP: self, Role: "active"}}})
 }
