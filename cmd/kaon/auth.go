@@ -123,7 +123,7 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, l
 	if has["unix"] {
 		return append(c, auth.Unix{}), nil
 	}
-	return append(c, auth.Refuse{Reason: "a bearer token is required"}), nil
+	return append(c, auth.HostRoot{}, auth.Refuse{Reason: "a bearer token is required"}), nil
 }
 
 // verifier trusts this instance's own tokens and those of --token-issuer.

@@ -159,7 +159,10 @@ func TestRealClients(t *testing.T) {
 }
 
 // TestTokenOnly: with --auth token a loopback client without a token is
-// refused with a clear reason over HTTP, the admin API and root://.
+// refused with a clear reason over HTTP, the admin API and root://, except
+// the host's root on the admin API (auth.HostRoot): it administers the
+// server (kaon token issue, mkdir, chown) but reads no data without a
+// token.
 func TestTokenOnly(t *testing.T) {
 	src := t.TempDir()
 	iss := tokentest.New(t, src, "https://issuer.test", "https://kaon.test")
@@ -168,8 +171,20 @@ func TestTokenOnly(t *testing.T) {
 	if !strings.Contains(out, "401") || !strings.Contains(out, "a bearer token is required") || !strings.Contains(strings.ToLower(out), "www-authenticate: bearer") {
 		t.Fatalf("curl without a token:\n%s", out)
 	}
-	if _, errs, code := kaonCLI(t, k, nil, 0, "whoami"); code == 0 || !strings.Contains(errs, "a bearer token is required") {
-		t.Fatalf("kaon whoami without a token: %d %s", code, errs)
+	if _, errs, code := kaonCLI(t, k, nil, 65534, "whoami"); code == 0 || !strings.Contains(errs, "a bearer token is required") {
+		t.Fatalf("kaon whoami as nobody without a token: %d %s", code, errs)
+	}
+	if w, errs, code := kaonCLI(t, k, nil, 0, "whoami"); code != 0 || !strings.Contains(w, "uid=0") {
+		t.Fatalf("kaon whoami as the host's root on a token-only server: %d %q %s", code, w, errs)
+	}
+	k.MustKaon("mkdir", "/adm")
+	k.MustKaon("chown", "4242:4242", "/adm")
+	own := strings.TrimSpace(k.MustKaon("token", "issue", "--path", "/adm", "--scope", "storage.create,storage.read", "--user", "4242"))
+	if out, _, _ := run(t, nil, 0, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-H", "Authorization: Bearer "+own, "-T", "/etc/hostname", k.EP.HTTP+"/adm/f"); out != "201" {
+		t.Fatalf("upload with a token root issued on a token-only server: %s", out)
+	}
+	if out, _, _ := run(t, nil, 0, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-L", k.EP.HTTP+"/adm/f"); out != "401" {
+		t.Fatalf("the host's root reads data without a token on a token-only server: %s", out)
 	}
 	_, errs, code := run(t, []string{"XRD_CONNECTIONRETRY=1"}, 0, "xrdfs", strings.TrimPrefix(k.EP.XRootD, "root://"), "ls", "/")
 	if code == 0 || !strings.Contains(errs, "3010") || !strings.Contains(errs, "a bearer token is required") {
@@ -183,13 +198,13 @@ func TestTokenOnly(t *testing.T) {
 		t.Fatalf("PROPFIND with a token on a token-only server: %s", out)
 	}
 	// methods that cannot be had are refused at start
-	for _, c := range []struct{ auth, why string }{{"unix,x509", "not available"}, {"kerberos", "unknown method"}} {
+	for _, c := range []struct{ auth, why string }{{"unix,x509", "needs --tls"}, {"kerberos", "unknown method"}} {
 		_, errs, code := run(t, nil, 0, harness.Binary(t), "up", "--data", t.TempDir(), "--http", "127.0.0.1:0", "--xrootd", "", "--auth", c.auth)
 		if code == 0 || !strings.Contains(errs, c.why) {
 			t.Fatalf("--auth %s: %d %s", c.auth, code, errs)
 		}
 	}
-	noTokens(t, k, []string{tok})
+	noTokens(t, k, []string{tok, own})
 }
 
 // TestKaonToKaon: instance B trusts instance A's tokens through A's
