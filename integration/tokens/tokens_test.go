@@ -257,3 +257,31 @@ func TestKaonToKaon(t *testing.T) {
 	noTokens(t, a, []string{old, fresh})
 	noTokens(t, b, []string{old, fresh})
 }
+
+// TestConfigFileTLSAndTokens: the TLS and token settings work from the
+// config file as from the flags: tls, auth, repeated token-issuer and
+// token-audience (TOML arrays).
+func TestConfigFileTLSAndTokens(t *testing.T) {
+	src := t.TempDir()
+	os.Mkdir(filepath.Join(src, "a"), 0o755)
+	os.Mkdir(filepath.Join(src, "b"), 0o755)
+	a := tokentest.New(t, filepath.Join(src, "a"), "https://a.test", "https://aud-a.test")
+	b := tokentest.New(t, filepath.Join(src, "b"), "https://b.test", "https://aud-b.test")
+	conf := filepath.Join(src, "kaon.toml")
+	os.WriteFile(conf, []byte(`tls = true
+auth = "unix,token"
+token-issuer = ["`+a.URL+"="+a.JWKSFile+`,user=4242", "`+b.URL+"="+b.JWKSFile+`,user=4243"]
+token-audience = ["https://aud-a.test", "https://aud-b.test"]
+`), 0o644)
+	dir := t.TempDir()
+	k := harness.Start(t, dir, "up", "--config", conf, "--data", dir, "--http", "127.0.0.1:0", "--xrootd", "127.0.0.1:0")
+	ep := readTLSEP(t, k)
+	for _, c := range []struct {
+		tok, uid string
+	}{{a.Token(t, "storage.read:/"), "uid=4242"}, {b.Token(t, "storage.read:/"), "uid=4243"}} {
+		w, errs, code := kaonCLI(t, k, []string{"BEARER_TOKEN=" + c.tok, "SSL_CERT_FILE=" + ep.CA}, 0, "whoami", "--url", ep.HTTPS)
+		if code != 0 || !strings.Contains(w, c.uid) || !strings.Contains(w, "method=token") {
+			t.Fatalf("whoami over https with a token of a config-file issuer: %d %q %s", code, w, errs)
+		}
+	}
+}
