@@ -130,24 +130,34 @@ one() {
 par() {
 	local name=$1 url=$2 t0 t1 i
 	t0=$(now)
-	for i in $(seq "$PAR"); do xrdcp -s -f "$SRC" "$url//bench/p$i.bin" & done
-	wait_jobs
+	for i in $(seq "$PAR"); do xrdcp -s -f "$SRC" "$url//bench/p$i.bin" 2>"$WORK/err.$i" & done
+	wait_jobs "$name" "upload to $url"
 	t1=$(now)
 	RES[$name.pup]+="$(mbps "$((SIZE_MB * PAR))" "$t0" "$t1") "
 	t0=$(now)
-	for i in $(seq "$PAR"); do xrdcp -s -f "$url//bench/p$i.bin" "$DOWN/p$i.bin" & done
-	wait_jobs
+	for i in $(seq "$PAR"); do xrdcp -s -f "$url//bench/p$i.bin" "$DOWN/p$i.bin" 2>"$WORK/err.$i" & done
+	wait_jobs "$name" "download from $url"
 	t1=$(now)
 	RES[$name.pdown]+="$(mbps "$((SIZE_MB * PAR))" "$t0" "$t1") "
 	rm -f "$DOWN"/p*.bin
 }
 
-# wait_jobs waits for the xrdcp jobs of this shell (not the servers).
+# wait_jobs NAME WHAT waits for the xrdcp jobs of this shell (not the
+# servers); when one fails it says which server, what the clients printed
+# and the end of that server's log.
 wait_jobs() {
-	local j
+	local j failed=0
 	for j in $(jobs -p); do
-		case " ${PIDS[*]} " in *" $j "*) ;; *) wait "$j" || { echo "xrdcp failed" >&2; exit 1; } ;; esac
+		case " ${PIDS[*]} " in *" $j "*) ;; *) wait "$j" || failed=1 ;; esac
 	done
+	[ "$failed" = 0 ] && return
+	echo "xrdcp failed: $1, parallel $2 (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+	cat "$WORK"/err.* >&2
+	case $1 in
+	xrootd*) tail -n 30 "$WORK/xrootd/kbench/log" >&2 ;;
+	*) tail -n 30 "$WORK/kaon/log" >&2 ;;
+	esac
+	exit 1
 }
 
 export X509_CERT_DIR="$WORK/kaon/tls/certificates"
