@@ -410,6 +410,10 @@ func TestZtnTokens(t *testing.T) {
 			t.Fatalf("forged token (%s): %v\n%s", name, err, o)
 		}
 	}
+	o, err := run(t, append(xenv, "BEARER_TOKEN="+forged["expired"]), "xrdcp", "-f", ep.Roots+"//tok/a", out)
+	if err == nil || !strings.Contains(o, "token refused") || !strings.Contains(o, "expired") {
+		t.Fatalf("xrdcp with an expired token: %v\n%s", err, o)
+	}
 	logs := k.Logs()
 	for _, tok := range append([]string{rw, ro}, func() []string {
 		var v []string
