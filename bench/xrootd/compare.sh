@@ -56,7 +56,7 @@ if [ "$TARGET" = fake ]; then
 	go build -o "$WORK/xrdfake" ./internal/xrootd/xrdtest/xrdfake
 	mkdir -p "$WORK/kaon"
 	"$WORK/xrdfake" "$WORK/kaon" >"$WORK/kaon/addr" 2>"$WORK/kaon/log" &
-	PIDS+=($!)
+	PIDS+=($!); KPID=$!
 	for _ in $(seq 100); do [ -s "$WORK/kaon/addr" ] && break; sleep 0.1; done
 	KURL="root://$(cut -d' ' -f1 "$WORK/kaon/addr")"
 else
@@ -67,7 +67,7 @@ else
 	fi
 	mkdir -p "$WORK/kaon"
 	"$WORK/kaon-bin" up --data "$WORK/kaon" --http 127.0.0.1:0 --xrootd 127.0.0.1:0 $([ "$TLS" = 1 ] && echo --tls) >"$WORK/kaon/out" 2>"$WORK/kaon/log" &
-	PIDS+=($!)
+	PIDS+=($!); KPID=$!
 	for _ in $(seq 300); do [ -s "$WORK/kaon/endpoints.json" ] && break; sleep 0.1; done
 	KURL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["xrootd"])' "$WORK/kaon/endpoints.json")
 	KHTTP=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["http"])' "$WORK/kaon/endpoints.json")
@@ -97,7 +97,7 @@ fi
 chown -R xrootd: "$WORK/xrootd" 2>/dev/null || true
 chmod 755 "$WORK"
 xrootd -R xrootd -c "$WORK/xrootd/xrd.cfg" -l "$WORK/xrootd/log" -n kbench >/dev/null 2>&1 &
-PIDS+=($!)
+PIDS+=($!); XPID=$!
 
 XURL="root://127.0.0.1:$XPORT"
 for _ in $(seq 100); do xrdfs "127.0.0.1:$XPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -151,12 +151,11 @@ wait_jobs() {
 		case " ${PIDS[*]} " in *" $j "*) ;; *) wait "$j" || failed=1 ;; esac
 	done
 	[ "$failed" = 0 ] && return
-	echo "xrdcp failed: $1, parallel $2 (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+	local pid=$KPID log=$WORK/kaon/log
+	case $1 in xrootd*) pid=$XPID log=$WORK/xrootd/kbench/log ;; esac
+	echo "xrdcp failed: $1, parallel $2 (load $(cut -d' ' -f1-3 /proc/loadavg); server pid $pid $(kill -0 "$pid" 2>/dev/null && echo running || echo GONE))" >&2
 	cat "$WORK"/err.* >&2
-	case $1 in
-	xrootd*) tail -n 30 "$WORK/xrootd/kbench/log" >&2 ;;
-	*) tail -n 30 "$WORK/kaon/log" >&2 ;;
-	esac
+	tail -n 30 "$log" >&2
 	exit 1
 }
 
