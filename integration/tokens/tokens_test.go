@@ -234,9 +234,10 @@ func TestKaonToKaon(t *testing.T) {
 		t.Fatalf("A's token with a broken signature at B: %s", c)
 	}
 	kid := strings.TrimSpace(a.MustKaon("token", "rotate"))
-	keys := a.MustKaon("token", "keys")
-	if !strings.HasPrefix(keys, kid) || strings.Count(keys, "\n") != 2 {
-		t.Fatalf("token keys after rotate:\n%s", keys)
+	keys := strings.Split(strings.TrimSpace(a.MustKaon("token", "keys")), "\n")
+	if len(keys) != 3 || !strings.Contains(keys[0], "published") || !strings.HasPrefix(keys[1], kid) ||
+		!strings.HasSuffix(keys[1], "signing") || !strings.Contains(keys[2], "verifying (retired") {
+		t.Fatalf("token keys after rotate (want next, signing %s, retired):\n%s", kid, strings.Join(keys, "\n"))
 	}
 	fresh := issue()
 	if c := code(a, old); c != "207" {
@@ -247,6 +248,9 @@ func TestKaonToKaon(t *testing.T) {
 	}
 	if c := code(b, old); c != "207" {
 		t.Fatalf("a token of the previous key at B after rotation: %s", c)
+	}
+	if c := code(b, fresh); c != "207" {
+		t.Fatalf("a token of the new key at B: %s", c)
 	}
 	// B restarted with A down verifies from the keys it cached on disk.
 	a.Stop()
