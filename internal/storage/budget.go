@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -22,9 +23,13 @@ const DefaultStreamMemory = 256 << 20
 
 // budget admits streams while their buffers fit in a fixed amount of
 // memory; the others wait in arrival order (back-pressure, not growth).
+// Memory beyond a stream's minimum (extra) is only lent while less than
+// half the budget is in use, so that the streams which came first cannot
+// take what later ones need to run at all.
 type budget struct {
 	sem   *semaphore.Weighted
 	total int64
+	used  atomic.Int64
 }
 
 func newBudget(total int64) *budget {
@@ -46,13 +51,29 @@ func (b *budget) acquire(ctx context.Context, n int64, wait time.Duration, op, p
 		}
 		return nil, kerr.New(kerr.Busy, op, path, "request cancelled while waiting for stream memory")
 	}
+	return b.held(n), nil
+}
+
+// extra reserves n more bytes for a stream that holds its minimum, if that
+// leaves at least half the budget free and no stream waits; ok is false
+// otherwise (the stream then runs with its minimum).
+func (b *budget) extra(n int64) (release func(), ok bool) {
+	if n <= 0 || b.used.Load()+n > b.total/2 || !b.sem.TryAcquire(n) {
+		return nil, false
+	}
+	return b.held(n), true
+}
+
+func (b *budget) held(n int64) func() {
+	b.used.Add(n)
 	released := false
 	return func() {
 		if !released {
 			released = true
+			b.used.Add(-n)
 			b.sem.Release(n)
 		}
-	}, nil
+	}
 }
 
 // StreamMemory is the budget of the server's client streams in bytes.
@@ -76,6 +97,40 @@ func uploadMemory(l layout.Layout, stripes int64) int64 {
 // are written from the client's goroutine and overlap device and network.
 func createOptions(l layout.Layout) backend.CreateOptions {
 	return backend.CreateOptions{Overlap: l.Kind != layout.EC}
+}
+
+// admitUpload reserves the memory of an upload whose local stripes are on
+// stores, in arrival order with the other streams. Streams share the
+// budget: an upload waits only for the memory of lean stripe writers, and
+// gets overlapped ones (more buffers: a RADOS writer keeps writes in
+// flight) only when the budget lends it the difference. Waiting for the
+// larger amount instead made late streams wait for whole earlier uploads
+// (measured: 32 streams onto RADOS, 13 MiB each against the 256 MiB
+// budget, p99/avg 1.25 where the same streams straight into ceph-fuse had
+// 1.03), while the device is shared by every admitted stream anyway.
+func (s *Server) admitUpload(ctx context.Context, l layout.Layout, stores []backend.Store, wait time.Duration, path string) (func(), backend.CreateOptions, error) {
+	mem := func(o backend.CreateOptions) int64 {
+		var n int64
+		for _, st := range stores {
+			n += st.WriteMemory(o)
+		}
+		return uploadMemory(l, n)
+	}
+	opts, lean := createOptions(l), backend.CreateOptions{}
+	full, min := mem(opts), mem(lean)
+	if !opts.Overlap || min >= full {
+		release, err := s.budget.acquire(ctx, full, wait, "write", path)
+		return release, opts, err
+	}
+	release, err := s.budget.acquire(ctx, min, wait, "write", path)
+	if err != nil {
+		return nil, opts, err
+	}
+	more, ok := s.budget.extra(full - min)
+	if !ok {
+		return release, lean, nil
+	}
+	return func() { more(); release() }, opts, nil
 }
 
 // readMemory is what one EC read holds: the decoded rows it caches (data
