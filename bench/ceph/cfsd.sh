@@ -5,7 +5,7 @@
 # directory of a ceph-fuse mount, cfsd over that directory against the
 # ceph-fuse mount itself, alternating, medians of RUNS.
 #
-#   bench/ceph/cfsd.sh [CLUSTER_DIR]        RUNS=3 DD_MB=2048 NULLFS=0 (no nullfs column)
+#   bench/ceph/cfsd.sh [CLUSTER_DIR]        RUNS=3 DD_MB=2048 NULLFS=0 (no nullfs column) KAON=BINARY
 #
 # "cold" is after `sync; echo 3 > /proc/sys/vm/drop_caches`: the kernel's
 # page, dentry and inode caches of both mounts; ceph-fuse keeps what its

@@ -8,7 +8,7 @@
 # (mds_server.handle_client_request from `perf dump` on its admin socket)
 # before and after each of them: requests the MDS served for the workload.
 #
-#   bench/ceph/metafs.sh [CLUSTER_DIR]     RUNS=3 P=8 MODES="fuse kernel"
+#   bench/ceph/metafs.sh [CLUSTER_DIR]     RUNS=3 P=8 MODES="fuse kernel" KAON=BINARY (else built)
 #
 # cold = a fresh ceph-fuse client (unmounted and mounted again, which drops
 #        everything the client held: dentries, inodes, capabilities, data)
@@ -23,7 +23,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 RUNS=${RUNS:-3} P=${P:-8} MODES=${MODES:-fuse kernel}
 work=$(mktemp -d /var/tmp/kaon-metafs-ceph.XXXXXX)
 dir=${1:-} made=""
-mnt=$work/mnt mmnt=$work/metafs idx=$work/tree.metafs kaon=$work/kaon
+mnt=$work/mnt mmnt=$work/metafs idx=$work/tree.metafs kaon=${KAON:-$work/kaon}
 DPID=""
 umount_metafs() {
 	[ -n "$DPID" ] || return 0
@@ -43,7 +43,7 @@ if [ -z "$dir" ]; then
 	dir=$work/ceph made=1
 	"$repo/scripts/ceph-dev.sh" start "$dir" >&2
 fi
-(cd "$repo" && go build -o "$kaon" ./cmd/kaon)
+[ -x "$kaon" ] || (cd "$repo" && go build -o "$kaon" ./cmd/kaon)
 mkdir -p "$mnt" "$mmnt"
 export CEPH_CONF=$dir/ceph.conf
 asok=$dir/run/ceph-mds.a.asok

@@ -21,7 +21,8 @@
 # built with -tags ceph. Environment (defaults):
 #   STREAMS=32 SIZE=64M ROUNDS=3 PAUSE=5s OBJECT_SIZES="4 16 64" POOLS="rep ec"
 #   KINDS="cephfs rados" OPS=write,read STREAM_MEMORY=256 (MiB, kaon --stream-memory: its default)
-#   PLOT=FILE.png (the tails, see kaon bench stream --plot) OUT=FILE (the table)
+#   PLOT=FILE.png (the tails, see kaon bench stream --plot) OUT=FILE (the table; the
+#   server's log is kept as FILE.kaon.log)
 # Needs root (ceph-fuse, drop_caches).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,6 +35,7 @@ made="" radosns=()
 mnt=$work/mnt kdata=$work/kaon
 cleanup() {
 	[ -n "${kpid:-}" ] && kill "$kpid" 2>/dev/null && wait "$kpid" 2>/dev/null
+	[ -n "${OUT:-}" ] && cp "$work/kaon.log" "$OUT.kaon.log" 2>/dev/null
 	[ -n "${top:-}" ] && rm -rf "$top"
 	for pn in "${radosns[@]}"; do # what Kaon left in its RADOS namespaces (identity markers)
 		rados --id kaon -p "${pn%%/*}" -N "${pn#*/}" ls 2>/dev/null | while read -r o; do rados --id kaon -p "${pn%%/*}" -N "${pn#*/}" rm "$o"; done
