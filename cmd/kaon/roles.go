@@ -17,11 +17,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/backend/posix"
 	"github.com/kaon-storage/kaon/internal/backend/rados"
 	"github.com/kaon-storage/kaon/internal/capability"
-	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/httpfront"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
@@ -37,7 +38,14 @@ type Endpoints struct {
 	XRootD  string `json:"xrootd,omitempty"`
 	FSTHTTP string `json:"fst_http,omitempty"`
 	FSTXrd  string `json:"fst_xrootd,omitempty"`
-	PID     int    `json:"pid"`
+	// With --tls: the TLS URLs and the CA clients verify them with.
+	HTTPS    string `json:"https,omitempty"`
+	Roots    string `json:"roots,omitempty"`
+	FSTHTTPS string `json:"fst_https,omitempty"`
+	FSTRoots string `json:"fst_roots,omitempty"`
+	CA       string `json:"ca,omitempty"`     // the local CA's certificate (.pem)
+	CADir    string `json:"ca_dir,omitempty"` // trusted CAs, hashed layout
+	PID      int    `json:"pid"`
 }
 
 func writeEndpoints(dir string, e Endpoints) error {
@@ -99,10 +107,13 @@ func waitSignal() {
 
 // nsRole is a namespace server with its store.
 type nsRole struct {
-	eng   *pebblekv.Engine
-	srv   *nsserver.Server
-	key   *capability.Key
-	audit io.Closer
+	eng    *pebblekv.Engine
+	srv    *nsserver.Server
+	key    *capability.Key
+	audit  io.Closer
+	tokens *token.Issuer
+	auth   auth.Chain // how clients are authenticated (startAuth)
+	sec    *security
 }
 
 func (r *nsRole) Close() {
@@ -113,7 +124,7 @@ func (r *nsRole) Close() {
 }
 
 // openNamespace opens the namespace server stored in dir.
-func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, error) {
+func openNamespace(dir string, c NamespaceConfig, sec *security, log *slog.Logger) (*nsRole, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
 		return nil, err
 	}
@@ -121,7 +132,10 @@ func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, er
 	if err != nil {
 		return nil, err
 	}
-	role := &nsRole{key: key}
+	role := &nsRole{key: key, sec: sec}
+	if role.tokens, err = c.Auth.openIssuer(dir); err != nil {
+		return nil, err
+	}
 	var audit io.Writer
 	if p := strings.Replace(c.AuditLog, "DATA", dir, 1); p != "" {
 		af, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -134,8 +148,8 @@ func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, er
 		return nil, fmt.Errorf("open namespace store in %s: %w", dir, err)
 	}
 	role.srv, err = nsserver.New(nsserver.Config{Engine: role.eng, Sync: c.Sync, Key: key, CapabilityTTL: c.CapTTL, Logger: log,
-		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit,
-		Data:     cluster.NewStorageClient(key.Internal()),
+		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit, Tokens: role.tokens,
+		Data:     storageClient(key, sec),
 		PhysName: physName})
 	if err != nil {
 		role.Close()
@@ -144,10 +158,19 @@ func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, er
 	return role, nil
 }
 
+// startAuth names this instance's token issuer after the URL its
+// namespace endpoint got, and builds the authenticators of --auth.
+func (r *nsRole) startAuth(ctx context.Context, dir, endpoint string, c AuthConfig, log *slog.Logger) error {
+	r.tokens.URL = c.issuerURL(endpoint)
+	var err error
+	r.auth, err = c.chain(ctx, dir, r.tokens, log)
+	return err
+}
+
 // handler is the namespace endpoint: WebDAV and the admin API
 // (access-logged), the internal protocol (not: heartbeats every second).
 func (r *nsRole) handler(log *slog.Logger) http.Handler {
-	front := &httpfront.Namespace{NS: r.srv, Key: r.key, Log: log}
+	front := &httpfront.Namespace{NS: r.srv, Key: r.key, Log: log, Auth: r.auth}
 	logged := httpfront.AccessLog(front, log)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.HasPrefix(req.URL.Path, "/internal/v1/") {
@@ -187,9 +210,9 @@ func physName(fs namespace.Filesystem, fid uint64) string {
 }
 
 // newStorage builds a storage server reporting to ns.
-func newStorage(node, addr string, key *capability.Key, ns message.Namespace, paths []string, c StorageConfig, log *slog.Logger) (*storage.Server, error) {
+func newStorage(node, addr string, key *capability.Key, ns message.Namespace, paths []string, c StorageConfig, sec *security, log *slog.Logger) (*storage.Server, error) {
 	return storage.New(storage.Config{Node: node, Addr: addr, Key: key, Namespace: ns, Paths: paths,
-		Store: c.stores(), Peers: cluster.NewStorageClient(key.Internal()), IOTimeout: ioTimeout(c.IOTimeout),
+		Store: c.stores(), Peers: storageClient(key, sec), IOTimeout: ioTimeout(c.IOTimeout),
 		StreamMemory: c.StreamMemoryMB << 20, Logger: log})
 }
 

@@ -14,6 +14,8 @@ import (
 	"crypto/x509"
 	"net"
 	"strings"
+
+	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
 // Principal is an authenticated client.
@@ -72,10 +74,13 @@ func (p Principal) IsRoot() bool { return p.UID == 0 }
 
 // Request is what a front end knows about a client.
 type Request struct {
-	Remote, Local net.Addr            // the connection
-	Bearer        string              // a bearer token, if the client sent one
-	Certs         []*x509.Certificate // a verified client certificate chain, if any
-	Login         string              // the name the client claims (display only)
+	Remote, Local net.Addr // the connection
+	Bearer        string   // a bearer token, if the client sent one
+	// Certs is the client's certificate chain from the TLS handshake, leaf
+	// first: the handshake proved the client holds the leaf's key; the
+	// chain itself is verified by the x509 method (proxies included).
+	Certs []*x509.Certificate
+	Login string // the name the client claims (display only)
 }
 
 // Authenticator is one authentication method.
@@ -117,4 +122,14 @@ func Protocol(ctx context.Context) string {
 		return p
 	}
 	return "internal"
+}
+
+// Refuse ends a chain that admits no anonymous client: it applies to
+// every request the methods before it did not take, and refuses it with
+// Reason ("a bearer token is required").
+type Refuse struct{ Reason string }
+
+// Authenticate implements Authenticator.
+func (r Refuse) Authenticate(context.Context, *Request) (Principal, bool, error) {
+	return Nobody, true, kerr.New(kerr.Unauthenticated, "", "", r.Reason)
 }

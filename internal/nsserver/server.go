@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -50,6 +51,8 @@ type Config struct {
 	RecycleMaxBytes int64
 	// Audit receives the audit log (JSON lines); nil: none.
 	Audit io.Writer
+	// Tokens signs this instance's bearer tokens (tokens.go); nil: none.
+	Tokens *token.Issuer
 }
 
 // DataReader reads the whole content of the file a read capability names

@@ -32,8 +32,28 @@ const OpaqueCap = "kaon.cap"
 // loopback client is the local user owning its socket (the kernel says so,
 // not the client's claimed login name); anyone else is nobody.
 func Identify(user string, remote, local net.Addr) xrootd.Identity {
-	p, _ := auth.Peer(remote, local)
-	return xrootd.Identity{User: user, UID: p.UID, GID: p.GID, Principal: p}
+	return Identifier(auth.Chain{auth.Unix{}})(user, remote, local)
+}
+
+// Identifier authenticates root:// logins with chain (the methods of
+// --auth); a login the chain refuses is refused.
+func Identifier(chain auth.Chain) func(user string, remote, local net.Addr) xrootd.Identity {
+	return func(user string, remote, local net.Addr) xrootd.Identity {
+		p, err := chain.Authenticate(context.Background(), &auth.Request{Remote: remote, Local: local, Login: user})
+		return xrootd.Identity{User: user, UID: p.UID, GID: p.GID, Principal: p, Err: err}
+	}
+}
+
+// AuthenticateToken authenticates a ztn bearer token through chain (the
+// token method reads auth.Request.Bearer); its refusal refuses the session.
+func AuthenticateToken(chain auth.Chain) func(ctx context.Context, user string, remote, local net.Addr, token string) (xrootd.Identity, error) {
+	return func(ctx context.Context, user string, remote, local net.Addr, token string) (xrootd.Identity, error) {
+		p, err := chain.Authenticate(ctx, &auth.Request{Remote: remote, Local: local, Bearer: token, Login: user})
+		if err != nil {
+			return xrootd.Identity{}, err
+		}
+		return xrootd.Identity{User: p.Name, UID: p.UID, GID: p.GID, Principal: p}, nil
+	}
 }
 
 // rctx marks a request as arriving over root:// (for the audit log).
