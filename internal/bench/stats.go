@@ -121,20 +121,6 @@ func medianSummary(rs []Summary) Summary {
 	}
 }
 
-// Median of v (the mean of the two middle values for an even count); 0
-// for none. v is not modified.
-func Median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 // CPUTime is the user plus system CPU time pid has used (all its threads,
 // not its children), from /proc/PID/stat; 0 when it cannot be read.
 func CPUTime(pid int) time.Duration {
