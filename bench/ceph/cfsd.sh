@@ -18,9 +18,9 @@ work=$(mktemp -d /var/tmp/kaon-cfsd-ceph.XXXXXX)
 dir=${1:-} made=""
 mnt=$work/mnt
 cleanup() {
-	[ -n "$dir" ] && "$repo/scripts/ceph-dev.sh" umount "$dir" "$mnt" >/dev/null 2>&1
-	[ -n "$made" ] && "$repo/scripts/ceph-dev.sh" purge "$dir" >/dev/null 2>&1
-	rm -rf "$work"
+	[ -n "$dir" ] && "$repo/scripts/ceph-dev.sh" umount "$dir" "$mnt" >/dev/null 2>&1 || true
+	[ -n "$made" ] && "$repo/scripts/ceph-dev.sh" purge "$dir" >/dev/null 2>&1 || true
+	rm -rf "$work" || true
 }
 trap cleanup EXIT
 if [ -z "$dir" ]; then

@@ -36,11 +36,11 @@ umount_metafs() {
 	DPID=""
 }
 cleanup() {
-	umount_metafs
-	[ -n "$dir" ] && rm -rf "$mnt/metafs-bench-$$"
-	[ -n "$dir" ] && "$repo/scripts/ceph-dev.sh" umount "$dir" "$mnt" >/dev/null 2>&1
-	[ -n "$made" ] && "$repo/scripts/ceph-dev.sh" purge "$dir" >/dev/null 2>&1
-	rm -rf "$work"
+	umount_metafs || true
+	[ -n "$dir" ] && rm -rf "$mnt/metafs-bench-$$" || true
+	[ -n "$dir" ] && "$repo/scripts/ceph-dev.sh" umount "$dir" "$mnt" >/dev/null 2>&1 || true
+	[ -n "$made" ] && "$repo/scripts/ceph-dev.sh" purge "$dir" >/dev/null 2>&1 || true
+	rm -rf "$work" || true
 }
 trap cleanup EXIT
 if [ -z "$dir" ]; then

@@ -34,15 +34,15 @@ dir=${1:-} kaon=${2:-}
 made="" radosns=()
 mnt=$work/mnt kdata=$work/kaon
 cleanup() {
-	[ -n "${kpid:-}" ] && kill "$kpid" 2>/dev/null && wait "$kpid" 2>/dev/null
-	[ -n "${OUT:-}" ] && cp "$work/kaon.log" "$OUT.kaon.log" 2>/dev/null
-	[ -n "${top:-}" ] && rm -rf "$top"
+	[ -n "${kpid:-}" ] && kill "$kpid" 2>/dev/null && wait "$kpid" 2>/dev/null || true
+	[ -n "${OUT:-}" ] && cp "$work/kaon.log" "$OUT.kaon.log" 2>/dev/null || true
+	[ -n "${top:-}" ] && rm -rf "$top" || true
 	for pn in "${radosns[@]}"; do # what Kaon left in its RADOS namespaces (identity markers)
-		rados --id kaon -p "${pn%%/*}" -N "${pn#*/}" ls 2>/dev/null | while read -r o; do rados --id kaon -p "${pn%%/*}" -N "${pn#*/}" rm "$o"; done
+		rados --id kaon -p "${pn%%/*}" -N "${pn#*/}" ls 2>/dev/null | while read -r o; do rados --id kaon -p "${pn%%/*}" -N "${pn#*/}" rm "$o" || true; done
 	done
-	[ -n "$dir" ] && "$repo/scripts/ceph-dev.sh" umount "$dir" "$mnt" >/dev/null 2>&1
-	[ -n "$made" ] && "$repo/scripts/ceph-dev.sh" purge "$dir" >/dev/null 2>&1
-	rm -rf "$work"
+	[ -n "$dir" ] && "$repo/scripts/ceph-dev.sh" umount "$dir" "$mnt" >/dev/null 2>&1 || true
+	[ -n "$made" ] && "$repo/scripts/ceph-dev.sh" purge "$dir" >/dev/null 2>&1 || true
+	rm -rf "$work" || true
 }
 trap cleanup EXIT
 if [ -z "$dir" ]; then
