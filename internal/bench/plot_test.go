@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/plot"
@@ -122,5 +123,20 @@ func TestPlotTailsPNG(t *testing.T) {
 	}
 	if err := PlotTails(filepath.Join(t.TempDir(), "t.png"), StreamConfig{}, nil); err == nil {
 		t.Fatal("no rows plotted without an error")
+	}
+}
+
+func TestPlotGroupsRowsByRaw(t *testing.T) {
+	rows := []Row{
+		{Target: "raw:a", Raw: true, Op: "write"}, {Target: "raw:b", Raw: true, Op: "write"},
+		{Target: "x-a", Op: "write", rawRef: "raw:a"}, {Target: "x-b", Op: "write", rawRef: "raw:b"},
+		{Target: "y-a", Op: "write", rawRef: "raw:a"}, {Target: "lone", Op: "write"},
+	}
+	var got []string
+	for _, r := range grouped(rows) {
+		got = append(got, r.Target)
+	}
+	if want := "raw:a x-a y-a raw:b x-b lone"; strings.Join(got, " ") != want {
+		t.Fatalf("order %v, want %s", got, want)
 	}
 }
