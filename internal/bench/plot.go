@@ -82,38 +82,13 @@ func tailPlot(title string, rows []Row) *plot.Plot {
 	return p
 }
 
-// grouped orders rows so that each raw row is followed by the rows
-// compared with it (raw:rep-4M, cephfs-rep-4M, rados-rep-4M, ...); rows
-// of no raw row keep their place at the end.
-func grouped(rows []Row) []Row {
-	out := make([]Row, 0, len(rows))
-	done := make([]bool, len(rows))
-	for i, r := range rows {
-		if !r.Raw || done[i] {
-			continue
-		}
-		out, done[i] = append(out, r), true
-		for j, k := range rows {
-			if !done[j] && !k.Raw && k.Op == r.Op && k.rawRef == r.Target {
-				out, done[j] = append(out, k), true
-			}
-		}
-	}
-	for i, r := range rows {
-		if !done[i] {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // PlotTails writes the tail plot of rows to file (PNG, SVG or PDF by its
-// extension): one panel per op, each raw row followed by the rows compared
-// with it.
+// extension): one panel per op, in the order of the rows (Stream gives
+// each raw row followed by the rows compared with it).
 func PlotTails(file string, cfg StreamConfig, rows []Row) error {
 	var ops []string
 	byOp := map[string][]Row{}
-	for _, r := range grouped(rows) {
+	for _, r := range rows {
 		if _, ok := byOp[r.Op]; !ok {
 			ops = append(ops, r.Op)
 		}

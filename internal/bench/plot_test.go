@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"gonum.org/v1/plot"
@@ -126,17 +125,3 @@ func TestPlotTailsPNG(t *testing.T) {
 	}
 }
 
-func TestPlotGroupsRowsByRaw(t *testing.T) {
-	rows := []Row{
-		{Target: "raw:a", Raw: true, Op: "write"}, {Target: "raw:b", Raw: true, Op: "write"},
-		{Target: "x-a", Op: "write", rawRef: "raw:a"}, {Target: "x-b", Op: "write", rawRef: "raw:b"},
-		{Target: "y-a", Op: "write", rawRef: "raw:a"}, {Target: "lone", Op: "write"},
-	}
-	var got []string
-	for _, r := range grouped(rows) {
-		got = append(got, r.Target)
-	}
-	if want := "raw:a x-a y-a raw:b x-b lone"; strings.Join(got, " ") != want {
-		t.Fatalf("order %v, want %s", got, want)
-	}
-}

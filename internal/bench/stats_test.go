@@ -114,8 +114,9 @@ func TestTargetsAndComparison(t *testing.T) {
 		Layouts: []string{"plain"},
 	}
 	ts := targets(cfg)
-	want := []struct{ name, ref string }{{"raw:rep-4M", ""}, {"raw:ec-4M", ""},
-		{"cephfs-rep-4M", "raw:rep-4M"}, {"rados-ec-4M", "raw:ec-4M"}, {"other", "raw:rep-4M"}}
+	// each raw target first, then the ones compared with it
+	want := []struct{ name, ref string }{{"raw:rep-4M", ""}, {"cephfs-rep-4M", "raw:rep-4M"}, {"other", "raw:rep-4M"},
+		{"raw:ec-4M", ""}, {"rados-ec-4M", "raw:ec-4M"}}
 	if len(ts) != len(want) {
 		t.Fatalf("%d targets: %+v", len(ts), ts)
 	}
@@ -124,8 +125,8 @@ func TestTargetsAndComparison(t *testing.T) {
 			t.Errorf("target %d: %s against %q, want %s against %q", i, ts[i].name, ts[i].rawRef, w.name, w.ref)
 		}
 	}
-	if ts[2].dir != "/bench-stream/cephfs-rep-4M" || ts[2].space != "cephfs-rep-4M" {
-		t.Errorf("space target %+v", ts[2])
+	if ts[1].dir != "/bench-stream/cephfs-rep-4M" || ts[1].space != "cephfs-rep-4M" {
+		t.Errorf("space target %+v", ts[1])
 	}
 	// Without raw dirs: raw-direct and raw beside the data, layouts as rows.
 	ts = targets(StreamConfig{RawDir: "/d/raw", Layouts: []string{"plain", "ec:4+2"}})

@@ -107,7 +107,7 @@ func (p *patternReader) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-// targets lists what cfg measures, raw baselines first.
+// targets lists what cfg measures.
 func targets(cfg StreamConfig) []target {
 	var ts []target
 	if len(cfg.RawDirs) == 0 {
@@ -150,7 +150,27 @@ func targets(cfg StreamConfig) []target {
 			ts = append(ts, target{name: name, dir: dir, layout: l, space: sp, rawRef: ref})
 		}
 	}
-	return ts
+	// Each raw target right before the targets compared with it, so that
+	// a drift of the machine's load between them stays small.
+	out := make([]target, 0, len(ts))
+	done := make([]bool, len(ts))
+	for i, t := range ts {
+		if !t.raw || done[i] {
+			continue
+		}
+		out, done[i] = append(out, t), true
+		for j, k := range ts {
+			if !done[j] && !k.raw && k.rawRef == t.name {
+				out, done[j] = append(out, k), true
+			}
+		}
+	}
+	for i, t := range ts {
+		if !done[i] {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // Stream runs the write and read phases of every target, Rounds times.
