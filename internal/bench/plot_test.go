@@ -124,4 +124,3 @@ func TestPlotTailsPNG(t *testing.T) {
 		t.Fatal("no rows plotted without an error")
 	}
 }
-
