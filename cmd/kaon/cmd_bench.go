@@ -64,7 +64,7 @@ func runBench(args []string) int {
 		size := fl.String("size", "256M", "bytes per stream")
 		rounds := fl.Int("rounds", 1, "measure every row this often, alternating the order; medians are printed")
 		pause := fl.Duration("pause", 0, "pause before every phase (let a cluster settle)")
-		ops := fl.String("ops", "write,read", "phases: write, read or both")
+		ops := fl.String("ops", "write,read", "phases: write,read or write (reads read what the writes wrote)")
 		fsync := fl.Bool("fsync", true, "fsync raw files (match the server's --sync)")
 		drop := fl.Bool("drop-caches", false, "drop the page cache before read phases (root)")
 		sums := fl.String("checksums", "", "checksums computed while writing (sys.forced.checksums), default: the server's")

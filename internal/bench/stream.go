@@ -181,6 +181,9 @@ func Stream(cfg StreamConfig) ([]Row, error) {
 	if len(cfg.Ops) == 0 {
 		cfg.Ops = []string{"write", "read"}
 	}
+	if !slices.Equal(cfg.Ops, []string{"write", "read"}) && !slices.Equal(cfg.Ops, []string{"write"}) {
+		return nil, fmt.Errorf("phases %q: want write,read or write (reads read what the writes wrote)", strings.Join(cfg.Ops, ","))
+	}
 	block := make([]byte, 1<<20)
 	_, _ = rand.Read(block)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Streams * 2, DisableCompression: true,
