@@ -14,11 +14,8 @@
 #        everything the client held: dentries, inodes, capabilities, data)
 #        plus `echo 3 > /proc/sys/vm/drop_caches`; for metafs the daemon is
 #        mounted after that (its mount time and index load are reported
-#        apart, with the MDS requests they made). metafs is mounted with
-#        --force: its staleness check compares the root's device and inode
-#        with the index's, and a FUSE mount gets a new device number each
-#        time it is mounted, so after the remount the check would call the
-#        unchanged tree stale;
+#        apart, with the MDS requests they made; its staleness check runs
+#        as it would in production: a remounted tree keeps its inodes);
 # warm = the same workload again right after.
 # Times and request counts are medians of RUNS. Without CLUSTER_DIR a
 # cluster is made with scripts/ceph-dev.sh and purged at the end. Root.
@@ -76,7 +73,7 @@ run_measured() { # run_measured CMD...: "ms requests" of CMD
 mount_metafs() { # mount_metafs [flags]: sets DPID, and MT MR: ms and MDS requests of the mount
 	local r0 r1 t0 t1
 	r0=$(mds_requests); t0=$(now)
-	"$kaon" metafs mount --force "$@" --index "$idx" "$tree" "$mmnt" >"$work/daemon.log" 2>&1 &
+	"$kaon" metafs mount "$@" --index "$idx" "$tree" "$mmnt" >"$work/daemon.log" 2>&1 &
 	DPID=$!
 	for _ in $(seq 600); do
 		grep -q "kaon metafs: serving" "$work/daemon.log" 2>/dev/null && break

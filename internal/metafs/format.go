@@ -146,7 +146,7 @@ const (
 // staleness check compares against the live tree.
 type Source struct {
 	Root        string
-	Dev, Ino    uint64
+	Dev, Ino    uint64 // Dev is informative only (it changes with every mount)
 	Mtime       int64 // ns
 	Ctime       int64 // ns
 	Fingerprint uint64
