@@ -147,8 +147,8 @@ const (
 type Source struct {
 	Root        string
 	Dev, Ino    uint64 // Dev is informative only (it changes with every mount)
-	Mtime       int64 // ns
-	Ctime       int64 // ns
+	Mtime       int64  // ns
+	Ctime       int64  // ns
 	Fingerprint uint64
 	Dirs        uint32
 	BuiltAt     time.Time
