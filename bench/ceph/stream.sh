@@ -54,7 +54,6 @@ if [ -z "$kaon" ]; then
 	(cd "$repo" && go build -tags ceph -o "$kaon" ./cmd/kaon)
 fi
 . "$dir/env"
-unset CEPH_KEYRING # the ceph tool would take it for client.admin's
 mkdir -p "$mnt" "$kdata"
 "$repo/scripts/ceph-dev.sh" mount "$dir" "$mnt" >&2
 fusepid=$(cat "$dir/run/fuse-$(grep -lx "$mnt" "$dir"/mounts/* | xargs basename).pid")
