@@ -101,7 +101,8 @@ func radosPlace(pool, namespace, user, conf string) string {
 const fsUsage = `usage: kaon fs ls
        kaon fs add --node N --path DIR [--space S | --group S.N] [--io auto|direct|buffered]
        kaon fs add --node N --rados --pool P [--namespace NS] [--ceph-conf F] [--ceph-user U] [--object-size 16M] [--space S]
-       kaon fs config ID key=value   (configstatus=rw|ro|drain|off, group=S.N, space=S, io=auto|direct|buffered, object-size=SIZE)
+       kaon fs config ID key=value   (configstatus=rw|ro|drain|off, group=S.N, space=S, io=auto|direct|buffered, object-size=SIZE,
+                                      fsck: scan_disk_interval=4h, scan_ns_rate=1000 (stripes/s), scaninterval=7d, scanrate=100 (MB/s))
        kaon fs reinit ID`
 
 func runFs(args []string) int {
@@ -142,8 +143,12 @@ func runFs(args []string) int {
 				}
 				io += "/" + set
 			}
+			health := f.Health
+			if f.Slow != "" { // standing out from its group: new files avoid it
+				health = strings.TrimPrefix(health+"; ", "ok; ") + "slow: " + f.Slow
+			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", f.Node, f.ID, f.Path, f.Group, f.BootStatus, f.ConfigStatus,
-				dash(f.Kind), dash(io), human(f.Used), human(f.Capacity), f.Files, dash(f.BackendHealth), f.Health)
+				dash(f.Kind), dash(io), human(f.Used), human(f.Capacity), f.Files, dash(f.BackendHealth), health)
 		}
 		tw.Flush()
 	case "add":

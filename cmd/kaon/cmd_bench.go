@@ -7,13 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 
 	"github.com/kaon-storage/kaon/internal/bench"
 )
 
 func init() {
-	register(command{name: "bench", short: "benchmarks: bench stream | bench ns | bench token", run: runBench})
+	register(command{name: "bench", short: "benchmarks: bench stream | bench ns | bench fsck | bench token", run: runBench})
 }
 
 func parseSize(s string) (int64, error) {
@@ -48,7 +49,7 @@ func serverOf(data string) (string, int, error) {
 
 func runBench(args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: kaon bench stream|ns|token [flags]")
+		fmt.Fprintln(os.Stderr, "usage: kaon bench stream|ns|fsck|token [flags]")
 		return 2
 	}
 	switch args[0] {
@@ -56,11 +57,20 @@ func runBench(args []string) int {
 		fl := flag.NewFlagSet("kaon bench stream", flag.ExitOnError)
 		data := fl.String("data", defaultDataDir(), "data dir of the running server (endpoints.json; the raw baseline is written beside it)")
 		layouts := fl.String("layouts", "plain,replica:2,ec:4+2", "comma-separated layouts")
+		spaces := fl.String("spaces", "", "comma-separated spaces: every layout on every space (sys.forced.space), rows SPACE[/LAYOUT]")
+		var rawDirs rawDirFlag
+		fl.Var(&rawDirs, "raw-dir", "[NAME=]DIR: a raw baseline (buffered + fsync, like dd) in DIR instead of beside --data, e.g. in a ceph-fuse mount; repeatable")
 		streams := fl.Int("streams", 8, "parallel streams")
 		size := fl.String("size", "256M", "bytes per stream")
+		rounds := fl.Int("rounds", 1, "measure every row this often, alternating the order; medians are printed")
+		pause := fl.Duration("pause", 0, "pause before every phase (let a cluster settle)")
+		ops := fl.String("ops", "write,read", "phases: write,read or write (reads read what the writes wrote)")
 		fsync := fl.Bool("fsync", true, "fsync raw files (match the server's --sync)")
 		drop := fl.Bool("drop-caches", false, "drop the page cache before read phases (root)")
 		sums := fl.String("checksums", "", "checksums computed while writing (sys.forced.checksums), default: the server's")
+		cpuPids := fl.String("cpu-pids", "", "comma-separated pids whose CPU time is counted per GiB beside the server's (ceph-fuse)")
+		plotFile := fl.String("plot", "", "draw the stream tails to FILE.png (line at the average, box to p99, whisker to max)")
+		verbose := fl.Bool("v", false, "print every row of every round as it finishes (stderr)")
 		fl.Parse(args[1:])
 		url, pid, err := serverOf(*data)
 		if err != nil {
@@ -70,13 +80,35 @@ func runBench(args []string) int {
 		if err != nil {
 			return fail("bench stream", err)
 		}
-		cfg := bench.StreamConfig{URL: url, ServerPID: pid, RawDir: filepath.Join(*data, "bench-raw"),
-			Layouts: strings.Split(*layouts, ","), Streams: *streams, Size: sz, Fsync: *fsync, DropCaches: *drop, Checksums: *sums}
+		cfg := bench.StreamConfig{URL: url, ServerPID: pid, RawDir: filepath.Join(*data, "bench-raw"), RawDirs: rawDirs,
+			Layouts: strings.Split(*layouts, ","), Streams: *streams, Size: sz, Fsync: *fsync, DropCaches: *drop, Checksums: *sums,
+			Rounds: *rounds, Pause: *pause, Ops: strings.Split(*ops, ",")}
+		if *spaces != "" {
+			cfg.Spaces = strings.Split(*spaces, ",")
+		}
+		for _, p := range strings.Split(*cpuPids, ",") {
+			if p == "" {
+				continue
+			}
+			n, err := strconv.Atoi(p)
+			if err != nil {
+				return fail("bench stream", fmt.Errorf("--cpu-pids: bad pid %q", p))
+			}
+			cfg.CPUPids = append(cfg.CPUPids, n)
+		}
+		if *verbose {
+			cfg.Progress = os.Stderr
+		}
 		rows, err := bench.Stream(cfg)
 		if err != nil {
 			return fail("bench stream", err)
 		}
 		bench.PrintStream(os.Stdout, cfg, rows)
+		if *plotFile != "" {
+			if err := bench.PlotTails(*plotFile, cfg, rows); err != nil {
+				return fail("bench stream", err)
+			}
+		}
 	case "ns":
 		fl := flag.NewFlagSet("kaon bench ns", flag.ExitOnError)
 		files := fl.Int("files", 1000000, "files to create")
@@ -115,6 +147,31 @@ func runBench(args []string) int {
 			return fail("bench ns", err)
 		}
 		bench.PrintNamespace(os.Stdout, cfg, res)
+	case "fsck":
+		fl := flag.NewFlagSet("kaon bench fsck", flag.ExitOnError)
+		var cfg bench.FsckConfig
+		fl.StringVar(&cfg.Dir, "data", "", "work directory (populated on first use, reused after)")
+		fl.StringVar(&cfg.Stripes, "stripes", "", "parent of the filesystems (default DATA/fs; a tmpfs such as /dev/shm/x holds a million stripes cheaply)")
+		fl.IntVar(&cfg.Files, "files", 1000000, "files in the namespace")
+		fl.IntVar(&cfg.Dirs, "dirs", 1000, "directories to spread them over")
+		fl.IntVar(&cfg.Filesystems, "filesystems", 4, "filesystems of the storage server")
+		fl.StringVar(&cfg.Layout, "layout", "plain", "layout of the files (plain: one stripe each)")
+		fl.IntVar(&cfg.Runs, "runs", 3, "unthrottled runs (the median is reported)")
+		fl.BoolVar(&cfg.Throttled, "throttled", true, "one more run at the default rates (scan_ns_rate per filesystem, --fsck-rate)")
+		fl.Parse(args[1:])
+		if cfg.Dir == "" {
+			return fail("bench fsck", fmt.Errorf("--data is required"))
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return fail("bench fsck", err)
+		}
+		cfg.Kaon = exe
+		runs, err := bench.Fsck(cfg, os.Stdout)
+		if err != nil {
+			return fail("bench fsck", err)
+		}
+		bench.PrintFsck(os.Stdout, cfg, runs)
 	case "token":
 		fl := flag.NewFlagSet("kaon bench token", flag.ExitOnError)
 		data := fl.String("data", defaultDataDir(), "data dir of the running server (endpoints.json); it must accept tokens (--auth unix,token)")
@@ -156,4 +213,21 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// rawDirFlag collects --raw-dir [NAME=]DIR (NAME defaults to DIR's base name).
+type rawDirFlag []bench.RawDir
+
+func (f *rawDirFlag) String() string { return fmt.Sprint(*f) }
+
+func (f *rawDirFlag) Set(v string) error {
+	name, dir, ok := strings.Cut(v, "=")
+	if !ok {
+		name, dir = filepath.Base(v), v
+	}
+	if name == "" || dir == "" {
+		return fmt.Errorf("want [NAME=]DIR, got %q", v)
+	}
+	*f = append(*f, bench.RawDir{Name: name, Dir: dir})
+	return nil
 }

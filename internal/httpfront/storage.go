@@ -20,5 +20,6 @@ func Storage(fst *storage.Server, key *capability.Key, tpc TPCConfig, log *slog.
 	internal := cluster.StorageHandler(fst, key.Internal(), log)
 	mux.Handle(cluster.StripePath, internal)
 	mux.Handle(cluster.ReadFilePath, internal)
+	mux.Handle(cluster.FsckRepairPath, cluster.RepairHandler(fst, key.Internal()))
 	return mux
 }

@@ -25,7 +25,7 @@ func (r *registry) place(l layout.Layout, space string) ([]uint32, error) {
 	var cands []*FsState
 	shared := map[string]int{} // candidates per backend
 	for _, f := range r.fs {
-		if f.ConfigStatus == "rw" && f.Health == "ok" && r.alive(f) && f.Space == space {
+		if f.ConfigStatus == "rw" && f.Health == "ok" && r.alive(f) && f.Space == space && (f.Slow == "" || !r.avoidSlow) {
 			cands = append(cands, f)
 			shared[f.backend()]++
 		}
