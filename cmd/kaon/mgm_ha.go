@@ -172,7 +172,7 @@ func runMGMHA(c MGMConfig, sec *security, log *slog.Logger) int {
 	ep := Endpoints{HTTP: "http://" + addr}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	authc := c.Namespace.Auth.withX509(sec.x509)
+	authc := c.Namespace.Auth.withSecurity(sec)
 	tokens.URL = authc.issuerURL(self.HTTP)
 	chain, err := authc.chain(ctx, c.Data, tokens, log)
 	if err != nil {
