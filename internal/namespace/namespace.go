@@ -15,7 +15,9 @@
 // container cache), access.go (permission checks), lookup.go (reads by
 // path and by inode), tree.go (mkdir, remove, rename), create.go
 // (uploads: pending, claim, commit, abort), attr.go (mode, owner, xattrs,
-// checksums), deletion.go, filesystems.go, feed.go, record.go, path.go.
+// checksums), deletion.go, move.go (stripe moves and conversions in
+// flight, the switch), filesystems.go, groups.go, feed.go, record.go,
+// path.go.
 package namespace
 
 import (
