@@ -133,10 +133,10 @@ func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, er
 	if role.eng, err = pebblekv.Open(filepath.Join(dir, "meta"), pebblekv.Options{CacheBytes: int64(c.MetaCacheMB) << 20}); err != nil {
 		return nil, fmt.Errorf("open namespace store in %s: %w", dir, err)
 	}
+	storage := cluster.NewStorageClient(key.Internal())
 	role.srv, err = nsserver.New(nsserver.Config{Engine: role.eng, Sync: c.Sync, Key: key, CapabilityTTL: c.CapTTL, Logger: log,
 		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit,
-		Data:     cluster.NewStorageClient(key.Internal()),
-		PhysName: physName})
+		Data: storage, Mover: storage, PhysName: physName})
 	if err != nil {
 		role.Close()
 		return nil, err

@@ -20,5 +20,8 @@ func Storage(fst *storage.Server, key *capability.Key, tpc TPCConfig, log *slog.
 	internal := cluster.StorageHandler(fst, key.Internal(), log)
 	mux.Handle(cluster.StripePath, internal)
 	mux.Handle(cluster.ReadFilePath, internal)
+	moves := cluster.MoveHandler(fst, key.Internal(), log)
+	mux.Handle(cluster.MovePath, moves)
+	mux.Handle(cluster.ConvertPath, moves)
 	return mux
 }

@@ -41,6 +41,10 @@ const (
 	AttrChecksums = "sys.forced.checksums" // comma list of checksums computed on write
 	AttrMkPath    = "sys.mkpath"           // "off": uploads below do not create missing directories
 	AttrSpace     = "sys.forced.space"     // space new files below are placed on (default "default")
+	// Conversion policy: files below are converted to this layout or
+	// space by the namespace service (existing ones too).
+	AttrConvertLayout = "sys.convert.layout"
+	AttrConvertSpace  = "sys.convert.space"
 )
 
 // DefaultChecksums are computed while writing when no attribute says

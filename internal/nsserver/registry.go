@@ -33,6 +33,9 @@ type FsState struct {
 	IOInUse       string
 	FsType        string
 	BackendHealth string
+	// DrainProgress is set while the filesystem drains or once drained
+	// (Filesystems, DrainStatus).
+	DrainProgress *DrainProgress
 }
 
 // backend names the storage f's capacity belongs to: filesystems with
@@ -59,13 +62,14 @@ type registry struct {
 	fs     map[uint32]*FsState
 	nodes  map[string]*node
 	spaces map[string]namespace.Space // defined ones (space define)
+	groups map[string]namespace.Group // groups with settings (group set)
 }
 
 var validStatus = map[string]bool{"rw": true, "ro": true, "drain": true, "off": true}
 
 func loadRegistry(ns *namespace.Namespace, interval time.Duration) (*registry, error) {
 	r := &registry{ns: ns, interval: interval, fs: map[uint32]*FsState{}, nodes: map[string]*node{},
-		spaces: map[string]namespace.Space{}}
+		spaces: map[string]namespace.Space{}, groups: map[string]namespace.Group{}}
 	fss, err := ns.Filesystems()
 	if err != nil {
 		return nil, err
@@ -76,6 +80,13 @@ func loadRegistry(ns *namespace.Namespace, interval time.Duration) (*registry, e
 	}
 	for _, sp := range sps {
 		r.spaces[sp.Name] = sp
+	}
+	gs, err := ns.Groups()
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range gs {
+		r.groups[g.Name] = g
 	}
 	for _, c := range fss {
 		if c.UUID == "" {
@@ -252,6 +263,10 @@ func (r *registry) config(id uint32, key, value string) error {
 		if !validStatus[value] {
 			return kerr.New(kerr.Invalid, "fs config", what, "configstatus must be rw, ro, drain or off")
 		}
+		c.Drain = ""
+		if value == "drain" {
+			c.Drain = DrainDraining // again if it was drained: a fresh pass
+		}
 		c.ConfigStatus = value
 	case "group":
 		if err := checkGroup(value); err != nil {
@@ -274,8 +289,20 @@ func (r *registry) config(id uint32, key, value string) error {
 			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
 		}
 		c.ObjectSize = n
+	case "drain.rate":
+		n, err := parseRate(value)
+		if err != nil {
+			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
+		}
+		c.DrainRate = n
+	case "drain.parallel":
+		n, err := parseParallel(value)
+		if err != nil {
+			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
+		}
+		c.DrainParallel = n
 	default:
-		return kerr.New(kerr.Invalid, "fs config", what, fmt.Sprintf("unknown key %q (configstatus, group, space, io, object-size)", key))
+		return kerr.New(kerr.Invalid, "fs config", what, fmt.Sprintf("unknown key %q (configstatus, group, space, io, object-size, drain.rate, drain.parallel)", key))
 	}
 	return r.save(f, c)
 }

@@ -9,7 +9,9 @@
 //
 // Files: server.go (this: configuration, cluster protocol), authz.go,
 // ops.go (metadata operations), open.go (data access: grants),
-// checksum.go, registry.go (filesystems), placement.go, admin.go.
+// checksum.go, registry.go (filesystems), placement.go, admin.go, and
+// data movement: mover.go (the scheduler), drain.go, balance.go,
+// convert.go.
 package nsserver
 
 import (
@@ -50,6 +52,10 @@ type Config struct {
 	RecycleMaxBytes int64
 	// Audit receives the audit log (JSON lines); nil: none.
 	Audit io.Writer
+	// Mover orders stripe moves and conversions at storage servers
+	// (drain, balance, conversion; cluster.StorageClient). Nil: data
+	// movement fails, saying so.
+	Mover Mover
 }
 
 // DataReader reads the whole content of the file a read capability names
@@ -75,6 +81,8 @@ type Server struct {
 
 	sumMu      sync.Mutex
 	sumPending map[string]*sumCall // checksums being computed on request, by fid/type
+
+	mv *mover // drains, balancers, conversions (mover.go)
 }
 
 // New opens the namespace in cfg.Engine and the filesystem registry, and
@@ -105,15 +113,22 @@ func New(cfg Config) (*Server, error) {
 	} else if n > 0 {
 		s.log.Info("aborted unfinished uploads from a previous run", "count", n)
 	}
+	if n, err := ns.AbortMoves(); err != nil {
+		return nil, err
+	} else if n > 0 {
+		s.log.Info("rolled back stripe moves a previous run left unfinished", "count", n)
+	}
 	if s.reg, err = loadRegistry(ns, cfg.HeartbeatInterval); err != nil {
 		return nil, err
 	}
+	s.mv = newMover(s)
 	return s, nil
 }
 
-// Run does the service's background work (recycle bin expiry) until ctx
-// ends.
+// Run does the service's background work (recycle bin expiry, data
+// movement) until ctx ends.
 func (s *Server) Run(ctx context.Context) {
+	go s.mv.run(ctx)
 	s.expireRecycled(ctx, s.cfg.RecycleLifetime, s.cfg.RecycleMaxBytes)
 }
 
