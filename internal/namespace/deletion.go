@@ -2,6 +2,7 @@ package namespace
 
 import (
 	"encoding/binary"
+	"errors"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/kv"
@@ -61,4 +62,14 @@ func (ns *Namespace) AckDeletions(ds []Deletion) error {
 		}
 		return nil
 	})
+}
+
+// DeletionQueued reports whether stripe idx of fid on filesystem fsid is
+// still queued for deletion (not yet acknowledged by its storage server).
+func (ns *Namespace) DeletionQueued(fsid uint32, fid uint64, idx int) (bool, error) {
+	_, err := ns.eng.Get(deletionKey(fsid, fid, idx))
+	if errors.Is(err, kv.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }

@@ -118,12 +118,14 @@ type mover struct {
 
 // adjustment is a change of a filesystem's used bytes its storage server
 // has not reported yet: a move in flight onto it (+), a stripe moved away
-// whose deletion is still due (-).
+// whose deletion is still queued (-). A storage server reports its usage
+// in the heartbeat that acknowledges a deletion, measured after it.
 type adjustment struct {
 	fs    uint32
 	bytes int64
-	until time.Time // zero: until removed
+	until time.Time // zero: until removed (or, with del, until deleted)
 	id    *int      // identity of an in-flight reservation
+	del   *namespace.Deletion
 }
 
 func newMover(s *Server) *mover {
@@ -226,13 +228,13 @@ func (m *mover) reserve(fs uint32, bytes int64) (release func()) {
 }
 
 // settle records a finished move until the storage servers' reports
-// show it: the target holds the bytes from its next report, the source
-// until its deletion is due and carried out.
-func (m *mover) settle(from, to uint32, bytes int64, deleteAt time.Time) {
+// show it: the target holds the bytes from its next reports, the source
+// until its storage server acknowledged the deletion of the old stripe.
+func (m *mover) settle(mv namespace.Move, bytes int64) {
 	lag := 2*m.s.reg.interval + time.Second
 	m.mu.Lock()
-	m.adjust = append(m.adjust, adjustment{fs: to, bytes: bytes, until: time.Now().Add(lag)},
-		adjustment{fs: from, bytes: -bytes, until: deleteAt.Add(lag)})
+	m.adjust = append(m.adjust, adjustment{fs: mv.To, bytes: bytes, until: time.Now().Add(lag)},
+		adjustment{fs: mv.From, bytes: -bytes, del: &namespace.Deletion{FsID: mv.From, Fid: mv.Fid, Stripe: mv.Stripe}})
 	m.mu.Unlock()
 }
 
@@ -246,6 +248,11 @@ func (m *mover) pending(fs uint32) int64 {
 	for _, a := range m.adjust {
 		if !a.until.IsZero() && now.After(a.until) {
 			continue
+		}
+		if a.del != nil && a.fs == fs {
+			if queued, err := m.s.ns.DeletionQueued(a.del.FsID, a.del.Fid, a.del.Stripe); err == nil && !queued {
+				continue
+			}
 		}
 		keep = append(keep, a)
 		if a.fs == fs {
@@ -308,7 +315,7 @@ func (m *mover) moveStripe(ctx context.Context, fid uint64, idx int, from, to ui
 	case !switched:
 		return res, gone, kerr.New(kerr.NotFound, "move", path, "the file changed during its move; the copy is dropped")
 	}
-	m.settle(from, to, size, deleteAt)
+	m.settle(mv, size)
 	return res, moved, nil
 }
 
