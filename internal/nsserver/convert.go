@@ -53,15 +53,24 @@ func (c *convertState) progress() ConvertProgress {
 	return ConvertProgress{LastSweep: c.lastSweep, Pending: c.pending, Converted: c.converted, Failures: c.fails.list(), Failed: c.fails.total}
 }
 
-// spaceOfFile is the space of the filesystem holding f's first stripe
-// ("" for a file without stripes).
+// spaceOfFile is the space of the filesystems holding f's stripes: ""
+// for a file without stripes, mixedSpaces when they are not all in one
+// space (a filesystem moved to another space since).
 func (s *Server) spaceOfFile(f *namespace.Inode) string {
-	if len(f.Locations) == 0 {
-		return ""
+	space := ""
+	for i, id := range f.Locations {
+		fs, _ := s.reg.filesystem(id)
+		if i > 0 && fs.Space != space {
+			return mixedSpaces
+		}
+		space = fs.Space
 	}
-	fs, _ := s.reg.filesystem(f.Locations[0])
-	return fs.Space
+	return space
 }
+
+// mixedSpaces is the space of a file whose stripes are in several (not
+// a valid space name, so never the one a conversion asks for).
+const mixedSpaces = "(several spaces)"
 
 // ConvertFile converts the file at path to layout and space ("": keep
 // the file's) and returns it as it is afterwards. Root only: it moves
@@ -104,6 +113,10 @@ func (s *Server) convertTarget(f *namespace.Inode, space, lay string) (layout.La
 	}
 	if space == "" {
 		space = s.spaceOfFile(f)
+	}
+	if space == mixedSpaces { // where its first stripe is
+		fs, _ := s.reg.filesystem(f.Locations[0])
+		space = fs.Space
 	}
 	if space == "" {
 		space = DefaultSpace

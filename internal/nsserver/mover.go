@@ -365,15 +365,13 @@ func (m *mover) target(f *namespace.Inode, idx int, from uint32, group string, s
 	slices.Sort(ids)
 	var cands []cand
 	var why []string
-	var fss []*FsState
+	var fss []FsState // copies: reports change them under r.mu
+	alive := map[uint32]bool{}
 	for _, id := range ids {
 		if g := r.fs[id]; g.Group == group && id != from {
-			fss = append(fss, g)
+			fss = append(fss, *g)
+			alive[id] = r.alive(g)
 		}
-	}
-	alive := map[uint32]bool{}
-	for _, g := range fss {
-		alive[g.ID] = r.alive(g)
 	}
 	r.mu.RUnlock()
 	for _, g := range fss {
