@@ -81,7 +81,7 @@ func runConvert(fl *flag.FlagSet, u *string, args []string) int {
 	space := fl.String("space", "", "space to move the file to (default: where it is)")
 	lay := fl.String("layout", "", "layout to convert the file to: plain, replica:N, ec:K+M[:unit] (default: its own)")
 	status := fl.Bool("status", false, "show the progress of the directory conversion policies (sys.convert.space, sys.convert.layout)")
-	fl.Parse(args)
+	pos, _ := parseInterspersed(fl, args) // fl exits on errors
 	api := newAPI(*u)
 	if *status {
 		st, err := api.ConvertStatus(ctx())
@@ -96,11 +96,11 @@ func runConvert(fl *flag.FlagSet, u *string, args []string) int {
 		printFailures(st.Failures)
 		return 0
 	}
-	if fl.NArg() != 1 || (*space == "" && *lay == "") {
+	if len(pos) != 1 || (*space == "" && *lay == "") {
 		fmt.Fprintln(os.Stderr, "usage: kaon file convert PATH [--space S] [--layout L] (at least one) | kaon file convert --status")
 		return 2
 	}
-	e, err := api.ConvertFile(ctx(), fl.Arg(0), *space, *lay)
+	e, err := api.ConvertFile(ctx(), pos[0], *space, *lay)
 	if err != nil {
 		return fail("file convert", err)
 	}

@@ -327,14 +327,3 @@ func (ns *Namespace) ScanFiles(fn func(f *Inode) bool) error {
 	}
 	return err
 }
-
-// DirXAttrs returns a copy of the attributes of container cid.
-func (ns *Namespace) DirXAttrs(cid uint64) (map[string]string, error) {
-	ns.mu.RLock()
-	defer ns.mu.RUnlock()
-	d, err := ns.container(cid, "attr ls")
-	if err != nil {
-		return nil, err
-	}
-	return cloneMap(d.XAttrs), nil
-}

@@ -2,8 +2,9 @@ package nsserver
 
 // Conversions rewrite a file into another layout or space with the same
 // mover: `file convert PATH --space S --layout L` for one file, and the
-// directory policy sys.convert.space / sys.convert.layout (inherited by
-// new subdirectories like every sys.* attribute) for every file below.
+// directory policy sys.convert.space / sys.convert.layout for every file
+// below (the nearest directory with a policy decides; like every sys.*
+// attribute it is also copied into subdirectories made later).
 // A conversion is a staged copy under a new file id (a layout change
 // cannot keep the id: physical names are file ids and the new stripes
 // may land where old ones are), written by the storage server at its
@@ -79,6 +80,9 @@ func (s *Server) ConvertFile(ctx context.Context, p auth.Principal, path, space,
 	what := fmt.Sprintf("%s space=%s layout=%s", path, space, lay)
 	defer func() { err = s.audit(ctx, p, "file convert", what, "", err) }()
 	if err := requireRoot(p, "file convert"); err != nil {
+		if ke, ok := err.(*kerr.Error); ok {
+			ke.Path = path
+		}
 		return nil, err
 	}
 	f, err := s.ns.Stat(caller(p), path)
@@ -211,13 +215,26 @@ func (m *mover) sweepPolicies(ctx context.Context) {
 		s string
 	}
 	var todo []job
-	err := s.ns.ScanFiles(func(f *namespace.Inode) bool {
-		pol, ok := policies[f.Parent]
-		if !ok {
-			attrs, _ := s.ns.DirXAttrs(f.Parent)
-			pol = policy{layout: attrs[AttrConvertLayout], space: attrs[AttrConvertSpace]}
-			policies[f.Parent] = pol
+	// The policy of a directory is that of the nearest directory at or
+	// above it with one (set later than its subdirectories were made,
+	// it is not copied into them).
+	var policyOf func(cid uint64) policy
+	policyOf = func(cid uint64) policy {
+		if pol, ok := policies[cid]; ok {
+			return pol
 		}
+		var pol policy
+		if d, err := s.ns.GetAttr(namespace.Root, cid); err == nil {
+			pol = policy{layout: d.XAttrs[AttrConvertLayout], space: d.XAttrs[AttrConvertSpace]}
+			if pol == (policy{}) && d.Parent != d.ID && cid != namespace.RootID {
+				pol = policyOf(d.Parent)
+			}
+		}
+		policies[cid] = pol
+		return pol
+	}
+	err := s.ns.ScanFiles(func(f *namespace.Inode) bool {
+		pol := policyOf(f.Parent)
 		if (pol.layout == "" && pol.space == "") || len(f.Locations) == 0 {
 			return true
 		}

@@ -250,3 +250,50 @@ func TestConvertPolicy(t *testing.T) {
 		t.Fatal("a bad policy layout was accepted")
 	}
 }
+
+// TestGroups: a file's stripes are placed in one group, and a drained
+// filesystem's stripes go to the others of its group only.
+func TestGroups(t *testing.T) {
+	st := kaontest.New(t, kaontest.Options{Filesystems: 7})
+	ctx := context.Background()
+	for _, id := range []string{"4", "5", "6", "7"} {
+		if err := st.Client.ConfigFilesystem(ctx, id, "group", "default.1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	group := func(id uint32) int {
+		if id >= 4 {
+			return 1
+		}
+		return 0
+	}
+	files := fill(t, st, []string{"replica:2", "ec:2+1"}, 12, 200<<10)
+	on4 := 0
+	for _, f := range files {
+		n, _ := st.NS.Stat(ctx, auth.Root, f.path)
+		for _, l := range n.Locations {
+			if group(l) != group(n.Locations[0]) {
+				t.Fatalf("%s placed across groups: %v", f.path, n.Locations)
+			}
+		}
+		if slices.Contains(n.Locations, 4) {
+			on4++
+		}
+	}
+	if on4 == 0 {
+		t.Fatal("nothing on fs 4: the test proves nothing")
+	}
+	if err := st.Client.ConfigFilesystem(ctx, "4", "configstatus", "drain"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "fs 4 to show drained", func() bool { return fsRow(t, st, 4).Drain == "drained" })
+	for _, f := range files {
+		n, _ := st.NS.Stat(ctx, auth.Root, f.path)
+		for _, l := range n.Locations {
+			if l == 4 || group(l) != group(n.Locations[0]) {
+				t.Fatalf("%s after draining fs 4: %v", f.path, n.Locations)
+			}
+		}
+	}
+	checkFiles(t, st, files)
+}
