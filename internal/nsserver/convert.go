@@ -96,8 +96,8 @@ func (s *Server) ConvertFile(ctx context.Context, p auth.Principal, path, space,
 	if err != nil {
 		return nil, kerr.New(kerr.Invalid, "file convert", path, err.Error())
 	}
-	if l.String() == f.Layout && sp == s.spaceOfFile(f) {
-		return f, nil
+	if (l.String() == f.Layout && sp == s.spaceOfFile(f)) || len(f.Locations) == 0 {
+		return f, nil // nothing to move (an empty file has no stripes)
 	}
 	if err := s.mv.convertOne(ctx, f, path, l, sp); err != nil {
 		return nil, err
@@ -208,7 +208,6 @@ type policy struct{ layout, space string }
 // policy it does not follow yet.
 func (m *mover) sweepPolicies(ctx context.Context) {
 	s := m.s
-	policies := map[uint64]policy{}
 	type job struct {
 		f *namespace.Inode
 		l layout.Layout
@@ -218,24 +217,37 @@ func (m *mover) sweepPolicies(ctx context.Context) {
 	// The policy of a directory is that of the nearest directory at or
 	// above it with one (set later than its subdirectories were made,
 	// it is not copied into them).
-	var policyOf func(cid uint64) policy
-	policyOf = func(cid uint64) policy {
-		if pol, ok := policies[cid]; ok {
-			return pol
+	// Files in the recycle bin (a container that is its own parent, not
+	// below the root) are left alone whatever their old directory said.
+	type found struct {
+		pol    policy
+		inTree bool // the chain of parents reaches the root
+	}
+	memo := map[uint64]found{}
+	var policyOf func(cid uint64) found
+	policyOf = func(cid uint64) found {
+		if f, ok := memo[cid]; ok {
+			return f
 		}
-		var pol policy
+		var f found
 		if d, err := s.ns.GetAttr(namespace.Root, cid); err == nil {
-			pol = policy{layout: d.XAttrs[AttrConvertLayout], space: d.XAttrs[AttrConvertSpace]}
-			if pol == (policy{}) && d.Parent != d.ID && cid != namespace.RootID {
-				pol = policyOf(d.Parent)
+			switch {
+			case cid == namespace.RootID:
+				f.inTree = true
+			case d.Parent != d.ID:
+				f = policyOf(d.Parent)
+			}
+			if own := (policy{layout: d.XAttrs[AttrConvertLayout], space: d.XAttrs[AttrConvertSpace]}); own != (policy{}) {
+				f.pol = own
 			}
 		}
-		policies[cid] = pol
-		return pol
+		memo[cid] = f
+		return f
 	}
 	err := s.ns.ScanFiles(func(f *namespace.Inode) bool {
-		pol := policyOf(f.Parent)
-		if (pol.layout == "" && pol.space == "") || len(f.Locations) == 0 {
+		found := policyOf(f.Parent)
+		pol := found.pol
+		if !found.inTree || pol == (policy{}) || len(f.Locations) == 0 {
 			return true
 		}
 		l, sp, err := s.convertTarget(f, pol.space, pol.layout)
