@@ -50,33 +50,24 @@ ours() {
 
 healthy() { curl -fsS --max-time 2 "$1/health" 2>/dev/null | grep -q '"health":"true"'; }
 
-start() {
-	install_etcd
-	mkdir -p "$dir"
-	dir=$(realpath "$dir")
-	for f in "$dir"/m*.pid; do
-		[ -e "$f" ] || continue
-		if ours "$f" >/dev/null; then echo "$dir: members already running (stop first)" >&2; exit 1; fi
+# free_base FROM: the first base >= FROM whose 2N ports nobody listens on.
+free_base() {
+	local base=$1 tries=0 i ok
+	while :; do
+		ok=1
+		for ((i = 0; i < 2 * n; i++)); do port_free $((base + i)) || { ok=0; break; }; done
+		((ok)) && break
+		base=$((base + 2 * n)) tries=$((tries + 1))
+		((tries < 50)) || { echo "no $((2 * n)) free ports from $1" >&2; exit 1; }
 	done
-	local base=${ETCD_DEV_PORT:-23790} tries=0 i ok
-	if [ -e "$dir/base" ]; then
-		# Restart: the members' data records their peer URLs.
-		base=$(cat "$dir/base") n=$(cat "$dir/size")
-		for ((i = 0; i < 2 * n; i++)); do
-			port_free $((base + i)) || { echo "port $((base + i)) of $dir's cluster is taken" >&2; exit 1; }
-		done
-	else
-		while :; do
-			ok=1
-			for ((i = 0; i < 2 * n; i++)); do port_free $((base + i)) || { ok=0; break; }; done
-			((ok)) && break
-			base=$((base + 2 * n)) tries=$((tries + 1))
-			((tries < 50)) || { echo "no $((2 * n)) free ports from ${ETCD_DEV_PORT:-23790}" >&2; exit 1; }
-		done
-		echo "$base" >"$dir/base"
-		echo "$n" >"$dir/size"
-	fi
-	local initial="" eps=""
+	echo "$base"
+}
+
+# launch BASE: starts the N members on BASE's ports and waits until they
+# are healthy. Returns 2 when a member could not bind its port (another
+# process took it since free_base looked), 1 on any other failure.
+launch() {
+	local base=$1 initial="" eps="" i
 	for ((i = 0; i < n; i++)); do
 		initial+="${initial:+,}m$i=http://127.0.0.1:$((base + 2 * i + 1))"
 		eps+="${eps:+,}http://127.0.0.1:$((base + 2 * i))"
@@ -100,15 +91,50 @@ start() {
 	for ((i = 0; i < n; i++)); do
 		until healthy "http://127.0.0.1:$((base + 2 * i))"; do
 			if ! ours "$dir/m$i.pid" >/dev/null; then
-				echo "member m$i exited; its log:" >&2; tail -n 20 "$dir/m$i.log" >&2; stop; exit 1
+				stop
+				grep -q "address already in use" "$dir/m$i.log" && return 2
+				echo "member m$i exited; its log:" >&2; tail -n 20 "$dir/m$i.log" >&2; return 1
 			fi
 			if ((SECONDS > deadline)); then
-				echo "member m$i not healthy after ${START_TIMEOUT}s; its log:" >&2; tail -n 20 "$dir/m$i.log" >&2; stop; exit 1
+				echo "member m$i not healthy after ${START_TIMEOUT}s; its log:" >&2; tail -n 20 "$dir/m$i.log" >&2; stop; return 1
 			fi
 			sleep 0.1
 		done
 	done
-	echo "$eps"
+}
+
+start() {
+	install_etcd
+	mkdir -p "$dir"
+	dir=$(realpath "$dir")
+	for f in "$dir"/m*.pid; do
+		[ -e "$f" ] || continue
+		if ours "$f" >/dev/null; then echo "$dir: members already running (stop first)" >&2; exit 1; fi
+	done
+	local base i rc attempt
+	if [ -e "$dir/base" ]; then
+		# Restart: the members' data records their peer URLs.
+		base=$(cat "$dir/base") n=$(cat "$dir/size")
+		for ((i = 0; i < 2 * n; i++)); do
+			port_free $((base + i)) || { echo "port $((base + i)) of $dir's cluster is taken" >&2; exit 1; }
+		done
+		launch "$base" || exit 1
+	else
+		base=$(free_base "${ETCD_DEV_PORT:-23790}")
+		for attempt in 1 2 3 4 5; do
+			rc=0
+			launch "$base" || rc=$?
+			((rc == 0)) && break
+			((rc == 2 && attempt < 5)) || { [ $rc = 2 ] && echo "ports taken by other processes 5 times; giving up" >&2; exit 1; }
+			# A new cluster that lost a port race: start over on other ports.
+			echo "a port of $base..$((base + 2 * n - 1)) was taken meanwhile; trying other ports" >&2
+			for ((i = 0; i < n; i++)); do rm -rf "$dir/m$i" "$dir/m$i.log"; done
+			base=$(free_base $((base + 2 * n)))
+		done
+		echo "$base" >"$dir/base"
+		echo "$n" >"$dir/size"
+	fi
+	cat "$dir/endpoints"
 }
 
 stop() {

@@ -29,8 +29,27 @@ func serverURL(flagURL string) string {
 	return "http://127.0.0.1:8000"
 }
 
-// newAPI is a client of the namespace server the command talks to.
-func newAPI(flagURL string) *client.Client { return client.New(serverURL(flagURL)) }
+// newAPI is a client of the namespace server the command talks to; it
+// sends the bearer token of the environment, if any.
+func newAPI(flagURL string) *client.Client {
+	c := client.New(serverURL(flagURL))
+	c.Token = envBearer()
+	return c
+}
+
+// envBearer is the WLCG bearer token of the environment: $BEARER_TOKEN,
+// else the content of $BEARER_TOKEN_FILE ("" if neither).
+func envBearer() string {
+	if t := strings.TrimSpace(os.Getenv("BEARER_TOKEN")); t != "" {
+		return t
+	}
+	if f := os.Getenv("BEARER_TOKEN_FILE"); f != "" {
+		if b, err := os.ReadFile(f); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return ""
+}
 
 // ctx is the context of a CLI request: it ends with the command.
 func ctx() context.Context { return context.Background() }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
@@ -67,6 +68,10 @@ func runWhoami(args []string) int {
 	if len(w.Groups) > 0 {
 		fmt.Printf(" groups=%v", w.Groups)
 	}
-	fmt.Printf(" name=%s method=%s\n", w.Name, w.Method)
+	fmt.Printf(" name=%s method=%s", w.Name, w.Method)
+	if w.Scopes != nil {
+		fmt.Printf(" scopes=%s", strings.Join(w.Scopes, ","))
+	}
+	fmt.Println()
 	return 0
 }

@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	register(command{name: "bench", short: "benchmarks: bench stream | bench ns", run: runBench})
+	register(command{name: "bench", short: "benchmarks: bench stream | bench ns | bench token", run: runBench})
 }
 
 func parseSize(s string) (int64, error) {
@@ -48,7 +48,7 @@ func serverOf(data string) (string, int, error) {
 
 func runBench(args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: kaon bench stream|ns [flags]")
+		fmt.Fprintln(os.Stderr, "usage: kaon bench stream|ns|token [flags]")
 		return 2
 	}
 	switch args[0] {
@@ -115,6 +115,25 @@ func runBench(args []string) int {
 			return fail("bench ns", err)
 		}
 		bench.PrintNamespace(os.Stdout, cfg, res)
+	case "token":
+		fl := flag.NewFlagSet("kaon bench token", flag.ExitOnError)
+		data := fl.String("data", defaultDataDir(), "data dir of the running server (endpoints.json); it must accept tokens (--auth unix,token)")
+		method := fl.String("method", "HEAD", "HEAD (answered by the namespace server) or GET (answered with a redirect)")
+		n := fl.Int("requests", 20000, "requests per round")
+		workers := fl.Int("workers", 8, "concurrent clients (kept-alive connections)")
+		rounds := fl.Int("rounds", 5, "rounds with and without a token, alternating")
+		user := fl.String("user", "65534", "local user the token acts as")
+		fl.Parse(args[1:])
+		url, _, err := serverOf(*data)
+		if err != nil {
+			return fail("bench token", err)
+		}
+		cfg := bench.TokenConfig{URL: url, Method: strings.ToUpper(*method), Requests: *n, Workers: *workers, Rounds: *rounds, User: *user}
+		res, err := bench.Token(cfg)
+		if err != nil {
+			return fail("bench token", err)
+		}
+		bench.PrintToken(os.Stdout, cfg, res)
 	default:
 		fmt.Fprintf(os.Stderr, "kaon bench: unknown benchmark %q\n", args[0])
 		return 2

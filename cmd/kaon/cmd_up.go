@@ -84,9 +84,12 @@ func runUp(args []string) int {
 	if err != nil {
 		return fail("", err)
 	}
+	if err := role.startAuth(ctx, c.Data, ep.HTTP, c.Namespace.Auth, log); err != nil {
+		return fail("", err)
+	}
 	policy := &remote.Policy{AllowLoopback: c.Storage.TPC.AllowLoopback}
 	policy.AddSelf(nsAddr, fstAddr)
-	xrd, err := startXRootD(c.XRootD, host, role.srv, fst, policy, &ep, log)
+	xrd, err := startXRootD(c.XRootD, host, role.srv, role.auth, fst, policy, &ep, log)
 	if err != nil {
 		return fail("xrootd: ", err)
 	}
@@ -175,7 +178,10 @@ func runMGM(args []string) int {
 	}
 	host, _, _ := net.SplitHostPort(addr)
 	ep := Endpoints{HTTP: "http://" + addr}
-	stop, err := startXRootD(c.XRootD, host, role.srv, nil, nil, &ep, log)
+	if err := role.startAuth(ctx, c.Data, ep.HTTP, c.Namespace.Auth, log); err != nil {
+		return fail("", err)
+	}
+	stop, err := startXRootD(c.XRootD, host, role.srv, role.auth, nil, nil, &ep, log)
 	if err != nil {
 		return fail("xrootd: ", err)
 	}

@@ -61,6 +61,7 @@ type NamespaceConfig struct {
 	RecycleLifetime time.Duration
 	RecycleSize     int64
 	AuditLog        string // "DATA/..." is below the data directory
+	Auth            AuthConfig
 }
 
 func (n *NamespaceConfig) bind(fl *flag.FlagSet) {
@@ -70,6 +71,7 @@ func (n *NamespaceConfig) bind(fl *flag.FlagSet) {
 	fl.DurationVar(&n.RecycleLifetime, "recycle-lifetime", 30*24*time.Hour, "recycle bin entries older than this are purged (0 = kept)")
 	fl.Int64Var(&n.RecycleSize, "recycle-size", 0, "the oldest recycle bin entries are purged while it holds more bytes than this (0 = no limit)")
 	fl.StringVar(&n.AuditLog, "audit-log", "DATA/audit.log", "audit log: one JSON line per mutation and refused request (empty = off)")
+	n.Auth.bind(fl)
 }
 
 // StorageConfig is a storage server's own settings.

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/backend/posix"
 	"github.com/kaon-storage/kaon/internal/backend/rados"
@@ -99,10 +101,12 @@ func waitSignal() {
 
 // nsRole is a namespace server with its store.
 type nsRole struct {
-	eng   *pebblekv.Engine
-	srv   *nsserver.Server
-	key   *capability.Key
-	audit io.Closer
+	eng    *pebblekv.Engine
+	srv    *nsserver.Server
+	key    *capability.Key
+	audit  io.Closer
+	tokens *token.Issuer
+	auth   auth.Chain // how clients are authenticated (startAuth)
 }
 
 func (r *nsRole) Close() {
@@ -122,6 +126,9 @@ func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, er
 		return nil, err
 	}
 	role := &nsRole{key: key}
+	if role.tokens, err = c.Auth.openIssuer(dir); err != nil {
+		return nil, err
+	}
 	var audit io.Writer
 	if p := strings.Replace(c.AuditLog, "DATA", dir, 1); p != "" {
 		af, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -135,7 +142,7 @@ func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, er
 	}
 	storage := cluster.NewStorageClient(key.Internal())
 	role.srv, err = nsserver.New(nsserver.Config{Engine: role.eng, Sync: c.Sync, Key: key, CapabilityTTL: c.CapTTL, Logger: log,
-		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit,
+		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit, Tokens: role.tokens,
 		Data: storage, Mover: storage, PhysName: physName})
 	if err != nil {
 		role.Close()
@@ -144,10 +151,19 @@ func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, er
 	return role, nil
 }
 
+// startAuth names this instance's token issuer after the URL its
+// namespace endpoint got, and builds the authenticators of --auth.
+func (r *nsRole) startAuth(ctx context.Context, dir, endpoint string, c AuthConfig, log *slog.Logger) error {
+	r.tokens.URL = c.issuerURL(endpoint)
+	var err error
+	r.auth, err = c.chain(ctx, dir, r.tokens, log)
+	return err
+}
+
 // handler is the namespace endpoint: WebDAV and the admin API
 // (access-logged), the internal protocol (not: heartbeats every second).
 func (r *nsRole) handler(log *slog.Logger) http.Handler {
-	front := &httpfront.Namespace{NS: r.srv, Key: r.key, Log: log}
+	front := &httpfront.Namespace{NS: r.srv, Key: r.key, Log: log, Auth: r.auth}
 	logged := httpfront.AccessLog(front, log)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.HasPrefix(req.URL.Path, "/internal/v1/") {

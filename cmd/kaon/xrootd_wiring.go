@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/storage"
 	"github.com/kaon-storage/kaon/internal/transfer/remote"
@@ -14,7 +15,7 @@ import (
 // startXRootD starts the root:// listener of the namespace server and, in
 // the all-in-one, one for the storage server too (on a free port of the
 // same host). addr "" disables root://.
-func startXRootD(addr, host string, m *nsserver.Server, fst *storage.Server, tpc *remote.Policy, ep *Endpoints, log *slog.Logger) (func(), error) {
+func startXRootD(addr, host string, m *nsserver.Server, id auth.Chain, fst *storage.Server, tpc *remote.Policy, ep *Endpoints, log *slog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -22,7 +23,7 @@ func startXRootD(addr, host string, m *nsserver.Server, fst *storage.Server, tpc
 	if err != nil {
 		return nil, err
 	}
-	srv := xrootd.NewServer(xrootd.Config{Namespace: xrdkaon.Namespace{NS: m}, IdentifyConn: xrdkaon.Identify,
+	srv := xrootd.NewServer(xrootd.Config{Namespace: xrdkaon.Namespace{NS: m}, IdentifyConn: xrdkaon.Identifier(id),
 		Logger: log.With("role", "xrootd-mgm")})
 	go srv.Serve(l)
 	ep.XRootD = "root://" + nsAddr

@@ -35,6 +35,7 @@ const (
 	Exists     = "exists"
 	IsDir      = "is a directory"
 	Conflict   = "conflict (not a directory, not empty)"
+	Unauth     = "not authenticated" // HTTP 401; root:// has only kXR_NotAuthorized (Permission)
 	Other      = "other error"
 )
 
@@ -81,8 +82,9 @@ func run(t *testing.T, asNobody bool, env []string, name string, args ...string)
 	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
 }
 
-// httpDriver speaks WebDAV with the real curl.
-type httpDriver struct{ base string }
+// httpDriver speaks WebDAV with the real curl (with a bearer token in
+// the Authorization header when token is set).
+type httpDriver struct{ base, token string }
 
 func (httpDriver) Name() string { return "http" }
 
@@ -96,6 +98,8 @@ func (httpDriver) outcome(op string, code int) string {
 		return NotFound
 	case code == 403:
 		return Permission
+	case code == 401:
+		return Unauth
 	case code == 405 && op == "mkdir":
 		return Exists
 	case code == 405:
@@ -119,7 +123,11 @@ type davProps struct {
 func (d httpDriver) Do(t *testing.T, nobody bool, op string, a ...string) Result {
 	t.Helper()
 	curl := func(args ...string) (int, string, string) {
-		full := append([]string{"-sS", "--path-as-is", "-w", "\n%{http_code}"}, args...)
+		full := []string{"-sS", "--path-as-is", "-w", "\n%{http_code}"}
+		if d.token != "" {
+			full = append(full, "-H", "Authorization: Bearer "+d.token)
+		}
+		full = append(full, args...)
 		out, errs, _ := run(t, nobody, nil, "curl", full...)
 		i := strings.LastIndexByte(out, '\n')
 		code, _ := strconv.Atoi(strings.TrimSpace(out[i+1:]))
@@ -180,14 +188,18 @@ func (d httpDriver) Do(t *testing.T, nobody bool, op string, a ...string) Result
 	return r
 }
 
-// xrdDriver speaks root:// through the Python XRootD bindings (XrdCl).
-type xrdDriver struct{ url, script string }
+// xrdDriver speaks root:// through the Python XRootD bindings (XrdCl),
+// with env added to the client's environment (BEARER_TOKEN=...).
+type xrdDriver struct {
+	url, script string
+	env         []string
+}
 
 func (xrdDriver) Name() string { return "root" }
 
 func (d xrdDriver) Do(t *testing.T, nobody bool, op string, a ...string) Result {
 	t.Helper()
-	out, errs, _ := run(t, nobody, []string{"XRD_REQUESTTIMEOUT=60", "XRD_CONNECTIONRETRY=1"},
+	out, errs, _ := run(t, nobody, append([]string{"XRD_REQUESTTIMEOUT=60", "XRD_CONNECTIONRETRY=1"}, d.env...),
 		"/usr/bin/python3", append([]string{d.script, d.url, op}, a...)...)
 	var j struct {
 		Errno int      `json:"errno"`

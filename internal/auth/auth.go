@@ -14,6 +14,8 @@ import (
 	"crypto/x509"
 	"net"
 	"strings"
+
+	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
 // Principal is an authenticated client.
@@ -117,4 +119,14 @@ func Protocol(ctx context.Context) string {
 		return p
 	}
 	return "internal"
+}
+
+// Refuse ends a chain that admits no anonymous client: it applies to
+// every request the methods before it did not take, and refuses it with
+// Reason ("a bearer token is required").
+type Refuse struct{ Reason string }
+
+// Authenticate implements Authenticator.
+func (r Refuse) Authenticate(context.Context, *Request) (Principal, bool, error) {
+	return Nobody, true, kerr.New(kerr.Unauthenticated, "", "", r.Reason)
 }

@@ -17,8 +17,9 @@ import (
 
 // Client calls one namespace server.
 type Client struct {
-	Base string // http(s)://host:port
-	HTTP *http.Client
+	Base  string // http(s)://host:port
+	HTTP  *http.Client
+	Token string // a bearer token sent with every call ("": none)
 }
 
 // New returns a client of the namespace server at base.
@@ -60,6 +61,9 @@ func (c *Client) Call(ctx context.Context, write bool, route string, args map[st
 	}
 	if write {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
@@ -261,4 +265,26 @@ func (c *Client) Whoami(ctx context.Context) (Whoami, error) {
 	var w Whoami
 	err := c.get(ctx, "whoami", nil, &w)
 	return w, err
+}
+
+// IssueToken asks for a bearer token of the server's own issuer (root only).
+func (c *Client) IssueToken(ctx context.Context, user string, paths, scopes, audience []string, ttl time.Duration) (string, error) {
+	var out Token
+	err := c.Call(ctx, true, "token/issue", map[string]any{"user": user, "paths": paths, "scopes": scopes,
+		"audience": audience, "ttl": ttl.String()}, &out)
+	return out.Token, err
+}
+
+// RotateTokenKey makes the server sign new tokens with a new key (root only).
+func (c *Client) RotateTokenKey(ctx context.Context) (string, error) {
+	var out TokenKey
+	err := c.Call(ctx, true, "token/rotate", nil, &out)
+	return out.KID, err
+}
+
+// TokenKeys lists the server's token signing keys, newest first.
+func (c *Client) TokenKeys(ctx context.Context) ([]TokenKey, error) {
+	var out []TokenKey
+	err := c.get(ctx, "token/keys", nil, &out)
+	return out, err
 }

@@ -131,4 +131,17 @@ type Whoami struct {
 	Groups []uint32 `json:"groups,omitempty"`
 	Name   string   `json:"name"`
 	Method string   `json:"method"`
+	Scopes []string `json:"scopes,omitempty"` // a token's: "read:/p", "create:/p", "modify:/p"
+}
+
+// Token is an issued bearer token (`kaon token issue`).
+type Token struct {
+	Token string `json:"token"`
+}
+
+// TokenKey is one of the instance's token signing keys.
+type TokenKey struct {
+	KID     string     `json:"kid"`
+	Created time.Time  `json:"created,omitzero"`
+	Retired *time.Time `json:"retired,omitempty"`
 }

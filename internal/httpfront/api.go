@@ -72,6 +72,9 @@ func writeJSON(w http.ResponseWriter, v any) {
 func writeJSONError(w http.ResponseWriter, err error) {
 	k := kerr.KindOf(err)
 	w.Header().Set("Content-Type", "application/json")
+	if k == kerr.Unauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kaon"`)
+	}
 	w.WriteHeader(kerr.HTTPStatus(k))
 	_ = json.NewEncoder(w).Encode(client.ErrorBody{Kind: int(k), Message: err.Error()})
 }
@@ -344,7 +347,39 @@ func (f *Namespace) apiHandler() http.Handler {
 		return map[string]int{"purged": n}, err
 	})
 	handle("whoami", false, func(_ context.Context, c auth.Principal, _ apiArgs) (any, error) {
-		return client.Whoami{UID: c.UID, GID: c.GID, Groups: c.Groups, Name: c.Name, Method: c.Method}, nil
+		w := client.Whoami{UID: c.UID, GID: c.GID, Groups: c.Groups, Name: c.Name, Method: c.Method}
+		for _, s := range c.Scopes {
+			w.Scopes = append(w.Scopes, s.Op+":"+s.Path)
+		}
+		return w, nil
+	})
+	handle("token/issue", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		var r nsserver.TokenRequest
+		ttl, err := time.ParseDuration(a["ttl"])
+		if err != nil {
+			return nil, kerr.New(kerr.Invalid, "token issue", a["ttl"], "bad lifetime")
+		}
+		r.User, r.TTL = a["user"], ttl
+		for k, dst := range map[string]*[]string{"paths": &r.Paths, "scopes": &r.Scopes, "audience": &r.Audience} {
+			if a[k] != "" {
+				if err := json.Unmarshal([]byte(a[k]), dst); err != nil {
+					return nil, kerr.New(kerr.Invalid, "token issue", k, "want a list of strings")
+				}
+			}
+		}
+		tok, err := ns.IssueToken(ctx, c, r)
+		return client.Token{Token: tok}, err
+	})
+	handle("token/rotate", true, func(ctx context.Context, c auth.Principal, _ apiArgs) (any, error) {
+		kid, err := ns.RotateTokenKey(ctx, c)
+		return client.TokenKey{KID: kid}, err
+	})
+	handle("token/keys", false, func(ctx context.Context, c auth.Principal, _ apiArgs) (any, error) {
+		var out []client.TokenKey
+		for _, k := range ns.TokenKeys(ctx, c) {
+			out = append(out, client.TokenKey{KID: k.KID, Created: k.Created, Retired: k.Retired})
+		}
+		return out, nil
 	})
 	handle("space/define", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
 		return done, ns.DefineSpace(ctx, c, a["name"])

@@ -32,7 +32,7 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := f.principal(r)
 	if err != nil {
-		textError(w, kerr.WithOp(err, r.Method), 0)
+		textError(w, authError(err, r.Method, p), 0)
 		return
 	}
 	ctx := r.Context()

@@ -49,7 +49,10 @@ func (f *Namespace) init() {
 // ServeHTTP routes: the internal protocol, the admin API, WebDAV.
 func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.init()
-	r = r.WithContext(auth.WithProtocol(r.Context(), "http"))
+	r = takeBearer(r.WithContext(auth.WithProtocol(r.Context(), "http")))
+	if f.serveWellKnown(w, r) {
+		return
+	}
 	switch {
 	case strings.HasPrefix(r.URL.Path, "/internal/v1/"):
 		f.internal.ServeHTTP(w, r)
@@ -79,11 +82,20 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, &connAuth{remote: c.RemoteAddr(), local: c.LocalAddr()})
 }
 
-// principal authenticates the client of r.
+// principal authenticates the client of r: a request with a bearer token
+// on its own (each token is verified once, then cached by the verifier),
+// others by their connection.
 func (f *Namespace) principal(r *http.Request) (auth.Principal, error) {
 	ca, ok := r.Context().Value(connKey{}).(*connAuth)
 	if !ok {
 		return auth.Nobody, nil
+	}
+	if tok := bearer(r); tok != "" && f.acceptsTokens() {
+		p, err := f.Auth.Authenticate(r.Context(), &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok})
+		if err == nil {
+			SetPrincipal(r, p.Name+"/"+p.Method)
+		}
+		return p, err
 	}
 	ca.once.Do(func() {
 		ca.p, ca.err = f.Auth.Authenticate(r.Context(), &auth.Request{Remote: ca.remote, Local: ca.local})
@@ -102,6 +114,9 @@ func textError(w http.ResponseWriter, err error, status int) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kaon"`)
+	}
 	w.WriteHeader(status)
 	fmt.Fprintln(w, err.Error())
 }

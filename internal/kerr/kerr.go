@@ -34,10 +34,14 @@ const (
 	Unavailable             // a needed service or enough of the data is not reachable now
 )
 
+// Unauthenticated: no acceptable credential (a bearer token missing,
+// forged or unusable); HTTP 401, where Permission is 403.
+const Unauthenticated = Unavailable + 1
+
 var kindNames = [...]string{"internal error", "not found", "exists", "not a directory",
 	"is a directory", "directory not empty", "permission denied", "invalid argument",
 	"name too long", "no space", "quota exceeded", "busy", "I/O error", "unsupported",
-	"read-only", "expired", "unavailable"}
+	"read-only", "expired", "unavailable", "not authenticated"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -170,7 +174,7 @@ func Errno(k Kind) syscall.Errno {
 		return syscall.ENOTSUP
 	case ReadOnly:
 		return syscall.EROFS
-	case Expired:
+	case Expired, Unauthenticated:
 		return syscall.EACCES
 	case Unavailable:
 		return syscall.EIO
@@ -191,6 +195,8 @@ func HTTPStatus(k Kind) int {
 		return 405 // Method Not Allowed
 	case Permission, Expired, ReadOnly:
 		return 403
+	case Unauthenticated:
+		return 401
 	case Invalid:
 		return 400
 	case NameTooLong:

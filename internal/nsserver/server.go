@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -56,6 +57,8 @@ type Config struct {
 	// (drain, balance, conversion; cluster.StorageClient). Nil: data
 	// movement fails, saying so.
 	Mover Mover
+	// Tokens signs this instance's bearer tokens (tokens.go); nil: none.
+	Tokens *token.Issuer
 }
 
 // DataReader reads the whole content of the file a read capability names

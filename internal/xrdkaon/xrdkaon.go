@@ -32,8 +32,16 @@ const OpaqueCap = "kaon.cap"
 // loopback client is the local user owning its socket (the kernel says so,
 // not the client's claimed login name); anyone else is nobody.
 func Identify(user string, remote, local net.Addr) xrootd.Identity {
-	p, _ := auth.Peer(remote, local)
-	return xrootd.Identity{User: user, UID: p.UID, GID: p.GID, Principal: p}
+	return Identifier(auth.Chain{auth.Unix{}})(user, remote, local)
+}
+
+// Identifier authenticates root:// logins with chain (the methods of
+// --auth); a login the chain refuses is refused.
+func Identifier(chain auth.Chain) func(user string, remote, local net.Addr) xrootd.Identity {
+	return func(user string, remote, local net.Addr) xrootd.Identity {
+		p, err := chain.Authenticate(context.Background(), &auth.Request{Remote: remote, Local: local, Login: user})
+		return xrootd.Identity{User: user, UID: p.UID, GID: p.GID, Principal: p, Err: err}
+	}
 }
 
 // rctx marks a request as arriving over root:// (for the audit log).

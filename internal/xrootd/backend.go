@@ -18,6 +18,10 @@ type Identity struct {
 	// Principal is whatever the embedding server's IdentifyConn attached
 	// (its own notion of an authenticated client); the protocol ignores it.
 	Principal any
+	// Err, when IdentifyConn sets it, refuses every request of the
+	// session with kXR_NotAuthorized and this message (XrdCl does not show
+	// the message of a refused login, only that it failed).
+	Err error
 }
 
 // FileInfo is what the protocol needs to answer stat, dirlist and open.

@@ -21,7 +21,7 @@ func xrdCode(k kerr.Kind) uint32 {
 		return kXR_FSError // what xrootd itself answers for ENOTDIR/ENOTEMPTY
 	case kerr.IsDir:
 		return kXR_isDirectory
-	case kerr.Permission, kerr.Expired:
+	case kerr.Permission, kerr.Expired, kerr.Unauthenticated:
 		return kXR_NotAuthorized
 	case kerr.Invalid:
 		return kXR_ArgInvalid

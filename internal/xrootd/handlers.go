@@ -41,6 +41,10 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 		release()
 		return c.sendErr(sid, kXR_NotAuthorized, reqName(h.ReqID)+": login required") == nil
 	}
+	if err := c.sess.ident.Err; err != nil {
+		release()
+		return c.sendErr(sid, kXR_NotAuthorized, reqName(h.ReqID)+": "+err.Error()) == nil
+	}
 	// Take the inflight slot before pinning any handle: an operation that
 	// close/sync may wait for is then always one that can run, so a client
 	// cannot wedge its connection by filling the slots with waiters.
