@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -296,4 +298,50 @@ func TestGroups(t *testing.T) {
 		}
 	}
 	checkFiles(t, st, files)
+}
+
+// TestReadGrantedBeforeSwitch: a client redirected to a stripe before a
+// drain moved it can still follow the redirect after the switch: the old
+// stripe is deleted only once the capability lifetime has passed.
+func TestReadGrantedBeforeSwitch(t *testing.T) {
+	st := kaontest.New(t, kaontest.Options{Filesystems: 2, CapabilityTTL: time.Minute})
+	ctx := context.Background()
+	if err := st.Client.ConfigFilesystem(ctx, "2", "configstatus", "ro"); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 3<<20)
+	rand.Read(data)
+	if code := st.Put(t, "/f", data); code != 201 {
+		t.Fatalf("PUT %d", code)
+	}
+	if err := st.Client.ConfigFilesystem(ctx, "2", "configstatus", "rw"); err != nil {
+		t.Fatal(err)
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(st.HTTP.URL + "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusTemporaryRedirect || loc == "" {
+		t.Fatalf("GET /f: %d, Location %q", resp.StatusCode, loc)
+	}
+	if err := st.Client.ConfigFilesystem(ctx, "1", "configstatus", "drain"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "fs 1 to show drained", func() bool { return fsRow(t, st, 1).Drain == "drained" })
+	time.Sleep(3 * time.Second) // three heartbeats: a deletion due now would have been carried out
+	resp, err = http.Get(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Equal(got, data) {
+		t.Fatalf("following a redirect granted before the switch: %d, %d bytes", resp.StatusCode, len(got))
+	}
+	if code, got := st.Get(t, "/f"); code != 200 || !bytes.Equal(got, data) {
+		t.Fatalf("GET after the drain: %d", code)
+	}
 }
