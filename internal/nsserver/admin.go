@@ -67,7 +67,11 @@ func (s *Server) ConfigFilesystem(ctx context.Context, p auth.Principal, id uint
 	if err := requireRoot(p, "fs config"); err != nil {
 		return s.audit(ctx, p, "fs config", what, "", err)
 	}
-	return s.audit(ctx, p, "fs config", what, "", s.reg.config(id, key, value))
+	err := s.reg.config(id, key, value)
+	if err == nil {
+		s.mv.settingsChanged()
+	}
+	return s.audit(ctx, p, "fs config", what, "", err)
 }
 
 // ReinitFilesystem lets the storage server create filesystem id anew.

@@ -375,6 +375,7 @@ func (s *Server) SetGroup(ctx context.Context, p auth.Principal, name, key, valu
 	err := s.ns.SaveGroup(g)
 	if err == nil {
 		s.reg.groups[name] = g
+		s.mv.settingsChanged()
 	}
 	return s.audit(ctx, p, "group set", what, "", err)
 }

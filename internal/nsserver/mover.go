@@ -114,6 +114,7 @@ type mover struct {
 	counters  map[string]*MoveCounters
 	convert   convertState
 	kick      chan struct{} // the conversion policies changed
+	changed   chan struct{} // a filesystem or group setting changed
 }
 
 // adjustment is a change of a filesystem's used bytes its storage server
@@ -130,7 +131,8 @@ type adjustment struct {
 
 func newMover(s *Server) *mover {
 	return &mover{s: s, drains: map[uint32]*drainJob{}, balancers: map[string]*balanceJob{},
-		counters: map[string]*MoveCounters{"drain": {}, "balance": {}, "convert": {}}, kick: make(chan struct{}, 1)}
+		counters: map[string]*MoveCounters{"drain": {}, "balance": {}, "convert": {}}, kick: make(chan struct{}, 1),
+		changed: make(chan struct{}, 1)}
 }
 
 // run starts and stops drains and balancers as the registry says, until
@@ -145,7 +147,17 @@ func (m *mover) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-m.changed:
 		}
+	}
+}
+
+// settingsChanged makes run reconcile at once (a drain starts without
+// waiting for the next tick).
+func (m *mover) settingsChanged() {
+	select {
+	case m.changed <- struct{}{}:
+	default:
 	}
 }
 
