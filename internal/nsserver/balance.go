@@ -71,10 +71,9 @@ func (m *mover) startBalancer(ctx context.Context, group string) *balanceJob {
 // fill is one unit of a group: a filesystem (or several sharing a
 // backend, represented by the first) and its projected fill.
 type fill struct {
-	fs      *FsState
-	backend string
-	used    float64 // bytes, projected
-	cap     float64
+	fs   *FsState
+	used float64 // bytes, projected
+	cap  float64
 }
 
 func (f fill) percent() float64 { return 100 * f.used / f.cap }
@@ -106,7 +105,7 @@ func (m *mover) fills(group string) []fill {
 				pending += m.pending(fss[j].ID)
 			}
 		}
-		out = append(out, fill{fs: f, backend: b, used: max(float64(f.Used)+float64(pending), 0), cap: float64(f.Capacity)})
+		out = append(out, fill{fs: f, used: max(float64(f.Used)+float64(pending), 0), cap: float64(f.Capacity)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].percent() > out[j].percent() })
 	return out

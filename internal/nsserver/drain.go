@@ -13,6 +13,7 @@ package nsserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -313,10 +314,7 @@ func (m *mover) drainOne(ctx context.Context, j *drainJob, it stripe, group stri
 // reasonOf is err's message without the operation prefix kerr adds.
 func reasonOf(err error) string {
 	var ke *kerr.Error
-	if e, ok := err.(*kerr.Error); ok {
-		ke = e
-	}
-	if ke != nil && ke.Err == nil && ke.Msg != "" {
+	if errors.As(err, &ke) && ke.Err == nil && ke.Msg != "" {
 		if ke.Path != "" {
 			return ke.Path + ": " + ke.Msg
 		}
