@@ -128,7 +128,7 @@ func runGroup(args []string) int {
 			return fail("group ls", err)
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "group\tfs\tusable\tmin-fill\tmax-fill\tspread\tbalancer\tthreshold\tmoved\trate\tin-flight\tstate")
+		fmt.Fprintln(tw, "group\tfs\tbackends\tmin-fill\tmax-fill\tspread\tbalancer\tthreshold\tmoved\trate\tin-flight\tstate")
 		for _, g := range gs {
 			bal, moved, state := "off", "-", "-"
 			if g.Balancer {

@@ -34,7 +34,7 @@ type FsStatus struct {
 type Group struct {
 	Name        string  `json:"name"`
 	Filesystems int     `json:"filesystems"`
-	Usable      int     `json:"usable"`   // rw, booted, healthy (one per shared backend)
+	Usable      int     `json:"usable"`   // backends with rw, booted, healthy filesystems (a shared disk counts once)
 	MinFill     float64 `json:"min_fill"` // percent
 	MaxFill     float64 `json:"max_fill"`
 	Balancer    bool    `json:"balancer"`

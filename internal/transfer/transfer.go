@@ -352,7 +352,7 @@ func pump(ctx context.Context, cancel context.CancelCauseFunc, r io.Reader, w io
 	var werr error
 	for p := range full {
 		if werr == nil {
-			if err := pace.wait(ctx, n); err != nil {
+			if err := pace.wait(ctx, n+int64(p.n)); err != nil {
 				werr = err
 				cancel(err)
 			} else if _, err := w.Write((*p.buf)[:p.n]); err != nil {
@@ -376,8 +376,8 @@ func pump(ctx context.Context, cancel context.CancelCauseFunc, r io.Reader, w io
 	return n, "", nil
 }
 
-// pacer holds a copy to a rate: before the piece that follows total
-// bytes is written, it waits until total bytes are due at that rate.
+// pacer holds a copy to a rate: before a piece is written, it waits
+// until the bytes up to its end (total) are due at that rate.
 type pacer struct {
 	rate  int64
 	start time.Time

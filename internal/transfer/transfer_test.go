@@ -271,8 +271,9 @@ func TestCopyCancel(t *testing.T) {
 	}
 }
 
-// TestPacer: a paced copy waits until the bytes before each piece are due
-// at the rate (a fake clock: the waits asked for are what is checked).
+// TestPacer: a paced copy waits until the bytes up to the end of each
+// piece are due at the rate (a fake clock: the waits asked for are what
+// is checked).
 func TestPacer(t *testing.T) {
 	now := time.Unix(1000, 0)
 	var slept []time.Duration
@@ -283,12 +284,12 @@ func TestPacer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// 8 MiB at 4 MiB/s: the piece after 8 MiB may start at 2 s, not before.
+	// 8 MiB at 4 MiB/s: the piece ending at 8 MiB is written at 2 s, not before.
 	if got := now.Sub(time.Unix(1000, 0)); got != 2*time.Second {
 		t.Fatalf("paced 8 MiB at 4 MiB/s over %v, want 2s (waits %v)", got, slept)
 	}
 	if len(slept) != 8 {
-		t.Fatalf("%d waits, want one before each piece after the first: %v", len(slept), slept)
+		t.Fatalf("%d waits, want one before each of the 8 pieces: %v", len(slept), slept)
 	}
 	// Time spent elsewhere (a slow destination) counts: no wait when behind.
 	now = now.Add(time.Hour)
