@@ -24,6 +24,14 @@ type AuthConfig struct {
 	Audiences []string      // --token-audience
 	IssuerURL string        // --issuer-url: iss of this instance's tokens
 	MaxTTL    time.Duration // --token-max-ttl
+	// X509 is the x509 method (built from the TLS settings; nil without --tls).
+	X509 auth.Authenticator
+}
+
+// withX509 is a with the x509 method set.
+func (a AuthConfig) withX509(x auth.Authenticator) AuthConfig {
+	a.X509 = x
+	return a
 }
 
 func (a *AuthConfig) bind(fl *flag.FlagSet) {
@@ -92,7 +100,10 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, l
 		return nil, fmt.Errorf("--token-issuer given but --auth %q does not accept tokens", a.Methods)
 	}
 	if has["x509"] {
-		return nil, fmt.Errorf("--auth x509: X.509 client certificates are not available in this build")
+		if a.X509 == nil {
+			return nil, fmt.Errorf("--auth x509 needs --tls (client certificates come with the TLS handshake)")
+		}
+		c = append(c, a.X509)
 	}
 	if has["unix"] {
 		return append(c, auth.Unix{}), nil

@@ -28,6 +28,7 @@ type UpConfig struct {
 	Listen
 	Namespace NamespaceConfig
 	Storage   StorageConfig
+	Security  SecurityConfig
 	FS        int
 }
 
@@ -38,6 +39,7 @@ func runUp(args []string) int {
 	c.Listen.bind(fl, defaultDataDir(), "127.0.0.1:8000", "127.0.0.1:1094", "data directory (namespace, filesystems, keys)")
 	c.Namespace.bind(fl)
 	c.Storage.bind(fl, false)
+	c.Security.bind(fl)
 	fl.IntVar(&c.FS, "fs", 6, "number of storage filesystems to create under DATA/fs")
 	if err := parseRole(fl, args); err != nil {
 		fmt.Fprintln(os.Stderr, "kaon up:", err)
@@ -52,7 +54,11 @@ func runUp(args []string) int {
 	if err := os.MkdirAll(c.Data, 0o755); err != nil {
 		return fail("", err)
 	}
-	role, err := openNamespace(c.Data, c.Namespace, log)
+	sec, err := c.Security.setup(c.Data, c.Namespace.Auth.Methods, listenHosts(c.HTTP, c.XRootD)...)
+	if err != nil {
+		return fail("", err)
+	}
+	role, err := openNamespace(c.Data, c.Namespace, sec, log)
 	if err != nil {
 		return fail("", err)
 	}
@@ -80,23 +86,23 @@ func runUp(args []string) int {
 	if nodeName == "" {
 		nodeName = "localhost"
 	}
-	fst, err := newStorage(nodeName, "http://"+fstAddr, role.key, role.srv, paths, c.Storage, log)
+	fst, err := newStorage(nodeName, sec.scheme()+fstAddr, role.key, role.srv, paths, c.Storage, sec, log)
 	if err != nil {
 		return fail("", err)
 	}
-	if err := role.startAuth(ctx, c.Data, ep.HTTP, c.Namespace.Auth, log); err != nil {
+	if err := role.startAuth(ctx, c.Data, ep.HTTP, c.Namespace.Auth.withX509(sec.x509), log); err != nil {
 		return fail("", err)
 	}
 	policy := &remote.Policy{AllowLoopback: c.Storage.TPC.AllowLoopback}
 	policy.AddSelf(nsAddr, fstAddr)
-	xrd, err := startXRootD(c.XRootD, host, role.srv, role.auth, fst, policy, &ep, log)
+	xrd, err := startXRootD(c.XRootD, host, role.srv, role.auth, fst, policy, sec, &ep, log)
 	if err != nil {
 		return fail("xrootd: ", err)
 	}
 	defer xrd()
 	policy.AddSelf(hostPort(ep.XRootD), hostPort(ep.FSTXrd))
-	nsSrv := serveHTTP(nsL, role.handler(log))
-	fstSrv := serveHTTP(fstL, httpfront.Storage(fst, role.key, c.Storage.TPC.httpConfig(policy), log))
+	nsSrv := serveHTTP(sec.listener(nsL), role.handler(log))
+	fstSrv := serveHTTP(sec.listener(fstL), httpfront.Storage(fst, role.key, c.Storage.TPC.httpConfig(policy), log))
 	go fst.Run(ctx)
 	go role.srv.Run(ctx)
 	select {
@@ -104,6 +110,7 @@ func runUp(args []string) int {
 	case <-time.After(30 * time.Second):
 		return fail("", fmt.Errorf("storage server did not register within 30s"))
 	}
+	sec.endpoints(&ep)
 	if err := writeEndpoints(c.Data, ep); err != nil {
 		return fail("", err)
 	}
@@ -124,6 +131,7 @@ func printBanner(data string, ep Endpoints, nfs int) {
 	if ep.XRootD != "" {
 		fmt.Printf("  root://:  %s\n", ep.XRootD)
 	}
+	printTLS(ep)
 	fmt.Printf(`
 Try:
   curl -L -T /etc/hosts %[1]s/hosts.txt
@@ -144,6 +152,7 @@ type MGMConfig struct {
 	Common
 	Listen
 	Namespace NamespaceConfig
+	Security  SecurityConfig
 }
 
 func runMGM(args []string) int {
@@ -152,6 +161,7 @@ func runMGM(args []string) int {
 	c.Common.bind(fl)
 	c.Listen.bind(fl, defaultDataDir(), "127.0.0.1:8000", "", "namespace data directory")
 	c.Namespace.bind(fl)
+	c.Security.bind(fl)
 	if err := parseRole(fl, args); err != nil {
 		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
 		return 2
@@ -164,7 +174,11 @@ func runMGM(args []string) int {
 	if err := os.MkdirAll(c.Data, 0o755); err != nil {
 		return fail("", err)
 	}
-	role, err := openNamespace(c.Data, c.Namespace, log)
+	sec, err := c.Security.setup(c.Data, c.Namespace.Auth.Methods, listenHosts(c.HTTP, c.XRootD)...)
+	if err != nil {
+		return fail("", err)
+	}
+	role, err := openNamespace(c.Data, c.Namespace, sec, log)
 	if err != nil {
 		return fail("", err)
 	}
@@ -178,19 +192,21 @@ func runMGM(args []string) int {
 	}
 	host, _, _ := net.SplitHostPort(addr)
 	ep := Endpoints{HTTP: "http://" + addr}
-	if err := role.startAuth(ctx, c.Data, ep.HTTP, c.Namespace.Auth, log); err != nil {
+	if err := role.startAuth(ctx, c.Data, ep.HTTP, c.Namespace.Auth.withX509(sec.x509), log); err != nil {
 		return fail("", err)
 	}
-	stop, err := startXRootD(c.XRootD, host, role.srv, role.auth, nil, nil, &ep, log)
+	stop, err := startXRootD(c.XRootD, host, role.srv, role.auth, nil, nil, sec, &ep, log)
 	if err != nil {
 		return fail("xrootd: ", err)
 	}
 	defer stop()
-	srv := serveHTTP(l, role.handler(log))
+	srv := serveHTTP(sec.listener(l), role.handler(log))
+	sec.endpoints(&ep)
 	if err := writeEndpoints(c.Data, ep); err != nil {
 		return fail("", err)
 	}
 	fmt.Printf("namespace server on %s (key: %s)\n", ep.HTTP, filepath.Join(c.Data, "keys", "capability.key"))
+	printTLS(ep)
 	waitSignal()
 	shutdown(srv)
 	return 0
@@ -200,8 +216,9 @@ func runMGM(args []string) int {
 type FSTConfig struct {
 	Common
 	Listen
-	Storage StorageConfig
-	Join    JoinConfig
+	Storage  StorageConfig
+	Join     JoinConfig
+	Security SecurityConfig
 }
 
 func runFST(args []string) int {
@@ -211,6 +228,7 @@ func runFST(args []string) int {
 	c.Listen.bind(fl, "", "127.0.0.1:0", "", "directory for endpoints.json (optional)")
 	c.Storage.bind(fl, true)
 	c.Join.bind(fl)
+	c.Security.bind(fl)
 	if err := parseRole(fl, args); err != nil {
 		fmt.Fprintln(os.Stderr, "kaon fst:", err)
 		return 2
@@ -228,6 +246,10 @@ func runFST(args []string) int {
 	if err != nil {
 		return fail("", err)
 	}
+	sec, err := c.Security.setup(c.Data, "", listenHosts(c.HTTP, c.XRootD)...)
+	if err != nil {
+		return fail("", err)
+	}
 	l, addr, err := listen(c.HTTP)
 	if err != nil {
 		return fail("", err)
@@ -237,8 +259,8 @@ func runFST(args []string) int {
 		_, port, _ := net.SplitHostPort(addr)
 		c.Join.Node = host + ":" + port
 	}
-	mgm := &cluster.Client{Base: c.Join.MGM, Secret: key.Internal()}
-	fst, err := newStorage(c.Join.Node, "http://"+addr, key, mgm, c.Join.FS, c.Storage, log)
+	mgm := &cluster.Client{Base: c.Join.MGM, Secret: key.Internal(), HTTP: sec.httpClient()}
+	fst, err := newStorage(c.Join.Node, sec.scheme()+addr, key, mgm, c.Join.FS, c.Storage, sec, log)
 	if err != nil {
 		return fail("", err)
 	}
@@ -247,22 +269,23 @@ func runFST(args []string) int {
 	ep := Endpoints{FSTHTTP: "http://" + addr}
 	policy := &remote.Policy{AllowLoopback: c.Storage.TPC.AllowLoopback}
 	policy.AddSelf(addr, hostPort(c.Join.MGM), c.Join.MGMXRootD)
-	stop, err := startFSTXRootD(c.XRootD, c.Join.MGMXRootD, fst, policy, &ep, log)
+	stop, err := startFSTXRootD(c.XRootD, c.Join.MGMXRootD, fst, policy, sec, &ep, log)
 	if err != nil {
 		return fail("xrootd: ", err)
 	}
 	defer stop()
 	policy.AddSelf(hostPort(ep.FSTXrd))
-	srv := serveHTTP(l, httpfront.Storage(fst, key, c.Storage.TPC.httpConfig(policy), log))
+	srv := serveHTTP(sec.listener(l), httpfront.Storage(fst, key, c.Storage.TPC.httpConfig(policy), log))
 	go fst.Run(ctx)
 	<-fst.Ready()
+	sec.endpoints(&ep)
 	if c.Data != "" {
 		_ = os.MkdirAll(c.Data, 0o755)
 		if err := writeEndpoints(c.Data, ep); err != nil {
 			fmt.Fprintln(os.Stderr, "kaon fst:", err)
 		}
 	}
-	fmt.Printf("storage server on http://%s registered with %s\n", addr, c.Join.MGM)
+	fmt.Printf("storage server on %s%s registered with %s\n", sec.scheme(), addr, c.Join.MGM)
 	waitSignal()
 	cancel()
 	shutdown(srv)

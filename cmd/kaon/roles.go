@@ -23,7 +23,6 @@ import (
 	"github.com/kaon-storage/kaon/internal/backend/posix"
 	"github.com/kaon-storage/kaon/internal/backend/rados"
 	"github.com/kaon-storage/kaon/internal/capability"
-	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/httpfront"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
@@ -39,7 +38,14 @@ type Endpoints struct {
 	XRootD  string `json:"xrootd,omitempty"`
 	FSTHTTP string `json:"fst_http,omitempty"`
 	FSTXrd  string `json:"fst_xrootd,omitempty"`
-	PID     int    `json:"pid"`
+	// With --tls: the TLS URLs and the CA clients verify them with.
+	HTTPS    string `json:"https,omitempty"`
+	Roots    string `json:"roots,omitempty"`
+	FSTHTTPS string `json:"fst_https,omitempty"`
+	FSTRoots string `json:"fst_roots,omitempty"`
+	CA       string `json:"ca,omitempty"`     // the local CA's certificate (.pem)
+	CADir    string `json:"ca_dir,omitempty"` // trusted CAs, hashed layout
+	PID      int    `json:"pid"`
 }
 
 func writeEndpoints(dir string, e Endpoints) error {
@@ -107,6 +113,7 @@ type nsRole struct {
 	audit  io.Closer
 	tokens *token.Issuer
 	auth   auth.Chain // how clients are authenticated (startAuth)
+	sec    *security
 }
 
 func (r *nsRole) Close() {
@@ -117,7 +124,7 @@ func (r *nsRole) Close() {
 }
 
 // openNamespace opens the namespace server stored in dir.
-func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, error) {
+func openNamespace(dir string, c NamespaceConfig, sec *security, log *slog.Logger) (*nsRole, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
 		return nil, err
 	}
@@ -125,7 +132,7 @@ func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, er
 	if err != nil {
 		return nil, err
 	}
-	role := &nsRole{key: key}
+	role := &nsRole{key: key, sec: sec}
 	if role.tokens, err = c.Auth.openIssuer(dir); err != nil {
 		return nil, err
 	}
@@ -140,7 +147,7 @@ func openNamespace(dir string, c NamespaceConfig, log *slog.Logger) (*nsRole, er
 	if role.eng, err = pebblekv.Open(filepath.Join(dir, "meta"), pebblekv.Options{CacheBytes: int64(c.MetaCacheMB) << 20}); err != nil {
 		return nil, fmt.Errorf("open namespace store in %s: %w", dir, err)
 	}
-	storage := cluster.NewStorageClient(key.Internal())
+	storage := storageClient(key, sec)
 	role.srv, err = nsserver.New(nsserver.Config{Engine: role.eng, Sync: c.Sync, Key: key, CapabilityTTL: c.CapTTL, Logger: log,
 		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit, Tokens: role.tokens,
 		Data: storage, Mover: storage, PhysName: physName})
@@ -203,9 +210,9 @@ func physName(fs namespace.Filesystem, fid uint64) string {
 }
 
 // newStorage builds a storage server reporting to ns.
-func newStorage(node, addr string, key *capability.Key, ns message.Namespace, paths []string, c StorageConfig, log *slog.Logger) (*storage.Server, error) {
+func newStorage(node, addr string, key *capability.Key, ns message.Namespace, paths []string, c StorageConfig, sec *security, log *slog.Logger) (*storage.Server, error) {
 	return storage.New(storage.Config{Node: node, Addr: addr, Key: key, Namespace: ns, Paths: paths,
-		Store: c.stores(), Peers: cluster.NewStorageClient(key.Internal()), IOTimeout: ioTimeout(c.IOTimeout),
+		Store: c.stores(), Peers: storageClient(key, sec), IOTimeout: ioTimeout(c.IOTimeout),
 		StreamMemory: c.StreamMemoryMB << 20, Logger: log})
 }
 

@@ -15,7 +15,7 @@ import (
 // startXRootD starts the root:// listener of the namespace server and, in
 // the all-in-one, one for the storage server too (on a free port of the
 // same host). addr "" disables root://.
-func startXRootD(addr, host string, m *nsserver.Server, id auth.Chain, fst *storage.Server, tpc *remote.Policy, ep *Endpoints, log *slog.Logger) (func(), error) {
+func startXRootD(addr, host string, m *nsserver.Server, id auth.Chain, fst *storage.Server, tpc *remote.Policy, sec *security, ep *Endpoints, log *slog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -23,13 +23,15 @@ func startXRootD(addr, host string, m *nsserver.Server, id auth.Chain, fst *stor
 	if err != nil {
 		return nil, err
 	}
-	srv := xrootd.NewServer(xrootd.Config{Namespace: xrdkaon.Namespace{NS: m}, IdentifyConn: xrdkaon.Identifier(id),
-		Logger: log.With("role", "xrootd-mgm")})
+	cfg := xrootd.Config{Namespace: xrdkaon.Namespace{NS: m}, IdentifyConn: xrdkaon.Identifier(id),
+		Logger: log.With("role", "xrootd-mgm")}
+	sec.xrootd(&cfg, id)
+	srv := xrootd.NewServer(cfg)
 	go srv.Serve(l)
 	ep.XRootD = "root://" + nsAddr
 	stops := []func(){func() { srv.Close() }}
 	if fst != nil {
-		stop, err := startFSTXRootD(net.JoinHostPort(host, "0"), nsAddr, fst, tpc, ep, log)
+		stop, err := startFSTXRootD(net.JoinHostPort(host, "0"), nsAddr, fst, tpc, sec, ep, log)
 		if err != nil {
 			srv.Close()
 			return nil, err
@@ -47,7 +49,7 @@ func startXRootD(addr, host string, m *nsserver.Server, id auth.Chain, fst *stor
 // requests arriving there are redirected to manager (host:port). It is the
 // source and the destination of XRootD third-party copies, reaching
 // remotes under the tpc policy.
-func startFSTXRootD(addr, manager string, fst *storage.Server, tpc *remote.Policy, ep *Endpoints, log *slog.Logger) (func(), error) {
+func startFSTXRootD(addr, manager string, fst *storage.Server, tpc *remote.Policy, sec *security, ep *Endpoints, log *slog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -57,9 +59,11 @@ func startFSTXRootD(addr, manager string, fst *storage.Server, tpc *remote.Polic
 	}
 	// Request buffers in flight share the storage server's stream budget
 	// figure: root:// clients cannot make it hold more than HTTP ones.
-	srv := xrootd.NewServer(xrootd.Config{Data: xrdkaon.Data{S: fst}, Manager: manager,
+	cfg := xrootd.Config{Data: xrdkaon.Data{S: fst}, Manager: manager,
 		GlobalBudget: fst.StreamMemory(), Logger: log.With("role", "xrootd-fst"),
-		TPC: xrdkaon.TPC{Remote: &remote.XRootD{Policy: tpc}, Log: log}})
+		TPC: xrdkaon.TPC{Remote: &remote.XRootD{Policy: tpc}, Log: log}}
+	sec.xrootd(&cfg, nil)
+	srv := xrootd.NewServer(cfg)
 	go srv.Serve(l)
 	fst.SetXrdAddr(a)
 	ep.FSTXrd = "root://" + a

@@ -183,7 +183,7 @@ func TestTokenOnly(t *testing.T) {
 		t.Fatalf("PROPFIND with a token on a token-only server: %s", out)
 	}
 	// methods that cannot be had are refused at start
-	for _, c := range []struct{ auth, why string }{{"unix,x509", "not available"}, {"kerberos", "unknown method"}} {
+	for _, c := range []struct{ auth, why string }{{"unix,x509", "needs --tls"}, {"kerberos", "unknown method"}} {
 		_, errs, code := run(t, nil, 0, harness.Binary(t), "up", "--data", t.TempDir(), "--http", "127.0.0.1:0", "--xrootd", "", "--auth", c.auth)
 		if code == 0 || !strings.Contains(errs, c.why) {
 			t.Fatalf("--auth %s: %d %s", c.auth, code, errs)

@@ -74,10 +74,13 @@ func (p Principal) IsRoot() bool { return p.UID == 0 }
 
 // Request is what a front end knows about a client.
 type Request struct {
-	Remote, Local net.Addr            // the connection
-	Bearer        string              // a bearer token, if the client sent one
-	Certs         []*x509.Certificate // a verified client certificate chain, if any
-	Login         string              // the name the client claims (display only)
+	Remote, Local net.Addr // the connection
+	Bearer        string   // a bearer token, if the client sent one
+	// Certs is the client's certificate chain from the TLS handshake, leaf
+	// first: the handshake proved the client holds the leaf's key; the
+	// chain itself is verified by the x509 method (proxies included).
+	Certs []*x509.Certificate
+	Login string // the name the client claims (display only)
 }
 
 // Authenticator is one authentication method.

@@ -19,9 +19,19 @@ import (
 	"github.com/kaon-storage/kaon/internal/nsserver"
 )
 
-// dataURL is where a grant sends an HTTP client.
-func dataURL(g *nsserver.Grant) string {
-	return fmt.Sprintf("%s%s%x?cap=%s", g.Entry.HTTP, DataPath, g.Inode.ID, url.QueryEscape(g.Token))
+// dataURL is where a grant sends the HTTP client of r: over TLS when r
+// came over TLS, in plaintext when it did not (a storage server serves
+// both on one port unless TLS is required, and then so does this one).
+func dataURL(r *http.Request, g *nsserver.Grant) string {
+	base := g.Entry.HTTP
+	if i := strings.Index(base, "://"); i >= 0 {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		base = scheme + base[i:]
+	}
+	return fmt.Sprintf("%s%s%x?cap=%s", base, DataPath, g.Inode.ID, url.QueryEscape(g.Token))
 }
 
 func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
@@ -57,7 +67,7 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 			textError(w, err, 0)
 			return
 		}
-		http.Redirect(w, r, dataURL(g), http.StatusTemporaryRedirect)
+		http.Redirect(w, r, dataURL(r, g), http.StatusTemporaryRedirect)
 	case http.MethodDelete:
 		if err := f.NS.Remove(ctx, c, p, namespace.RemoveOptions{Recursive: true}); err != nil {
 			textError(w, err, 0)
@@ -137,7 +147,7 @@ func (f *Namespace) davGet(w http.ResponseWriter, r *http.Request, c auth.Princi
 		textError(w, err, 0)
 		return
 	}
-	http.Redirect(w, r, dataURL(g), http.StatusTemporaryRedirect)
+	http.Redirect(w, r, dataURL(r, g), http.StatusTemporaryRedirect)
 }
 
 func (f *Namespace) htmlListing(w http.ResponseWriter, r *http.Request, c auth.Principal, p string) {

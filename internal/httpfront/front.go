@@ -98,7 +98,11 @@ func (f *Namespace) principal(r *http.Request) (auth.Principal, error) {
 		return p, err
 	}
 	ca.once.Do(func() {
-		ca.p, ca.err = f.Auth.Authenticate(r.Context(), &auth.Request{Remote: ca.remote, Local: ca.local})
+		req := &auth.Request{Remote: ca.remote, Local: ca.local}
+		if r.TLS != nil {
+			req.Certs = r.TLS.PeerCertificates // the x509 method verifies them
+		}
+		ca.p, ca.err = f.Auth.Authenticate(r.Context(), req)
 	})
 	if ca.err == nil {
 		SetPrincipal(r, ca.p.Name+"/"+ca.p.Method)

@@ -140,7 +140,7 @@ func (f *Namespace) davCopy(w http.ResponseWriter, r *http.Request, c auth.Princ
 		copyRefused(w, err, 0)
 		return
 	}
-	http.Redirect(w, r, dataURL(g), http.StatusTemporaryRedirect)
+	http.Redirect(w, r, dataURL(r, g), http.StatusTemporaryRedirect)
 }
 
 // copy runs a third-party copy on the storage server holding the grant.

@@ -44,6 +44,18 @@ func Identifier(chain auth.Chain) func(user string, remote, local net.Addr) xroo
 	}
 }
 
+// AuthenticateToken authenticates a ztn bearer token through chain (the
+// token method reads auth.Request.Bearer); its refusal refuses the session.
+func AuthenticateToken(chain auth.Chain) func(ctx context.Context, user string, remote, local net.Addr, token string) (xrootd.Identity, error) {
+	return func(ctx context.Context, user string, remote, local net.Addr, token string) (xrootd.Identity, error) {
+		p, err := chain.Authenticate(ctx, &auth.Request{Remote: remote, Local: local, Bearer: token, Login: user})
+		if err != nil {
+			return xrootd.Identity{}, err
+		}
+		return xrootd.Identity{User: p.Name, UID: p.UID, GID: p.GID, Principal: p}, nil
+	}
+}
+
 // rctx marks a request as arriving over root:// (for the audit log).
 func rctx(ctx context.Context) context.Context { return auth.WithProtocol(ctx, "root") }
 

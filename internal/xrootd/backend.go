@@ -2,6 +2,7 @@ package xrootd
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"net/url"
@@ -113,6 +114,16 @@ type Config struct {
 	// connection's addresses, so an embedding server can authenticate a
 	// loopback peer by who owns its socket instead of trusting the login name.
 	IdentifyConn func(user string, remote, local net.Addr) Identity
+
+	// TLS lets clients switch connections to TLS in kXR_protocol (roots://;
+	// security.go). RequireTLS refuses login and bind on connections that
+	// did not switch.
+	TLS        *tls.Config
+	RequireTLS bool
+	// AuthenticateToken, when set, makes TLS logins ask for the ztn
+	// security protocol and says who a bearer token is (an error refuses
+	// the session); clients without a token are who IdentifyConn says.
+	AuthenticateToken func(ctx context.Context, user string, remote, local net.Addr, token string) (Identity, error)
 
 	MaxFrame     int   // largest request body held in memory (default 16 MiB + 64 KiB); bigger kXR_write data is streamed
 	MaxSessions  int   // concurrent sessions (default 4096)

@@ -36,10 +36,17 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 	case kXR_endsess:
 		defer release()
 		return c.doEndsess(h)
+	case kXR_auth:
+		defer release()
+		return c.doAuth(h, body)
 	}
 	if c.sess == nil {
 		release()
 		return c.sendErr(sid, kXR_NotAuthorized, reqName(h.ReqID)+": login required") == nil
+	}
+	if c.sess.pending.Load() {
+		release()
+		return c.sendErr(sid, kXR_NotAuthorized, reqName(h.ReqID)+": authentication required") == nil
 	}
 	if err := c.sess.ident.Err; err != nil {
 		release()
@@ -238,13 +245,20 @@ func (c *conn) doProtocol(h *reqHeader) error {
 	if c.srv.cfg.PageChecksums {
 		flags |= kXR_suppgrw
 	}
-	putU32(b[4:], flags)
-	return c.send(h.StreamID, kXR_ok, b[:])
+	tlsFlags, upgrade := c.protocolTLS(h.Params[4])
+	putU32(b[4:], flags|tlsFlags)
+	if err := c.send(h.StreamID, kXR_ok, b[:]); err != nil || !upgrade {
+		return err
+	}
+	return c.startTLS()
 }
 
 func (c *conn) doLogin(h *reqHeader, body []byte) bool {
 	if c.sess != nil {
 		return c.sendErr(h.StreamID, kXR_InvalidRequest, "login: already logged in") == nil
+	}
+	if refused, ok := c.requireTLS(h.StreamID, "login"); refused {
+		return ok
 	}
 	name := decodeLoginUser(h)
 	if name == "" {
@@ -261,7 +275,11 @@ func (c *conn) doLogin(h *reqHeader, body []byte) bool {
 		return c.sendErr(h.StreamID, kXR_Overloaded, "login: "+err.Error()) == nil
 	}
 	c.sess = ss
-	return c.send(h.StreamID, kXR_ok, ss.id[:]) == nil
+	sec := c.loginSecurity()
+	if sec != "" {
+		ss.pending.Store(true)
+	}
+	return c.send(h.StreamID, kXR_ok, ss.id[:], []byte(sec)) == nil
 }
 
 func (c *conn) doBind(h *reqHeader) bool {
@@ -270,8 +288,11 @@ func (c *conn) doBind(h *reqHeader) bool {
 	if c.sess != nil {
 		return c.sendErr(h.StreamID, kXR_InvalidRequest, "bind: connection already has a session") == nil
 	}
+	if refused, ok := c.requireTLS(h.StreamID, "bind"); refused {
+		return ok
+	}
 	ss := c.srv.findSession(id)
-	if ss == nil || ss.host != c.host {
+	if ss == nil || ss.host != c.host || ss.pending.Load() {
 		return c.sendErr(h.StreamID, kXR_NotFound, "bind: session not found") == nil
 	}
 	p, ok := ss.bind(c)
@@ -537,7 +558,7 @@ func (c *conn) handleOther(h *reqHeader, body []byte) {
 			c.redirectToManager(sid, reqName(h.ReqID))
 			return
 		}
-	case kXR_auth, kXR_sigver:
+	case kXR_sigver:
 		c.sendErr(sid, kXR_Unsupported, reqName(h.ReqID)+": this server requires no authentication")
 		return
 	default:

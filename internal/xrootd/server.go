@@ -222,6 +222,9 @@ type session struct {
 	nextFH uint32
 	paths  []*conn // index is the path id; [0] is the login connection
 	ended  bool
+	// pending: the login asked for kXR_auth, which has not succeeded yet;
+	// the session may do nothing else and cannot be bound.
+	pending atomic.Bool
 }
 
 func (s *Server) newSession(c *conn, ident Identity) (*session, error) {
@@ -433,9 +436,12 @@ type conn struct {
 	wmu  sync.Mutex
 	dead atomic.Bool
 
-	sess   *session // set by login or bind; only the reader goroutine writes it
-	pathID byte
-	wg     sync.WaitGroup
+	sess *session // set by login or bind; only the reader goroutine writes it
+	tls  bool     // switched to TLS (reader goroutine)
+	// authFailed is why kXR_auth was refused; later ones fail the same way.
+	authFailed string
+	pathID     byte
+	wg         sync.WaitGroup
 
 	loginPID int32 // the client's pid from kXR_login (names it in tpc.org)
 }

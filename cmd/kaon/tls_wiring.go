@@ -1,0 +1,195 @@
+package main
+
+import (
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/x509auth"
+	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/tlsconf"
+	"github.com/kaon-storage/kaon/internal/xrdkaon"
+	"github.com/kaon-storage/kaon/internal/xrootd"
+)
+
+// SecurityConfig is how a server role serves TLS and whom it accepts. Every
+// server role binds it; without --tls nothing changes (plaintext, unix
+// peers on loopback, everyone else nobody).
+type SecurityConfig struct {
+	TLS     bool
+	Require bool
+	Cert    string
+	Key     string
+	CADir   string
+	TLSDir  string // "DATA/..." is below the data directory
+	GridMap string
+}
+
+func (s *SecurityConfig) bind(fl *flag.FlagSet) {
+	fl.BoolVar(&s.TLS, "tls", false, "serve https:// and roots:// (plaintext stays accepted on the same ports unless --require-tls); internal RPC over TLS")
+	fl.BoolVar(&s.Require, "require-tls", false, "refuse plaintext clients on every listener (implies --tls)")
+	fl.StringVar(&s.Cert, "tls-cert", "", "the site's host certificate (PEM; default: one issued by a local CA generated under --tls-dir)")
+	fl.StringVar(&s.Key, "tls-key", "", "the host certificate's private key (PEM)")
+	fl.StringVar(&s.CADir, "tls-ca-dir", "", "trusted CA certificates, hashed layout (client certificates, peers; default: the local CA's, or "+tlsconf.DefaultCADir+" with --tls-cert)")
+	fl.StringVar(&s.TLSDir, "tls-dir", "DATA/tls", "where the local CA and the generated host certificate live (share it with storage servers, as the capability key)")
+	fl.StringVar(&s.GridMap, "grid-mapfile", x509auth.DefaultGridMapfile, "certificate DN → local user map (x509 authentication)")
+}
+
+// security is a role's TLS material and what --auth asks of it.
+type security struct {
+	tls    *tlsconf.Material  // nil without --tls
+	x509   auth.Authenticator // the x509 method, when --auth lists it
+	tokens bool               // --auth lists token: root:// TLS logins offer ztn
+}
+
+// setup loads the TLS material (hosts: the listen hosts the generated host
+// certificate must name) and, for a namespace server whose --auth lists
+// them (methods), prepares x509 and ztn.
+func (s SecurityConfig) setup(data, methods string, hosts ...string) (*security, error) {
+	sec := &security{}
+	if s.Require {
+		s.TLS = true
+	}
+	has := map[string]bool{}
+	for _, m := range strings.Split(methods, ",") {
+		has[strings.TrimSpace(m)] = true
+	}
+	sec.tokens = has["token"]
+	if s.TLS {
+		dir := s.TLSDir
+		if strings.HasPrefix(dir, "DATA") {
+			if data == "" {
+				return nil, fmt.Errorf("--tls: give --data or --tls-dir (where the local CA lives), or --tls-cert/--tls-key")
+			}
+			dir = filepath.Join(data, strings.TrimPrefix(dir, "DATA"))
+		}
+		m, err := tlsconf.Setup(tlsconf.Options{Require: s.Require, Cert: s.Cert, Key: s.Key, CADir: s.CADir, Dir: dir, Hosts: hosts})
+		if err != nil {
+			return nil, err
+		}
+		sec.tls = m
+	}
+	if has["x509"] {
+		if sec.tls == nil {
+			return nil, fmt.Errorf("--auth x509 needs --tls (client certificates come with the TLS handshake)")
+		}
+		x, err := x509auth.New(sec.tls.CADir, s.GridMap)
+		if err != nil {
+			return nil, err
+		}
+		sec.x509 = x
+	}
+	return sec, nil
+}
+
+// listener wraps l to serve TLS (and plaintext unless required).
+func (s *security) listener(l net.Listener) net.Listener {
+	if s == nil || s.tls == nil {
+		return l
+	}
+	return s.tls.HTTPListener(l)
+}
+
+// scheme is the scheme of this role's HTTP URLs.
+func (s *security) scheme() string {
+	if s != nil && s.tls != nil {
+		return "https://"
+	}
+	return "http://"
+}
+
+// httpClient is a client for internal RPC: it trusts the CA directory.
+func (s *security) httpClient() *http.Client {
+	if s == nil || s.tls == nil {
+		return nil
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: s.tls.Client.Clone(), MaxIdleConnsPerHost: 16}}
+}
+
+func (s *security) clientTLS() *tls.Config {
+	if s == nil || s.tls == nil {
+		return nil
+	}
+	return s.tls.Client
+}
+
+// xrootd sets a listener's TLS and, on a namespace listener of a server
+// accepting tokens, ztn: TLS logins ask for it and the token goes through
+// chain (data listeners need no identity: the capability authorizes).
+func (s *security) xrootd(cfg *xrootd.Config, chain auth.Chain) {
+	if s == nil {
+		return
+	}
+	if s.tls != nil {
+		cfg.TLS, cfg.RequireTLS = s.tls.Server, s.tls.Require
+	}
+	if cfg.Namespace != nil && s.tokens {
+		cfg.AuthenticateToken = xrdkaon.AuthenticateToken(chain)
+	}
+}
+
+// endpoints adds the TLS URLs and the CA to ep (with --require-tls the
+// plain fields carry the TLS URLs, so scripts reading them still work).
+func (s *security) endpoints(ep *Endpoints) {
+	if s == nil || s.tls == nil {
+		return
+	}
+	swap := func(u, from, to string) string {
+		if u == "" {
+			return ""
+		}
+		return to + strings.TrimPrefix(u, from)
+	}
+	ep.HTTPS, ep.Roots = swap(ep.HTTP, "http://", "https://"), swap(ep.XRootD, "root://", "roots://")
+	ep.FSTHTTPS, ep.FSTRoots = swap(ep.FSTHTTP, "http://", "https://"), swap(ep.FSTXrd, "root://", "roots://")
+	ep.CA, ep.CADir = s.tls.CAFile, s.tls.CADir
+	if s.tls.Require {
+		ep.HTTP, ep.XRootD, ep.FSTHTTP, ep.FSTXrd = ep.HTTPS, ep.Roots, ep.FSTHTTPS, ep.FSTRoots
+	}
+}
+
+// storageClient is the client of storage servers' internal endpoints
+// (stripes, whole-file reads), over TLS with --tls.
+func storageClient(key *capability.Key, sec *security) *cluster.StorageClient {
+	c := cluster.NewStorageClient(key.Internal())
+	if cfg := sec.clientTLS(); cfg != nil {
+		if t, ok := c.HTTP.Transport.(*http.Transport); ok {
+			t.TLSClientConfig = cfg.Clone()
+		}
+	}
+	return c
+}
+
+// listenHosts are the hosts of listen addresses (names the generated host
+// certificate must carry).
+func listenHosts(addrs ...string) []string {
+	var out []string
+	for _, a := range addrs {
+		if h, _, err := net.SplitHostPort(a); err == nil && h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// printTLS tells where the TLS endpoints and the CA are.
+func printTLS(ep Endpoints) {
+	if ep.HTTPS == "" {
+		return
+	}
+	fmt.Printf("  https:    %s\n", ep.HTTPS)
+	if ep.Roots != "" {
+		fmt.Printf("  roots://: %s\n", ep.Roots)
+	}
+	if ep.CA != "" {
+		fmt.Printf("  CA:       %s (curl --cacert; X509_CERT_DIR=%s for xrdcp, gfal, davix --capath)\n", ep.CA, ep.CADir)
+	} else {
+		fmt.Printf("  CA dir:   %s\n", ep.CADir)
+	}
+}

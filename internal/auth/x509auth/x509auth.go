@@ -1,0 +1,202 @@
+// Package x509auth authenticates clients by the certificate chain they sent
+// in the TLS handshake, as grid clients do: an end-entity certificate
+// issued by a CA of a CA directory (OpenSSL's hashed layout), optionally
+// followed by RFC 3820 proxy certificates (X509_USER_PROXY), the subject
+// DN mapped to a local user by a grid-mapfile.
+//
+// crypto/x509 verifies the end-entity chain; proxies are checked here, one
+// by one from the end-entity down (proxy.go): signed by their predecessor,
+// subject = issuer's subject + one CN, validity inside the issuer's, not a
+// CA, no certificate signing, a policy language that inherits the issuer's
+// rights, path length constraints. A chain that fails any check refuses
+// the request (a client that sent a bad certificate is not quietly
+// anonymous); a valid chain whose DN the grid-mapfile does not name is
+// nobody, so certificates can still read what anyone may.
+package x509auth
+
+import (
+	"bufio"
+	"context"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/tlsconf"
+)
+
+// DefaultGridMapfile is where grid hosts keep the DN → user map.
+const DefaultGridMapfile = "/etc/grid-security/grid-mapfile"
+
+// reloadEvery is how often the CA directory and the grid-mapfile are
+// looked at again (both change while a server runs: CA updates, new users).
+const reloadEvery = time.Minute
+
+// X509 is the x509 authentication method.
+type X509 struct {
+	CADir   string
+	GridMap string
+	Now     func() time.Time // tests
+
+	mu       sync.Mutex
+	loaded   time.Time
+	roots    *x509.CertPool
+	gridmap  map[string]string
+	mapStamp time.Time
+}
+
+var _ auth.Authenticator = (*X509)(nil)
+
+// New returns the method with its CA directory and grid-mapfile loaded
+// (an unreadable CA directory or grid-mapfile is an error at start).
+func New(caDir, gridmap string) (*X509, error) {
+	x := &X509{CADir: caDir, GridMap: gridmap}
+	if _, _, err := x.state(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+func (x *X509) now() time.Time {
+	if x.Now != nil {
+		return x.Now()
+	}
+	return time.Now()
+}
+
+// state returns the CA pool and grid-mapfile, reloading them when due.
+func (x *X509) state() (*x509.CertPool, map[string]string, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.roots != nil && time.Since(x.loaded) < reloadEvery {
+		return x.roots, x.gridmap, nil
+	}
+	pool, n, err := tlsconf.LoadCADir(x.CADir)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("no CA certificate in %s", x.CADir)
+	}
+	if err != nil {
+		if x.roots != nil { // keep serving with what was good
+			return x.roots, x.gridmap, nil
+		}
+		return nil, nil, fmt.Errorf("x509: %w", err)
+	}
+	st, err := os.Stat(x.GridMap)
+	if err != nil {
+		if x.roots != nil {
+			return x.roots, x.gridmap, nil
+		}
+		return nil, nil, fmt.Errorf("x509: grid-mapfile: %w", err)
+	}
+	if x.gridmap == nil || !st.ModTime().Equal(x.mapStamp) {
+		m, err := ReadGridMapfile(x.GridMap)
+		if err != nil {
+			if x.roots != nil {
+				return x.roots, x.gridmap, nil
+			}
+			return nil, nil, err
+		}
+		x.gridmap, x.mapStamp = m, st.ModTime()
+	}
+	x.roots, x.loaded = pool, time.Now()
+	return x.roots, x.gridmap, nil
+}
+
+// Authenticate implements auth.Authenticator: it applies to requests
+// carrying a client certificate chain.
+func (x *X509) Authenticate(_ context.Context, r *auth.Request) (auth.Principal, bool, error) {
+	if len(r.Certs) == 0 {
+		return auth.Nobody, false, nil
+	}
+	roots, gridmap, err := x.state()
+	if err != nil {
+		return auth.Nobody, true, kerr.Wrap(kerr.Internal, "authenticate", "", err)
+	}
+	dn, err := VerifyChain(r.Certs, roots, x.now())
+	if err != nil {
+		return auth.Nobody, true, kerr.New(kerr.Permission, "authenticate", "", "client certificate refused: "+err.Error())
+	}
+	name, ok := gridmap[dn]
+	if !ok {
+		p := auth.Nobody
+		p.Method = "x509"
+		return p, true, nil
+	}
+	p, err := localUser(name)
+	if err != nil {
+		return auth.Nobody, true, kerr.New(kerr.Permission, "authenticate", "", fmt.Sprintf("grid-mapfile maps %q to %q: %v", dn, name, err))
+	}
+	return p, true, nil
+}
+
+// localUser is the principal of a local account; the superuser is never
+// reached through a certificate (administration stays with local root).
+func localUser(name string) (auth.Principal, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return auth.Principal{}, fmt.Errorf("no such local user")
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return auth.Principal{}, fmt.Errorf("unusable uid/gid")
+	}
+	if uid == 0 {
+		return auth.Principal{}, fmt.Errorf("a certificate never maps to the superuser")
+	}
+	p := auth.Principal{UID: uint32(uid), GID: uint32(gid), Name: u.Username, Method: "x509"}
+	if gids, err := u.GroupIds(); err == nil {
+		for _, s := range gids {
+			if g, err := strconv.ParseUint(s, 10, 32); err == nil {
+				p.Groups = append(p.Groups, uint32(g))
+			}
+		}
+	}
+	return p, nil
+}
+
+// ReadGridMapfile reads a grid-mapfile: lines `"DN" user[,user...]`
+// (the first user counts), # comments, blank lines.
+func ReadGridMapfile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("x509: grid-mapfile: %w", err)
+	}
+	defer f.Close()
+	m := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		var dn, rest string
+		if line[0] == '"' {
+			end := strings.IndexByte(line[1:], '"')
+			if end < 0 {
+				return nil, fmt.Errorf("x509: grid-mapfile %s line %d: unterminated DN", path, n)
+			}
+			dn, rest = line[1:1+end], line[2+end:]
+		} else {
+			i := strings.IndexAny(line, " \t")
+			if i < 0 {
+				return nil, fmt.Errorf("x509: grid-mapfile %s line %d: no user", path, n)
+			}
+			dn, rest = line[:i], line[i:]
+		}
+		users := strings.Split(strings.TrimSpace(rest), ",")
+		if users[0] == "" {
+			return nil, fmt.Errorf("x509: grid-mapfile %s line %d: no user for %q", path, n, dn)
+		}
+		if _, dup := m[dn]; !dup {
+			m[dn] = strings.TrimSpace(users[0])
+		}
+	}
+	return m, sc.Err()
+}

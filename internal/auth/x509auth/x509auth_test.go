@@ -1,0 +1,158 @@
+package x509auth_test
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/asn1"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/x509auth"
+	"github.com/kaon-storage/kaon/internal/auth/x509auth/x509test"
+)
+
+func pool(cas ...*x509test.Cred) *x509.CertPool {
+	p := x509.NewCertPool()
+	for _, c := range cas {
+		p.AddCert(c.Cert)
+	}
+	return p
+}
+
+const aliceDN = "/DC=org/DC=kaon-test/O=Users/CN=Alice"
+
+// TestValidChains: an end-entity certificate alone, an RFC 3820 proxy, a
+// proxy of a proxy, a limited and a legacy proxy are the end-entity's DN.
+func TestValidChains(t *testing.T) {
+	ca := x509test.NewCA("Grid")
+	alice := ca.User("Alice")
+	p1 := alice.Proxy(x509test.ProxyOpts{})
+	for name, chain := range map[string][]*x509.Certificate{
+		"end-entity":    alice.Chain,
+		"proxy":         p1.Chain,
+		"proxy²":        p1.Proxy(x509test.ProxyOpts{}).Chain,
+		"limited proxy": alice.Proxy(x509test.ProxyOpts{Language: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 3536, 1, 1, 1, 9}}).Chain,
+		"legacy proxy":  alice.Proxy(x509test.ProxyOpts{Legacy: true}).Chain,
+		"path length 1": alice.Proxy(x509test.ProxyOpts{HasPathLen: true, PathLen: 1}).Proxy(x509test.ProxyOpts{}).Chain,
+	} {
+		dn, err := x509auth.VerifyChain(chain, pool(ca), time.Now())
+		if err != nil || dn != aliceDN {
+			t.Errorf("%s: %q %v", name, dn, err)
+		}
+	}
+}
+
+// TestRefusals: every broken chain is refused, naming why.
+func TestRefusals(t *testing.T) {
+	ca := x509test.NewCA("Grid")
+	other := x509test.NewCA("Elsewhere")
+	alice := ca.User("Alice")
+	mallory := ca.User("Mallory")
+	now := time.Now()
+	for _, c := range []struct {
+		name  string
+		chain []*x509.Certificate
+		want  string
+	}{
+		{"unknown CA", other.User("Alice").Proxy(x509test.ProxyOpts{}).Chain, "unknown authority"},
+		{"expired proxy", alice.Proxy(x509test.ProxyOpts{NotBefore: now.Add(-3 * time.Hour), NotAfter: now.Add(-time.Hour)}).Chain, "not valid now"},
+		{"not yet valid proxy", alice.Proxy(x509test.ProxyOpts{NotBefore: now.Add(time.Hour), NotAfter: now.Add(2 * time.Hour)}).Chain, "not valid now"},
+		{"proxy signed by the wrong key", alice.Proxy(x509test.ProxyOpts{SignWith: mallory.Key}).Chain, "not signed by its issuer"},
+		{"proxy outliving its issuer", alice.Proxy(x509test.ProxyOpts{NotAfter: alice.Cert.NotAfter.Add(time.Hour)}).Chain, "outside its issuer's validity"},
+		{"proxy that is a CA", alice.Proxy(x509test.ProxyOpts{CA: true}).Chain, "may not be a CA"},
+		{"proxy with another subject", alice.Proxy(x509test.ProxyOpts{OtherSubject: true}).Chain, "issuer's subject plus one CN"},
+		{"independent proxy", alice.Proxy(x509test.ProxyOpts{Language: asn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 21, 2}}).Chain, "does not inherit"},
+		{"beyond path length 0", alice.Proxy(x509test.ProxyOpts{HasPathLen: true}).Proxy(x509test.ProxyOpts{}).Chain, "path length"},
+		{"proxy only, no end-entity", alice.Proxy(x509test.ProxyOpts{}).Chain[:1], "without an end-entity"},
+		{"proxy of one user after another's certificate", append(alice.Proxy(x509test.ProxyOpts{}).Chain[:1], mallory.Cert), "issuer is not"},
+		{"expired end-entity", alice.Chain, "expired"},
+	} {
+		at := now
+		if c.name == "expired end-entity" {
+			at = alice.Cert.NotAfter.Add(time.Minute)
+		}
+		dn, err := x509auth.VerifyChain(c.chain, pool(ca), at)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %q, %v; want an error saying %q", c.name, dn, err, c.want)
+		}
+	}
+}
+
+// TestAuthenticate: a mapped DN is its local user and no more; an
+// unmapped valid DN is nobody; a bad chain refuses the request; a DN
+// mapped to root or to an unknown user refuses; no certificate: the
+// method does not apply.
+func TestAuthenticate(t *testing.T) {
+	local, err := user.Lookup("daemon")
+	if err != nil {
+		t.Fatal("the test needs the local user daemon")
+	}
+	ca := x509test.NewCA("Grid")
+	dir := t.TempDir()
+	if err := x509test.WriteCADir(filepath.Join(dir, "certificates"), ca); err != nil {
+		t.Fatal(err)
+	}
+	gm := filepath.Join(dir, "grid-mapfile")
+	os.WriteFile(gm, []byte(`# comment
+"`+aliceDN+`" daemon,other
+"/DC=org/DC=kaon-test/O=Users/CN=Root" root
+"/DC=org/DC=kaon-test/O=Users/CN=Ghost" no-such-user-kaon
+`), 0o644)
+	x, err := x509auth.New(filepath.Join(dir, "certificates"), gm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, ok, err := x.Authenticate(ctx, &auth.Request{}); ok || err != nil {
+		t.Fatal("applies without a certificate")
+	}
+	p, ok, err := x.Authenticate(ctx, &auth.Request{Certs: ca.User("Alice").Proxy(x509test.ProxyOpts{}).Chain})
+	if err != nil || !ok || p.Name != "daemon" || p.Method != "x509" || p.UID == 0 || strings.TrimSpace(local.Uid) != itoa(p.UID) {
+		t.Fatalf("mapped proxy: %+v %v %v", p, ok, err)
+	}
+	if p.Scopes != nil {
+		t.Fatal("a certificate principal carries scopes")
+	}
+	p, ok, err = x.Authenticate(ctx, &auth.Request{Certs: ca.User("Bob").Chain})
+	if err != nil || !ok || p.UID != auth.Nobody.UID || p.Method != "x509" {
+		t.Fatalf("unmapped DN: %+v %v %v", p, ok, err)
+	}
+	for _, cn := range []string{"Root", "Ghost"} {
+		if p, _, err := x.Authenticate(ctx, &auth.Request{Certs: ca.User(cn).Chain}); err == nil {
+			t.Fatalf("%s: %+v", cn, p)
+		}
+	}
+	expired := ca.User("Alice").Proxy(x509test.ProxyOpts{NotBefore: time.Now().Add(-2 * time.Hour), NotAfter: time.Now().Add(-time.Hour)})
+	if p, _, err := x.Authenticate(ctx, &auth.Request{Certs: expired.Chain}); err == nil || p.UID != auth.Nobody.UID {
+		t.Fatalf("expired proxy: %+v %v", p, err)
+	}
+}
+
+func itoa(n uint32) string {
+	b := []byte{}
+	for {
+		b = append([]byte{byte('0' + n%10)}, b...)
+		n /= 10
+		if n == 0 {
+			return string(b)
+		}
+	}
+}
+
+func TestGridMapfile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "gm")
+	os.WriteFile(f, []byte("\"/O=A B/CN=C D\" u1,u2\n/O=X/CN=Y u3\n\n# x\n\"/O=A B/CN=C D\" later\n"), 0o644)
+	m, err := x509auth.ReadGridMapfile(f)
+	if err != nil || m["/O=A B/CN=C D"] != "u1" || m["/O=X/CN=Y"] != "u3" || len(m) != 2 {
+		t.Fatalf("%v %v", m, err)
+	}
+	os.WriteFile(f, []byte("\"/O=unterminated u1\n"), 0o644)
+	if _, err := x509auth.ReadGridMapfile(f); err == nil {
+		t.Fatal("an unterminated DN was accepted")
+	}
+}

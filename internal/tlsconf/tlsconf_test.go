@@ -1,0 +1,197 @@
+package tlsconf
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func setup(t *testing.T, require bool) *Material {
+	t.Helper()
+	m, err := Setup(Options{Dir: t.TempDir(), Require: require, Hosts: []string{"127.0.0.2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestLocalCA: first start generates the CA, its hashed copy and a host
+// certificate covering the loopback names; the next start reuses them.
+func TestLocalCA(t *testing.T) {
+	dir := t.TempDir()
+	m, err := Setup(Options{Dir: dir, Hosts: []string{"10.1.2.3", "storage.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.CAFile != filepath.Join(dir, "ca.pem") || m.CADir != filepath.Join(dir, "certificates") {
+		t.Fatalf("CA file %s dir %s", m.CAFile, m.CADir)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "ca.key")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("CA key mode: %v %v", st.Mode(), err)
+	}
+	leaf, err := x509.ParseCertificate(m.Server.Certificates[0].Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	for _, n := range []string{"127.0.0.1", "::1", "localhost", host, "10.1.2.3", "storage.example"} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: m.CAs, DNSName: n}); err != nil {
+			t.Errorf("host certificate does not verify for %s: %v", n, err)
+		}
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, "hostcert.pem"))
+	if _, err := Setup(Options{Dir: dir, Hosts: []string{"storage.example"}}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, "hostcert.pem"))
+	if string(before) != string(after) {
+		t.Fatal("a host certificate that still fits was issued again")
+	}
+	if _, err := Setup(Options{Dir: dir, Hosts: []string{"other.example"}}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ = os.ReadFile(filepath.Join(dir, "hostcert.pem"))
+	if string(before) == string(after) {
+		t.Fatal("a host certificate not naming a new host was kept")
+	}
+}
+
+// TestSubjectHash agrees with openssl x509 -hash on names that need
+// canonicalization (case, inner and outer spaces, DC and multi-RDN names).
+func TestSubjectHash(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Fatal("openssl is needed (scripts/deps.sh installs it)")
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	oidDC := asn1.ObjectIdentifier{0, 9, 2342, 19200300, 100, 1, 25}
+	for _, name := range []pkix.Name{
+		{CommonName: "Kaon local CA"},
+		{Organization: []string{"Grid  Example"}, CommonName: "  Mixed Case   CA  "},
+		{ExtraNames: []pkix.AttributeTypeAndValue{{Type: oidDC, Value: "org"}, {Type: oidDC, Value: "Example"}},
+			Country: []string{"CH"}, OrganizationalUnit: []string{"IT"}, CommonName: "Ünïcode CA"},
+	} {
+		tmpl := &x509.Certificate{SerialNumber: serial(), Subject: name, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour),
+			IsCA: true, BasicConstraintsValid: true}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := x509.ParseCertificate(der)
+		f := filepath.Join(t.TempDir(), "c.pem")
+		os.WriteFile(f, pemCert(der), 0o644)
+		out, err := exec.Command("openssl", "x509", "-hash", "-noout", "-in", f).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := SubjectHash(c)
+		if err != nil || got != strings.TrimSpace(string(out)) {
+			t.Errorf("%s: hash %s (%v), openssl says %s", c.Subject, got, err, out)
+		}
+	}
+}
+
+// TestRefusesOldTLS: the server configuration refuses TLS 1.0 and 1.1.
+func TestRefusesOldTLS(t *testing.T) {
+	m := setup(t, true)
+	l, err := tls.Listen("tcp", "127.0.0.1:0", m.Server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { c.(*tls.Conn).Handshake(); c.Close() }()
+		}
+	}()
+	for _, v := range []uint16{tls.VersionTLS10, tls.VersionTLS11} {
+		c, err := tls.Dial("tcp", l.Addr().String(), &tls.Config{RootCAs: m.CAs, MinVersion: v, MaxVersion: v, ServerName: "127.0.0.1"})
+		if err == nil {
+			c.Close()
+			t.Errorf("a TLS %x client was served", v)
+		} else if !strings.Contains(err.Error(), "remote error: tls: protocol version not supported") {
+			t.Errorf("TLS %x: %v, want the server's refusal", v, err)
+		}
+	}
+	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		c, err := tls.Dial("tcp", l.Addr().String(), &tls.Config{RootCAs: m.CAs, MinVersion: v, MaxVersion: v, ServerName: "127.0.0.1"})
+		if err != nil {
+			t.Errorf("TLS %x: %v", v, err)
+			continue
+		}
+		c.Close()
+	}
+	if m.Client.MinVersion < tls.VersionTLS12 {
+		t.Error("internal clients accept TLS below 1.2")
+	}
+}
+
+func serveHello(t *testing.T, m *Material) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			io.WriteString(w, "tls")
+		} else {
+			io.WriteString(w, "plain")
+		}
+	})}
+	go srv.Serve(m.HTTPListener(l))
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().String()
+}
+
+// TestHTTPListener: one port serves https and, unless TLS is required,
+// http; a required-TLS port answers plaintext with a 400 naming https.
+func TestHTTPListener(t *testing.T) {
+	for _, require := range []bool{false, true} {
+		m := setup(t, require)
+		addr := serveHello(t, m)
+		// A silent client holds up nobody.
+		silent, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer silent.Close()
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: m.Client}, Timeout: 10 * time.Second}
+		resp, err := hc.Get("https://" + addr + "/")
+		if err != nil {
+			t.Fatalf("https: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "tls" {
+			t.Fatalf("https answered %q", b)
+		}
+		resp, err = hc.Get("http://" + addr + "/")
+		if err != nil {
+			t.Fatalf("http (require %v): %v", require, err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case !require && string(b) != "plain":
+			t.Fatalf("plaintext answered %d %q", resp.StatusCode, b)
+		case require && (resp.StatusCode != 400 || !strings.Contains(string(b), "requires TLS: use https://"+addr)):
+			t.Fatalf("plaintext with TLS required answered %d %q", resp.StatusCode, b)
+		}
+	}
+}

@@ -1,0 +1,216 @@
+package xrootd
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// TLS and token authentication, as XRootD 5 clients negotiate them.
+//
+// TLS is an upgrade of the plaintext connection (XProtocol.hh, kXR_protocol):
+// the client's kXR_protocol says it can (kXR_ableTLS) or wants
+// (kXR_wantTLS, a roots:// URL) TLS; a server with TLS answers with
+// kXR_haveTLS, and with kXR_gotoTLS when the connection switches, right
+// after that response, on the same socket, before login or bind. With
+// RequireTLS every able client is switched (and told kXR_tlsLogin |
+// kXR_tlsData); a client that cannot switch is refused at login and bind
+// with kXR_TLSRequired. A client redirected to a data listener keeps its
+// roots:// and switches there too.
+//
+// Tokens ride the "ztn" security protocol, which needs TLS: the login
+// response of a TLS connection lists "&P=ztn,0:<max token size>:" (then
+// "&P=unix", so a client without a token logs in as its connection
+// says); the client's kXR_auth with credential type "ztn" carries
+// "ztn\0", version 0, 'T', two reserved bytes, the token length (16 bits,
+// big-endian, counting a final NUL) and the token. Until kXR_auth
+// succeeds the session may do nothing; a refused token fails every later
+// kXR_auth too, so a client never falls back to a weaker identity.
+
+// TLS flags and codes (XProtocol.hh).
+const (
+	kXR_ableTLS = 0x02 // kXR_protocol request flags
+	kXR_wantTLS = 0x04
+
+	kXR_haveTLS  = 0x80000000 // kXR_protocol response flags
+	kXR_gotoTLS  = 0x40000000
+	kXR_tlsData  = 0x01000000
+	kXR_tlsLogin = 0x04000000
+
+	kXR_TLSRequired = 3028
+)
+
+// maxTokenSize is what the login response allows a ztn token (xrootd's
+// default 4 KiB is tight for tokens with many scopes).
+const maxTokenSize = 16 << 10
+
+// tlsHandshakeTimeout bounds the TLS handshake after kXR_gotoTLS.
+const tlsHandshakeTimeout = 30 * time.Second
+
+// protocolTLS returns the TLS flags of the kXR_protocol response to a
+// request with flags reqFlags, and whether the connection switches.
+func (c *conn) protocolTLS(reqFlags byte) (uint32, bool) {
+	cfg := &c.srv.cfg
+	if cfg.TLS == nil {
+		return 0, false
+	}
+	flags := uint32(kXR_haveTLS)
+	if cfg.RequireTLS {
+		flags |= kXR_tlsLogin | kXR_tlsData
+	}
+	if c.tls {
+		return flags, false
+	}
+	able := reqFlags&(kXR_ableTLS|kXR_wantTLS) != 0
+	if reqFlags&kXR_wantTLS != 0 || (cfg.RequireTLS && able) {
+		return flags | kXR_gotoTLS, true
+	}
+	return flags, false
+}
+
+// startTLS switches the connection to TLS (the kXR_protocol response has
+// been sent in plaintext); bytes already read ahead are the handshake's.
+func (c *conn) startTLS() error {
+	var pre []byte
+	if n := c.br.Buffered(); n > 0 {
+		pre, _ = c.br.Peek(n)
+		pre = append([]byte(nil), pre...)
+	}
+	raw := c.nc
+	if len(pre) > 0 {
+		raw = &readAhead{Conn: raw, pre: pre}
+	}
+	tc := tls.Server(raw, c.srv.cfg.TLS)
+	tc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+	if err := tc.Handshake(); err != nil {
+		c.srv.log.Debug("xrootd: TLS handshake failed", "client", c.host, "err", err)
+		return err
+	}
+	tc.SetDeadline(time.Time{})
+	c.srv.mu.Lock()
+	c.wmu.Lock()
+	c.nc = tc
+	c.wmu.Unlock()
+	c.srv.mu.Unlock()
+	c.br = bufio.NewReaderSize(tc, 32<<10)
+	c.tls = true
+	return nil
+}
+
+// readAhead gives back bytes buffered before the rest of the stream.
+type readAhead struct {
+	net.Conn
+	pre []byte
+}
+
+func (r *readAhead) Read(p []byte) (int, error) {
+	if len(r.pre) > 0 {
+		n := copy(p, r.pre)
+		r.pre = r.pre[n:]
+		return n, nil
+	}
+	return r.Conn.Read(p)
+}
+
+// requireTLS refuses op on a plaintext connection of a TLS-only server.
+func (c *conn) requireTLS(sid [2]byte, op string) (refused, ok bool) {
+	if !c.srv.cfg.RequireTLS || c.tls {
+		return false, true
+	}
+	return true, c.sendErr(sid, kXR_TLSRequired, op+": this server requires TLS (use roots://, or a client that can switch to TLS)") == nil
+}
+
+// loginSecurity is what the login response asks of the client: ztn on TLS
+// connections of a server that authenticates tokens.
+func (c *conn) loginSecurity() string {
+	if !c.tls || c.srv.cfg.AuthenticateToken == nil {
+		return ""
+	}
+	return "&P=ztn,0:" + strconv.Itoa(maxTokenSize) + ":&P=unix"
+}
+
+// doAuth handles kXR_auth.
+func (c *conn) doAuth(h *reqHeader, body []byte) bool {
+	sid := h.StreamID
+	if c.sess == nil {
+		return c.sendErr(sid, kXR_NotAuthorized, "auth: login first") == nil
+	}
+	if c.authFailed != "" {
+		return c.sendErr(sid, kXR_NotAuthorized, c.authFailed) == nil
+	}
+	if !c.sess.pending.Load() {
+		return c.sendErr(sid, kXR_Unsupported, "auth: this session needs no authentication") == nil
+	}
+	switch cred := cstring(h.Params[12:16]); cred {
+	case "ztn":
+		tok, err := parseZtn(body)
+		if err != "" {
+			return c.refuseAuth(sid, "ztn: "+err)
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+		defer cancel()
+		id, aerr := c.srv.cfg.AuthenticateToken(ctx, c.sess.ident.User, c.nc.RemoteAddr(), c.nc.LocalAddr(), tok)
+		if aerr != nil {
+			return c.refuseAuth(sid, "ztn: token refused: "+aerr.Error())
+		}
+		id.Host = c.host
+		c.sess.ident = id
+	case "unix":
+		// The client has no token: it is who its connection says (the
+		// claimed user name in the credentials is not trusted).
+	default:
+		return c.refuseAuth(sid, "auth: security protocol "+strconv.Quote(cred)+" is not offered by this server")
+	}
+	c.sess.pending.Store(false)
+	return c.send(sid, kXR_ok) == nil
+}
+
+// refuseAuth answers a failed kXR_auth; the session stays unauthenticated
+// and every later kXR_auth on it fails the same way.
+func (c *conn) refuseAuth(sid [2]byte, msg string) bool {
+	c.authFailed = msg
+	c.srv.log.Info("xrootd: authentication refused", "client", c.host, "reason", msg)
+	return c.sendErr(sid, kXR_NotAuthorized, msg) == nil
+}
+
+// parseZtn extracts the token of ztn credentials ("" error: fine).
+func parseZtn(b []byte) (string, string) {
+	const hdr = 10 // "ztn\0", version, operation, 2 reserved, 16-bit length
+	if len(b) < 8 || string(b[:4]) != "ztn\x00" {
+		return "", "malformed credentials"
+	}
+	if b[4] != 0 {
+		return "", "unsupported version " + strconv.Itoa(int(b[4]))
+	}
+	switch b[5] {
+	case 'T':
+	case 'S':
+		return "", "this server lists no token issuers; send a token (BEARER_TOKEN, BEARER_TOKEN_FILE)"
+	default:
+		return "", "unknown operation"
+	}
+	if len(b) < hdr {
+		return "", "malformed credentials"
+	}
+	n := int(binary.BigEndian.Uint16(b[8:10]))
+	switch {
+	case n < 2:
+		return "", "empty token"
+	case hdr+n > len(b):
+		return "", "token longer than the credentials"
+	case n > maxTokenSize:
+		return "", "token too large"
+	case b[hdr+n-1] != 0:
+		return "", "token without a final NUL"
+	}
+	tok := strings.TrimSpace(string(b[hdr : hdr+n-1]))
+	if tok == "" || strings.IndexByte(tok, 0) >= 0 {
+		return "", "malformed token"
+	}
+	return tok, ""
+}
