@@ -102,7 +102,8 @@ const fsUsage = `usage: kaon fs ls
        kaon fs add --node N --path DIR [--space S | --group S.N] [--io auto|direct|buffered]
        kaon fs add --node N --rados --pool P [--namespace NS] [--ceph-conf F] [--ceph-user U] [--object-size 16M] [--space S]
        kaon fs config ID key=value   (configstatus=rw|ro|drain|off, group=S.N, space=S, io=auto|direct|buffered, object-size=SIZE,
-                                      drain.rate=SIZE per second (0 = no cap), drain.parallel=N)
+                                      drain.rate=SIZE per second (0 = no cap), drain.parallel=N,
+                                      fsck: scan_disk_interval=4h, scan_ns_rate=1000 (stripes/s), scaninterval=7d, scanrate=100 (MB/s))
        kaon fs status ID             (a filesystem and its drain: stripes and bytes left, rate, ETA, failures with reasons)
        kaon fs reinit ID`
 
@@ -144,8 +145,12 @@ func runFs(args []string) int {
 				}
 				io += "/" + set
 			}
+			health := f.Health
+			if f.Slow != "" { // standing out from its group: new files avoid it
+				health = strings.TrimPrefix(health+"; ", "ok; ") + "slow: " + f.Slow
+			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", f.Node, f.ID, f.Path, f.Group, f.BootStatus, f.ConfigStatus,
-				dash(f.Kind), dash(io), human(f.Used), human(f.Capacity), f.Files, drainColumns(f), dash(f.BackendHealth), f.Health)
+				dash(f.Kind), dash(io), human(f.Used), human(f.Capacity), f.Files, drainColumns(f), dash(f.BackendHealth), health)
 		}
 		tw.Flush()
 	case "add":

@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	register(command{name: "bench", short: "benchmarks: bench stream | bench ns | bench token", run: runBench})
+	register(command{name: "bench", short: "benchmarks: bench stream | bench ns | bench fsck | bench token", run: runBench})
 }
 
 func parseSize(s string) (int64, error) {
@@ -48,7 +48,7 @@ func serverOf(data string) (string, int, error) {
 
 func runBench(args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: kaon bench stream|ns|token [flags]")
+		fmt.Fprintln(os.Stderr, "usage: kaon bench stream|ns|fsck|token [flags]")
 		return 2
 	}
 	switch args[0] {
@@ -115,6 +115,31 @@ func runBench(args []string) int {
 			return fail("bench ns", err)
 		}
 		bench.PrintNamespace(os.Stdout, cfg, res)
+	case "fsck":
+		fl := flag.NewFlagSet("kaon bench fsck", flag.ExitOnError)
+		var cfg bench.FsckConfig
+		fl.StringVar(&cfg.Dir, "data", "", "work directory (populated on first use, reused after)")
+		fl.StringVar(&cfg.Stripes, "stripes", "", "parent of the filesystems (default DATA/fs; a tmpfs such as /dev/shm/x holds a million stripes cheaply)")
+		fl.IntVar(&cfg.Files, "files", 1000000, "files in the namespace")
+		fl.IntVar(&cfg.Dirs, "dirs", 1000, "directories to spread them over")
+		fl.IntVar(&cfg.Filesystems, "filesystems", 4, "filesystems of the storage server")
+		fl.StringVar(&cfg.Layout, "layout", "plain", "layout of the files (plain: one stripe each)")
+		fl.IntVar(&cfg.Runs, "runs", 3, "unthrottled runs (the median is reported)")
+		fl.BoolVar(&cfg.Throttled, "throttled", true, "one more run at the default rates (scan_ns_rate per filesystem, --fsck-rate)")
+		fl.Parse(args[1:])
+		if cfg.Dir == "" {
+			return fail("bench fsck", fmt.Errorf("--data is required"))
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return fail("bench fsck", err)
+		}
+		cfg.Kaon = exe
+		runs, err := bench.Fsck(cfg, os.Stdout)
+		if err != nil {
+			return fail("bench fsck", err)
+		}
+		bench.PrintFsck(os.Stdout, cfg, runs)
 	case "token":
 		fl := flag.NewFlagSet("kaon bench token", flag.ExitOnError)
 		data := fl.String("data", defaultDataDir(), "data dir of the running server (endpoints.json); it must accept tokens (--auth unix,token)")

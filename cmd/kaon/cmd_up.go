@@ -102,7 +102,7 @@ func runUp(args []string) int {
 	defer xrd()
 	policy.AddSelf(hostPort(ep.XRootD), hostPort(ep.FSTXrd))
 	nsSrv := serveHTTP(sec.listener(nsL), role.handler(log))
-	fstSrv := serveHTTP(sec.listener(fstL), httpfront.Storage(fst, role.key, c.Storage.TPC.httpConfig(policy), log))
+	fstSrv := serveHTTP(sec.listener(fstL), storageHandler(fst, httpfront.Storage(fst, role.key, c.Storage.TPC.httpConfig(policy), log)))
 	go fst.Run(ctx)
 	go role.srv.Run(ctx)
 	select {
@@ -275,7 +275,7 @@ func runFST(args []string) int {
 	}
 	defer stop()
 	policy.AddSelf(hostPort(ep.FSTXrd))
-	srv := serveHTTP(sec.listener(l), httpfront.Storage(fst, key, c.Storage.TPC.httpConfig(policy), log))
+	srv := serveHTTP(sec.listener(l), storageHandler(fst, httpfront.Storage(fst, key, c.Storage.TPC.httpConfig(policy), log)))
 	go fst.Run(ctx)
 	<-fst.Ready()
 	sec.endpoints(&ep)

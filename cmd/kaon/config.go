@@ -12,6 +12,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
+	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/storage"
 )
 
@@ -61,6 +62,11 @@ type NamespaceConfig struct {
 	RecycleLifetime time.Duration
 	RecycleSize     int64
 	AuditLog        string // "DATA/..." is below the data directory
+	FsckRate        int
+	OrphanGrace     time.Duration
+	SlowFactor      float64
+	SlowMin         time.Duration
+	SlowPlacement   bool
 	Auth            AuthConfig
 }
 
@@ -71,7 +77,35 @@ func (n *NamespaceConfig) bind(fl *flag.FlagSet) {
 	fl.DurationVar(&n.RecycleLifetime, "recycle-lifetime", 30*24*time.Hour, "recycle bin entries older than this are purged (0 = kept)")
 	fl.Int64Var(&n.RecycleSize, "recycle-size", 0, "the oldest recycle bin entries are purged while it holds more bytes than this (0 = no limit)")
 	fl.StringVar(&n.AuditLog, "audit-log", "DATA/audit.log", "audit log: one JSON line per mutation and refused request (empty = off)")
+	fl.IntVar(&n.FsckRate, "fsck-rate", nsserver.DefaultFsckRate, "fsck: files per second of the namespace pass after scans (0 = unthrottled)")
+	fl.DurationVar(&n.OrphanGrace, "fsck-orphan-grace", nsserver.DefaultOrphanGrace, "fsck repair drops an orphan stripe only once it was found this long ago")
+	fl.Float64Var(&n.SlowFactor, "slow-factor", nsserver.DefaultSlowFactor, "a filesystem whose p90 I/O latency is this many times the median of its group's filesystems on other disks is slow (0 = no slow-disk detection)")
+	fl.DurationVar(&n.SlowMin, "slow-min", nsserver.DefaultSlowMin, "... and above this for small operations (10x for large ones)")
+	fl.BoolVar(&n.SlowPlacement, "slow-placement", false, "keep placing new files on slow filesystems (they are only marked and warned about)")
 	n.Auth.bind(fl)
+}
+
+// slowPolicy is the slow-disk detection the flags ask for.
+func (n NamespaceConfig) slowPolicy() nsserver.SlowPolicy {
+	return nsserver.SlowPolicy{Factor: n.SlowFactor, Min: n.SlowMin, KeepPlacing: n.SlowPlacement, Off: n.SlowFactor <= 0}
+}
+
+// orphanGrace is the grace for nsserver.Config (which spells none
+// negative).
+func (n NamespaceConfig) orphanGrace() time.Duration {
+	if n.OrphanGrace <= 0 {
+		return -1
+	}
+	return n.OrphanGrace
+}
+
+// fsckRate is the namespace pass rate for nsserver.Config (which spells
+// unthrottled negative).
+func (n NamespaceConfig) fsckRate() int {
+	if n.FsckRate <= 0 {
+		return -1
+	}
+	return n.FsckRate
 }
 
 // StorageConfig is a storage server's own settings.
@@ -82,6 +116,8 @@ type StorageConfig struct {
 	IOTimeout      time.Duration // I/O deadline per filesystem (and librados operation timeout)
 	CephConf       string        // ceph.conf for RADOS filesystems that name none (and Ceph's health)
 	CephUser       string        // Ceph client id for them
+	LatencyWindow  time.Duration // span of the latency percentiles reported for slow-disk detection
+	LatencyProbe   time.Duration // period of the small I/O probe of every writable filesystem
 }
 
 // TPCConfig is how a storage server runs third-party copies.
@@ -109,6 +145,8 @@ func (s *StorageConfig) bind(fl *flag.FlagSet, syncFlag bool) {
 		"no filesystem call (or RADOS operation) is waited for longer: past it the client gets 503/kXR_IOError and the filesystem is offline until it answers (0 = wait forever)")
 	fl.StringVar(&s.CephConf, "ceph-conf", "", "ceph.conf for RADOS filesystems that name none, and for the Ceph health of CephFS mounts (default: Ceph's own search)")
 	fl.StringVar(&s.CephUser, "ceph-user", "", "Ceph client id for RADOS filesystems that name none (default: Ceph's, admin)")
+	fl.DurationVar(&s.LatencyWindow, "latency-window", storage.DefaultLatencyWindow, "I/O latency percentiles (slow-disk detection) cover this much recent time")
+	fl.DurationVar(&s.LatencyProbe, "latency-probe", storage.DefaultLatencyProbe, "write, read and remove a small probe stripe on every writable filesystem this often (0 = never)")
 }
 
 // JoinConfig is how a separate storage server finds its namespace server.

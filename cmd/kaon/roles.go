@@ -107,13 +107,14 @@ func waitSignal() {
 
 // nsRole is a namespace server with its store.
 type nsRole struct {
-	eng    *pebblekv.Engine
-	srv    *nsserver.Server
-	key    *capability.Key
-	audit  io.Closer
-	tokens *token.Issuer
-	auth   auth.Chain // how clients are authenticated (startAuth)
-	sec    *security
+	eng     *pebblekv.Engine
+	srv     *nsserver.Server
+	key     *capability.Key
+	audit   io.Closer
+	tokens  *token.Issuer
+	auth    auth.Chain // how clients are authenticated (startAuth)
+	sec     *security
+	metrics *namespaceMetrics
 }
 
 func (r *nsRole) Close() {
@@ -150,11 +151,15 @@ func openNamespace(dir string, c NamespaceConfig, sec *security, log *slog.Logge
 	storage := storageClient(key, sec)
 	role.srv, err = nsserver.New(nsserver.Config{Engine: role.eng, Sync: c.Sync, Key: key, CapabilityTTL: c.CapTTL, Logger: log,
 		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit, Tokens: role.tokens,
-		Data: storage, Mover: storage, PhysName: physName})
+		Data: storage, Mover: storage, PhysName: physName,
+		Repair: storage, FsckRate: c.fsckRate(), FsckOrphanGrace: c.orphanGrace(),
+		Slow: c.slowPolicy()})
 	if err != nil {
 		role.Close()
 		return nil, err
 	}
+	role.metrics = newNamespaceMetrics(role.srv)
+	role.srv.ReportMovement(role.metrics.Move)
 	return role, nil
 }
 
@@ -168,17 +173,18 @@ func (r *nsRole) startAuth(ctx context.Context, dir, endpoint string, c AuthConf
 }
 
 // handler is the namespace endpoint: WebDAV and the admin API
-// (access-logged), the internal protocol (not: heartbeats every second).
+// (access-logged), the internal protocol (not: heartbeats every second),
+// metrics.
 func (r *nsRole) handler(log *slog.Logger) http.Handler {
 	front := &httpfront.Namespace{NS: r.srv, Key: r.key, Log: log, Auth: r.auth}
 	logged := httpfront.AccessLog(front, log)
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	return r.metrics.serve(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.HasPrefix(req.URL.Path, "/internal/v1/") {
 			front.ServeHTTP(w, req)
 			return
 		}
 		logged.ServeHTTP(w, req)
-	})
+	}))
 }
 
 // stores opens the filesystems of a storage server: rados://... as a
@@ -213,7 +219,7 @@ func physName(fs namespace.Filesystem, fid uint64) string {
 func newStorage(node, addr string, key *capability.Key, ns message.Namespace, paths []string, c StorageConfig, sec *security, log *slog.Logger) (*storage.Server, error) {
 	return storage.New(storage.Config{Node: node, Addr: addr, Key: key, Namespace: ns, Paths: paths,
 		Store: c.stores(), Peers: storageClient(key, sec), IOTimeout: ioTimeout(c.IOTimeout),
-		StreamMemory: c.StreamMemoryMB << 20, Logger: log})
+		StreamMemory: c.StreamMemoryMB << 20, LatencyWindow: c.LatencyWindow, LatencyProbe: latencyProbe(c.LatencyProbe), Logger: log})
 }
 
 // httpConfig is the HTTP-TPC setup of a storage server; policy learns this
@@ -236,6 +242,15 @@ func hostPort(u string) string {
 // ioTimeout is the storage server's I/O deadline for --io-timeout (0:
 // none, which storage.Config spells negative).
 func ioTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
+}
+
+// latencyProbe is the probe period for --latency-probe (0: none, which
+// storage.Config spells negative).
+func latencyProbe(d time.Duration) time.Duration {
 	if d <= 0 {
 		return -1
 	}

@@ -27,6 +27,7 @@ func startXRootD(addr, host string, m *nsserver.Server, id auth.Chain, fst *stor
 		Logger: log.With("role", "xrootd-mgm")}
 	sec.xrootd(&cfg, id)
 	srv := xrootd.NewServer(cfg)
+	noteXRootD("mgm", srv)
 	go srv.Serve(l)
 	ep.XRootD = "root://" + nsAddr
 	stops := []func(){func() { srv.Close() }}
@@ -64,6 +65,7 @@ func startFSTXRootD(addr, manager string, fst *storage.Server, tpc *remote.Polic
 		TPC: xrdkaon.TPC{Remote: &remote.XRootD{Policy: tpc}, Log: log}}
 	sec.xrootd(&cfg, nil)
 	srv := xrootd.NewServer(cfg)
+	noteXRootD("fst", srv)
 	go srv.Serve(l)
 	fst.SetXrdAddr(a)
 	ep.FSTXrd = "root://" + a

@@ -77,6 +77,23 @@ type Filesystem struct {
 	DrainFailures  int     `json:"drain_failures,omitempty"`
 	DrainRateLimit int64   `json:"drain_rate_limit,omitempty"`
 	DrainParallel  int     `json:"drain_parallel,omitempty"`
+	// Latency of its storage server's own I/O on it over the last window,
+	// and why it is slow (standing out from its group; "" when it is not).
+	Latency *Latency `json:"latency,omitempty"`
+	Slow    string   `json:"slow,omitempty"`
+}
+
+// Latency is a filesystem's I/O latency: percentiles of small operations
+// (metadata, transfers under 64 KiB) and large ones, with sample counts.
+type Latency struct {
+	SmallN   int64         `json:"small_n"`
+	SmallP50 time.Duration `json:"small_p50"`
+	SmallP90 time.Duration `json:"small_p90"`
+	SmallP99 time.Duration `json:"small_p99"`
+	LargeN   int64         `json:"large_n"`
+	LargeP50 time.Duration `json:"large_p50"`
+	LargeP90 time.Duration `json:"large_p90"`
+	LargeP99 time.Duration `json:"large_p99"`
 }
 
 // Space is a row of `space ls`.

@@ -31,11 +31,16 @@ func entryOf(p string, n *namespace.Inode) client.Entry {
 }
 
 func filesystemOf(f nsserver.FsState) client.Filesystem {
-	return client.Filesystem{ID: f.ID, Node: f.Node, Path: f.Path, Group: f.Group, Space: f.Space, ConfigStatus: f.ConfigStatus,
+	out := client.Filesystem{ID: f.ID, Node: f.Node, Path: f.Path, Group: f.Group, Space: f.Space, ConfigStatus: f.ConfigStatus,
 		UUID: f.UUID, Initialized: f.Initialized, Addr: f.Addr, BootStatus: f.BootStatus, Capacity: f.Capacity,
 		Used: f.Used, Files: f.Files, Health: f.Health, LastBeat: f.LastBeat,
 		IO: f.IO, ObjectSize: f.ObjectSize, Kind: f.Kind, Backend: f.Backend, IOInUse: f.IOInUse, FsType: f.FsType,
-		BackendHealth: f.BackendHealth}
+		BackendHealth: f.BackendHealth, Slow: f.Slow}
+	if f.Latency != nil {
+		l := client.Latency(*f.Latency)
+		out.Latency = &l
+	}
+	return out
 }
 
 // apiArgs merges query parameters and a JSON body.
@@ -387,6 +392,7 @@ func (f *Namespace) apiHandler() http.Handler {
 	handle("space/config", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
 		return done, ns.ConfigSpace(ctx, c, a["name"], a["key"], a["value"])
 	})
+	f.fsckAPI(handle)
 	handle("space/ls", false, func(ctx context.Context, c auth.Principal, _ apiArgs) (any, error) {
 		var out []client.Space
 		for _, s := range ns.Spaces(ctx, c) {

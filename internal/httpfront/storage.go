@@ -23,5 +23,6 @@ func Storage(fst *storage.Server, key *capability.Key, tpc TPCConfig, log *slog.
 	moves := cluster.MoveHandler(fst, key.Internal(), log)
 	mux.Handle(cluster.MovePath, moves)
 	mux.Handle(cluster.ConvertPath, moves)
+	mux.Handle(cluster.FsckRepairPath, cluster.RepairHandler(fst, key.Internal()))
 	return mux
 }

@@ -3,6 +3,7 @@ package namespace
 import (
 	"encoding/binary"
 	"encoding/json"
+	"time"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
@@ -38,6 +39,18 @@ type Filesystem struct {
 	// DrainParallel is how many stripes it moves at once (0: default).
 	DrainRate     int64 `json:"drain_rate,omitempty"`
 	DrainParallel int   `json:"drain_parallel,omitempty"`
+	// Fsck are its scan settings (zero: the defaults).
+	Fsck FsckSettings `json:"fsck,omitzero"`
+}
+
+// FsckSettings are a filesystem's fsck scan settings (package fsck: EOS'
+// scan_disk_interval, scan_ns_rate, scaninterval and scanrate; negative
+// rates are unthrottled, a negative scan interval turns scrubs off).
+type FsckSettings struct {
+	DiskInterval  time.Duration `json:"disk_interval,omitempty"`
+	NSRate        int           `json:"ns_rate,omitempty"`
+	ScrubInterval time.Duration `json:"scrub_interval,omitempty"`
+	ScrubRate     int64         `json:"scrub_rate,omitempty"`
 }
 
 func fsKey(id uint32) []byte { return binary.BigEndian.AppendUint32([]byte{'F'}, id) }

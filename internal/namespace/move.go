@@ -83,6 +83,16 @@ func (ns *Namespace) busyFor(fsid uint32, fid uint64) (string, error) {
 	return "", nil
 }
 
+// MoveInFlight reports whether a stripe of fid is being copied onto
+// filesystem fsid (fsck: such a stripe is neither registered nor an
+// orphan yet).
+func (ns *Namespace) MoveInFlight(fsid uint32, fid uint64) (bool, error) {
+	prefix := u64(binary.BigEndian.AppendUint32([]byte{'M'}, fsid), fid)
+	found := false
+	err := ns.eng.Scan(prefix, kv.PrefixEnd(prefix), func(_, _ []byte) bool { found = true; return false })
+	return found, err
+}
+
 // BeginMove records m before its first byte is copied. The file must be
 // committed with stripe m.Stripe on m.From; m.To must hold no stripe of
 // it, queued for deletion or in flight (kerr.Busy). It returns the file.
@@ -136,6 +146,11 @@ func (ns *Namespace) FinishMove(m Move, copied bool, deleteAt time.Time) (switch
 		f, err := ns.inode(m.Fid, "move")
 		if err != nil && !kerr.Is(err, kerr.NotFound) {
 			return err
+		}
+		// A copy someone queued for deletion meanwhile (fsck dropping
+		// what it took for an unregistered copy) is never switched in.
+		if _, err := ns.eng.Get(deletionKey(m.To, m.Fid, m.Stripe)); err == nil {
+			return nil
 		}
 		if !copied || f == nil || f.IsDir || m.Stripe >= len(f.Locations) || f.Locations[m.Stripe] != m.From ||
 			slices.Contains(f.Locations, m.To) {
@@ -302,28 +317,4 @@ func (ns *Namespace) AbortConvert(newFid uint64) error {
 		queueDeletion(tx, p)
 		return nil
 	})
-}
-
-// ScanFiles calls fn with every committed file (recycled ones included)
-// in key order until fn returns false. Records are read as they are
-// committed; one changed during the scan may be seen before or after
-// the change. fn must not mutate the namespace.
-func (ns *Namespace) ScanFiles(fn func(f *Inode) bool) error {
-	var derr error
-	err := ns.eng.Scan([]byte{'D'}, []byte{'E'}, func(k, v []byte) bool {
-		if len(k) < 9 || len(v) < 2 || v[0] != 'f' {
-			return true
-		}
-		f, err := decodeInode(v[1:])
-		if err != nil {
-			derr = kerr.Wrap(kerr.Internal, "scan", string(k), err)
-			return false
-		}
-		f.Parent, f.Name = binary.BigEndian.Uint64(k[1:9]), string(k[9:])
-		return fn(f)
-	})
-	if err == nil {
-		err = derr
-	}
-	return err
 }

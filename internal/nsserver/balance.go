@@ -84,7 +84,7 @@ func (m *mover) fills(group string) []fill {
 	r.mu.RLock()
 	var fss []FsState
 	for _, f := range r.fs {
-		if f.Group == group && f.ConfigStatus == "rw" && f.Health == "ok" && r.alive(f) && f.Capacity > 0 {
+		if f.Group == group && f.ConfigStatus == "rw" && f.Health == "ok" && r.alive(f) && f.Capacity > 0 && (f.Slow == "" || !r.avoidSlow) {
 			fss = append(fss, *f)
 		}
 	}
@@ -250,6 +250,7 @@ func (m *mover) balanceOne(ctx context.Context, j *balanceJob, c stripe, from, t
 		j.fails.clear(c.f.ID, c.idx)
 		j.mu.Unlock()
 		m.count("balance", func(mc *MoveCounters) { mc.Stripes++; mc.Bytes += res.Bytes })
+		m.moved("balance", from, res.Bytes, true)
 	case gone, busy:
 	default:
 		if ctx.Err() != nil {
@@ -259,6 +260,7 @@ func (m *mover) balanceOne(ctx context.Context, j *balanceJob, c stripe, from, t
 		j.fails.add(MoveFailure{Path: m.s.pathOfID(c.f.ID), Fid: c.f.ID, Stripe: c.idx, Reason: fmt.Sprintf("fs %d to fs %d: %s", from, to, reasonOf(err)), Time: time.Now()})
 		j.mu.Unlock()
 		m.count("balance", func(mc *MoveCounters) { mc.Failures++ })
+		m.moved("balance", from, 0, false)
 		sleepCtx(ctx, time.Second) // do not spin on a failing target
 	}
 }

@@ -100,9 +100,11 @@ func (s *Server) ConvertFile(ctx context.Context, p auth.Principal, path, space,
 		return f, nil // nothing to move (an empty file has no stripes)
 	}
 	if err := s.mv.convertOne(ctx, f, path, l, sp); err != nil {
+		s.mv.moved("conversion", 0, 0, false)
 		return nil, err
 	}
 	s.mv.count("convert", func(c *MoveCounters) { c.Stripes++; c.Bytes += f.Size })
+	s.mv.moved("conversion", 0, f.Size, true)
 	return s.ns.Stat(caller(p), path)
 }
 
@@ -244,18 +246,17 @@ func (m *mover) sweepPolicies(ctx context.Context) {
 		memo[cid] = f
 		return f
 	}
-	err := s.ns.ScanFiles(func(f *namespace.Inode) bool {
+	err := s.eachFile(func(f *namespace.Inode) {
 		found := policyOf(f.Parent)
 		pol := found.pol
 		if !found.inTree || pol == (policy{}) || len(f.Locations) == 0 {
-			return true
+			return
 		}
 		l, sp, err := s.convertTarget(f, pol.space, pol.layout)
 		if err != nil || (l.String() == f.Layout && sp == s.spaceOfFile(f)) {
-			return true
+			return
 		}
 		todo = append(todo, job{f, l, sp})
-		return true
 	})
 	if err != nil {
 		s.log.Error("conversion policies: cannot scan the namespace", "err", err)
@@ -285,6 +286,7 @@ func (m *mover) sweepPolicies(ctx context.Context) {
 			m.counters["convert"].Failures++
 		}
 		m.mu.Unlock()
+		m.moved("conversion", 0, j.f.Size, err == nil)
 		if err != nil && !kerr.Is(err, kerr.NotFound) {
 			s.log.Warn("conversion policy: file not converted", "path", path, "to", j.l.String()+" in "+j.s, "err", err)
 		}

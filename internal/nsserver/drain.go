@@ -111,15 +111,36 @@ type stripe struct {
 // stripesOn scans the namespace for the stripes on fs id.
 func (m *mover) stripesOn(id uint32) ([]stripe, error) {
 	var out []stripe
-	err := m.s.ns.ScanFiles(func(f *namespace.Inode) bool {
+	err := m.s.eachFile(func(f *namespace.Inode) {
 		for i, loc := range f.Locations {
 			if loc == id {
 				out = append(out, stripe{f: f, idx: i, bytes: stripeBytes(f)})
 			}
 		}
-		return true
 	})
 	return out, err
+}
+
+// eachFile calls fn with every committed file (recycled ones included),
+// read in batches (namespace.ScanFiles); fn runs outside the namespace's
+// lock, so it may call the namespace. A file changed during the scan may
+// be seen before or after the change.
+func (s *Server) eachFile(fn func(f *namespace.Inode)) error {
+	var from []byte
+	for {
+		var batch []*namespace.Inode
+		next, err := s.ns.ScanFiles(from, 1000, func(f *namespace.Inode) { batch = append(batch, f) })
+		if err != nil {
+			return err
+		}
+		for _, f := range batch {
+			fn(f)
+		}
+		if next == nil {
+			return nil
+		}
+		from = next
+	}
 }
 
 // movesFrom counts the moves in flight off fs id.
@@ -267,6 +288,7 @@ func (m *mover) drainOne(ctx context.Context, j *drainJob, it stripe, group stri
 		j.fails.add(MoveFailure{Path: m.s.pathOfID(it.f.ID), Fid: it.f.ID, Stripe: it.idx, Reason: why, Time: time.Now()})
 		j.mu.Unlock()
 		m.count("drain", func(c *MoveCounters) { c.Failures++ })
+		m.moved("drain", j.id, 0, false)
 		return false
 	}
 	for range 4 {
@@ -286,6 +308,7 @@ func (m *mover) drainOne(ctx context.Context, j *drainJob, it stripe, group stri
 			j.fails.clear(it.f.ID, it.idx)
 			j.mu.Unlock()
 			m.count("drain", func(c *MoveCounters) { c.Stripes++; c.Bytes += res.Bytes })
+			m.moved("drain", j.id, res.Bytes, true)
 			if res.Tried != "" {
 				m.s.log.Warn("drain: stripe moved after trying other sources", "fsid", j.id, "fid", it.f.ID,
 					"stripe", it.idx, "how", res.How, "tried", res.Tried)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,6 +110,31 @@ func stripesIn(t *testing.T, root string) []string {
 	return out
 }
 
+// recorder is a MoveReporter keeping what it was told.
+type recorder struct {
+	mu       sync.Mutex
+	moved    map[string]int // kind/fsid/ok
+	bytes    int64
+	progress map[string][3]int64 // kind/fsid -> files left, bytes left, running
+}
+
+func (r *recorder) Progress(kind, fsid string, files, bytes int64, running bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	run := int64(0)
+	if running {
+		run = 1
+	}
+	r.progress[kind+"/"+fsid] = [3]int64{files, bytes, run}
+}
+
+func (r *recorder) Moved(kind, fsid string, bytes int64, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.moved[fmt.Sprintf("%s/%s/%v", kind, fsid, ok)]++
+	r.bytes += bytes
+}
+
 // TestDrain: a drained filesystem's stripes of every layout move to the
 // others of its group (a replica copied, an EC stripe copied with its
 // frames checked), the files read back whole, fs ls ends in drained, and
@@ -127,6 +153,8 @@ func TestDrain(t *testing.T) {
 	if on1 == 0 {
 		t.Fatal("no file has a stripe on fs 1: the test proves nothing")
 	}
+	rec := &recorder{moved: map[string]int{}, progress: map[string][3]int64{}}
+	st.NS.ReportMovement(rec)
 	if err := st.Client.ConfigFilesystem(ctx, "1", "configstatus", "drain"); err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +170,16 @@ func TestDrain(t *testing.T) {
 	if err != nil || s.FilesMoved < int64(on1) || s.DrainFilesLeft != 0 || len(s.Failures) != 0 {
 		t.Fatalf("fs status after the drain: %+v %v (want >= %d moved, none left)", s, err, on1)
 	}
+	waitFor(t, 5*time.Second, "the metrics hook to hear that the drain ended", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.progress["drain/1"] == [3]int64{0, 0, 0}
+	})
+	rec.mu.Lock()
+	if rec.moved["drain/1/true"] != int(s.FilesMoved) || rec.bytes != s.BytesMoved {
+		t.Fatalf("metrics hook: %v, %d bytes; fs status: %d stripes, %d bytes", rec.moved, rec.bytes, s.FilesMoved, s.BytesMoved)
+	}
+	rec.mu.Unlock()
 	root := fsRow(t, st, 1).Path
 	waitFor(t, 30*time.Second, "the drained stripes to be deleted from fs 1", func() bool { return len(stripesIn(t, root)) == 0 })
 	// Back to rw: the drain state is gone.

@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -103,6 +104,59 @@ type MovementStats interface {
 
 var _ MovementStats = (*Server)(nil)
 
+// MoveReporter is told about data movement as it happens (the metrics
+// package's Movement implements it): kind is "drain", "balance" or
+// "conversion", fsid the filesystem moved from ("" for conversions and
+// for the balancers' progress, which span filesystems).
+type MoveReporter interface {
+	Progress(kind, fsid string, filesLeft, bytesLeft int64, running bool)
+	Moved(kind, fsid string, bytes int64, ok bool)
+}
+
+// ReportMovement makes the service tell r about data movement (nil: no
+// one).
+func (s *Server) ReportMovement(r MoveReporter) {
+	s.mv.mu.Lock()
+	s.mv.reporter = r
+	s.mv.mu.Unlock()
+}
+
+// report calls the reporter, if any, outside m.mu.
+func (m *mover) report(fn func(r MoveReporter)) {
+	m.mu.Lock()
+	r := m.reporter
+	m.mu.Unlock()
+	if r != nil {
+		fn(r)
+	}
+}
+
+// moved tells the reporter about one stripe (or file) of kind moved from
+// fs from (0: none) or not.
+func (m *mover) moved(kind string, from uint32, bytes int64, ok bool) {
+	fsid := ""
+	if from != 0 {
+		fsid = strconv.FormatUint(uint64(from), 10)
+	}
+	m.report(func(r MoveReporter) { r.Moved(kind, fsid, bytes, ok) })
+}
+
+// reportProgress tells the reporter where every movement stands.
+func (m *mover) reportProgress() {
+	mv := m.s.Movement()
+	m.report(func(r MoveReporter) {
+		for _, d := range mv.Drains {
+			r.Progress("drain", strconv.FormatUint(uint64(d.FsID), 10), d.FilesLeft, d.BytesLeft, d.Status == DrainDraining)
+		}
+		balancing := false
+		for _, b := range mv.Balancers {
+			balancing = balancing || b.InFlight > 0
+		}
+		r.Progress("balance", "", 0, 0, balancing)
+		r.Progress("conversion", "", int64(mv.Conversions.Pending), 0, mv.Conversions.Pending > 0)
+	})
+}
+
 // mover is the service's scheduler of data movement.
 type mover struct {
 	s *Server
@@ -113,6 +167,7 @@ type mover struct {
 	adjust    []adjustment // bytes in flight or recently moved, not yet in the reports
 	counters  map[string]*MoveCounters
 	convert   convertState
+	reporter  MoveReporter
 	kick      chan struct{} // the conversion policies changed
 	changed   chan struct{} // a filesystem or group setting changed
 }
@@ -143,6 +198,7 @@ func (m *mover) run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		m.reconcile(ctx)
+		m.reportProgress()
 		select {
 		case <-ctx.Done():
 			return
@@ -351,7 +407,8 @@ func (s *Server) pathOfID(fid uint64) string {
 }
 
 // target picks the filesystem of group that takes stripe idx of f,
-// leaving fs from: writable, booted, healthy, on a live node, holding no
+// leaving fs from: writable, booted, healthy, not slow (as placement), on
+// a live node, holding no
 // stripe of f, not in exclude, with room for size bytes (counting moves
 // in flight onto it); nodes holding fewer stripes of f first, then the
 // most free space. With none, why says for each filesystem of the group
@@ -378,6 +435,7 @@ func (m *mover) target(f *namespace.Inode, idx int, from uint32, group string, s
 	var cands []cand
 	var why []string
 	var fss []FsState // copies: reports change them under r.mu
+	avoidSlow := r.avoidSlow
 	alive := map[uint32]bool{}
 	for _, id := range ids {
 		if g := r.fs[id]; g.Group == group && id != from {
@@ -399,6 +457,8 @@ func (m *mover) target(f *namespace.Inode, idx int, from uint32, group string, s
 			why = append(why, fmt.Sprintf("fs %d is not booted", g.ID))
 		case g.Health != "ok":
 			why = append(why, fmt.Sprintf("fs %d: %s", g.ID, g.Health))
+		case g.Slow != "" && avoidSlow:
+			why = append(why, fmt.Sprintf("fs %d is slow: %s", g.ID, g.Slow))
 		case free < size:
 			why = append(why, fmt.Sprintf("fs %d has %s free, the stripe needs %s", g.ID, compact(max(free, 0)), compact(size)))
 		default:

@@ -11,8 +11,8 @@ import (
 	"github.com/kaon-storage/kaon/internal/layout"
 )
 
-// place picks one writable filesystem of space ("" is the default one)
-// per stripe, all in one scheduling group (as EOS does: a group is the
+// place picks one writable filesystem of space ("" is the default one),
+// not a slow one (slow.go), per stripe, all in one scheduling group (as EOS does: a group is the
 // unit drain and balance work in, so a file's stripes never span two),
 // never two on one filesystem, spreading over nodes first, weighted
 // towards free space. The group is drawn among those with enough
@@ -29,7 +29,7 @@ func (r *registry) place(l layout.Layout, space string) ([]uint32, error) {
 	shared := map[string]int{} // candidates per backend
 	total := 0
 	for _, f := range r.fs {
-		if f.ConfigStatus == "rw" && f.Health == "ok" && r.alive(f) && f.Space == space {
+		if f.ConfigStatus == "rw" && f.Health == "ok" && r.alive(f) && f.Space == space && (f.Slow == "" || !r.avoidSlow) {
 			groups[f.Group] = append(groups[f.Group], f)
 			shared[f.backend()]++
 			total++

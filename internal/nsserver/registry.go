@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/cluster/message"
+	"github.com/kaon-storage/kaon/internal/fsck"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
@@ -36,6 +37,11 @@ type FsState struct {
 	// DrainProgress is set while the filesystem drains or once drained
 	// (Filesystems, DrainStatus).
 	DrainProgress *DrainProgress
+	// Latency of its storage server's I/O on it, and why it is slow ("":
+	// it is not) since when (slow.go).
+	Latency   *message.Latency
+	Slow      string
+	SlowSince time.Time
 }
 
 // backend names the storage f's capacity belongs to: filesystems with
@@ -63,6 +69,8 @@ type registry struct {
 	nodes  map[string]*node
 	spaces map[string]namespace.Space // defined ones (space define)
 	groups map[string]namespace.Group // groups with settings (group set)
+
+	avoidSlow bool // placement skips slow filesystems
 }
 
 var validStatus = map[string]bool{"rw": true, "ro": true, "drain": true, "off": true}
@@ -196,6 +204,7 @@ func (r *registry) heartbeat(hb message.Heartbeat) ([]message.FsAssignment, erro
 		}
 		f.Capacity, f.Used, f.Files, f.Health, f.LastBeat = rep.Capacity, rep.Used, rep.Files, rep.Health, now
 		f.Kind, f.Backend, f.IOInUse, f.FsType, f.BackendHealth = rep.Kind, rep.Backend, rep.IO, rep.FsType, rep.BackendHealth
+		f.Latency = rep.Latency
 		f.BootStatus = "booted"
 		if rep.Offline != "" {
 			f.BootStatus = "offline"
@@ -302,7 +311,14 @@ func (r *registry) config(id uint32, key, value string) error {
 		}
 		c.DrainParallel = n
 	default:
-		return kerr.New(kerr.Invalid, "fs config", what, fmt.Sprintf("unknown key %q (configstatus, group, space, io, object-size, drain.rate, drain.parallel)", key))
+		handled, err := configFsck(&c, key, value)
+		if !handled {
+			return kerr.New(kerr.Invalid, "fs config", what, fmt.Sprintf("unknown key %q (configstatus, group, space, io, object-size, drain.rate, drain.parallel, %s)",
+				key, strings.Join(fsck.Keys, ", ")))
+		}
+		if err != nil {
+			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
+		}
 	}
 	return r.save(f, c)
 }

@@ -57,6 +57,16 @@ type Config struct {
 	// (drain, balance, conversion; cluster.StorageClient). Nil: data
 	// movement fails, saying so.
 	Mover Mover
+	// Repair reaches storage servers for fsck repairs; nil: none.
+	Repair Repairer
+	// FsckRate is the namespace pass's pace in files per second (0:
+	// DefaultFsckRate, negative: unthrottled); FsckOrphanGrace how long
+	// ago an orphan must have been found before a repair drops it (0:
+	// DefaultOrphanGrace, negative: none).
+	FsckRate        int
+	FsckOrphanGrace time.Duration
+	// Slow configures slow-disk detection (slow.go).
+	Slow SlowPolicy
 	// Tokens signs this instance's bearer tokens (tokens.go); nil: none.
 	Tokens *token.Issuer
 }
@@ -85,7 +95,9 @@ type Server struct {
 	sumMu      sync.Mutex
 	sumPending map[string]*sumCall // checksums being computed on request, by fid/type
 
-	mv *mover // drains, balancers, conversions (mover.go)
+	mv       *mover // drains, balancers, conversions (mover.go)
+	fsck     *fsckState
+	repairer Repairer
 }
 
 // New opens the namespace in cfg.Engine and the filesystem registry, and
@@ -105,7 +117,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, auditLog: newAuditor(cfg.Audit), key: cfg.Key, ttl: cfg.CapabilityTTL, data: cfg.Data, phys: cfg.PhysName, log: cfg.Logger, now: cfg.Now,
-		sumPending: map[string]*sumCall{}}
+		sumPending: map[string]*sumCall{}, fsck: newFsckState(), repairer: cfg.Repair}
 	ns, err := namespace.Open(cfg.Engine, namespace.Options{Sync: cfg.Sync, Now: cfg.Now, Permits: s.permits})
 	if err != nil {
 		return nil, err
@@ -124,13 +136,15 @@ func New(cfg Config) (*Server, error) {
 	if s.reg, err = loadRegistry(ns, cfg.HeartbeatInterval); err != nil {
 		return nil, err
 	}
+	s.reg.avoidSlow = !cfg.Slow.Off && !cfg.Slow.KeepPlacing
 	s.mv = newMover(s)
 	return s, nil
 }
 
-// Run does the service's background work (recycle bin expiry, data
-// movement) until ctx ends.
+// Run does the service's background work (recycle bin expiry, fsck's
+// namespace pass, data movement) until ctx ends.
 func (s *Server) Run(ctx context.Context) {
+	go s.fsckLoop(ctx)
 	go s.mv.run(ctx)
 	s.expireRecycled(ctx, s.cfg.RecycleLifetime, s.cfg.RecycleMaxBytes)
 }
@@ -155,6 +169,8 @@ func (s *Server) Heartbeat(_ context.Context, hb message.Heartbeat) (message.Hea
 	if err != nil {
 		return message.HeartbeatReply{}, err
 	}
+	s.judgeSlow()
+	s.fsckAssign(as)
 	reply := message.HeartbeatReply{Filesystems: as, Interval: s.reg.interval}
 	for _, a := range as {
 		ds, err := s.ns.Deletions(a.ID, 1000)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/backend"
@@ -44,6 +45,8 @@ type guard struct {
 	fullAt time.Time
 	down   string // why the last call failed as unavailable ("" after a call went through)
 	downAt time.Time
+
+	io *ioStats // every call is timed here (latency.go); nil: not
 }
 
 type call struct {
@@ -89,8 +92,18 @@ func (g *guard) start(op string, fn func() error, late func()) *call {
 // fn has not returned (then nothing fn sets may be read: it still runs);
 // err is then kerr.Unavailable.
 func (g *guard) run(op string, fn func() error, late func()) (ok bool, err error) {
+	return g.runN(op, 0, fn, late)
+}
+
+// runN is run for a call that moves n bytes; it is timed (a call left
+// running past the deadline counts as taking the deadline; one refused
+// because the filesystem hangs is not counted).
+func (g *guard) runN(op string, n int64, fn func() error, late func()) (ok bool, err error) {
+	t0 := time.Now()
 	if g.timeout <= 0 {
-		return true, fn()
+		err = fn()
+		g.io.record(op, n, time.Since(t0), failed(err))
+		return true, err
 	}
 	if why := g.hung(); why != "" {
 		return false, kerr.New(kerr.Unavailable, op, g.root, "filesystem is offline: "+why)
@@ -100,19 +113,26 @@ func (g *guard) run(op string, fn func() error, late func()) (ok bool, err error
 	defer t.Stop()
 	select {
 	case <-c.done:
+		g.io.record(op, n, time.Since(t0), failed(c.err))
 		return true, g.answered(c.err)
 	case <-t.C:
 	}
 	g.mu.Lock()
 	if c.finished {
 		g.mu.Unlock()
+		g.io.record(op, n, time.Since(t0), failed(c.err))
 		return true, g.answered(c.err)
 	}
 	g.stuck[c] = struct{}{}
 	g.mu.Unlock()
+	g.io.record(op, n, time.Since(t0), true)
 	return false, kerr.New(kerr.Unavailable, op, g.root,
 		fmt.Sprintf("the filesystem did not answer within %v; it is offline until it does", g.timeout))
 }
+
+// failed says whether a call's error counts as a failure (end of file
+// does not).
+func failed(err error) bool { return err != nil && !errors.Is(err, io.EOF) }
 
 // do is run for calls that leave nothing to undo and whose results are
 // only read when they returned.
@@ -324,24 +344,28 @@ func (s *guarded) CheckIdentity(want backend.Identity) string {
 
 // guardedWriter writes one stripe under the guard.
 type guardedWriter struct {
-	w backend.Writer
-	g *guard
+	w       backend.Writer
+	g       *guard
+	written int64
 }
 
 func (w *guardedWriter) Write(p []byte) (int, error) {
 	var n int
-	if ok, err := w.g.run("write", func() (err error) { n, err = w.w.Write(p); return err }, nil); !ok || err != nil {
+	if ok, err := w.g.runN("write", int64(len(p)), func() (err error) { n, err = w.w.Write(p); return err }, nil); !ok || err != nil {
 		if !ok {
 			n = 0
 		}
 		return n, w.g.noted(err)
 	}
+	w.written += int64(n)
 	w.g.noted(nil)
 	return n, nil
 }
 
+// Finish is a large operation when the stripe is (it makes it durable).
 func (w *guardedWriter) Finish(m backend.Meta) error {
-	return w.g.noted(w.g.do("finish", func() error { return w.w.Finish(m) }))
+	_, err := w.g.runN("finish", w.written, func() error { return w.w.Finish(m) }, nil)
+	return w.g.noted(err)
 }
 
 // Abort waits no longer than any other call (and not at all on a
@@ -358,7 +382,10 @@ type guardedReader struct {
 // deadline must not write into p after the caller got it back.
 func (r *guardedReader) ReadAt(p []byte, off int64) (int, error) {
 	if r.g.timeout <= 0 {
-		return r.r.ReadAt(p, off)
+		t0 := time.Now()
+		n, err := r.r.ReadAt(p, off)
+		r.g.io.record("read", int64(len(p)), time.Since(t0), failed(err))
+		return n, err
 	}
 	bp := readBufs.Get().(*[]byte)
 	if cap(*bp) < len(p) {
@@ -366,7 +393,7 @@ func (r *guardedReader) ReadAt(p []byte, off int64) (int, error) {
 	}
 	buf := (*bp)[:len(p)]
 	var n int
-	ok, err := r.g.run("read", func() (err error) { n, err = r.r.ReadAt(buf, off); return err }, nil)
+	ok, err := r.g.runN("read", int64(len(p)), func() (err error) { n, err = r.r.ReadAt(buf, off); return err }, nil)
 	if !ok {
 		return 0, err // buf may still be written: not reused
 	}
@@ -386,7 +413,19 @@ func (r *guardedReader) Close() error { return r.g.do("close", r.r.Close) }
 
 type guardedOSReader struct {
 	*guardedReader
-	of backend.OSFile
+	of     backend.OSFile
+	handed atomic.Bool // the file went to the kernel (sendfile)
 }
 
-func (r *guardedOSReader) OSFile() *os.File { return r.of.OSFile() }
+func (r *guardedOSReader) OSFile() *os.File { r.handed.Store(true); return r.of.OSFile() }
+
+// Close counts what the kernel sent from the file (up to the furthest
+// offset served: the reads themselves are not seen).
+func (r *guardedOSReader) Close() error {
+	if r.handed.Load() {
+		if off, err := r.of.OSFile().Seek(0, io.SeekCurrent); err == nil && off > 0 {
+			r.g.io.sent(off)
+		}
+	}
+	return r.guardedReader.Close()
+}

@@ -12,6 +12,7 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,7 +54,12 @@ type Config struct {
 	// server is the entry of, erasure-coded reads) together; streams over
 	// it wait. Default DefaultStreamMemory.
 	StreamMemory int64
-	Logger       *slog.Logger
+	// LatencyWindow is the span of the latency percentiles heartbeats
+	// report; LatencyProbe the period of the probe of idle filesystems
+	// (latency.go). 0: defaults; a negative probe period: no probe.
+	LatencyWindow time.Duration
+	LatencyProbe  time.Duration
+	Logger        *slog.Logger
 }
 
 // mount is one filesystem root this server offers: its store behind the
@@ -150,6 +156,13 @@ type filesystem struct {
 	// its root or identity marker is missing or another filesystem's, so
 	// what is at its path now is not what was registered.
 	offline atomic.Value
+
+	// fsck (fsck.go): the schedule and counters of its scans.
+	scan                         scanState
+	scansDone, scansFailed       atomic.Int64
+	stripesWalked, bytesScrubbed atomic.Int64
+	scanned, scrubbed            atomic.Int64 // by the scan running now
+	lastScanDone                 atomic.Int64 // unix ns
 }
 
 func (f *filesystem) configStatus() string { s, _ := f.status.Load().(string); return s }
@@ -235,6 +248,7 @@ func (s *Server) offer(p string) (*mount, error) {
 		return m, nil
 	}
 	m := &mount{path: abs, g: newGuard(abs, s.cfg.IOTimeout)}
+	m.g.io = newIOStats(s.cfg.LatencyWindow)
 	st, err := s.cfg.Store(abs)
 	if err != nil {
 		m.broken = "cannot open: " + reason(err)
@@ -278,8 +292,15 @@ func (s *Server) SetXrdAddr(a string) {
 // Ready is closed after the first successful heartbeat.
 func (s *Server) Ready() <-chan struct{} { return s.ready }
 
-// Run heartbeats until ctx ends.
+// Run heartbeats until ctx ends; it also probes the latency of idle
+// filesystems and runs their fsck scans (when the namespace takes them).
 func (s *Server) Run(ctx context.Context) {
+	if s.cfg.LatencyProbe >= 0 {
+		go s.probeLatency(ctx, cmp.Or(s.cfg.LatencyProbe, DefaultLatencyProbe))
+	}
+	if ns, ok := s.cfg.Namespace.(message.Fsck); ok {
+		go s.fsckLoop(ctx, ns)
+	}
 	interval := time.Second
 	for {
 		reply, initialized, err := s.beat(ctx)
@@ -369,6 +390,7 @@ func (s *Server) report(m *mount) message.FsReport {
 	u, uerr, in, setupErr := m.usage, m.usageErr, m.info, m.setupErr
 	m.mu.Unlock()
 	r.Kind, r.Backend, r.IO, r.FsType, r.BackendHealth = in.Kind, in.Backend, in.IO, in.FsType, in.Health
+	r.Latency = m.g.io.latency()
 	if r.Offline == "" {
 		r.Capacity, r.Used = u.Capacity, u.Used
 		switch {
@@ -425,6 +447,7 @@ func (s *Server) apply(as []message.FsAssignment) (initialized bool) {
 			s.fs[a.ID] = f
 		}
 		f.status.Store(a.ConfigStatus)
+		f.setFsck(a.Fsck)
 		s.mu.Unlock()
 		if m.broken != "" {
 			s.setOffline(f, m.broken)

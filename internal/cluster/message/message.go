@@ -34,6 +34,8 @@ type FsReport struct {
 	IO            string `json:"io,omitempty"`
 	FsType        string `json:"fstype,omitempty"`
 	BackendHealth string `json:"backend_health,omitempty"`
+	// Latency of the storage server's own I/O on it (slow-disk detection).
+	Latency *Latency `json:"latency,omitempty"`
 }
 
 // Heartbeat registers a storage server and its filesystems.
@@ -60,6 +62,8 @@ type FsAssignment struct {
 	IO         string `json:"io,omitempty"`
 	CephPool   string `json:"ceph_pool,omitempty"`
 	ObjectSize int64  `json:"object_size,omitempty"`
+	// Fsck are its scan settings (fsck.go).
+	Fsck *FsckSettings `json:"fsck,omitempty"`
 }
 
 // Deletion is one physical stripe to remove.

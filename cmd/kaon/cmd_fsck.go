@@ -1,0 +1,172 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/client"
+)
+
+func init() {
+	register(command{name: "fsck", short: "fsck stat | report [--class C] | run [--fs ID] | repair --class C: consistency of stripes and namespace", run: runFsck})
+}
+
+const fsckUsage = `usage: kaon fsck stat
+       kaon fsck report [--class C] [--fs ID] [--json]
+       kaon fsck run [--fs ID] [--scrub] [--wait [--timeout D]]
+       kaon fsck repair --class C|all [--fs ID]`
+
+func runFsck(args []string) int {
+	fl, u := flags("fsck")
+	class := fl.String("class", "", "report, repair: the error class (repair: all for every class)")
+	fsid := fl.Uint("fs", 0, "report, run, repair: only this filesystem")
+	asJSON := fl.Bool("json", false, "report: JSON lines instead of text")
+	scrub := fl.Bool("scrub", false, "run: re-read the data (checksums, erasure-coded frames) too")
+	wait := fl.Bool("wait", false, "run: wait until the scans and the namespace pass after them are done")
+	timeout := fl.Duration("timeout", time.Hour, "run --wait: give up after this long")
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, fsckUsage)
+		return 2
+	}
+	sub := args[0]
+	fl.Parse(args[1:])
+	if fl.NArg() != 0 {
+		fmt.Fprintln(os.Stderr, fsckUsage)
+		return 2
+	}
+	api := newAPI(*u)
+	switch sub {
+	case "stat":
+		st, err := api.FsckStat(ctx())
+		if err != nil {
+			return fail("fsck stat", err)
+		}
+		printFsckStat(st)
+	case "report":
+		fs, err := api.FsckReport(ctx(), *class, uint32(*fsid))
+		if err != nil {
+			return fail("fsck report", err)
+		}
+		enc := json.NewEncoder(os.Stdout)
+		for _, f := range fs {
+			if *asJSON {
+				enc.Encode(f)
+				continue
+			}
+			fmt.Println(findingLine(f))
+		}
+	case "run":
+		before, err := api.FsckStat(ctx())
+		if err != nil {
+			return fail("fsck run", err)
+		}
+		if err := api.FsckRun(ctx(), uint32(*fsid), *scrub); err != nil {
+			return fail("fsck run", err)
+		}
+		if *wait {
+			if err := api.FsckWait(ctx(), before, uint32(*fsid), *timeout); err != nil {
+				return fail("fsck run", err)
+			}
+		}
+	case "repair":
+		if *class == "" {
+			fmt.Fprintln(os.Stderr, "kaon fsck repair: --class is required (a class of fsck stat, or all)")
+			return 2
+		}
+		rs, err := api.FsckRepair(ctx(), *class, uint32(*fsid))
+		if err != nil {
+			return fail("fsck repair", err)
+		}
+		failed := 0
+		for _, r := range rs {
+			line := r.Result + " " + findingLine(r.FsckFinding)
+			if r.Why != "" {
+				line += " => " + r.Why
+			}
+			fmt.Println(line)
+			if r.Result == "failed" {
+				failed++
+			}
+		}
+		if failed > 0 {
+			return fail("fsck repair", fmt.Errorf("%d of %d repairs failed", failed, len(rs)))
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "kaon fsck: unknown subcommand %q\n%s\n", sub, fsckUsage)
+		return 2
+	}
+	return 0
+}
+
+// findingLine is one finding as `fsck report` prints it: class, ids, the
+// path and the physical file, then what is wrong.
+func findingLine(f client.FsckFinding) string {
+	stripe, fs := "-", "-"
+	if f.Stripe >= 0 {
+		stripe = strconv.Itoa(f.Stripe)
+	}
+	if f.FsID != 0 {
+		fs = strconv.FormatUint(uint64(f.FsID), 10)
+	}
+	return fmt.Sprintf("%s fid=%08x fsid=%s stripe=%s path=%s phys=%s: %s", f.Class, f.Fid, fs, stripe, f.Path, dash(f.Phys), f.Detail)
+}
+
+func printFsckStat(st client.FsckStatus) {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "class\tcount\tmeaning")
+	for _, c := range st.Classes {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", c.Name, c.Count, c.Description)
+	}
+	tw.Flush()
+	fmt.Println()
+	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "fsid\tnode\tpath\tstate\tlast scan\tstripes\tlast scrub\tsettings")
+	for _, f := range st.Filesystems {
+		state := "idle"
+		switch {
+		case f.Scanning && f.Scrubbing:
+			state = fmt.Sprintf("scrubbing %d/%d", f.Seen, f.Total)
+		case f.Scanning:
+			state = fmt.Sprintf("scanning %d/%d", f.Seen, f.Total)
+		case f.Requested:
+			state = "requested"
+		}
+		if f.LastError != "" {
+			state += " (last failed: " + f.LastError + ")"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", f.FsID, f.Node, f.Path, state, scanTime(f.LastStart, f.LastEnd),
+			f.LastSeen, stamp(f.LastScrub), f.Settings)
+	}
+	tw.Flush()
+	p := st.Pass
+	state := ""
+	if p.Running {
+		state = " (running)"
+	}
+	fmt.Printf("\nnamespace pass: %s, %d files%s", scanTime(p.LastStart, p.LastEnd), p.Files, state)
+	if p.LastError != "" {
+		fmt.Printf(", failed: %s", p.LastError)
+	}
+	fmt.Printf("\norphans are dropped by repair once found %s ago; %d stripes compared since start\n", st.OrphanGrace, st.Checked)
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.Local().Format("2006-01-02T15:04:05")
+}
+
+func scanTime(start, end time.Time) string {
+	if start.IsZero() {
+		return "never"
+	}
+	if end.Before(start) {
+		return stamp(start) + " (running)"
+	}
+	return fmt.Sprintf("%s took %v", stamp(start), end.Sub(start).Round(time.Millisecond))
+}

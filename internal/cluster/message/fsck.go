@@ -1,0 +1,96 @@
+package message
+
+import (
+	"context"
+	"time"
+)
+
+// Messages of fsck (package fsck) and slow-disk detection. Storage servers
+// scan their filesystems and send what they find about every stripe to
+// the namespace server, which compares it with the namespace and keeps
+// the findings; it asks a storage server to rebuild stripes (Repair).
+
+// FsckSettings are one filesystem's scan settings (EOS' names in the
+// comments), sent with its assignment. Zero durations and rates are
+// filled with package fsck's defaults by the namespace server.
+type FsckSettings struct {
+	DiskInterval  time.Duration `json:"disk_interval"`  // scan_disk_interval: walk and compare every stripe this often
+	NSRate        int           `json:"ns_rate"`        // scan_ns_rate: stripes compared per second (<0: unthrottled)
+	ScrubInterval time.Duration `json:"scrub_interval"` // scaninterval: re-read the data this often (<0: never)
+	ScrubRate     int64         `json:"scrub_rate"`     // scanrate: bytes per second read by a scrub (<0: unthrottled)
+	// Run asks for a scan now (fsck run): a request id, echoed by the
+	// scan it starts; 0 when none is pending.
+	Run      int64 `json:"run,omitempty"`
+	RunScrub bool  `json:"run_scrub,omitempty"` // that scan re-reads the data
+}
+
+// FsckStripe is what a scan found about one stripe.
+type FsckStripe struct {
+	Fid uint64 `json:"fid"`
+	// Its metadata (backend.Meta) or why it could not be read.
+	Stripe    int               `json:"stripe"`
+	Layout    string            `json:"layout,omitempty"`
+	Size      int64             `json:"size"` // logical size of the file
+	Checksums map[string]string `json:"sums,omitempty"`
+	Path      string            `json:"path,omitempty"` // path at write time (a hint)
+	MetaErr   string            `json:"meta_err,omitempty"`
+	// DiskSize is the stripe's length in its filesystem (-1: could not
+	// be opened, DiskErr says why).
+	DiskSize int64  `json:"disk_size"`
+	DiskErr  string `json:"disk_err,omitempty"`
+	// Scrub results (when the scan re-read the data): the whole-file
+	// checksum of a replica recomputed from its bytes differs from its
+	// metadata (SumErr), or frames of an erasure-coded stripe fail their
+	// crc32c (BlockErr).
+	Scrubbed bool   `json:"scrubbed,omitempty"`
+	SumErr   string `json:"sum_err,omitempty"`
+	BlockErr string `json:"block_err,omitempty"`
+}
+
+// FsckScan is one batch of a scan of one filesystem. A scan is named by
+// its start time; its last batch has Done (the walk finished: the fids
+// it reported are everything the filesystem holds) or Failed.
+type FsckScan struct {
+	Node    string       `json:"node"`
+	FsID    uint32       `json:"fsid"`
+	Start   time.Time    `json:"start"`
+	Run     int64        `json:"run,omitempty"` // the request (FsckSettings.Run) it serves
+	Scrub   bool         `json:"scrub,omitempty"`
+	Stripes []FsckStripe `json:"stripes,omitempty"`
+	Seen    int64        `json:"seen"`  // stripes walked so far
+	Bytes   int64        `json:"bytes"` // bytes re-read so far
+	Total   int64        `json:"total"` // stripes the filesystem held when the scan started
+	Done    bool         `json:"done,omitempty"`
+	Failed  string       `json:"failed,omitempty"`
+}
+
+// Fsck is what a storage server's scans need from the namespace server.
+// A message.Namespace that implements it gets scans.
+type Fsck interface {
+	FsckScan(ctx context.Context, s FsckScan) error
+}
+
+// RepairJob asks a storage server to rebuild stripes of one file on its
+// own filesystems from the file's other stripes. Token is a read
+// capability of the file (its layout, size, checksums and every stripe's
+// filesystem and server); Rebuild lists the stripe indices to rebuild,
+// each on a filesystem of that storage server.
+type RepairJob struct {
+	Fid     uint64 `json:"fid"`
+	Token   string `json:"token"`
+	Rebuild []int  `json:"rebuild"`
+}
+
+// Latency is one filesystem's I/O latency over the storage server's
+// recent window: percentiles of small operations (metadata and transfers
+// under 64 KiB) and large ones, with the number of samples.
+type Latency struct {
+	SmallN   int64         `json:"small_n"`
+	SmallP50 time.Duration `json:"small_p50"`
+	SmallP90 time.Duration `json:"small_p90"`
+	SmallP99 time.Duration `json:"small_p99"`
+	LargeN   int64         `json:"large_n"`
+	LargeP50 time.Duration `json:"large_p50"`
+	LargeP90 time.Duration `json:"large_p90"`
+	LargeP99 time.Duration `json:"large_p99"`
+}

@@ -1,0 +1,84 @@
+// Package metrics exposes Kaon's servers to Prometheus (/metrics on the
+// namespace server's HTTP endpoint and on every storage server's). The
+// services below the front ends do not import Prometheus (its client
+// pulls in net/http): they keep plain counters and snapshots
+// (nsserver.FsckCounters, storage.IOStats, ...), and collectors here turn
+// them into metrics when Prometheus scrapes. HTTP requests are counted by
+// a middleware (Instrument); root:// totals come from the XRootD servers.
+// Drain, balance and layout conversion report through Movement, a set of
+// vectors their code sets.
+//
+// Metric names (labels in braces):
+//
+//	every server
+//	  kaon_http_requests_total{role,route,method,code}     requests answered
+//	  kaon_http_request_duration_seconds{role,route,method} time to the end of the response
+//	  kaon_http_received_bytes_total{role,route}, kaon_http_sent_bytes_total{role,route}
+//	  kaon_xrootd_requests_total{role}, _errors_total, _redirects_total, _received_bytes_total,
+//	  _sent_bytes_total, kaon_xrootd_connections{role}     root:// listeners
+//	  go_*, process_*                                      the Go runtime and the process
+//	namespace server (role mgm)
+//	  kaon_fs_up{fsid,node,path,group}                     1 when booted and beating
+//	  kaon_fs_capacity_bytes{fsid}, kaon_fs_used_bytes{fsid}, kaon_fs_files{fsid}
+//	  kaon_fs_slow{fsid}                                   1 while the filesystem stands out as slow
+//	  kaon_fs_io_latency_seconds{fsid,size,quantile}       what its storage server reports (small/large, 0.5/0.99)
+//	  kaon_fsck_findings{class}                            current findings per error class
+//	  kaon_fsck_stripes_checked_total                      stripes compared with the namespace
+//	  kaon_fsck_repairs_total{class,result}                repaired, dropped, skipped, failed
+//	  kaon_fsck_scan_progress_ratio{fsid}                  scans running: fraction walked
+//	  kaon_fsck_namespace_pass_files                       files seen by the last (or running) pass
+//	  kaon_move_*{kind,fsid}                               drain, balance, conversion (Movement)
+//	storage server (role fst)
+//	  kaon_fst_io_operations_total{fsid,op}, kaon_fst_io_errors_total{fsid,op}
+//	  kaon_fst_io_bytes_total{fsid,op}                     bytes read and written
+//	  kaon_fst_io_duration_seconds{fsid,op}                histogram of each operation on each filesystem
+//	  kaon_fst_io_latency_seconds{fsid,size,quantile}      percentiles over the recent window (slow-disk detection)
+//	  kaon_fsck_scans_total{fsid,result}, kaon_fsck_scanned_stripes_total{fsid},
+//	  kaon_fsck_scrubbed_bytes_total{fsid}, kaon_fsck_scan_running{fsid},
+//	  kaon_fsck_last_scan_timestamp_seconds{fsid}
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Path is where metrics are served.
+const Path = "/metrics"
+
+// NewRegistry returns a registry with the Go runtime and process
+// collectors.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Handler serves reg in Prometheus' formats.
+func Handler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+}
+
+// Serve routes GET Path to reg and everything else to h.
+func Serve(h http.Handler, reg *prometheus.Registry) http.Handler {
+	mh := Handler(reg)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == Path && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			mh.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// gauge and counter build constant metrics for collectors.
+func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
+	return prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func counter(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
+	return prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+}

@@ -1,0 +1,102 @@
+package metrics
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// value is the value of a collector with one series (counter or gauge).
+func value(t *testing.T, c prometheus.Collector) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 1)
+	c.Collect(ch)
+	var m dto.Metric
+	if err := (<-ch).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}
+
+// TestInstrument: requests are counted by route, method and status, with
+// the bytes both ways; /metrics is served beside the handler.
+func TestInstrument(t *testing.T) {
+	reg := NewRegistry()
+	h := NewHTTP(reg, "mgm", NamespaceRoute)
+	srv := httptest.NewServer(Serve(h.Instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.Method == http.MethodPut {
+			w.WriteHeader(http.StatusCreated)
+		}
+		w.Write(b)
+	})), reg))
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/data/f", strings.NewReader("hello"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp, err := http.Get(srv.URL + "/api/v1/stat"); err == nil {
+		resp.Body.Close()
+	}
+	if v := value(t, h.requests.WithLabelValues("mgm", "dav", "PUT", "201")); v != 1 {
+		t.Errorf("PUT counted %v times", v)
+	}
+	if v := value(t, h.requests.WithLabelValues("mgm", "api", "GET", "200")); v != 1 {
+		t.Errorf("GET counted %v times", v)
+	}
+	if in, out := value(t, h.in.WithLabelValues("mgm", "dav")), value(t, h.out.WithLabelValues("mgm", "dav")); in != 5 || out != 5 {
+		t.Errorf("bytes in %v out %v, want 5 and 5", in, out)
+	}
+	resp, err = http.Get(srv.URL + Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `kaon_http_requests_total{code="201",method="PUT",role="mgm",route="dav"} 1`) {
+		t.Errorf("/metrics does not show the request:\n%s", body)
+	}
+}
+
+// TestMovement: the hook sets what drain and balance report; a nil one
+// ignores every call.
+func TestMovement(t *testing.T) {
+	var none *Movement
+	none.Progress("drain", "3", 1, 2, true)
+	none.Moved("drain", "3", 10, true)
+	reg := prometheus.NewRegistry()
+	m := NewMovement(reg)
+	m.Progress("drain", "3", 7, 700, true)
+	m.Moved("drain", "3", 100, true)
+	m.Moved("drain", "3", 50, false)
+	if v := value(t, m.Remaining.WithLabelValues("drain", "3")); v != 7 {
+		t.Errorf("files remaining %v", v)
+	}
+	if v := value(t, m.Bytes.WithLabelValues("drain", "3")); v != 100 {
+		t.Errorf("bytes moved %v (a failed move counts no bytes)", v)
+	}
+	if v := value(t, m.Files.WithLabelValues("drain", "3", "failed")); v != 1 {
+		t.Errorf("failed moves %v", v)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range fams {
+		n += len(f.Metric)
+	}
+	if n != 6 {
+		t.Errorf("%d series, want 6", n)
+	}
+}
