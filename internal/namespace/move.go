@@ -63,22 +63,24 @@ func decodeMove(k, v []byte) (Move, bool) {
 		From: binary.BigEndian.Uint32(v), Started: int64(binary.BigEndian.Uint64(v[4:]))}, true
 }
 
+// anyFor reports whether a key of kind ('X' deletion, 'M' move) exists
+// for a stripe of fid on filesystem fsid.
+func (ns *Namespace) anyFor(kind byte, fsid uint32, fid uint64) (bool, error) {
+	prefix := u64(binary.BigEndian.AppendUint32([]byte{kind}, fsid), fid)
+	found := false
+	err := ns.eng.Scan(prefix, kv.PrefixEnd(prefix), func(_, _ []byte) bool { found = true; return false })
+	return found, err
+}
+
 // busyFor says why filesystem fsid cannot take a new stripe of fid now
 // ("" when it can): a stripe of the file queued for deletion there, or a
 // move of the file there in flight.
 func (ns *Namespace) busyFor(fsid uint32, fid uint64) (string, error) {
-	for _, kind := range []byte{'X', 'M'} {
-		prefix := u64(binary.BigEndian.AppendUint32([]byte{kind}, fsid), fid)
-		found := false
-		if err := ns.eng.Scan(prefix, kv.PrefixEnd(prefix), func(_, _ []byte) bool { found = true; return false }); err != nil {
-			return "", err
-		}
-		if found && kind == 'X' {
-			return "a stripe of the file is still queued for deletion there", nil
-		}
-		if found {
-			return "a move of the file there is in flight", nil
-		}
+	if q, err := ns.anyFor('X', fsid, fid); err != nil || q {
+		return "a stripe of the file is still queued for deletion there", err
+	}
+	if m, err := ns.anyFor('M', fsid, fid); err != nil || m {
+		return "a move of the file there is in flight", err
 	}
 	return "", nil
 }
@@ -87,10 +89,7 @@ func (ns *Namespace) busyFor(fsid uint32, fid uint64) (string, error) {
 // filesystem fsid (fsck: such a stripe is neither registered nor an
 // orphan yet).
 func (ns *Namespace) MoveInFlight(fsid uint32, fid uint64) (bool, error) {
-	prefix := u64(binary.BigEndian.AppendUint32([]byte{'M'}, fsid), fid)
-	found := false
-	err := ns.eng.Scan(prefix, kv.PrefixEnd(prefix), func(_, _ []byte) bool { found = true; return false })
-	return found, err
+	return ns.anyFor('M', fsid, fid)
 }
 
 // BeginMove records m before its first byte is copied. The file must be
