@@ -4,6 +4,8 @@
 #   sudo bench/cfsd/bench.sh            # RUNS=3 DD_MB=2048 by default
 #   RUNS=5 WORK=/data/bench MOUNT_OPTS="--no-passthrough" bench/cfsd/bench.sh
 #   DD_MB=0 bench/cfsd/bench.sh          # metadata workloads only
+#   BACKEND=/mnt/ceph/cfsd bench/cfsd/bench.sh   # the backend elsewhere (a CephFS
+#                                        # mount: bench/ceph/cfsd.sh); NULLFS=0 skips nullfs
 #
 # For each workload the backend directory and the mount are measured
 # alternately RUNS times; the script prints the medians and the ratio:
@@ -28,17 +30,20 @@ KAON=${KAON:-$WORK/kaon}
 
 mkdir -p "$WORK"
 [ -x "$KAON" ] || go build -o "$KAON" ./cmd/kaon
-NULLFS=${NULLFS:-$WORK/nullfs}
-[ -x "$NULLFS" ] || go build -o "$NULLFS" ./bench/cfsd/nullfs
-B=$WORK/backend M=$WORK/mnt N=$WORK/null
+NULL=${NULLFS:-$WORK/nullfs}
+[ "$NULL" = 0 ] || [ -x "$NULL" ] || go build -o "$NULL" ./bench/cfsd/nullfs
+B=${BACKEND:-$WORK/backend} M=$WORK/mnt N=$WORK/null
 mkdir -p "$B" "$M" "$N"
 fusermount3 -uz "$M" 2>/dev/null || true
 fusermount3 -uz "$N" 2>/dev/null || true
 "$KAON" cfsd mount --backend "$B" $MOUNT_OPTS --log "$WORK/cfsd.log" "$M"
-"$NULLFS" "$N" 2>"$WORK/nullfs.log" &
-NULLPID=$!
-trap '"$KAON" cfsd umount "$M" || fusermount3 -uz "$M"; kill $NULLPID; wait $NULLPID' EXIT
-for _ in $(seq 50); do findmnt -n "$N" >/dev/null && break; sleep 0.1; done
+NULLPID=
+if [ "$NULL" != 0 ]; then
+  "$NULL" "$N" 2>"$WORK/nullfs.log" &
+  NULLPID=$!
+  for _ in $(seq 50); do findmnt -n "$N" >/dev/null && break; sleep 0.1; done
+fi
+trap '"$KAON" cfsd umount "$M" || fusermount3 -uz "$M"; [ -z "$NULLPID" ] || { kill $NULLPID; wait $NULLPID; }' EXIT
 mkdir -p "$B/bk" "$M/mt"   # backend side, mount side (same file system)
 BK=$B/bk MT=$M/mt NL=$N
 
@@ -58,6 +63,7 @@ add() { R[$1]="${R[$1]:-} $2"; }
 
 for i in $(seq 1 "$RUNS"); do
   order="bk mt nl"; [ $((i % 2)) = 0 ] && order="nl mt bk"   # alternate who goes first
+  [ -n "$NULLPID" ] || order=${order/nl/}
   for side in $order; do
     D=$BK; [ $side = mt ] && D=$MT; [ $side = nl ] && D=$NL
     if [ "$DD_MB" -gt 0 ] && [ $side != nl ]; then

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 
 	"github.com/kaon-storage/kaon/internal/bench"
@@ -56,11 +57,20 @@ func runBench(args []string) int {
 		fl := flag.NewFlagSet("kaon bench stream", flag.ExitOnError)
 		data := fl.String("data", defaultDataDir(), "data dir of the running server (endpoints.json; the raw baseline is written beside it)")
 		layouts := fl.String("layouts", "plain,replica:2,ec:4+2", "comma-separated layouts")
+		spaces := fl.String("spaces", "", "comma-separated spaces: every layout on every space (sys.forced.space), rows SPACE[/LAYOUT]")
+		var rawDirs rawDirFlag
+		fl.Var(&rawDirs, "raw-dir", "[NAME=]DIR: a raw baseline (buffered + fsync, like dd) in DIR instead of beside --data, e.g. in a ceph-fuse mount; repeatable")
 		streams := fl.Int("streams", 8, "parallel streams")
 		size := fl.String("size", "256M", "bytes per stream")
+		rounds := fl.Int("rounds", 1, "measure every row this often, alternating the order; medians are printed")
+		pause := fl.Duration("pause", 0, "pause before every phase (let a cluster settle)")
+		ops := fl.String("ops", "write,read", "phases: write,read or write (reads read what the writes wrote)")
 		fsync := fl.Bool("fsync", true, "fsync raw files (match the server's --sync)")
 		drop := fl.Bool("drop-caches", false, "drop the page cache before read phases (root)")
 		sums := fl.String("checksums", "", "checksums computed while writing (sys.forced.checksums), default: the server's")
+		cpuPids := fl.String("cpu-pids", "", "comma-separated pids whose CPU time is counted per GiB beside the server's (ceph-fuse)")
+		plotFile := fl.String("plot", "", "draw the stream tails to FILE.png (line at the average, box to p99, whisker to max)")
+		verbose := fl.Bool("v", false, "print every row of every round as it finishes (stderr)")
 		fl.Parse(args[1:])
 		url, pid, err := serverOf(*data)
 		if err != nil {
@@ -70,13 +80,35 @@ func runBench(args []string) int {
 		if err != nil {
 			return fail("bench stream", err)
 		}
-		cfg := bench.StreamConfig{URL: url, ServerPID: pid, RawDir: filepath.Join(*data, "bench-raw"),
-			Layouts: strings.Split(*layouts, ","), Streams: *streams, Size: sz, Fsync: *fsync, DropCaches: *drop, Checksums: *sums}
+		cfg := bench.StreamConfig{URL: url, ServerPID: pid, RawDir: filepath.Join(*data, "bench-raw"), RawDirs: rawDirs,
+			Layouts: strings.Split(*layouts, ","), Streams: *streams, Size: sz, Fsync: *fsync, DropCaches: *drop, Checksums: *sums,
+			Rounds: *rounds, Pause: *pause, Ops: strings.Split(*ops, ",")}
+		if *spaces != "" {
+			cfg.Spaces = strings.Split(*spaces, ",")
+		}
+		for _, p := range strings.Split(*cpuPids, ",") {
+			if p == "" {
+				continue
+			}
+			n, err := strconv.Atoi(p)
+			if err != nil {
+				return fail("bench stream", fmt.Errorf("--cpu-pids: bad pid %q", p))
+			}
+			cfg.CPUPids = append(cfg.CPUPids, n)
+		}
+		if *verbose {
+			cfg.Progress = os.Stderr
+		}
 		rows, err := bench.Stream(cfg)
 		if err != nil {
 			return fail("bench stream", err)
 		}
 		bench.PrintStream(os.Stdout, cfg, rows)
+		if *plotFile != "" {
+			if err := bench.PlotTails(*plotFile, cfg, rows); err != nil {
+				return fail("bench stream", err)
+			}
+		}
 	case "ns":
 		fl := flag.NewFlagSet("kaon bench ns", flag.ExitOnError)
 		files := fl.Int("files", 1000000, "files to create")
@@ -181,4 +213,21 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// rawDirFlag collects --raw-dir [NAME=]DIR (NAME defaults to DIR's base name).
+type rawDirFlag []bench.RawDir
+
+func (f *rawDirFlag) String() string { return fmt.Sprint(*f) }
+
+func (f *rawDirFlag) Set(v string) error {
+	name, dir, ok := strings.Cut(v, "=")
+	if !ok {
+		name, dir = filepath.Base(v), v
+	}
+	if name == "" || dir == "" {
+		return fmt.Errorf("want [NAME=]DIR, got %q", v)
+	}
+	*f = append(*f, bench.RawDir{Name: name, Dir: dir})
+	return nil
 }

@@ -192,7 +192,7 @@ func load(dir string) (*Cluster, error) {
 		Conf:         env["CEPH_CONF"],
 		AdminKeyring: env["CEPH_ADMIN_KEYRING"],
 		Client:       env["CEPH_CLIENT"],
-		Keyring:      env["CEPH_KEYRING"],
+		Keyring:      env["CEPH_CLIENT_KEYRING"],
 		FSID:         env["CEPH_FSID"],
 		MonHost:      env["CEPH_MON_HOST"],
 		FS:           env["CEPH_FS"],

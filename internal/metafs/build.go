@@ -370,9 +370,11 @@ var errStale = errors.New("index is stale")
 func IsStale(err error) bool { return errors.Is(err, errStale) }
 
 // CheckFresh compares the index's recorded source with the live tree
-// reachable through rootfd (a directory fd on the indexed root): root
-// identity, then the directory fingerprint (one fstatat per directory, no
-// listing). It catches entries added, removed or renamed anywhere and
+// reachable through rootfd (a directory fd on the indexed root): the
+// root's inode, then the directory fingerprint (one fstatat per directory,
+// no listing). The device number is not compared: a network or FUSE
+// filesystem gets a new one at every mount and on every node that mounts
+// it, while the index is built once and shared. It catches entries added, removed or renamed anywhere and
 // directory attribute changes; in-place edits of file contents or file
 // attributes need `verify`.
 func (x *Index) CheckFresh(rootfd int, name string) error {
@@ -385,8 +387,8 @@ func (x *Index) CheckFresh(rootfd int, name string) error {
 			Msg: "index is stale (built " + x.Source.BuiltAt.UTC().Format(time.RFC3339) + " from " + x.Source.Root + "): " + why +
 				"; rebuild with `kaon metafs index`, or mount anyway with --force"}, errStale}
 	}
-	if st.Dev != x.Source.Dev || st.Ino != x.Source.Ino {
-		return stale("root is a different directory (device/inode changed)")
+	if st.Ino != x.Source.Ino {
+		return stale("root is a different directory (inode changed)")
 	}
 	h := xxhash.New()
 	var b []byte

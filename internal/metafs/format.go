@@ -146,9 +146,9 @@ const (
 // staleness check compares against the live tree.
 type Source struct {
 	Root        string
-	Dev, Ino    uint64
-	Mtime       int64 // ns
-	Ctime       int64 // ns
+	Dev, Ino    uint64 // Dev is informative only (it changes with every mount)
+	Mtime       int64  // ns
+	Ctime       int64  // ns
 	Fingerprint uint64
 	Dirs        uint32
 	BuiltAt     time.Time

@@ -70,14 +70,13 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 	if err != nil {
 		return nil, kerr.Wrap(kerr.Invalid, "write", c.Path, err)
 	}
-	opts := createOptions(l)
-	var stripeMem int64
+	var stores []backend.Store
 	for _, t := range c.Targets {
 		if f := s.local(t.FsID); f != nil {
-			stripeMem += f.store.WriteMemory(opts)
+			stores = append(stores, f.store)
 		}
 	}
-	release, err := s.budget.acquire(ctx, uploadMemory(l, stripeMem), wait, "write", c.Path)
+	release, opts, err := s.admitUpload(ctx, l, stores, wait, c.Path)
 	if err != nil {
 		return nil, err
 	}
