@@ -16,8 +16,10 @@
 #      rate cap), timed from `fs config ID configstatus=drain` to `drained`
 #      in fs ls: ratio 1 = drain rate / cp rate;
 #   3. a client stream (curl PUT then GET of STREAM_MB) alone, then the
-#      same stream while the data drains back with drain.rate=THROTTLE:
-#      ratio 2 = stream rate during the drain / stream rate alone.
+#      same stream while the data drains back with drain.rate=THROTTLE,
+#      SAMPLES times each (this VM's disk alone varies by 2x from one
+#      stream to the next): ratio 2 = median stream rate during the drain
+#      / median stream rate alone.
 #
 # The page cache is dropped before every timed step (root only; without
 # it the numbers flatter whatever read the data last). Medians of ROUNDS
@@ -29,6 +31,7 @@ TOTAL_MB=${TOTAL_MB:-4096}
 STREAM_MB=${STREAM_MB:-1024}
 THROTTLE=${THROTTLE:-64M}
 PARALLEL=${PARALLEL:-4}
+SAMPLES=${SAMPLES:-3}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${BENCH_DIR:-/var/tmp}/kaon-drain-bench.XXXXXX")
 PID=
@@ -132,17 +135,22 @@ for r in $(seq "$ROUNDS"); do
 	tmp=$src src=$dst dst=$tmp
 
 	for _ in $(seq 600); do [ "$(stripes "$dst")" = 0 ] && break; sleep 0.1; done
-	SA+=("$(stream)")
+	a=() d=()
+	for _ in $(seq "$SAMPLES"); do a+=("$(stream)"); done
 	drain "$src" "$THROTTLE"
 	waitrow "$src" draining
 	sleep 2 # moves in flight
-	SD+=("$(stream)")
+	for _ in $(seq "$SAMPLES"); do d+=("$(stream)"); done
+	SA+=("$(median "${a[@]}")")
+	SD+=("$(median "${d[@]}")")
 	R2+=("$(ratio "${SD[-1]}" "${SA[-1]}")")
+	still=$("$K" fs ls | awk -v id="$src" '$2 == id' | grep -c " draining " || true)
+	[ "$still" = 1 ] || echo "warning: the throttled drain ended before the last stream sample (raise TOTAL_MB or lower THROTTLE)" >&2
 	"$K" fs config "$src" drain.rate=0
 	waitrow "$src" drained
 	"$K" fs config "$src" configstatus=rw
 	tmp=$src src=$dst dst=$tmp
-	echo "round $r: cp -a ${CP[-1]} MiB/s, drain ${DR[-1]} MiB/s (ratio ${R1[-1]}); stream alone ${SA[-1]} MiB/s, during drain at $THROTTLE/s ${SD[-1]} MiB/s (ratio ${R2[-1]}); load $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "round $r: cp -a ${CP[-1]} MiB/s, drain ${DR[-1]} MiB/s (ratio ${R1[-1]}); stream alone ${a[*]} MiB/s, during drain at $THROTTLE/s ${d[*]} MiB/s (ratio of medians ${R2[-1]}); load $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 
 # The data survived the trips: three files read back against their
