@@ -340,20 +340,20 @@ func TestGroups(t *testing.T) {
 
 // TestReadGrantedBeforeSwitch: a client redirected to a stripe before a
 // drain moved it can still follow the redirect after the switch: the old
-// stripe is deleted only once the capability lifetime has passed.
+// stripe is deleted only once the capability lifetime has passed. The
+// drain starts right after its target was made rw, before the target's
+// storage server heard of it: its moves are not refused.
 func TestReadGrantedBeforeSwitch(t *testing.T) {
 	st := kaontest.New(t, kaontest.Options{Filesystems: 2, CapabilityTTL: time.Minute})
 	ctx := context.Background()
 	if err := st.Client.ConfigFilesystem(ctx, "2", "configstatus", "ro"); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(2 * time.Second) // two heartbeats: the storage server knows fs 2 is ro
 	data := make([]byte, 3<<20)
 	rand.Read(data)
 	if code := st.Put(t, "/f", data); code != 201 {
 		t.Fatalf("PUT %d", code)
-	}
-	if err := st.Client.ConfigFilesystem(ctx, "2", "configstatus", "rw"); err != nil {
-		t.Fatal(err)
 	}
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := noFollow.Get(st.HTTP.URL + "/f")
@@ -365,10 +365,18 @@ func TestReadGrantedBeforeSwitch(t *testing.T) {
 	if resp.StatusCode != http.StatusTemporaryRedirect || loc == "" {
 		t.Fatalf("GET /f: %d, Location %q", resp.StatusCode, loc)
 	}
+	if err := st.Client.ConfigFilesystem(ctx, "2", "configstatus", "rw"); err != nil {
+		t.Fatal(err)
+	}
 	if err := st.Client.ConfigFilesystem(ctx, "1", "configstatus", "drain"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "fs 1 to show drained", func() bool { return fsRow(t, st, 1).Drain == "drained" })
+	// fs 2 became rw just before the drain started, before its storage
+	// server's next heartbeat: the moves onto it are not refused as "ro".
+	if s, err := st.Client.FsStatus(ctx, "1"); err != nil || s.Failed != 0 {
+		t.Fatalf("drain onto a filesystem just made rw: %d failed attempts %v (%v)", s.Failed, s.Failures, err)
+	}
 	time.Sleep(3 * time.Second) // three heartbeats: a deletion due now would have been carried out
 	resp, err = http.Get(loc)
 	if err != nil {

@@ -71,8 +71,13 @@ func (s *Server) MoveStripe(ctx context.Context, o message.MoveOrder) (message.M
 	if f == nil {
 		return message.MoveResult{}, kerr.New(kerr.NotFound, "move", c.Path, fmt.Sprintf("filesystem %d is not on this server", c.Move.Dst.FsID))
 	}
-	if err := f.writable(); err != nil {
-		return message.MoveResult{}, err
+	// Whether the target takes new stripes is the namespace's call, made
+	// when it ordered the move: this server learns a configstatus change
+	// one heartbeat later (an order right after `fs config ID
+	// configstatus=rw` would meet "ro" here). Only an offline target is
+	// refused.
+	if why := f.offlineReason(); why != "" {
+		return message.MoveResult{}, kerr.New(kerr.Unavailable, "move", f.root, "filesystem is offline: "+why)
 	}
 	release, err := s.budget.acquire(ctx, moveMemory(l, f.store.WriteMemory(backend.CreateOptions{Overlap: true})), moveWait, "move", c.Path)
 	if err != nil {
@@ -291,7 +296,10 @@ func (d *stripeDest) String() string {
 }
 
 func (d *stripeDest) Create(context.Context, int64) (transfer.Writer, error) {
-	w, err := d.f.create(d.c.Fid, backend.CreateOptions{Overlap: true})
+	if why := d.f.offlineReason(); why != "" {
+		return nil, kerr.New(kerr.Unavailable, "move", d.f.root, "filesystem is offline: "+why)
+	}
+	w, err := d.f.store.Create(d.c.Fid, backend.CreateOptions{Overlap: true})
 	if err != nil {
 		return nil, err
 	}

@@ -139,8 +139,11 @@ func TestMoveReplica(t *testing.T) {
 }
 
 // TestMoveOrdersAreInternal: a client's read capability is not a move
-// order; a move or staged capability is refused where clients come, and
-// a move to a filesystem that is not writable is refused.
+// order; a move or staged capability is refused where clients come; a
+// move onto an offline filesystem is refused, one onto a filesystem this
+// server still believes read-only is not (the namespace, which ordered
+// it, knows the current configstatus; this server learns it a heartbeat
+// later).
 func TestMoveOrdersAreInternal(t *testing.T) {
 	s, ns, key, _ := newServer(t, 2)
 	rc := upload(t, s, ns, key, 9, "plain", 1, []byte("hello"))
@@ -156,9 +159,14 @@ func TestMoveOrdersAreInternal(t *testing.T) {
 	if _, err := s.NewUpload(context.Background(), wc, key.Sign(wc), time.Second); !kerr.Is(err, kerr.Permission) {
 		t.Fatalf("a staged capability as an upload: %v", err)
 	}
+	s.local(2).offline.Store("identity marker missing")
+	if _, err := s.MoveStripe(context.Background(), order); !kerr.Is(err, kerr.Unavailable) {
+		t.Fatalf("a move onto an offline filesystem: %v", err)
+	}
+	s.local(2).offline.Store("")
 	s.local(2).status.Store("ro")
-	if _, err := s.MoveStripe(context.Background(), order); !kerr.Is(err, kerr.ReadOnly) {
-		t.Fatalf("a move onto a read-only filesystem: %v", err)
+	if _, err := s.MoveStripe(context.Background(), order); err != nil {
+		t.Fatalf("a move ordered onto a filesystem this server still believes ro: %v", err)
 	}
 }
 
