@@ -56,7 +56,7 @@ if [ "$TARGET" = fake ]; then
 	go build -o "$WORK/xrdfake" ./internal/xrootd/xrdtest/xrdfake
 	mkdir -p "$WORK/kaon"
 	"$WORK/xrdfake" "$WORK/kaon" >"$WORK/kaon/addr" 2>"$WORK/kaon/log" &
-	PIDS+=($!)
+	PIDS+=($!); KPID=$!
 	for _ in $(seq 100); do [ -s "$WORK/kaon/addr" ] && break; sleep 0.1; done
 	KURL="root://$(cut -d' ' -f1 "$WORK/kaon/addr")"
 else
@@ -67,7 +67,7 @@ else
 	fi
 	mkdir -p "$WORK/kaon"
 	"$WORK/kaon-bin" up --data "$WORK/kaon" --http 127.0.0.1:0 --xrootd 127.0.0.1:0 $([ "$TLS" = 1 ] && echo --tls) >"$WORK/kaon/out" 2>"$WORK/kaon/log" &
-	PIDS+=($!)
+	PIDS+=($!); KPID=$!
 	for _ in $(seq 300); do [ -s "$WORK/kaon/endpoints.json" ] && break; sleep 0.1; done
 	KURL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["xrootd"])' "$WORK/kaon/endpoints.json")
 	KHTTP=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["http"])' "$WORK/kaon/endpoints.json")
@@ -97,7 +97,7 @@ fi
 chown -R xrootd: "$WORK/xrootd" 2>/dev/null || true
 chmod 755 "$WORK"
 xrootd -R xrootd -c "$WORK/xrootd/xrd.cfg" -l "$WORK/xrootd/log" -n kbench >/dev/null 2>&1 &
-PIDS+=($!)
+PIDS+=($!); XPID=$!
 
 XURL="root://127.0.0.1:$XPORT"
 for _ in $(seq 100); do xrdfs "127.0.0.1:$XPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -130,24 +130,33 @@ one() {
 par() {
 	local name=$1 url=$2 t0 t1 i
 	t0=$(now)
-	for i in $(seq "$PAR"); do xrdcp -s -f "$SRC" "$url//bench/p$i.bin" & done
-	wait_jobs
+	for i in $(seq "$PAR"); do xrdcp -s -f "$SRC" "$url//bench/p$i.bin" 2>"$WORK/err.$i" & done
+	wait_jobs "$name" "upload to $url"
 	t1=$(now)
 	RES[$name.pup]+="$(mbps "$((SIZE_MB * PAR))" "$t0" "$t1") "
 	t0=$(now)
-	for i in $(seq "$PAR"); do xrdcp -s -f "$url//bench/p$i.bin" "$DOWN/p$i.bin" & done
-	wait_jobs
+	for i in $(seq "$PAR"); do xrdcp -s -f "$url//bench/p$i.bin" "$DOWN/p$i.bin" 2>"$WORK/err.$i" & done
+	wait_jobs "$name" "download from $url"
 	t1=$(now)
 	RES[$name.pdown]+="$(mbps "$((SIZE_MB * PAR))" "$t0" "$t1") "
 	rm -f "$DOWN"/p*.bin
 }
 
-# wait_jobs waits for the xrdcp jobs of this shell (not the servers).
+# wait_jobs NAME WHAT waits for the xrdcp jobs of this shell (not the
+# servers); when one fails it says which server, what the clients printed
+# and the end of that server's log.
 wait_jobs() {
-	local j
+	local j failed=0
 	for j in $(jobs -p); do
-		case " ${PIDS[*]} " in *" $j "*) ;; *) wait "$j" || { echo "xrdcp failed" >&2; exit 1; } ;; esac
+		case " ${PIDS[*]} " in *" $j "*) ;; *) wait "$j" || failed=1 ;; esac
 	done
+	[ "$failed" = 0 ] && return
+	local pid=$KPID log=$WORK/kaon/log
+	case $1 in xrootd*) pid=$XPID log=$WORK/xrootd/kbench/log ;; esac
+	echo "xrdcp failed: $1, parallel $2 (load $(cut -d' ' -f1-3 /proc/loadavg); server pid $pid $(kill -0 "$pid" 2>/dev/null && echo running || echo GONE))" >&2
+	cat "$WORK"/err.* >&2
+	tail -n 30 "$log" >&2
+	exit 1
 }
 
 export X509_CERT_DIR="$WORK/kaon/tls/certificates"

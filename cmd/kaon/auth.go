@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,14 +25,27 @@ type AuthConfig struct {
 	Issuers   []string      // --token-issuer ISSUER[=JWKS][,base=/p][,user=U][,map=FILE]
 	Audiences []string      // --token-audience
 	IssuerURL string        // --issuer-url: iss of this instance's tokens
+	KeysTLS   *tls.Config   // trust for fetching issuers' keys (nil: the system's)
 	MaxTTL    time.Duration // --token-max-ttl
 	// X509 is the x509 method (built from the TLS settings; nil without --tls).
 	X509 auth.Authenticator
 }
 
-// withX509 is a with the x509 method set.
-func (a AuthConfig) withX509(x auth.Authenticator) AuthConfig {
-	a.X509 = x
+// keysClient fetches issuers' keys (nil: remote's default client).
+func (a AuthConfig) keysClient() *http.Client {
+	if a.KeysTLS == nil {
+		return nil
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: a.KeysTLS}}
+}
+
+// withSecurity is a with what the role's TLS setup gives it: the x509
+// method, and the trust for issuers' keys (the system's and --tls-ca-dir's).
+func (a AuthConfig) withSecurity(s *security) AuthConfig {
+	a.X509 = s.x509
+	if s.tls != nil {
+		a.KeysTLS = s.tls.Outbound()
+	}
 	return a
 }
 
@@ -108,14 +123,14 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, l
 	if has["unix"] {
 		return append(c, auth.Unix{}), nil
 	}
-	return append(c, auth.Refuse{Reason: "a bearer token is required"}), nil
+	return append(c, auth.HostRoot{}, auth.Refuse{Reason: "a bearer token is required"}), nil
 }
 
 // verifier trusts this instance's own tokens and those of --token-issuer.
 func (a AuthConfig) verifier(ctx context.Context, dir string, self *token.Issuer, log *slog.Logger) (*token.Verifier, error) {
 	issuers := []token.IssuerConfig{{Issuer: self.URL, Keys: self, Map: token.Mapping{SubjectIsUser: true}}}
 	for _, spec := range a.Issuers {
-		ic, keys, err := parseIssuer(spec, filepath.Join(dir, "keys", "token-jwks"))
+		ic, keys, err := parseIssuer(spec, filepath.Join(dir, "keys", "token-jwks"), a.keysClient())
 		if err != nil {
 			return nil, fmt.Errorf("--token-issuer %s: %w", spec, err)
 		}
@@ -133,7 +148,7 @@ func (a AuthConfig) verifier(ctx context.Context, dir string, self *token.Issuer
 
 // parseIssuer reads ISSUER[=JWKS][,base=/PATH][,user=U][,map=FILE]; the
 // remote key set is returned for prefetching when the keys are fetched.
-func parseIssuer(spec, cacheDir string) (token.IssuerConfig, *remote.Keys, error) {
+func parseIssuer(spec, cacheDir string, client *http.Client) (token.IssuerConfig, *remote.Keys, error) {
 	parts := strings.Split(spec, ",")
 	iss, src, _ := strings.Cut(parts[0], "=")
 	ic := token.IssuerConfig{Issuer: iss}
@@ -176,7 +191,7 @@ func parseIssuer(spec, cacheDir string) (token.IssuerConfig, *remote.Keys, error
 			return ic, nil, err
 		}
 	}
-	keys := &remote.Keys{Issuer: iss, URL: src, CacheDir: cacheDir}
+	keys := &remote.Keys{Issuer: iss, URL: src, CacheDir: cacheDir, Client: client}
 	ic.Keys = keys
 	return ic, keys, nil
 }

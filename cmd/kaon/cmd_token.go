@@ -17,7 +17,8 @@ func init() {
 const tokenUsage = `usage:
   kaon token issue --path /p [--path /q] --scope storage.read[,storage.create] --ttl 1h [--user U] [--aud A]
   kaon token inspect [TOKEN | -]     (default: $BEARER_TOKEN)
-  kaon token rotate                  (new signing key; tokens of the old one stay valid until they expire)
+  kaon token rotate                  (the published next key signs from now on, a new next key is published;
+                                      tokens of the old one stay valid until they expire)
   kaon token keys`
 
 func runToken(args []string) int {
@@ -46,9 +47,12 @@ func runToken(args []string) int {
 		if err != nil {
 			return fail("token keys", err)
 		}
-		for i, k := range keys {
+		for _, k := range keys {
 			state := "signing"
-			if i > 0 || k.Retired != nil {
+			switch {
+			case k.Next:
+				state = "published (signs after the next rotation)"
+			case k.Retired != nil:
 				state = "verifying (retired " + k.Retired.Format(time.RFC3339) + ")"
 			}
 			fmt.Printf("%s  created %s  %s\n", k.KID, k.Created.Format(time.RFC3339), state)

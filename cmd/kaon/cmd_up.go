@@ -90,7 +90,7 @@ func runUp(args []string) int {
 	if err != nil {
 		return fail("", err)
 	}
-	if err := role.startAuth(ctx, c.Data, ep.HTTP, c.Namespace.Auth.withX509(sec.x509), log); err != nil {
+	if err := role.startAuth(ctx, c.Data, sec.scheme()+nsAddr, c.Namespace.Auth.withSecurity(sec), log); err != nil {
 		return fail("", err)
 	}
 	policy := &remote.Policy{AllowLoopback: c.Storage.TPC.AllowLoopback}
@@ -102,7 +102,7 @@ func runUp(args []string) int {
 	defer xrd()
 	policy.AddSelf(hostPort(ep.XRootD), hostPort(ep.FSTXrd))
 	nsSrv := serveHTTP(sec.listener(nsL), role.handler(log))
-	fstSrv := serveHTTP(sec.listener(fstL), storageHandler(fst, httpfront.Storage(fst, role.key, c.Storage.TPC.httpConfig(policy), log)))
+	fstSrv := serveHTTP(sec.listener(fstL), storageHandler(fst, httpfront.Storage(fst, role.key, c.Storage.TPC.httpConfig(policy, sec), log)))
 	go fst.Run(ctx)
 	go role.srv.Run(ctx)
 	select {
@@ -192,7 +192,7 @@ func runMGM(args []string) int {
 	}
 	host, _, _ := net.SplitHostPort(addr)
 	ep := Endpoints{HTTP: "http://" + addr}
-	if err := role.startAuth(ctx, c.Data, ep.HTTP, c.Namespace.Auth.withX509(sec.x509), log); err != nil {
+	if err := role.startAuth(ctx, c.Data, sec.scheme()+addr, c.Namespace.Auth.withSecurity(sec), log); err != nil {
 		return fail("", err)
 	}
 	stop, err := startXRootD(c.XRootD, host, role.srv, role.auth, nil, nil, sec, &ep, log)
@@ -275,7 +275,7 @@ func runFST(args []string) int {
 	}
 	defer stop()
 	policy.AddSelf(hostPort(ep.FSTXrd))
-	srv := serveHTTP(sec.listener(l), storageHandler(fst, httpfront.Storage(fst, key, c.Storage.TPC.httpConfig(policy), log)))
+	srv := serveHTTP(sec.listener(l), storageHandler(fst, httpfront.Storage(fst, key, c.Storage.TPC.httpConfig(policy, sec), log)))
 	go fst.Run(ctx)
 	<-fst.Ready()
 	sec.endpoints(&ep)

@@ -223,9 +223,14 @@ func newStorage(node, addr string, key *capability.Key, ns message.Namespace, pa
 }
 
 // httpConfig is the HTTP-TPC setup of a storage server; policy learns this
-// instance's own listeners (which copies never reach) as they start.
-func (t TPCConfig) httpConfig(policy *remote.Policy) httpfront.TPCConfig {
-	return httpfront.TPCConfig{HTTP: &remote.HTTP{Policy: policy}, Markers: t.Markers}
+// instance's own listeners (which copies never reach) as they start. With
+// TLS, https remotes are trusted by the system's CAs and --tls-ca-dir's.
+func (t TPCConfig) httpConfig(policy *remote.Policy, sec *security) httpfront.TPCConfig {
+	h := &remote.HTTP{Policy: policy}
+	if sec != nil && sec.tls != nil {
+		h.TLS = sec.tls.Outbound()
+	}
+	return httpfront.TPCConfig{HTTP: h, Markers: t.Markers}
 }
 
 // hostPort is the host:port of an http:// or root:// URL.

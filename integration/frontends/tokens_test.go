@@ -2,8 +2,10 @@ package frontends
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -18,20 +20,37 @@ import (
 // never read or write a byte. No token reaches the server log, the
 // access log or the audit log.
 //
-// root:// joins when its ztn authentication is in (BEARER_TOKEN in the
-// xrdDriver's env): add it to drivers below.
+// HTTP carries the token in the Authorization header (curl); root:// in
+// ztn over TLS (roots://, BEARER_TOKEN in the environment of the Python
+// XRootD bindings, X509_CERT_DIR naming Kaon's CA directory).
 func TestTokenConformance(t *testing.T) {
 	src := t.TempDir()
 	os.Chmod(src, 0o755)
 	iss := tokentest.New(t, src, "https://issuer.test", "https://kaon.test")
-	k := harness.Up(t, "--auth", "unix,token", "--token-issuer", iss.URL+"="+iss.JWKSFile+",user=4242",
+	k := harness.Up(t, "--tls", "--auth", "unix,token", "--token-issuer", iss.URL+"="+iss.JWKSFile+",user=4242",
 		"--token-audience", "https://kaon.test")
+	var ep struct {
+		Roots string
+		CADir string `json:"ca_dir"`
+	}
+	if b, err := os.ReadFile(filepath.Join(k.Dir, "endpoints.json")); err != nil || json.Unmarshal(b, &ep) != nil || ep.Roots == "" {
+		t.Fatalf("endpoints.json of kaon up --tls: %v %+v", err, ep)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "xrd_driver.py")
 	content, small := []byte("data below /tok/foo\n"), []byte("new content\n")
 	local, local2 := filepath.Join(src, "content"), filepath.Join(src, "small")
 	os.WriteFile(local, content, 0o644)
 	os.WriteFile(local2, small, 0o644)
 	drivers := []func(tok string) Driver{
 		func(tok string) Driver { return httpDriver{base: k.EP.HTTP, token: tok} },
+		func(tok string) Driver {
+			env := []string{"X509_CERT_DIR=" + ep.CADir}
+			if tok != "" {
+				env = append(env, "BEARER_TOKEN="+tok)
+			}
+			return xrdDriver{url: ep.Roots, script: script, env: env}
+		},
 	}
 	var used []string // every token sent, for the log check
 	for _, mk := range drivers {

@@ -159,7 +159,10 @@ func TestRealClients(t *testing.T) {
 }
 
 // TestTokenOnly: with --auth token a loopback client without a token is
-// refused with a clear reason over HTTP, the admin API and root://.
+// refused with a clear reason over HTTP, the admin API and root://, except
+// the host's root on the admin API (auth.HostRoot): it administers the
+// server (kaon token issue, mkdir, chown) but reads no data without a
+// token.
 func TestTokenOnly(t *testing.T) {
 	src := t.TempDir()
 	iss := tokentest.New(t, src, "https://issuer.test", "https://kaon.test")
@@ -168,8 +171,20 @@ func TestTokenOnly(t *testing.T) {
 	if !strings.Contains(out, "401") || !strings.Contains(out, "a bearer token is required") || !strings.Contains(strings.ToLower(out), "www-authenticate: bearer") {
 		t.Fatalf("curl without a token:\n%s", out)
 	}
-	if _, errs, code := kaonCLI(t, k, nil, 0, "whoami"); code == 0 || !strings.Contains(errs, "a bearer token is required") {
-		t.Fatalf("kaon whoami without a token: %d %s", code, errs)
+	if _, errs, code := kaonCLI(t, k, nil, 65534, "whoami"); code == 0 || !strings.Contains(errs, "a bearer token is required") {
+		t.Fatalf("kaon whoami as nobody without a token: %d %s", code, errs)
+	}
+	if w, errs, code := kaonCLI(t, k, nil, 0, "whoami"); code != 0 || !strings.Contains(w, "uid=0") {
+		t.Fatalf("kaon whoami as the host's root on a token-only server: %d %q %s", code, w, errs)
+	}
+	k.MustKaon("mkdir", "/adm")
+	k.MustKaon("chown", "4242:4242", "/adm")
+	own := strings.TrimSpace(k.MustKaon("token", "issue", "--path", "/adm", "--scope", "storage.create,storage.read", "--user", "4242"))
+	if out, _, _ := run(t, nil, 0, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-H", "Authorization: Bearer "+own, "-T", "/etc/hostname", k.EP.HTTP+"/adm/f"); out != "201" {
+		t.Fatalf("upload with a token root issued on a token-only server: %s", out)
+	}
+	if out, _, _ := run(t, nil, 0, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-L", k.EP.HTTP+"/adm/f"); out != "401" {
+		t.Fatalf("the host's root reads data without a token on a token-only server: %s", out)
 	}
 	_, errs, code := run(t, []string{"XRD_CONNECTIONRETRY=1"}, 0, "xrdfs", strings.TrimPrefix(k.EP.XRootD, "root://"), "ls", "/")
 	if code == 0 || !strings.Contains(errs, "3010") || !strings.Contains(errs, "a bearer token is required") {
@@ -189,7 +204,7 @@ func TestTokenOnly(t *testing.T) {
 			t.Fatalf("--auth %s: %d %s", c.auth, code, errs)
 		}
 	}
-	noTokens(t, k, []string{tok})
+	noTokens(t, k, []string{tok, own})
 }
 
 // TestKaonToKaon: instance B trusts instance A's tokens through A's
@@ -219,9 +234,10 @@ func TestKaonToKaon(t *testing.T) {
 		t.Fatalf("A's token with a broken signature at B: %s", c)
 	}
 	kid := strings.TrimSpace(a.MustKaon("token", "rotate"))
-	keys := a.MustKaon("token", "keys")
-	if !strings.HasPrefix(keys, kid) || strings.Count(keys, "\n") != 2 {
-		t.Fatalf("token keys after rotate:\n%s", keys)
+	keys := strings.Split(strings.TrimSpace(a.MustKaon("token", "keys")), "\n")
+	if len(keys) != 3 || !strings.Contains(keys[0], "published") || !strings.HasPrefix(keys[1], kid) ||
+		!strings.HasSuffix(keys[1], "signing") || !strings.Contains(keys[2], "verifying (retired") {
+		t.Fatalf("token keys after rotate (want next, signing %s, retired):\n%s", kid, strings.Join(keys, "\n"))
 	}
 	fresh := issue()
 	if c := code(a, old); c != "207" {
@@ -233,6 +249,9 @@ func TestKaonToKaon(t *testing.T) {
 	if c := code(b, old); c != "207" {
 		t.Fatalf("a token of the previous key at B after rotation: %s", c)
 	}
+	if c := code(b, fresh); c != "207" {
+		t.Fatalf("a token of the new key at B: %s", c)
+	}
 	// B restarted with A down verifies from the keys it cached on disk.
 	a.Stop()
 	b.Restart()
@@ -241,4 +260,32 @@ func TestKaonToKaon(t *testing.T) {
 	}
 	noTokens(t, a, []string{old, fresh})
 	noTokens(t, b, []string{old, fresh})
+}
+
+// TestConfigFileTLSAndTokens: the TLS and token settings work from the
+// config file as from the flags: tls, auth, repeated token-issuer and
+// token-audience (TOML arrays).
+func TestConfigFileTLSAndTokens(t *testing.T) {
+	src := t.TempDir()
+	os.Mkdir(filepath.Join(src, "a"), 0o755)
+	os.Mkdir(filepath.Join(src, "b"), 0o755)
+	a := tokentest.New(t, filepath.Join(src, "a"), "https://a.test", "https://aud-a.test")
+	b := tokentest.New(t, filepath.Join(src, "b"), "https://b.test", "https://aud-b.test")
+	conf := filepath.Join(src, "kaon.toml")
+	os.WriteFile(conf, []byte(`tls = true
+auth = "unix,token"
+token-issuer = ["`+a.URL+"="+a.JWKSFile+`,user=4242", "`+b.URL+"="+b.JWKSFile+`,user=4243"]
+token-audience = ["https://aud-a.test", "https://aud-b.test"]
+`), 0o644)
+	dir := t.TempDir()
+	k := harness.Start(t, dir, "up", "--config", conf, "--data", dir, "--http", "127.0.0.1:0", "--xrootd", "127.0.0.1:0")
+	ep := readTLSEP(t, k)
+	for _, c := range []struct {
+		tok, uid string
+	}{{a.Token(t, "storage.read:/"), "uid=4242"}, {b.Token(t, "storage.read:/"), "uid=4243"}} {
+		w, errs, code := kaonCLI(t, k, []string{"BEARER_TOKEN=" + c.tok, "SSL_CERT_FILE=" + ep.CA}, 0, "whoami", "--url", ep.HTTPS)
+		if code != 0 || !strings.Contains(w, c.uid) || !strings.Contains(w, "method=token") {
+			t.Fatalf("whoami over https with a token of a config-file issuer: %d %q %s", code, w, errs)
+		}
+	}
 }

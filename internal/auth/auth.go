@@ -81,6 +81,9 @@ type Request struct {
 	// chain itself is verified by the x509 method (proxies included).
 	Certs []*x509.Certificate
 	Login string // the name the client claims (display only)
+	// Admin says the request is for the admin API (HostRoot applies only
+	// there).
+	Admin bool
 }
 
 // Authenticator is one authentication method.

@@ -61,6 +61,17 @@ func TestUnixPeer(t *testing.T) {
 	if _, ok, _ := (Unix{}).Authenticate(context.Background(), &Request{Remote: far, Local: c.LocalAddr()}); ok {
 		t.Fatal("a remote address was authenticated as a local user")
 	}
+	// HostRoot: the loopback peer on admin requests, when it is root.
+	p, ok, err = HostRoot{}.Authenticate(context.Background(), &Request{Remote: c.RemoteAddr(), Local: c.LocalAddr(), Admin: true})
+	if err != nil || ok != (os.Getuid() == 0) || ok && !p.IsRoot() {
+		t.Fatalf("HostRoot on an admin request of uid %d: %+v %v %v", os.Getuid(), p, ok, err)
+	}
+	if _, ok, _ := (HostRoot{}).Authenticate(context.Background(), &Request{Remote: c.RemoteAddr(), Local: c.LocalAddr()}); ok {
+		t.Fatal("HostRoot applied to a request that is not for the admin API")
+	}
+	if _, ok, _ := (HostRoot{}).Authenticate(context.Background(), &Request{Remote: far, Local: c.LocalAddr(), Admin: true}); ok {
+		t.Fatal("HostRoot applied to a remote address")
+	}
 }
 
 func TestScopes(t *testing.T) {

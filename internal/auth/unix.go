@@ -17,6 +17,24 @@ import (
 // the client. It does not apply to other clients.
 type Unix struct{}
 
+// HostRoot lets the host's root administer a server whose --auth does not
+// accept unix peers: a loopback client owned by uid 0 is root on admin API
+// requests, and only there (data requests still need a token or
+// certificate). Root on the host owns the data directory and the signing
+// keys, so this gives it nothing it does not have; without it, a
+// token-only server could not be administered at all (tokens never act
+// as root).
+type HostRoot struct{}
+
+// Authenticate implements Authenticator.
+func (HostRoot) Authenticate(_ context.Context, r *Request) (Principal, bool, error) {
+	if !r.Admin {
+		return Principal{}, false, nil
+	}
+	p, ok := Peer(r.Remote, r.Local)
+	return p, ok && p.IsRoot(), nil
+}
+
 // Authenticate implements Authenticator.
 func (Unix) Authenticate(_ context.Context, r *Request) (Principal, bool, error) {
 	p, ok := Peer(r.Remote, r.Local)

@@ -161,4 +161,5 @@ type TokenKey struct {
 	KID     string     `json:"kid"`
 	Created time.Time  `json:"created,omitzero"`
 	Retired *time.Time `json:"retired,omitempty"`
+	Next    bool       `json:"next,omitempty"` // published, signs after the next rotation
 }

@@ -382,7 +382,7 @@ func (f *Namespace) apiHandler() http.Handler {
 	handle("token/keys", false, func(ctx context.Context, c auth.Principal, _ apiArgs) (any, error) {
 		var out []client.TokenKey
 		for _, k := range ns.TokenKeys(ctx, c) {
-			out = append(out, client.TokenKey{KID: k.KID, Created: k.Created, Retired: k.Retired})
+			out = append(out, client.TokenKey{KID: k.KID, Created: k.Created, Retired: k.Retired, Next: k.Next})
 		}
 		return out, nil
 	})

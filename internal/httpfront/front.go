@@ -70,10 +70,14 @@ type connKey struct{}
 // request and in its own goroutine (ConnContext runs in the accept loop,
 // which must not wait on the kernel).
 type connAuth struct {
-	once          sync.Once
 	remote, local net.Addr
-	p             auth.Principal
-	err           error
+	dav, admin    connResult // admin API requests may authenticate otherwise (auth.HostRoot)
+}
+
+type connResult struct {
+	once sync.Once
+	p    auth.Principal
+	err  error
 }
 
 // ConnContext attaches a connection's authentication state to its
@@ -90,24 +94,29 @@ func (f *Namespace) principal(r *http.Request) (auth.Principal, error) {
 	if !ok {
 		return auth.Nobody, nil
 	}
+	admin := strings.HasPrefix(r.URL.Path, "/api/v1/")
 	if tok := bearer(r); tok != "" && f.acceptsTokens() {
-		p, err := f.Auth.Authenticate(r.Context(), &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok})
+		p, err := f.Auth.Authenticate(r.Context(), &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok, Admin: admin})
 		if err == nil {
 			SetPrincipal(r, p.Name+"/"+p.Method)
 		}
 		return p, err
 	}
-	ca.once.Do(func() {
-		req := &auth.Request{Remote: ca.remote, Local: ca.local}
+	cr := &ca.dav
+	if admin {
+		cr = &ca.admin
+	}
+	cr.once.Do(func() {
+		req := &auth.Request{Remote: ca.remote, Local: ca.local, Admin: admin}
 		if r.TLS != nil {
 			req.Certs = r.TLS.PeerCertificates // the x509 method verifies them
 		}
-		ca.p, ca.err = f.Auth.Authenticate(r.Context(), req)
+		cr.p, cr.err = f.Auth.Authenticate(r.Context(), req)
 	})
-	if ca.err == nil {
-		SetPrincipal(r, ca.p.Name+"/"+ca.p.Method)
+	if cr.err == nil {
+		SetPrincipal(r, cr.p.Name+"/"+cr.p.Method)
 	}
-	return ca.p, ca.err
+	return cr.p, cr.err
 }
 
 // textError answers err as text naming the path and the reason, with the

@@ -161,3 +161,20 @@ func parsePEMCerts(b []byte) ([]*x509.Certificate, error) {
 		out = append(out, c)
 	}
 }
+
+// Outbound is a client configuration for connections to other sites
+// (third-party copies, token issuers' keys): the system's trusted roots
+// and the CA directory's, so a peer with a certificate of the local CA
+// (another Kaon of this site) is trusted as well as a public server.
+func (m *Material) Outbound() *tls.Config {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if certs, err := ReadCADir(m.CADir); err == nil {
+		for _, c := range certs {
+			pool.AddCert(c)
+		}
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -29,8 +30,11 @@ import (
 // says); the client's kXR_auth with credential type "ztn" carries
 // "ztn\0", version 0, 'T', two reserved bytes, the token length (16 bits,
 // big-endian, counting a final NUL) and the token. Until kXR_auth
-// succeeds the session may do nothing; a refused token fails every later
-// kXR_auth too, so a client never falls back to a weaker identity.
+// succeeds the session may do nothing. A refused token ends the
+// authentication with a session that refuses every request with the
+// reason (the only way the reason reaches the user of a 5.5 client), and
+// fails every later kXR_auth, so a client never falls back to a weaker
+// identity.
 
 // TLS flags and codes (XProtocol.hh).
 const (
@@ -156,7 +160,7 @@ func (c *conn) doAuth(h *reqHeader, body []byte) bool {
 		defer cancel()
 		id, aerr := c.srv.cfg.AuthenticateToken(ctx, c.sess.ident.User, c.nc.RemoteAddr(), c.nc.LocalAddr(), tok)
 		if aerr != nil {
-			return c.refuseAuth(sid, "ztn: token refused: "+aerr.Error())
+			return c.refuseToken(sid, "ztn: token refused: "+aerr.Error())
 		}
 		id.Host = c.host
 		c.sess.ident = id
@@ -176,6 +180,21 @@ func (c *conn) refuseAuth(sid [2]byte, msg string) bool {
 	c.authFailed = msg
 	c.srv.log.Info("xrootd: authentication refused", "client", c.host, "reason", msg)
 	return c.sendErr(sid, kXR_NotAuthorized, msg) == nil
+}
+
+// refuseToken answers kXR_auth with a refused token: the authentication
+// step succeeds, but the session is nobody's and every request of it is
+// refused with kXR_NotAuthorized and msg. XrdCl shows a failed kXR_auth's
+// message only in its debug log and then reports "No protocols left to
+// try"; a request's error reaches the user ("[3010] ... token refused:
+// expired"). A later kXR_auth of the connection fails with msg, so a
+// refused token never becomes a weaker identity.
+func (c *conn) refuseToken(sid [2]byte, msg string) bool {
+	c.authFailed = msg
+	c.srv.log.Info("xrootd: authentication refused", "client", c.host, "reason", msg)
+	c.sess.ident = Identity{User: "nobody", UID: 65534, GID: 65534, Host: c.host, Err: errors.New(msg)}
+	c.sess.pending.Store(false)
+	return c.send(sid, kXR_ok) == nil
 }
 
 // parseZtn extracts the token of ztn credentials ("" error: fine).

@@ -25,12 +25,17 @@ import (
 // publishes its public keys. Its keys live in one file (mode 0600), newest
 // first: the current key signs, previous ones stay in the JWKS until every
 // token they signed has expired (MaxTTL after they were retired), so a
-// rotation never invalidates a token early.
+// rotation never invalidates a token early. The next key is published
+// before it signs anything: a rotation promotes it and publishes a new
+// next key, so a verifier holding a key set fetched before the rotation
+// (scitokens-cpp keeps one for minutes and does not look again for an
+// unknown key id) already knows the key of the tokens signed after it.
 //
 // Key file format (version 1), JSON:
 //
 //	{"version": 1, "keys": [{"jwk": {private JWK, kid = RFC 7638
-//	 thumbprint}, "created": RFC 3339, "retired": RFC 3339 or absent}, ...]}
+//	 thumbprint}, "created": RFC 3339, "retired": RFC 3339 or absent,
+//	 "next": true for the published key that signs after the next rotation}, ...]}
 type Issuer struct {
 	// URL is the iss of issued tokens; verifiers fetch
 	// URL/.well-known/openid-configuration. Set before serving.
@@ -47,6 +52,7 @@ type issuerKey struct {
 	JWK     jose.JSONWebKey `json:"jwk"`
 	Created time.Time       `json:"created"`
 	Retired *time.Time      `json:"retired,omitempty"`
+	Next    bool            `json:"next,omitempty"`
 }
 
 type keyFile struct {
@@ -66,6 +72,10 @@ func OpenIssuer(file string, maxTTL time.Duration) (*Issuer, error) {
 	b, err := os.ReadFile(file)
 	switch {
 	case os.IsNotExist(err):
+		// a first current key, and the next one published with it
+		if _, err := i.rotate(); err != nil {
+			return nil, err
+		}
 		if _, err := i.rotate(); err != nil {
 			return nil, err
 		}
@@ -83,7 +93,29 @@ func OpenIssuer(file string, maxTTL time.Duration) (*Issuer, error) {
 		}
 	}
 	i.keys = kf.Keys
+	if !i.keys[0].Next { // a key file from before next keys: publish one now
+		next, err := newKey(i.Now().UTC().Truncate(time.Second))
+		if err != nil {
+			return nil, err
+		}
+		next.Next = true
+		keys := append([]issuerKey{next}, i.keys...)
+		if err := writeKeys(file, keys); err != nil {
+			return nil, err
+		}
+		i.keys = keys
+	}
 	return i, nil
+}
+
+// signing is the current key (the newest neither next nor retired).
+func (i *Issuer) signing() jose.JSONWebKey {
+	for _, k := range i.keys {
+		if !k.Next && k.Retired == nil {
+			return k.JWK
+		}
+	}
+	return i.keys[len(i.keys)-1].JWK // not reached: a rotation always leaves one
 }
 
 // IssueRequest is what a token is for.
@@ -107,7 +139,7 @@ func (i *Issuer) Issue(r IssueRequest) (string, error) {
 		aud = []string{i.URL}
 	}
 	i.mu.RLock()
-	key := i.keys[0].JWK
+	key := i.signing()
 	i.mu.RUnlock()
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key},
 		(&jose.SignerOptions{}).WithType("JWT"))
@@ -125,8 +157,9 @@ func (i *Issuer) Issue(r IssueRequest) (string, error) {
 	return jwt.Signed(signer).Claims(c).Serialize()
 }
 
-// Rotate makes a new current key; the previous one keeps verifying until
-// MaxTTL from now. It returns the new key's id.
+// Rotate makes the published next key the current one and publishes a new
+// next key; the previous current key keeps verifying until MaxTTL from
+// now. It returns the id of the key that signs from now on.
 func (i *Issuer) Rotate() (string, error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -134,23 +167,22 @@ func (i *Issuer) Rotate() (string, error) {
 }
 
 func (i *Issuer) rotate() (string, error) {
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", err
-	}
-	jwk := jose.JSONWebKey{Key: priv, Algorithm: string(jose.ES256), Use: "sig"}
-	tp, err := jwk.Thumbprint(crypto.SHA256)
-	if err != nil {
-		return "", err
-	}
-	jwk.KeyID = base64.RawURLEncoding.EncodeToString(tp)[:16]
 	now := i.Now().UTC().Truncate(time.Second)
-	keys := []issuerKey{{JWK: jwk, Created: now}}
+	next, err := newKey(now)
+	if err != nil {
+		return "", err
+	}
+	next.Next = true
+	keys, current := []issuerKey{next}, ""
 	for _, k := range i.keys {
-		if k.Retired == nil {
+		switch {
+		case k.Next:
+			k.Next = false
+			current = k.JWK.KeyID
+		case k.Retired == nil:
 			k.Retired = &now
 		}
-		if now.Sub(*k.Retired) <= i.MaxTTL {
+		if k.Retired == nil || now.Sub(*k.Retired) <= i.MaxTTL {
 			keys = append(keys, k)
 		}
 	}
@@ -158,7 +190,22 @@ func (i *Issuer) rotate() (string, error) {
 		return "", err
 	}
 	i.keys = keys
-	return jwk.KeyID, nil
+	return current, nil
+}
+
+// newKey makes an ES256 key whose id is its RFC 7638 thumbprint.
+func newKey(now time.Time) (issuerKey, error) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return issuerKey{}, err
+	}
+	jwk := jose.JSONWebKey{Key: priv, Algorithm: string(jose.ES256), Use: "sig"}
+	tp, err := jwk.Thumbprint(crypto.SHA256)
+	if err != nil {
+		return issuerKey{}, err
+	}
+	jwk.KeyID = base64.RawURLEncoding.EncodeToString(tp)[:16]
+	return issuerKey{JWK: jwk, Created: now}, nil
 }
 
 func writeKeys(file string, keys []issuerKey) error {
@@ -184,8 +231,8 @@ func writeKeys(file string, keys []issuerKey) error {
 	return os.Rename(tmp, file)
 }
 
-// JWKS is the public key set: the current key and the previous ones
-// still verifying.
+// JWKS is the public key set: the next key, the current key and the
+// previous ones still verifying.
 func (i *Issuer) JWKS() jose.JSONWebKeySet {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
@@ -205,6 +252,7 @@ type KeyInfo struct {
 	KID     string     `json:"kid"`
 	Created time.Time  `json:"created"`
 	Retired *time.Time `json:"retired,omitempty"`
+	Next    bool       `json:"next,omitempty"` // published, signs after the next rotation
 }
 
 // Keys lists the keys, newest first.
@@ -213,7 +261,7 @@ func (i *Issuer) Keys() []KeyInfo {
 	defer i.mu.RUnlock()
 	out := make([]KeyInfo, len(i.keys))
 	for n, k := range i.keys {
-		out[n] = KeyInfo{KID: k.JWK.KeyID, Created: k.Created, Retired: k.Retired}
+		out[n] = KeyInfo{KID: k.JWK.KeyID, Created: k.Created, Retired: k.Retired, Next: k.Next}
 	}
 	sort.SliceStable(out, func(a, b int) bool { return out[a].Created.After(out[b].Created) })
 	return out

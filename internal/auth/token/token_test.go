@@ -398,13 +398,35 @@ func TestIssuer(t *testing.T) {
 		t.Fatalf("inspect: %v %v", u, err)
 	}
 	kid1 := u.Header["kid"]
+	// the next key is published before it signs: a verifier holding the
+	// key set from before the rotation knows the tokens signed after it
+	before := is.JWKS()
+	if n := len(before.Keys); n != 2 {
+		t.Fatalf("JWKS of a new issuer holds %d keys, want the current and the next", n)
+	}
+	if ks := is.Keys(); len(ks) != 2 || !ks[0].Next || ks[1].Next || ks[1].KID != kid1 {
+		t.Fatalf("keys of a new issuer: %+v", ks)
+	}
 	now = now.Add(time.Minute)
 	kid2, err := is.Rotate()
-	if err != nil || kid2 == kid1 {
+	if err != nil || kid2 == kid1 || kid2 != before.Keys[0].KeyID {
 		t.Fatalf("rotate: %v %v", kid2, err)
 	}
-	if n := len(is.JWKS().Keys); n != 2 {
-		t.Fatalf("JWKS after rotation holds %d keys", n)
+	if _, ok := FindKey(before, kid2); !ok {
+		t.Fatalf("the key signing after the rotation (%s) was not published before it", kid2)
+	}
+	if n := len(is.JWKS().Keys); n != 3 {
+		t.Fatalf("JWKS after rotation holds %d keys, want next, current, previous", n)
+	}
+	cached := &staticKeys{set: before}
+	vc, _ := New(Config{Issuers: []IssuerConfig{{Issuer: is.URL, Keys: cached, Map: Mapping{SubjectIsUser: true}}},
+		Audiences: []string{is.URL}, Now: func() time.Time { return now }})
+	after, err := is.Issue(IssueRequest{Subject: "1001", Scopes: []string{"storage.read:/a"}, TTL: 30 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vc.Verify(context.Background(), after); err != nil {
+		t.Fatalf("a verifier with the keys from before the rotation refuses a token signed after it: %v", err)
 	}
 	// reopened from disk: both keys, the new one signing
 	is2, err := OpenIssuer(file, time.Hour)
@@ -423,7 +445,7 @@ func TestIssuer(t *testing.T) {
 	}
 	// past MaxTTL after retirement the previous key is gone
 	now = now.Add(time.Hour + time.Minute)
-	if n := len(is2.JWKS().Keys); n != 1 {
+	if n := len(is2.JWKS().Keys); n != 2 {
 		t.Fatalf("JWKS an hour after rotation holds %d keys", n)
 	}
 	d := is2.Discovery()
@@ -485,5 +507,33 @@ func BenchmarkVerify(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestIssuerUpgrade: a key file from before next keys gets one published
+// on open, and the current key keeps signing.
+func TestIssuerUpgrade(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token-keys.json")
+	is, err := OpenIssuer(file, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kf keyFile
+	b, _ := os.ReadFile(file)
+	json.Unmarshal(b, &kf)
+	kf.Keys = kf.Keys[1:] // drop the next key: the old format
+	b, _ = json.Marshal(kf)
+	os.WriteFile(file, b, 0o600)
+	old := kf.Keys[0].JWK.KeyID
+	is, err = OpenIssuer(file, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ks := is.Keys(); len(ks) != 2 || !ks[0].Next || ks[1].KID != old {
+		t.Fatalf("keys after upgrade: %+v", ks)
+	}
+	tok, _ := is.Issue(IssueRequest{Subject: "1001", Scopes: []string{"storage.read:/a"}, TTL: time.Minute})
+	if u, _ := Inspect(tok); u.Header["kid"] != old {
+		t.Fatalf("after upgrade tokens are signed with %v, want %v", u.Header["kid"], old)
 	}
 }
