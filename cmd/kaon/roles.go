@@ -148,17 +148,18 @@ func openNamespace(dir string, c NamespaceConfig, sec *security, log *slog.Logge
 	if role.eng, err = pebblekv.Open(filepath.Join(dir, "meta"), pebblekv.Options{CacheBytes: int64(c.MetaCacheMB) << 20}); err != nil {
 		return nil, fmt.Errorf("open namespace store in %s: %w", dir, err)
 	}
+	storage := storageClient(key, sec)
 	role.srv, err = nsserver.New(nsserver.Config{Engine: role.eng, Sync: c.Sync, Key: key, CapabilityTTL: c.CapTTL, Logger: log,
 		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit, Tokens: role.tokens,
-		Data:     storageClient(key, sec),
-		PhysName: physName,
-		Repair:   storageClient(key, sec), FsckRate: c.fsckRate(), FsckOrphanGrace: c.orphanGrace(),
+		Data: storage, Mover: storage, PhysName: physName,
+		Repair: storage, FsckRate: c.fsckRate(), FsckOrphanGrace: c.orphanGrace(),
 		Slow: c.slowPolicy()})
 	if err != nil {
 		role.Close()
 		return nil, err
 	}
 	role.metrics = newNamespaceMetrics(role.srv)
+	role.srv.ReportMovement(role.metrics.Move)
 	return role, nil
 }
 
