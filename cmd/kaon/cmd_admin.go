@@ -13,8 +13,8 @@ import (
 
 func init() {
 	register(command{name: "space", short: "space ls | define NAME | config NAME key=value: spaces, capacity counted once per backend", run: runSpace})
-	register(command{name: "fs", short: "fs ls | fs add --node N (--path P | --rados --pool P) [--space S] | fs config ID key=value | fs reinit ID", run: runFs})
-	register(command{name: "file", short: "file info PATH: fid, layout, checksums, stripes", run: runFile})
+	register(command{name: "fs", short: "fs ls | fs add --node N (--path P | --rados --pool P) [--space S] | fs config ID key=value | fs status ID | fs reinit ID", run: runFs})
+	register(command{name: "file", short: "file info PATH: fid, layout, checksums, stripes | file convert PATH --space S --layout L", run: runFile})
 	register(command{name: "attr", short: "attr set PATH name=value | get PATH name | ls PATH | rm PATH name", run: runAttr})
 }
 
@@ -102,7 +102,9 @@ const fsUsage = `usage: kaon fs ls
        kaon fs add --node N --path DIR [--space S | --group S.N] [--io auto|direct|buffered]
        kaon fs add --node N --rados --pool P [--namespace NS] [--ceph-conf F] [--ceph-user U] [--object-size 16M] [--space S]
        kaon fs config ID key=value   (configstatus=rw|ro|drain|off, group=S.N, space=S, io=auto|direct|buffered, object-size=SIZE,
+                                      drain.rate=SIZE per second (0 = no cap), drain.parallel=N,
                                       fsck: scan_disk_interval=4h, scan_ns_rate=1000 (stripes/s), scaninterval=7d, scanrate=100 (MB/s))
+       kaon fs status ID             (a filesystem and its drain: stripes and bytes left, rate, ETA, failures with reasons)
        kaon fs reinit ID`
 
 func runFs(args []string) int {
@@ -133,7 +135,7 @@ func runFs(args []string) int {
 			return fail("fs ls", err)
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "host:port\tid\tpath\tgroup\tboot\tconfig\tkind\tio\tused\tcapacity\tfiles\tbackend-health\thealth")
+		fmt.Fprintln(tw, "host:port\tid\tpath\tgroup\tboot\tconfig\tkind\tio\tused\tcapacity\tfiles\tdrain\tleft\trate\teta\tfailed\tbackend-health\thealth")
 		for _, f := range fss {
 			io := f.IOInUse
 			if io != "" {
@@ -147,8 +149,8 @@ func runFs(args []string) int {
 			if f.Slow != "" { // standing out from its group: new files avoid it
 				health = strings.TrimPrefix(health+"; ", "ok; ") + "slow: " + f.Slow
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", f.Node, f.ID, f.Path, f.Group, f.BootStatus, f.ConfigStatus,
-				dash(f.Kind), dash(io), human(f.Used), human(f.Capacity), f.Files, dash(f.BackendHealth), health)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", f.Node, f.ID, f.Path, f.Group, f.BootStatus, f.ConfigStatus,
+				dash(f.Kind), dash(io), human(f.Used), human(f.Capacity), f.Files, drainColumns(f), dash(f.BackendHealth), health)
 		}
 		tw.Flush()
 	case "add":
@@ -173,6 +175,16 @@ func runFs(args []string) int {
 		if err := api.ConfigFilesystem(ctx(), fl.Arg(0), k, v); err != nil {
 			return fail("fs config", err)
 		}
+	case "status":
+		if fl.NArg() != 1 {
+			fmt.Fprintln(os.Stderr, fsUsage)
+			return 2
+		}
+		st, err := api.FsStatus(ctx(), fl.Arg(0))
+		if err != nil {
+			return fail("fs status", err)
+		}
+		printFsStatus(st)
 	case "reinit":
 		if fl.NArg() != 1 {
 			fmt.Fprintln(os.Stderr, "usage: kaon fs reinit ID (the storage server creates the filesystem again, on an empty directory)")
@@ -197,8 +209,11 @@ func dash(s string) string {
 
 func runFile(args []string) int {
 	fl, u := flags("file")
+	if len(args) > 0 && args[0] == "convert" {
+		return runConvert(fl, u, args[1:])
+	}
 	if len(args) == 0 || args[0] != "info" {
-		fmt.Fprintln(os.Stderr, "usage: kaon file info PATH")
+		fmt.Fprintln(os.Stderr, "usage: kaon file info PATH | file convert PATH [--space S] [--layout L] | file convert --status")
 		return 2
 	}
 	p, ok := oneArg(fl, args[1:])

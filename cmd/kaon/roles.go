@@ -152,17 +152,18 @@ func openNamespace(dir string, c NamespaceConfig, sec *security, log *slog.Logge
 		return nil, err
 	}
 	role.metrics = newNamespaceMetrics(role.srv)
+	role.srv.ReportMovement(role.metrics.Move)
 	return role, nil
 }
 
 // serverConfig is the namespace service's configuration over store (the
 // embedded engine, or a replicated instance's pipeline).
 func (c NamespaceConfig) serverConfig(store kv.Store, key *capability.Key, tokens *token.Issuer, audit io.Writer, sec *security, log *slog.Logger) nsserver.Config {
+	storage := storageClient(key, sec)
 	return nsserver.Config{Engine: store, Sync: c.Sync, Key: key, CapabilityTTL: c.CapTTL, Logger: log,
 		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit, Tokens: tokens,
-		Data:     storageClient(key, sec),
-		PhysName: physName,
-		Repair:   storageClient(key, sec), FsckRate: c.fsckRate(), FsckOrphanGrace: c.orphanGrace(),
+		Data: storage, Mover: storage, PhysName: physName,
+		Repair: storage, FsckRate: c.fsckRate(), FsckOrphanGrace: c.orphanGrace(),
 		Slow: c.slowPolicy()}
 }
 

@@ -42,7 +42,24 @@ type Capability struct {
 	UID       uint32            `json:"u"`
 	GID       uint32            `json:"g"`
 	Expires   int64             `json:"e"` // unix seconds
+	// Move makes a read capability the namespace's order to copy one
+	// stripe of the file to another filesystem (drain, balance).
+	Move *Move `json:"mv,omitempty"`
+	// Staged marks a write capability whose stripes are written and
+	// finished but never committed by the storage server: the namespace
+	// switches them in itself (layout and space conversion).
+	Staged bool `json:"st,omitempty"`
 }
+
+// Move names the stripe a move copies and where to.
+type Move struct {
+	Stripe int    `json:"i"`
+	Dst    Target `json:"d"`
+}
+
+// Internal reports whether c is for servers only (a move order or a
+// staged upload): client endpoints refuse it.
+func (c *Capability) Internal() bool { return c.Move != nil || c.Staged }
 
 // Key signs and verifies capabilities.
 type Key struct{ secret []byte }
@@ -99,6 +116,9 @@ type Access struct {
 	Fid   uint64
 	Path  string
 	Write bool
+	// Internal accepts capabilities for servers only (Capability.Internal):
+	// set by the internal endpoints, never by client ones.
+	Internal bool
 }
 
 // Verify checks signature and expiry, then that the capability is for the
@@ -145,6 +165,8 @@ func (k *Key) Verify(token string, now time.Time, a Access) (*Capability, error)
 		return nil, kerr.New(kerr.Permission, "write", c.Path, "capability does not allow writing")
 	case !a.Write && c.Write:
 		return nil, kerr.New(kerr.Permission, "read", c.Path, "capability is for writing")
+	case c.Internal() && !a.Internal:
+		return nil, kerr.New(kerr.Permission, "capability", c.Path, "capability is for storage servers only")
 	}
 	return &c, nil
 }

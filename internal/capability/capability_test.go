@@ -45,6 +45,8 @@ func TestVerifyAccess(t *testing.T) {
 	now := time.Unix(1000, 0)
 	w := k.Sign(&Capability{Fid: 7, Write: true, Path: "/a", Expires: 1060})
 	r := k.Sign(&Capability{Fid: 7, Path: "/a", Expires: 1060})
+	mv := k.Sign(&Capability{Fid: 7, Path: "/a", Expires: 1060, Move: &Move{Stripe: 1, Dst: Target{FsID: 3}}})
+	st := k.Sign(&Capability{Fid: 7, Write: true, Path: "/a", Expires: 1060, Staged: true})
 	for _, tc := range []struct {
 		name  string
 		token string
@@ -61,6 +63,11 @@ func TestVerifyAccess(t *testing.T) {
 		{"write with a read capability", r, Access{Fid: 7, Write: true}, "does not allow writing"},
 		{"read with a write capability", w, Access{Fid: 7}, "is for writing"},
 		{"read with a write capability, nothing named", w, Access{}, "is for writing"},
+		{"move order at a client endpoint", mv, Access{Fid: 7}, "storage servers only"},
+		{"staged upload at a client endpoint", st, Access{Fid: 7, Write: true}, "storage servers only"},
+		{"move order at an internal endpoint", mv, Access{Fid: 7, Internal: true}, ""},
+		{"staged upload at an internal endpoint", st, Access{Fid: 7, Write: true, Internal: true}, ""},
+		{"client capability at an internal endpoint", r, Access{Fid: 7, Internal: true}, ""},
 	} {
 		c, err := k.Verify(tc.token, now, tc.a)
 		switch {

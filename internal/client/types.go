@@ -65,6 +65,18 @@ type Filesystem struct {
 	IOInUse       string `json:"io_in_use,omitempty"`
 	FsType        string `json:"fstype,omitempty"`
 	BackendHealth string `json:"backend_health,omitempty"`
+	// Drain (configstatus drain): "draining" or "drained", the stripes
+	// and bytes left on the filesystem, the measured rate (bytes/s) and
+	// the time left at it (seconds, 0 unknown), stripes that failed to
+	// move now, and the drain's settings (drain.rate 0 = no cap).
+	Drain          string  `json:"drain,omitempty"`
+	DrainFilesLeft int64   `json:"drain_files_left,omitempty"`
+	DrainBytesLeft int64   `json:"drain_bytes_left,omitempty"`
+	DrainRate      float64 `json:"drain_rate,omitempty"`
+	DrainETA       float64 `json:"drain_eta,omitempty"`
+	DrainFailures  int     `json:"drain_failures,omitempty"`
+	DrainRateLimit int64   `json:"drain_rate_limit,omitempty"`
+	DrainParallel  int     `json:"drain_parallel,omitempty"`
 	// Latency of its storage server's own I/O on it over the last window,
 	// and why it is slow (standing out from its group; "" when it is not).
 	Latency *Latency `json:"latency,omitempty"`

@@ -4,8 +4,8 @@
 // are versioned JSON over HTTP, and in the all-in-one process the storage
 // server calls the namespace directly through the same interface. Between
 // storage servers, and from the namespace server to a storage server:
-// stripe transfer and whole-file reads (storage.go). Every request carries
-// the internal bearer secret.
+// stripe transfer and whole-file reads (storage.go), data movement orders
+// (move.go). Every request carries the internal bearer secret.
 package cluster
 
 import (

@@ -222,7 +222,7 @@ func (f *Namespace) apiHandler() http.Handler {
 	handle("fs/ls", false, func(ctx context.Context, c auth.Principal, _ apiArgs) (any, error) {
 		var out []client.Filesystem
 		for _, f := range ns.Filesystems(ctx, c) {
-			out = append(out, filesystemOf(f))
+			out = append(out, withDrain(filesystemOf(f), f.DrainProgress))
 		}
 		return out, nil
 	})
@@ -402,5 +402,6 @@ func (f *Namespace) apiHandler() http.Handler {
 		}
 		return out, nil
 	})
+	f.moveAPI(handle)
 	return mux
 }

@@ -20,6 +20,9 @@ func Storage(fst *storage.Server, key *capability.Key, tpc TPCConfig, log *slog.
 	internal := cluster.StorageHandler(fst, key.Internal(), log)
 	mux.Handle(cluster.StripePath, internal)
 	mux.Handle(cluster.ReadFilePath, internal)
+	moves := cluster.MoveHandler(fst, key.Internal(), log)
+	mux.Handle(cluster.MovePath, moves)
+	mux.Handle(cluster.ConvertPath, moves)
 	mux.Handle(cluster.FsckRepairPath, cluster.RepairHandler(fst, key.Internal()))
 	return mux
 }

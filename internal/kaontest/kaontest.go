@@ -37,6 +37,9 @@ type Options struct {
 	// local user owning its socket, as in `kaon up`).
 	Auth auth.Chain
 	Log  *slog.Logger // default: discarded
+	// CapabilityTTL is the capabilities' lifetime, and so the grace
+	// before stripes replaced by a move are deleted (default 5m).
+	CapabilityTTL time.Duration
 }
 
 // Stack is a running in-process Kaon.
@@ -63,8 +66,9 @@ func New(t testing.TB, o Options) *Stack {
 		t.Fatal(err)
 	}
 	st := &Stack{Key: key}
-	st.NS, err = nsserver.New(nsserver.Config{Engine: memkv.New(), Key: key, Logger: o.Log,
-		Data:     cluster.NewStorageClient(key.Internal()),
+	sc := cluster.NewStorageClient(key.Internal())
+	st.NS, err = nsserver.New(nsserver.Config{Engine: memkv.New(), Key: key, Logger: o.Log, CapabilityTTL: o.CapabilityTTL,
+		Data: sc, Mover: sc,
 		PhysName: func(fs namespace.Filesystem, fid uint64) string { return posix.PhysPath(fs.Path, fid) }})
 	if err != nil {
 		t.Fatal(err)

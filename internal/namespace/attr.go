@@ -103,7 +103,7 @@ func (ns *Namespace) SetXAttr(c Caller, path, name, value string) error {
 			return kerr.New(kerr.Invalid, "", path, "attribute value longer than 64 KiB")
 		}
 		switch name {
-		case AttrLayout:
+		case AttrLayout, AttrConvertLayout:
 			l, err := layout.Parse(value)
 			if err != nil {
 				return kerr.New(kerr.Invalid, "", path, err.Error())
@@ -113,7 +113,7 @@ func (ns *Namespace) SetXAttr(c Caller, path, name, value string) error {
 			if _, err := ParseACL(value); err != nil {
 				return kerr.New(kerr.Invalid, "", path, err.Error())
 			}
-		case AttrSpace:
+		case AttrSpace, AttrConvertSpace:
 			if err := CheckSpaceName(value); err != nil {
 				return kerr.New(kerr.Invalid, "", path, err.Error())
 			}

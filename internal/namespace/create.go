@@ -193,6 +193,9 @@ func (ns *Namespace) ClaimUpload(fid uint64) (*Inode, error) {
 	if err != nil {
 		return nil, kerr.Wrap(kerr.Internal, "write", what, err)
 	}
+	if f.XAttrs[convertOf] != "" {
+		return nil, kerr.New(kerr.Permission, "write", what, "a conversion's copy is not an upload")
+	}
 	if ns.claimed[fid] {
 		return nil, kerr.New(kerr.Permission, "write", what, "write capability already in use by another upload")
 	}
@@ -212,6 +215,9 @@ func (ns *Namespace) Commit(fid uint64, size int64, sums map[string]string) (f *
 				return nil
 			}
 			return err
+		}
+		if f.XAttrs[convertOf] != "" {
+			return kerr.New(kerr.Permission, "commit", f.Name, "a conversion's copy is switched in by the namespace, not committed")
 		}
 		parent, err := ns.dir(f.Parent)
 		if err != nil {

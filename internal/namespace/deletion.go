@@ -3,6 +3,7 @@ package namespace
 import (
 	"encoding/binary"
 	"errors"
+	"time"
 
 	"github.com/kaon-storage/kaon/internal/kv"
 )
@@ -21,12 +22,27 @@ func queueDeletion(tx *txn, f *Inode) {
 	}
 }
 
-// Deletions lists up to max queued deletions for filesystem fsid.
+// queueDeletionAt queues stripe idx of fid on filesystem fsid for
+// removal once at has passed (zero: at once). A stripe a move or a
+// conversion replaced waits so that reads granted before the switch can
+// finish. The value of an "X" key is that time (8 bytes, unix ns) or
+// empty.
+func queueDeletionAt(tx *txn, fsid uint32, fid uint64, idx int, at time.Time) {
+	var v []byte
+	if !at.IsZero() {
+		v = u64(nil, uint64(at.UnixNano()))
+	}
+	tx.put(deletionKey(fsid, fid, idx), v)
+}
+
+// Deletions lists up to max queued deletions for filesystem fsid that are
+// due.
 func (ns *Namespace) Deletions(fsid uint32, max int) ([]Deletion, error) {
 	prefix := binary.BigEndian.AppendUint32([]byte{'X'}, fsid)
+	now := uint64(ns.opts.Now().UnixNano())
 	var out []Deletion
-	err := ns.eng.Scan(prefix, kv.PrefixEnd(prefix), func(k, _ []byte) bool {
-		if len(k) != 15 {
+	err := ns.eng.Scan(prefix, kv.PrefixEnd(prefix), func(k, v []byte) bool {
+		if len(k) != 15 || (len(v) == 8 && binary.BigEndian.Uint64(v) > now) {
 			return true
 		}
 		out = append(out, Deletion{FsID: fsid, Fid: binary.BigEndian.Uint64(k[5:]), Stripe: int(binary.BigEndian.Uint16(k[13:]))})

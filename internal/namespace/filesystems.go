@@ -30,6 +30,15 @@ type Filesystem struct {
 	// ObjectSize cuts its stripes into objects of this size (RADOS;
 	// overrides the space's); 0 leaves it to the space or the store.
 	ObjectSize int64 `json:"object_size,omitempty"`
+	// Drain is where a drain of the filesystem stands: "draining" from
+	// configstatus=drain until every stripe has moved off, then
+	// "drained"; "" when it is not draining. Kept so a drain resumes
+	// after a restart and its end stays shown.
+	Drain string `json:"drain,omitempty"`
+	// DrainRate caps the bytes per second the drain moves (0: no cap);
+	// DrainParallel is how many stripes it moves at once (0: default).
+	DrainRate     int64 `json:"drain_rate,omitempty"`
+	DrainParallel int   `json:"drain_parallel,omitempty"`
 	// Fsck are its scan settings (zero: the defaults).
 	Fsck FsckSettings `json:"fsck,omitzero"`
 }

@@ -16,7 +16,9 @@
 // container cache), access.go (permission checks), lookup.go (reads by
 // path and by inode), tree.go (mkdir, remove, rename), create.go
 // (uploads: pending, claim, commit, abort), attr.go (mode, owner, xattrs,
-// checksums), deletion.go, filesystems.go, feed.go, record.go, path.go.
+// checksums), deletion.go, move.go (stripe moves and conversions in
+// flight, the switch), filesystems.go, groups.go, feed.go, record.go,
+// path.go.
 package namespace
 
 import (
@@ -40,6 +42,10 @@ const (
 	AttrChecksums = "sys.forced.checksums" // comma list of checksums computed on write
 	AttrMkPath    = "sys.mkpath"           // "off": uploads below do not create missing directories
 	AttrSpace     = "sys.forced.space"     // space new files below are placed on (default "default")
+	// Conversion policy: files below are converted to this layout or
+	// space by the namespace service (existing ones too).
+	AttrConvertLayout = "sys.convert.layout"
+	AttrConvertSpace  = "sys.convert.space"
 )
 
 // DefaultChecksums are computed while writing when no attribute says

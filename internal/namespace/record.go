@@ -8,9 +8,14 @@ package namespace
 //	                              file: 'f' + parent(8) + name
 //	"D" parent(8) name         -> 'd' + cid(8)   for a container
 //	                              'f' + record  for a file (one Get serves a stat)
-//	"P" fid(8)                 -> pending upload: its record (parent and name inside)
-//	"X" fsid(4) fid(8) idx(2)  -> physical file to delete on filesystem fsid
+//	"P" fid(8)                 -> pending upload: its record (parent and name inside);
+//	                              a conversion's staged copy has xattr sys.kaon.convert-of
+//	"X" fsid(4) fid(8) idx(2)  -> physical file to delete on filesystem fsid; empty,
+//	                              or not before unix ns(8) (deletion.go)
+//	"M" to(4) fid(8) idx(2)    -> stripe idx of fid being copied to filesystem to:
+//	                              from fsid(4) started unix ns(8) (move.go)
 //	"F" fsid(4)                -> filesystem registration (JSON, filesystems.go)
+//	"G" name                   -> scheduling group settings (JSON, groups.go)
 //	"N" name                   -> space definition (JSON, spaces.go)
 //	"Q" cid(8) kind(1) id(4)   -> quota limit of quota node cid: bytes(8) files(8)
 //	                              kind 'u' user, 'g' group, 'p' project (id 0)

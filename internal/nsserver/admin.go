@@ -11,8 +11,14 @@ import (
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
 
-// Filesystems lists the registry (`fs ls`).
-func (s *Server) Filesystems(context.Context, auth.Principal) []FsState { return s.reg.list() }
+// Filesystems lists the registry (`fs ls`), with the progress of drains.
+func (s *Server) Filesystems(context.Context, auth.Principal) []FsState {
+	fss := s.reg.list()
+	for i := range fss {
+		fss[i].DrainProgress = s.drainProgress(fss[i])
+	}
+	return fss
+}
 
 // AddFilesystem registers a new filesystem on a storage server node.
 func (s *Server) AddFilesystem(ctx context.Context, p auth.Principal, nf NewFilesystem) (f FsState, err error) {
@@ -61,7 +67,11 @@ func (s *Server) ConfigFilesystem(ctx context.Context, p auth.Principal, id uint
 	if err := requireRoot(p, "fs config"); err != nil {
 		return s.audit(ctx, p, "fs config", what, "", err)
 	}
-	return s.audit(ctx, p, "fs config", what, "", s.reg.config(id, key, value))
+	err := s.reg.config(id, key, value)
+	if err == nil {
+		s.mv.settingsChanged()
+	}
+	return s.audit(ctx, p, "fs config", what, "", err)
 }
 
 // ReinitFilesystem lets the storage server create filesystem id anew.

@@ -124,6 +124,13 @@ func (s *Server) FsckScan(_ context.Context, m message.FsckScan) error {
 			if l.Queued, err = s.ns.DeletionQueued(m.FsID, st.Fid, st.Stripe); err != nil {
 				return err
 			}
+			// A stripe a move is writing here is registered or queued
+			// for deletion when the move ends (mover.go).
+			if !l.Queued {
+				if l.Queued, err = s.ns.MoveInFlight(m.FsID, st.Fid); err != nil {
+					return err
+				}
+			}
 		}
 		fs := fsck.CheckStripe(m.FsID, st, l)
 		for j := range fs {

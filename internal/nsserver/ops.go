@@ -110,7 +110,7 @@ func (s *Server) SetXAttr(ctx context.Context, p auth.Principal, path, name, val
 	if err := scope(p, auth.ScopeModify, path, "attr set"); err != nil {
 		return s.audit(ctx, p, "attr set "+name, path, "", err)
 	}
-	if name == namespace.AttrSpace && namespace.CheckSpaceName(value) == nil {
+	if (name == namespace.AttrSpace || name == namespace.AttrConvertSpace) && namespace.CheckSpaceName(value) == nil {
 		s.reg.mu.RLock()
 		ok := s.reg.spaceExists(value)
 		s.reg.mu.RUnlock()
@@ -119,7 +119,11 @@ func (s *Server) SetXAttr(ctx context.Context, p auth.Principal, path, name, val
 				fmt.Sprintf("no space %q (kaon space define %s, or fs add --space %s)", value, value, value)))
 		}
 	}
-	return s.audit(ctx, p, "attr set "+name, path, "", s.ns.SetXAttr(caller(p), path, name, value))
+	err := s.ns.SetXAttr(caller(p), path, name, value)
+	if err == nil && isConvertAttr(name) {
+		s.mv.kickPolicies()
+	}
+	return s.audit(ctx, p, "attr set "+name, path, "", err)
 }
 
 // RemoveXAttr removes an extended attribute.

@@ -34,6 +34,9 @@ type FsState struct {
 	IOInUse       string
 	FsType        string
 	BackendHealth string
+	// DrainProgress is set while the filesystem drains or once drained
+	// (Filesystems, DrainStatus).
+	DrainProgress *DrainProgress
 	// Latency of its storage server's I/O on it, and why it is slow ("":
 	// it is not) since when (slow.go).
 	Latency   *message.Latency
@@ -67,6 +70,7 @@ type registry struct {
 	fs     map[uint32]*FsState
 	nodes  map[string]*node
 	spaces map[string]namespace.Space // defined ones (space define)
+	groups map[string]namespace.Group // groups with settings (group set)
 
 	avoidSlow bool // placement skips slow filesystems
 }
@@ -75,7 +79,7 @@ var validStatus = map[string]bool{"rw": true, "ro": true, "drain": true, "off": 
 
 func loadRegistry(ns *namespace.Namespace, interval time.Duration) (*registry, error) {
 	r := &registry{ns: ns, interval: interval, fs: map[uint32]*FsState{}, nodes: map[string]*node{},
-		spaces: map[string]namespace.Space{}, started: time.Now()}
+		spaces: map[string]namespace.Space{}, groups: map[string]namespace.Group{}, started: time.Now()}
 	fss, err := ns.Filesystems()
 	if err != nil {
 		return nil, err
@@ -86,6 +90,13 @@ func loadRegistry(ns *namespace.Namespace, interval time.Duration) (*registry, e
 	}
 	for _, sp := range sps {
 		r.spaces[sp.Name] = sp
+	}
+	gs, err := ns.Groups()
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range gs {
+		r.groups[g.Name] = g
 	}
 	for _, c := range fss {
 		if c.UUID == "" {
@@ -284,6 +295,10 @@ func (r *registry) config(id uint32, key, value string) error {
 		if !validStatus[value] {
 			return kerr.New(kerr.Invalid, "fs config", what, "configstatus must be rw, ro, drain or off")
 		}
+		c.Drain = ""
+		if value == "drain" {
+			c.Drain = DrainDraining // again if it was drained: a fresh pass
+		}
 		c.ConfigStatus = value
 	case "group":
 		if err := checkGroup(value); err != nil {
@@ -306,10 +321,22 @@ func (r *registry) config(id uint32, key, value string) error {
 			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
 		}
 		c.ObjectSize = n
+	case "drain.rate":
+		n, err := parseRate(value)
+		if err != nil {
+			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
+		}
+		c.DrainRate = n
+	case "drain.parallel":
+		n, err := parseParallel(value)
+		if err != nil {
+			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
+		}
+		c.DrainParallel = n
 	default:
 		handled, err := configFsck(&c, key, value)
 		if !handled {
-			return kerr.New(kerr.Invalid, "fs config", what, fmt.Sprintf("unknown key %q (configstatus, group, space, io, object-size, %s)",
+			return kerr.New(kerr.Invalid, "fs config", what, fmt.Sprintf("unknown key %q (configstatus, group, space, io, object-size, drain.rate, drain.parallel, %s)",
 				key, strings.Join(fsck.Keys, ", ")))
 		}
 		if err != nil {

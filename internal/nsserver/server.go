@@ -9,7 +9,9 @@
 //
 // Files: server.go (this: configuration, cluster protocol), authz.go,
 // ops.go (metadata operations), open.go (data access: grants),
-// checksum.go, registry.go (filesystems), placement.go, admin.go.
+// checksum.go, registry.go (filesystems), placement.go, admin.go, and
+// data movement: mover.go (the scheduler), drain.go, balance.go,
+// convert.go.
 package nsserver
 
 import (
@@ -51,6 +53,10 @@ type Config struct {
 	RecycleMaxBytes int64
 	// Audit receives the audit log (JSON lines); nil: none.
 	Audit io.Writer
+	// Mover orders stripe moves and conversions at storage servers
+	// (drain, balance, conversion; cluster.StorageClient). Nil: data
+	// movement fails, saying so.
+	Mover Mover
 	// Repair reaches storage servers for fsck repairs; nil: none.
 	Repair Repairer
 	// FsckRate is the namespace pass's pace in files per second (0:
@@ -92,6 +98,7 @@ type Server struct {
 	sumMu      sync.Mutex
 	sumPending map[string]*sumCall // checksums being computed on request, by fid/type
 
+	mv       *mover // drains, balancers, conversions (mover.go)
 	fsck     *fsckState
 	repairer Repairer
 }
@@ -124,17 +131,24 @@ func New(cfg Config) (*Server, error) {
 	} else if n > 0 {
 		s.log.Info("aborted unfinished uploads from a previous run", "count", n)
 	}
+	if n, err := ns.AbortMoves(); err != nil {
+		return nil, err
+	} else if n > 0 {
+		s.log.Info("rolled back stripe moves a previous run left unfinished", "count", n)
+	}
 	if s.reg, err = loadRegistry(ns, cfg.HeartbeatInterval); err != nil {
 		return nil, err
 	}
 	s.reg.avoidSlow = !cfg.Slow.Off && !cfg.Slow.KeepPlacing
+	s.mv = newMover(s)
 	return s, nil
 }
 
 // Run does the service's background work (recycle bin expiry, fsck's
-// namespace pass) until ctx ends.
+// namespace pass, data movement) until ctx ends.
 func (s *Server) Run(ctx context.Context) {
 	go s.fsckLoop(ctx)
+	go s.mv.run(ctx)
 	s.expireRecycled(ctx, s.cfg.RecycleLifetime, s.cfg.RecycleMaxBytes)
 }
 

@@ -42,7 +42,7 @@ func (s *Server) peers(op, path string) (Peers, error) {
 // stripeTarget verifies token for stripe idx of fid and returns the local
 // filesystem holding it.
 func (s *Server) stripeTarget(token string, fid uint64, idx int, write bool) (*capability.Capability, *filesystem, error) {
-	c, err := s.Verify(token, capability.Access{Fid: fid, Write: write})
+	c, err := s.Verify(token, capability.Access{Fid: fid, Write: write, Internal: true})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,8 +3,10 @@
 // reaches the stripes other storage servers hold through Peers (package
 // cluster), verifies the capability of every request, computes checksums
 // while bytes stream, encodes/decodes erasure-coded files as their entry
-// server, bounds the memory of its streams, and reports to the namespace
-// server through message.Namespace. Protocols are elsewhere: the HTTP data
+// server, bounds the memory of its streams, carries out the namespace
+// server's data movement orders (move.go: stripes copied or rebuilt,
+// conversions staged), and reports to the namespace server through
+// message.Namespace. Protocols are elsewhere: the HTTP data
 // endpoint in httpfront, root:// in xrdkaon, the internal RPC in cluster
 // (this package depends only on its transport-free message vocabulary).
 package storage

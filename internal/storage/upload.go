@@ -33,6 +33,9 @@ type Upload struct {
 	stopFn  func() // stops the encoder without flushing (abort)
 	stripes []backend.Writer
 	release func() // returns the upload's memory to the budget
+	// staged: a conversion's copy, neither claimed nor committed here
+	// (the namespace switches it in); Commit only finishes the stripes.
+	staged bool
 
 	mu      sync.Mutex
 	off     int64            // bytes accepted in order
@@ -46,6 +49,13 @@ type Upload struct {
 // waits up to wait for the memory the upload's buffers need (a Busy error
 // after that).
 func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (*Upload, error) {
+	if c.Staged {
+		return nil, kerr.New(kerr.Permission, "write", c.Path, "capability is for a conversion, not an upload")
+	}
+	return s.newUpload(ctx, c, token, wait)
+}
+
+func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (*Upload, error) {
 	if !c.Write {
 		return nil, kerr.New(kerr.Permission, "write", c.Path, "capability does not allow writing")
 	}
@@ -72,14 +82,16 @@ func (s *Server) NewUpload(ctx context.Context, c *capability.Capability, token 
 	}
 	// One capability, one upload: refused once it was used, before any
 	// byte of any stripe is touched.
-	if err := s.cfg.Namespace.Claim(ctx, c.Fid); err != nil {
-		release()
-		if ke, ok := err.(*kerr.Error); ok {
-			ke.Path = c.Path
+	if !c.Staged {
+		if err := s.cfg.Namespace.Claim(ctx, c.Fid); err != nil {
+			release()
+			if ke, ok := err.(*kerr.Error); ok {
+				ke.Path = c.Path
+			}
+			return nil, err
 		}
-		return nil, err
 	}
-	u := &Upload{s: s, cap: c, token: token, sums: sums, release: release}
+	u := &Upload{s: s, cap: c, token: token, sums: sums, release: release, staged: c.Staged}
 	for i, t := range c.Targets {
 		var w backend.Writer
 		if f := s.local(t.FsID); f != nil {
@@ -268,12 +280,16 @@ func (u *Upload) Commit(ctx context.Context) error {
 			ferr = stripeError("close", u.cap.Path, err)
 		}
 	}
-	if ferr == nil {
+	if ferr == nil && !u.staged {
 		ferr = u.s.cfg.Namespace.Commit(ctx, message.Commit{Fid: u.cap.Fid, Size: u.off, Checksums: sums})
 	}
 	if ferr != nil {
 		u.failed = ferr
-		_ = u.s.cfg.Namespace.Abort(context.WithoutCancel(ctx), u.cap.Fid)
+		if u.staged {
+			u.abortStripes() // finished ones are queued for deletion by the namespace
+		} else {
+			_ = u.s.cfg.Namespace.Abort(context.WithoutCancel(ctx), u.cap.Fid)
+		}
 		return ferr
 	}
 	return nil
@@ -301,7 +317,9 @@ func (u *Upload) abortLocked(ctx context.Context) {
 		u.stopFn()
 	}
 	u.release()
-	_ = u.s.cfg.Namespace.Abort(context.WithoutCancel(ctx), u.cap.Fid)
+	if !u.staged {
+		_ = u.s.cfg.Namespace.Abort(context.WithoutCancel(ctx), u.cap.Fid)
+	}
 }
 
 // stripeError names the file a stripe error is about, keeping the kind

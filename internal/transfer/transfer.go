@@ -124,7 +124,15 @@ type Options struct {
 	StallTimeout time.Duration
 	// Pieces is the number of PieceSize buffers in flight (default 4).
 	Pieces int
+	// Rate, when > 0, paces the copy to at most this many bytes per
+	// second on average (drain and balance throttle themselves with it).
+	// Below MinRate a piece would take longer than a stall check allows;
+	// such rates are raised to MinRate.
+	Rate int64
 }
+
+// MinRate is the lowest Options.Rate honoured (1 MiB/s).
+const MinRate = PieceSize
 
 // Result describes a finished copy.
 type Result struct {
@@ -218,7 +226,8 @@ func Copy(ctx context.Context, src Source, dst Destination, o Options) (Result, 
 
 	var moved atomic.Int64
 	stop := watch(ctx, cancel, &moved, size, start, o)
-	n, side, err := pump(ctx, cancel, r, w, inflight, o.Pieces, &moved)
+	pace := newPacer(o.Rate)
+	n, side, err := pump(ctx, cancel, r, w, inflight, o.Pieces, &moved, pace)
 	stop()
 	if err != nil {
 		var st *stalled
@@ -307,7 +316,7 @@ func sameSum(a, b string) bool {
 // pump reads pieces on its own goroutine (hashing them there when the
 // destination does not) while this one writes them: reading and writing
 // overlap, and at most pieces buffers exist.
-func pump(ctx context.Context, cancel context.CancelCauseFunc, r io.Reader, w io.Writer, h hash.Hash, pieces int, moved *atomic.Int64) (int64, string, error) {
+func pump(ctx context.Context, cancel context.CancelCauseFunc, r io.Reader, w io.Writer, h hash.Hash, pieces int, moved *atomic.Int64, pace *pacer) (int64, string, error) {
 	full := make(chan piece, pieces-1)
 	var rerr error
 	go func() {
@@ -343,10 +352,12 @@ func pump(ctx context.Context, cancel context.CancelCauseFunc, r io.Reader, w io
 	var werr error
 	for p := range full {
 		if werr == nil {
-			if _, err := w.Write((*p.buf)[:p.n]); err != nil {
+			if err := pace.wait(ctx, n+int64(p.n)); err != nil {
+				werr = err
+				cancel(err)
+			} else if _, err := w.Write((*p.buf)[:p.n]); err != nil {
 				werr = err
 				cancel(err) // stops the reader; keep draining so it can exit
-
 			} else {
 				n += int64(p.n)
 				moved.Store(n)
@@ -363,6 +374,44 @@ func pump(ctx context.Context, cancel context.CancelCauseFunc, r io.Reader, w io
 		return n, "source", context.Cause(ctx)
 	}
 	return n, "", nil
+}
+
+// pacer holds a copy to a rate: before a piece is written, it waits
+// until the bytes up to its end (total) are due at that rate.
+type pacer struct {
+	rate  int64
+	start time.Time
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+func newPacer(rate int64) *pacer {
+	if rate > 0 && rate < MinRate {
+		rate = MinRate
+	}
+	return &pacer{rate: rate, start: time.Now(), now: time.Now, sleep: sleepCtx}
+}
+
+func (p *pacer) wait(ctx context.Context, total int64) error {
+	if p.rate <= 0 || total == 0 {
+		return nil
+	}
+	due := p.start.Add(time.Duration(float64(total) / float64(p.rate) * float64(time.Second)))
+	if d := due.Sub(p.now()); d > 0 {
+		return p.sleep(ctx, d)
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // stalled is the cancellation cause of a copy that stopped moving.

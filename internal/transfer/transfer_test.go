@@ -270,3 +270,55 @@ func TestCopyCancel(t *testing.T) {
 		t.Fatal("cancelled copy was committed")
 	}
 }
+
+// TestPacer: a paced copy waits until the bytes up to the end of each
+// piece are due at the rate (a fake clock: the waits asked for are what
+// is checked).
+func TestPacer(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var slept []time.Duration
+	p := &pacer{rate: 4 << 20, start: now, now: func() time.Time { return now },
+		sleep: func(_ context.Context, d time.Duration) error { slept = append(slept, d); now = now.Add(d); return nil }}
+	for total := int64(0); total <= 8<<20; total += 1 << 20 {
+		if err := p.wait(context.Background(), total); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 8 MiB at 4 MiB/s: the piece ending at 8 MiB is written at 2 s, not before.
+	if got := now.Sub(time.Unix(1000, 0)); got != 2*time.Second {
+		t.Fatalf("paced 8 MiB at 4 MiB/s over %v, want 2s (waits %v)", got, slept)
+	}
+	if len(slept) != 8 {
+		t.Fatalf("%d waits, want one before each of the 8 pieces: %v", len(slept), slept)
+	}
+	// Time spent elsewhere (a slow destination) counts: no wait when behind.
+	now = now.Add(time.Hour)
+	slept = nil
+	if err := p.wait(context.Background(), 9<<20); err != nil || len(slept) != 0 {
+		t.Fatalf("a copy behind its rate waited %v (%v)", slept, err)
+	}
+	if newPacer(1).rate != MinRate || newPacer(0).wait(context.Background(), 1<<30) != nil {
+		t.Fatal("rates below MinRate are raised to it; rate 0 never waits")
+	}
+	// Cancellation ends a wait.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	q := newPacer(MinRate)
+	if err := q.wait(ctx, 1<<30); err == nil {
+		t.Fatal("a cancelled copy kept waiting")
+	}
+}
+
+// TestCopyRate: Options.Rate paces a real copy (the bytes arrive whole
+// and verified; the pacing itself is TestPacer's).
+func TestCopyRate(t *testing.T) {
+	data := make([]byte, 3<<20+17)
+	rand.New(rand.NewSource(3)).Read(data)
+	sum, _ := checksum.Sum("adler32", data)
+	src := &memSource{data: data, size: int64(len(data)), sums: map[string]string{"adler32": sum}}
+	dst := &memDest{}
+	res, err := Copy(context.Background(), src, dst, Options{Rate: 64 << 20})
+	if err != nil || !res.Verified || !bytes.Equal(dst.buf.Bytes(), data) {
+		t.Fatalf("paced copy: %v verified=%v equal=%v", err, res.Verified, bytes.Equal(dst.buf.Bytes(), data))
+	}
+}

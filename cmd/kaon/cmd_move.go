@@ -1,0 +1,161 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/client"
+)
+
+// Data movement commands: drain progress in fs ls and fs status, groups
+// and their balancer, file conversion.
+
+func init() {
+	register(command{name: "group", short: "group ls | group set G key=value...: scheduling groups and their balancer", run: runGroup})
+}
+
+// bytesCol prints a byte count without spaces (fs ls columns are split
+// on blanks by scripts).
+func bytesCol(b int64) string { return strings.ReplaceAll(human(uint64(max(b, 0))), " ", "") }
+
+func rateCol(r float64) string {
+	if r <= 0 {
+		return "-"
+	}
+	return bytesCol(int64(r)) + "/s"
+}
+
+func etaCol(sec float64) string {
+	if sec <= 0 {
+		return "-"
+	}
+	return (time.Duration(sec) * time.Second).Round(time.Second).String()
+}
+
+// drainColumns are fs ls's drain, left, rate, eta and failed columns.
+func drainColumns(f client.Filesystem) string {
+	if f.Drain == "" {
+		return "-\t-\t-\t-\t-"
+	}
+	left := fmt.Sprintf("%d/%s", f.DrainFilesLeft, bytesCol(f.DrainBytesLeft))
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%d", f.Drain, left, rateCol(f.DrainRate), etaCol(f.DrainETA), f.DrainFailures)
+}
+
+func printFsStatus(st client.FsStatus) {
+	f := st.Filesystem
+	limit := "none"
+	if f.DrainRateLimit > 0 {
+		limit = rateCol(float64(f.DrainRateLimit))
+	}
+	fmt.Printf("id:            %d\nnode:          %s\npath:          %s\ngroup:         %s\nboot:          %s\nconfigstatus:  %s\nused:          %s of %s, %d stripes\nhealth:        %s\n",
+		f.ID, f.Node, f.Path, f.Group, f.BootStatus, f.ConfigStatus, human(f.Used), human(f.Capacity), f.Files, f.Health)
+	if f.Drain == "" {
+		fmt.Println("drain:         -")
+		return
+	}
+	fmt.Printf("drain:         %s (%s)\n", f.Drain, st.DrainPhase)
+	if !st.DrainStarted.IsZero() {
+		fmt.Printf("started:       %s\n", st.DrainStarted.Format(time.RFC3339))
+	}
+	fmt.Printf("left:          %d stripes, %s\nmoved:         %d stripes, %s\nrate:          %s (limit %s, %d in parallel, %d in flight)\neta:           %s\nfailures:      %d now (%d attempts failed)\n",
+		f.DrainFilesLeft, bytesCol(f.DrainBytesLeft), st.FilesMoved, bytesCol(st.BytesMoved), rateCol(f.DrainRate), limit,
+		f.DrainParallel, st.InFlight, etaCol(f.DrainETA), len(st.Failures), st.Failed)
+	printFailures(st.Failures)
+}
+
+func printFailures(fs []client.MoveFailure) {
+	for _, m := range fs {
+		what := m.Path
+		if m.Stripe >= 0 {
+			what = fmt.Sprintf("%s stripe %d", m.Path, m.Stripe)
+		}
+		fmt.Printf("  %s  %s: %s\n", m.Time.Format(time.TimeOnly), what, m.Reason)
+	}
+}
+
+func runConvert(fl *flag.FlagSet, u *string, args []string) int {
+	space := fl.String("space", "", "space to move the file to (default: where it is)")
+	lay := fl.String("layout", "", "layout to convert the file to: plain, replica:N, ec:K+M[:unit] (default: its own)")
+	status := fl.Bool("status", false, "show the progress of the directory conversion policies (sys.convert.space, sys.convert.layout)")
+	pos, _ := parseInterspersed(fl, args) // fl exits on errors
+	api := newAPI(*u)
+	if *status {
+		st, err := api.ConvertStatus(ctx())
+		if err != nil {
+			return fail("file convert", err)
+		}
+		last := "never"
+		if !st.LastSweep.IsZero() {
+			last = st.LastSweep.Format(time.RFC3339)
+		}
+		fmt.Printf("last sweep:  %s\npending:     %d files\nconverted:   %d files\nfailures:    %d now (%d attempts failed)\n", last, st.Pending, st.Converted, len(st.Failures), st.Failed)
+		printFailures(st.Failures)
+		return 0
+	}
+	if len(pos) != 1 || (*space == "" && *lay == "") {
+		fmt.Fprintln(os.Stderr, "usage: kaon file convert PATH [--space S] [--layout L] (at least one) | kaon file convert --status")
+		return 2
+	}
+	e, err := api.ConvertFile(ctx(), pos[0], *space, *lay)
+	if err != nil {
+		return fail("file convert", err)
+	}
+	fmt.Printf("%s: fid %d, layout %s, stripes on fs %v\n", e.Path, e.ID, e.Layout, e.Locations)
+	return 0
+}
+
+const groupUsage = `usage: kaon group ls
+       kaon group set G key=value...   (balancer=on|off, threshold=N percentage points of fill,
+                                        balancer.rate=SIZE per second (0 = no cap), balancer.parallel=N)`
+
+func runGroup(args []string) int {
+	fl, u := flags("group")
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, groupUsage)
+		return 2
+	}
+	sub := args[0]
+	fl.Parse(args[1:])
+	api := newAPI(*u)
+	switch {
+	case sub == "ls" && fl.NArg() == 0:
+		gs, err := api.Groups(ctx())
+		if err != nil {
+			return fail("group ls", err)
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "group\tfs\tbackends\tmin-fill\tmax-fill\tspread\tbalancer\tthreshold\tmoved\trate\tin-flight\tstate")
+		for _, g := range gs {
+			bal, moved, state := "off", "-", "-"
+			if g.Balancer {
+				bal = "on"
+				moved = fmt.Sprintf("%d/%s", g.Moved, bytesCol(g.Bytes))
+				state = g.Phase
+				if len(g.Failures) > 0 {
+					state += fmt.Sprintf(" (%d failing: %s)", len(g.Failures), g.Failures[0].Reason)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\t%.1f%%\t%.1f\t%s\t%.1f\t%s\t%s\t%d\t%s\n", g.Name, g.Filesystems, g.Usable,
+				g.MinFill, g.MaxFill, g.MaxFill-g.MinFill, bal, g.Threshold, moved, rateCol(g.Rate), g.InFlight, state)
+		}
+		tw.Flush()
+	case sub == "set" && fl.NArg() >= 2:
+		for _, kv := range fl.Args()[1:] {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return fail("group set", fmt.Errorf("want key=value, got %q", kv))
+			}
+			if err := api.SetGroup(ctx(), fl.Arg(0), k, v); err != nil {
+				return fail("group set", err)
+			}
+		}
+	default:
+		fmt.Fprintln(os.Stderr, groupUsage)
+		return 2
+	}
+	return 0
+}

@@ -1,0 +1,382 @@
+package nsserver
+
+// The balancer of a group (`group set G balancer=on threshold=N`) moves
+// stripes from its fullest filesystem to its emptiest while their fill
+// (used / capacity, in percent) differs by more than the threshold.
+// Storage servers report usage once per heartbeat and a moved stripe
+// leaves its old filesystem only after the deletion grace, so the
+// balancer counts what it has in flight and what it moved but the
+// reports do not show yet (mover.pending). Filesystems sharing a backend
+// (directories of one disk) are one unit: moving between them changes
+// nothing. A stripe is moved only if the move does not turn the source
+// into the emptier of the two, so the balancer never oscillates.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/namespace"
+)
+
+// DefaultThreshold is a balancer's threshold when none was set.
+const DefaultThreshold = 5.0
+
+// BalanceProgress is where the balancer of a group stands.
+type BalanceProgress struct {
+	Group     string
+	Phase     string  // "balanced", "moving", "stuck: ..." (nothing movable)
+	Spread    float64 // percentage points between the fullest and the emptiest filesystem
+	Threshold float64
+	Moved     int64 // stripes moved since the balancer started in this process
+	Bytes     int64
+	Rate      float64 // bytes per second over the last minute
+	InFlight  int
+	Failures  []MoveFailure
+	Failed    int64
+}
+
+type balanceJob struct {
+	group  string
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	phase    string
+	spread   float64
+	moved    int64
+	bytes    int64
+	inflight int
+	busy     map[uint64]bool // files with a stripe being moved
+	window   rateWindow
+	fails    failures
+	slot     chan struct{}
+}
+
+func (m *mover) startBalancer(ctx context.Context, group string) *balanceJob {
+	ctx, cancel := context.WithCancel(ctx)
+	j := &balanceJob{group: group, cancel: cancel, phase: "starting", busy: map[uint64]bool{},
+		window: rateWindow{start: time.Now()}, slot: make(chan struct{}, 1)}
+	m.s.log.Info("balancer started", "group", group)
+	go m.runBalancer(ctx, j)
+	return j
+}
+
+// fill is one unit of a group: a filesystem (or several sharing a
+// backend, represented by the first) and its projected fill.
+type fill struct {
+	fs   *FsState
+	used float64 // bytes, projected
+	cap  float64
+}
+
+func (f fill) percent() float64 { return 100 * f.used / f.cap }
+
+// fills are the group's usable units, fullest first.
+func (m *mover) fills(group string) []fill {
+	r := m.s.reg
+	r.mu.RLock()
+	var fss []FsState
+	for _, f := range r.fs {
+		if f.Group == group && f.ConfigStatus == "rw" && f.Health == "ok" && r.alive(f) && f.Capacity > 0 && (f.Slow == "" || !r.avoidSlow) {
+			fss = append(fss, *f)
+		}
+	}
+	r.mu.RUnlock()
+	sort.Slice(fss, func(i, j int) bool { return fss[i].ID < fss[j].ID })
+	seen := map[string]bool{}
+	var out []fill
+	for i := range fss {
+		f := &fss[i]
+		b := f.backend()
+		if seen[b] {
+			continue
+		}
+		seen[b] = true
+		var pending int64
+		for j := range fss {
+			if fss[j].backend() == b {
+				pending += m.pending(fss[j].ID)
+			}
+		}
+		out = append(out, fill{fs: f, used: max(float64(f.Used)+float64(pending), 0), cap: float64(f.Capacity)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].percent() > out[j].percent() })
+	return out
+}
+
+func (m *mover) balanceSettings(group string) (g namespace.Group, parallel int) {
+	m.s.reg.mu.RLock()
+	g = m.s.reg.groups[group]
+	m.s.reg.mu.RUnlock()
+	if g.Threshold <= 0 {
+		g.Threshold = DefaultThreshold
+	}
+	parallel = g.Parallel
+	if parallel <= 0 {
+		parallel = DefaultBalanceParallel
+	}
+	return g, parallel
+}
+
+func (m *mover) runBalancer(ctx context.Context, j *balanceJob) {
+	var cands []stripe // stripes on src, from the last scan
+	var src uint32
+	for ctx.Err() == nil {
+		g, parallel := m.balanceSettings(j.group)
+		j.mu.Lock()
+		inflight := j.inflight
+		j.mu.Unlock()
+		if inflight >= parallel {
+			m.waitSlot(ctx, j, time.Second)
+			continue
+		}
+		fs := m.fills(j.group)
+		spread := 0.0
+		if len(fs) >= 2 {
+			spread = fs[0].percent() - fs[len(fs)-1].percent()
+		}
+		j.mu.Lock()
+		j.spread = spread
+		j.mu.Unlock()
+		if len(fs) < 2 || spread <= g.Threshold {
+			if inflight == 0 {
+				j.setPhase("balanced")
+			}
+			m.waitSlot(ctx, j, 5*time.Second)
+			continue
+		}
+		from, to := fs[0], fs[len(fs)-1]
+		if from.fs.ID != src || len(cands) == 0 {
+			var err error
+			if cands, err = m.stripesOn(from.fs.ID); err != nil {
+				m.s.log.Error("balancer: cannot scan the namespace", "group", j.group, "err", err)
+				sleepCtx(ctx, 5*time.Second)
+				continue
+			}
+			src = from.fs.ID
+		}
+		// A stripe whose move keeps the source at least as full as the
+		// target after it, whose file has no stripe on the target.
+		pick := -1
+		for i, c := range cands {
+			b := float64(c.bytes)
+			if b == 0 || (from.used-b)/from.cap < (to.used+b)/to.cap || j.isBusy(c.f.ID) || holds(c.f, to.fs.ID) {
+				continue
+			}
+			pick = i
+			break
+		}
+		if pick < 0 {
+			cands = nil
+			if inflight == 0 {
+				j.setPhase(fmt.Sprintf("stuck: no stripe on fs %d fits fs %d without overshooting (spread %.1f)", from.fs.ID, to.fs.ID, spread))
+			}
+			m.waitSlot(ctx, j, 10*time.Second)
+			src = 0
+			continue
+		}
+		c := cands[pick]
+		cands = append(cands[:pick], cands[pick+1:]...)
+		j.mu.Lock()
+		j.inflight++
+		j.busy[c.f.ID] = true
+		j.phase = "moving"
+		j.mu.Unlock()
+		release := m.reserve(to.fs.ID, c.bytes) // counted before the move starts, so the next choice sees it
+		go func() {
+			defer func() {
+				release()
+				j.mu.Lock()
+				j.inflight--
+				delete(j.busy, c.f.ID)
+				j.mu.Unlock()
+				select {
+				case j.slot <- struct{}{}:
+				default:
+				}
+			}()
+			m.balanceOne(ctx, j, c, from.fs.ID, to.fs.ID, g.Rate/int64(parallel))
+		}()
+	}
+}
+
+func holds(f *namespace.Inode, fs uint32) bool {
+	for _, l := range f.Locations {
+		if l == fs {
+			return true
+		}
+	}
+	return false
+}
+
+func (j *balanceJob) isBusy(fid uint64) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.busy[fid]
+}
+
+func (j *balanceJob) setPhase(p string) {
+	j.mu.Lock()
+	j.phase = p
+	j.mu.Unlock()
+}
+
+// waitSlot waits until a move ends, d passes or ctx ends.
+func (m *mover) waitSlot(ctx context.Context, j *balanceJob, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-j.slot:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func (m *mover) balanceOne(ctx context.Context, j *balanceJob, c stripe, from, to uint32, rate int64) {
+	res, out, err := m.moveStripe(ctx, c.f.ID, c.idx, from, to, rate)
+	switch out {
+	case moved:
+		j.mu.Lock()
+		j.moved++
+		j.bytes += res.Bytes
+		j.window.add(time.Now(), res.Bytes)
+		j.fails.clear(c.f.ID, c.idx)
+		j.mu.Unlock()
+		m.count("balance", func(mc *MoveCounters) { mc.Stripes++; mc.Bytes += res.Bytes })
+		m.moved("balance", from, res.Bytes, true)
+	case gone, busy:
+	default:
+		if ctx.Err() != nil {
+			return
+		}
+		j.mu.Lock()
+		j.fails.add(MoveFailure{Path: m.s.pathOfID(c.f.ID), Fid: c.f.ID, Stripe: c.idx, Reason: fmt.Sprintf("fs %d to fs %d: %s", from, to, reasonOf(err)), Time: time.Now()})
+		j.mu.Unlock()
+		m.count("balance", func(mc *MoveCounters) { mc.Failures++ })
+		m.moved("balance", from, 0, false)
+		sleepCtx(ctx, time.Second) // do not spin on a failing target
+	}
+}
+
+func (j *balanceJob) progress() BalanceProgress {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return BalanceProgress{Group: j.group, Phase: j.phase, Spread: j.spread, Moved: j.moved, Bytes: j.bytes,
+		Rate: j.window.rate(time.Now()), InFlight: j.inflight, Failures: j.fails.list(), Failed: j.fails.total}
+}
+
+// GroupState is a row of `group ls`: a group's filesystems, their
+// spread and its balancer.
+type GroupState struct {
+	namespace.Group
+	Filesystems int
+	Usable      int     // rw, booted, healthy
+	MinFill     float64 // percent, of the usable ones
+	MaxFill     float64
+	Balance     *BalanceProgress // nil when the balancer is off
+}
+
+// Groups lists every group (those filesystems name and those with
+// settings).
+func (s *Server) Groups(_ context.Context, _ auth.Principal) []GroupState {
+	m := map[string]*GroupState{}
+	s.reg.mu.RLock()
+	for name, g := range s.reg.groups {
+		m[name] = &GroupState{Group: g}
+	}
+	s.reg.mu.RUnlock()
+	for _, f := range s.reg.list() {
+		g := m[f.Group]
+		if g == nil {
+			g = &GroupState{Group: namespace.Group{Name: f.Group}}
+			m[f.Group] = g
+		}
+		g.Filesystems++
+	}
+	bal := map[string]BalanceProgress{}
+	for _, b := range s.Movement().Balancers {
+		bal[b.Group] = b
+	}
+	out := make([]GroupState, 0, len(m))
+	for name, g := range m {
+		if g.Threshold <= 0 {
+			g.Threshold = DefaultThreshold
+		}
+		fs := s.mv.fills(name)
+		g.Usable = len(fs)
+		if len(fs) > 0 {
+			g.MaxFill, g.MinFill = fs[0].percent(), fs[len(fs)-1].percent()
+		}
+		if b, ok := bal[name]; ok && g.Balancer {
+			b.Threshold = g.Threshold
+			g.Balance = &b
+		}
+		out = append(out, *g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// SetGroup sets a group's key (`group set G key=value`): balancer=on|off,
+// threshold=N (percentage points, 0 < N < 100), balancer.rate=SIZE (bytes
+// per second, 0 = no cap), balancer.parallel=N.
+func (s *Server) SetGroup(ctx context.Context, p auth.Principal, name, key, value string) error {
+	what := fmt.Sprintf("group %s %s=%s", name, key, value)
+	if err := requireRoot(p, "group set"); err != nil {
+		return s.audit(ctx, p, "group set", what, "", err)
+	}
+	if err := checkGroup(name); err != nil || !strings.Contains(name, ".") {
+		return s.audit(ctx, p, "group set", what, "", kerr.New(kerr.Invalid, "group set", name, fmt.Sprintf("bad group %q: want SPACE.N", name)))
+	}
+	s.reg.mu.Lock()
+	defer s.reg.mu.Unlock()
+	g := s.reg.groups[name]
+	g.Name = name
+	bad := func(why string) error {
+		return s.audit(ctx, p, "group set", what, "", kerr.New(kerr.Invalid, "group set", name, why))
+	}
+	switch key {
+	case "balancer":
+		switch value {
+		case "on":
+			g.Balancer = true
+		case "off":
+			g.Balancer = false
+		default:
+			return bad("balancer must be on or off")
+		}
+	case "threshold":
+		t, err := strconv.ParseFloat(strings.TrimSuffix(value, "%"), 64)
+		if err != nil || t <= 0 || t >= 100 || math.IsNaN(t) {
+			return bad(fmt.Sprintf("bad threshold %q (percentage points of fill, 0 < N < 100)", value))
+		}
+		g.Threshold = t
+	case "balancer.rate":
+		n, err := parseRate(value)
+		if err != nil {
+			return bad(err.Error())
+		}
+		g.Rate = n
+	case "balancer.parallel":
+		n, err := parseParallel(value)
+		if err != nil {
+			return bad(err.Error())
+		}
+		g.Parallel = n
+	default:
+		return bad(fmt.Sprintf("unknown key %q (balancer, threshold, balancer.rate, balancer.parallel)", key))
+	}
+	err := s.ns.SaveGroup(g)
+	if err == nil {
+		s.reg.groups[name] = g
+		s.mv.settingsChanged()
+	}
+	return s.audit(ctx, p, "group set", what, "", err)
+}

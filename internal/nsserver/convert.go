@@ -1,0 +1,307 @@
+package nsserver
+
+// Conversions rewrite a file into another layout or space with the same
+// mover: `file convert PATH --space S --layout L` for one file, and the
+// directory policy sys.convert.space / sys.convert.layout for every file
+// below (the nearest directory with a policy decides; like every sys.*
+// attribute it is also copied into subdirectories made later).
+// A conversion is a staged copy under a new file id (a layout change
+// cannot keep the id: physical names are file ids and the new stripes
+// may land where old ones are), written by the storage server at its
+// first location from the file read whole, checksums compared end to
+// end, and switched in under the file's name in one batch only if the
+// file was not rewritten or removed meanwhile (namespace.FinishConvert).
+// The old stripes are deleted after the capability lifetime.
+//
+// Policies are applied by a sweep of the namespace when a policy
+// attribute is set, when the service starts, and every ConvertSweep.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/layout"
+	"github.com/kaon-storage/kaon/internal/namespace"
+)
+
+// ConvertSweep is how often the conversion policies are applied anew
+// (besides when one is set and at start).
+const ConvertSweep = 5 * time.Minute
+
+// ConvertProgress is where the conversion policies stand.
+type ConvertProgress struct {
+	LastSweep time.Time // when the last sweep ended
+	Pending   int       // files the running sweep still has to convert
+	Converted int64     // files converted by policy since start
+	Failures  []MoveFailure
+	Failed    int64
+}
+
+type convertState struct {
+	lastSweep time.Time
+	pending   int
+	converted int64
+	fails     failures
+}
+
+func (c *convertState) progress() ConvertProgress {
+	return ConvertProgress{LastSweep: c.lastSweep, Pending: c.pending, Converted: c.converted, Failures: c.fails.list(), Failed: c.fails.total}
+}
+
+// spaceOfFile is the space of the filesystems holding f's stripes: ""
+// for a file without stripes, mixedSpaces when they are not all in one
+// space (a filesystem moved to another space since).
+func (s *Server) spaceOfFile(f *namespace.Inode) string {
+	space := ""
+	for i, id := range f.Locations {
+		fs, _ := s.reg.filesystem(id)
+		if i > 0 && fs.Space != space {
+			return mixedSpaces
+		}
+		space = fs.Space
+	}
+	return space
+}
+
+// mixedSpaces is the space of a file whose stripes are in several (not
+// a valid space name, so never the one a conversion asks for).
+const mixedSpaces = "(several spaces)"
+
+// ConvertFile converts the file at path to layout and space ("": keep
+// the file's) and returns it as it is afterwards. Root only: it moves
+// data between the operator's spaces.
+func (s *Server) ConvertFile(ctx context.Context, p auth.Principal, path, space, lay string) (n *namespace.Inode, err error) {
+	what := fmt.Sprintf("%s space=%s layout=%s", path, space, lay)
+	defer func() { err = s.audit(ctx, p, "file convert", what, "", err) }()
+	if err := requireRoot(p, "file convert"); err != nil {
+		if ke, ok := err.(*kerr.Error); ok {
+			ke.Path = path
+		}
+		return nil, err
+	}
+	f, err := s.ns.Stat(caller(p), path)
+	if err != nil {
+		return nil, err
+	}
+	if f.IsDir {
+		return nil, kerr.New(kerr.IsDir, "file convert", path, "is a directory (set sys.convert.space or sys.convert.layout on it to convert the files below)")
+	}
+	l, sp, err := s.convertTarget(f, space, lay)
+	if err != nil {
+		return nil, kerr.New(kerr.Invalid, "file convert", path, err.Error())
+	}
+	if (l.String() == f.Layout && sp == s.spaceOfFile(f)) || len(f.Locations) == 0 {
+		return f, nil // nothing to move (an empty file has no stripes)
+	}
+	if err := s.mv.convertOne(ctx, f, path, l, sp); err != nil {
+		s.mv.moved("conversion", 0, 0, false)
+		return nil, err
+	}
+	s.mv.count("convert", func(c *MoveCounters) { c.Stripes++; c.Bytes += f.Size })
+	s.mv.moved("conversion", 0, f.Size, true)
+	return s.ns.Stat(caller(p), path)
+}
+
+// convertTarget resolves the layout and space f converts to ("": f's).
+func (s *Server) convertTarget(f *namespace.Inode, space, lay string) (layout.Layout, string, error) {
+	if lay == "" {
+		lay = f.Layout
+	}
+	l, err := layout.Parse(lay)
+	if err != nil {
+		return l, "", err
+	}
+	if space == "" {
+		space = s.spaceOfFile(f)
+	}
+	if space == mixedSpaces { // where its first stripe is
+		fs, _ := s.reg.filesystem(f.Locations[0])
+		space = fs.Space
+	}
+	if space == "" {
+		space = DefaultSpace
+	}
+	s.reg.mu.RLock()
+	ok := s.reg.spaceExists(space)
+	s.reg.mu.RUnlock()
+	if !ok {
+		return l, "", fmt.Errorf("no space %q", space)
+	}
+	return l, space, nil
+}
+
+// convertOne makes a staged copy of f (at path) with layout l in space
+// and switches it in.
+func (m *mover) convertOne(ctx context.Context, f *namespace.Inode, path string, l layout.Layout, space string) error {
+	s := m.s
+	if s.cfg.Mover == nil {
+		return kerr.New(kerr.Unsupported, "file convert", path, "this namespace server cannot order conversions")
+	}
+	locs, err := s.reg.place(l, space)
+	if err != nil {
+		return kerr.WithOp(kerr.Wrap(kerr.KindOf(err), "", path, err), "file convert")
+	}
+	p, err := s.ns.BeginConvert(f.ID, l, locs)
+	if err != nil {
+		return err
+	}
+	exp := s.now().Add(moveCapTTL).Unix()
+	rc := &capability.Capability{Fid: f.ID, Path: path, Layout: f.Layout, Size: f.Size, Sums: f.Checksums, Expires: exp}
+	for _, id := range f.Locations {
+		rc.Targets = append(rc.Targets, capability.Target{FsID: id, Addr: s.reg.node(id).HTTP})
+	}
+	wc := &capability.Capability{Fid: p.ID, Write: true, Staged: true, Path: path, Layout: p.Layout, UID: f.UID, GID: f.GID, Expires: exp}
+	for t := range p.Checksums {
+		wc.Checksums = append(wc.Checksums, t)
+	}
+	for _, id := range locs {
+		wc.Targets = append(wc.Targets, capability.Target{FsID: id, Addr: s.reg.node(id).HTTP})
+	}
+	res, err := s.cfg.Mover.Convert(ctx, s.reg.node(locs[0]).HTTP, message.ConvertOrder{Read: s.key.Sign(rc), Write: s.key.Sign(wc)})
+	if err != nil {
+		if aerr := s.ns.AbortConvert(p.ID); aerr != nil && !kerr.Is(aerr, kerr.NotFound) {
+			s.log.Error("convert: cannot drop the staged copy", "path", path, "err", aerr)
+		}
+		return kerr.Wrap(kerr.KindOf(err), "file convert", path, err)
+	}
+	return s.ns.FinishConvert(f.ID, p.ID, res.Size, res.Checksums, s.now().Add(s.ttl))
+}
+
+// Policy attributes: a directory's files are converted to these.
+const (
+	AttrConvertLayout = namespace.AttrConvertLayout
+	AttrConvertSpace  = namespace.AttrConvertSpace
+)
+
+// runPolicies applies the conversion policies at start, when one is set
+// and every ConvertSweep, until ctx ends.
+func (m *mover) runPolicies(ctx context.Context) {
+	t := time.NewTimer(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.kick:
+		case <-t.C:
+		}
+		m.sweepPolicies(ctx)
+		t.Reset(ConvertSweep)
+	}
+}
+
+// kickPolicies asks for a sweep soon.
+func (m *mover) kickPolicies() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+type policy struct{ layout, space string }
+
+// sweepPolicies converts every file whose directory has a conversion
+// policy it does not follow yet.
+func (m *mover) sweepPolicies(ctx context.Context) {
+	s := m.s
+	type job struct {
+		f *namespace.Inode
+		l layout.Layout
+		s string
+	}
+	var todo []job
+	// The policy of a directory is that of the nearest directory at or
+	// above it with one (set later than its subdirectories were made,
+	// it is not copied into them).
+	// Files in the recycle bin (a container that is its own parent, not
+	// below the root) are left alone whatever their old directory said.
+	type found struct {
+		pol    policy
+		inTree bool // the chain of parents reaches the root
+	}
+	memo := map[uint64]found{}
+	var policyOf func(cid uint64) found
+	policyOf = func(cid uint64) found {
+		if f, ok := memo[cid]; ok {
+			return f
+		}
+		var f found
+		if d, err := s.ns.GetAttr(namespace.Root, cid); err == nil {
+			switch {
+			case cid == namespace.RootID:
+				f.inTree = true
+			case d.Parent != d.ID:
+				f = policyOf(d.Parent)
+			}
+			if own := (policy{layout: d.XAttrs[AttrConvertLayout], space: d.XAttrs[AttrConvertSpace]}); own != (policy{}) {
+				f.pol = own
+			}
+		}
+		memo[cid] = f
+		return f
+	}
+	err := s.eachFile(func(f *namespace.Inode) {
+		found := policyOf(f.Parent)
+		pol := found.pol
+		if !found.inTree || pol == (policy{}) || len(f.Locations) == 0 {
+			return
+		}
+		l, sp, err := s.convertTarget(f, pol.space, pol.layout)
+		if err != nil || (l.String() == f.Layout && sp == s.spaceOfFile(f)) {
+			return
+		}
+		todo = append(todo, job{f, l, sp})
+	})
+	if err != nil {
+		s.log.Error("conversion policies: cannot scan the namespace", "err", err)
+		return
+	}
+	m.mu.Lock()
+	m.convert.pending = len(todo)
+	m.mu.Unlock()
+	for _, j := range todo {
+		if ctx.Err() != nil {
+			return
+		}
+		path := s.pathOfID(j.f.ID)
+		err := m.convertOne(ctx, j.f, path, j.l, j.s)
+		m.mu.Lock()
+		m.convert.pending--
+		switch {
+		case err == nil:
+			m.convert.converted++
+			m.convert.fails.clear(j.f.ID, -1)
+			m.counters["convert"].Stripes++
+			m.counters["convert"].Bytes += j.f.Size
+		case kerr.Is(err, kerr.NotFound):
+			m.counters["convert"].Dropped++ // removed or rewritten meanwhile
+		default:
+			m.convert.fails.add(MoveFailure{Path: path, Fid: j.f.ID, Stripe: -1, Reason: err.Error(), Time: time.Now()})
+			m.counters["convert"].Failures++
+		}
+		m.mu.Unlock()
+		m.moved("conversion", 0, j.f.Size, err == nil)
+		if err != nil && !kerr.Is(err, kerr.NotFound) {
+			s.log.Warn("conversion policy: file not converted", "path", path, "to", j.l.String()+" in "+j.s, "err", err)
+		}
+	}
+	m.mu.Lock()
+	m.convert.lastSweep = time.Now()
+	m.mu.Unlock()
+}
+
+// ConvertStatus reports the conversion policies' progress.
+func (s *Server) ConvertStatus(context.Context, auth.Principal) ConvertProgress {
+	s.mv.mu.Lock()
+	defer s.mv.mu.Unlock()
+	return s.mv.convert.progress()
+}
+
+// isConvertAttr says whether an attribute name is a conversion policy.
+func isConvertAttr(name string) bool { return strings.HasPrefix(name, "sys.convert.") }

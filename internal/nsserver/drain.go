@@ -1,0 +1,436 @@
+package nsserver
+
+// Drains: `fs config ID configstatus=drain` moves every stripe and
+// replica off the filesystem to others of its group. The intent is the
+// filesystem's record (configstatus drain, drain "draining"), so a drain
+// resumes after a restart; what is left is always found again by
+// scanning the namespace, the one truth about where stripes are. A pass
+// moves every stripe found (drain.parallel at once, drain.rate shared
+// among them); stripes that could not move are retried in the next pass,
+// after a pause that grows while passes make no progress. The drain ends
+// when a scan finds nothing left and no move from the filesystem is in
+// flight: the record says "drained".
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/namespace"
+)
+
+// DrainProgress is where the drain of one filesystem stands.
+type DrainProgress struct {
+	FsID   uint32
+	Status string // DrainDraining or DrainDrained
+	// Phase says what the drain does now: "scanning", "moving",
+	// "waiting to retry", "done".
+	Phase      string
+	Started    time.Time
+	FilesLeft  int64 // stripes still on the filesystem (last scan, less those moved since)
+	BytesLeft  int64
+	FilesMoved int64 // since the drain started in this process
+	BytesMoved int64
+	Rate       float64       // bytes per second over the last minute
+	ETA        time.Duration // BytesLeft at Rate; 0 when unknown
+	InFlight   int
+	Parallel   int   // stripes moved at once
+	RateLimit  int64 // bytes per second cap (0: none)
+	Failures   []MoveFailure
+	Failed     int64 // failures counted since start (retries included)
+}
+
+// drainJob drains one filesystem.
+type drainJob struct {
+	id     uint32
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu         sync.Mutex
+	started    time.Time
+	phase      string
+	filesLeft  int64
+	bytesLeft  int64
+	filesMoved int64
+	bytesMoved int64
+	inflight   int
+	window     rateWindow
+	fails      failures
+	slot       chan struct{} // a move finished
+}
+
+func (j *drainJob) ended() bool {
+	select {
+	case <-j.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (j *drainJob) setPhase(p string) {
+	j.mu.Lock()
+	j.phase = p
+	j.mu.Unlock()
+}
+
+func (m *mover) startDrain(ctx context.Context, id uint32) *drainJob {
+	ctx, cancel := context.WithCancel(ctx)
+	now := time.Now()
+	j := &drainJob{id: id, cancel: cancel, done: make(chan struct{}), started: now, phase: "scanning",
+		window: rateWindow{start: now}, slot: make(chan struct{}, 1)}
+	m.s.log.Info("drain started", "fsid", id)
+	go func() {
+		defer close(j.done)
+		m.runDrain(ctx, j)
+	}()
+	return j
+}
+
+// drainSettings are the filesystem's drain.parallel and drain.rate.
+func (m *mover) drainSettings(id uint32) (parallel int, rate int64, group string) {
+	f, _ := m.s.reg.filesystem(id)
+	parallel = f.DrainParallel
+	if parallel <= 0 {
+		parallel = DefaultDrainParallel
+	}
+	return parallel, f.DrainRate, f.Group
+}
+
+// stripe is one stripe found on a filesystem.
+type stripe struct {
+	f     *namespace.Inode
+	idx   int
+	bytes int64
+}
+
+// stripesOn scans the namespace for the stripes on fs id.
+func (m *mover) stripesOn(id uint32) ([]stripe, error) {
+	var out []stripe
+	err := m.s.eachFile(func(f *namespace.Inode) {
+		for i, loc := range f.Locations {
+			if loc == id {
+				out = append(out, stripe{f: f, idx: i, bytes: stripeBytes(f)})
+			}
+		}
+	})
+	return out, err
+}
+
+// eachFile calls fn with every committed file (recycled ones included),
+// read in batches (namespace.ScanFiles); fn runs outside the namespace's
+// lock, so it may call the namespace. A file changed during the scan may
+// be seen before or after the change.
+func (s *Server) eachFile(fn func(f *namespace.Inode)) error {
+	var from []byte
+	for {
+		var batch []*namespace.Inode
+		next, err := s.ns.ScanFiles(from, 1000, func(f *namespace.Inode) { batch = append(batch, f) })
+		if err != nil {
+			return err
+		}
+		for _, f := range batch {
+			fn(f)
+		}
+		if next == nil {
+			return nil
+		}
+		from = next
+	}
+}
+
+// movesFrom counts the moves in flight off fs id.
+func (m *mover) movesFrom(id uint32) (int, error) {
+	ms, err := m.s.ns.PendingMoves()
+	n := 0
+	for _, mv := range ms {
+		if mv.From == id {
+			n++
+		}
+	}
+	return n, err
+}
+
+func (m *mover) runDrain(ctx context.Context, j *drainJob) {
+	pause := 2 * time.Second
+	for ctx.Err() == nil {
+		j.setPhase("scanning")
+		items, err := m.stripesOn(j.id)
+		if err != nil {
+			m.s.log.Error("drain: cannot scan the namespace", "fsid", j.id, "err", err)
+			sleepCtx(ctx, pause)
+			continue
+		}
+		var bytes int64
+		for _, it := range items {
+			bytes += it.bytes
+		}
+		j.mu.Lock()
+		j.filesLeft, j.bytesLeft = int64(len(items)), bytes
+		j.mu.Unlock()
+		if len(items) == 0 {
+			if n, err := m.movesFrom(j.id); err != nil || n > 0 {
+				sleepCtx(ctx, time.Second) // moves of another job (a balancer) end first
+				continue
+			}
+			if m.finishDrain(j) {
+				return
+			}
+			sleepCtx(ctx, pause)
+			continue
+		}
+		j.setPhase("moving")
+		if m.drainPass(ctx, j, items) {
+			pause = 2 * time.Second
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		j.setPhase("waiting to retry")
+		sleepCtx(ctx, pause)
+		pause = min(2*pause, time.Minute)
+	}
+}
+
+// finishDrain records that fs id is drained, if it is still in drain.
+func (m *mover) finishDrain(j *drainJob) bool {
+	r := m.s.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := r.fs[j.id]
+	if f == nil || f.ConfigStatus != "drain" || f.Drain != DrainDraining {
+		return true // changed meanwhile: nothing to record
+	}
+	c := f.Filesystem
+	c.Drain = DrainDrained
+	if err := r.save(f, c); err != nil {
+		m.s.log.Error("drain: cannot record the end", "fsid", j.id, "err", err)
+		return false
+	}
+	j.mu.Lock()
+	j.phase, j.filesLeft, j.bytesLeft = "done", 0, 0
+	moved, bytes := j.filesMoved, j.bytesMoved
+	j.mu.Unlock()
+	m.s.log.Info("filesystem drained", "fsid", j.id, "stripes_moved", moved, "bytes_moved", bytes)
+	return true
+}
+
+// drainPass moves items off the filesystem, drain.parallel at once (read
+// again before each move, so a change applies at once). It reports
+// whether any stripe left the filesystem.
+func (m *mover) drainPass(ctx context.Context, j *drainJob, items []stripe) (progress bool) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, it := range items {
+		parallel, rate, group := m.drainSettings(j.id)
+		for {
+			j.mu.Lock()
+			n := j.inflight
+			if n < parallel {
+				j.inflight++
+			}
+			j.mu.Unlock()
+			if n < parallel {
+				break
+			}
+			select {
+			case <-j.slot:
+			case <-ctx.Done():
+				wg.Wait()
+				return progress
+			}
+		}
+		if ctx.Err() != nil {
+			j.mu.Lock()
+			j.inflight--
+			j.mu.Unlock()
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			left := m.drainOne(ctx, j, it, group, rate/int64(parallel))
+			j.mu.Lock()
+			j.inflight--
+			if left {
+				j.filesLeft--
+				j.bytesLeft -= it.bytes
+			}
+			j.mu.Unlock()
+			if left {
+				mu.Lock()
+				progress = true
+				mu.Unlock()
+			}
+			select {
+			case j.slot <- struct{}{}:
+			default:
+			}
+		}()
+	}
+	wg.Wait()
+	return progress
+}
+
+// drainOne moves one stripe off the filesystem to another of its group,
+// trying further targets while the chosen one cannot take a stripe of
+// this file now. left reports whether the stripe is off the filesystem
+// (moved, or its file gone or changed).
+func (m *mover) drainOne(ctx context.Context, j *drainJob, it stripe, group string, rate int64) (left bool) {
+	exclude := map[uint32]bool{}
+	fail := func(why string) bool {
+		j.mu.Lock()
+		j.fails.add(MoveFailure{Path: m.s.pathOfID(it.f.ID), Fid: it.f.ID, Stripe: it.idx, Reason: why, Time: time.Now()})
+		j.mu.Unlock()
+		m.count("drain", func(c *MoveCounters) { c.Failures++ })
+		m.moved("drain", j.id, 0, false)
+		return false
+	}
+	for range 4 {
+		to, why := m.target(it.f, it.idx, j.id, group, it.bytes, exclude)
+		if to == 0 {
+			return fail(why)
+		}
+		release := m.reserve(to, it.bytes)
+		res, out, err := m.moveStripe(ctx, it.f.ID, it.idx, j.id, to, rate)
+		release()
+		switch out {
+		case moved:
+			j.mu.Lock()
+			j.filesMoved++
+			j.bytesMoved += res.Bytes
+			j.window.add(time.Now(), res.Bytes)
+			j.fails.clear(it.f.ID, it.idx)
+			j.mu.Unlock()
+			m.count("drain", func(c *MoveCounters) { c.Stripes++; c.Bytes += res.Bytes })
+			m.moved("drain", j.id, res.Bytes, true)
+			if res.Tried != "" {
+				m.s.log.Warn("drain: stripe moved after trying other sources", "fsid", j.id, "fid", it.f.ID,
+					"stripe", it.idx, "how", res.How, "tried", res.Tried)
+			}
+			return true
+		case gone:
+			if kerr.Is(err, kerr.NotFound) && res.How != "" {
+				m.count("drain", func(c *MoveCounters) { c.Dropped++ })
+			}
+			j.mu.Lock()
+			j.fails.clear(it.f.ID, it.idx)
+			j.mu.Unlock()
+			return true
+		case busy:
+			exclude[to] = true
+		default:
+			if ctx.Err() != nil {
+				return false
+			}
+			return fail(fmt.Sprintf("to fs %d: %s", to, reasonOf(err)))
+		}
+	}
+	return fail("no target filesystem could take it (all busy with stripes of the file)")
+}
+
+// reasonOf is err's message without the operation prefix kerr adds.
+func reasonOf(err error) string {
+	var ke *kerr.Error
+	if errors.As(err, &ke) && ke.Err == nil && ke.Msg != "" {
+		if ke.Path != "" {
+			return ke.Path + ": " + ke.Msg
+		}
+		return ke.Msg
+	}
+	return err.Error()
+}
+
+func (j *drainJob) progress() DrainProgress {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	now := time.Now()
+	p := DrainProgress{FsID: j.id, Status: DrainDraining, Phase: j.phase, Started: j.started, FilesLeft: max(j.filesLeft, 0),
+		BytesLeft: max(j.bytesLeft, 0), FilesMoved: j.filesMoved, BytesMoved: j.bytesMoved, Rate: j.window.rate(now),
+		InFlight: j.inflight, Failures: j.fails.list(), Failed: j.fails.total}
+	if j.phase == "done" {
+		p.Status = DrainDrained
+	}
+	if p.Rate > 0 {
+		p.ETA = time.Duration(float64(p.BytesLeft) / p.Rate * float64(time.Second))
+	}
+	return p
+}
+
+// DrainStatus returns the drain progress of fs id (`fs status`): the
+// running (or just ended) drain's, or, for a filesystem drained before
+// this process started, its recorded state.
+func (s *Server) DrainStatus(_ context.Context, id uint32) (FsState, *DrainProgress, error) {
+	var st FsState
+	found := false
+	for _, f := range s.reg.list() {
+		if f.ID == id {
+			st, found = f, true
+		}
+	}
+	if !found {
+		return st, nil, kerr.New(kerr.NotFound, "fs status", "fs "+strconv.FormatUint(uint64(id), 10), "no such filesystem")
+	}
+	return st, s.drainProgress(st), nil
+}
+
+// drainProgress is fs f's drain progress, nil when it is not draining.
+func (s *Server) drainProgress(f FsState) *DrainProgress {
+	if f.ConfigStatus != "drain" || f.Drain == "" {
+		return nil
+	}
+	s.mv.mu.Lock()
+	j := s.mv.drains[f.ID]
+	s.mv.mu.Unlock()
+	var p DrainProgress
+	if j != nil {
+		p = j.progress()
+	} else {
+		p = DrainProgress{FsID: f.ID, Status: f.Drain, Phase: "starting"}
+	}
+	if f.Drain == DrainDrained {
+		p.Status, p.Phase, p.FilesLeft, p.BytesLeft, p.ETA = DrainDrained, "done", 0, 0, 0
+	}
+	p.Parallel, p.RateLimit = f.DrainParallel, f.DrainRate
+	if p.Parallel <= 0 {
+		p.Parallel = DefaultDrainParallel
+	}
+	return &p
+}
+
+// parseRate reads a byte rate per second: "0" (no cap) or a size with
+// K, M, G (100M is 100 MiB/s); at least 1 MiB/s.
+func parseRate(v string) (int64, error) {
+	n, err := ParseSize(v)
+	if err != nil {
+		return 0, fmt.Errorf("bad rate %q (bytes per second, e.g. 100M; 0 = no cap)", v)
+	}
+	if n != 0 && n < 1<<20 {
+		return 0, fmt.Errorf("rate %q is below 1M (bytes per second; 0 = no cap)", v)
+	}
+	return n, nil
+}
+
+// parseParallel reads a number of moves at once (1..64).
+func parseParallel(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxParallel {
+		return 0, fmt.Errorf("bad parallel %q (1 to %d moves at once)", v, maxParallel)
+	}
+	return n, nil
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,591 @@
+package nsserver
+
+// Data movement: the namespace service schedules, storage servers copy.
+//
+// The service knows every file's layout and locations and every
+// filesystem's group, state and fill, so it decides what moves where:
+// drains (drain.go) move every stripe off a filesystem in drain, the
+// balancer (balance.go) moves stripes from fuller to emptier filesystems
+// of a group, conversions (convert.go) rewrite files into another layout
+// or space. A stripe move is always the same three steps (moveStripe):
+//
+//  1. namespace.BeginMove records the move before a byte is copied (the
+//     target must hold no stripe of the file, live or queued for
+//     deletion: physical names are file ids);
+//  2. the storage server holding the target copies the stripe through
+//     the mover (a replica from any replica, an EC stripe whole with its
+//     frames checked, or rebuilt from the other stripes) and answers once
+//     it is durable and verified (message.MoveOrder, a move capability);
+//  3. namespace.FinishMove switches the location in one batch if the
+//     file is still the one copied, queueing the old stripe for deletion
+//     after a grace of one capability lifetime (reads granted before the
+//     switch finish); otherwise the copy is queued for deletion.
+//
+// A move interrupted by a crash of the namespace server is rolled back
+// when it starts again (namespace.AbortMoves): the copy, complete or
+// not, is queued for deletion and the drain or balancer, whose intent
+// is in the filesystem and group records, schedules it again. A storage
+// server that dies mid-copy fails the order; the same rollback applies.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
+	"github.com/kaon-storage/kaon/internal/erasure"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/layout"
+	"github.com/kaon-storage/kaon/internal/namespace"
+)
+
+// Mover carries out movement orders at storage servers (addr is a
+// storage server's HTTP base URL); cluster.StorageClient implements it.
+type Mover interface {
+	MoveStripe(ctx context.Context, addr string, o message.MoveOrder) (message.MoveResult, error)
+	Convert(ctx context.Context, addr string, o message.ConvertOrder) (message.ConvertResult, error)
+}
+
+// Drain states (namespace.Filesystem.Drain, fs ls).
+const (
+	DrainDraining = "draining"
+	DrainDrained  = "drained"
+)
+
+// Defaults of the movement settings.
+const (
+	DefaultDrainParallel   = 4
+	DefaultBalanceParallel = 2
+	maxParallel            = 64
+	moveCapTTL             = 24 * time.Hour // move orders never leave the servers
+	maxFailuresShown       = 50
+)
+
+// MoveFailure is a stripe that could not be moved, and why.
+type MoveFailure struct {
+	Path   string
+	Fid    uint64
+	Stripe int
+	Reason string
+	Time   time.Time
+}
+
+// MoveCounters count what a kind of movement did since the service
+// started.
+type MoveCounters struct {
+	Stripes  int64 // stripes (or, for conversions, files) moved
+	Bytes    int64
+	Failures int64
+	Dropped  int64 // copies dropped because the file changed meanwhile
+}
+
+// Movement is what the service says about data movement, for fs ls, fs
+// status, group ls and whoever exports metrics (MovementStats).
+type Movement struct {
+	Drains      []DrainProgress
+	Balancers   []BalanceProgress
+	Drain       MoveCounters
+	Balance     MoveCounters
+	Conversion  MoveCounters
+	Conversions ConvertProgress
+}
+
+// MovementStats is the small interface a metrics exporter reads; Server
+// implements it.
+type MovementStats interface {
+	Movement() Movement
+}
+
+var _ MovementStats = (*Server)(nil)
+
+// MoveReporter is told about data movement as it happens (the metrics
+// package's Movement implements it): kind is "drain", "balance" or
+// "conversion", fsid the filesystem moved from ("" for conversions and
+// for the balancers' progress, which span filesystems).
+type MoveReporter interface {
+	Progress(kind, fsid string, filesLeft, bytesLeft int64, running bool)
+	Moved(kind, fsid string, bytes int64, ok bool)
+}
+
+// ReportMovement makes the service tell r about data movement (nil: no
+// one).
+func (s *Server) ReportMovement(r MoveReporter) {
+	s.mv.mu.Lock()
+	s.mv.reporter = r
+	s.mv.mu.Unlock()
+}
+
+// report calls the reporter, if any, outside m.mu.
+func (m *mover) report(fn func(r MoveReporter)) {
+	m.mu.Lock()
+	r := m.reporter
+	m.mu.Unlock()
+	if r != nil {
+		fn(r)
+	}
+}
+
+// moved tells the reporter about one stripe (or file) of kind moved from
+// fs from (0: none) or not.
+func (m *mover) moved(kind string, from uint32, bytes int64, ok bool) {
+	fsid := ""
+	if from != 0 {
+		fsid = strconv.FormatUint(uint64(from), 10)
+	}
+	m.report(func(r MoveReporter) { r.Moved(kind, fsid, bytes, ok) })
+}
+
+// reportProgress tells the reporter where every movement stands.
+func (m *mover) reportProgress() {
+	mv := m.s.Movement()
+	m.report(func(r MoveReporter) {
+		for _, d := range mv.Drains {
+			r.Progress("drain", strconv.FormatUint(uint64(d.FsID), 10), d.FilesLeft, d.BytesLeft, d.Status == DrainDraining)
+		}
+		balancing := false
+		for _, b := range mv.Balancers {
+			balancing = balancing || b.InFlight > 0
+		}
+		r.Progress("balance", "", 0, 0, balancing)
+		r.Progress("conversion", "", int64(mv.Conversions.Pending), 0, mv.Conversions.Pending > 0)
+	})
+}
+
+// mover is the service's scheduler of data movement.
+type mover struct {
+	s *Server
+
+	mu        sync.Mutex
+	drains    map[uint32]*drainJob
+	balancers map[string]*balanceJob
+	adjust    []adjustment // bytes in flight or recently moved, not yet in the reports
+	counters  map[string]*MoveCounters
+	convert   convertState
+	reporter  MoveReporter
+	kick      chan struct{} // the conversion policies changed
+	changed   chan struct{} // a filesystem or group setting changed
+}
+
+// adjustment is a change of a filesystem's used bytes its storage server
+// has not reported yet: a move in flight onto it (+), a stripe moved away
+// whose deletion is still queued (-). A storage server reports its usage
+// in the heartbeat that acknowledges a deletion, measured after it.
+type adjustment struct {
+	fs    uint32
+	bytes int64
+	until time.Time // zero: until removed (or, with del, until deleted)
+	id    *int      // identity of an in-flight reservation
+	del   *namespace.Deletion
+}
+
+func newMover(s *Server) *mover {
+	return &mover{s: s, drains: map[uint32]*drainJob{}, balancers: map[string]*balanceJob{},
+		counters: map[string]*MoveCounters{"drain": {}, "balance": {}, "convert": {}}, kick: make(chan struct{}, 1),
+		changed: make(chan struct{}, 1)}
+}
+
+// run starts and stops drains and balancers as the registry says, until
+// ctx ends.
+func (m *mover) run(ctx context.Context) {
+	go m.runPolicies(ctx)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		m.reconcile(ctx)
+		m.reportProgress()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-m.changed:
+		}
+	}
+}
+
+// settingsChanged makes run reconcile at once (a drain starts without
+// waiting for the next tick).
+func (m *mover) settingsChanged() {
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
+
+// reconcile matches running jobs with the registry: a drain per
+// filesystem in drain not yet drained, a balancer per group with the
+// balancer on.
+func (m *mover) reconcile(ctx context.Context) {
+	r := m.s.reg
+	r.mu.RLock()
+	want := map[uint32]bool{}
+	for id, f := range r.fs {
+		if f.ConfigStatus == "drain" && f.Drain == DrainDraining {
+			want[id] = true
+		}
+	}
+	groups := map[string]bool{}
+	for name, g := range r.groups {
+		if g.Balancer {
+			groups[name] = true
+		}
+	}
+	r.mu.RUnlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, j := range m.drains {
+		if !want[id] && !j.ended() {
+			j.cancel()
+		}
+		if !want[id] && j.ended() && !m.s.isDraining(id) {
+			delete(m.drains, id) // configstatus changed: forget its progress
+		}
+	}
+	for id := range want {
+		if j := m.drains[id]; j == nil || j.ended() {
+			m.drains[id] = m.startDrain(ctx, id)
+		}
+	}
+	for name, j := range m.balancers {
+		if !groups[name] {
+			j.cancel()
+			delete(m.balancers, name)
+		}
+	}
+	for name := range groups {
+		if m.balancers[name] == nil {
+			m.balancers[name] = m.startBalancer(ctx, name)
+		}
+	}
+}
+
+// isDraining reports whether fs id is in configstatus drain.
+func (s *Server) isDraining(id uint32) bool {
+	f, ok := s.reg.filesystem(id)
+	return ok && f.ConfigStatus == "drain"
+}
+
+// count adds to the counters of kind (drain, balance, convert).
+func (m *mover) count(kind string, fn func(c *MoveCounters)) {
+	m.mu.Lock()
+	fn(m.counters[kind])
+	m.mu.Unlock()
+}
+
+// reserve counts bytes on their way onto fs until release.
+func (m *mover) reserve(fs uint32, bytes int64) (release func()) {
+	id := new(int)
+	m.mu.Lock()
+	m.adjust = append(m.adjust, adjustment{fs: fs, bytes: bytes, id: id})
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for i, a := range m.adjust {
+			if a.id == id {
+				m.adjust = slices.Delete(m.adjust, i, i+1)
+				return
+			}
+		}
+	}
+}
+
+// settle records a finished move until the storage servers' reports
+// show it: the target holds the bytes from its next reports, the source
+// until its storage server acknowledged the deletion of the old stripe.
+func (m *mover) settle(mv namespace.Move, bytes int64) {
+	lag := 2*m.s.reg.interval + time.Second
+	m.mu.Lock()
+	m.adjust = append(m.adjust, adjustment{fs: mv.To, bytes: bytes, until: time.Now().Add(lag)},
+		adjustment{fs: mv.From, bytes: -bytes, del: &namespace.Deletion{FsID: mv.From, Fid: mv.Fid, Stripe: mv.Stripe}})
+	m.mu.Unlock()
+}
+
+// pending is the bytes not yet in fs's reports (see adjustment).
+func (m *mover) pending(fs uint32) int64 {
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	keep := m.adjust[:0]
+	for _, a := range m.adjust {
+		if !a.until.IsZero() && now.After(a.until) {
+			continue
+		}
+		if a.del != nil && a.fs == fs {
+			if queued, err := m.s.ns.DeletionQueued(a.del.FsID, a.del.Fid, a.del.Stripe); err == nil && !queued {
+				continue
+			}
+		}
+		keep = append(keep, a)
+		if a.fs == fs {
+			n += a.bytes
+		}
+	}
+	m.adjust = keep
+	return n
+}
+
+// stripeBytes is the size of one stripe of f.
+func stripeBytes(f *namespace.Inode) int64 {
+	l, err := layout.Parse(f.Layout)
+	if err != nil || l.Kind != layout.EC {
+		return f.Size
+	}
+	return erasure.FromLayout(l).ShardSize(f.Size)
+}
+
+// outcome of one stripe move.
+type outcome int
+
+const (
+	moved  outcome = iota // switched
+	gone                  // nothing to do: the file or stripe is no longer there, or changed during the copy
+	busy                  // the target cannot take a stripe of this file now
+	failed                // the copy failed (err says why)
+)
+
+// moveStripe moves stripe idx of file fid from fs from to fs to (the
+// three steps in the package notes). rate caps the copy's bytes per
+// second. The caller reserves the bytes on the target while it runs
+// (mover.reserve), before it chooses the next target.
+func (m *mover) moveStripe(ctx context.Context, fid uint64, idx int, from, to uint32, rate int64) (message.MoveResult, outcome, error) {
+	mv := namespace.Move{Fid: fid, Stripe: idx, From: from, To: to}
+	f, err := m.s.ns.BeginMove(mv)
+	switch {
+	case kerr.Is(err, kerr.Busy), kerr.Is(err, kerr.Exists):
+		return message.MoveResult{}, busy, err
+	case kerr.Is(err, kerr.NotFound), kerr.Is(err, kerr.IsDir):
+		return message.MoveResult{}, gone, err
+	case err != nil:
+		return message.MoveResult{}, failed, err
+	}
+	size := stripeBytes(f)
+	path := m.s.pathOfID(fid)
+	var res message.MoveResult
+	if m.s.cfg.Mover == nil {
+		err = kerr.New(kerr.Unsupported, "move", path, "this namespace server cannot order moves")
+	} else {
+		res, err = m.s.cfg.Mover.MoveStripe(ctx, m.s.reg.node(to).HTTP, message.MoveOrder{Token: m.moveToken(f, path, idx, to), Rate: rate})
+	}
+	deleteAt := m.s.now().Add(m.s.ttl)
+	switched, ferr := m.s.ns.FinishMove(mv, err == nil, deleteAt)
+	switch {
+	case err != nil:
+		return res, failed, err
+	case ferr != nil:
+		return res, failed, ferr
+	case !switched:
+		return res, gone, kerr.New(kerr.NotFound, "move", path, "the file changed during its move; the copy is dropped")
+	}
+	m.settle(mv, size)
+	return res, moved, nil
+}
+
+// moveToken signs the order to copy stripe idx of f to fs to.
+func (m *mover) moveToken(f *namespace.Inode, path string, idx int, to uint32) string {
+	c := &capability.Capability{Fid: f.ID, Path: path, Layout: f.Layout, Size: f.Size, Sums: f.Checksums,
+		Expires: m.s.now().Add(moveCapTTL).Unix(),
+		Move:    &capability.Move{Stripe: idx, Dst: capability.Target{FsID: to, Addr: m.s.reg.node(to).HTTP}}}
+	for _, id := range f.Locations {
+		c.Targets = append(c.Targets, capability.Target{FsID: id, Addr: m.s.reg.node(id).HTTP})
+	}
+	return m.s.key.Sign(c)
+}
+
+// pathOfID is the path of file fid for messages ("fid N" if unknown).
+func (s *Server) pathOfID(fid uint64) string {
+	if _, p, err := s.ns.ByID(fid); err == nil {
+		return p
+	}
+	return fmt.Sprintf("fid %d", fid)
+}
+
+// target picks the filesystem of group that takes stripe idx of f,
+// leaving fs from: writable, booted, healthy, not slow (as placement), on
+// a live node, holding no
+// stripe of f, not in exclude, with room for size bytes (counting moves
+// in flight onto it); nodes holding fewer stripes of f first, then the
+// most free space. With none, why says for each filesystem of the group
+// why not.
+func (m *mover) target(f *namespace.Inode, idx int, from uint32, group string, size int64, exclude map[uint32]bool) (uint32, string) {
+	r := m.s.reg
+	r.mu.RLock()
+	type cand struct {
+		id   uint32
+		held int
+		free int64
+	}
+	held := map[string]int{}
+	for j, id := range f.Locations {
+		if g := r.fs[id]; g != nil && j != idx {
+			held[g.Node]++
+		}
+	}
+	ids := make([]uint32, 0, len(r.fs))
+	for id := range r.fs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var cands []cand
+	var why []string
+	var fss []FsState // copies: reports change them under r.mu
+	avoidSlow := r.avoidSlow
+	alive := map[uint32]bool{}
+	for _, id := range ids {
+		if g := r.fs[id]; g.Group == group && id != from {
+			fss = append(fss, *g)
+			alive[id] = r.alive(g)
+		}
+	}
+	r.mu.RUnlock()
+	for _, g := range fss {
+		free := int64(g.Capacity-min(g.Used, g.Capacity)) - m.pending(g.ID)
+		switch {
+		case slices.Contains(f.Locations, g.ID):
+			why = append(why, fmt.Sprintf("fs %d holds stripe %d", g.ID, slices.Index(f.Locations, g.ID)))
+		case exclude[g.ID]:
+			why = append(why, fmt.Sprintf("fs %d still has a stripe of the file queued for deletion", g.ID))
+		case g.ConfigStatus != "rw":
+			why = append(why, fmt.Sprintf("fs %d is %s", g.ID, g.ConfigStatus))
+		case !alive[g.ID]:
+			why = append(why, fmt.Sprintf("fs %d is not booted", g.ID))
+		case g.Health != "ok":
+			why = append(why, fmt.Sprintf("fs %d: %s", g.ID, g.Health))
+		case g.Slow != "" && avoidSlow:
+			why = append(why, fmt.Sprintf("fs %d is slow: %s", g.ID, g.Slow))
+		case free < size:
+			why = append(why, fmt.Sprintf("fs %d has %s free, the stripe needs %s", g.ID, compact(max(free, 0)), compact(size)))
+		default:
+			cands = append(cands, cand{g.ID, held[g.Node], free})
+		}
+	}
+	if len(cands) == 0 {
+		if len(why) == 0 {
+			why = append(why, "it has no other filesystem")
+		}
+		return 0, fmt.Sprintf("group %s cannot hold it: %s", group, strings.Join(why, "; "))
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].held != cands[j].held {
+			return cands[i].held < cands[j].held
+		}
+		return cands[i].free > cands[j].free
+	})
+	return cands[0].id, ""
+}
+
+// compact prints a byte count without spaces (a column of fs ls).
+func compact(b int64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%dB", b)
+	}
+	div, exp := int64(unit), 0
+	for n := b / unit; n >= unit; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ciB", float64(b)/float64(div), "KMGTPE"[exp])
+}
+
+// rateWindow measures a rate over the last minute of completions.
+type rateWindow struct {
+	start  time.Time
+	events []rateEvent
+}
+
+type rateEvent struct {
+	t     time.Time
+	bytes int64
+}
+
+const rateSpan = time.Minute
+
+func (w *rateWindow) add(now time.Time, bytes int64) {
+	w.events = append(w.events, rateEvent{now, bytes})
+	w.trim(now)
+}
+
+func (w *rateWindow) trim(now time.Time) {
+	i := 0
+	for i < len(w.events) && now.Sub(w.events[i].t) > rateSpan {
+		i++
+	}
+	w.events = w.events[i:]
+}
+
+// rate is bytes per second over the last minute (or since start).
+func (w *rateWindow) rate(now time.Time) float64 {
+	w.trim(now)
+	span := min(now.Sub(w.start), rateSpan)
+	if span <= 0 || len(w.events) == 0 {
+		return 0
+	}
+	var sum int64
+	for _, e := range w.events {
+		sum += e.bytes
+	}
+	return float64(sum) / max(span.Seconds(), 1)
+}
+
+// failures keeps the latest failure per stripe.
+type failures struct {
+	byKey map[string]MoveFailure
+	total int64
+}
+
+func (f *failures) add(mf MoveFailure) {
+	if f.byKey == nil {
+		f.byKey = map[string]MoveFailure{}
+	}
+	f.byKey[fmt.Sprintf("%d/%d", mf.Fid, mf.Stripe)] = mf
+	f.total++
+}
+
+func (f *failures) clear(fid uint64, stripe int) { delete(f.byKey, fmt.Sprintf("%d/%d", fid, stripe)) }
+
+// list is the current failures, latest first, at most maxFailuresShown.
+func (f *failures) list() []MoveFailure {
+	out := make([]MoveFailure, 0, len(f.byKey))
+	for _, mf := range f.byKey {
+		out = append(out, mf)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })
+	if len(out) > maxFailuresShown {
+		out = out[:maxFailuresShown]
+	}
+	return out
+}
+
+// Movement reports data movement (MovementStats).
+func (s *Server) Movement() Movement {
+	m := s.mv
+	var out Movement
+	m.mu.Lock()
+	drains := make([]*drainJob, 0, len(m.drains))
+	for _, j := range m.drains {
+		drains = append(drains, j)
+	}
+	bals := make([]*balanceJob, 0, len(m.balancers))
+	for _, j := range m.balancers {
+		bals = append(bals, j)
+	}
+	out.Drain, out.Balance, out.Conversion = *m.counters["drain"], *m.counters["balance"], *m.counters["convert"]
+	out.Conversions = m.convert.progress()
+	m.mu.Unlock()
+	for _, j := range drains {
+		out.Drains = append(out.Drains, j.progress())
+	}
+	sort.Slice(out.Drains, func(i, j int) bool { return out.Drains[i].FsID < out.Drains[j].FsID })
+	for _, j := range bals {
+		out.Balancers = append(out.Balancers, j.progress())
+	}
+	sort.Slice(out.Balancers, func(i, j int) bool { return out.Balancers[i].Group < out.Balancers[j].Group })
+	return out
+}
