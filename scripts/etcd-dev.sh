@@ -16,7 +16,8 @@
 # serves clients on base+2i and peers on base+2i+1; a restart in the same
 # DIR reuses them (DIR/base, DIR/size). The limits are raised
 # over etcd's defaults (128 operations, 1.5 MiB per request) to match the
-# tests: --max-txn-ops 4096 --max-request-bytes 8388608.
+# tests: --max-txn-ops 4096 --max-request-bytes 8388608. ETCD_DEV_FLAGS
+# adds flags to every member (e.g. "--quota-backend-bytes 8589934592").
 set -euo pipefail
 
 usage() { echo "usage: $0 start|stop|status|purge DIR [N]" >&2; exit 2; }
@@ -82,7 +83,7 @@ launch() {
 			--listen-peer-urls "$p" --initial-advertise-peer-urls "$p" \
 			--initial-cluster "$initial" --initial-cluster-state new --initial-cluster-token "$token" \
 			--max-txn-ops "$MAX_TXN_OPS" --max-request-bytes "$MAX_REQUEST_BYTES" \
-			--logger zap --log-outputs stderr --log-level warn \
+			--logger zap --log-outputs stderr --log-level warn ${ETCD_DEV_FLAGS:-} \
 			</dev/null >>"$dir/m$i.log" 2>&1 &
 		echo $! >"$dir/m$i.pid"
 	done

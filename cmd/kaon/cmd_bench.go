@@ -118,6 +118,8 @@ func runBench(args []string) int {
 		dir := fl.String("dir", "", "in-process: store directory (default: a temp dir)")
 		sync := fl.Bool("sync", true, "in-process: durable commits, as the server does by default")
 		cpuProfile := fl.String("cpuprofile", "", "in-process: write a Go CPU profile of the run to this file")
+		var meta MetaConfig
+		meta.bind(fl)
 		fl.Parse(args[1:])
 		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
@@ -140,6 +142,9 @@ func runBench(args []string) int {
 				}
 				defer os.RemoveAll(d)
 				cfg.Dir = d
+			}
+			if meta.URL != "" {
+				cfg.Store = func() (bench.NSStore, error) { return benchActive(meta, cfg.Dir, *files) }
 			}
 		}
 		res, err := bench.Namespace(cfg)

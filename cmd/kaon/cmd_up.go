@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/capability"
@@ -153,6 +154,7 @@ type MGMConfig struct {
 	Listen
 	Namespace NamespaceConfig
 	Security  SecurityConfig
+	Meta      MetaConfig
 }
 
 func runMGM(args []string) int {
@@ -162,6 +164,8 @@ func runMGM(args []string) int {
 	c.Listen.bind(fl, defaultDataDir(), "127.0.0.1:8000", "", "namespace data directory")
 	c.Namespace.bind(fl)
 	c.Security.bind(fl)
+	c.Meta.bind(fl)
+	fl.StringVar(&c.Namespace.KeyFile, "key", "", "capability key file shared by the namespace servers of an instance (default: DATA/keys/capability.key, created if missing)")
 	if err := parseRole(fl, args); err != nil {
 		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
 		return 2
@@ -177,6 +181,26 @@ func runMGM(args []string) int {
 	sec, err := c.Security.setup(c.Data, c.Namespace.Auth.Methods, listenHosts(c.HTTP, c.XRootD)...)
 	if err != nil {
 		return fail("", err)
+	}
+	if c.Meta.Peers != "" {
+		// Both ends of these etcd members are ours: group commits as large
+		// as the tests' cluster takes, unless the flags say otherwise.
+		set := map[string]bool{}
+		fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["meta-txn-ops"] {
+			c.Meta.TxnOps = 4096
+		}
+		if !set["meta-request-bytes"] {
+			c.Meta.RequestBytes = 8 << 20
+		}
+		stop, err := c.Meta.startMember(c.Data, log)
+		if err != nil {
+			return fail("", err)
+		}
+		defer stop()
+	}
+	if c.Meta.URL != "" {
+		return runMGMHA(c, sec, log)
 	}
 	role, err := openNamespace(c.Data, c.Namespace, sec, log)
 	if err != nil {
@@ -259,7 +283,8 @@ func runFST(args []string) int {
 		_, port, _ := net.SplitHostPort(addr)
 		c.Join.Node = host + ":" + port
 	}
-	mgm := &cluster.Client{Base: c.Join.MGM, Secret: key.Internal(), HTTP: sec.httpClient()}
+	mgms := mgmURLs(c.Join.MGM)
+	mgm := &cluster.Client{Base: strings.Join(mgms, ","), Secret: key.Internal(), HTTP: sec.httpClient()}
 	fst, err := newStorage(c.Join.Node, sec.scheme()+addr, key, mgm, c.Join.FS, c.Storage, sec, log)
 	if err != nil {
 		return fail("", err)
@@ -268,7 +293,7 @@ func runFST(args []string) int {
 	defer cancel()
 	ep := Endpoints{FSTHTTP: "http://" + addr}
 	policy := &remote.Policy{AllowLoopback: c.Storage.TPC.AllowLoopback}
-	policy.AddSelf(addr, hostPort(c.Join.MGM), c.Join.MGMXRootD)
+	policy.AddSelf(append(hostsOf(mgms), addr, c.Join.MGMXRootD)...)
 	stop, err := startFSTXRootD(c.XRootD, c.Join.MGMXRootD, fst, policy, sec, &ep, log)
 	if err != nil {
 		return fail("xrootd: ", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/httpfront"
 )
 
 func init() {
@@ -306,19 +307,29 @@ func runCp(args []string) int {
 // then stream the body to the storage server.
 func putFile(base, p string, body io.Reader, size int64) error {
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	req, _ := http.NewRequest(http.MethodPut, base+escapePath(p), http.NoBody)
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
+	var resp *http.Response
+	var msg []byte
+	for hop := 0; ; hop++ {
+		req, _ := http.NewRequest(http.MethodPut, base+escapePath(p), http.NoBody)
+		var err error
+		if resp, err = client.Do(req); err != nil {
+			return err
+		}
+		msg, _ = io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		// A standby namespace server sends us to the active one first.
+		active := resp.Header.Get(httpfront.ActiveHeader)
+		if resp.StatusCode != http.StatusTemporaryRedirect || active == "" || hop == 4 {
+			break
+		}
+		base = strings.TrimRight(active, "/")
 	}
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	resp.Body.Close()
 	if resp.StatusCode != http.StatusTemporaryRedirect {
 		return fmt.Errorf("%s", strings.TrimSpace(string(msg)))
 	}
-	req, _ = http.NewRequest(http.MethodPut, resp.Header.Get("Location"), body)
+	req, _ := http.NewRequest(http.MethodPut, resp.Header.Get("Location"), body)
 	req.ContentLength = size
-	resp, err = http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,7 @@ type NamespaceConfig struct {
 	SlowMin         time.Duration
 	SlowPlacement   bool
 	Auth            AuthConfig
+	KeyFile         string // capability key shared by the servers of an instance (mgm --key); default DATA/keys/capability.key
 }
 
 func (n *NamespaceConfig) bind(fl *flag.FlagSet) {
@@ -159,7 +160,7 @@ type JoinConfig struct {
 }
 
 func (j *JoinConfig) bind(fl *flag.FlagSet) {
-	fl.StringVar(&j.MGM, "mgm", "", "namespace server URL (http://host:port)")
+	fl.StringVar(&j.MGM, "mgm", "", "namespace server URL (http://host:port); every server of a replicated instance, comma-separated")
 	fl.StringVar(&j.Key, "key", "", "capability key file shared with the namespace server")
 	fl.StringVar(&j.MGMXRootD, "mgm-xrootd", "", "root:// host:port of the namespace server, for redirects from this data listener")
 	fl.StringVar(&j.Node, "node", "", "stable node name (default: hostname:port of --http)")

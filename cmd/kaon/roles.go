@@ -25,6 +25,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
 	"github.com/kaon-storage/kaon/internal/namespace"
 	"github.com/kaon-storage/kaon/internal/nsserver"
@@ -126,10 +127,7 @@ func (r *nsRole) Close() {
 
 // openNamespace opens the namespace server stored in dir.
 func openNamespace(dir string, c NamespaceConfig, sec *security, log *slog.Logger) (*nsRole, error) {
-	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
-		return nil, err
-	}
-	key, err := capability.LoadOrCreateKey(filepath.Join(dir, "keys", "capability.key"))
+	key, err := loadKey(dir, c.KeyFile)
 	if err != nil {
 		return nil, err
 	}
@@ -148,12 +146,7 @@ func openNamespace(dir string, c NamespaceConfig, sec *security, log *slog.Logge
 	if role.eng, err = pebblekv.Open(filepath.Join(dir, "meta"), pebblekv.Options{CacheBytes: int64(c.MetaCacheMB) << 20}); err != nil {
 		return nil, fmt.Errorf("open namespace store in %s: %w", dir, err)
 	}
-	storage := storageClient(key, sec)
-	role.srv, err = nsserver.New(nsserver.Config{Engine: role.eng, Sync: c.Sync, Key: key, CapabilityTTL: c.CapTTL, Logger: log,
-		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit, Tokens: role.tokens,
-		Data: storage, Mover: storage, PhysName: physName,
-		Repair: storage, FsckRate: c.fsckRate(), FsckOrphanGrace: c.orphanGrace(),
-		Slow: c.slowPolicy()})
+	role.srv, err = nsserver.New(c.serverConfig(role.eng, key, role.tokens, audit, sec, log))
 	if err != nil {
 		role.Close()
 		return nil, err
@@ -161,6 +154,17 @@ func openNamespace(dir string, c NamespaceConfig, sec *security, log *slog.Logge
 	role.metrics = newNamespaceMetrics(role.srv)
 	role.srv.ReportMovement(role.metrics.Move)
 	return role, nil
+}
+
+// serverConfig is the namespace service's configuration over store (the
+// embedded engine, or a replicated instance's pipeline).
+func (c NamespaceConfig) serverConfig(store kv.Store, key *capability.Key, tokens *token.Issuer, audit io.Writer, sec *security, log *slog.Logger) nsserver.Config {
+	storage := storageClient(key, sec)
+	return nsserver.Config{Engine: store, Sync: c.Sync, Key: key, CapabilityTTL: c.CapTTL, Logger: log,
+		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: audit, Tokens: tokens,
+		Data: storage, Mover: storage, PhysName: physName,
+		Repair: storage, FsckRate: c.fsckRate(), FsckOrphanGrace: c.orphanGrace(),
+		Slow: c.slowPolicy()}
 }
 
 // startAuth names this instance's token issuer after the URL its

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
@@ -25,6 +26,19 @@ type NSConfig struct {
 	ServerPID            int    // server to read RSS from (API mode)
 	Dir                  string // store directory (in-process mode)
 	Sync                 bool   // durable commits (in-process mode)
+	// Store opens the store of the in-process namespace (default: Pebble
+	// in Dir).
+	Store func() (NSStore, error)
+}
+
+// NSStore is the store of an in-process run.
+type NSStore struct {
+	Store kv.Store
+	Name  string // for the report
+	Close func()
+	// Report, when set, is called once the files are created; its lines
+	// go to the report (a replicated engine's size per file).
+	Report func() []string
 }
 
 // NSPhase is one phase's result.
@@ -40,6 +54,7 @@ type NSResult struct {
 	Phases []NSPhase
 	RSS    int64 // resident set of the namespace holder after creates
 	Heap   uint64
+	Notes  []string // what the store reported once the files were created
 }
 
 // nsOps is what a phase calls: in-process or over HTTP.
@@ -108,17 +123,29 @@ func (a apiOps) remove(p string) error { return a.post("rm", map[string]any{"pat
 // Namespace runs mkdir, create, stat, list and delete phases.
 func Namespace(cfg NSConfig) (NSResult, error) {
 	var ops nsOps
+	var report func() []string
 	res := NSResult{Mode: "in-process"}
 	if cfg.URL != "" {
 		res.Mode = "server API " + cfg.URL
 		ops = apiOps{base: cfg.URL, c: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Workers * 2}}}
 	} else {
-		eng, err := pebblekv.Open(cfg.Dir, pebblekv.Options{})
-		if err != nil {
-			return res, err
+		var store kv.Store
+		if cfg.Store != nil {
+			s, err := cfg.Store()
+			if err != nil {
+				return res, err
+			}
+			defer s.Close()
+			store, res.Mode, report = s.Store, "in-process, "+s.Name, s.Report
+		} else {
+			eng, err := pebblekv.Open(cfg.Dir, pebblekv.Options{})
+			if err != nil {
+				return res, err
+			}
+			defer eng.Close()
+			store, res.Mode = eng, "in-process, pebble"
 		}
-		defer eng.Close()
-		ns, err := namespace.Open(eng, namespace.Options{Sync: cfg.Sync})
+		ns, err := namespace.Open(store, namespace.Options{Sync: cfg.Sync})
 		if err != nil {
 			return res, err
 		}
@@ -177,6 +204,9 @@ func Namespace(cfg NSConfig) (NSResult, error) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	res.Heap = ms.HeapInuse
+	if report != nil {
+		res.Notes = report()
+	}
 	var listed atomic.Int64
 	if err := run("list", cfg.Dirs, func(i int) error {
 		n, err := ops.list(dir(i))
@@ -207,5 +237,8 @@ func PrintNamespace(w io.Writer, cfg NSConfig, r NSResult) {
 		// Absolute, not extrapolated: the fixed part (caches, runtime) would
 		// dominate a per-million figure from a small run.
 		fmt.Fprintf(w, "RSS of the namespace holder while it held %d files: %.0f MiB\n", cfg.Files, float64(r.RSS)/(1<<20))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, n)
 	}
 }

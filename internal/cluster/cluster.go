@@ -12,47 +12,195 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
-// Client calls a remote namespace server.
+// Client calls a remote namespace server. Base may name the servers of a
+// replicated instance, comma-separated: requests go to the active one (a
+// standby's 307 names it, and is followed when it is one of Base), and
+// while none answers (a
+// failover) they try the others for FailoverWait. Only requests that are
+// safe to repeat (heartbeat, commit, abort: the namespace takes a repeated
+// commit) are sent again after an ambiguous failure; a claim only when the
+// server could not be reached at all.
 type Client struct {
-	Base   string // http://host:port
+	Base   string // http://host:port[,http://host:port...]
 	Secret string // shared internal bearer
 	HTTP   *http.Client
+	// With several servers: how long a request looks for the active one
+	// (default 30s), and how long one attempt may take (default 10s, 3s
+	// for a heartbeat: a frozen server must not hold it).
+	FailoverWait   time.Duration
+	AttemptTimeout time.Duration
+
+	mu     sync.Mutex
+	active string // the server that answered last
+}
+
+// maxRedirects bounds the standby redirects one attempt follows.
+const maxRedirects = 5
+
+func (c *Client) bases() []string {
+	var out []string
+	for _, b := range strings.Split(c.Base, ",") {
+		if b = strings.TrimRight(strings.TrimSpace(b), "/"); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 func (c *Client) call(ctx context.Context, op string, in, out any) error {
 	body, _ := json.Marshal(in)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.Base, "/")+"/internal/v1/"+op, bytes.NewReader(body))
+	bases := c.bases()
+	if len(bases) == 0 {
+		return kerr.New(kerr.Invalid, op, "", "no namespace server configured")
+	}
+	ha := len(bases) > 1
+	wait := c.FailoverWait
+	if wait <= 0 {
+		wait = 30 * time.Second
+	}
+	deadline := time.Now().Add(wait)
+	c.mu.Lock()
+	target := c.active
+	c.mu.Unlock()
+	if target == "" {
+		target = bases[0]
+	}
+	var lastErr error
+	for try, hops := 0, 0; ; {
+		resp, err := c.attempt(ctx, target, op, body, ha)
+		if err == nil {
+			switch {
+			case resp.StatusCode == http.StatusOK:
+				c.mu.Lock()
+				c.active = target
+				c.mu.Unlock()
+				data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+				resp.Body.Close()
+				if out != nil {
+					return json.Unmarshal(data, out)
+				}
+				return nil
+			case resp.StatusCode == http.StatusTemporaryRedirect && hops < maxRedirects:
+				loc, perr := url.Parse(resp.Header.Get("Location"))
+				resp.Body.Close()
+				next := ""
+				if perr == nil {
+					next = loc.Scheme + "://" + loc.Host
+				}
+				if !slices.Contains(bases, next) {
+					// The bearer goes only to the servers we were given.
+					return kerr.New(kerr.Invalid, op, target, fmt.Sprintf("redirected to %q, which is not among the namespace servers given (%s)", next, c.Base))
+				}
+				hops++
+				target = next
+				continue
+			case resp.StatusCode == http.StatusServiceUnavailable && ha:
+				lastErr = responseError(resp, op, target)
+				resp.Body.Close()
+			default:
+				defer resp.Body.Close()
+				return responseError(resp, op, target)
+			}
+		} else {
+			lastErr = kerr.Wrap(kerr.Busy, op, target, err)
+			if !ha || (op == "claim" && !unreached(err)) {
+				return lastErr
+			}
+		}
+		if !ha || ctx.Err() != nil || time.Now().After(deadline) {
+			return lastErr
+		}
+		// The next server; a short pause after each full round.
+		try, hops = try+1, 0
+		target = bases[try%len(bases)]
+		if try%len(bases) == 0 {
+			select {
+			case <-time.After(250 * time.Millisecond):
+			case <-ctx.Done():
+				return lastErr
+			}
+		}
+	}
+}
+
+// attempt sends one request to base; redirects are returned, not followed
+// (a standby's points at the active server: the caller follows it only to
+// a server it was given, and remembers it).
+func (c *Client) attempt(ctx context.Context, base, op string, body []byte, ha bool) (*http.Response, error) {
+	if ha {
+		t := c.AttemptTimeout
+		if t <= 0 {
+			t = 10 * time.Second
+		}
+		if op == "heartbeat" { // sent every second: a slow one is better sent elsewhere
+			t = min(t, 3*time.Second)
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer func() {
+			if cancel != nil {
+				cancel()
+			}
+		}()
+		resp, err := c.send(ctx, base, op, body)
+		if err == nil { // the body is read after this returns: cancel with it
+			resp.Body = cancelOnClose{resp.Body, cancel}
+			cancel = nil
+		}
+		return resp, err
+	}
+	return c.send(ctx, base, op, body)
+}
+
+func (c *Client) send(ctx context.Context, base, op string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/internal/v1/"+op, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Secret)
 	req.Header.Set("Content-Type", "application/json")
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
+	hc := noRedirects
+	if c.HTTP != nil {
+		cp := *c.HTTP
+		cp.CheckRedirect = noRedirects.CheckRedirect
+		hc = &cp
 	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return kerr.Wrap(kerr.Busy, op, c.Base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return responseError(resp, op, c.Base)
-	}
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if out != nil {
-		return json.Unmarshal(data, out)
-	}
-	return nil
+	return hc.Do(req)
+}
+
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+// unreached reports a request that never reached the server (it could not
+// be connected to), so sending it elsewhere cannot repeat it.
+func unreached(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 func (c *Client) Heartbeat(ctx context.Context, hb message.Heartbeat) (message.HeartbeatReply, error) {

@@ -351,6 +351,8 @@ func (f *Namespace) apiHandler() http.Handler {
 		n, err := ns.RecyclePurge(ctx, c, a["key"], older)
 		return map[string]int{"purged": n}, err
 	})
+	mux.HandleFunc("/api/v1/ns/status", f.serveNSStatus)
+	handle("ns/step-down", true, f.stepDown)
 	handle("whoami", false, func(_ context.Context, c auth.Principal, _ apiArgs) (any, error) {
 		w := client.Whoami{UID: c.UID, GID: c.GID, Groups: c.Groups, Name: c.Name, Method: c.Method}
 		for _, s := range c.Scopes {

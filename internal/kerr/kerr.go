@@ -38,10 +38,15 @@ const (
 // forged or unusable); HTTP 401, where Permission is 403.
 const Unauthenticated = Unavailable + 1
 
+// Down: the namespace cannot be served now (its replicated store lost its
+// quorum, no active namespace server to send clients to); HTTP 503,
+// kXR_ServerError; clients retry later.
+const Down = Unauthenticated + 1
+
 var kindNames = [...]string{"internal error", "not found", "exists", "not a directory",
 	"is a directory", "directory not empty", "permission denied", "invalid argument",
 	"name too long", "no space", "quota exceeded", "busy", "I/O error", "unsupported",
-	"read-only", "expired", "unavailable", "not authenticated"}
+	"read-only", "expired", "unavailable", "not authenticated", "namespace unavailable"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -176,7 +181,7 @@ func Errno(k Kind) syscall.Errno {
 		return syscall.EROFS
 	case Expired, Unauthenticated:
 		return syscall.EACCES
-	case Unavailable:
+	case Unavailable, Down:
 		return syscall.EIO
 	}
 	return syscall.EIO
@@ -203,7 +208,7 @@ func HTTPStatus(k Kind) int {
 		return 414 // URI Too Long
 	case NoSpace, Quota:
 		return 507 // Insufficient Storage
-	case Busy, Unavailable:
+	case Busy, Unavailable, Down:
 		return 503
 	case Unsupported:
 		return 501

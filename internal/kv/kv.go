@@ -28,11 +28,18 @@
 // and the caller gets ErrCondFailed at once, without retry. etcdkv maps a
 // guard to a compare in the same etcd Txn; the local engines check it under
 // their commit lock.
+//
+// Engines several servers share also implement optional interfaces:
+// Elector (sessions bound to a lease, elections whose leadership is such a
+// guard; kvtest.RunElection checks them, on etcdkv and memkv), Limiter (how
+// much one commit may hold), Compactor (dropping old history) and Statuser
+// (members and health). internal/ha builds a replicated namespace on them.
 package kv
 
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // TxnAttempts bounds how many times Txn runs fn when commits conflict.
@@ -69,14 +76,22 @@ type Reader interface {
 	Scan(start, end []byte, fn func(key, value []byte) bool) error
 }
 
-// Engine is an ordered key-value store with atomic batches, transactions,
-// snapshots and a change feed. It is safe for concurrent use.
-type Engine interface {
+// Store is what a single writer needs: reads of the latest state and
+// atomic batches applied in order. Every Engine is a Store; so is the
+// active namespace server of a replicated instance (internal/ha: its own
+// writes over a local replica, committed to the shared engine in groups).
+type Store interface {
 	// Get and Scan read the latest committed state.
 	Reader
 	// NewBatch starts an atomic write batch (no reads, no conflict checks:
 	// the writer serializes itself, as the namespace does under its lock).
 	NewBatch() Batch
+}
+
+// Engine is an ordered key-value store with atomic batches, transactions,
+// snapshots and a change feed. It is safe for concurrent use.
+type Engine interface {
+	Store
 	// Txn runs fn in an optimistic transaction and commits its writes (see
 	// the package doc). fn's error is returned as is and nothing is applied.
 	// After TxnAttempts conflicts the error is kerr.Busy wrapping ErrConflict.
@@ -161,6 +176,104 @@ type Batch interface {
 	Apply(sync bool) (wait func() error, err error)
 	// Discard drops an uncommitted batch; a no-op after Commit or Apply.
 	Discard()
+	// Rev is the revision of the batch's commit once Commit or Apply
+	// succeeded; 0 before, or when it wrote nothing.
+	Rev() uint64
+}
+
+// Limiter is implemented by engines that bound what one commit may hold
+// (etcdkv: the cluster's --max-txn-ops and --max-request-bytes). A caller
+// that groups writes into one commit keeps each group within Limits.
+type Limiter interface {
+	Limits() Limits
+}
+
+// Limits bound one commit: at most Ops writes and guards, and at most
+// Bytes, where a write counts len(key)+len(value)+PerWrite and a guard
+// len(key)+len(value)+PerWrite.
+type Limits struct {
+	Ops, Bytes, PerWrite int
+}
+
+// Elector is implemented by engines that several servers share (etcdkv;
+// memkv in-process, for tests). A session ties keys to one server's
+// liveness; an election picks one session as leader, in the order the
+// sessions campaigned, and hands the leader a guard (Leadership.Cond) that
+// fails as soon as it is no longer leader, so a deposed leader can never
+// commit again.
+type Elector interface {
+	// NewSession starts a session, renewed in the background while the
+	// engine is reachable. It ends when it is not renewed within ttl (the
+	// process died, froze, or was cut off from the engine's quorum), or on
+	// Close. ctx bounds only the start.
+	NewSession(ctx context.Context, ttl time.Duration) (Session, error)
+	// Leader returns the value the leader of election name campaigned
+	// with and the revision its candidacy was created at; ErrNotFound
+	// when nobody leads.
+	Leader(ctx context.Context, name string) (value []byte, rev uint64, err error)
+}
+
+// Session is one server's liveness lease.
+type Session interface {
+	// Done is closed once the session ended (expired, closed, or its
+	// renewals failed for ttl).
+	Done() <-chan struct{}
+	// Put writes key bound to the session: it is deleted when the session
+	// ends.
+	Put(ctx context.Context, key, value []byte) error
+	// Campaign enters election name with value and waits until this
+	// session leads it (or ctx ends: the candidacy is then withdrawn). The
+	// candidacy is a key under name that lives as long as the session.
+	Campaign(ctx context.Context, name string, value []byte) (Leadership, error)
+	// Close ends the session: its keys are deleted, its leadership ends.
+	Close() error
+}
+
+// Leadership is a won election.
+type Leadership interface {
+	// Cond holds exactly while this leadership lasts: guard every commit
+	// of the leader with it (Batch.If, TxnIf).
+	Cond() Cond
+	// Rev is the revision the candidacy was created at; later leaderships
+	// of the same election have larger ones.
+	Rev() uint64
+	// Resign ends the leadership (the next candidate leads); the session
+	// goes on.
+	Resign(ctx context.Context) error
+}
+
+// Compactor is implemented by engines that keep a history of revisions
+// until told to forget it (etcdkv: etcd's MVCC history, which otherwise
+// grows until the cluster's space quota stops every write). Compact drops
+// the history before rev: snapshots and watches from older revisions fail
+// with ErrCompacted afterwards.
+type Compactor interface {
+	Compact(ctx context.Context, rev uint64) error
+}
+
+// Statuser is implemented by engines that can report their members and
+// health (etcdkv).
+type Statuser interface {
+	Status(ctx context.Context) (Status, error)
+}
+
+// Status describes an engine: its latest revision and its members.
+type Status struct {
+	Engine   string // "etcd", "pebble", ...
+	Revision uint64 // revision of the latest commit (0: unknown)
+	Members  []Member
+}
+
+// Member is one member of a replicated engine.
+type Member struct {
+	Name     string
+	Endpoint string
+	Healthy  bool   // answered, and has a leader
+	Leader   bool   // the member leading the replication
+	Version  string // server version
+	DBSize   int64  // bytes of its database file
+	DBInUse  int64  // bytes of it in use (the rest is freed by defragmentation)
+	Err      string // why it is not healthy
 }
 
 // PrefixEnd returns the smallest key greater than every key with prefix p.

@@ -204,10 +204,16 @@ func (ns *Namespace) ClaimUpload(fid uint64) (*Inode, error) {
 }
 
 // Commit makes pending upload fid visible with its final size and checksums,
-// replacing (and queueing the data of) any file already at that name.
+// replacing (and queueing the data of) any file already at that name. A
+// commit repeated once it succeeded (a storage server that lost the answer
+// to a namespace server's failover and asks the next one) succeeds again.
 func (ns *Namespace) Commit(fid uint64, size int64, sums map[string]string) (f *Inode, err error) {
 	err = ns.mutate("commit", func(tx *txn) error {
 		if f, err = ns.Pending(fid); err != nil {
+			if done := ns.committed(fid, size, sums); done != nil {
+				f = done
+				return nil
+			}
 			return err
 		}
 		if f.XAttrs[convertOf] != "" {
@@ -254,6 +260,21 @@ func (ns *Namespace) Commit(fid uint64, size int64, sums map[string]string) (f *
 	return f, nil
 }
 
+// committed returns file fid if it is visible with exactly this size and
+// these checksums; nil otherwise. Caller holds ns.mu.
+func (ns *Namespace) committed(fid uint64, size int64, sums map[string]string) *Inode {
+	n, err := ns.inode(fid, "commit")
+	if err != nil || n.IsDir || n.ID != fid || n.Size != size || len(n.Checksums) == 0 {
+		return nil
+	}
+	for t, v := range n.Checksums {
+		if sums[t] != v {
+			return nil
+		}
+	}
+	return n
+}
+
 // Abort drops pending upload fid and queues its stripes for deletion.
 func (ns *Namespace) Abort(fid uint64) error {
 	return ns.mutate("abort", func(tx *txn) error {
@@ -275,9 +296,9 @@ func (ns *Namespace) abort(tx *txn, f *Inode) {
 
 // AbortStale aborts pending uploads created before t (their writer died)
 // and queues their stripes for deletion. It returns how many it aborted.
-func (ns *Namespace) AbortStale(t time.Time) (int, error) {
+func (ns *Namespace) AbortStale(t time.Time) (n int, err error) {
 	var stale []*Inode
-	err := ns.eng.Scan([]byte{'P'}, []byte{'Q'}, func(_, v []byte) bool {
+	err = ns.eng.Scan([]byte{'P'}, []byte{'Q'}, func(_, v []byte) bool {
 		if f, err := decodeInode(v); err == nil && f.CTime < t.UnixNano() {
 			stale = append(stale, f)
 		}
@@ -286,14 +307,22 @@ func (ns *Namespace) AbortStale(t time.Time) (int, error) {
 	if err != nil || len(stale) == 0 {
 		return 0, err
 	}
-	err = ns.mutate("abort", func(tx *txn) error {
-		for _, f := range stale {
-			ns.abort(tx, f)
+	// In chunks: a replicated store bounds what one commit may hold.
+	for len(stale) > 0 {
+		chunk := stale[:min(len(stale), abortChunk)]
+		stale = stale[len(chunk):]
+		if err := ns.mutate("abort", func(tx *txn) error {
+			for _, f := range chunk {
+				ns.abort(tx, f)
+			}
+			return nil
+		}); err != nil {
+			return n, err
 		}
-		return nil
-	})
-	if err != nil {
-		return 0, err
+		n += len(chunk)
 	}
-	return len(stale), nil
+	return n, nil
 }
+
+// abortChunk is how many stale uploads one mutation aborts.
+const abortChunk = 64

@@ -51,18 +51,28 @@ func (ns *Namespace) Deletions(fsid uint32, max int) ([]Deletion, error) {
 	return out, err
 }
 
-// AckDeletions removes done deletions from the queue.
+// AckDeletions removes done deletions from the queue, in bounded
+// mutations (a heartbeat may report thousands; a replicated store bounds
+// what one commit holds).
 func (ns *Namespace) AckDeletions(ds []Deletion) error {
-	if len(ds) == 0 {
-		return nil
-	}
-	return ns.mutate("delete", func(tx *txn) error {
-		for _, d := range ds {
-			tx.del(deletionKey(d.FsID, d.Fid, d.Stripe))
+	for len(ds) > 0 {
+		chunk := ds[:min(len(ds), ackChunk)]
+		ds = ds[len(chunk):]
+		if err := ns.mutate("delete", func(tx *txn) error {
+			for _, d := range chunk {
+				tx.del(deletionKey(d.FsID, d.Fid, d.Stripe))
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	return nil
 }
+
+// ackChunk is how many deletions one mutation acknowledges: within
+// etcd's default of 128 operations per transaction.
+const ackChunk = 100
 
 // DeletionQueued reports whether stripe idx of fid on filesystem fsid is
 // still queued for deletion (not yet acknowledged by its storage server).

@@ -101,13 +101,17 @@ func (ns *Namespace) ScanFiles(from []byte, max int, fn func(f *Inode)) (next []
 // QueueDeletions queues stripes for removal by their storage servers
 // (fsck drops orphans and copies no file registers).
 func (ns *Namespace) QueueDeletions(ds []Deletion) error {
-	if len(ds) == 0 {
-		return nil
-	}
-	return ns.mutate("fsck", func(tx *txn) error {
-		for _, d := range ds {
-			tx.put(deletionKey(d.FsID, d.Fid, d.Stripe), nil)
+	for len(ds) > 0 { // bounded commits, as AckDeletions
+		chunk := ds[:min(len(ds), ackChunk)]
+		ds = ds[len(chunk):]
+		if err := ns.mutate("fsck", func(tx *txn) error {
+			for _, d := range chunk {
+				tx.put(deletionKey(d.FsID, d.Fid, d.Stripe), nil)
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	return nil
 }

@@ -1,7 +1,8 @@
 // Package namespace is Kaon's inode-based namespace model: containers
 // (cid) and files (fid) with attributes, layout policy, subtree
 // accounting, a deletion queue, the filesystem registry and a change feed,
-// persisted in a kv.Engine. The key schema is in record.go; this package
+// persisted in a kv.Store (any kv.Engine, or the active server of a
+// replicated instance). The key schema is in record.go; this package
 // owns every key.
 //
 // Every container ever touched stays cached in memory (containers are few
@@ -82,7 +83,7 @@ type Options struct {
 
 // Namespace is safe for concurrent use.
 type Namespace struct {
-	eng  kv.Engine
+	eng  kv.Store
 	opts Options
 	feed *feed
 
@@ -108,7 +109,7 @@ type dirKey struct {
 const idBlock = 10000
 
 // Open loads (or initializes) the namespace stored in eng.
-func Open(eng kv.Engine, opts Options) (*Namespace, error) {
+func Open(eng kv.Store, opts Options) (*Namespace, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -190,7 +191,7 @@ func (ns *Namespace) mutate(op string, fn func(tx *txn) error) error {
 	var wait func() error
 	if err == nil && tx.writes > 0 {
 		if wait, err = tx.b.Apply(ns.opts.Sync); err != nil {
-			err = kerr.Wrap(kerr.Internal, op, "", err)
+			err = storeError(op, err)
 		} else {
 			ns.applyQuotaLimits(tx)
 			ns.applyQuota(tx)
@@ -210,10 +211,22 @@ func (ns *Namespace) mutate(op string, fn func(tx *txn) error) error {
 	}
 	if wait != nil {
 		if err := wait(); err != nil {
-			return kerr.Wrap(kerr.Internal, op, "", err)
+			return storeError(op, err)
 		}
 	}
 	return tx.result
+}
+
+// storeError is a failed commit as the caller sees it: the store's own
+// kind when it says why (a replicated store without quorum is
+// unavailable, not broken), else an internal error.
+func storeError(op string, err error) error {
+	if ke, ok := err.(*kerr.Error); ok && ke.Op == "" && ke.Path == "" {
+		c := *ke // a store may hand one error to many callers
+		c.Op = op
+		return &c
+	}
+	return kerr.Wrap(kerr.KindOf(err), op, "", err)
 }
 
 // dropCache forgets cached containers; they are reloaded from the store.
@@ -374,5 +387,5 @@ func (ns *Namespace) touch(tx *txn, d *Inode, now int64) {
 
 // putFile stores file f's record in its directory entry.
 func putFile(tx *txn, f *Inode) {
-	tx.put(dentryKey(f.Parent, f.Name), append([]byte{'f'}, f.encode(nil)...))
+	tx.put(dentryKey(f.Parent, f.Name), f.encodeEntry([]byte{'f'}))
 }

@@ -4,7 +4,7 @@ package namespace
 //
 //	"v"                        -> schema version, decimal text ("1")
 //	"S"                        -> id high-water mark (8 bytes): ids below it may be in use
-//	"I" id(8)                  -> container: its full record (first byte 1)
+//	"I" id(8)                  -> container: its full record (first byte: its version)
 //	                              file: 'f' + parent(8) + name
 //	"D" parent(8) name         -> 'd' + cid(8)   for a container
 //	                              'f' + record  for a file (one Get serves a stat)
@@ -24,10 +24,34 @@ package namespace
 // A file becomes visible only when Commit moves its pending record to "D"
 // and "I" in one atomic batch, so a crash never leaves a half-written file
 // in the namespace.
+//
+// Records (Inode.encode), version 2; version 1 records (every field, names
+// and hex checksums as text) are still read. A replicated store holds
+// every byte three times and etcd's per-key overhead besides, so the
+// record is compact: a plain file's directory entry was 100 bytes in
+// version 1 and is 47 in version 2 (TestRecordSize, docs/DESIGN-NOTES.md).
+//
+//	version(1) flags(1)         1 container, 2 name and parent omitted (a
+//	                            directory entry's key holds them)
+//	id [parent] mode uid gid    uvarints
+//	ctime                       varint (unix ns); mtime, btime: varint
+//	                            differences from ctime
+//	size                        varint
+//	containers: treesize treefiles treedirs (varints), treemtime (varint
+//	                            difference from ctime)
+//	[name] layout               strings (uvarint length, bytes)
+//	checksums                   count, then per entry: uvarint type (index+1
+//	                            in checksumCodes, or 0 and the name as a
+//	                            string), uvarint len<<1|hex and the value
+//	                            (hex: its bytes decoded; else as text)
+//	xattrs                      count, then name and value strings
+//	locations                   count, then uvarint filesystem ids
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
+	"slices"
 	"sort"
 )
 
@@ -81,28 +105,86 @@ func cloneMap(m map[string]string) map[string]string {
 	return c
 }
 
-const recordVersion = 1
+const recordVersion = 2
 
-func (n *Inode) encode(b []byte) []byte {
-	b = append(b, recordVersion)
+// Record flags.
+const (
+	flagDir    = 1
+	flagNoName = 2
+)
+
+// checksumCodes numbers checksum types in records; never reorder it.
+var checksumCodes = []string{"adler32", "crc32c", "md5", "sha256", "xxhash64"}
+
+// encode is the record with name and parent (container records, pending
+// uploads).
+func (n *Inode) encode(b []byte) []byte { return n.encodeRecord(b, true) }
+
+// encodeEntry is a file's record as its directory entry holds it: its key
+// names the parent and the name.
+func (n *Inode) encodeEntry(b []byte) []byte { return n.encodeRecord(b, false) }
+
+func (n *Inode) encodeRecord(b []byte, named bool) []byte {
 	flags := byte(0)
 	if n.IsDir {
-		flags = 1
+		flags |= flagDir
 	}
-	b = append(b, flags)
-	for _, v := range []uint64{n.ID, n.Parent, uint64(n.Mode), uint64(n.UID), uint64(n.GID)} {
-		b = binary.AppendUvarint(b, v)
+	if !named {
+		flags |= flagNoName
 	}
-	for _, v := range []int64{n.CTime, n.MTime, n.BTime, n.Size, n.TreeSize, n.TreeFiles, n.TreeDirs, n.TreeMTime} {
-		b = binary.AppendVarint(b, v)
+	b = append(b, recordVersion, flags)
+	b = binary.AppendUvarint(b, n.ID)
+	if named {
+		b = binary.AppendUvarint(b, n.Parent)
 	}
-	b = appendString(b, n.Name)
+	for _, v := range []uint32{n.Mode, n.UID, n.GID} {
+		b = binary.AppendUvarint(b, uint64(v))
+	}
+	b = binary.AppendVarint(b, n.CTime)
+	b = binary.AppendVarint(b, n.MTime-n.CTime)
+	b = binary.AppendVarint(b, n.BTime-n.CTime)
+	b = binary.AppendVarint(b, n.Size)
+	if n.IsDir {
+		b = binary.AppendVarint(b, n.TreeSize)
+		b = binary.AppendVarint(b, n.TreeFiles)
+		b = binary.AppendVarint(b, n.TreeDirs)
+		b = binary.AppendVarint(b, n.TreeMTime-n.CTime)
+	}
+	if named {
+		b = appendString(b, n.Name)
+	}
 	b = appendString(b, n.Layout)
-	b = appendMap(b, n.Checksums)
+	b = appendChecksums(b, n.Checksums)
 	b = appendMap(b, n.XAttrs)
 	b = binary.AppendUvarint(b, uint64(len(n.Locations)))
 	for _, l := range n.Locations {
 		b = binary.AppendUvarint(b, uint64(l))
+	}
+	return b
+}
+
+func appendChecksums(b []byte, m map[string]string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(m)))
+	types := make([]string, 0, len(m))
+	for t := range m {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	for _, t := range types {
+		if i := slices.Index(checksumCodes, t); i >= 0 {
+			b = binary.AppendUvarint(b, uint64(i+1))
+		} else {
+			b = binary.AppendUvarint(b, 0)
+			b = appendString(b, t)
+		}
+		v := m[t]
+		if raw, err := hex.DecodeString(v); err == nil && hex.EncodeToString(raw) == v {
+			b = binary.AppendUvarint(b, uint64(len(raw))<<1|1)
+			b = append(b, raw...)
+		} else {
+			b = binary.AppendUvarint(b, uint64(len(v))<<1)
+			b = append(b, v...)
+		}
 	}
 	return b
 }
@@ -162,9 +244,97 @@ func (d *decoder) strMap() map[string]string {
 }
 
 func decodeInode(b []byte) (*Inode, error) {
-	if len(b) < 2 || b[0] != recordVersion {
+	if len(b) < 2 {
 		return nil, errCorrupt
 	}
+	switch b[0] {
+	case 1:
+		return decodeV1(b)
+	case recordVersion:
+	default:
+		return nil, errCorrupt
+	}
+	flags := b[1]
+	n := &Inode{IsDir: flags&flagDir != 0}
+	d := &decoder{b: b[2:]}
+	n.ID = d.uvarint()
+	if flags&flagNoName == 0 {
+		n.Parent = d.uvarint()
+	}
+	n.Mode, n.UID, n.GID = uint32(d.uvarint()), uint32(d.uvarint()), uint32(d.uvarint())
+	n.CTime = d.varint()
+	n.MTime = n.CTime + d.varint()
+	n.BTime = n.CTime + d.varint()
+	n.Size = d.varint()
+	if n.IsDir {
+		n.TreeSize, n.TreeFiles, n.TreeDirs = d.varint(), d.varint(), d.varint()
+		n.TreeMTime = n.CTime + d.varint()
+	}
+	if flags&flagNoName == 0 {
+		n.Name = d.str()
+	}
+	n.Layout = d.str()
+	n.Checksums = d.checksums()
+	n.XAttrs = d.strMap()
+	n.Locations = d.locations()
+	return n, d.err
+}
+
+func (d *decoder) checksums() map[string]string {
+	cnt := d.uvarint()
+	if cnt == 0 || cnt > uint64(len(d.b)) {
+		if cnt > uint64(len(d.b)) {
+			d.err = errCorrupt
+		}
+		return nil
+	}
+	m := make(map[string]string, cnt)
+	for i := uint64(0); i < cnt && d.err == nil; i++ {
+		var t string
+		switch c := d.uvarint(); {
+		case c == 0:
+			t = d.str()
+		case c <= uint64(len(checksumCodes)):
+			t = checksumCodes[c-1]
+		default:
+			d.err = errCorrupt
+			return nil
+		}
+		l := d.uvarint()
+		if uint64(len(d.b)) < l>>1 {
+			d.err, d.b = errCorrupt, nil
+			return nil
+		}
+		v := d.b[:l>>1]
+		d.b = d.b[l>>1:]
+		if l&1 == 1 {
+			m[t] = hex.EncodeToString(v)
+		} else {
+			m[t] = string(v)
+		}
+	}
+	return m
+}
+
+func (d *decoder) locations() []uint32 {
+	cnt := d.uvarint()
+	if cnt == 0 {
+		return nil
+	}
+	if cnt > uint64(len(d.b)) {
+		d.err = errCorrupt
+		return nil
+	}
+	locs := make([]uint32, cnt)
+	for i := range locs {
+		locs[i] = uint32(d.uvarint())
+	}
+	return locs
+}
+
+// decodeV1 reads a version 1 record: every field in order, names and
+// checksum values as text.
+func decodeV1(b []byte) (*Inode, error) {
 	n := &Inode{IsDir: b[1]&1 != 0}
 	d := &decoder{b: b[2:]}
 	n.ID, n.Parent = d.uvarint(), d.uvarint()
@@ -175,14 +345,7 @@ func decodeInode(b []byte) (*Inode, error) {
 	n.Layout = d.str()
 	n.Checksums = d.strMap()
 	n.XAttrs = d.strMap()
-	if cnt := d.uvarint(); cnt > 0 && cnt <= uint64(len(d.b)) {
-		n.Locations = make([]uint32, cnt)
-		for i := range n.Locations {
-			n.Locations[i] = uint32(d.uvarint())
-		}
-	} else if cnt > 0 {
-		d.err = errCorrupt
-	}
+	n.Locations = d.locations()
 	return n, d.err
 }
 

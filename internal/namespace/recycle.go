@@ -288,9 +288,13 @@ func (ns *Namespace) RecyclePurge(c Caller, key string, olderThan time.Duration)
 		}
 	}
 	n := 0
+	step := 256
+	if l, ok := ns.eng.(kv.Limiter); ok { // a replicated store: smaller commits
+		step = max(l.Limits().Ops/16, 1)
+	}
 	for len(keys) > 0 {
 		// Bounded batches: a huge bin is purged in several mutations.
-		chunk := keys[:min(len(keys), 256)]
+		chunk := keys[:min(len(keys), step)]
 		keys = keys[len(chunk):]
 		err := ns.mutate("recycle purge", func(tx *txn) error {
 			for _, k := range chunk {

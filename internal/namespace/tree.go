@@ -1,9 +1,11 @@
 package namespace
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/kv"
 )
 
 // Mkdir creates a container; with parents, missing ancestors too and an
@@ -88,11 +90,18 @@ type RemoveOptions struct {
 }
 
 // Remove unlinks the file or directory at path; a file's data is queued
-// for deletion.
+// for deletion. On a store that bounds its commits (kv.Limiter: etcd) a
+// tree too large for one commit is emptied in steps first, deepest
+// entries first, each step consistent (as rm -r: not atomic as a whole).
 func (ns *Namespace) Remove(c Caller, path string, o RemoveOptions) error {
 	op := "rm"
 	if o.Dir {
 		op = "rmdir"
+	}
+	if o.Recursive {
+		if err := ns.emptyInSteps(c, path, o); err != nil {
+			return err
+		}
 	}
 	return ns.mutate(op, func(tx *txn) error {
 		p, n, parent, err := ns.lookup(c, op, path)
@@ -206,6 +215,87 @@ func (ns *Namespace) removeTree(c Caller, tx *txn, parent, d *Inode) error {
 	}
 	ns.unlinkDir(tx, parent, d)
 	return nil
+}
+
+// emptyInSteps removes what is below the container at path, in mutations
+// of at most a quarter of what the store takes in one commit, while the
+// tree is larger than that. Remove then unlinks it (and reports anything
+// wrong with path).
+func (ns *Namespace) emptyInSteps(c Caller, path string, o RemoveOptions) error {
+	l, ok := ns.eng.(kv.Limiter)
+	if !ok {
+		return nil // one commit takes any tree
+	}
+	budget := max(l.Limits().Ops/4, 8)
+	for {
+		more := false
+		err := ns.mutate("rm", func(tx *txn) error {
+			_, n, parent, err := ns.lookup(c, "rm", path)
+			if err != nil || n == nil || !n.IsDir || n.ID == RootID || parent == nil ||
+				(recycling(parent) && !o.NoRecycle) || n.TreeFiles+n.TreeDirs < int64(budget)/8 {
+				return nil // one commit: the recycle bin takes a tree whole
+			}
+			more = true
+			_, err = ns.removeSome(c, tx, n, budget, ns.opts.Now().UnixNano())
+			return kerr.WithOp(err, "rm")
+		})
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// removeSome unlinks entries below container d, deepest first, until the
+// mutation holds budget writes; it reports whether d is empty now. Caller
+// holds ns.mu.
+func (ns *Namespace) removeSome(c Caller, tx *txn, d *Inode, budget int, now int64) (bool, error) {
+	if !ns.permits(c, d, d, Delete) {
+		return false, kerr.New(kerr.Permission, "", d.Name, "permission to delete entries denied")
+	}
+	var kids []*Inode
+	prefix := dentryPrefix(d.ID)
+	var derr error
+	err := ns.eng.Scan(prefix, kv.PrefixEnd(prefix), func(k, v []byte) bool {
+		n, err := ns.decodeDentry(d.ID, string(k[9:]), v)
+		if err != nil {
+			derr = err
+			return false
+		}
+		kids = append(kids, n)
+		return len(kids) < budget // more than one step can use
+	})
+	if err = errors.Join(err, derr); err != nil {
+		return false, kerr.Wrap(kerr.Internal, "", d.Name, err)
+	}
+	removed := 0
+	for _, k := range kids {
+		if tx.writes >= budget {
+			break
+		}
+		if k.IsDir {
+			empty, err := ns.removeSome(c, tx, k, budget, now)
+			if err != nil {
+				return false, err
+			}
+			if !empty || tx.writes >= budget {
+				continue
+			}
+			ns.unlinkDir(tx, d, k)
+			if err := ns.account(tx, d.ID, 0, 0, -1, now); err != nil {
+				return false, err
+			}
+		} else {
+			ns.unlinkFile(tx, d, k)
+			if err := ns.account(tx, d.ID, -k.Size, -1, 0, now); err != nil {
+				return false, err
+			}
+		}
+		removed++
+	}
+	if removed > 0 {
+		ns.touch(tx, d, now)
+	}
+	return d.TreeFiles == 0 && d.TreeDirs == 0, nil
 }
 
 // Rename moves from to to. A file may replace a file when overwrite is set;

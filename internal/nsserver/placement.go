@@ -48,6 +48,9 @@ func (r *registry) place(l layout.Layout, space string) ([]uint32, error) {
 		}
 	}
 	if len(names) == 0 {
+		if r.awaiting() {
+			return nil, kerr.New(kerr.Busy, "", "", fmt.Sprintf("layout %s needs %d writable filesystems, %d reported so far: the namespace server just started and storage servers are still reporting; retry", l, need, total))
+		}
 		if total >= need {
 			return nil, kerr.New(kerr.NoSpace, "", "", fmt.Sprintf("layout %s needs %d writable filesystems in one group, the largest group of space %s has %d", l, need, space, largest))
 		}

@@ -64,6 +64,8 @@ type registry struct {
 	ns       *namespace.Namespace
 	interval time.Duration
 
+	started time.Time // when this server loaded it: storage servers report within an interval
+
 	mu     sync.RWMutex
 	fs     map[uint32]*FsState
 	nodes  map[string]*node
@@ -77,7 +79,7 @@ var validStatus = map[string]bool{"rw": true, "ro": true, "drain": true, "off": 
 
 func loadRegistry(ns *namespace.Namespace, interval time.Duration) (*registry, error) {
 	r := &registry{ns: ns, interval: interval, fs: map[uint32]*FsState{}, nodes: map[string]*node{},
-		spaces: map[string]namespace.Space{}, groups: map[string]namespace.Group{}}
+		spaces: map[string]namespace.Space{}, groups: map[string]namespace.Group{}, started: time.Now()}
 	fss, err := ns.Filesystems()
 	if err != nil {
 		return nil, err
@@ -242,6 +244,27 @@ func (r *registry) nodeAlive(name string) bool {
 // alive reports whether f is usable: its node beats and it is booted.
 // Caller holds r.mu.
 func (r *registry) alive(f *FsState) bool { return r.nodeAlive(f.Node) && f.BootStatus == "booted" }
+
+// reportWindow is how long after its start a namespace server expects
+// registered storage servers to report.
+const reportWindow = 10 * time.Second
+
+// awaiting reports whether storage servers may still be about to report:
+// this server started less than reportWindow ago (a restart, or a standby
+// that just took over: storage servers still talking to a frozen one move
+// on after their attempt timeout) and some registered node has not
+// reported to it yet. Caller holds r.mu.
+func (r *registry) awaiting() bool {
+	if time.Since(r.started) >= max(reportWindow, 3*r.interval) {
+		return false
+	}
+	for _, f := range r.fs {
+		if _, ok := r.nodes[f.Node]; !ok {
+			return true
+		}
+	}
+	return false
+}
 
 func (r *registry) list() []FsState {
 	r.mu.RLock()

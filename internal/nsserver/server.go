@@ -33,8 +33,8 @@ import (
 
 // Config configures the namespace service.
 type Config struct {
-	Engine            kv.Engine // where the namespace lives
-	Sync              bool      // namespace mutations durable before they return
+	Engine            kv.Store // where the namespace lives
+	Sync              bool     // namespace mutations durable before they return
 	Key               *capability.Key
 	HeartbeatInterval time.Duration // how often storage servers report; default 1s
 	CapabilityTTL     time.Duration // lifetime of capabilities; default 5m
@@ -69,6 +69,9 @@ type Config struct {
 	Slow SlowPolicy
 	// Tokens signs this instance's bearer tokens (tokens.go); nil: none.
 	Tokens *token.Issuer
+	// StepDown hands the active role of a replicated namespace to a
+	// standby (internal/ha); nil: not replicated.
+	StepDown func(ctx context.Context) error
 }
 
 // DataReader reads the whole content of the file a read capability names

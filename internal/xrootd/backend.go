@@ -3,9 +3,11 @@ package xrootd
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -60,6 +62,18 @@ type Redirect struct {
 	Host   string
 	Port   int
 	Opaque string // query without '?' appended to the path, e.g. "kaon.cap=..."
+}
+
+// RedirectError, returned by a Namespace method, answers the request with
+// a redirect to another manager instead of an error: a standby namespace
+// server sends every client to the active one.
+type RedirectError struct {
+	Host string
+	Port int
+}
+
+func (e *RedirectError) Error() string {
+	return fmt.Sprintf("served by the manager at %s", net.JoinHostPort(e.Host, strconv.Itoa(e.Port)))
 }
 
 // Namespace is served at the manager (namespace) listener.

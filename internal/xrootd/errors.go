@@ -39,6 +39,8 @@ func xrdCode(k kerr.Kind) uint32 {
 		return kXR_fsReadOnly
 	case kerr.IO, kerr.Unavailable:
 		return kXR_IOError
+	case kerr.Down:
+		return kXR_ServerError // as xrootd answers when it has no server to send a client to
 	}
 	return kXR_ServerError
 }

@@ -218,6 +218,10 @@ func (c *conn) readvFiles(elems []readvElem) (map[uint32]pinned, *fhandle) {
 // fail answers err for op on path with the mapped kXR code (kXR_wait for
 // transient conditions).
 func (c *conn) fail(sid [2]byte, op, path string, err error) {
+	if rd := (*RedirectError)(nil); errors.As(err, &rd) {
+		c.sendRedirect(sid, rd.Host, rd.Port, "")
+		return
+	}
 	k := kindOf(err)
 	msg := errMessage(op, path, err)
 	if k == kerr.Busy {

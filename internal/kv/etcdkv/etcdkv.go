@@ -343,7 +343,7 @@ func (e *Engine) TxnIf(ctx context.Context, conds []kv.Cond, fn func(kv.Tx) erro
 				}
 			}
 		}
-		err := e.commit(ctx, "transaction", tx.Writes(), conds, cmps)
+		_, err := e.commit(ctx, "transaction", tx.Writes(), conds, cmps)
 		if errors.Is(err, errConflict) {
 			return kvbase.ErrRetry
 		}
@@ -354,10 +354,11 @@ func (e *Engine) TxnIf(ctx context.Context, conds []kv.Cond, fn func(kv.Tx) erro
 var errConflict = errors.New("etcdkv: read set changed")
 
 // commit applies writes in one etcd Txn if conds hold (else
-// kv.ErrCondFailed) and every compare of cmps holds (else errConflict).
-func (e *Engine) commit(ctx context.Context, op string, ws []kvbase.Write, conds []kv.Cond, cmps []clientv3.Cmp) error {
+// kv.ErrCondFailed) and every compare of cmps holds (else errConflict),
+// and returns its revision (0 when it wrote nothing).
+func (e *Engine) commit(ctx context.Context, op string, ws []kvbase.Write, conds []kv.Cond, cmps []clientv3.Cmp) (uint64, error) {
 	if len(ws) == 0 && len(conds) == 0 {
-		return nil
+		return 0, nil
 	}
 	ops := make([]clientv3.Op, 0, len(ws))
 	size := 0
@@ -390,33 +391,39 @@ func (e *Engine) commit(ctx context.Context, op string, ws []kvbase.Write, conds
 		n += len(guards)
 	}
 	if n > e.opts.MaxTxnOps || size > e.opts.MaxRequestBytes {
-		return &kerr.Error{Kind: kerr.Invalid, Op: "kv " + op, Path: e.where(), Err: kv.ErrTooLarge,
+		return 0, &kerr.Error{Kind: kerr.Invalid, Op: "kv " + op, Path: e.where(), Err: kv.ErrTooLarge,
 			Msg: fmt.Sprintf("%d writes, %d read checks, %d guards, about %d bytes: over the limits of %d operations (--max-txn-ops) or %d bytes (--max-request-bytes)",
 				len(ops), len(cmps), len(guards), size, e.opts.MaxTxnOps, e.opts.MaxRequestBytes)}
 	}
 	rctx, cancel := e.reqCtx(ctx)
 	defer cancel()
+	rev := func(resp *clientv3.TxnResponse) uint64 {
+		if len(ops) == 0 {
+			return 0
+		}
+		return uint64(resp.Header.Revision)
+	}
 	if len(guards) == 0 {
 		resp, err := e.cli.Txn(rctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {
-			return e.fail(ctx, op, err)
+			return 0, e.fail(ctx, op, err)
 		}
 		if !resp.Succeeded {
-			return errConflict
+			return 0, errConflict
 		}
-		return nil
+		return rev(resp), nil
 	}
 	resp, err := e.cli.Txn(rctx).If(guards...).Then(clientv3.OpTxn(cmps, ops, nil)).Commit()
 	if err != nil {
-		return e.fail(ctx, op, err)
+		return 0, e.fail(ctx, op, err)
 	}
 	if !resp.Succeeded {
-		return kv.ErrCondFailed
+		return 0, kv.ErrCondFailed
 	}
 	if inner := resp.Responses[0].GetResponseTxn(); inner == nil || !inner.Succeeded {
-		return errConflict
+		return 0, errConflict
 	}
-	return nil
+	return rev(resp), nil
 }
 
 // Watch is etcd's watch under prefix. from == 0 is resolved to the
@@ -492,7 +499,10 @@ type batch struct {
 	e     *Engine
 	ws    kvbase.WriteSet
 	conds []kv.Cond
+	rev   uint64
 }
+
+func (b *batch) Rev() uint64 { return b.rev }
 
 func (b *batch) Put(k, v []byte)        { b.ws.Put(k, v) }
 func (b *batch) Delete(k []byte)        { b.ws.Delete(k) }
@@ -507,9 +517,11 @@ func (b *batch) Apply(bool) (func() error, error) {
 	if b.e.isClosed() {
 		return nil, kv.ErrClosed
 	}
-	if err := b.e.commit(context.Background(), "batch", b.ws.All(), b.conds, nil); err != nil {
+	rev, err := b.e.commit(context.Background(), "batch", b.ws.All(), b.conds, nil)
+	if err != nil {
 		return nil, err
 	}
+	b.rev = rev
 	return func() error { return nil }, nil
 }
 

@@ -44,6 +44,88 @@ func TestEngine(t *testing.T) {
 			})
 	})
 
+	t.Run("Election", func(t *testing.T) {
+		kvtest.RunElection(t, func(t *testing.T) kv.Engine { return open(t, c, prefix(), nil) })
+	})
+
+	// A session whose lease ends elsewhere (as when it expires while its
+	// holder is frozen) ends: Done closes and its leadership fences.
+	t.Run("LeaseEndedElsewhere", func(t *testing.T) {
+		e := open(t, c, prefix(), nil)
+		s, err := e.NewSession(context.Background(), 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		l, err := s.Campaign(context.Background(), "el", []byte("me"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.cli.Revoke(context.Background(), s.(*session).s.Lease()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s.Done():
+		case <-time.After(60 * time.Second):
+			t.Fatal("session not ended within 60s of its lease's revocation")
+		}
+		b := e.NewBatch()
+		b.If(l.Cond())
+		b.Put([]byte("k"), []byte("v"))
+		if err := b.Commit(true); !errors.Is(err, kv.ErrCondFailed) {
+			t.Fatalf("commit guarded by the ended leadership: %v, want ErrCondFailed", err)
+		}
+	})
+
+	t.Run("Status", func(t *testing.T) {
+		e := open(t, c, prefix(), nil)
+		st, err := e.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaders := 0
+		for i, m := range st.Members {
+			if !m.Healthy || m.Endpoint != c.Endpoint(i) || m.Name == "" || m.Version == "" || m.DBSize <= 0 {
+				t.Fatalf("member %d: %+v", i, m)
+			}
+			if m.Leader {
+				leaders++
+			}
+		}
+		if leaders != 1 || st.Revision == 0 || st.Engine != "etcd" {
+			t.Fatalf("status %+v: want one leader and a revision", st)
+		}
+		if l := e.Limits(); l.Ops != etcdtest.MaxTxnOps || l.Bytes != etcdtest.MaxRequestBytes {
+			t.Fatalf("limits %+v", l)
+		}
+	})
+
+	t.Run("Compact", func(t *testing.T) {
+		e := open(t, c, prefix(), nil)
+		var revs []uint64
+		for i := 0; i < 3; i++ {
+			b := e.NewBatch()
+			b.Put([]byte("k"), []byte{byte('0' + i)})
+			if err := b.Commit(true); err != nil {
+				t.Fatal(err)
+			}
+			revs = append(revs, b.Rev())
+		}
+		if err := e.Compact(context.Background(), revs[2]); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Compact(context.Background(), revs[1]); err != nil {
+			t.Fatalf("compacting an already compacted revision: %v", err)
+		}
+		r := <-e.Watch(context.Background(), nil, revs[0])
+		if !errors.Is(r.Err, kv.ErrCompacted) {
+			t.Fatalf("watch from a compacted revision: %+v, want ErrCompacted", r)
+		}
+		if v, err := e.Get([]byte("k")); err != nil || string(v) != "2" {
+			t.Fatalf("latest value after compaction: %q %v", v, err)
+		}
+	})
+
 	t.Run("PrefixIsolation", func(t *testing.T) {
 		a, b := open(t, c, "iso/a/", nil), open(t, c, "iso/ab/", nil) // b's prefix extends a's
 		ctx := context.Background()
@@ -159,6 +241,15 @@ func TestQuorumLoss(t *testing.T) {
 	leader := leaderIndex(t, e, c)
 	c.KillMember(leader)
 	eventually("first commit after killing the leader", commit) // an election runs first
+	if st, err := e.Status(ctx); err != nil {
+		t.Fatal(err)
+	} else {
+		for i, m := range st.Members {
+			if m.Healthy != (i != leader) || (m.Err == "") != m.Healthy {
+				t.Fatalf("status with member %d killed: member %d is %+v", leader, i, m)
+			}
+		}
+	}
 	for i := 0; i < 20; i++ {
 		if err := commit(); err != nil {
 			t.Fatalf("commit %d with 2 of 3 members: %v", i, err)

@@ -138,6 +138,37 @@ func Run(t *testing.T, open func(t *testing.T) kv.Engine, reopen func(t *testing
 			t.Fatalf("got %d keys, want %d", n, 8*200*2)
 		}
 	})
+	t.Run("BatchRevision", func(t *testing.T) {
+		e := open(t)
+		w := e.Watch(testCtx(t), []byte("r/"), 0)
+		var revs []uint64
+		for i := 0; i < 3; i++ {
+			b := e.NewBatch()
+			b.Put([]byte(fmt.Sprintf("r/%d", i)), []byte("x"))
+			if b.Rev() != 0 {
+				t.Fatalf("revision %d before commit", b.Rev())
+			}
+			if err := b.Commit(false); err != nil {
+				t.Fatal(err)
+			}
+			revs = append(revs, b.Rev())
+		}
+		if !(revs[0] > 0 && revs[0] < revs[1] && revs[1] < revs[2]) {
+			t.Fatalf("batch revisions %v: not increasing", revs)
+		}
+		if got := revision(t, e); got < revs[2] {
+			t.Fatalf("snapshot revision %d is below the last batch's %d", got, revs[2])
+		}
+		for i, ev := range collect(t, w, 3, "events of the three batches") {
+			if ev.Rev != revs[i] {
+				t.Fatalf("event %d has revision %d, its batch said %d", i, ev.Rev, revs[i])
+			}
+		}
+		b := e.NewBatch()
+		if err := b.Commit(false); err != nil || b.Rev() != 0 {
+			t.Fatalf("empty batch: revision %d, %v; want 0", b.Rev(), err)
+		}
+	})
 	runTxn(t, open)
 	runFeed(t, open)
 	if reopen != nil {

@@ -25,6 +25,7 @@ type Engine struct {
 	rev    uint64 // revision of the last commit
 	feed   *kvbase.Feed
 	closed bool
+	el     elections
 }
 
 // New returns an empty engine.
@@ -82,27 +83,28 @@ func (e *Engine) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 
 // commit applies writes if conds hold and, for a transaction, its reads are
 // unchanged.
-func (e *Engine) commit(ws []kvbase.Write, conds []kv.Cond, tx *kvbase.Tx) error {
+// It returns the commit's revision (0 when it wrote nothing).
+func (e *Engine) commit(ws []kvbase.Write, conds []kv.Cond, tx *kvbase.Tx) (uint64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return kv.ErrClosed
+		return 0, kv.ErrClosed
 	}
 	live := view{t: e.tree}
 	if err := kvbase.CheckConds(live, conds); err != nil {
-		return err
+		return 0, err
 	}
 	if tx != nil {
 		if v, ok := tx.View().(view); ok && v.rev != e.rev {
 			if same, err := tx.Validate(live); err != nil {
-				return err
+				return 0, err
 			} else if !same {
-				return kvbase.ErrRetry
+				return 0, kvbase.ErrRetry
 			}
 		}
 	}
 	if len(ws) == 0 {
-		return nil
+		return 0, nil
 	}
 	for _, w := range ws {
 		if w.Delete {
@@ -113,7 +115,7 @@ func (e *Engine) commit(ws []kvbase.Write, conds []kv.Cond, tx *kvbase.Tx) error
 	}
 	e.rev++
 	e.feed.Publish(e.rev, kvbase.Events(ws, e.rev))
-	return nil
+	return e.rev, nil
 }
 
 func (e *Engine) Txn(ctx context.Context, fn func(kv.Tx) error) error {
@@ -132,7 +134,8 @@ func (e *Engine) TxnIf(ctx context.Context, conds []kv.Cond, fn func(kv.Tx) erro
 		if tx.ReadOnly() && len(conds) == 0 {
 			return nil // its reads came from one snapshot
 		}
-		return e.commit(tx.Writes(), conds, tx)
+		_, err := e.commit(tx.Writes(), conds, tx)
+		return err
 	})
 }
 
@@ -177,6 +180,7 @@ type batch struct {
 	e     *Engine
 	ws    kvbase.WriteSet
 	conds []kv.Cond
+	rev   uint64
 }
 
 func (b *batch) Put(k, v []byte)        { b.ws.Put(k, v) }
@@ -185,8 +189,11 @@ func (b *batch) If(conds ...kv.Cond)    { b.conds = append(b.conds, conds...) }
 func (b *batch) Discard()               { b.ws.Reset(); b.conds = nil }
 func (b *batch) Commit(sync bool) error { _, err := b.Apply(sync); return err }
 
+func (b *batch) Rev() uint64 { return b.rev }
+
 func (b *batch) Apply(bool) (func() error, error) {
-	err := b.e.commit(b.ws.All(), b.conds, nil)
+	rev, err := b.e.commit(b.ws.All(), b.conds, nil)
+	b.rev = rev
 	b.Discard()
 	if err != nil {
 		return nil, err

@@ -10,3 +10,7 @@ import (
 func TestSuite(t *testing.T) {
 	kvtest.Run(t, func(*testing.T) kv.Engine { return New() }, nil)
 }
+
+func TestElection(t *testing.T) {
+	kvtest.RunElection(t, func(*testing.T) kv.Engine { return New() })
+}

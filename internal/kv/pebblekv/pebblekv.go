@@ -224,7 +224,10 @@ type batch struct {
 	conds []kv.Cond
 	tx    *kvbase.Tx // the transaction whose reads must still hold, if any
 	done  bool
+	rev   uint64
 }
+
+func (b *batch) Rev() uint64 { return b.rev }
 
 func (b *batch) Put(k, v []byte)     { _ = b.b.Set(k, v, nil) }
 func (b *batch) Delete(k []byte)     { _ = b.b.Delete(k, nil) }
@@ -274,7 +277,7 @@ func (b *batch) Apply(sync bool) (func() error, error) {
 		return nil, err
 	}
 	rev := b.b.SeqNum() + uint64(b.b.Count()) - 1
-	e.rev = rev
+	e.rev, b.rev = rev, rev
 	repr := append([]byte(nil), b.b.Repr()...)
 	e.feed.PublishLazy(rev, len(repr)+48*int(b.b.Count()), func() []kv.Event { return events(repr, rev) })
 	e.mu.Unlock()

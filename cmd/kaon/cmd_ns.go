@@ -1,0 +1,104 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/client"
+)
+
+func init() {
+	register(command{name: "ns", short: "ns status | ns step-down [--url URL]: the namespace's store, its servers (active, standbys), handing over", run: runNS})
+}
+
+func runNS(args []string) int {
+	if len(args) == 0 || (args[0] != "status" && args[0] != "step-down") {
+		fmt.Fprintln(os.Stderr, "usage: kaon ns status|step-down [--url URL]")
+		return 2
+	}
+	fl := flag.NewFlagSet("kaon ns "+args[0], flag.ExitOnError)
+	u := fl.String("url", "", "any namespace server of the instance (default $KAON_URL or the local all-in-one)")
+	fl.Parse(args[1:])
+	api := newAPI(*u)
+	switch args[0] {
+	case "status":
+		st, err := api.NSStatus(ctx())
+		if err != nil {
+			return fail("ns status", err)
+		}
+		printNSStatus(os.Stdout, st, time.Now())
+	case "step-down":
+		if err := api.StepDown(ctx()); err != nil {
+			return fail("ns step-down", err)
+		}
+		st, err := api.NSStatus(ctx())
+		if err != nil {
+			return fail("ns step-down", err)
+		}
+		fmt.Printf("stepped down; active now: %s\n", orNone(st.Active))
+	}
+	return 0
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none (an election is under way, or the store has no quorum)"
+	}
+	return s
+}
+
+// printNSStatus writes `kaon ns status`: the active server first (one
+// line: "active URL"), then the engine and its members, then every server
+// with its role and how far its replica lags.
+func printNSStatus(w io.Writer, st client.NSStatus, now time.Time) {
+	fmt.Fprintf(w, "active    %s\n", orNone(st.Active))
+	eng := st.Engine.Name
+	if st.Engine.Revision > 0 {
+		eng += fmt.Sprintf(", last committed revision %d", st.Engine.Revision)
+	}
+	fmt.Fprintf(w, "engine    %s\n", eng)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, m := range st.Engine.Members {
+		state := "healthy"
+		if !m.Healthy {
+			state = "unhealthy: " + m.Error
+		}
+		if m.Leader {
+			state += ", leader"
+		}
+		size := ""
+		if m.DBSize > 0 {
+			size = fmt.Sprintf("db %s (in use %s)", human(uint64(m.DBSize)), human(uint64(m.DBInUse)))
+		}
+		fmt.Fprintf(tw, "member\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Endpoint, state, m.Version, size)
+	}
+	tw.Flush()
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, s := range st.Servers {
+		line := fmt.Sprintf("server\t%s\t%s\tsince %s (%s)", s.HTTP, s.Role, s.Since.Format(time.RFC3339), now.Sub(s.Since).Round(time.Second))
+		switch {
+		case s.Role == "active" && s.Committed > 0:
+			line += fmt.Sprintf("\tcommitted %d", s.Committed)
+		case st.Engine.Revision > 0:
+			lag := int64(st.Engine.Revision) - int64(s.Applied)
+			line += fmt.Sprintf("\tapplied %d (lag %d)", s.Applied, max(lag, 0))
+		default:
+			line += fmt.Sprintf("\tapplied %d", s.Applied)
+		}
+		if !s.Updated.IsZero() {
+			line += fmt.Sprintf("\treported %s ago", now.Sub(s.Updated).Round(100*time.Millisecond))
+		}
+		if s.Error != "" {
+			line += "\t" + s.Error
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+	if st.Error != "" {
+		fmt.Fprintf(w, "note      %s\n", st.Error)
+	}
+}

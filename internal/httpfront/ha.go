@@ -1,0 +1,69 @@
+package httpfront
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/kerr"
+)
+
+// ActiveHeader names the active namespace server on a standby's redirect,
+// so a client that follows redirects itself (kaon cp) can tell it from a
+// storage server's.
+const ActiveHeader = "Kaon-Active"
+
+// HA serves the namespace endpoint of one namespace server of a
+// replicated instance (internal/ha): requests go to this server's handler
+// while it is the active one and are redirected (307, same method, path
+// and query) to the active server while it is a standby; with no active
+// server to send them to they fail with the reason (503: busy with
+// Retry-After while an election runs, "namespace unavailable" without a
+// quorum). /api/v1/ns/status is answered by every server.
+type HA struct {
+	// Route returns this server's handler when it is active; else the
+	// active server's URL, or why there is none.
+	Route  func() (h http.Handler, active string, err error)
+	Status func(ctx context.Context) client.NSStatus
+}
+
+func (f *HA) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/api/v1/ns/status" && f.Status != nil {
+		writeJSON(w, f.Status(r.Context()))
+		return
+	}
+	h, active, err := f.Route()
+	switch {
+	case h != nil:
+		h.ServeHTTP(w, r)
+	case active != "":
+		w.Header().Set(ActiveHeader, active)
+		http.Redirect(w, r, strings.TrimRight(active, "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	default:
+		if k := kerr.KindOf(err); k == kerr.Busy || k == kerr.Down {
+			w.Header().Set("Retry-After", "1")
+		}
+		if strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/internal/") {
+			writeJSONError(w, err)
+			return
+		}
+		textError(w, err, 0)
+	}
+}
+
+// serveNSStatus answers `kaon ns status` for a namespace in an embedded
+// engine: this server is the only one, and active.
+func (f *Namespace) serveNSStatus(w http.ResponseWriter, r *http.Request) {
+	self := "http://" + r.Host
+	if r.TLS != nil {
+		self = "https://" + r.Host
+	}
+	writeJSON(w, client.NSStatus{Engine: client.NSEngine{Name: "pebble"}, Active: self, Self: self,
+		Servers: []client.NSServer{{ID: r.Host, HTTP: self, Role: "active"}}})
+}
+
+func (f *Namespace) stepDown(ctx context.Context, p auth.Principal, _ apiArgs) (any, error) {
+	return nil, f.NS.StepDown(ctx, p)
+}
