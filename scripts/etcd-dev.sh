@@ -91,7 +91,9 @@ launch() {
 	local deadline=$((SECONDS + START_TIMEOUT))
 	for ((i = 0; i < n; i++)); do
 		until healthy "http://127.0.0.1:$((base + 2 * i))"; do
-			if ! ours "$dir/m$i.pid" >/dev/null; then
+			# Our own child: its pid cannot be reused before we reap it, and
+			# its command line is still this shell's until it execs etcd.
+			if ! kill -0 "$(cat "$dir/m$i.pid")" 2>/dev/null || [[ $(ps -o stat= -p "$(cat "$dir/m$i.pid")") == Z* ]]; then
 				stop
 				grep -q "address already in use" "$dir/m$i.log" && return 2
 				echo "member m$i exited; its log:" >&2; tail -n 20 "$dir/m$i.log" >&2; return 1
