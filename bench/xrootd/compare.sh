@@ -11,6 +11,7 @@
 #                          while writing (default: the server's, adler32,
 #                          crc32c, md5, sha256); xrootd computes none
 #   TLS=0 bench/xrootd/compare.sh      # skip the TLS rows (default: on)
+#   PAR_ROUNDS=0 bench/xrootd/compare.sh   # skip the parallel rows
 #
 # Prints per-run MB/s, the medians, and the Kaon/xrootd ratio (>1: Kaon is
 # faster) for upload and download, single stream and PAR parallel xrdcp.
@@ -194,7 +195,9 @@ done
 
 echo
 printf "%-28s %12s %12s %10s %14s\n" "median MB/s" "xrootd" "kaon" "kaon/xrd" "paired ratio"
-for k in up down pup pdown; do
+KEYS="up down"
+[ "$PAR_ROUNDS" -gt 0 ] && KEYS="up down pup pdown"
+for k in $KEYS; do
 	case $k in up) label="upload, 1 stream" ;; down) label="download, 1 stream" ;;
 		pup) label="upload, $PAR parallel" ;; pdown) label="download, $PAR parallel" ;; esac
 	x=$(median ${RES[xrootd.$k]}); K=$(median ${RES[kaon.$k]})

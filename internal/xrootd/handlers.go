@@ -357,8 +357,7 @@ func (c *conn) doRead(h *reqHeader, body []byte, f *openFile, release func()) {
 		out.send(h.StreamID, kXR_ok)
 		return
 	}
-	n := min(left, readChunk)
-	buf, done, ok := c.ioBuffer(n)
+	buf, done, ok := c.ioBuffer(min(left, out.ioChunk()))
 	if !ok {
 		return
 	}
@@ -422,9 +421,9 @@ func (c *conn) doWrite(h *reqHeader, body []byte, f *openFile) {
 	c.sess.pathConn(w.PathID, c).send(h.StreamID, kXR_ok)
 }
 
-// streamWrite handles a kXR_write whose body exceeds the frame limit on the
-// reader goroutine: the body is copied to the file in readChunk pieces under
-// the usual byte budgets. An unknown handle or a failed write still drains
+// streamWrite handles a kXR_write whose body exceeds the frame limit, or any
+// large one over TLS, on the reader goroutine: the body is copied to the
+// file in ioChunk pieces under the usual byte budgets. An unknown handle or a failed write still drains
 // the body, so the stream stays in sync. It returns false when the
 // connection must be dropped.
 func (c *conn) streamWrite(h *reqHeader) bool {
@@ -444,8 +443,7 @@ func (c *conn) streamWrite(h *reqHeader) bool {
 	case w.Offset < 0:
 		failCode, failErr = kXR_ArgInvalid, errors.New("negative offset")
 	}
-	n := min(left, readChunk)
-	buf, done, ok := c.ioBuffer(n)
+	buf, done, ok := c.ioBuffer(min(left, c.ioChunk()))
 	if !ok {
 		return false
 	}

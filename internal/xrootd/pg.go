@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"net"
-	"time"
 )
 
 // kXR_pgread / kXR_pgwrite: data travels in 4 KiB pages (the first one cut
@@ -77,13 +76,7 @@ func (c *conn) sendRaw(bufs net.Buffers) error {
 	for _, b := range bufs {
 		n += len(b)
 	}
-	c.wmu.Lock()
-	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	_, err := bufs.WriteTo(c.nc)
-	c.wmu.Unlock()
-	if err != nil {
-		c.dead.Store(true)
-		c.nc.Close()
+	if err := c.write(bufs); err != nil {
 		return err
 	}
 	c.srv.bytesOut.Add(int64(n))
@@ -124,13 +117,13 @@ func (c *conn) doPgread(h *reqHeader, body []byte, f *openFile, release func()) 
 	}
 	out := c.sess.pathConn(r.PathID, c)
 	left := int64(r.Rlen)
-	n := min(left, readChunk)
-	buf, done, ok := c.ioBuffer(n)
+	chunk := out.ioChunk()
+	buf, done, ok := c.ioBuffer(min(left, chunk))
 	if !ok {
 		return
 	}
 	defer done()
-	crcs := make([]byte, (readChunk/pgPageSize+2)*pgCksSize)
+	crcs := make([]byte, (chunk/pgPageSize+2)*pgCksSize)
 	off := r.Offset
 	for {
 		// Chunks end on page boundaries of the file so every answer but the

@@ -85,11 +85,12 @@ func (c *conn) startTLS() error {
 		pre, _ = c.br.Peek(n)
 		pre = append([]byte(nil), pre...)
 	}
-	raw := c.nc
+	var raw net.Conn = c.nc
 	if len(pre) > 0 {
 		raw = &readAhead{Conn: raw, pre: pre}
 	}
-	tc := tls.Server(raw, c.srv.cfg.TLS)
+	wire := newTLSWire(raw)
+	tc := tls.Server(wire, c.srv.cfg.TLS)
 	tc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
 	if err := tc.Handshake(); err != nil {
 		c.srv.log.Debug("xrootd: TLS handshake failed", "client", c.host, "err", err)
@@ -99,6 +100,8 @@ func (c *conn) startTLS() error {
 	c.srv.mu.Lock()
 	c.wmu.Lock()
 	c.nc = tc
+	c.bw = bufio.NewWriterSize(tc, tlsRecord)
+	c.wire = wire
 	c.wmu.Unlock()
 	c.srv.mu.Unlock()
 	c.br = bufio.NewReaderSize(tc, 32<<10)

@@ -434,6 +434,8 @@ type conn struct {
 	cancel context.CancelFunc
 
 	wmu  sync.Mutex
+	bw   *bufio.Writer // frames of a TLS connection (tlsio.go); nil in plaintext
+	wire *tlsWire      // the TCP side of a TLS connection (tlsio.go)
 	dead atomic.Bool
 
 	sess *session // set by login or bind; only the reader goroutine writes it
@@ -524,9 +526,11 @@ func (c *conn) serve() {
 			return
 		}
 		h := parseReqHeader(hdr[:])
-		if h.ReqID == kXR_write && int(h.Dlen) > c.srv.cfg.MaxFrame && c.sess != nil {
+		if h.ReqID == kXR_write && c.sess != nil && (int(h.Dlen) > c.srv.cfg.MaxFrame ||
+			c.tls && int64(h.Dlen) > tlsChunk && !c.sess.pending.Load() && c.sess.ident.Err == nil) {
 			// Clients send a big buffer as one kXR_write (Python's
 			// File.write); stream it to the file instead of holding it.
+			// Over TLS every large write streams (tlsio.go).
 			if !c.streamWrite(&h) {
 				return
 			}
@@ -574,13 +578,7 @@ func (c *conn) send(sid [2]byte, status uint16, parts ...[]byte) error {
 			bufs = append(bufs, p)
 		}
 	}
-	c.wmu.Lock()
-	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	_, err := bufs.WriteTo(c.nc)
-	c.wmu.Unlock()
-	if err != nil {
-		c.dead.Store(true)
-		c.nc.Close()
+	if err := c.write(bufs); err != nil {
 		return err
 	}
 	c.srv.bytesOut.Add(int64(respHeaderLen + n))
