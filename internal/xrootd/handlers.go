@@ -423,9 +423,9 @@ func (c *conn) doWrite(h *reqHeader, body []byte, f *openFile) {
 
 // streamWrite handles a kXR_write whose body exceeds the frame limit, or any
 // large one over TLS, on the reader goroutine: the body is copied to the
-// file in ioChunk pieces under the usual byte budgets. An unknown handle or a failed write still drains
-// the body, so the stream stays in sync. It returns false when the
-// connection must be dropped.
+// file in ioChunk pieces under the usual byte budgets. An unknown handle or
+// a failed write still drains the body, so the stream stays in sync. It
+// returns false when the connection must be dropped.
 func (c *conn) streamWrite(h *reqHeader) bool {
 	w := decodeWrite(h)
 	left := int64(h.Dlen)

@@ -46,7 +46,7 @@ func (c *conn) write(bufs net.Buffers) error {
 	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	var err error
 	if c.bw != nil {
-		batch := c.wire != nil && frameLen(bufs) >= tlsBatch/2
+		batch := frameLen(bufs) >= tlsBatch/2
 		if batch {
 			c.wire.batch()
 		}
