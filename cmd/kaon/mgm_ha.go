@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/kv/etcdkv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
+	"github.com/kaon-storage/kaon/internal/namespace"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/xrdkaon"
 	"github.com/kaon-storage/kaon/internal/xrootd"
@@ -115,6 +117,7 @@ func advertised(addr, host string) string {
 type incarnation struct {
 	http http.Handler
 	xrd  xrootd.Namespace
+	srv  *nsserver.Server
 }
 
 // runMGMHA runs a namespace server of a replicated instance.
@@ -189,16 +192,28 @@ func runMGMHA(c MGMConfig, sec *security, log *slog.Logger) int {
 	}
 	var node *ha.Node
 	node, err = ha.New(ha.Config{Remote: remote, Local: local, Self: self, Lease: c.Meta.Lease, KeepHistory: c.Meta.KeepHistory, Logger: log,
-		Serve: func(ctx context.Context, store kv.Store) (any, error) {
+		Serve: func(ctx context.Context, store kv.Store, handed []byte) (any, error) {
 			cfg := c.Namespace.serverConfig(store, key, tokens, audit, sec, log)
 			cfg.StepDown = node.StepDown
+			if handed != nil {
+				var in namespace.InFlight
+				if err := json.Unmarshal(handed, &in); err != nil {
+					log.Warn("what the previous active server handed over is unreadable (its uploads in flight are aborted)", "err", err)
+				} else {
+					cfg.Inherit = &in
+				}
+			}
 			srv, err := nsserver.New(cfg)
 			if err != nil {
 				return nil, err
 			}
 			go srv.Run(ctx)
 			front := &httpfront.Namespace{NS: srv, Key: key, Log: log, Auth: chain}
-			return &incarnation{http: newNamespaceMetrics(srv).serve(front), xrd: xrdkaon.Namespace{NS: srv}}, nil
+			return &incarnation{http: newNamespaceMetrics(srv).serve(front), xrd: xrdkaon.Namespace{NS: srv}, srv: srv}, nil
+		},
+		HandOver: func(svc any) []byte {
+			b, _ := json.Marshal(svc.(*incarnation).srv.HandOver())
+			return b
 		}})
 	if err != nil {
 		return fail("", err)
@@ -327,7 +342,7 @@ func benchActive(meta MetaConfig, dir string, files int) (bench.NSStore, error) 
 	node, err := ha.New(ha.Config{Remote: remote, Local: local, Lease: meta.Lease, KeepHistory: meta.KeepHistory,
 		Self:   ha.Member{ID: "bench", HTTP: "http://bench"},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Serve:  func(_ context.Context, s kv.Store) (any, error) { return s, nil }})
+		Serve:  func(_ context.Context, s kv.Store, _ []byte) (any, error) { return s, nil }})
 	if err != nil {
 		remote.Close()
 		local.Close()

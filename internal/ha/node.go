@@ -13,8 +13,10 @@
 //
 // Keys in the shared engine: NSPrefix + the namespace's own keys;
 // "ha/election/..." the candidacies (etcd's election); "ha/members/ID" each
-// server's status, bound to its session. The design and the figures are
-// in docs/DESIGN.md (section 4) and docs/DESIGN-NOTES.md.
+// server's status, bound to its session; "ha/term" the active server's
+// term; "ha/handover" what one that stepped down hands over (handover.go).
+// The design and the figures are in docs/DESIGN.md (section 4) and
+// docs/DESIGN-NOTES.md.
 package ha
 
 import (
@@ -88,8 +90,14 @@ type Config struct {
 	// Serve opens the namespace service over store when this server
 	// becomes active, and returns what the front ends serve; ctx ends when
 	// the active role does (the service must stop its background work).
-	Serve  func(ctx context.Context, store kv.Store) (any, error)
-	Logger *slog.Logger
+	// handed is what the previous active server's HandOver returned when
+	// it stepped down cleanly (nil after a crash, or without HandOver).
+	Serve func(ctx context.Context, store kv.Store, handed []byte) (any, error)
+	// HandOver, if set, is asked what the service svc hands its successor
+	// when this server steps down or shuts down, once its store took the
+	// last write (handover.go).
+	HandOver func(svc any) []byte
+	Logger   *slog.Logger
 }
 
 // View is what a request arriving at this server meets.
@@ -295,6 +303,10 @@ func (n *Node) campaign(ctx context.Context, s kv.Session) {
 // resigned.
 func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign bool, stepDown chan error) {
 	log := n.log.With("term", l.Rev())
+	handed, err := takeHandOver(ctx, n.cfg.Remote, l.Cond())
+	if err != nil {
+		log.Warn("elected, but what the previous active server handed over could not be read (starting as after a crash)", "err", err)
+	}
 	// A guarded write proves the role and orders it after every commit of
 	// the previous active server; once the replica has it, it has those.
 	term, _ := json.Marshal(map[string]any{"id": n.cfg.Self.ID, "rev": l.Rev(), "since": time.Now()})
@@ -307,7 +319,7 @@ func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign 
 		return !errors.Is(err, kv.ErrCondFailed), nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*n.cfg.Lease)
-	err := n.replica.WaitApplied(wctx, b.Rev())
+	err = n.replica.WaitApplied(wctx, b.Rev())
 	cancel()
 	if err != nil {
 		log.Warn("elected, but the replica did not catch up", "revision", b.Rev(), "err", err)
@@ -330,7 +342,7 @@ func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign 
 	}()
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	svc, err := n.cfg.Serve(sctx, p)
+	svc, err := n.cfg.Serve(sctx, p, handed)
 	if err != nil {
 		log.Error("elected, but the namespace service did not open", "err", err)
 		return true, nil
@@ -341,7 +353,7 @@ func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign 
 	select {
 	case <-ctx.Done():
 		// Shutting down: commit what was applied, then hand over.
-		_ = n.handOver(context.Background(), p, log)
+		_ = n.handOver(context.Background(), p, l, svc, log)
 		return true, nil
 	case <-p.Done():
 		err := p.Err()
@@ -366,7 +378,7 @@ func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign 
 		}
 		return false, nil
 	case reply := <-n.stepDown:
-		if err := n.handOver(ctx, p, log); err != nil {
+		if err := n.handOver(ctx, p, l, svc, log); err != nil {
 			reply <- err
 			return true, nil
 		}
@@ -404,14 +416,18 @@ func (n *Node) compact(ctx context.Context, log *slog.Logger) {
 	}
 }
 
-// handOver stops taking writes, waits for the pipeline to drain, and
-// lets the caller resign.
-func (n *Node) handOver(ctx context.Context, p *Pipeline, log *slog.Logger) error {
+// handOver stops taking writes, waits for the pipeline to drain, records
+// what the service svc hands over, and lets the caller resign.
+func (n *Node) handOver(ctx context.Context, p *Pipeline, l kv.Leadership, svc any, log *slog.Logger) error {
 	log.Info("stepping down: handing the active role over")
 	p.Refuse(&kerr.Error{Kind: kerr.Busy, Op: "namespace", Msg: "retry", Err: ErrHandover})
 	dctx, cancel := context.WithTimeout(ctx, 10*n.cfg.Lease)
 	defer cancel()
-	return p.Drain(dctx)
+	if err := p.Drain(dctx); err != nil {
+		return err
+	}
+	n.writeHandOver(l, svc, log)
+	return nil
 }
 
 // StepDown hands the active role to a standby (for upgrades): writes

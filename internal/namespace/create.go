@@ -181,7 +181,8 @@ func (ns *Namespace) Pending(fid uint64) (*Inode, error) {
 // claims an upload before it touches any byte, so a write capability is
 // good for exactly one upload: a replay while it runs, or once it has been
 // committed or aborted, is refused here. Claims live in memory only: a
-// restart aborts every pending upload anyway (AbortStale).
+// restart aborts every pending upload anyway (AbortStale), and a clean
+// handover passes them on (HandOver, Adopt).
 func (ns *Namespace) ClaimUpload(fid uint64) (*Inode, error) {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
@@ -195,6 +196,9 @@ func (ns *Namespace) ClaimUpload(fid uint64) (*Inode, error) {
 	}
 	if f.XAttrs[convertOf] != "" {
 		return nil, kerr.New(kerr.Permission, "write", what, "a conversion's copy is not an upload")
+	}
+	if ns.handedOver {
+		return nil, kerr.New(kerr.Busy, "write", what, "this namespace server is handing the active role over; retry")
 	}
 	if ns.claimed[fid] {
 		return nil, kerr.New(kerr.Permission, "write", what, "write capability already in use by another upload")
@@ -251,7 +255,7 @@ func (ns *Namespace) Commit(fid uint64, size int64, sums map[string]string) (f *
 			return nil
 		}
 		tx.del(pendingKey(fid))
-		delete(ns.claimed, fid)
+		tx.unclaim = append(tx.unclaim, fid)
 		return nil
 	})
 	if err != nil {
@@ -290,36 +294,52 @@ func (ns *Namespace) Abort(fid uint64) error {
 func (ns *Namespace) abort(tx *txn, f *Inode) {
 	ns.unbook(tx, f.ID)
 	tx.del(pendingKey(f.ID))
-	delete(ns.claimed, f.ID)
+	tx.unclaim = append(tx.unclaim, f.ID)
 	queueDeletion(tx, f)
 }
 
 // AbortStale aborts pending uploads created before t (their writer died)
 // and queues their stripes for deletion. It returns how many it aborted.
 func (ns *Namespace) AbortStale(t time.Time) (n int, err error) {
-	var stale []*Inode
+	var stale []uint64
 	err = ns.eng.Scan([]byte{'P'}, []byte{'Q'}, func(_, v []byte) bool {
 		if f, err := decodeInode(v); err == nil && f.CTime < t.UnixNano() {
-			stale = append(stale, f)
+			stale = append(stale, f.ID)
 		}
 		return true
 	})
-	if err != nil || len(stale) == 0 {
+	if err != nil {
 		return 0, err
 	}
-	// In chunks: a replicated store bounds what one commit may hold.
-	for len(stale) > 0 {
-		chunk := stale[:min(len(stale), abortChunk)]
-		stale = stale[len(chunk):]
+	return ns.abortEach(stale)
+}
+
+// abortEach aborts those of fids that are still pending, in mutations of
+// abortChunk (a replicated store bounds what one commit may hold), and
+// returns how many it aborted.
+func (ns *Namespace) abortEach(fids []uint64) (n int, err error) {
+	for len(fids) > 0 {
+		chunk := fids[:min(len(fids), abortChunk)]
+		fids = fids[len(chunk):]
+		c := 0
 		if err := ns.mutate("abort", func(tx *txn) error {
-			for _, f := range chunk {
+			c = 0
+			for _, fid := range chunk {
+				f, err := ns.Pending(fid)
+				if kerr.Is(err, kerr.NotFound) {
+					continue // committed or aborted meanwhile
+				}
+				if err != nil {
+					return err
+				}
 				ns.abort(tx, f)
+				c++
 			}
 			return nil
 		}); err != nil {
 			return n, err
 		}
-		n += len(chunk)
+		n += c
 	}
 	return n, nil
 }

@@ -99,6 +99,8 @@ type Namespace struct {
 	quota    map[uint64]*quotaNode
 	bookings map[uint64]*booking // quota booked by uploads in flight, by fid
 	binID    uint64              // the recycle bin container, once created
+
+	handedOver bool // HandOver ran: claims are refused
 }
 
 type dirKey struct {
@@ -167,6 +169,9 @@ type txn struct {
 	// result is returned by mutate after the batch was applied: for
 	// mutations that record something (an abort) and still fail.
 	result error
+	// unclaim: uploads whose claim ends when the batch is applied (a
+	// batch the store refuses leaves them claimed, as they still are).
+	unclaim []uint64
 
 	// quota changes, applied to memory when the batch is
 	quotaDelta map[quotaRef]Amount
@@ -195,6 +200,9 @@ func (ns *Namespace) mutate(op string, fn func(tx *txn) error) error {
 		} else {
 			ns.applyQuotaLimits(tx)
 			ns.applyQuota(tx)
+			for _, fid := range tx.unclaim {
+				delete(ns.claimed, fid)
+			}
 			ns.feed.publish(tx.events)
 		}
 	}

@@ -15,7 +15,8 @@ import (
 // counts it: usage is kept per node and per owner in "U" keys, changed in
 // the same batch as the file (so it survives restarts and always matches a
 // recount). Uploads book the size their client announced when they begin
-// (in memory: a restart aborts every pending upload), and are checked
+// (in memory: a restart aborts every pending upload, a clean handover
+// passes the bookings on), and are checked
 // again with their real size when they commit; both happen under the
 // namespace lock, so racing uploads never take a node above its limit.
 // Directories are not counted.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/namespace"
 )
 
 // StepDown hands the active role of a replicated namespace to a standby
@@ -19,3 +20,9 @@ func (s *Server) StepDown(ctx context.Context, p auth.Principal) (err error) {
 	}
 	return s.cfg.StepDown(ctx)
 }
+
+// HandOver is what this server hands its successor when it steps down
+// from the active role of a replicated namespace (internal/ha), once its
+// store takes no more writes: its uploads in flight (Config.Inherit of the
+// successor). Claims are refused from then on.
+func (s *Server) HandOver() namespace.InFlight { return s.ns.HandOver() }

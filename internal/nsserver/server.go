@@ -72,6 +72,12 @@ type Config struct {
 	// StepDown hands the active role of a replicated namespace to a
 	// standby (internal/ha); nil: not replicated.
 	StepDown func(ctx context.Context) error
+	// Inherit is set when this server took the active role over from one
+	// that stepped down cleanly (internal/ha): what that one handed over
+	// (Server.HandOver). Its pending uploads stay pending, their storage
+	// servers commit them here. Nil: every pending upload is aborted at
+	// start (a restart, or a takeover after a crash: nobody writes them).
+	Inherit *namespace.InFlight
 }
 
 // DataReader reads the whole content of the file a read capability names
@@ -101,11 +107,14 @@ type Server struct {
 	mv       *mover // drains, balancers, conversions (mover.go)
 	fsck     *fsckState
 	repairer Repairer
+
+	writers writers     // uploads storage servers report writing (uploads.go)
+	sweep   sweepTiming // of the pending uploads nobody writes
 }
 
 // New opens the namespace in cfg.Engine and the filesystem registry, and
 // aborts the uploads a previous process left unfinished (their writers
-// are gone).
+// are gone), unless cfg.Inherit hands them over.
 func New(cfg Config) (*Server, error) {
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = time.Second
@@ -120,13 +129,19 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, auditLog: newAuditor(cfg.Audit), key: cfg.Key, ttl: cfg.CapabilityTTL, data: cfg.Data, phys: cfg.PhysName, log: cfg.Logger, now: cfg.Now,
-		sumPending: map[string]*sumCall{}, fsck: newFsckState(), repairer: cfg.Repair}
+		sumPending: map[string]*sumCall{}, fsck: newFsckState(), repairer: cfg.Repair, sweep: defaultSweep}
 	ns, err := namespace.Open(cfg.Engine, namespace.Options{Sync: cfg.Sync, Now: cfg.Now, Permits: s.permits})
 	if err != nil {
 		return nil, err
 	}
 	s.ns = ns
-	if n, err := ns.AbortStale(cfg.Now()); err != nil {
+	if cfg.Inherit != nil {
+		n, err := ns.Adopt(*cfg.Inherit)
+		if err != nil {
+			return nil, err
+		}
+		s.log.Info("kept the uploads in flight the previous active server handed over", "count", n, "claimed", len(cfg.Inherit.Claimed))
+	} else if n, err := ns.AbortStale(cfg.Now()); err != nil {
 		return nil, err
 	} else if n > 0 {
 		s.log.Info("aborted unfinished uploads from a previous run", "count", n)
@@ -145,10 +160,12 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Run does the service's background work (recycle bin expiry, fsck's
-// namespace pass, data movement) until ctx ends.
+// namespace pass, data movement, pending uploads nobody writes) until ctx
+// ends.
 func (s *Server) Run(ctx context.Context) {
 	go s.fsckLoop(ctx)
 	go s.mv.run(ctx)
+	go s.sweepUploads(ctx, s.now())
 	s.expireRecycled(ctx, s.cfg.RecycleLifetime, s.cfg.RecycleMaxBytes)
 }
 
@@ -161,6 +178,7 @@ var _ message.Namespace = (*Server)(nil)
 // Heartbeat implements message.Namespace: it records what a storage
 // server reports and answers with its filesystems and pending deletions.
 func (s *Server) Heartbeat(_ context.Context, hb message.Heartbeat) (message.HeartbeatReply, error) {
+	s.writers.note(hb.Node, hb.Uploads, s.now())
 	var done []namespace.Deletion
 	for _, d := range hb.Done {
 		done = append(done, namespace.Deletion(d))

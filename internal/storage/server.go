@@ -194,7 +194,8 @@ type Server struct {
 	doneMu sync.Mutex
 	done   []message.Deletion
 
-	budget *budget
+	budget  *budget
+	writing writing // uploads claimed and not finished, for heartbeats
 
 	ready chan struct{}
 	once  sync.Once
@@ -357,6 +358,7 @@ func (s *Server) beat(ctx context.Context) (reply message.HeartbeatReply, initia
 	s.doneMu.Lock()
 	hb.Done, s.done = s.done, nil
 	s.doneMu.Unlock()
+	hb.Uploads = s.writing.list()
 	reply, err = s.cfg.Namespace.Heartbeat(ctx, hb)
 	if err != nil {
 		s.doneMu.Lock()

@@ -30,6 +30,7 @@ type fakeNS struct {
 	commits     []message.Commit
 	aborts      []uint64
 	failCommit  bool
+	uploads     []uint64 // the last heartbeat's uploads being written
 }
 
 // Heartbeat asks for initialization until a filesystem was reported
@@ -37,6 +38,7 @@ type fakeNS struct {
 func (f *fakeNS) Heartbeat(_ context.Context, hb message.Heartbeat) (message.HeartbeatReply, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.uploads = hb.Uploads
 	if f.initialized == nil {
 		f.initialized = map[uint32]bool{}
 	}

@@ -90,6 +90,10 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 			}
 			return nil, err
 		}
+		// Reported in heartbeats until the upload ends (release).
+		s.writing.add(c.Fid)
+		fid, free := c.Fid, release
+		release = func() { free(); s.writing.remove(fid) }
 	}
 	u := &Upload{s: s, cap: c, token: token, sums: sums, release: release, staged: c.Staged}
 	for i, t := range c.Targets {

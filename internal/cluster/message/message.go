@@ -46,6 +46,9 @@ type Heartbeat struct {
 	XrdAddr     string     `json:"xrd,omitempty"`
 	Filesystems []FsReport `json:"filesystems"`
 	Done        []Deletion `json:"done,omitempty"` // deletions carried out since last beat
+	// Uploads are the uploads it is writing (claimed, not yet committed or
+	// aborted): the namespace keeps them pending however long they take.
+	Uploads []uint64 `json:"uploads,omitempty"`
 }
 
 // FsAssignment tells a storage server which filesystems to serve and how.
