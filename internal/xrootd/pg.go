@@ -72,10 +72,7 @@ func statusHeader(sid [2]byte, reqID uint16, resptype byte, off int64, bulk int)
 
 // sendRaw writes pre-framed buffers.
 func (c *conn) sendRaw(bufs net.Buffers) error {
-	n := 0
-	for _, b := range bufs {
-		n += len(b)
-	}
+	n := frameLen(bufs)
 	if err := c.write(bufs); err != nil {
 		return err
 	}
