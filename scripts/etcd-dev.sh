@@ -37,7 +37,9 @@ install_etcd() {
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq etcd-server etcd-client >/dev/null
 }
 
-port_free() { ! ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+# port_free PORT: no TCP socket on this host uses PORT, listening or not
+# (a connection's local port blocks a bind too).
+port_free() { ! ss -Htan "sport = :$1" 2>/dev/null | grep -q .; }
 
 # ours PIDFILE: the pid in PIDFILE if it is still an etcd serving this DIR
 # (a reused pid of another process is never signalled).
@@ -95,7 +97,7 @@ launch() {
 			# its command line is still this shell's until it execs etcd.
 			if ! kill -0 "$(cat "$dir/m$i.pid")" 2>/dev/null || [[ $(ps -o stat= -p "$(cat "$dir/m$i.pid")") == Z* ]]; then
 				stop
-				grep -q "address already in use" "$dir/m$i.log" && return 2
+				grep "address already in use" "$dir/m$i.log" | tail -n 1 >&2 && return 2
 				echo "member m$i exited; its log:" >&2; tail -n 20 "$dir/m$i.log" >&2; return 1
 			fi
 			if ((SECONDS > deadline)); then
