@@ -100,18 +100,7 @@ func newInstance(t *testing.T, n int) *instance {
 
 // kaon runs the CLI against url.
 func (in *instance) kaon(url string, args ...string) (string, string, int) {
-	cmd := exec.Command(harness.Binary(in.t), args...)
-	cmd.Env = append(os.Environ(), "KAON_URL="+url)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		in.t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
+	return harness.KaonAt(in.t, url, args...)
 }
 
 var activeLine = regexp.MustCompile(`(?m)^active\s+(http://\S+)$`)

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -185,8 +186,14 @@ func Up(t testing.TB, extra ...string) *Process {
 // Kaon runs a CLI command against p and returns stdout, stderr and the
 // exit code.
 func (p *Process) Kaon(args ...string) (string, string, int) {
-	cmd := exec.Command(Binary(p.t), args...)
-	cmd.Env = append(os.Environ(), "KAON_URL="+p.EP.HTTP)
+	return KaonAt(p.t, p.EP.HTTP, args...)
+}
+
+// KaonAt runs a CLI command against the namespace server at url and
+// returns stdout, stderr and the exit code.
+func KaonAt(t testing.TB, url string, args ...string) (string, string, int) {
+	cmd := exec.Command(Binary(t), args...)
+	cmd.Env = append(os.Environ(), "KAON_URL="+url)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -194,7 +201,7 @@ func (p *Process) Kaon(args ...string) (string, string, int) {
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		p.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return out.String(), errb.String(), code
 }
@@ -207,4 +214,28 @@ func (p *Process) MustKaon(args ...string) string {
 		p.t.Fatalf("kaon %v: exit %d: %s", args, code, errs)
 	}
 	return out
+}
+
+// WaitFor polls cond every 200 ms until it holds; past d the test fails
+// naming the step that did not happen.
+func WaitFor(t testing.TB, d time.Duration, step string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: not within %v", step, d)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// FreePort returns a loopback TCP port nobody listened on a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

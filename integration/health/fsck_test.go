@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kaon-storage/kaon/integration/harness"
 )
 
 // TestFsckFindsAndRepairs damages stripes and replicas on disk in every
@@ -91,7 +93,7 @@ func TestFsckFindsAndRepairs(t *testing.T) {
 	// A namespace entry removed while its stripes stay: they are orphans
 	// (named by the path they were written under).
 	m.MustKaon("rm", "/r/gone")
-	waitFor(t, 30*time.Second, "the stripes of /r/gone to be deleted", func() bool {
+	harness.WaitFor(t, 30*time.Second, "the stripes of /r/gone to be deleted", func() bool {
 		return !exists(st["/r/gone"][0].phys) && !exists(st["/r/gone"][1].phys)
 	})
 	var orphans []string
@@ -155,12 +157,12 @@ func TestFsckFindsAndRepairs(t *testing.T) {
 			t.Errorf("orphan %s removed before the grace time", p)
 		}
 	}
-	waitFor(t, grace+30*time.Second, "repair to drop the orphans after the grace time", func() bool {
+	harness.WaitFor(t, grace+30*time.Second, "repair to drop the orphans after the grace time", func() bool {
 		out := m.MustKaon("fsck", "repair", "--class", "orphans_n")
 		return strings.Count("\n"+out, "\ndropped orphans_n ") == len(orphans) ||
 			(out == "" && strings.TrimSpace(m.MustKaon("fsck", "report", "--class", "orphans_n")) == "")
 	})
-	waitFor(t, 30*time.Second, fmt.Sprintf("the dropped copies %v to be deleted from disk", append(orphans, unreg)), func() bool {
+	harness.WaitFor(t, 30*time.Second, fmt.Sprintf("the dropped copies %v to be deleted from disk", append(orphans, unreg)), func() bool {
 		return !slices.ContainsFunc(append(orphans, unreg), exists)
 	})
 

@@ -20,19 +20,6 @@ import (
 	"github.com/kaon-storage/kaon/integration/harness"
 )
 
-// waitFor polls cond every 200 ms until it holds; past d the test fails
-// naming what did not happen.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 func randomBytes(t *testing.T, n int) []byte {
 	t.Helper()
 	b := make([]byte, n)
@@ -178,7 +165,7 @@ func cluster(t *testing.T, nodes, nfs int, mgmArgs ...string) (*harness.Process,
 		}
 		fsts = append(fsts, harness.Start(t, d, args...))
 	}
-	waitFor(t, 30*time.Second, "every filesystem to boot", func() bool {
+	harness.WaitFor(t, 30*time.Second, "every filesystem to boot", func() bool {
 		return strings.Count(m.MustKaon("fs", "ls"), " booted ") == nodes*nfs
 	})
 	return m, fsts

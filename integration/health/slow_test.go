@@ -46,7 +46,7 @@ func slowFS(t *testing.T, lower, mnt string) (delayFile string) {
 			t.Errorf("slowfs did not stop within 10s: %s", log.String())
 		}
 	})
-	waitFor(t, 10*time.Second, "slowfs to mount "+mnt, func() bool {
+	harness.WaitFor(t, 10*time.Second, "slowfs to mount "+mnt, func() bool {
 		b, _ := os.ReadFile("/proc/mounts")
 		return strings.Contains(string(b), " "+mnt+" fuse.slowfs ")
 	})
@@ -93,7 +93,7 @@ func TestSlowDisk(t *testing.T) {
 	harness.Start(t, d, "fst", "--mgm", m.EP.HTTP, "--key", filepath.Join(mdir, "keys", "capability.key"), "--http", "127.0.0.1:0",
 		"--node", "node0", "--data", d, "--fs", filepath.Join(d, "a"), "--fs", filepath.Join(d, "b"), "--fs", filepath.Join(d, "c"),
 		"--fs", mnt, "--latency-window", "10s", "--latency-probe", "250ms")
-	waitFor(t, 30*time.Second, "4 filesystems to boot healthy", func() bool {
+	harness.WaitFor(t, 30*time.Second, "4 filesystems to boot healthy", func() bool {
 		out := m.MustKaon("fs", "ls")
 		return strings.Count(out, " booted ") == 4 && !strings.Contains(out, "slow")
 	})
@@ -105,7 +105,7 @@ func TestSlowDisk(t *testing.T) {
 	data := randomBytes(t, 100<<10)
 
 	os.WriteFile(delay, []byte("100ms"), 0o644)
-	waitFor(t, 60*time.Second, "fs ls to show fs "+id+" slow", func() bool {
+	harness.WaitFor(t, 60*time.Second, "fs ls to show fs "+id+" slow", func() bool {
 		return strings.HasPrefix(health(fsLine(t, m, mnt)), "slow: small-op p90 ")
 	})
 	t.Logf("slow: %s", fsLine(t, m, mnt))
@@ -146,7 +146,7 @@ func TestSlowDisk(t *testing.T) {
 	}
 
 	os.WriteFile(delay, []byte("0"), 0o644)
-	waitFor(t, 60*time.Second, "fs "+id+" to recover", func() bool { return health(fsLine(t, m, mnt)) == "ok" })
+	harness.WaitFor(t, 60*time.Second, "fs "+id+" to recover", func() bool { return health(fsLine(t, m, mnt)) == "ok" })
 	if logs := m.Logs(); !strings.Contains(logs, `msg="filesystem is no longer slow" fsid=`+id) {
 		t.Errorf("no recovery notice for fs %s in the namespace server's log", id)
 	}

@@ -65,7 +65,7 @@ func TestBalance(t *testing.T) {
 	full := mountTmpfs(t, "64m")
 	d := t.TempDir()
 	harness.Start(t, d, "fst", "--mgm", m.EP.HTTP, "--key", key, "--http", "127.0.0.1:0", "--node", "n", "--data", d, "--fs", full)
-	waitFor(t, 30*time.Second, "the first filesystem to boot", func() bool { return strings.Count(m.MustKaon("fs", "ls"), "booted") == 1 })
+	harness.WaitFor(t, 30*time.Second, "the first filesystem to boot", func() bool { return strings.Count(m.MustKaon("fs", "ls"), "booted") == 1 })
 	files := map[string][]byte{}
 	m.MustKaon("mkdir", "/b")
 	for i := range 20 {
@@ -81,7 +81,7 @@ func TestBalance(t *testing.T) {
 	m.MustKaon("fs", "add", "--node", "n", "--path", e1)
 	m.MustKaon("fs", "add", "--node", "n", "--path", e2)
 	m.MustKaon("fs", "add", "--node", "n", "--path", other, "--group", "default.1")
-	waitFor(t, 30*time.Second, "the added filesystems to boot", func() bool { return strings.Count(m.MustKaon("fs", "ls"), "booted") == 4 })
+	harness.WaitFor(t, 30*time.Second, "the added filesystems to boot", func() bool { return strings.Count(m.MustKaon("fs", "ls"), "booted") == 4 })
 	if s := spreadOf(t, m, "default.0"); s < 40 {
 		t.Fatalf("spread %.1f before balancing: the test proves nothing", s)
 	}
@@ -89,7 +89,7 @@ func TestBalance(t *testing.T) {
 		t.Fatalf("threshold=150 accepted: %s", errs)
 	}
 	m.MustKaon("group", "set", "default.0", "balancer=on", "threshold=10", "balancer.parallel=2")
-	waitFor(t, 3*time.Minute, "the balancer of default.0 to bring the spread below 10", func() bool {
+	harness.WaitFor(t, 3*time.Minute, "the balancer of default.0 to bring the spread below 10", func() bool {
 		f := groupRow(t, m, "default.0")
 		return f[len(f)-1] == "balanced" && spreadOf(t, m, "default.0") <= 10
 	})

@@ -31,7 +31,7 @@ func TestConvert(t *testing.T) {
 		k.MustKaon("fs", "add", "--node", node, "--path", p, "--space", "fast")
 		roots = append(roots, p)
 	}
-	waitFor(t, 30*time.Second, "the fast filesystems to boot", func() bool { return strings.Count(k.MustKaon("fs", "ls"), "booted") == 9 })
+	harness.WaitFor(t, 30*time.Second, "the fast filesystems to boot", func() bool { return strings.Count(k.MustKaon("fs", "ls"), "booted") == 9 })
 	layoutDir(t, k, "/r", "replica:2")
 	files := map[string][]byte{}
 	for _, name := range []string{"a", "b"} {
@@ -68,7 +68,7 @@ func TestConvert(t *testing.T) {
 	}
 	// The directory policy: every file below goes to fast.
 	k.MustKaon("attr", "set", "/pol", "sys.convert.space=fast")
-	waitFor(t, time.Minute, "the policy to move /pol's files to space fast", func() bool {
+	harness.WaitFor(t, time.Minute, "the policy to move /pol's files to space fast", func() bool {
 		for _, p := range []string{"/pol/x", "/pol/sub/y"} {
 			for fs := range stripesOf(t, k, p) {
 				if !fastIDs[fs] {

@@ -186,7 +186,7 @@ func TestDrainUnderLoad(t *testing.T) {
 	}()
 	// Let the clients put files everywhere, fs 1 included, then drain it
 	// slowly enough that they keep working on files as they move.
-	waitFor(t, time.Minute, "every client to have done 3 operations", func() bool {
+	harness.WaitFor(t, time.Minute, "every client to have done 3 operations", func() bool {
 		for _, c := range clients {
 			if c.ops.Load() < 3 {
 				return false
@@ -197,13 +197,13 @@ func TestDrainUnderLoad(t *testing.T) {
 	k.MustKaon("fs", "config", "1", "drain.rate=2M")
 	k.MustKaon("fs", "config", "1", "drain.parallel=2")
 	k.MustKaon("fs", "config", "1", "configstatus=drain")
-	waitFor(t, 3*time.Second, "fs ls to show fs 1 draining", func() bool { return strings.Contains(fsRow(t, k, "1"), " draining ") })
+	harness.WaitFor(t, 3*time.Second, "fs ls to show fs 1 draining", func() bool { return strings.Contains(fsRow(t, k, "1"), " draining ") })
 	opsAtStart := int64(0)
 	for _, c := range clients {
 		opsAtStart += c.ops.Load()
 	}
 	drainStart := time.Now()
-	waitFor(t, 4*time.Minute, "fs 1 to show drained in fs ls", func() bool { return strings.Contains(fsRow(t, k, "1"), " drained ") })
+	harness.WaitFor(t, 4*time.Minute, "fs 1 to show drained in fs ls", func() bool { return strings.Contains(fsRow(t, k, "1"), " drained ") })
 	close(stop)
 	wg.Wait()
 	opsEnd := int64(0)

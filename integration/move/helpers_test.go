@@ -14,7 +14,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,18 +41,6 @@ func run(step string, timeout time.Duration, name string, args ...string) (strin
 		return out.String(), fmt.Errorf("%s: %s did not finish within %v", step, name, timeout)
 	}
 	return out.String(), err
-}
-
-// waitFor polls cond until it holds, failing the test naming step after d.
-func waitFor(t *testing.T, d time.Duration, step string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: not within %v", step, d)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // randomBytes writes n random bytes to a temp file.
@@ -257,16 +244,6 @@ func movedStripes(t *testing.T, k *harness.Process, id string) int {
 	var n int
 	fmt.Sscan(fsStatusField(t, k, id, "moved"), &n)
 	return n
-}
-
-// freePort is a free TCP port on 127.0.0.1.
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // layoutDir makes dir with a layout policy.

@@ -20,7 +20,7 @@ import (
 // half-copied stripe registered, none left behind).
 func TestDrainKill9(t *testing.T) {
 	mdir := t.TempDir()
-	port := freePort(t)
+	port := harness.FreePort(t)
 	m := harness.Start(t, mdir, "mgm", "--data", mdir, "--http", fmt.Sprintf("127.0.0.1:%d", port), "--cap-ttl", "5s")
 	key := filepath.Join(mdir, "keys", "capability.key")
 	fst := func(node string, fs ...string) (*harness.Process, []string) {
@@ -36,7 +36,7 @@ func TestDrainKill9(t *testing.T) {
 	a, rootsA := fst("a", "a1", "a2")
 	b, rootsB := fst("b", "b1", "b2", "b3", "b4")
 	roots := append(rootsA, rootsB...)
-	waitFor(t, 30*time.Second, "6 filesystems to boot", func() bool { return strings.Count(m.MustKaon("fs", "ls"), "booted") == 6 })
+	harness.WaitFor(t, 30*time.Second, "6 filesystems to boot", func() bool { return strings.Count(m.MustKaon("fs", "ls"), "booted") == 6 })
 	var drained string
 	for _, l := range strings.Split(m.MustKaon("fs", "ls"), "\n") {
 		if f := strings.Fields(l); len(f) > 2 && f[2] == rootsA[0] {
@@ -66,7 +66,7 @@ func TestDrainKill9(t *testing.T) {
 		p    *harness.Process
 	}{{"the storage server holding the draining filesystem", a}, {"the other storage server", b}, {"the namespace server", m}} {
 		before := movedStripes(t, m, drained)
-		waitFor(t, 2*time.Minute, "the drain to move 2 stripes before killing "+victim.name, func() bool {
+		harness.WaitFor(t, 2*time.Minute, "the drain to move 2 stripes before killing "+victim.name, func() bool {
 			return movedStripes(t, m, drained) >= before+2 || strings.Contains(fsRow(t, m, drained), " drained ")
 		})
 		if strings.Contains(fsRow(t, m, drained), " drained ") {
@@ -75,11 +75,11 @@ func TestDrainKill9(t *testing.T) {
 		victim.p.Kill9()
 		time.Sleep(time.Second)
 		victim.p.Restart()
-		waitFor(t, 30*time.Second, "6 filesystems to boot after restarting "+victim.name, func() bool {
+		harness.WaitFor(t, 30*time.Second, "6 filesystems to boot after restarting "+victim.name, func() bool {
 			return strings.Count(m.MustKaon("fs", "ls"), "booted") == 6
 		})
 	}
-	waitFor(t, 5*time.Minute, "the drain to end in drained", func() bool { return strings.Contains(fsRow(t, m, drained), " drained ") })
+	harness.WaitFor(t, 5*time.Minute, "the drain to end in drained", func() bool { return strings.Contains(fsRow(t, m, drained), " drained ") })
 	if n := fsStatusField(t, m, drained, "failures"); !strings.HasPrefix(n, "0 now") {
 		t.Fatalf("drained with failures: %s\n%s", n, m.MustKaon("fs", "status", drained))
 	}

@@ -126,16 +126,6 @@ func lastLine(s string) string {
 	return strings.TrimSpace(ls[len(ls)-1])
 }
 
-// freePort is a free TCP port on 127.0.0.1.
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // hostport strips the scheme of an endpoint URL.
 func hostport(u string) string {
 	_, hp, _ := strings.Cut(u, "://")
@@ -154,7 +144,7 @@ func xrootdServer(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	port := freePort(t)
+	port := harness.FreePort(t)
 	for _, d := range []string{"data", "run", "log"} {
 		os.MkdirAll(filepath.Join(dir, d), 0o755)
 	}

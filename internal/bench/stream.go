@@ -234,11 +234,10 @@ func Stream(cfg StreamConfig) ([]Row, error) {
 		for _, op := range cfg.Ops {
 			ms := rounds[t.name+" "+op]
 			row := Row{Target: t.name, Raw: t.raw, Op: op, rawRef: t.rawRef}
-			var tails, scpu, ocpu []float64
+			var scpu, ocpu []float64
 			var rss []float64
 			for _, m := range ms {
 				row.Rounds = append(row.Rounds, m.s)
-				tails = append(tails, m.s.Tail())
 				gib := float64(cfg.Size) * float64(cfg.Streams) / (1 << 30)
 				scpu = append(scpu, m.serverCPU.Seconds()/gib)
 				ocpu = append(ocpu, m.otherCPU.Seconds()/gib)

@@ -480,7 +480,7 @@ func (m *mover) target(f *namespace.Inode, idx int, from uint32, group string, s
 	return cands[0].id, ""
 }
 
-// compact prints a byte count without spaces (a column of fs ls).
+// compact prints a byte count without spaces (in placement refusals).
 func compact(b int64) string {
 	const unit = 1024
 	if b < unit {

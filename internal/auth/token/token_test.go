@@ -514,8 +514,7 @@ func BenchmarkVerify(b *testing.B) {
 // on open, and the current key keeps signing.
 func TestIssuerUpgrade(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "token-keys.json")
-	is, err := OpenIssuer(file, time.Hour)
-	if err != nil {
+	if _, err := OpenIssuer(file, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	var kf keyFile
@@ -525,7 +524,7 @@ func TestIssuerUpgrade(t *testing.T) {
 	b, _ = json.Marshal(kf)
 	os.WriteFile(file, b, 0o600)
 	old := kf.Keys[0].JWK.KeyID
-	is, err = OpenIssuer(file, time.Hour)
+	is, err := OpenIssuer(file, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
