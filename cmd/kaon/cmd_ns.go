@@ -79,7 +79,10 @@ func printNSStatus(w io.Writer, st client.NSStatus, now time.Time) {
 	tw.Flush()
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, s := range st.Servers {
-		line := fmt.Sprintf("server\t%s\t%s\tsince %s (%s)", s.HTTP, s.Role, s.Since.Format(time.RFC3339), now.Sub(s.Since).Round(time.Second))
+		line := fmt.Sprintf("server\t%s\t%s", s.HTTP, s.Role)
+		if !s.Since.IsZero() { // an embedded engine's only server has no term
+			line += fmt.Sprintf("\tsince %s (%s)", s.Since.Format(time.RFC3339), now.Sub(s.Since).Round(time.Second))
+		}
 		switch {
 		case s.Role == "active" && s.Committed > 0:
 			line += fmt.Sprintf("\tcommitted %d", s.Committed)
