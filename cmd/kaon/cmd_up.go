@@ -229,7 +229,7 @@ func runMGM(args []string) int {
 	if err := writeEndpoints(c.Data, ep); err != nil {
 		return fail("", err)
 	}
-	fmt.Printf("namespace server on %s (key: %s)\n", ep.HTTP, filepath.Join(c.Data, "keys", "capability.key"))
+	fmt.Printf("namespace server on %s (key: %s)\n", ep.HTTP, keyPath(c))
 	printTLS(ep)
 	waitSignal()
 	shutdown(srv)

@@ -138,11 +138,9 @@ func runMGMHA(c MGMConfig, sec *security, log *slog.Logger) int {
 		return fail("", err)
 	}
 	var audit io.Writer
-	if p := strings.Replace(c.Namespace.AuditLog, "DATA", c.Data, 1); p != "" {
-		af, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			return fail("audit log: ", err)
-		}
+	if af, err := openAudit(c.Data, c.Namespace.AuditLog); err != nil {
+		return fail("", err)
+	} else if af != nil {
 		defer af.Close()
 		audit = af
 	}
@@ -209,7 +207,9 @@ func runMGMHA(c MGMConfig, sec *security, log *slog.Logger) int {
 			}
 			go srv.Run(ctx)
 			front := &httpfront.Namespace{NS: srv, Key: key, Log: log, Auth: chain}
-			return &incarnation{http: newNamespaceMetrics(srv).serve(front), xrd: xrdkaon.Namespace{NS: srv}, srv: srv}, nil
+			m := newNamespaceMetrics(srv)
+			srv.ReportMovement(m.Move)
+			return &incarnation{http: m.serve(front), xrd: xrdkaon.Namespace{NS: srv}, srv: srv}, nil
 		},
 		HandOver: func(svc any) []byte {
 			b, _ := json.Marshal(svc.(*incarnation).srv.HandOver())

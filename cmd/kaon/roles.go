@@ -136,11 +136,9 @@ func openNamespace(dir string, c NamespaceConfig, sec *security, log *slog.Logge
 		return nil, err
 	}
 	var audit io.Writer
-	if p := strings.Replace(c.AuditLog, "DATA", dir, 1); p != "" {
-		af, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("audit log: %w", err)
-		}
+	if af, err := openAudit(dir, c.AuditLog); err != nil {
+		return nil, err
+	} else if af != nil {
 		audit, role.audit = af, af
 	}
 	if role.eng, err = pebblekv.Open(filepath.Join(dir, "meta"), pebblekv.Options{CacheBytes: int64(c.MetaCacheMB) << 20}); err != nil {
@@ -154,6 +152,20 @@ func openNamespace(dir string, c NamespaceConfig, sec *security, log *slog.Logge
 	role.metrics = newNamespaceMetrics(role.srv)
 	role.srv.ReportMovement(role.metrics.Move)
 	return role, nil
+}
+
+// openAudit opens the audit log spec names (DATA stands for dir); nil
+// when spec is empty (no audit log).
+func openAudit(dir, spec string) (*os.File, error) {
+	p := strings.Replace(spec, "DATA", dir, 1)
+	if p == "" {
+		return nil, nil
+	}
+	af, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	return af, nil
 }
 
 // serverConfig is the namespace service's configuration over store (the

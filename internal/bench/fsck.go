@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -226,16 +225,7 @@ func (p *fsckProc) stop() {
 }
 
 // cpu is the process's user+system time (from /proc).
-func (p *fsckProc) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
-}
+func (p *fsckProc) cpu() time.Duration { return CPUTime(p.cmd.Process.Pid) }
 
 // fsckRun starts both servers, scans everything once and stops them.
 func fsckRun(cfg FsckConfig, throttled bool) (FsckRun, error) {

@@ -13,6 +13,7 @@ package cluster
 // away (its connection closes) the copy is cancelled and removed.
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -72,8 +73,7 @@ func MoveHandler(m Mover, secret string, log *slog.Logger) http.Handler {
 			fail(err)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(out)
+		_ = WriteJSON(w, out)
 	})
 }
 
@@ -95,7 +95,7 @@ func (c *StorageClient) Convert(ctx context.Context, addr string, o message.Conv
 
 func (c *StorageClient) order(ctx context.Context, addr, path, op string, in, out any) error {
 	b, _ := json.Marshal(in)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(addr, "/")+path, strings.NewReader(string(b)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(addr, "/")+path, bytes.NewReader(b))
 	if err != nil {
 		return kerr.Wrap(kerr.Internal, op, addr, err)
 	}

@@ -499,7 +499,7 @@ func (n *Node) status() ServerStatus {
 	}
 	n.mu.Unlock()
 	st.Applied = n.replica.Applied()
-	if err, _ := n.replica.Err(); err != nil && st.Error == "" {
+	if err := n.replica.Err(); err != nil && st.Error == "" {
 		st.Error = "replica behind: " + err.Error()
 	}
 	return st

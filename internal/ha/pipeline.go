@@ -67,7 +67,6 @@ func ovLess(a, b *ovEntry) bool { return bytes.Compare(a.key, b.key) < 0 }
 type pbatch struct {
 	seq    uint64
 	writes []write
-	bytes  int
 	done   chan struct{}
 	err    error
 }
@@ -246,7 +245,7 @@ func (b *batch) Apply(sync bool) (func() error, error) {
 		return nil, err
 	}
 	p.seq++
-	pb := &pbatch{seq: p.seq, writes: b.writes, bytes: size, done: make(chan struct{})}
+	pb := &pbatch{seq: p.seq, writes: b.writes, done: make(chan struct{})}
 	for _, w := range b.writes {
 		p.overlay.ReplaceOrInsert(&ovEntry{key: w.key, val: w.val, del: w.del, seq: pb.seq})
 	}

@@ -31,7 +31,6 @@ type Replica struct {
 	loaded  bool          // the initial load finished
 	notify  chan struct{} // closed and replaced whenever applied moves
 	err     error         // why the copy is not following the shared engine now
-	errAt   time.Time
 
 	// onOther receives changes of keys outside NSPrefix.
 	onOther func(kv.Event)
@@ -125,19 +124,16 @@ func (r *Replica) Applied() uint64 {
 }
 
 // Err says why the copy does not follow the shared engine now (nil while
-// it does) and since when.
-func (r *Replica) Err() (error, time.Time) {
+// it does).
+func (r *Replica) Err() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.err, r.errAt
+	return r.err
 }
 
 func (r *Replica) setErr(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err != nil && r.err == nil {
-		r.errAt = time.Now()
-	}
 	r.err = err
 }
 

@@ -302,11 +302,10 @@ func (ns *Namespace) abort(tx *txn, f *Inode) {
 // and queues their stripes for deletion. It returns how many it aborted.
 func (ns *Namespace) AbortStale(t time.Time) (n int, err error) {
 	var stale []uint64
-	err = ns.eng.Scan([]byte{'P'}, []byte{'Q'}, func(_, v []byte) bool {
-		if f, err := decodeInode(v); err == nil && f.CTime < t.UnixNano() {
+	err = ns.scanPending(func(f *Inode) {
+		if f.CTime < t.UnixNano() {
 			stale = append(stale, f.ID)
 		}
-		return true
 	})
 	if err != nil {
 		return 0, err

@@ -53,12 +53,7 @@ func (ns *Namespace) Adopt(in InFlight) (int, error) {
 		claimed[fid] = true
 	}
 	var pending []*Inode
-	if err := ns.eng.Scan([]byte{'P'}, []byte{'Q'}, func(_, v []byte) bool {
-		if f, err := decodeInode(v); err == nil {
-			pending = append(pending, f)
-		}
-		return true
-	}); err != nil {
+	if err := ns.scanPending(func(f *Inode) { pending = append(pending, f) }); err != nil {
 		return 0, err
 	}
 	var drop []uint64
@@ -88,13 +83,23 @@ func (ns *Namespace) Adopt(in InFlight) (int, error) {
 // created before t.
 func (ns *Namespace) PendingUploads(before time.Time) ([]uint64, error) {
 	var out []uint64
-	err := ns.eng.Scan([]byte{'P'}, []byte{'Q'}, func(_, v []byte) bool {
-		if f, err := decodeInode(v); err == nil && f.CTime < before.UnixNano() && f.XAttrs[convertOf] == "" {
+	err := ns.scanPending(func(f *Inode) {
+		if f.CTime < before.UnixNano() && f.XAttrs[convertOf] == "" {
 			out = append(out, f.ID)
+		}
+	})
+	return out, err
+}
+
+// scanPending calls fn for every pending upload's record ('P' keys; a
+// record that does not decode is skipped).
+func (ns *Namespace) scanPending(fn func(*Inode)) error {
+	return ns.eng.Scan([]byte{'P'}, []byte{'Q'}, func(_, v []byte) bool {
+		if f, err := decodeInode(v); err == nil {
+			fn(f)
 		}
 		return true
 	})
-	return out, err
 }
 
 // AbortUploads aborts those of the pending uploads fids that are still

@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -167,7 +168,7 @@ func (m *mover) runBalancer(ctx context.Context, j *balanceJob) {
 		pick := -1
 		for i, c := range cands {
 			b := float64(c.bytes)
-			if b == 0 || (from.used-b)/from.cap < (to.used+b)/to.cap || j.isBusy(c.f.ID) || holds(c.f, to.fs.ID) {
+			if b == 0 || (from.used-b)/from.cap < (to.used+b)/to.cap || j.isBusy(c.f.ID) || slices.Contains(c.f.Locations, to.fs.ID) {
 				continue
 			}
 			pick = i
@@ -205,15 +206,6 @@ func (m *mover) runBalancer(ctx context.Context, j *balanceJob) {
 			m.balanceOne(ctx, j, c, from.fs.ID, to.fs.ID, g.Rate/int64(parallel))
 		}()
 	}
-}
-
-func holds(f *namespace.Inode, fs uint32) bool {
-	for _, l := range f.Locations {
-		if l == fs {
-			return true
-		}
-	}
-	return false
 }
 
 func (j *balanceJob) isBusy(fid uint64) bool {

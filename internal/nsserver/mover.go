@@ -179,9 +179,9 @@ type mover struct {
 type adjustment struct {
 	fs    uint32
 	bytes int64
-	until time.Time // zero: until removed (or, with del, until deleted)
-	id    *int      // identity of an in-flight reservation
-	del   *namespace.Deletion
+	until time.Time           // zero: until removed (or, with del, until deleted)
+	id    *int                // identity of an in-flight reservation
+	del   *namespace.Deletion // until acked
 }
 
 func newMover(s *Server) *mover {
@@ -306,6 +306,22 @@ func (m *mover) settle(mv namespace.Move, bytes int64) {
 	m.mu.Unlock()
 }
 
+// acked drops the moved-away stripes whose deletion a storage server
+// acknowledged (Heartbeat calls it once that server's report, measured
+// after the deletions, is recorded).
+func (m *mover) acked(ds []namespace.Deletion) {
+	if len(ds) == 0 {
+		return
+	}
+	done := make(map[namespace.Deletion]bool, len(ds))
+	for _, d := range ds {
+		done[d] = true
+	}
+	m.mu.Lock()
+	m.adjust = slices.DeleteFunc(m.adjust, func(a adjustment) bool { return a.del != nil && done[*a.del] })
+	m.mu.Unlock()
+}
+
 // pending is the bytes not yet in fs's reports (see adjustment).
 func (m *mover) pending(fs uint32) int64 {
 	now := time.Now()
@@ -316,11 +332,6 @@ func (m *mover) pending(fs uint32) int64 {
 	for _, a := range m.adjust {
 		if !a.until.IsZero() && now.After(a.until) {
 			continue
-		}
-		if a.del != nil && a.fs == fs {
-			if queued, err := m.s.ns.DeletionQueued(a.del.FsID, a.del.Fid, a.del.Stripe); err == nil && !queued {
-				continue
-			}
 		}
 		keep = append(keep, a)
 		if a.fs == fs {

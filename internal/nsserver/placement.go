@@ -68,24 +68,20 @@ func (r *registry) place(l layout.Layout, space string) ([]uint32, error) {
 			best, bestKey = g, k
 		}
 	}
-	return spread(groups[best], need, free, nil), nil
+	return spread(groups[best], need, free), nil
 }
 
-// spread orders cands randomly, each coming first in proportion to its
-// free space, then takes need of them spreading over nodes: a node
-// already holding held[node] stripes (of the same file) comes after those
-// holding fewer.
-func spread(cands []*FsState, need int, free func(*FsState) float64, held map[string]int) []uint32 {
-	cands = slices.Clone(cands)
+// spread orders cands (the caller's own slice) randomly, each coming
+// first in proportion to its free space, then takes need of them
+// spreading over nodes: a node already given a stripe comes after those
+// given fewer.
+func spread(cands []*FsState, need int, free func(*FsState) float64) []uint32 {
 	key := make(map[uint32]float64, len(cands))
 	for _, f := range cands {
 		key[f.ID] = math.Log(1-rand.Float64()) / free(f)
 	}
 	sort.Slice(cands, func(i, j int) bool { return key[cands[i].ID] > key[cands[j].ID] })
 	perNode := map[string]int{}
-	for n, c := range held {
-		perNode[n] = c
-	}
 	out := make([]uint32, 0, need)
 	for round := 0; len(out) < need && round < 2*layout.MaxStripes+need; round++ {
 		for _, f := range cands {

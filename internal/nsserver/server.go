@@ -190,6 +190,7 @@ func (s *Server) Heartbeat(_ context.Context, hb message.Heartbeat) (message.Hea
 	if err != nil {
 		return message.HeartbeatReply{}, err
 	}
+	s.mv.acked(done)
 	s.judgeSlow()
 	s.fsckAssign(as)
 	reply := message.HeartbeatReply{Filesystems: as, Interval: s.reg.interval}

@@ -91,7 +91,7 @@ func (s *Server) MoveStripe(ctx context.Context, o message.MoveOrder) (message.M
 		el := ecLayout(l)
 		dst.frames = el
 		opts.Checksum = "none" // every frame carries its crc32c: checked by the destination
-		res, err := transfer.Copy(ctx, s.stripeSource(ctx, c, o.Token, i, el.ShardSize(c.Size)), dst, opts)
+		res, err := transfer.Copy(ctx, &stripeSrc{s: s, c: c, token: o.Token, idx: i, size: el.ShardSize(c.Size)}, dst, opts)
 		if err == nil {
 			return message.MoveResult{Bytes: res.Bytes, How: message.MovedCopy, Checksum: "crc32c frames"}, nil
 		}
@@ -123,7 +123,7 @@ func (s *Server) MoveStripe(ctx context.Context, o message.MoveOrder) (message.M
 	}
 	var tried []string
 	for _, j := range order {
-		res, err := transfer.Copy(ctx, s.stripeSource(ctx, c, o.Token, j, c.Size), dst, opts)
+		res, err := transfer.Copy(ctx, &stripeSrc{s: s, c: c, token: o.Token, idx: j, size: c.Size}, dst, opts)
 		if err == nil {
 			return message.MoveResult{Bytes: res.Bytes, How: message.MovedCopy, Checksum: res.Type + "=" + res.Checksum,
 				Tried: strings.Join(tried, "; ")}, nil
@@ -136,19 +136,14 @@ func (s *Server) MoveStripe(ctx context.Context, o message.MoveOrder) (message.M
 	return message.MoveResult{}, kerr.New(kerr.IO, "move", what, "no source could be copied: "+strings.Join(tried, "; "))
 }
 
-// stripeSource is stripe idx of the file c names, read whole from its
+// stripeSrc is stripe idx of the file c names, read whole from its
 // filesystem: here, or through the peer holding it.
-func (s *Server) stripeSource(ctx context.Context, c *capability.Capability, token string, idx int, size int64) transfer.Source {
-	return &stripeSrc{s: s, c: c, token: token, idx: idx, size: size, ctx: ctx}
-}
-
 type stripeSrc struct {
 	s     *Server
 	c     *capability.Capability
 	token string
 	idx   int
 	size  int64
-	ctx   context.Context
 }
 
 func (r *stripeSrc) String() string {

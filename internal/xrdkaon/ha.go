@@ -2,9 +2,8 @@ package xrdkaon
 
 import (
 	"context"
-	"net"
-	"strconv"
 
+	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/xrootd"
 )
 
@@ -28,10 +27,14 @@ func (h HA) ns() (xrootd.Namespace, error) {
 	case ns != nil:
 		return ns, nil
 	case active != "":
-		host, port, err := net.SplitHostPort(active)
-		if p, perr := strconv.Atoi(port); err == nil && perr == nil {
-			return nil, &xrootd.RedirectError{Host: host, Port: p}
+		host, port, perr := xrootd.SplitHostPort(active)
+		if perr == nil {
+			return nil, &xrootd.RedirectError{Host: host, Port: port}
 		}
+		return nil, kerr.New(kerr.Down, "redirect", active, "the active namespace server's root:// address is unusable")
+	case err == nil:
+		// An active server is known but serves no root://.
+		return nil, kerr.New(kerr.Down, "redirect", "", "the active namespace server has no root:// listener")
 	}
 	return nil, err
 }

@@ -737,7 +737,7 @@ func (c *conn) handleOther(h *reqHeader, body []byte) {
 // redirectToManager sends namespace requests arriving at a data listener to
 // the manager.
 func (c *conn) redirectToManager(sid [2]byte, op string) {
-	host, port, err := splitHostPort(c.srv.cfg.Manager)
+	host, port, err := SplitHostPort(c.srv.cfg.Manager)
 	if err != nil {
 		c.sendErr(sid, kXR_Unsupported, op+": not served by this data server and no manager is configured")
 		return
@@ -745,7 +745,8 @@ func (c *conn) redirectToManager(sid [2]byte, op string) {
 	c.sendRedirect(sid, host, port, "")
 }
 
-func splitHostPort(hp string) (string, int, error) {
+// SplitHostPort splits a host:port whose port is a valid TCP port.
+func SplitHostPort(hp string) (string, int, error) {
 	h, p, err := net.SplitHostPort(hp)
 	if err != nil {
 		return "", 0, err

@@ -102,6 +102,7 @@ func (c *conn) startTLS() error {
 	c.nc = tc
 	c.bw = bufio.NewWriterSize(tc, tlsRecord)
 	c.wire = wire
+	c.tlsData.Store(true)
 	c.wmu.Unlock()
 	c.srv.mu.Unlock()
 	c.br = bufio.NewReaderSize(tc, 32<<10)

@@ -436,7 +436,10 @@ type conn struct {
 	wmu  sync.Mutex
 	bw   *bufio.Writer // frames of a TLS connection (tlsio.go); nil in plaintext
 	wire *tlsWire      // the TCP side of a TLS connection (tlsio.go)
-	dead atomic.Bool
+	// tlsData: frames go over TLS (set with bw; read without wmu, which
+	// a frame holds while it is written)
+	tlsData atomic.Bool
+	dead    atomic.Bool
 
 	sess *session // set by login or bind; only the reader goroutine writes it
 	tls  bool     // switched to TLS (reader goroutine)

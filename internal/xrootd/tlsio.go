@@ -85,9 +85,7 @@ func frameLen(bufs net.Buffers) int {
 // ioChunk is the largest piece of file data one read answer carries, and
 // the piece a streamed write is copied in.
 func (c *conn) ioChunk() int64 {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if c.bw != nil {
+	if c.tlsData.Load() {
 		return tlsChunk
 	}
 	return readChunk
