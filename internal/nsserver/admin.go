@@ -49,6 +49,8 @@ func (s *Server) AddFilesystem(ctx context.Context, p auth.Principal, nf NewFile
 	if nf.IO != "" && !validIO[nf.IO] {
 		return FsState{}, kerr.New(kerr.Invalid, "fs add", what, "io must be auto, direct or buffered")
 	}
+	s.reg.saveMu.Lock()
+	defer s.reg.saveMu.Unlock()
 	s.reg.mu.Lock()
 	defer s.reg.mu.Unlock()
 	if _, ok := s.reg.nodes[nf.Node]; !ok {

@@ -327,9 +327,11 @@ func (s *Server) SetGroup(ctx context.Context, p auth.Principal, name, key, valu
 	if err := checkGroup(name); err != nil || !strings.Contains(name, ".") {
 		return s.audit(ctx, p, "group set", what, "", kerr.New(kerr.Invalid, "group set", name, fmt.Sprintf("bad group %q: want SPACE.N", name)))
 	}
-	s.reg.mu.Lock()
-	defer s.reg.mu.Unlock()
+	s.reg.saveMu.Lock() // not mu: see registry.save
+	defer s.reg.saveMu.Unlock()
+	s.reg.mu.RLock()
 	g := s.reg.groups[name]
+	s.reg.mu.RUnlock()
 	g.Name = name
 	bad := func(why string) error {
 		return s.audit(ctx, p, "group set", what, "", kerr.New(kerr.Invalid, "group set", name, why))
@@ -367,7 +369,9 @@ func (s *Server) SetGroup(ctx context.Context, p auth.Principal, name, key, valu
 	}
 	err := s.ns.SaveGroup(g)
 	if err == nil {
+		s.reg.mu.Lock()
 		s.reg.groups[name] = g
+		s.reg.mu.Unlock()
 		s.mv.settingsChanged()
 	}
 	return s.audit(ctx, p, "group set", what, "", err)

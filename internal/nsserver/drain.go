@@ -200,6 +200,8 @@ func (m *mover) runDrain(ctx context.Context, j *drainJob) {
 // finishDrain records that fs id is drained, if it is still in drain.
 func (m *mover) finishDrain(j *drainJob) bool {
 	r := m.s.reg
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	f := r.fs[j.id]

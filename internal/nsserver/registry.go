@@ -66,6 +66,7 @@ type registry struct {
 
 	started time.Time // when this server loaded it: storage servers report within an interval
 
+	saveMu sync.Mutex // held by whoever changes registrations (save), before mu
 	mu     sync.RWMutex
 	fs     map[uint32]*FsState
 	nodes  map[string]*node
@@ -121,9 +122,16 @@ func newUUID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
-// save persists a changed registration of f. Caller holds r.mu.
+// save persists a changed registration of f. The caller holds r.saveMu
+// and then r.mu; save lets go of r.mu while the namespace commits: a
+// create holds the namespace's lock while placement reads the registry,
+// so the registry's lock is never held while waiting for the
+// namespace's. r.saveMu keeps registrations from changing meanwhile.
 func (r *registry) save(f *FsState, c namespace.Filesystem) error {
-	if err := r.ns.SaveFilesystem(c); err != nil {
+	r.mu.Unlock()
+	err := r.ns.SaveFilesystem(c)
+	r.mu.Lock()
+	if err != nil {
 		return err
 	}
 	f.Filesystem = c
@@ -170,6 +178,8 @@ func spaceOf(group string) string {
 }
 
 func (r *registry) heartbeat(hb message.Heartbeat) ([]message.FsAssignment, error) {
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now()
@@ -282,6 +292,8 @@ func (r *registry) list() []FsState {
 }
 
 func (r *registry) config(id uint32, key, value string) error {
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	what := fmt.Sprintf("fs %d", id)
@@ -350,6 +362,8 @@ func (r *registry) config(id uint32, key, value string) error {
 // root and identity marker, on an empty directory only): the operator's
 // way to replace a lost disk by a fresh one.
 func (r *registry) reinit(id uint32) error {
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	f := r.fs[id]

@@ -138,16 +138,20 @@ func (s *Server) DefineSpace(ctx context.Context, p auth.Principal, name string)
 	if err := namespace.CheckSpaceName(name); err != nil {
 		return s.audit(ctx, p, "space define", name, "", kerr.New(kerr.Invalid, "space define", name, err.Error()))
 	}
-	s.reg.mu.Lock()
-	defer s.reg.mu.Unlock()
+	s.reg.saveMu.Lock() // not mu: see registry.save
+	defer s.reg.saveMu.Unlock()
+	s.reg.mu.RLock()
 	sp, ok := s.reg.spaces[name]
+	s.reg.mu.RUnlock()
 	if ok {
 		return s.audit(ctx, p, "space define", name, "", nil)
 	}
 	sp.Name = name
 	err := s.ns.SaveSpace(sp)
 	if err == nil {
+		s.reg.mu.Lock()
 		s.reg.spaces[name] = sp
+		s.reg.mu.Unlock()
 	}
 	return s.audit(ctx, p, "space define", name, "", err)
 }
@@ -164,9 +168,11 @@ func (s *Server) ConfigSpace(ctx context.Context, p auth.Principal, name, key, v
 	if err := namespace.CheckSpaceName(name); err != nil {
 		return s.audit(ctx, p, "space config", what, "", kerr.New(kerr.Invalid, "space config", name, err.Error()))
 	}
-	s.reg.mu.Lock()
-	defer s.reg.mu.Unlock()
+	s.reg.saveMu.Lock() // not mu: see registry.save
+	defer s.reg.saveMu.Unlock()
+	s.reg.mu.RLock()
 	sp := s.reg.spaces[name]
+	s.reg.mu.RUnlock()
 	sp.Name = name
 	switch key {
 	case "cephfs.pool":
@@ -189,7 +195,9 @@ func (s *Server) ConfigSpace(ctx context.Context, p auth.Principal, name, key, v
 	}
 	err := s.ns.SaveSpace(sp)
 	if err == nil {
+		s.reg.mu.Lock()
 		s.reg.spaces[name] = sp
+		s.reg.mu.Unlock()
 	}
 	return s.audit(ctx, p, "space config", what, "", err)
 }
