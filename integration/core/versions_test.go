@@ -226,3 +226,50 @@ func hrefs(body []byte) []string {
 	}
 	return out
 }
+
+// TestVersionsCLI: the CLI verbs, their errors (naming the path and the
+// version) and versions following kaon cp and kaon mv.
+func TestVersionsCLI(t *testing.T) {
+	k := harness.Up(t)
+	k.MustKaon("mkdir", "/c")
+	if _, errs, code := k.Kaon("attr", "set", "/c", "sys.versioning=some"); code == 0 || !strings.Contains(errs, "sys.versioning") {
+		t.Fatalf("a bad sys.versioning: %d %q", code, errs)
+	}
+	k.MustKaon("attr", "set", "/c", "sys.versioning=5")
+	k.MustKaon("mkdir", "/c/sub")
+	if out := k.MustKaon("attr", "get", "/c/sub", "sys.versioning"); !strings.Contains(out, `"5"`) {
+		t.Fatalf("sys.versioning not inherited by a new directory: %q", out)
+	}
+	if _, errs, code := k.Kaon("file", "versions"); code != 2 || !strings.Contains(errs, "file versions PATH") {
+		t.Fatalf("file versions without a path: %d %q", code, errs)
+	}
+	first, data := randomFile(t, 5000)
+	second, _ := randomFile(t, 6000)
+	k.MustKaon("cp", first, "kaon:/c/f")
+	if ids, _ := versionIDs(t, k, "/c/f"); len(ids) != 0 {
+		t.Fatalf("versions of a file never replaced: %v", ids)
+	}
+	k.MustKaon("cp", second, "kaon:/c/f")
+	ids, lines := versionIDs(t, k, "/c/f")
+	if len(ids) != 1 || !strings.Contains(lines[0], " 5000 ") {
+		t.Fatalf("versions after kaon cp over the file: %v", lines)
+	}
+	if out := k.MustKaon("ls", "/c/.sys.v#.f"); strings.TrimSpace(out) != ids[0] {
+		t.Fatalf("kaon ls of the version folder: %q", out)
+	}
+	if _, errs, code := k.Kaon("file", "versions", "/c"); code == 0 || !strings.Contains(errs, "/c: is a directory") {
+		t.Fatalf("file versions of a directory: %d %q", code, errs)
+	}
+	if _, errs, code := k.Kaon("file", "restore-version", "/c/f", "1.0000abcd"); code == 0 ||
+		!strings.Contains(errs, "/c/f") || !strings.Contains(errs, "1.0000abcd") {
+		t.Fatalf("restore of a version that does not exist: %d %q", code, errs)
+	}
+	k.MustKaon("mv", "/c/f", "/c/g")
+	if out := k.MustKaon("file", "restore-version", "/c/g", ids[0]); !strings.Contains(out, "restored /c/g") {
+		t.Fatalf("restore-version: %q", out)
+	}
+	mustGetEqual(t, k, "/c/g", data)
+	if ids, lines := versionIDs(t, k, "/c/g"); len(ids) != 1 || !strings.Contains(lines[0], " 6000 ") {
+		t.Fatalf("versions after the restore: %v", lines)
+	}
+}
