@@ -22,6 +22,7 @@ package namespace
 // (mtime, fid) are in the order they were replaced, oldest first.
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"sort"
@@ -29,6 +30,7 @@ import (
 	"strings"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/kv"
 )
 
 const (
@@ -78,13 +80,30 @@ func versionID(f *Inode) string {
 }
 
 // versionsIn returns the versions in version folder vdir, oldest first.
+//
+// A folder's purged versions leave deletion markers in the engine's key
+// range of the folder, in front of the live ones (names sort by time),
+// until the engine compacts them away: a file overwritten 10 000 times
+// made every commit skip 10 000 markers (1.4 ms, docs/DESIGN-NOTES.md).
+// So the scan starts at the folder's floor, the lowest name it held at
+// its last scan (lowered whenever a name is put in), kept in memory;
+// without one (after a restart) it scans the whole folder once.
 func (ns *Namespace) versionsIn(vdir *Inode) ([]*Inode, error) {
 	var out []*Inode
-	if err := ns.scanDir(vdir, func(n *Inode) {
+	var derr error
+	prefix := dentryPrefix(vdir.ID)
+	err := ns.eng.Scan(dentryKey(vdir.ID, ns.floors[vdir.ID]), kv.PrefixEnd(prefix), func(k, v []byte) bool {
+		n, err := ns.decodeDentry(vdir.ID, string(k[9:]), v)
+		if err != nil {
+			derr = err
+			return false
+		}
 		if !n.IsDir {
 			out = append(out, n)
 		}
-	}); err != nil {
+		return true
+	})
+	if err = errors.Join(err, derr); err != nil {
 		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -113,14 +132,38 @@ func (ns *Namespace) versionPlan(parent *Inode, name string, keep int) (vdir *In
 	if vdir, err = ns.versionFolder(parent, name); err != nil || vdir == nil {
 		return nil, nil, err
 	}
+	if vdir.TreeFiles+1 <= int64(keep) { // it holds only versions: no purge
+		return vdir, nil, nil
+	}
 	vs, err := ns.versionsIn(vdir)
 	if err != nil {
 		return nil, nil, err
 	}
+	ns.setFloor(vdir.ID, vs)
 	if extra := len(vs) + 1 - keep; extra > 0 {
 		purge = vs[:extra]
 	}
 	return vdir, purge, nil
+}
+
+// setFloor records the lowest name of vs (all that version folder cid
+// holds) as its floor. Caller holds ns.mu exclusively.
+func (ns *Namespace) setFloor(cid uint64, vs []*Inode) {
+	floor := ""
+	for i, v := range vs {
+		if i == 0 || v.Name < floor {
+			floor = v.Name
+		}
+	}
+	ns.floors[cid] = floor
+}
+
+// lowerFloor notes that name was put into version folder cid. Caller
+// holds ns.mu exclusively.
+func (ns *Namespace) lowerFloor(cid uint64, name string) {
+	if f, ok := ns.floors[cid]; ok && name < f {
+		ns.floors[cid] = name
+	}
 }
 
 // makeVersionFolder creates parent's version folder for file f: owned
@@ -184,6 +227,7 @@ func (ns *Namespace) keepVersion(tx *txn, parent, vdir, old *Inode, purge []*Ino
 	}
 	from := old.Name
 	old.Parent, old.Name = vdir.ID, versionID(old)
+	ns.lowerFloor(vdir.ID, old.Name)
 	putFile(tx, old)
 	tx.put(inodeKey(old.ID), fileIndex(vdir.ID, old.Name))
 	tx.emit(Event{Kind: Renamed, Ino: old.ID, Parent: vdir.ID, Name: old.Name, From: parent.ID, FromName: from})
@@ -285,6 +329,7 @@ func (ns *Namespace) RestoreVersion(c Caller, path, id string) (restored *Inode,
 		if err != nil {
 			return kerr.Wrap(kerr.Internal, op, p, err)
 		}
+		ns.setFloor(vdir.ID, vs)
 		// After the swap the folder holds vs without v, and cur (the newest).
 		var left []*Inode
 		for _, o := range vs {
@@ -310,6 +355,7 @@ func (ns *Namespace) RestoreVersion(c Caller, path, id string) (restored *Inode,
 		tx.del(dentryKey(vdir.ID, v.Name))
 		if cur != nil {
 			cur.Parent, cur.Name = vdir.ID, versionID(cur)
+			ns.lowerFloor(vdir.ID, cur.Name)
 			putFile(tx, cur)
 			tx.put(inodeKey(cur.ID), fileIndex(vdir.ID, cur.Name))
 			tx.emit(Event{Kind: Renamed, Ino: cur.ID, Parent: vdir.ID, Name: cur.Name, From: parent.ID, FromName: name})
@@ -349,6 +395,7 @@ func (ns *Namespace) removeVersions(tx *txn, c Caller, parent *Inode, name, p st
 		return 0, 0, 0, err
 	}
 	size, files, dirs = vdir.TreeSize, vdir.TreeFiles, vdir.TreeDirs+1
+	delete(ns.floors, vdir.ID)
 	if recycle {
 		err = ns.recycle(tx, c, parent, vdir, VersionsPath(p))
 	} else {

@@ -414,3 +414,68 @@ func TestShortOverwriteKeepsPrevious(t *testing.T) {
 		t.Fatalf("something was deleted: %+v", ds)
 	}
 }
+
+// BenchmarkOverwrite: the cost versioning adds to a commit that replaces
+// a file (move into the folder, purge of the oldest) on Pebble.
+func BenchmarkOverwrite(b *testing.B) {
+	for _, keep := range []string{"0", "2"} {
+		b.Run("versioning="+keep, func(b *testing.B) {
+			ns := benchNS(b)
+			ns.SetXAttr(Root, "/d", AttrVersioning, keep)
+			sums := map[string]string{"adler32": "00000001"}
+			for i := 0; i < b.N; i++ {
+				f, err := ns.BeginCreate(Root, "/d/f", CreateOptions{}, place)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := ns.Commit(f.ID, 1000, sums); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestVersionFloor: the scan of a version folder starts at its floor, so
+// a version put back below it (from the recycle bin) must lower it, and a
+// reopened namespace (no floors) finds every version.
+func TestVersionFloor(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1700000000, 0)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(time.Second)
+		return now
+	}
+	eng := memkv.New()
+	ns, _ := Open(eng, Options{Now: clock})
+	versionedDir(t, ns, "/v", 2)
+	ns.SetXAttr(Root, "/v", AttrRecycle, "on")
+	var gen []*Inode
+	for i := range 4 {
+		gen = append(gen, create(t, ns, "/v/f", int64(i)))
+	}
+	// Versions: 1, 2. Recycle version 1; two overwrites purge 2 (the
+	// floor is 2 now): versions 3, 4; put 1 back, below the floor.
+	if err := ns.Remove(Root, "/v/.sys.v#.f/"+versionID(gen[1]), RemoveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gen = append(gen, create(t, ns, "/v/f", 4), create(t, ns, "/v/f", 5))
+	es, _ := ns.RecycleList(Root)
+	if _, err := ns.RecycleRestore(Root, es[len(es)-1].Key, false); err != nil {
+		t.Fatal(err)
+	}
+	if vs, _ := ns.Versions(Root, "/v/f"); fmt.Sprint(idsOf(vs)) != fmt.Sprint([]uint64{gen[1].ID, gen[3].ID, gen[4].ID}) {
+		t.Fatalf("versions after putting one back: %v", idsOf(vs))
+	}
+	// The next overwrite purges down to 2: the oldest two, 1 and 3.
+	create(t, ns, "/v/f", 6)
+	if vs, _ := ns.Versions(Root, "/v/f"); fmt.Sprint(idsOf(vs)) != fmt.Sprint([]uint64{gen[4].ID, gen[5].ID}) {
+		t.Fatalf("versions after the purge: %v", idsOf(vs))
+	}
+	ns2, _ := Open(eng, Options{Now: clock})
+	if vs, _ := ns2.Versions(Root, "/v/f"); len(vs) != 2 {
+		t.Fatalf("versions after reopen: %v", idsOf(vs))
+	}
+}
