@@ -106,6 +106,9 @@ func (ns *Namespace) Remove(c Caller, path string, o RemoveOptions) error {
 			return err
 		}
 	}
+	if err := ns.emptyVersionsInSteps(c, path, o); err != nil {
+		return err
+	}
 	return ns.mutate(op, func(tx *txn) error {
 		p, n, parent, err := ns.lookup(c, op, path)
 		if err != nil {

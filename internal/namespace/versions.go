@@ -141,9 +141,20 @@ func (ns *Namespace) versionPlan(parent *Inode, name string, keep int) (vdir *In
 	}
 	ns.setFloor(vdir.ID, vs)
 	if extra := len(vs) + 1 - keep; extra > 0 {
-		purge = vs[:extra]
+		purge = vs[:min(extra, ns.purgeStep())]
 	}
 	return vdir, purge, nil
+}
+
+// purgeStep is how many versions one mutation purges at most: a store
+// that bounds its commits (etcd) cannot take every version a lowered
+// sys.versioning leaves beyond it at once, so the next replacements
+// purge the rest.
+func (ns *Namespace) purgeStep() int {
+	if l, ok := ns.eng.(kv.Limiter); ok {
+		return max(l.Limits().Ops/16, 1)
+	}
+	return maxVersions
 }
 
 // setFloor records the lowest name of vs (all that version folder cid
@@ -343,7 +354,7 @@ func (ns *Namespace) RestoreVersion(c Caller, path, id string) (restored *Inode,
 		}
 		var purge []*Inode
 		if n > keep {
-			purge = left[:min(n-keep, len(left))]
+			purge = left[:min(n-keep, len(left), ns.purgeStep())]
 		}
 		ns.chargeFiles(tx, purge, -1)
 		now := ns.opts.Now().UnixNano()
@@ -403,6 +414,40 @@ func (ns *Namespace) removeVersions(tx *txn, c Caller, parent *Inode, name, p st
 		err = ns.removeTree(Root, tx, parent, vdir)
 	}
 	return size, files, dirs, err
+}
+
+// emptyVersionsInSteps removes the versions of the file at path in
+// mutations of at most a quarter of what the store takes in one commit,
+// while they are more than that, before Remove unlinks the file (and its
+// then small version folder) in one. Only where the removal will delete
+// them (not recycle them: the bin takes a folder whole) and c may remove
+// the file.
+func (ns *Namespace) emptyVersionsInSteps(c Caller, path string, o RemoveOptions) error {
+	l, ok := ns.eng.(kv.Limiter)
+	if !ok {
+		return nil // one commit takes any folder
+	}
+	budget := max(l.Limits().Ops/4, 8)
+	for {
+		more := false
+		err := ns.mutate("rm", func(tx *txn) error {
+			_, n, parent, err := ns.lookup(c, "rm", path)
+			if err != nil || n == nil || n.IsDir || parent == nil || (recycling(parent) && !o.NoRecycle) ||
+				!ns.permits(c, n, parent, Delete) {
+				return nil // Remove reports what is wrong
+			}
+			vdir, err := ns.versionFolder(parent, n.Name)
+			if err != nil || vdir == nil || vdir.TreeFiles < int64(budget)/8 {
+				return err
+			}
+			more = true
+			_, err = ns.removeSome(Root, tx, vdir, budget, ns.opts.Now().UnixNano())
+			return err
+		})
+		if err != nil || !more {
+			return kerr.WithOp(err, "rm")
+		}
+	}
 }
 
 // moveVersions moves the version folder of file name in from along with

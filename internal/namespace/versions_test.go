@@ -479,3 +479,55 @@ func TestVersionFloor(t *testing.T) {
 		t.Fatalf("versions after reopen: %v", idsOf(vs))
 	}
 }
+
+// TestVersionsBoundedCommits: on a store that bounds its commits (etcd),
+// a lowered sys.versioning is applied a few versions per replacement and
+// rm of a file with many versions removes them in steps; every commit
+// fits, nothing is lost track of.
+func TestVersionsBoundedCommits(t *testing.T) {
+	ns, err := Open(limitedStore{memkv.New(), 64}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	versionedDir(t, ns, "/v", 40)
+	ns.SetXAttr(Root, "/v", AttrLayout, "replica:3")
+	for i := range 41 {
+		create(t, ns, "/v/f", int64(i))
+	}
+	count := func() int {
+		vs, err := ns.Versions(Root, "/v/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(vs)
+	}
+	if n := count(); n != 40 {
+		t.Fatalf("%d versions, want 40", n)
+	}
+	ns.SetXAttr(Root, "/v", AttrVersioning, "1")
+	prev, written := 40, 41
+	for prev > 1 {
+		create(t, ns, "/v/f", 100)
+		written++
+		n := count()
+		if n >= prev {
+			t.Fatalf("a replacement with sys.versioning=1 purged nothing: %d versions (before %d)", n, prev)
+		}
+		prev = n
+	}
+	ns.SetXAttr(Root, "/v", AttrVersioning, "40")
+	for range 30 {
+		create(t, ns, "/v/f", 7)
+		written++
+	}
+	if err := ns.Remove(Root, "/v/f", RemoveOptions{}); err != nil {
+		t.Fatalf("rm of a file with 31 versions: %v", err)
+	}
+	if d := mustStat(t, ns, "/v"); d.TreeFiles != 0 || d.TreeDirs != 0 {
+		t.Fatalf("accounting after rm: files %d dirs %d", d.TreeFiles, d.TreeDirs)
+	}
+	ds, _ := ns.Deletions(1, 1000)
+	if len(ds) != written { // every content written (the stripes on fs 1)
+		t.Fatalf("%d contents queued for deletion, want %d", len(ds), written)
+	}
+}
