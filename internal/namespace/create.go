@@ -144,7 +144,9 @@ func (ns *Namespace) link(tx *txn, parent, f, old *Inode) error {
 	if old != nil {
 		if keep = keepVersions(parent); keep > 0 {
 			var err error
-			if vdir, freed, err = ns.versionPlan(parent, old.Name, keep); err != nil {
+			if vdir, freed, err = ns.versionPlan(parent, old.Name, keep); kerr.Is(err, kerr.Exists) {
+				return kerr.WithOp(err, "commit")
+			} else if err != nil {
 				return kerr.Wrap(kerr.Internal, "commit", f.Name, err)
 			}
 		} else {

@@ -129,8 +129,19 @@ func (ns *Namespace) versionFolder(parent *Inode, name string) (*Inode, error) {
 // implies: its version folder (nil: to be made) and the oldest versions
 // that go to keep keep. Caller holds ns.mu.
 func (ns *Namespace) versionPlan(parent *Inode, name string, keep int) (vdir *Inode, purge []*Inode, err error) {
-	if vdir, err = ns.versionFolder(parent, name); err != nil || vdir == nil {
+	if vdir, err = ns.versionFolder(parent, name); err != nil {
 		return nil, nil, err
+	}
+	if vdir == nil {
+		// A file of that name (made before names were reserved) would
+		// lose its entry to the folder: refuse the replacement.
+		if n, err := ns.child(parent.ID, VersionPrefix+name); err != nil || n != nil {
+			if err == nil {
+				err = kerr.New(kerr.Exists, "", VersionPrefix+name, "a file has the name of the version folder "+AttrVersioning+" keeps; rename it")
+			}
+			return nil, nil, err
+		}
+		return nil, nil, nil
 	}
 	if vdir.TreeFiles+1 <= int64(keep) { // it holds only versions: no purge
 		return vdir, nil, nil

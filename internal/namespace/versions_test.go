@@ -531,3 +531,36 @@ func TestVersionsBoundedCommits(t *testing.T) {
 		t.Fatalf("%d contents queued for deletion, want %d", len(ds), written)
 	}
 }
+
+// TestVersionFolderNameTaken: a file named like the version folder (made
+// before such names were reserved) is never overwritten by the folder:
+// the replacement is refused and both stay as they were.
+func TestVersionFolderNameTaken(t *testing.T) {
+	ns := tickingNS(t)
+	versionedDir(t, ns, "/v", 2)
+	create(t, ns, "/v/f", 1)
+	l := create(t, ns, "/v/legacy", 9)
+	if err := ns.mutate("test", func(tx *txn) error { // rename it as an old binary could
+		tx.del(dentryKey(l.Parent, l.Name))
+		l.Name = VersionPrefix + "f"
+		putFile(tx, l)
+		tx.put(inodeKey(l.ID), fileIndex(l.Parent, l.Name))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := upload(t, ns, Root, "/v/f", 2)
+	mustKind(t, err, kerr.Exists)
+	if !strings.Contains(err.Error(), ".sys.v#.f") {
+		t.Fatalf("the error does not name the file in the way: %v", err)
+	}
+	if n := mustStat(t, ns, "/v/.sys.v#.f"); n.ID != l.ID || n.IsDir {
+		t.Fatalf("the file in the way: %+v", n)
+	}
+	if n := mustStat(t, ns, "/v/f"); n.Size != 1 {
+		t.Fatalf("/v/f replaced without its version: %+v", n)
+	}
+	if _, err := ns.GetAttr(Root, l.ID); err != nil {
+		t.Fatalf("the file in the way lost its inode: %v", err)
+	}
+}
