@@ -60,8 +60,8 @@ func checkVersioning(v string) error {
 	return nil
 }
 
-// maxVersions bounds sys.versioning: a replacement purges into one batch
-// whatever a lowered setting leaves beyond it.
+// maxVersions bounds sys.versioning, and so what one replacement purges
+// of what a lowered setting leaves beyond it (purgeStep).
 const maxVersions = 1000
 
 // keepVersions is how many versions directory d keeps of each file (0:
@@ -76,7 +76,7 @@ func keepVersions(d *Inode) int {
 
 // versionID is the name file f has as a version.
 func versionID(f *Inode) string {
-	return strconv.FormatInt(f.MTime/1e9, 10) + "." + fmt.Sprintf("%08x", f.ID)
+	return fmt.Sprintf("%d.%08x", f.MTime/1e9, f.ID)
 }
 
 // versionsIn returns the versions in version folder vdir, oldest first.
