@@ -14,7 +14,7 @@ import (
 func init() {
 	register(command{name: "space", short: "space ls | define NAME | config NAME key=value: spaces, capacity counted once per backend", run: runSpace})
 	register(command{name: "fs", short: "fs ls | fs add --node N (--path P | --rados --pool P) [--space S] | fs config ID key=value | fs status ID | fs reinit ID", run: runFs})
-	register(command{name: "file", short: "file info PATH: fid, layout, checksums, stripes | file convert PATH --space S --layout L", run: runFile})
+	register(command{name: "file", short: "file info PATH: fid, layout, checksums, stripes | file convert PATH --space S --layout L | " + versionsUsage, run: runFile})
 	register(command{name: "attr", short: "attr set PATH name=value | get PATH name | ls PATH | rm PATH name", run: runAttr})
 }
 
@@ -212,8 +212,11 @@ func runFile(args []string) int {
 	if len(args) > 0 && args[0] == "convert" {
 		return runConvert(fl, u, args[1:])
 	}
+	if len(args) > 0 && (args[0] == "versions" || args[0] == "restore-version") {
+		return runFileVersions(fl, u, args[0], args[1:])
+	}
 	if len(args) == 0 || args[0] != "info" {
-		fmt.Fprintln(os.Stderr, "usage: kaon file info PATH | file convert PATH [--space S] [--layout L] | file convert --status")
+		fmt.Fprintln(os.Stderr, "usage: kaon file info PATH | file convert PATH [--space S] [--layout L] | file convert --status | "+versionsUsage)
 		return 2
 	}
 	p, ok := oneArg(fl, args[1:])

@@ -260,6 +260,21 @@ func (c *Client) RecyclePurge(ctx context.Context, key string, olderThan time.Du
 	return out.Purged, err
 }
 
+// Versions lists the versions kept of the file at path, oldest first.
+func (c *Client) Versions(ctx context.Context, path string) ([]Version, error) {
+	var out []Version
+	err := c.get(ctx, "file/versions", map[string]any{"path": path}, &out)
+	return out, err
+}
+
+// RestoreVersion makes version id the content of the file at path again
+// (the current content becomes a version) and returns the file.
+func (c *Client) RestoreVersion(ctx context.Context, path, id string) (Entry, error) {
+	var e Entry
+	err := c.Call(ctx, true, "file/restore-version", map[string]any{"path": path, "version": id}, &e)
+	return e, err
+}
+
 // Whoami asks who the server thinks the caller is.
 func (c *Client) Whoami(ctx context.Context) (Whoami, error) {
 	var w Whoami

@@ -141,6 +141,17 @@ type RecycleEntry struct {
 	Time  time.Time `json:"time"` // when it was deleted
 }
 
+// Version is a kept content of a file (`file versions`): its id names it
+// in the file's version folder, Path reads it.
+type Version struct {
+	ID        string            `json:"id"`
+	Path      string            `json:"path"`
+	Fid       uint64            `json:"fid"`
+	Size      int64             `json:"size"`
+	MTime     time.Time         `json:"mtime"`
+	Checksums map[string]string `json:"checksums,omitempty"`
+}
+
 // Whoami is who the server thinks the client is, and how it knows.
 type Whoami struct {
 	UID    uint32   `json:"uid"`

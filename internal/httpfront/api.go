@@ -351,6 +351,27 @@ func (f *Namespace) apiHandler() http.Handler {
 		n, err := ns.RecyclePurge(ctx, c, a["key"], older)
 		return map[string]int{"purged": n}, err
 	})
+	handle("file/versions", false, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		vs, err := ns.Versions(ctx, c, a["path"])
+		if err != nil {
+			return nil, err
+		}
+		p, _ := namespace.CleanPath(a["path"])
+		out := []client.Version{}
+		for _, v := range vs {
+			out = append(out, client.Version{ID: v.Name, Path: namespace.VersionsPath(p) + "/" + v.Name, Fid: v.ID,
+				Size: v.Size, MTime: time.Unix(0, v.MTime), Checksums: v.Checksums})
+		}
+		return out, nil
+	})
+	handle("file/restore-version", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
+		n, err := ns.RestoreVersion(ctx, c, a["path"], a["version"])
+		if err != nil {
+			return nil, err
+		}
+		p, _ := namespace.CleanPath(a["path"])
+		return entryOf(p, n), nil
+	})
 	mux.HandleFunc("/api/v1/ns/status", f.serveNSStatus)
 	handle("ns/step-down", true, f.stepDown)
 	handle("whoami", false, func(_ context.Context, c auth.Principal, _ apiArgs) (any, error) {

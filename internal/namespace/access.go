@@ -1,6 +1,10 @@
 package namespace
 
-import "github.com/kaon-storage/kaon/internal/kerr"
+import (
+	"strings"
+
+	"github.com/kaon-storage/kaon/internal/kerr"
+)
 
 // Rights a check asks for. Read, Write and Search are about n itself (a
 // file's content, a directory's listing and entries); Delete is removing
@@ -48,9 +52,35 @@ func modeAllows(c Caller, n *Inode, want uint32) bool {
 }
 
 // permits asks the configured authorization about want on n, whose
-// directory is dir (n itself for a directory).
+// directory is dir (n itself for a directory). A version is read only by
+// who may read it and its file.
 func (ns *Namespace) permits(c Caller, n, dir *Inode, want uint32) bool {
-	return ns.opts.Permits(c, n, dir, want)
+	if !ns.opts.Permits(c, n, dir, want) {
+		return false
+	}
+	if want&Read != 0 && n != nil && !n.IsDir && dir != nil && IsVersionDir(dir.Name) {
+		if f, fdir := ns.fileOfVersions(dir); f != nil {
+			return ns.opts.Permits(c, f, fdir, Read)
+		}
+	}
+	return true
+}
+
+// fileOfVersions returns the file whose version folder is vdir, and its
+// directory (nil when it is gone).
+func (ns *Namespace) fileOfVersions(vdir *Inode) (f, dir *Inode) {
+	if vdir.Parent == vdir.ID || ns.isBin(vdir.Parent) {
+		return nil, nil
+	}
+	d, err := ns.dir(vdir.Parent)
+	if err != nil {
+		return nil, nil
+	}
+	f, err = ns.child(d.ID, strings.TrimPrefix(vdir.Name, VersionPrefix))
+	if err != nil || f == nil || f.IsDir {
+		return nil, nil
+	}
+	return f, d
 }
 
 // dirOf returns the directory that governs n: n itself, or its parent.

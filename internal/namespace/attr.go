@@ -117,6 +117,10 @@ func (ns *Namespace) SetXAttr(c Caller, path, name, value string) error {
 			if err := CheckSpaceName(value); err != nil {
 				return kerr.New(kerr.Invalid, "", path, err.Error())
 			}
+		case AttrVersioning:
+			if err := checkVersioning(value); err != nil {
+				return kerr.New(kerr.Invalid, "", path, err.Error())
+			}
 		case AttrMkPath:
 			if value != "on" && value != "off" {
 				return kerr.New(kerr.Invalid, "", path, AttrMkPath+" must be on or off")

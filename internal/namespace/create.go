@@ -36,6 +36,9 @@ func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptio
 	if p == "/" || parent == nil {
 		return nil, nil, nil, kerr.New(kerr.IsDir, "create", p, "is a directory")
 	}
+	if err := reserved("create", p, parent); err != nil {
+		return nil, nil, nil, err
+	}
 	if n != nil {
 		switch {
 		case n.IsDir:
@@ -130,19 +133,31 @@ func (ns *Namespace) CreateEmpty(c Caller, path string, o CreateOptions) (f *Ino
 	return f, err
 }
 
-// link makes file f visible in parent, replacing old (whose stripes are
-// queued for deletion), and updates the subtree accounting. Caller holds
-// ns.mu.
+// link makes file f visible in parent, replacing old: its stripes are
+// queued for deletion, or, where parent keeps versions, it becomes the
+// newest version of f (versions.go). It updates quota and the subtree
+// accounting. Caller holds ns.mu.
 func (ns *Namespace) link(tx *txn, parent, f, old *Inode) error {
-	// Quota first, before anything of the file is written: the replaced
-	// file's usage is freed, the new one must fit.
+	keep := 0
+	var vdir *Inode
+	var freed []*Inode // files the replacement removes
 	if old != nil {
-		ns.charge(tx, parent.ID, old.UID, old.GID, Amount{old.Size, 1}.neg())
-	}
-	if err := ns.fits(tx, parent.ID, f.UID, f.GID, Amount{f.Size, 1}, f.Name); err != nil {
-		if old != nil {
-			ns.charge(tx, parent.ID, old.UID, old.GID, Amount{old.Size, 1})
+		if keep = keepVersions(parent); keep > 0 {
+			var err error
+			if vdir, freed, err = ns.versionPlan(parent, old.Name, keep); kerr.Is(err, kerr.Exists) {
+				return kerr.WithOp(err, "commit")
+			} else if err != nil {
+				return kerr.Wrap(kerr.Internal, "commit", f.Name, err)
+			}
+		} else {
+			freed = []*Inode{old}
 		}
+	}
+	// Quota first, before anything of the file is written: what the
+	// replacement removes is freed, the new one must fit.
+	ns.chargeFiles(tx, freed, -1)
+	if err := ns.fits(tx, parent.ID, f.UID, f.GID, Amount{f.Size, 1}, f.Name); err != nil {
+		ns.chargeFiles(tx, freed, 1)
 		return kerr.WithOp(err, "commit")
 	}
 	ns.charge(tx, parent.ID, f.UID, f.GID, Amount{f.Size, 1})
@@ -152,9 +167,15 @@ func (ns *Namespace) link(tx *txn, parent, f, old *Inode) error {
 	dFiles, dSize := int64(1), f.Size
 	if old != nil {
 		dFiles, dSize = 0, f.Size-old.Size
-		tx.del(inodeKey(old.ID))
-		queueDeletion(tx, old)
-		tx.emit(Event{Kind: Removed, Ino: old.ID, Parent: parent.ID, Name: old.Name})
+		if keep > 0 {
+			if err := ns.keepVersion(tx, parent, vdir, old, freed, now); err != nil {
+				return kerr.Wrap(kerr.Internal, "commit", f.Name, err)
+			}
+		} else {
+			tx.del(inodeKey(old.ID))
+			queueDeletion(tx, old)
+			tx.emit(Event{Kind: Removed, Ino: old.ID, Parent: parent.ID, Name: old.Name})
+		}
 	}
 	tx.emit(Event{Kind: Committed, Ino: f.ID, Parent: parent.ID, Name: f.Name})
 	ns.touch(tx, parent, now)

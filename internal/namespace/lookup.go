@@ -98,7 +98,11 @@ func (ns *Namespace) readDir(c Caller, what string, d *Inode) ([]*Inode, error) 
 		return nil, kerr.New(kerr.Permission, "list", what, "read permission denied")
 	}
 	var out []*Inode
-	if err := ns.scanDir(d, func(n *Inode) { out = append(out, ns.copyOut(c, n)) }); err != nil {
+	if err := ns.scanDir(d, func(n *Inode) {
+		if !n.IsDir || !IsVersionDir(n.Name) { // a path names version folders
+			out = append(out, ns.copyOut(c, n))
+		}
+	}); err != nil {
 		return nil, kerr.Wrap(kerr.Internal, "list", what, err)
 	}
 	return out, nil

@@ -99,6 +99,9 @@ type Namespace struct {
 	quota    map[uint64]*quotaNode
 	bookings map[uint64]*booking // quota booked by uploads in flight, by fid
 	binID    uint64              // the recycle bin container, once created
+	// floors: by version folder, a name no version in it is below
+	// (versions.go); changed under mu held exclusively.
+	floors map[uint64]string
 
 	handedOver bool // HandOver ran: claims are refused
 }
@@ -119,7 +122,8 @@ func Open(eng kv.Store, opts Options) (*Namespace, error) {
 		opts.Permits = ModeBits
 	}
 	ns := &Namespace{eng: eng, opts: opts, feed: newFeed(opts.FeedSize), dirs: map[uint64]*Inode{},
-		dirIndex: map[dirKey]uint64{}, claimed: map[uint64]bool{}, bookings: map[uint64]*booking{}}
+		dirIndex: map[dirKey]uint64{}, claimed: map[uint64]bool{}, bookings: map[uint64]*booking{},
+		floors: map[uint64]string{}}
 	v, err := eng.Get([]byte("v"))
 	switch {
 	case errors.Is(err, kv.ErrNotFound):

@@ -380,6 +380,9 @@ func (ns *Namespace) SetQuota(c Caller, path string, key QuotaKey, limit Amount)
 		if d == nil || !d.IsDir {
 			return kerr.New(kerr.NotDir, "quota set", p, "quota nodes are directories")
 		}
+		if IsVersionDir(d.Name) {
+			return kerr.New(kerr.Invalid, "quota set", p, "a version folder counts in its file's quota node")
+		}
 		tx.put(quotaKeyBytes('Q', d.ID, key), encodeAmount(limit))
 		if _, ok := ns.quota[d.ID]; !ok {
 			used, err := ns.countBelow(d)

@@ -226,6 +226,7 @@ func (ns *Namespace) RecycleRestore(c Caller, key string, forceRename bool) (res
 			return kerr.New(kerr.Internal, "recycle restore", key, "recycled inode missing")
 		}
 		name := path.Base(target)
+		delete(ns.floors, parent.ID) // a version put back may be below its folder's floor
 		tx.del(dentryKey(b.ID, key))
 		if n.IsDir {
 			ns.uncacheDir(tx, n)

@@ -57,6 +57,9 @@ func (ns *Namespace) Mkdir(c Caller, path string, mode uint32, parents bool) err
 			if !ns.permits(c, cur, cur, Write|Search) {
 				return kerr.New(kerr.Permission, "mkdir", p, "write permission denied on parent")
 			}
+			if err := reserved("mkdir", "/"+strings.Join(names[:i+1], "/"), cur); err != nil {
+				return err
+			}
 			d := &Inode{ID: ns.allocID(tx), Parent: cur.ID, Name: name, IsDir: true, Mode: mode & 0o7777,
 				UID: c.UID, GID: c.GID, CTime: now, MTime: now, BTime: now, TreeMTime: now}
 			for k, v := range cur.XAttrs {
@@ -103,6 +106,9 @@ func (ns *Namespace) Remove(c Caller, path string, o RemoveOptions) error {
 			return err
 		}
 	}
+	if err := ns.emptyVersionsInSteps(c, path, o); err != nil {
+		return err
+	}
 	return ns.mutate(op, func(tx *txn) error {
 		p, n, parent, err := ns.lookup(c, op, path)
 		if err != nil {
@@ -129,6 +135,12 @@ func (ns *Namespace) Remove(c Caller, path string, o RemoveOptions) error {
 		size, files, dirs := n.Size, int64(1), int64(0)
 		if n.IsDir {
 			size, files, dirs = n.TreeSize, n.TreeFiles, n.TreeDirs+1
+		} else {
+			vs, vf, vd, err := ns.removeVersions(tx, c, parent, n.Name, p, recycling(parent) && !o.NoRecycle)
+			if err != nil {
+				return kerr.Wrap(kerr.Internal, op, p, err)
+			}
+			size, files, dirs = size+vs, files+vf, dirs+vd
 		}
 		switch {
 		case recycling(parent) && !o.NoRecycle:
@@ -158,6 +170,12 @@ func (ns *Namespace) Remove(c Caller, path string, o RemoveOptions) error {
 
 func (ns *Namespace) unlinkFile(tx *txn, parent, f *Inode) {
 	ns.charge(tx, parent.ID, f.UID, f.GID, Amount{f.Size, 1}.neg())
+	ns.dropFile(tx, parent, f)
+}
+
+// dropFile unlinks file f of parent and queues its stripes for deletion
+// (its quota already released).
+func (ns *Namespace) dropFile(tx *txn, parent, f *Inode) {
 	tx.del(dentryKey(parent.ID, f.Name))
 	tx.del(inodeKey(f.ID))
 	queueDeletion(tx, f)
@@ -329,6 +347,12 @@ func (ns *Namespace) Rename(c Caller, from, to string, overwrite bool) (replaced
 		if tp == "/" || tparent == nil || !tparent.IsDir {
 			return kerr.New(kerr.NotFound, "mv", tp, "destination parent does not exist")
 		}
+		if n.IsDir && IsVersionDir(n.Name) {
+			return kerr.New(kerr.Permission, "mv", fp, "a version folder moves with its file, not by itself")
+		}
+		if err := reserved("mv", tp, tparent); err != nil {
+			return err
+		}
 		if !ns.permits(c, n, fparent, Delete) || !ns.permits(c, tparent, tparent, Write|Search) ||
 			(old != nil && !ns.permits(c, old, tparent, Delete)) {
 			return kerr.New(kerr.Permission, "mv", tp, "write permission denied")
@@ -373,9 +397,13 @@ func (ns *Namespace) Rename(c Caller, from, to string, overwrite bool) (replaced
 			tx.put(inodeKey(n.ID), n.encode(nil))
 			tx.put(dentryKey(tparent.ID, newName), u64([]byte{'d'}, n.ID))
 		} else {
+			from := n.Name
 			n.Parent, n.Name, n.CTime = tparent.ID, newName, now
 			putFile(tx, n)
 			tx.put(inodeKey(n.ID), fileIndex(tparent.ID, newName))
+			if err := ns.moveVersions(tx, c, fparent, from, tparent, newName, tp, now); err != nil {
+				return kerr.WithOp(err, "mv")
+			}
 		}
 		tx.emit(ev)
 		ns.touch(tx, fparent, now)
