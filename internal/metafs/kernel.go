@@ -31,7 +31,7 @@ import (
 // File data is copied in on first open: the view carries a fanotify
 // permission mark (FAN_OPEN_PERM), so the first open of each file blocks
 // while the daemon copies it from the tree below (after checking that its
-// size and mtime still match the index), then marks the inode ignored, so
+// size, mtime and ctime still match the index), then marks the inode ignored, so
 // later opens and all reads never leave the kernel. The data stays in the
 // tmpfs (memory or swap) for the life of the mount, as in a CVMFS cache.
 //
