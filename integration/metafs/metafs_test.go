@@ -989,3 +989,41 @@ func TestChangedBelowRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelModeSparse: kernel mode copies a sparse file's data extents
+// only (SEEK_DATA/SEEK_HOLE), so its holes stay holes in the skeleton: a
+// 64 MiB file holding two 4 KiB extents reads back byte for byte but
+// takes two pages of the tmpfs, and the fill counts only the data.
+func TestKernelModeSparse(t *testing.T) {
+	lower := filepath.Join(t.TempDir(), "sw")
+	must(t, os.MkdirAll(lower, 0o755))
+	const size = 64 << 20
+	head, tail := bytes.Repeat([]byte("h"), 4096), bytes.Repeat([]byte("t"), 4096)
+	f, err := os.Create(filepath.Join(lower, "sparse"))
+	must(t, err)
+	_, err = f.WriteAt(head, 0)
+	must(t, err)
+	_, err = f.WriteAt(tail, size-4096)
+	must(t, err)
+	must(t, f.Close())
+	idx := filepath.Join(t.TempDir(), "sw.metafs")
+	index(t, lower, idx)
+	mnt := t.TempDir()
+	d := mount(t, "--kernel", "--index", idx, lower, mnt)
+
+	want, err := os.ReadFile(filepath.Join(lower, "sparse"))
+	must(t, err)
+	got, err := os.ReadFile(filepath.Join(mnt, "sparse"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read of the sparse file through the mount: %d bytes, %v; want its %d bytes", len(got), err, len(want))
+	}
+	var st unix.Stat_t
+	must(t, unix.Stat(filepath.Join(mnt, "sparse"), &st))
+	if st.Size != size || st.Blocks*512 > 64<<10 {
+		t.Errorf("skeleton file after the fill: size %d, %d bytes allocated; want %d bytes with its holes kept (8 KiB of data)", st.Size, st.Blocks*512, size)
+	}
+	must(t, d.cmd.Process.Signal(syscall.SIGUSR1))
+	if line := d.waitFor(t, "files filled"); !strings.Contains(line, "1 files filled from the tree below (8192 bytes)") {
+		t.Errorf("fill of a file with 8 KiB of data: %s", line)
+	}
+}

@@ -331,9 +331,11 @@ func (k *KernelMount) copyIn(g *skelGen, i int) (err error) {
 		return fmt.Errorf("skeleton: %w", err)
 	}
 	defer unix.Close(dfd)
-	n, err := copyExact(dfd, sfd, int64(a.Size))
-	if err == nil && uint64(n) != a.Size {
-		err = fmt.Errorf("read %d of %d bytes from %s", n, a.Size, k.Lower)
+	n, err := copyData(dfd, sfd, int64(a.Size))
+	if err == nil {
+		// Changed while it was copied (truncated, say: the extents
+		// below would have ended early and left zeros)?
+		err = g.x.checkOpen(i, sfd, k.Lower)
 	}
 	if err != nil {
 		unix.Ftruncate(dfd, 0) // keep the skeleton's sparse, unfilled state
@@ -345,24 +347,47 @@ func (k *KernelMount) copyIn(g *skelGen, i int) (err error) {
 	return unix.UtimesNanoAt(g.rwroot, p, ts, unix.AT_SYMLINK_NOFOLLOW)
 }
 
-// copyExact copies size bytes with pread/pwrite and no read past the end:
-// every call reaching the tree below counts, and copy_file_range refuses
-// to cross from the tree's filesystem to tmpfs (EXDEV) on this kernel.
-func copyExact(dst, src int, size int64) (int64, error) {
-	buf := make([]byte, min(size, 1<<20))
+// copyData copies the data of the first size bytes of src into dst, a
+// file of that size holding only a hole, and returns the bytes copied.
+// Only the data extents below are copied (SEEK_DATA/SEEK_HOLE), so holes
+// stay holes: a sparse file takes in the skeleton what its data takes.
+// Below a file system that cannot tell holes, everything is data. Reads
+// are pread/pwrite with no read past the end: every call reaching the
+// tree below counts, and copy_file_range refuses to cross from the
+// tree's file system to tmpfs (EXDEV) on this kernel.
+func copyData(dst, src int, size int64) (int64, error) {
+	var buf []byte
 	var n int64
-	for n < size {
-		m, err := unix.Pread(src, buf[:min(int64(len(buf)), size-n)], n)
-		if err != nil {
-			return n, err
-		}
-		if m == 0 { // shorter than the index says
+	for off := int64(0); off < size; {
+		data, err := unix.Seek(src, off, unix.SEEK_DATA)
+		if err == unix.ENXIO { // a hole up to the end
 			break
 		}
-		if _, err := unix.Pwrite(dst, buf[:m], n); err != nil {
+		end := size
+		if err != nil { // no hole information
+			data = off
+		} else if end, err = unix.Seek(src, data, unix.SEEK_HOLE); err != nil {
 			return n, err
 		}
-		n += int64(m)
+		end = min(end, size)
+		if buf == nil {
+			buf = make([]byte, min(size, 1<<20))
+		}
+		for data < end {
+			m, err := unix.Pread(src, buf[:min(int64(len(buf)), end-data)], data)
+			if err != nil {
+				return n, err
+			}
+			if m == 0 {
+				return n, fmt.Errorf("the file ended at %d, before the %d bytes the index has", data, size)
+			}
+			if _, err := unix.Pwrite(dst, buf[:m], data); err != nil {
+				return n, err
+			}
+			data += int64(m)
+			n += int64(m)
+		}
+		off = end
 	}
 	return n, nil
 }
