@@ -19,8 +19,8 @@ import (
 )
 
 // gatedLower serves a directory through a FUSE loopback mount of this
-// test process on which reads of the file named "gated" block until
-// release is closed: a kernel-mode daemon copying it is caught in the
+// test process on which reads of files named "gated..." block until
+// release is closed: a kernel-mode daemon copying one is caught in the
 // middle of its fill. entered gets a value when such a read blocks.
 type gatedLower struct {
 	mnt              string
@@ -71,12 +71,12 @@ func (g *gatedLower) open() {
 
 func newGatedLower(t *testing.T, dir string) *gatedLower {
 	t.Helper()
-	g := &gatedLower{mnt: t.TempDir(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	g := &gatedLower{mnt: t.TempDir(), entered: make(chan struct{}, 16), release: make(chan struct{})}
 	var st syscall.Stat_t
 	must(t, syscall.Stat(dir, &st))
 	root := &fs.LoopbackRoot{Path: dir, Dev: uint64(st.Dev)}
 	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, name string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &gateNode{LoopbackNode: fs.LoopbackNode{RootData: r}, g: g, gated: name == "gated"}
+		return &gateNode{LoopbackNode: fs.LoopbackNode{RootData: r}, g: g, gated: strings.HasPrefix(name, "gated")}
 	}
 	root.RootNode = root.NewNode(root, nil, "", &st)
 	srv, err := fs.Mount(g.mnt, root.RootNode, &fs.Options{MountOptions: fuse.MountOptions{FsName: "gated", DirectMount: true}})
@@ -150,14 +150,8 @@ func killAll(t *testing.T, d *daemon) {
 	t.Helper()
 	pid := d.cmd.Process.Pid
 	must(t, syscall.Kill(pid, syscall.SIGSTOP))
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	must(t, err)
-	for _, task := range tasks {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
-		for _, c := range strings.Fields(string(b)) {
-			n, _ := strconv.Atoi(c)
-			syscall.Kill(n, syscall.SIGKILL)
-		}
+	for _, c := range children(t, pid) {
+		syscall.Kill(c, syscall.SIGKILL)
 	}
 	must(t, syscall.Kill(pid, syscall.SIGKILL))
 	within(t, "exit of the daemon and its children after SIGKILL", func() { <-d.done })
@@ -321,5 +315,122 @@ func TestKernelModeStaleView(t *testing.T) {
 				t.Errorf("%d mounts on %s, want 1", n, mnt)
 			}
 		})
+	}
+}
+
+// children are the pids of the processes pid started.
+func children(t *testing.T, pid int) []int {
+	t.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	must(t, err)
+	var out []int
+	for _, task := range tasks {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		for _, c := range strings.Fields(string(b)) {
+			n, _ := strconv.Atoi(c)
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// TestKernelModeKeeperKilled: when the keeper dies, the daemon (still
+// able to) takes its mount down at once and exits with an error naming
+// it: files it filled stay readable to a process inside the view, files
+// it did not are gone from it.
+func TestKernelModeKeeperKilled(t *testing.T) {
+	lower := mkTree(t)
+	idx := filepath.Join(t.TempDir(), "sw.metafs")
+	index(t, lower, idx)
+	mnt := t.TempDir()
+	d := mount(t, "--kernel", "--index", idx, lower, mnt)
+	want, err := os.ReadFile(filepath.Join(lower, "bin/tool"))
+	must(t, err)
+	if got, err := os.ReadFile(filepath.Join(mnt, "bin/tool")); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read before the kill: %d bytes, %v", len(got), err)
+	}
+	bin, err := unix.Open(filepath.Join(mnt, "bin"), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	must(t, err)
+	defer unix.Close(bin)
+	site, err := unix.Open(filepath.Join(mnt, "lib/python3/site"), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	must(t, err)
+	defer unix.Close(site)
+
+	kids := children(t, d.cmd.Process.Pid)
+	if len(kids) != 1 {
+		t.Fatalf("daemon %d has children %v, want its keeper", d.cmd.Process.Pid, kids)
+	}
+	must(t, syscall.Kill(kids[0], syscall.SIGKILL))
+	within(t, "exit of the daemon after its keeper was killed", func() { <-d.done })
+	if d.cmd.ProcessState.ExitCode() == 0 || !strings.Contains(d.output(), fmt.Sprintf("its keeper, pid %d, exited", kids[0])) {
+		t.Errorf("daemon after its keeper was killed: exit %d:\n%s", d.cmd.ProcessState.ExitCode(), d.output())
+	}
+	if isMounted(mnt) {
+		t.Errorf("view still on %s after its keeper was killed", mnt)
+		unix.Unmount(mnt, unix.MNT_DETACH)
+	}
+	noDataFile(t, site, "mod.py")
+	fd, err := unix.Openat(bin, "tool", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	must(t, err)
+	got := make([]byte, len(want)+1)
+	n, _ := unix.Read(fd, got)
+	unix.Close(fd)
+	if !bytes.Equal(got[:max(n, 0)], want) {
+		t.Errorf("filled file inside the view taken down: %d bytes, want its %d", n, len(want))
+	}
+}
+
+// TestKernelModeStopWhileOpening: a daemon told to stop (SIGTERM) while
+// opens wait for it lets the fills it started finish and refuses (EIO)
+// the opens it has not started on, rather than closing the group on them,
+// which would let them open unfilled files reading as zeros.
+func TestKernelModeStopWhileOpening(t *testing.T) {
+	backing := mkTree(t)
+	const fills = 8 // the daemon's parallel fills: a ninth open waits
+	for i := range fills {
+		must(t, os.WriteFile(filepath.Join(backing, fmt.Sprintf("gated%d", i)), []byte(fmt.Sprintf("gated file %d\n", i)), 0o644))
+	}
+	lower := newGatedLower(t, backing)
+	idx := filepath.Join(t.TempDir(), "sw.metafs")
+	index(t, lower.mnt, idx)
+	mnt := t.TempDir()
+	d := mount(t, "--kernel", "--index", idx, lower.mnt, mnt)
+	t.Cleanup(lower.open) // before the daemon is stopped: it may be filling
+
+	var filling []*bg
+	for i := range fills {
+		filling = append(filling, start(t, "cat", filepath.Join(mnt, fmt.Sprintf("gated%d", i))))
+	}
+	for i := range fills {
+		select {
+		case <-lower.entered:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("timeout (30s): %d of %d copies of gated files reached the tree below:\n%s", i, fills, d.output())
+		}
+	}
+	waiting := start(t, "cat", filepath.Join(mnt, "lib/libfoo.so.1.2"))
+	waitBlockedOpen(t, waiting.cmd.Process.Pid, "cat lib/libfoo.so.1.2")
+	must(t, d.cmd.Process.Signal(syscall.SIGTERM))
+	d.waitFor(t, "unmounting")
+	for deadline := time.Now().Add(30 * time.Second); isMounted(mnt); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timeout (30s): view still on %s after SIGTERM", mnt)
+		}
+	}
+	lower.open()
+	for i, b := range filling {
+		err := b.wait(t, fmt.Sprintf("cat gated%d", i))
+		if want := fmt.Sprintf("gated file %d\n", i); err != nil || b.out.String() != want {
+			t.Errorf("cat gated%d, being filled at SIGTERM: %v, %q (stderr %q), want %q", i, err, b.out.String(), b.stderr.String(), want)
+		}
+	}
+	err := waiting.wait(t, "cat lib/libfoo.so.1.2")
+	if err == nil || waiting.out.Len() != 0 || !strings.Contains(waiting.stderr.String(), "Input/output error") {
+		t.Errorf("cat lib/libfoo.so.1.2, waiting at SIGTERM: %v, %d bytes %q..., stderr %q; want EIO and no bytes",
+			err, waiting.out.Len(), waiting.out.Bytes()[:min(waiting.out.Len(), 16)], waiting.stderr.String())
+	}
+	within(t, "exit of the daemon after SIGTERM", func() { <-d.done })
+	if d.cmd.ProcessState.ExitCode() != 0 {
+		t.Errorf("daemon exit %d after SIGTERM:\n%s", d.cmd.ProcessState.ExitCode(), d.output())
 	}
 }
