@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,8 +58,8 @@ import (
 //
 // The end of the socket without 'B' is the daemon's death.
 
-// keeperFds are where the keeper finds the fanotify group and its end of
-// the control socket.
+// keeperFan and keeperCtl are the descriptors the keeper finds the
+// fanotify group and its end of the control socket under.
 const keeperFan, keeperCtl = 3, 4
 
 // maxDeny bounds the descriptor numbers answered for a dead daemon.
@@ -184,8 +185,13 @@ func (l *keeperLink) bye() {
 
 // RunKeeper is the keeper's life (see above); `kaon metafs keeper` runs
 // it, started by MountKernel with the group and the control socket as
-// descriptors 3 and 4. It returns the exit status.
+// descriptors 3 and 4. It returns the exit status. It ends only when the
+// daemon says goodbye or dies (after taking the view down), or by
+// SIGKILL: SIGTERM, SIGINT and SIGHUP are ignored (a service manager
+// stopping both processes stops the daemon, which dismisses it), and so
+// is SIGPIPE, so a log reader that went away cannot kill it mid-way.
 func RunKeeper() int {
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(os.Stderr, "kaon metafs keeper: "+format+"\n", a...)
 	}
