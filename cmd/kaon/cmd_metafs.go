@@ -36,6 +36,10 @@ mount   serve DIR's metadata from the index; without MOUNTPOINT, mount over
         tmpfs, mounted read-only, so metadata never leaves the kernel; the
         daemon only copies each file's data in from DIR on its first open
         (fanotify; Linux 6.14+, root). The copied data stays in the tmpfs.
+        A keeper process (kaon metafs keeper) takes the view down if the
+        daemon dies, so no file reads as zeros; opens then fail with EIO.
+        --clean-stale: clear a stale mount (FUSE: a dead connection;
+        kernel mode: a view whose daemon and keeper are both gone).
 umount  unmount either kind of metafs mount (and stop its daemon)
 verify  compare the index with DIR and list every difference
         (exit 0: identical, 1: differences, 2: error)
@@ -55,6 +59,8 @@ func runMetafs(args []string) int {
 		return metafsVerify(args[1:])
 	case "umount":
 		return metafsUmount(args[1:])
+	case "keeper": // started by mount --kernel (internal/metafs/keeper.go)
+		return metafs.RunKeeper()
 	case "-h", "--help", "help":
 		fmt.Print(metafsUsage)
 		return 0
@@ -148,7 +154,7 @@ func metafsMount(args []string) int {
 	fs.BoolVar(debug, "v", false, "verbose: log every FUSE request (same as --debug)")
 	pprofAddr := fs.String("pprof", "", "serve Go profiling of the daemon on this address (e.g. 127.0.0.1:6060)")
 	kernel := fs.Bool("kernel", false, "serve metadata from a tmpfs skeleton in the kernel instead of FUSE")
-	cleanStale := fs.Bool("clean-stale", false, "lazily unmount a stale FUSE mount left on MOUNTPOINT by a crashed daemon")
+	cleanStale := fs.Bool("clean-stale", false, "clear a stale mount left on MOUNTPOINT by a crashed daemon (FUSE: detached lazily; kernel mode: a view whose daemon is dead)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return 2
@@ -191,7 +197,12 @@ func metafsMount(args []string) int {
 			how string
 		)
 		if *kernel {
-			k, err := metafs.MountKernel(x, dir, mnt, *force, log.Printf)
+			exe, err := os.Executable()
+			if err != nil {
+				return nil, err
+			}
+			k, err := metafs.MountKernel(x, dir, mnt, metafs.KernelOptions{Force: *force, CleanStale: *cleanStale,
+				Keeper: []string{exe, "metafs", "keeper"}, Logf: log.Printf})
 			if err != nil {
 				return nil, err
 			}

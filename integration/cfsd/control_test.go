@@ -368,6 +368,37 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
+// TestLiveMountRefused: `kaon cfsd mount` on a mountpoint a running
+// cfsd serves fails naming it, with or without --clean-stale, instead of
+// stacking a second mount that hides the first; the first keeps serving.
+func TestLiveMountRefused(t *testing.T) {
+	m := newMount(t, "")
+	if err := os.WriteFile(m.path("x"), []byte("first"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(tempDir(t), "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, extra := range [][]string{nil, {"--clean-stale"}} {
+		args := append(append([]string{"cfsd", "mount", "--backend", other}, extra...), m.mp)
+		out, err := run(t, kaonBin, args...)
+		mi, _ := os.ReadFile("/proc/self/mountinfo")
+		if n := strings.Count(string(mi), " "+m.mp+" "); n != 1 {
+			for ; n > 1; n-- { // stacked: take the newer ones away
+				syscall.Unmount(m.mp, syscall.MNT_DETACH)
+			}
+			t.Fatalf("kaon %v: %d mounts on %s, want 1 (%v: %s)", args, strings.Count(string(mi), " "+m.mp+" "), m.mp, err, out)
+		}
+		if err == nil || !strings.Contains(out, "already served by a running kaon-cfsd") || !strings.Contains(out, m.backend) {
+			t.Errorf("kaon %v on a live mount: %v %s; want a refusal naming the running mount", args, err, out)
+		}
+	}
+	if b, err := os.ReadFile(m.path("x")); err != nil || string(b) != "first" {
+		t.Errorf("first mount after the refusals: %q %v", b, err)
+	}
+}
+
 // TestNoXattrAndFusermount: --no-xattr turns xattrs off (the kernel stops
 // asking) without disturbing data; `fusermount3 -u` ends the daemon
 // cleanly like `kaon cfsd umount`.

@@ -799,6 +799,18 @@ func TestKernelMode(t *testing.T) {
 	if line := d.waitFor(t, "private/secret refused"); !strings.Contains(line, "index: size 12") {
 		t.Errorf("refusal logged without the indexed size: %s", line)
 	}
+	// The same size and the mtime set back: only the ctime tells.
+	mod := filepath.Join(lower, "lib/python3/site/mod.py")
+	var was unix.Stat_t
+	must(t, unix.Stat(mod, &was))
+	must(t, os.WriteFile(mod, bytes.Repeat([]byte("Z"), 42), 0o644))
+	must(t, unix.UtimesNano(mod, []unix.Timespec{was.Atim, was.Mtim}))
+	if data, err := os.ReadFile(filepath.Join(mnt, "lib/python3/site/mod.py")); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("open of a file rewritten below with its size and mtime kept: %q %v, want EIO", data, err)
+	}
+	if line := d.waitFor(t, "mod.py refused"); !strings.Contains(line, "ctime ") {
+		t.Errorf("refusal logged without the ctimes: %s", line)
+	}
 
 	// A process inside the old view keeps it; new lookups see the new index.
 	old, err := os.Open(filepath.Join(mnt, "lib/python3/site"))
@@ -870,17 +882,18 @@ func cat(t *testing.T, p string) ([]byte, string, error) {
 }
 
 // TestChangedBelowRefused: in FUSE mode, with kernel passthrough and with
-// pread, a file changed below since the index was built (appended to, or
-// rewritten with the same size and another mtime) fails to open with EIO
-// and the daemon logs the path with the indexed and the found size and
-// mtime, whether or not the file had been opened (and its lower file kept
-// open) before; unchanged files still read byte for byte.
+// pread, a file changed below since the index was built (appended to,
+// rewritten with the same size and another mtime, or with the same size
+// and its mtime set back, which only the ctime shows) fails to open with
+// EIO and the daemon logs the path with the indexed and the found size
+// and times, whether or not the file had been opened (and its lower file
+// kept open) before; unchanged files still read byte for byte.
 func TestChangedBelowRefused(t *testing.T) {
 	for _, mode := range []struct {
 		name        string
 		args        []string
 		passthrough string
-	}{{"passthrough", nil, "passthrough=5"}, {"no-passthrough", []string{"--no-passthrough"}, "passthrough=0"}} {
+	}{{"passthrough", nil, "passthrough=6"}, {"no-passthrough", []string{"--no-passthrough"}, "passthrough=0"}} {
 		t.Run(mode.name, func(t *testing.T) {
 			lower := mkTree(t)
 			idx := filepath.Join(t.TempDir(), "sw.metafs")
@@ -903,8 +916,8 @@ func TestChangedBelowRefused(t *testing.T) {
 			// Opened once before the change (the daemon keeps their lower
 			// files open) and not.
 			appended, appendedCold := "lib/python3/site/mod.py", "private/secret"
-			rewritten := "share/doc/pkg/ünïcödé"
-			readAll("before the change", append(unchanged, appended, rewritten)...)
+			rewritten, setBack := "share/doc/pkg/ünïcödé", "top"
+			readAll("before the change", append(unchanged, appended, rewritten, setBack)...)
 
 			type change struct {
 				path            string
@@ -929,6 +942,13 @@ func TestChangedBelowRefused(t *testing.T) {
 			must(t, os.WriteFile(filepath.Join(lower, rewritten), []byte("SEVEN!!"), 0o644))
 			must(t, os.Chtimes(filepath.Join(lower, rewritten), fi.ModTime(), fi.ModTime().Add(time.Second)))
 			changes = append(changes, change{rewritten, fi.Size(), fi.Size(), fi.ModTime(), fi.ModTime().Add(time.Second)})
+			// Same size, and the mtime put back as it was: only the ctime moved.
+			var old unix.Stat_t
+			must(t, unix.Stat(filepath.Join(lower, setBack), &old))
+			must(t, os.WriteFile(filepath.Join(lower, setBack), []byte("X"), 0o644))
+			must(t, unix.UtimesNano(filepath.Join(lower, setBack), []unix.Timespec{old.Atim, old.Mtim}))
+			mt := time.Unix(old.Mtim.Unix())
+			changes = append(changes, change{setBack, old.Size, old.Size, mt, mt})
 
 			for _, c := range changes {
 				p := filepath.Join(mnt, c.path)
@@ -944,7 +964,7 @@ func TestChangedBelowRefused(t *testing.T) {
 				}
 				line := d.waitFor(t, p+" refused")
 				for _, w := range []string{fmt.Sprintf("size %d", c.newSize), fmt.Sprintf("index: size %d", c.size),
-					c.mtime.UTC().Format(time.RFC3339Nano), c.newMtime.UTC().Format(time.RFC3339Nano)} {
+					c.mtime.UTC().Format(time.RFC3339Nano), c.newMtime.UTC().Format(time.RFC3339Nano), "ctime "} {
 					if !strings.Contains(line, w) {
 						t.Errorf("log line for %s lacks %q: %s", c.path, w, line)
 					}
@@ -963,9 +983,47 @@ func TestChangedBelowRefused(t *testing.T) {
 			}
 			readAll("after the change", unchanged...)
 			out := d.stop(t)
-			if !strings.Contains(out, "(refused 6)") || !strings.Contains(out, mode.passthrough) {
-				t.Fatalf("daemon counters: want 6 refused opens and %s:\n%s", mode.passthrough, out)
+			if !strings.Contains(out, "(refused 8)") || !strings.Contains(out, mode.passthrough) {
+				t.Fatalf("daemon counters: want 8 refused opens and %s:\n%s", mode.passthrough, out)
 			}
 		})
+	}
+}
+
+// TestKernelModeSparse: kernel mode copies a sparse file's data extents
+// only (SEEK_DATA/SEEK_HOLE), so its holes stay holes in the skeleton: a
+// 64 MiB file holding two 4 KiB extents reads back byte for byte but
+// takes two pages of the tmpfs, and the fill counts only the data.
+func TestKernelModeSparse(t *testing.T) {
+	lower := filepath.Join(t.TempDir(), "sw")
+	must(t, os.MkdirAll(lower, 0o755))
+	const size = 64 << 20
+	head, tail := bytes.Repeat([]byte("h"), 4096), bytes.Repeat([]byte("t"), 4096)
+	f, err := os.Create(filepath.Join(lower, "sparse"))
+	must(t, err)
+	_, err = f.WriteAt(head, 0)
+	must(t, err)
+	_, err = f.WriteAt(tail, size-4096)
+	must(t, err)
+	must(t, f.Close())
+	idx := filepath.Join(t.TempDir(), "sw.metafs")
+	index(t, lower, idx)
+	mnt := t.TempDir()
+	d := mount(t, "--kernel", "--index", idx, lower, mnt)
+
+	want, err := os.ReadFile(filepath.Join(lower, "sparse"))
+	must(t, err)
+	got, err := os.ReadFile(filepath.Join(mnt, "sparse"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read of the sparse file through the mount: %d bytes, %v; want its %d bytes", len(got), err, len(want))
+	}
+	var st unix.Stat_t
+	must(t, unix.Stat(filepath.Join(mnt, "sparse"), &st))
+	if st.Size != size || st.Blocks*512 > 64<<10 {
+		t.Errorf("skeleton file after the fill: size %d, %d bytes allocated; want %d bytes with its holes kept (8 KiB of data)", st.Size, st.Blocks*512, size)
+	}
+	must(t, d.cmd.Process.Signal(syscall.SIGUSR1))
+	if line := d.waitFor(t, "files filled"); !strings.Contains(line, "1 files filled from the tree below (8192 bytes)") {
+		t.Errorf("fill of a file with 8 KiB of data: %s", line)
 	}
 }

@@ -61,7 +61,7 @@ type Daemon struct {
 // serving Run returns once the mount is gone, with mount's or Wait's
 // error.
 func (d *Daemon) Run(mount func() (Served, error)) error {
-	if err := checkMountpoint(d.Mountpoint, d.CleanStale); err != nil {
+	if err := checkMountpoint(d.Mountpoint, d.CleanStale, ""); err != nil {
 		return err
 	}
 	if !d.Foreground {

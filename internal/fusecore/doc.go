@@ -23,7 +23,8 @@
 //
 // The mountpoint is checked first: statfs failing with ENOTCONN is a dead
 // mount left by a crashed daemon, reported (ErrStale) or, with
-// Config.CleanStale, detached lazily and mounted over. Mounting does not
+// Config.CleanStale, detached lazily and mounted over; a live mount of
+// the same kind (FUSE subtype) is refused, never stacked on. Mounting does not
 // wait on go-fuse's poll hack, which opens a file on the new mount from
 // the daemon: a daemon must never hold a descriptor on its own mount
 // (killed while holding one, its exit would wait forever for a FLUSH only

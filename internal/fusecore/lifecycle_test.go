@@ -358,6 +358,54 @@ func TestStaleMount(t *testing.T) {
 	}
 }
 
+// TestLiveMountRefused: a mountpoint a live mount of the same kind
+// serves is refused (mounting on top would hide it from new lookups
+// while its daemon serves whoever is inside), with or without
+// CleanStale, for both kinds of file system; the first mount keeps
+// serving and nothing is stacked on it.
+func TestLiveMountRefused(t *testing.T) {
+	if !isRoot {
+		t.Skip("needs root")
+	}
+	for _, kind := range []string{"raw", "node"} {
+		t.Run(kind, func(t *testing.T) {
+			mp := t.TempDir()
+			cleanMount(t, mp)
+			m, err := mountHello(kind, mp, NewStats())
+			must(t, err)
+			defer func() {
+				if err := m.Unmount(); err != nil {
+					t.Errorf("unmount: %v", err)
+				}
+				m.Wait()
+			}()
+			for _, clean := range []bool{false, true} {
+				cfg := Config{Mountpoint: mp, Name: "fusecore-test", CleanStale: clean}
+				var second *Mount
+				if kind == "raw" {
+					second, err = NewRaw(newRawHello(NewStats()), cfg)
+				} else {
+					second, err = New(&nodeHello{stats: NewStats()}, cfg)
+				}
+				if err == nil {
+					second.Unmount()
+					second.Wait()
+					t.Fatalf("second mount (CleanStale %v) on a live mount accepted", clean)
+				}
+				if !strings.Contains(err.Error(), "already served by a running fusecore-test") {
+					t.Errorf("second mount (CleanStale %v): %v, want 'already served'", clean, err)
+				}
+			}
+			mi, err := os.ReadFile("/proc/self/mountinfo")
+			must(t, err)
+			if n := strings.Count(string(mi), " "+mp+" "); n != 1 {
+				t.Errorf("%d mounts on %s, want 1", n, mp)
+			}
+			readHello(t, mp)
+		})
+	}
+}
+
 // TestDaemonize: in the background the parent's Run returns only once
 // the child has mounted, or with the child's mount error; the child
 // serves until unmounted from outside. The child is this test binary,

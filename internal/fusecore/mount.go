@@ -144,8 +144,10 @@ var ErrStale = errors.New("stale FUSE mount (transport endpoint is not connected
 // checkMountpoint verifies mp can be mounted on. A stale FUSE mount
 // (stat fails with ENOTCONN) yields an error wrapping ErrStale, unless
 // clean is set, in which case it is lazily unmounted and reported on
-// stderr.
-func checkMountpoint(mp string, clean bool) error {
+// stderr. A live mount of the same kind (FUSE subtype name, when not
+// empty) is refused: mounting on top would hide it while its daemon
+// keeps serving whoever is still inside it.
+func checkMountpoint(mp string, clean bool, name string) error {
 	var st unix.Stat_t
 	err := staleErr(mp)
 	if err == nil {
@@ -164,6 +166,10 @@ func checkMountpoint(mp string, clean bool) error {
 	}
 	if err != nil {
 		return kerr.Wrap(kerr.KindOf(err), "mount", mp, err)
+	}
+	if m, ok := TopMount(mp); ok && name != "" && m.FsType == "fuse."+name {
+		return kerr.New(kerr.Exists, "mount", mp,
+			fmt.Sprintf("already served by a running %s (%s); unmount it first", name, m.Source))
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return kerr.New(kerr.NotDir, "mount", mp, "mountpoint is not a directory")
@@ -219,7 +225,7 @@ func New(root fs.InodeEmbedder, cfg Config) (*Mount, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	if err := checkMountpoint(cfg.Mountpoint, cfg.CleanStale); err != nil {
+	if err := checkMountpoint(cfg.Mountpoint, cfg.CleanStale, cfg.Name); err != nil {
 		return nil, err
 	}
 	et, at, nt := max(cfg.EntryTimeout, 0), max(cfg.AttrTimeout, 0), max(cfg.NegativeTimeout, 0)
@@ -250,7 +256,7 @@ func NewRaw(raw fuse.RawFileSystem, cfg Config) (*Mount, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	if err := checkMountpoint(cfg.Mountpoint, cfg.CleanStale); err != nil {
+	if err := checkMountpoint(cfg.Mountpoint, cfg.CleanStale, cfg.Name); err != nil {
 		return nil, err
 	}
 	if cfg.NoOpendir {

@@ -420,7 +420,9 @@ func (x *Index) CheckFresh(rootfd int, name string) error {
 }
 
 // checkOpen reports whether the lower file open at fd is still what entry i
-// describes: a regular file with the indexed size and mtime. Both modes call
+// describes: a regular file with the indexed size, mtime and ctime (an edit
+// that keeps the size and sets the mtime back, as `touch -r` or a restoring
+// copy does, still moves the ctime, which nobody can set). Both modes call
 // it on open, before serving any of the file's data, and fail the open with
 // EIO when it does not hold (see the package doc for a file that changes
 // after that). lower names the tree below, for the error.
@@ -432,7 +434,7 @@ func (x *Index) checkOpen(i, fd int, lower string) error {
 		return kerr.Wrap(kerr.KindOf(err), op, p, err)
 	}
 	a := x.Attr(i)
-	if st.Mode&unix.S_IFMT == unix.S_IFREG && uint64(st.Size) == a.Size && tsNs(st.Mtim) == a.Mtime {
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && uint64(st.Size) == a.Size && tsNs(st.Mtim) == a.Mtime && tsNs(st.Ctim) == a.Ctime {
 		return nil
 	}
 	found := ""
@@ -440,6 +442,6 @@ func (x *Index) checkOpen(i, fd int, lower string) error {
 		found = "not a regular file, "
 	}
 	ts := func(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
-	return kerr.New(kerr.IO, op, p, fmt.Sprintf("changed since the index was built (found %ssize %d, mtime %s; index: size %d, mtime %s); rebuild the index",
-		found, st.Size, ts(tsNs(st.Mtim)), a.Size, ts(a.Mtime)))
+	return kerr.New(kerr.IO, op, p, fmt.Sprintf("changed since the index was built (found %ssize %d, mtime %s, ctime %s; index: size %d, mtime %s, ctime %s); rebuild the index",
+		found, st.Size, ts(tsNs(st.Mtim)), ts(tsNs(st.Ctim)), a.Size, ts(a.Mtime), ts(a.Ctime)))
 }

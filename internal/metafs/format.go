@@ -13,9 +13,9 @@
 // Metadata is answered from the index alone, file data comes from the tree
 // below; so that the two agree, an open that is to serve data first checks
 // the lower file against the index (checkOpen: one fstat of the open lower
-// file): it must still be a regular file of the indexed size and mtime.
-// Otherwise the open fails with EIO and the daemon logs one line naming
-// the path and the size and mtime found and indexed; rebuilding the index
+// file): it must still be a regular file of the indexed size, mtime and
+// ctime. Otherwise the open fails with EIO and the daemon logs one line
+// naming the path and the size and times found and indexed; rebuilding the index
 // (and sending the daemon SIGHUP) cures it. The FUSE mode checks every
 // open it is asked for, also when it reuses a lower file kept open since
 // an earlier open; the kernel mode checks the first open, the one that
@@ -33,10 +33,12 @@
 //     or pages the kernel cached before the change. The next open fails
 //     with EIO.
 //
-// Not detected: a change that keeps size and mtime (contents rewritten and
-// the mtime set back), and, in FUSE mode, a file replaced by renaming
-// another over it while its old one is still kept open: that old file
-// (which matches the index) is served until it leaves the open-file cache.
+// The ctime catches an edit that keeps the size and sets the mtime back; it
+// also moves with chmod, chown, xattr and link changes, which change what
+// the index answers too. Not detected: in FUSE mode, a file replaced by
+// renaming another over it while its old one is still kept open: that old
+// file (which matches the index) is served until it leaves the open-file
+// cache.
 //
 // # Index file format (version 1)
 //

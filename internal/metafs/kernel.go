@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/kaon-storage/kaon/internal/fusecore"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -30,10 +27,14 @@ import (
 //
 // File data is copied in on first open: the view carries a fanotify
 // permission mark (FAN_OPEN_PERM), so the first open of each file blocks
-// while the daemon copies it from the tree below (after checking that its
-// size and mtime still match the index), then marks the inode ignored, so
-// later opens and all reads never leave the kernel. The data stays in the
-// tmpfs (memory or swap) for the life of the mount, as in a CVMFS cache.
+// while the daemon copies it from the tree below (after checking that
+// its size, mtime and ctime still match the index), then marks the inode
+// ignored, so later opens and all reads never leave the kernel. Only the
+// data extents are copied (SEEK_DATA/SEEK_HOLE): holes stay holes. The
+// data stays in the tmpfs (memory or swap) for the life of the mount, as
+// in a CVMFS cache. Should the daemon die, a keeper process holding the
+// same fanotify group refuses the opens and takes the view down
+// (keeper.go).
 //
 // What differs from the real tree: inode numbers, ctime (the mount or fill
 // time), st_blocks of files not yet opened, and directory sizes.
@@ -49,13 +50,20 @@ func fanDenyErrno(err unix.Errno) uint32 { return unix.FAN_DENY | uint32(err&0xf
 // fills files on first open. It has no FUSE connection but the same
 // life as a FUSE mount (fusecore.Served): a fusecore.Daemon runs it.
 type KernelMount struct {
-	Mountpoint, Lower string
+	Mountpoint, Lower string // absolute
 	lowerfd           int
 	fan               *os.File
 	logf              func(format string, a ...any)
-	served            chan struct{} // closed when the fanotify loop ends
-	serveErr          error         // why it ended
-	unmount           sync.Once
+	self              viewOwner   // this daemon, as its views' mount source names it
+	keeper            *keeperLink // takes the views down if this daemon dies (keeper.go)
+
+	closing  atomic.Bool    // taking the mount down: no more fills
+	handlers sync.WaitGroup // open events being answered
+	loopDone chan struct{}  // closed when the event loop has stopped
+	unmount  sync.Once
+	served   chan struct{} // closed once the mount is down
+	faultMu  sync.Mutex
+	fault    error // why it went down without being asked to
 
 	mu   sync.Mutex
 	gens map[uint64]*skelGen // by the skeleton's st_dev
@@ -66,6 +74,17 @@ type KernelMount struct {
 	open      *fusecore.OpStats
 	fillOp    *fusecore.OpStats
 	fillBytes *atomic.Int64
+}
+
+// KernelOptions configures MountKernel.
+type KernelOptions struct {
+	Force      bool // mount even if the index is stale
+	CleanStale bool // clear a view whose daemon is dead from the mountpoint first
+	// Keeper is the command line of the keeper, a command that runs
+	// RunKeeper (`kaon metafs keeper`); MountKernel adds the
+	// mountpoint. Required.
+	Keeper []string
+	Logf   func(format string, a ...any)
 }
 
 var _ = (fusecore.Served)((*KernelMount)(nil))
@@ -87,15 +106,35 @@ type skelFile struct {
 }
 
 // MountKernel mounts x over mountpoint in kernel mode, reading file data
-// from lowerDir, and starts serving first opens. The caller waits (Wait)
-// until Unmount.
-func MountKernel(x *Index, lowerDir, mountpoint string, force bool, logf func(string, ...any)) (*KernelMount, error) {
+// from lowerDir, and starts serving first opens; a keeper process takes
+// the view down should this daemon die. The caller waits (Wait) until
+// Unmount.
+func MountKernel(x *Index, lowerDir, mountpoint string, opt KernelOptions) (*KernelMount, error) {
 	op := "metafs mount"
-	if pid, ok := KernelMountPid(mountpoint); ok {
-		return nil, kerr.New(kerr.Exists, op, mountpoint,
-			fmt.Sprintf("already served in kernel mode by pid %d; send it SIGHUP to switch to a rebuilt index", pid))
+	logf := opt.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
 	}
-	if _, ok := KernelMountPid(lowerDir); ok {
+	mnt, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return nil, kerr.Wrap(kerr.Invalid, op, mountpoint, err)
+	}
+	if o, ok := viewOn(mnt); ok {
+		switch {
+		case o.alive():
+			return nil, kerr.New(kerr.Exists, op, mnt,
+				fmt.Sprintf("already served in kernel mode by pid %d; send it SIGHUP to switch to a rebuilt index", o.pid))
+		case !opt.CleanStale:
+			return nil, kerr.New(kerr.Busy, op, mnt, fmt.Sprintf("stale kernel-mode metafs view: its daemon, pid %d, is no longer running; "+
+				"unmount it (`kaon metafs umount %s`) or mount with --clean-stale", o.pid, mnt))
+		}
+		n, err := clearStale(mnt, o)
+		if err != nil {
+			return nil, kerr.Wrap(kerr.Busy, op, mnt, fmt.Errorf("clearing the stale view of dead pid %d: %w", o.pid, err))
+		}
+		logf("kaon metafs: %s: stale view of dead pid %d cleared (%d names of files holding data removed) and detached", mnt, o.pid, n)
+	}
+	if _, ok := viewOn(lowerDir); ok {
 		return nil, kerr.New(kerr.Unsupported, op, lowerDir,
 			"the directory is covered by a kernel-mode metafs; unmount it first")
 	}
@@ -103,39 +142,67 @@ func MountKernel(x *Index, lowerDir, mountpoint string, force bool, logf func(st
 	if err != nil {
 		return nil, kerr.Wrap(kerr.KindOf(err), op, lowerDir, err)
 	}
-	if !force {
+	if !opt.Force {
 		if err := x.CheckFresh(rootfd, lowerDir); err != nil {
 			unix.Close(rootfd)
 			return nil, err
 		}
 	}
+	start, err := procStart(os.Getpid())
+	if err != nil {
+		unix.Close(rootfd)
+		return nil, kerr.Wrap(kerr.Internal, op, mnt, err)
+	}
 	fan, err := unix.FanotifyInit(unix.FAN_CLASS_PRE_CONTENT|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK|unix.FAN_UNLIMITED_QUEUE,
 		unix.O_RDONLY|unix.O_LARGEFILE|unix.O_CLOEXEC)
 	if err != nil {
 		unix.Close(rootfd)
-		return nil, kerr.Wrap(kerr.KindOf(err), op, mountpoint, fmt.Errorf("fanotify (needs root): %w", err))
-	}
-	if logf == nil {
-		logf = func(string, ...any) {}
+		return nil, kerr.Wrap(kerr.KindOf(err), op, mnt, fmt.Errorf("fanotify (needs root): %w", err))
 	}
 	st := fusecore.NewStats()
-	k := &KernelMount{Mountpoint: mountpoint, Lower: lowerDir, lowerfd: rootfd,
-		fan: os.NewFile(uintptr(fan), "fanotify"), logf: logf, gens: map[uint64]*skelGen{}, served: make(chan struct{}),
+	k := &KernelMount{Mountpoint: mnt, Lower: lowerDir, lowerfd: rootfd,
+		fan: os.NewFile(uintptr(fan), "fanotify"), logf: logf, self: viewOwner{pid: os.Getpid(), start: start},
+		gens: map[uint64]*skelGen{}, loopDone: make(chan struct{}), served: make(chan struct{}),
 		Stats: st, open: st.Op("open"), fillOp: st.Op("fill"), fillBytes: st.Counter("fill_bytes")}
+	// The keeper holds the group before there is anything to guard.
+	if k.keeper, err = startKeeper(opt.Keeper, k.fan, k.self, mnt); err != nil {
+		k.fan.Close()
+		unix.Close(rootfd)
+		return nil, kerr.Wrap(kerr.Internal, op, mnt, err)
+	}
 	if err := k.attach(x, false); err != nil {
+		k.keeper.bye()
 		k.fan.Close()
 		unix.Close(rootfd)
 		return nil, err
 	}
 	go func() {
 		err := k.serve()
+		close(k.loopDone)
 		if err != nil { // nobody would fill files: take the mount away
-			k.Unmount()
+			k.fail(err)
 		}
-		k.serveErr = err
-		close(k.served)
 	}()
+	go func() {
+		<-k.keeper.exited
+		if !k.closing.Load() {
+			k.fail(fmt.Errorf("its keeper, pid %d, exited (%v), and without it a crash of this daemon would leave files reading as zeros",
+				k.keeper.cmd.Process.Pid, k.keeper.err))
+		}
+	}()
+	logf("kaon metafs: keeper pid %d takes %s down should this daemon (pid %d) die", k.keeper.cmd.Process.Pid, mnt, k.self.pid)
 	return k, nil
+}
+
+// fail takes the mount down for err, which Wait then returns.
+func (k *KernelMount) fail(err error) {
+	k.faultMu.Lock()
+	if k.fault == nil {
+		k.fault = &kerr.Error{Kind: kerr.IO, Op: "metafs serve", Path: k.Mountpoint, Msg: "taken down", Err: err}
+	}
+	k.faultMu.Unlock()
+	k.logf("kaon metafs: %s: %v; unmounting", k.Mountpoint, err)
+	k.Unmount()
 }
 
 // Reload switches the mountpoint to a new index: the new view is slid
@@ -158,7 +225,7 @@ func (k *KernelMount) attach(x *Index, beneath bool) error {
 		return kerr.Wrap(kerr.IO, op, k.Mountpoint, err)
 	}
 	defer os.Remove(skel)
-	src := fmt.Sprintf("%s%d:%s", mountSource, os.Getpid(), k.Lower)
+	src := fmt.Sprintf("%s%d:%d:%s", mountSource, k.self.pid, k.self.start, k.Lower)
 	if err := unix.Mount(src, skel, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
 		return kerr.Wrap(kerr.KindOf(err), op, skel, fmt.Errorf("tmpfs for the skeleton: %w", err))
 	}
@@ -191,7 +258,11 @@ func (k *KernelMount) attach(x *Index, beneath bool) error {
 		Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID}); err != nil {
 		return fail("read-only view", err)
 	}
-	// Watched before it is visible: no open can slip past the fill.
+	// Guarded before it is visible: no open can slip past the fill, nor
+	// past the keeper should this daemon die.
+	if err := k.keeper.send([]byte{'G'}, rw); err != nil {
+		return fail("handing the skeleton to the keeper", err)
+	}
 	if err := unix.FanotifyMark(int(k.fan.Fd()), unix.FAN_MARK_ADD|unix.FAN_MARK_MOUNT, unix.FAN_OPEN_PERM, view, "."); err != nil {
 		return fail("fanotify mark", err)
 	}
@@ -217,55 +288,44 @@ func (k *KernelMount) attach(x *Index, beneath bool) error {
 	return nil
 }
 
-// Wait blocks until the mount is unmounted (Unmount).
+// Wait blocks until the mount is down (Unmount), and says why if nobody
+// asked for it.
 func (k *KernelMount) Wait() error {
 	<-k.served
-	return k.serveErr
+	k.faultMu.Lock()
+	defer k.faultMu.Unlock()
+	return k.fault
 }
 
-// serve answers open events until Unmount. Each first open of a file is
-// held until its data is in the skeleton.
+// serve answers open events until Unmount stops it. Each first open of a
+// file is held until its data is in the skeleton.
 func (k *KernelMount) serve() error {
 	buf := make([]byte, 64*1024)
 	sem := make(chan struct{}, 8) // fills in parallel
 	for {
 		n, err := k.fan.Read(buf)
 		if err != nil {
-			if errors.Is(err, os.ErrClosed) {
+			if k.closing.Load() {
 				return nil
 			}
-			return kerr.Wrap(kerr.IO, "metafs serve", k.Mountpoint, err)
+			return fmt.Errorf("reading open events: %w", err)
 		}
-		for off := 0; off+int(unsafe.Sizeof(unix.FanotifyEventMetadata{})) <= n; {
-			ev := (*unix.FanotifyEventMetadata)(unsafe.Pointer(&buf[off]))
-			off += int(ev.Event_len)
-			if ev.Event_len == 0 {
-				break
-			}
-			if ev.Fd < 0 { // queue overflow; cannot happen with an unlimited queue
-				continue
-			}
-			fd := int(ev.Fd)
+		forEachEvent(buf[:n], func(fd int) {
 			sem <- struct{}{}
+			k.handlers.Add(1)
 			go func() {
-				defer func() { <-sem }()
+				defer func() { <-sem; k.handlers.Done() }()
 				verdict := uint32(unix.FAN_ALLOW)
 				if k.decide(fd) != nil {
 					verdict = fanDenyErrno(unix.EIO)
 				}
-				k.respond(fd, verdict)
+				if err := respond(int(k.fan.Fd()), int32(fd), verdict); err != nil {
+					k.logf("kaon metafs: answering an open on %s: %v", k.Mountpoint, err)
+				}
+				unix.Close(fd)
 			}()
-		}
+		})
 	}
-}
-
-func (k *KernelMount) respond(fd int, verdict uint32) {
-	r := unix.FanotifyResponse{Fd: int32(fd), Response: verdict}
-	b := (*[unsafe.Sizeof(r)]byte)(unsafe.Pointer(&r))[:]
-	if _, err := k.fan.Write(b); err != nil {
-		k.logf("kaon metafs: answering an open on %s: %v", k.Mountpoint, err)
-	}
-	unix.Close(fd)
 }
 
 // decide decides an open of the file behind fd (opened for us by
@@ -298,11 +358,15 @@ func (k *KernelMount) decide(fd int) (err error) {
 
 // fill copies f's data from the tree below into the skeleton, once
 // however many opens race for it (a failed copy is retried by the next).
+// While the mount is taken down nothing more is filled.
 func (k *KernelMount) fill(g *skelGen, f *skelFile) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.filled {
 		return nil
+	}
+	if k.closing.Load() {
+		return errors.New("the mount is being taken down")
 	}
 	if err := k.copyIn(g, int(f.entry)); err != nil {
 		return err
@@ -331,9 +395,11 @@ func (k *KernelMount) copyIn(g *skelGen, i int) (err error) {
 		return fmt.Errorf("skeleton: %w", err)
 	}
 	defer unix.Close(dfd)
-	n, err := copyExact(dfd, sfd, int64(a.Size))
-	if err == nil && uint64(n) != a.Size {
-		err = fmt.Errorf("read %d of %d bytes from %s", n, a.Size, k.Lower)
+	n, err := copyData(dfd, sfd, int64(a.Size))
+	if err == nil {
+		// Changed while it was copied (truncated, say: the extents
+		// below would have ended early and left zeros)?
+		err = g.x.checkOpen(i, sfd, k.Lower)
 	}
 	if err != nil {
 		unix.Ftruncate(dfd, 0) // keep the skeleton's sparse, unfilled state
@@ -345,32 +411,57 @@ func (k *KernelMount) copyIn(g *skelGen, i int) (err error) {
 	return unix.UtimesNanoAt(g.rwroot, p, ts, unix.AT_SYMLINK_NOFOLLOW)
 }
 
-// copyExact copies size bytes with pread/pwrite and no read past the end:
-// every call reaching the tree below counts, and copy_file_range refuses
-// to cross from the tree's filesystem to tmpfs (EXDEV) on this kernel.
-func copyExact(dst, src int, size int64) (int64, error) {
-	buf := make([]byte, min(size, 1<<20))
+// copyData copies the data of the first size bytes of src into dst, a
+// file of that size holding only a hole, and returns the bytes copied.
+// Only the data extents below are copied (SEEK_DATA/SEEK_HOLE), so holes
+// stay holes: a sparse file takes in the skeleton what its data takes.
+// Below a file system that cannot tell holes, everything is data. Reads
+// are pread/pwrite with no read past the end: every call reaching the
+// tree below counts, and copy_file_range refuses to cross from the
+// tree's file system to tmpfs (EXDEV) on this kernel.
+func copyData(dst, src int, size int64) (int64, error) {
+	var buf []byte
 	var n int64
-	for n < size {
-		m, err := unix.Pread(src, buf[:min(int64(len(buf)), size-n)], n)
-		if err != nil {
-			return n, err
-		}
-		if m == 0 { // shorter than the index says
+	for off := int64(0); off < size; {
+		data, err := unix.Seek(src, off, unix.SEEK_DATA)
+		if err == unix.ENXIO { // a hole up to the end
 			break
 		}
-		if _, err := unix.Pwrite(dst, buf[:m], n); err != nil {
+		end := size
+		if err != nil { // no hole information
+			data = off
+		} else if end, err = unix.Seek(src, data, unix.SEEK_HOLE); err != nil {
 			return n, err
 		}
-		n += int64(m)
+		end = min(end, size)
+		if buf == nil {
+			buf = make([]byte, min(size, 1<<20))
+		}
+		for data < end {
+			m, err := unix.Pread(src, buf[:min(int64(len(buf)), end-data)], data)
+			if err != nil {
+				return n, err
+			}
+			if m == 0 {
+				return n, fmt.Errorf("the file ended at %d, before the %d bytes the index has", data, size)
+			}
+			if _, err := unix.Pwrite(dst, buf[:m], data); err != nil {
+				return n, err
+			}
+			data += int64(m)
+			n += int64(m)
+		}
+		off = end
 	}
 	return n, nil
 }
 
-// Unmount detaches the view (if it is still the one on the mountpoint),
-// removes the names of files never filled, so a process still inside a
-// detached view gets ENOENT rather than a file of zeros once nobody
-// answers its open, and stops serving. Calls after the first do nothing.
+// Unmount takes the mount down: it detaches the view (if it is still the
+// one on the mountpoint), lets the fills in progress finish and fills no
+// more, removes the names of files never filled, so a process still
+// inside a detached view gets ENOENT rather than a file of zeros once
+// nobody answers its open, refuses (EIO) the opens still waiting, and
+// stops serving and the keeper. Calls after the first do nothing.
 func (k *KernelMount) Unmount() error {
 	var err error = kerr.New(kerr.NotFound, "metafs umount", k.Mountpoint, "already unmounted")
 	k.unmount.Do(func() { err = k.detach() })
@@ -378,34 +469,42 @@ func (k *KernelMount) Unmount() error {
 }
 
 func (k *KernelMount) detach() error {
+	defer close(k.served)
+	k.closing.Store(true)
 	var err error
-	if pid, ok := KernelMountPid(k.Mountpoint); ok && pid == os.Getpid() {
+	if o, ok := viewOn(k.Mountpoint); ok && o == k.self {
 		err = unix.Unmount(k.Mountpoint, unix.MNT_DETACH)
+	}
+	// Stop the event loop, and wait until every open it read is answered.
+	if derr := k.fan.SetReadDeadline(time.Now()); derr != nil {
+		k.logf("kaon metafs: stopping the event loop of %s: %v", k.Mountpoint, derr)
+	}
+	<-k.loopDone
+	k.handlers.Wait()
+	k.mu.Lock()
+	for _, g := range k.gens {
+		if _, serr := scrub(g.rwroot, g.filled); serr != nil {
+			k.logf("kaon metafs: removing unfilled files from a view of %s: %v", k.Mountpoint, serr)
+		}
+	}
+	k.mu.Unlock()
+	if n := drainDeny(k.fan, 250*time.Millisecond, 5*time.Second); n > 0 {
+		k.logf("kaon metafs: %d opens on %s refused while it went down", n, k.Mountpoint)
 	}
 	k.mu.Lock()
 	for _, g := range k.gens {
-		for i := 0; i < g.x.Len(); i++ {
-			a := g.x.Attr(i)
-			if a.Mode&unix.S_IFMT == unix.S_IFREG && a.Size > 0 && !g.filledPath(i) {
-				unix.Unlinkat(g.rwroot, g.x.Path(i), 0)
-			}
-		}
 		unix.Close(g.rwroot)
 	}
 	k.gens = map[uint64]*skelGen{}
 	k.mu.Unlock()
+	k.keeper.bye()
 	k.fan.Close()
 	unix.Close(k.lowerfd)
 	return err
 }
 
-// filledPath reports whether entry i's inode was filled, waiting for a
-// copy in progress.
-func (g *skelGen) filledPath(i int) bool {
-	var st unix.Stat_t
-	if unix.Fstatat(g.rwroot, g.x.Path(i), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-		return false
-	}
+// filled reports whether the skeleton file st holds its data.
+func (g *skelGen) filled(st *unix.Stat_t) bool {
 	f := g.files[st.Ino]
 	if f == nil {
 		return false
@@ -424,77 +523,35 @@ func (k *KernelMount) Summary() string {
 
 // Unmount unmounts either kind of metafs mount on mnt. A kernel-mode
 // mount's daemon is asked to stop (SIGTERM; it detaches its mount
-// itself) and waited for; a mount whose daemon is gone is detached here.
+// itself) and waited for; a view whose daemon is dead is cleared
+// (clearStale) and detached here.
 func Unmount(mnt string) error {
-	pid, ok := KernelMountPid(mnt)
+	o, ok := viewOn(mnt)
 	if !ok {
 		return fusecore.Unmount(mnt)
 	}
-	if err := unix.Kill(pid, unix.SIGTERM); err != nil {
-		return unix.Unmount(mnt, unix.MNT_DETACH)
+	if !o.alive() {
+		if _, err := clearStale(mnt, o); err != nil {
+			return kerr.Wrap(kerr.Busy, "metafs umount", mnt, fmt.Errorf("clearing the stale view of dead pid %d: %w", o.pid, err))
+		}
+		return nil
+	}
+	if err := unix.Kill(o.pid, unix.SIGTERM); err != nil {
+		return kerr.Wrap(kerr.KindOf(err), "metafs umount", mnt, fmt.Errorf("stopping daemon pid %d: %w", o.pid, err))
 	}
 	for range 200 {
-		if p, ok := KernelMountPid(mnt); !ok || p != pid {
+		if cur, ok := viewOn(mnt); !ok || cur != o {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return kerr.New(kerr.Busy, "metafs umount", mnt, fmt.Sprintf("daemon pid %d did not unmount within 10s", pid))
+	return kerr.New(kerr.Busy, "metafs umount", mnt, fmt.Sprintf("daemon pid %d did not unmount within 10s", o.pid))
 }
 
-// mountSource names kernel-mode mounts in the mount table:
-// "kaon-metafs:PID:" + the tree below, PID being the daemon's.
+// mountSource names kernel-mode views in the mount table:
+// "kaon-metafs:PID:START:" + the tree below, PID and START (its start
+// time in clock ticks since boot, /proc/PID/stat) being the daemon's.
 const mountSource = "kaon-metafs:"
-
-// KernelMountPid reports whether the topmost mount on p is a kernel-mode
-// metafs, and the pid of the daemon serving it.
-func KernelMountPid(p string) (int, bool) {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return 0, false
-	}
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return 0, false
-	}
-	pid, ours := 0, false
-	for _, line := range strings.Split(string(b), "\n") {
-		// id parent major:minor root mountpoint options [optional...] - fstype source super
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(g) < 2 || unescapeMountinfo(f[4]) != abs {
-			continue
-		}
-		// Later lines are on top.
-		rest, isOurs := strings.CutPrefix(unescapeMountinfo(g[1]), mountSource)
-		ours = g[0] == "tmpfs" && isOurs
-		if ours {
-			n, _, _ := strings.Cut(rest, ":")
-			pid, _ = strconv.Atoi(n)
-		}
-	}
-	return pid, ours
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space...) of
-// /proc/self/mountinfo fields.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var out []byte
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				out = append(out, byte(n))
-				i += 3
-				continue
-			}
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
-}
 
 // buildSkeleton creates x's tree below dir and returns its files that hold
 // data, by skeleton inode. Directories are walked with descriptors, so
