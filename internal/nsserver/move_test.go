@@ -333,7 +333,7 @@ func TestConvertPolicy(t *testing.T) {
 // TestGroups: a file's stripes are placed in one group, and a drained
 // filesystem's stripes go to the others of its group only.
 func TestGroups(t *testing.T) {
-	st := kaontest.New(t, kaontest.Options{Filesystems: 7})
+	st := kaontest.New(t, kaontest.Options{Filesystems: 7, CapabilityTTL: time.Second})
 	ctx := context.Background()
 	for _, id := range []string{"4", "5", "6", "7"} {
 		if err := st.Client.ConfigFilesystem(ctx, id, "group", "default.1"); err != nil {
@@ -379,9 +379,10 @@ func TestGroups(t *testing.T) {
 
 // TestReadGrantedBeforeSwitch: a client redirected to a stripe before a
 // drain moved it can still follow the redirect after the switch: the old
-// stripe is deleted only once the capability lifetime has passed. The
-// drain starts right after its target was made rw, before the target's
-// storage server heard of it: its moves are not refused.
+// stripe is deleted only once the capability lifetime has passed (and the
+// drain is not drained until then). The drain starts right after its
+// target was made rw, before the target's storage server heard of it:
+// its moves are not refused.
 func TestReadGrantedBeforeSwitch(t *testing.T) {
 	st := kaontest.New(t, kaontest.Options{Filesystems: 2, CapabilityTTL: time.Minute})
 	ctx := context.Background()
@@ -410,13 +411,19 @@ func TestReadGrantedBeforeSwitch(t *testing.T) {
 	if err := st.Client.ConfigFilesystem(ctx, "1", "configstatus", "drain"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "fs 1 to show drained", func() bool { return fsRow(t, st, 1).Drain == "drained" })
+	waitFor(t, 30*time.Second, "/f to move off fs 1", func() bool {
+		n, err := st.NS.Stat(ctx, auth.Root, "/f")
+		return err == nil && !slices.Contains(n.Locations, 1)
+	})
 	// fs 2 became rw just before the drain started, before its storage
 	// server's next heartbeat: the moves onto it are not refused as "ro".
 	if s, err := st.Client.FsStatus(ctx, "1"); err != nil || s.Failed != 0 {
 		t.Fatalf("drain onto a filesystem just made rw: %d failed attempts %v (%v)", s.Failed, s.Failures, err)
 	}
 	time.Sleep(3 * time.Second) // three heartbeats: a deletion due now would have been carried out
+	if s, err := st.Client.FsStatus(ctx, "1"); err != nil || s.Drain != "draining" || !strings.Contains(s.DrainPhase, "delete") {
+		t.Fatalf("fs 1 with the old stripe still on it: drain %q, phase %q (%v), want draining, waiting for the deletion", s.Drain, s.DrainPhase, err)
+	}
 	resp, err = http.Get(loc)
 	if err != nil {
 		t.Fatal(err)
