@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
@@ -401,9 +402,12 @@ func (j *drainJob) progress() DrainProgress {
 
 // DrainStatus returns the drain progress of fs id (`fs status`): the
 // running (or just ended) drain's, or, for a filesystem drained before
-// this process started, its recorded state.
-func (s *Server) DrainStatus(_ context.Context, id uint32) (FsState, *DrainProgress, error) {
+// this process started, its recorded state (admin only).
+func (s *Server) DrainStatus(_ context.Context, p auth.Principal, id uint32) (FsState, *DrainProgress, error) {
 	var st FsState
+	if err := requireRoot(p, "fs status"); err != nil {
+		return st, nil, err
+	}
 	found := false
 	for _, f := range s.reg.list() {
 		if f.ID == id {
