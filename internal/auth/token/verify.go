@@ -8,9 +8,10 @@
 // into a principal whose Scopes narrow what its mapped local identity may
 // do. Whatever its issuer, a token may live at most Config.MaxLifetime
 // (the WLCG profile's lifetimes are hours). A token is verified once: the
-// result is cached by the token's hash until it expires. An Issuer holds this instance's signing keys (current
-// and previous, for rotation) and signs Kaon's own tokens; it publishes
-// the keys as a JWKS and the discovery document verifiers fetch.
+// result is cached by the token's hash until it expires. An Issuer holds
+// this instance's signing keys (current and previous, for rotation) and
+// signs Kaon's own tokens; it publishes the keys as a JWKS and the
+// discovery document verifiers fetch.
 //
 // The package holds no transport: fetching keys over HTTPS lives in
 // token/remote, so the namespace service can issue tokens without
