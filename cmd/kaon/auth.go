@@ -26,7 +26,7 @@ type AuthConfig struct {
 	Audiences []string      // --token-audience
 	IssuerURL string        // --issuer-url: iss of this instance's tokens
 	KeysTLS   *tls.Config   // trust for fetching issuers' keys (nil: the system's)
-	MaxTTL    time.Duration // --token-max-ttl
+	MaxTTL    time.Duration // --token-max-ttl: issued and accepted tokens' longest lifetime
 	// X509 is the x509 method (built from the TLS settings; nil without --tls).
 	X509 auth.Authenticator
 }
@@ -56,7 +56,7 @@ func (a *AuthConfig) bind(fl *flag.FlagSet) {
 		"trusted token issuer ISSUER=JWKS (JWKS: a file or an https:// URL; ISSUER alone: its discovery document), options ,base=/PATH ,user=LOCALUSER ,map=FILE (repeatable)")
 	fl.Var((*stringList)(&a.Audiences), "token-audience", "token audience this service accepts besides its own URL and the WLCG/SciTokens 'any' (repeatable)")
 	fl.StringVar(&a.IssuerURL, "issuer-url", "", "iss of the tokens this instance issues, where it publishes its keys (default: its HTTP URL)")
-	fl.DurationVar(&a.MaxTTL, "token-max-ttl", token.DefaultMaxTTL, "longest lifetime of the tokens this instance issues")
+	fl.DurationVar(&a.MaxTTL, "token-max-ttl", token.DefaultMaxTTL, "longest lifetime of the tokens this instance issues, and of any issuer's tokens it accepts (exp - iat; exp - now without iat)")
 }
 
 // openIssuer opens this instance's token issuer (keys in DATA/keys).
@@ -143,7 +143,7 @@ func (a AuthConfig) verifier(ctx context.Context, dir string, self *token.Issuer
 		}
 		issuers = append(issuers, ic)
 	}
-	return token.New(token.Config{Issuers: issuers, Audiences: append([]string{self.URL}, a.Audiences...)})
+	return token.New(token.Config{Issuers: issuers, Audiences: append([]string{self.URL}, a.Audiences...), MaxLifetime: a.MaxTTL})
 }
 
 // parseIssuer reads ISSUER[=JWKS][,base=/PATH][,user=U][,map=FILE]; the

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/httpfront"
@@ -102,8 +103,12 @@ func runUp(args []string) int {
 	}
 	defer xrd()
 	policy.AddSelf(hostPort(ep.XRootD), hostPort(ep.FSTXrd))
-	nsSrv := serveHTTP(sec.listener(nsL), role.handler(log))
-	fstSrv := serveHTTP(sec.listener(fstL), storageHandler(fst, httpfront.Storage(fst, role.key, c.Storage.TPC.httpConfig(policy, sec), log)))
+	allow, err := c.Common.metricsAllow(c.Namespace.Auth.Methods, role.auth)
+	if err != nil {
+		return fail("", err)
+	}
+	nsSrv := serveHTTP(sec.listener(nsL), role.handler(log, allow))
+	fstSrv := serveHTTP(sec.listener(fstL), storageHandler(fst, httpfront.Storage(fst, role.key, c.Storage.TPC.httpConfig(policy, sec), log), allow))
 	go fst.Run(ctx)
 	go role.srv.Run(ctx)
 	select {
@@ -224,7 +229,11 @@ func runMGM(args []string) int {
 		return fail("xrootd: ", err)
 	}
 	defer stop()
-	srv := serveHTTP(sec.listener(l), role.handler(log))
+	allow, err := c.Common.metricsAllow(c.Namespace.Auth.Methods, role.auth)
+	if err != nil {
+		return fail("", err)
+	}
+	srv := serveHTTP(sec.listener(l), role.handler(log, allow))
 	sec.endpoints(&ep)
 	if err := writeEndpoints(c.Data, ep); err != nil {
 		return fail("", err)
@@ -300,7 +309,11 @@ func runFST(args []string) int {
 	}
 	defer stop()
 	policy.AddSelf(hostPort(ep.FSTXrd))
-	srv := serveHTTP(sec.listener(l), storageHandler(fst, httpfront.Storage(fst, key, c.Storage.TPC.httpConfig(policy, sec), log)))
+	allow, err := c.Common.metricsAllow("", auth.Chain{auth.HostRoot{}})
+	if err != nil {
+		return fail("", err)
+	}
+	srv := serveHTTP(sec.listener(l), storageHandler(fst, httpfront.Storage(fst, key, c.Storage.TPC.httpConfig(policy, sec), log), allow))
 	go fst.Run(ctx)
 	<-fst.Ready()
 	sec.endpoints(&ep)

@@ -30,15 +30,18 @@ import (
 
 // Common are the settings every server role has.
 type Common struct {
-	Verbose bool   // debug logging
-	Pprof   string // serve Go profiling on this address
-	Config  string // the config file the settings came from
+	Verbose       bool   // debug logging
+	Pprof         string // serve Go profiling on this address
+	Config        string // the config file the settings came from
+	MetricsAccess string // who may read /metrics: open, loopback, admin ("": the role's default, metricsAllow)
 }
 
 func (c *Common) bind(fl *flag.FlagSet) {
 	fl.BoolVar(&c.Verbose, "v", false, "debug logging")
 	fl.StringVar(&c.Pprof, "pprof", "", "serve Go profiling on this address (e.g. 127.0.0.1:6060)")
 	fl.StringVar(&c.Config, "config", "", "read settings from this TOML file (keys are flag names; flags override it)")
+	fl.StringVar(&c.MetricsAccess, "metrics-access", "",
+		"who may read /metrics: open, loopback (clients on this host) or admin (default: open on a namespace server with --auth unix only, else loopback)")
 }
 
 // Listen is where a server role serves.

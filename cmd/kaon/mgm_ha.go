@@ -179,6 +179,10 @@ func runMGMHA(c MGMConfig, sec *security, log *slog.Logger) int {
 	if err != nil {
 		return fail("", err)
 	}
+	allow, err := c.Common.metricsAllow(c.Namespace.Auth.Methods, chain)
+	if err != nil {
+		return fail("", err)
+	}
 	var xl net.Listener
 	if c.XRootD != "" {
 		var xaddr string
@@ -209,7 +213,7 @@ func runMGMHA(c MGMConfig, sec *security, log *slog.Logger) int {
 			front := &httpfront.Namespace{NS: srv, Key: key, Log: log, Auth: chain}
 			m := newNamespaceMetrics(srv)
 			srv.ReportMovement(m.Move)
-			return &incarnation{http: m.serve(front), xrd: xrdkaon.Namespace{NS: srv}, srv: srv}, nil
+			return &incarnation{http: m.serve(front, allow), xrd: xrdkaon.Namespace{NS: srv}, srv: srv}, nil
 		},
 		HandOver: func(svc any) []byte {
 			b, _ := json.Marshal(svc.(*incarnation).srv.HandOver())
@@ -234,6 +238,7 @@ func runMGMHA(c MGMConfig, sec *security, log *slog.Logger) int {
 			return nil, active.HTTP, err
 		},
 		Status: func(ctx context.Context) client.NSStatus { return nsStatus(node.Status(ctx), self) },
+		Auth:   chain,
 	}
 	logged := httpfront.AccessLog(gate, log)
 	srv := serveHTTP(sec.listener(l), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -190,8 +190,8 @@ func (r *nsRole) startAuth(ctx context.Context, dir, endpoint string, c AuthConf
 
 // handler is the namespace endpoint: WebDAV and the admin API
 // (access-logged), the internal protocol (not: heartbeats every second),
-// metrics.
-func (r *nsRole) handler(log *slog.Logger) http.Handler {
+// metrics (for the clients metrics lets through).
+func (r *nsRole) handler(log *slog.Logger, metrics func(*http.Request) error) http.Handler {
 	front := &httpfront.Namespace{NS: r.srv, Key: r.key, Log: log, Auth: r.auth}
 	logged := httpfront.AccessLog(front, log)
 	return r.metrics.serve(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -200,7 +200,7 @@ func (r *nsRole) handler(log *slog.Logger) http.Handler {
 			return
 		}
 		logged.ServeHTTP(w, req)
-	}))
+	}), metrics)
 }
 
 // stores opens the filesystems of a storage server: rados://... as a

@@ -73,6 +73,11 @@ func TestStandbysSendClientsToTheActiveServer(t *testing.T) {
 	if n := strings.Count(st, "\nserver "); n != 3 {
 		t.Fatalf("ns status lists %d servers, want 3:\n%s", n, st)
 	}
+	for _, u := range in.http {
+		if code, body := statusAsNobody(t, u); code != "403" {
+			t.Fatalf("ns status of %s for a non-root client: %s %s (want 403: servers, roles and etcd endpoints are for the admin)", u, code, body)
+		}
+	}
 
 	// Step-down, asked at a standby: the request is sent on to the active
 	// server, which hands over; the clients follow the new one.
@@ -327,6 +332,24 @@ func TestStatusOfAnEmbeddedNamespace(t *testing.T) {
 	if _, errs, code := k.Kaon("ns", "step-down"); code == 0 || !strings.Contains(errs, "not replicated") {
 		t.Fatalf("ns step-down of kaon up: exit %d: %s", code, errs)
 	}
+	if code, body := statusAsNobody(t, k.EP.HTTP); code != "403" {
+		t.Fatalf("ns status of kaon up for a non-root client: %s %s (want 403)", code, body)
+	}
+}
+
+// statusAsNobody asks u for the namespace's status as uid 65534 (a local
+// client without credentials) and returns the HTTP status and body.
+func statusAsNobody(t *testing.T, u string) (string, string) {
+	t.Helper()
+	cmd := exec.Command("curl", "-sS", "-w", "\n%{http_code}", u+"/api/v1/ns/status")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.Dir = "/"
+	out, err := cmd.Output()
+	i := bytes.LastIndexByte(out, '\n')
+	if err != nil || i < 0 {
+		t.Fatalf("curl %s/api/v1/ns/status as nobody: %v %s", u, err, out)
+	}
+	return string(out[i+1:]), string(out[:i])
 }
 
 // freePeerPort is a free loopback port whose predecessor is free too (an

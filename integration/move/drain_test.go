@@ -227,3 +227,41 @@ func TestDrainUnderLoad(t *testing.T) {
 	verifyAll(t, k, files)
 	checkNoOrphans(t, k, upRoots(k, 7), files, 1)
 }
+
+// TestDrainedIsEmpty: `drained` in fs ls means nothing of any file is left
+// on the filesystem, so its disk can be pulled: right when it shows, the
+// filesystem's directory holds only its identity marker (before, the
+// stripes moved away stayed there until their deletion was due, one
+// --cap-ttl later, and fs ls already said drained).
+func TestDrainedIsEmpty(t *testing.T) {
+	k := harness.Up(t, "--fs", "7", "--cap-ttl", "5s")
+	for i, l := range []string{"", "ec:4+2"} { // ec:4+2 covers 6 of the 7 filesystems: fs 1 holds something
+		dir := fmt.Sprintf("/d%d", i)
+		k.MustKaon("mkdir", dir)
+		if l != "" {
+			k.MustKaon("attr", "set", dir, "sys.forced.layout="+l)
+		}
+		for j := range 4 {
+			local, _ := randomBytes(t, 3<<20)
+			if err := putHTTP(k, local, fmt.Sprintf("%s/f%d", dir, j)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	k.MustKaon("fs", "config", "1", "configstatus=drain")
+	harness.WaitFor(t, 2*time.Minute, "fs 1 to show drained in fs ls", func() bool { return strings.Contains(fsRow(t, k, "1"), " drained ") })
+	root := upRoots(k, 1)[0]
+	var left []string
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			left = append(left, strings.TrimPrefix(p, root+"/"))
+		}
+		return nil
+	})
+	if len(left) != 1 || left[0] != ".kaon-fsid" {
+		t.Fatalf("fs 1 shows drained, and %s holds %v (want only .kaon-fsid)", root, left)
+	}
+	if moved := movedStripes(t, k, "1"); moved == 0 {
+		t.Fatal("the drain moved no stripe: the test proves nothing")
+	}
+}

@@ -100,6 +100,7 @@ func (is *Issuer) Forged(t testing.TB, scope string) map[string]string {
 		"unknown kid":               sign(t, is.rsa, "no-such-kid", c),
 		"expired":                   sign(t, is.ec, "ec1", with("exp", now-600)),
 		"not yet valid":             sign(t, is.ec, "ec1", with("nbf", now+600)),
+		"exp centuries away":        sign(t, is.ec, "ec1", with("exp", now+300*365*24*3600)), // beyond --token-max-ttl
 		"wrong aud":                 sign(t, is.ec, "ec1", with("aud", "https://elsewhere.example")),
 		"unknown iss":               sign(t, is.ec, "ec1", with("iss", "https://evil.example")),
 	}

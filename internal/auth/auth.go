@@ -72,6 +72,20 @@ var Root = Principal{Name: "root", Method: "internal"}
 // IsRoot reports whether p is the superuser.
 func (p Principal) IsRoot() bool { return p.UID == 0 }
 
+// RequireAdmin refuses what is for the admin role only (administration,
+// and what tells about the instance rather than about files: its servers,
+// disks, status, metrics) to anyone but root without token scopes: a
+// token is never good for administration, whoever it maps to.
+func RequireAdmin(p Principal, op string) error {
+	switch {
+	case p.Scopes != nil:
+		return kerr.New(kerr.Permission, op, "", "not allowed with a scoped token")
+	case !p.IsRoot():
+		return kerr.New(kerr.Permission, op, "", "root only")
+	}
+	return nil
+}
+
 // Request is what a front end knows about a client.
 type Request struct {
 	Remote, Local net.Addr // the connection

@@ -11,6 +11,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -232,6 +233,17 @@ func responseError(resp *http.Response, op, where string) error {
 	return kerr.New(kerr.Internal, op, where, fmt.Sprintf("HTTP %d", resp.StatusCode))
 }
 
+// bearerOf is the Authorization value of requests carrying secret.
+func bearerOf(secret string) []byte { return []byte("Bearer " + secret) }
+
+// carries reports whether r's Authorization is want (bearerOf the
+// internal secret), compared in constant time: the secret signs
+// capabilities, so its bytes must not leak through the time a refusal
+// takes.
+func carries(r *http.Request, want []byte) bool {
+	return subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) == 1
+}
+
 // ErrorBody is the JSON error every Kaon JSON endpoint returns.
 type ErrorBody struct {
 	Kind    int    `json:"kind"`
@@ -241,9 +253,10 @@ type ErrorBody struct {
 // Handler serves the internal protocol for ns; requests must carry secret.
 func Handler(ns message.Namespace, secret string) http.Handler {
 	mux := http.NewServeMux()
+	want := bearerOf(secret)
 	auth := func(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodPost || r.Header.Get("Authorization") != "Bearer "+secret {
+			if r.Method != http.MethodPost || !carries(r, want) {
 				WriteError(w, kerr.New(kerr.Permission, "internal", r.URL.Path, "not authorized"))
 				return
 			}

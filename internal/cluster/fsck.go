@@ -8,7 +8,6 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -59,9 +58,9 @@ type Repairer interface {
 
 // RepairHandler serves FsckRepairPath for s; requests must carry secret.
 func RepairHandler(s Repairer, secret string) http.Handler {
-	want := []byte("Bearer " + secret)
+	want := bearerOf(secret)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 || r.Method != http.MethodPost {
+		if !carries(r, want) || r.Method != http.MethodPost {
 			WriteError(w, kerr.New(kerr.Permission, "internal", r.URL.Path, "endpoint is for the namespace server only"))
 			return
 		}

@@ -15,7 +15,6 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -42,13 +41,13 @@ type Mover interface {
 // MoveHandler serves MovePath and ConvertPath for m; requests must carry
 // secret.
 func MoveHandler(m Mover, secret string, log *slog.Logger) http.Handler {
-	want := []byte("Bearer " + secret)
+	want := bearerOf(secret)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fail := func(err error) {
 			log.Info("movement order failed", "path", r.URL.Path, "err", err)
 			WriteError(w, err)
 		}
-		if r.Method != http.MethodPost || subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		if r.Method != http.MethodPost || !carries(r, want) {
 			fail(kerr.New(kerr.Permission, "internal", r.URL.Path, "endpoint is for the namespace server only"))
 			return
 		}

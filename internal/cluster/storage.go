@@ -15,7 +15,6 @@ package cluster
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -59,14 +58,14 @@ type StorageServer interface {
 // StorageHandler serves StripePath and ReadFilePath for s; requests must
 // carry secret.
 func StorageHandler(s StorageServer, secret string, log *slog.Logger) http.Handler {
-	want := []byte("Bearer " + secret)
+	want := bearerOf(secret)
 	fail := func(w http.ResponseWriter, r *http.Request, err error) {
 		// The query (capability) is never logged.
 		log.Info("internal storage request refused", "method", r.Method, "path", r.URL.Path, "err", err)
 		WriteError(w, err)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		if !carries(r, want) {
 			fail(w, r, kerr.New(kerr.Permission, "internal", r.URL.Path, "endpoint is for storage and namespace servers only"))
 			return
 		}

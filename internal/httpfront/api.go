@@ -220,11 +220,12 @@ func (f *Namespace) apiHandler() http.Handler {
 		return e, nil
 	})
 	handle("fs/ls", false, func(ctx context.Context, c auth.Principal, _ apiArgs) (any, error) {
+		fss, err := ns.Filesystems(ctx, c)
 		var out []client.Filesystem
-		for _, f := range ns.Filesystems(ctx, c) {
+		for _, f := range fss {
 			out = append(out, withDrain(filesystemOf(f), f.DrainProgress))
 		}
-		return out, nil
+		return out, err
 	})
 	handle("fs/add", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
 		nf := nsserver.NewFilesystem{Node: a["node"], Path: a["path"], Group: a["group"], Space: a["space"], IO: a["io"]}
@@ -403,11 +404,12 @@ func (f *Namespace) apiHandler() http.Handler {
 		return client.TokenKey{KID: kid}, err
 	})
 	handle("token/keys", false, func(ctx context.Context, c auth.Principal, _ apiArgs) (any, error) {
+		keys, err := ns.TokenKeys(ctx, c)
 		var out []client.TokenKey
-		for _, k := range ns.TokenKeys(ctx, c) {
+		for _, k := range keys {
 			out = append(out, client.TokenKey{KID: k.KID, Created: k.Created, Retired: k.Retired, Next: k.Next})
 		}
-		return out, nil
+		return out, err
 	})
 	handle("space/define", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
 		return done, ns.DefineSpace(ctx, c, a["name"])
@@ -417,11 +419,12 @@ func (f *Namespace) apiHandler() http.Handler {
 	})
 	f.fsckAPI(handle)
 	handle("space/ls", false, func(ctx context.Context, c auth.Principal, _ apiArgs) (any, error) {
+		sps, err := ns.Spaces(ctx, c)
 		var out []client.Space
-		for _, s := range ns.Spaces(ctx, c) {
+		for _, s := range sps {
 			out = append(out, client.Space(s))
 		}
-		return out, nil
+		return out, err
 	})
 	f.moveAPI(handle)
 	return mux

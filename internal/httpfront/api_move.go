@@ -37,7 +37,7 @@ func (f *Namespace) moveAPI(handle func(route string, write bool, fn apiFunc)) {
 		if err != nil {
 			return nil, err
 		}
-		st, p, err := ns.DrainStatus(ctx, id)
+		st, p, err := ns.DrainStatus(ctx, c, id)
 		if err != nil {
 			return nil, err
 		}
@@ -49,8 +49,12 @@ func (f *Namespace) moveAPI(handle func(route string, write bool, fn apiFunc)) {
 		return out, nil
 	})
 	handle("group/ls", false, func(ctx context.Context, c auth.Principal, _ apiArgs) (any, error) {
+		gs, err := ns.Groups(ctx, c)
+		if err != nil {
+			return nil, err
+		}
 		out := []client.Group{}
-		for _, g := range ns.Groups(ctx, c) {
+		for _, g := range gs {
 			row := client.Group{Name: g.Name, Filesystems: g.Filesystems, Usable: g.Usable, MinFill: g.MinFill, MaxFill: g.MaxFill,
 				Balancer: g.Balancer, Threshold: g.Threshold, RateLimit: g.Rate, Parallel: g.Parallel}
 			if b := g.Balance; b != nil {
@@ -73,7 +77,10 @@ func (f *Namespace) moveAPI(handle func(route string, write bool, fn apiFunc)) {
 		return entryOf(p, n), nil
 	})
 	handle("file/convert/status", false, func(ctx context.Context, c auth.Principal, _ apiArgs) (any, error) {
-		st := ns.ConvertStatus(ctx, c)
+		st, err := ns.ConvertStatus(ctx, c)
+		if err != nil {
+			return nil, err
+		}
 		return client.ConvertStatus{LastSweep: st.LastSweep, Pending: st.Pending, Converted: st.Converted,
 			Failures: failuresOf(st.Failures), Failed: st.Failed}, nil
 	})

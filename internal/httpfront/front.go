@@ -36,7 +36,7 @@ type Namespace struct {
 func (f *Namespace) init() {
 	f.once.Do(func() {
 		if f.Auth == nil {
-			f.Auth = auth.Chain{auth.Unix{}}
+			f.Auth = defaultAuth
 		}
 		if f.Log == nil {
 			f.Log = slog.Default()
@@ -86,17 +86,41 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, &connAuth{remote: c.RemoteAddr(), local: c.LocalAddr()})
 }
 
-// principal authenticates the client of r: a request with a bearer token
-// on its own (each token is verified once, then cached by the verifier),
-// others by their connection.
+// defaultAuth authenticates loopback clients as the local user owning
+// their socket (kaon up's default).
+var defaultAuth = auth.Chain{auth.Unix{}}
+
+// principal authenticates the client of r (admin API requests as such).
 func (f *Namespace) principal(r *http.Request) (auth.Principal, error) {
+	return authenticate(f.Auth, r, strings.HasPrefix(r.URL.Path, "/api/v1/"))
+}
+
+// Admin refuses r unless its client has the admin role, as the admin API
+// authenticates it (chain; nil: loopback clients by their socket's
+// owner): for what tells about the instance outside the admin API
+// (status, metrics). op names the request in the error.
+func Admin(chain auth.Chain, r *http.Request, op string) error {
+	if chain == nil {
+		chain = defaultAuth
+	}
+	p, err := authenticate(chain, takeBearer(r), true)
+	if err != nil {
+		return authError(err, op, r.URL.Path)
+	}
+	return auth.RequireAdmin(p, op)
+}
+
+// authenticate authenticates the client of r with chain: a request with a
+// bearer token on its own (each token is verified once, then cached by
+// the verifier), others by their connection. admin says r is for the
+// admin API or admin data (auth.HostRoot applies).
+func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal, error) {
 	ca, ok := r.Context().Value(connKey{}).(*connAuth)
 	if !ok {
 		return auth.Nobody, nil
 	}
-	admin := strings.HasPrefix(r.URL.Path, "/api/v1/")
-	if tok := bearer(r); tok != "" && f.acceptsTokens() {
-		p, err := f.Auth.Authenticate(r.Context(), &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok, Admin: admin})
+	if tok := bearer(r); tok != "" && acceptsTokens(chain) {
+		p, err := chain.Authenticate(r.Context(), &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok, Admin: admin})
 		if err == nil {
 			SetPrincipal(r, p.Name+"/"+p.Method)
 		}
@@ -111,7 +135,7 @@ func (f *Namespace) principal(r *http.Request) (auth.Principal, error) {
 		if r.TLS != nil {
 			req.Certs = r.TLS.PeerCertificates // the x509 method verifies them
 		}
-		cr.p, cr.err = f.Auth.Authenticate(r.Context(), req)
+		cr.p, cr.err = chain.Authenticate(r.Context(), req)
 	})
 	if cr.err == nil {
 		SetPrincipal(r, cr.p.Name+"/"+cr.p.Method)

@@ -21,16 +21,22 @@ const ActiveHeader = "Kaon-Active"
 // and query) to the active server while it is a standby; with no active
 // server to send them to they fail with the reason (503: busy with
 // Retry-After while an election runs, "namespace unavailable" without a
-// quorum). /api/v1/ns/status is answered by every server.
+// quorum). /api/v1/ns/status is answered by every server, to the admin
+// (as Auth authenticates it).
 type HA struct {
 	// Route returns this server's handler when it is active; else the
 	// active server's URL, or why there is none.
 	Route  func() (h http.Handler, active string, err error)
 	Status func(ctx context.Context) client.NSStatus
+	Auth   auth.Chain // nil: loopback clients by their socket's owner
 }
 
 func (f *HA) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/api/v1/ns/status" && f.Status != nil {
+		if err := Admin(f.Auth, r, "ns status"); err != nil {
+			writeJSONError(w, err)
+			return
+		}
 		writeJSON(w, f.Status(r.Context()))
 		return
 	}
@@ -54,8 +60,12 @@ func (f *HA) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveNSStatus answers `kaon ns status` for a namespace in an embedded
-// engine: this server is the only one, and active.
+// engine (to the admin): this server is the only one, and active.
 func (f *Namespace) serveNSStatus(w http.ResponseWriter, r *http.Request) {
+	if err := Admin(f.Auth, r, "ns status"); err != nil {
+		writeJSONError(w, err)
+		return
+	}
 	self := "http://" + r.Host
 	if r.TLS != nil {
 		self = "https://" + r.Host

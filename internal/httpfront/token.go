@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
@@ -97,10 +98,10 @@ func authError(err error, method, p string) error {
 	return &c
 }
 
-// acceptsTokens says whether a token method is configured; without one a
+// acceptsTokens says whether chain has a token method; without one a
 // token is ignored and the connection's authentication (cached) applies.
-func (f *Namespace) acceptsTokens() bool {
-	for _, a := range f.Auth {
+func acceptsTokens(chain auth.Chain) bool {
+	for _, a := range chain {
 		if _, ok := a.(*token.Verifier); ok {
 			return true
 		}

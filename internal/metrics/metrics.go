@@ -36,14 +36,21 @@
 //	  kaon_fsck_scans_total{fsid,result}, kaon_fsck_scanned_stripes_total{fsid},
 //	  kaon_fsck_scrubbed_bytes_total{fsid}, kaon_fsck_scan_running{fsid},
 //	  kaon_fsck_last_scan_timestamp_seconds{fsid}
+//
+// Who may read them is the server's --metrics-access (Allow): anyone,
+// clients on its host, or the admin role.
 package metrics
 
 import (
+	"fmt"
+	"net"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
 // Path is where metrics are served.
@@ -62,16 +69,58 @@ func Handler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 }
 
-// Serve routes GET Path to reg and everything else to h.
-func Serve(h http.Handler, reg *prometheus.Registry) http.Handler {
+// Serve routes GET Path to reg, for the clients allow lets through (nil:
+// every client), and everything else to h.
+func Serve(h http.Handler, reg *prometheus.Registry, allow func(*http.Request) error) http.Handler {
 	mh := Handler(reg)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == Path && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			if allow != nil {
+				if err := allow(r); err != nil {
+					status := kerr.HTTPStatus(kerr.KindOf(err))
+					if status == http.StatusUnauthorized {
+						w.Header().Set("WWW-Authenticate", `Bearer realm="kaon"`)
+					}
+					http.Error(w, err.Error(), status)
+					return
+				}
+			}
 			mh.ServeHTTP(w, r)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// Accesses are the values of --metrics-access.
+const (
+	Open     = "open"     // every client
+	Loopback = "loopback" // clients connected from this host
+	Admin    = "admin"    // the admin role
+)
+
+// Allow is the check Serve applies for access: nil for Open, the
+// client's address for Loopback, admin (whether the client has the admin
+// role, as the server authenticates it) for Admin.
+func Allow(access string, admin func(*http.Request) error) (func(*http.Request) error, error) {
+	switch access {
+	case Open:
+		return nil, nil
+	case Loopback:
+		return fromThisHost, nil
+	case Admin:
+		return admin, nil
+	}
+	return nil, fmt.Errorf("--metrics-access %q: want %s, %s or %s", access, Open, Loopback, Admin)
+}
+
+// fromThisHost refuses clients not connected from a loopback address.
+func fromThisHost(r *http.Request) error {
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return kerr.New(kerr.Permission, r.Method, Path, "served to clients on this host only (--metrics-access)")
 }
 
 // gauge and counter build constant metrics for collectors.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
 // value is the value of a collector with one series (counter or gauge).
@@ -37,7 +39,7 @@ func TestInstrument(t *testing.T) {
 			w.WriteHeader(http.StatusCreated)
 		}
 		w.Write(b)
-	})), reg))
+	})), reg, nil))
 	defer srv.Close()
 	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/data/f", strings.NewReader("hello"))
 	resp, err := http.DefaultClient.Do(req)
@@ -98,5 +100,55 @@ func TestMovement(t *testing.T) {
 	}
 	if n != 6 {
 		t.Errorf("%d series, want 6", n)
+	}
+}
+
+// TestAccess: --metrics-access open serves every client, loopback only
+// clients connected from this host (403 otherwise), admin whoever the
+// admin check lets through; the rest of the endpoint is not affected.
+func TestAccess(t *testing.T) {
+	reg := NewRegistry()
+	admin := func(r *http.Request) error {
+		if r.Header.Get("X-Admin") == "" {
+			return kerr.New(kerr.Unauthenticated, r.Method, Path, "admin only")
+		}
+		return nil
+	}
+	get := func(access, remote string, hdr bool, path string) int {
+		t.Helper()
+		allow, err := Allow(access, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := Serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }), reg, allow)
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		r.RemoteAddr = remote
+		if hdr {
+			r.Header.Set("X-Admin", "1")
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for _, c := range []struct {
+		access, remote string
+		admin          bool
+		path           string
+		want           int
+	}{
+		{Open, "192.0.2.7:4000", false, Path, 200},
+		{Loopback, "127.0.0.1:4000", false, Path, 200},
+		{Loopback, "[::1]:4000", false, Path, 200},
+		{Loopback, "192.0.2.7:4000", false, Path, 403},
+		{Loopback, "192.0.2.7:4000", false, "/data/f", http.StatusTeapot},
+		{Admin, "127.0.0.1:4000", false, Path, 401},
+		{Admin, "192.0.2.7:4000", true, Path, 200},
+	} {
+		if got := get(c.access, c.remote, c.admin, c.path); got != c.want {
+			t.Errorf("%s access, %s from %s (admin %v): %d, want %d", c.access, c.path, c.remote, c.admin, got, c.want)
+		}
+	}
+	if _, err := Allow("everyone", admin); err == nil {
+		t.Error("--metrics-access everyone accepted")
 	}
 }

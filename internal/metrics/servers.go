@@ -52,7 +52,8 @@ func (c *namespaceCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *namespaceCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, f := range c.ns.Filesystems(context.Background(), auth.Principal{}) {
+	fss, _ := c.ns.Filesystems(context.Background(), auth.Root) // who may read metrics is Serve's to decide
+	for _, f := range fss {
 		id := fmt.Sprint(f.ID)
 		up, slow := 0.0, 0.0
 		if f.BootStatus == "booted" {

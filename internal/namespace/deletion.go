@@ -3,6 +3,7 @@ package namespace
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/kv"
@@ -82,4 +83,41 @@ func (ns *Namespace) DeletionQueued(fsid uint32, fid uint64, idx int) (bool, err
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// Leftovers is what filesystem fsid still holds besides the stripes of
+// committed files: stripes queued for deletion there (due or not: they
+// stay on its disk until its storage server acknowledges their removal;
+// Due is when the last of them is), and pending uploads or conversion
+// copies placed on it (their stripe may still be written there).
+type Leftovers struct {
+	Queued  int
+	Due     time.Time
+	Pending int
+}
+
+// LeftOn reports fsid's Leftovers.
+func (ns *Namespace) LeftOn(fsid uint32) (Leftovers, error) {
+	var l Leftovers
+	prefix := binary.BigEndian.AppendUint32([]byte{'X'}, fsid)
+	err := ns.eng.Scan(prefix, kv.PrefixEnd(prefix), func(k, v []byte) bool {
+		if len(k) == 15 {
+			l.Queued++
+			if len(v) == 8 {
+				if at := time.Unix(0, int64(binary.BigEndian.Uint64(v))); at.After(l.Due) {
+					l.Due = at
+				}
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return l, err
+	}
+	err = ns.scanPending(func(f *Inode) {
+		if slices.Contains(f.Locations, fsid) {
+			l.Pending++
+		}
+	})
+	return l, err
 }

@@ -2,6 +2,7 @@ package namespace
 
 import (
 	"errors"
+	pathpkg "path"
 	"strings"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -353,9 +354,13 @@ func (ns *Namespace) Rename(c Caller, from, to string, overwrite bool) (replaced
 		if err := reserved("mv", tp, tparent); err != nil {
 			return err
 		}
-		if !ns.permits(c, n, fparent, Delete) || !ns.permits(c, tparent, tparent, Write|Search) ||
-			(old != nil && !ns.permits(c, old, tparent, Delete)) {
-			return kerr.New(kerr.Permission, "mv", tp, "write permission denied")
+		switch {
+		case !ns.permits(c, n, fparent, Delete):
+			return kerr.New(kerr.Permission, "mv", fp, "permission to delete denied in "+pathpkg.Dir(fp)+" (a move takes it out of there)")
+		case !ns.permits(c, tparent, tparent, Write|Search):
+			return kerr.New(kerr.Permission, "mv", tp, "write permission denied on the destination directory "+pathpkg.Dir(tp))
+		case old != nil && !ns.permits(c, old, tparent, Delete):
+			return kerr.New(kerr.Permission, "mv", tp, "permission to delete denied in "+pathpkg.Dir(tp)+" (the destination exists and would be replaced)")
 		}
 		if err := ns.moveUsage(tx, n, fparent.ID, tparent.ID, tp); err != nil {
 			return kerr.WithOp(err, "mv")

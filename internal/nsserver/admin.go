@@ -11,13 +11,17 @@ import (
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
 
-// Filesystems lists the registry (`fs ls`), with the progress of drains.
-func (s *Server) Filesystems(context.Context, auth.Principal) []FsState {
+// Filesystems lists the registry (`fs ls`), with the progress of drains
+// (admin only: nodes, disk paths, uuids).
+func (s *Server) Filesystems(_ context.Context, p auth.Principal) ([]FsState, error) {
+	if err := requireRoot(p, "fs ls"); err != nil {
+		return nil, err
+	}
 	fss := s.reg.list()
 	for i := range fss {
 		fss[i].DrainProgress = s.drainProgress(fss[i])
 	}
-	return fss
+	return fss, nil
 }
 
 // AddFilesystem registers a new filesystem on a storage server node.
@@ -89,11 +93,12 @@ func (s *Server) ReinitFilesystem(ctx context.Context, p auth.Principal, id uint
 type Stripe struct {
 	Index    int
 	FsID     uint32
-	Node     string // storage server data endpoint
-	PhysPath string // as the filesystem's backend names it
+	Node     string // storage server data endpoint (admin only)
+	PhysPath string // as the filesystem's backend names it (admin only)
 }
 
-// FileInfo returns a file's inode and its stripes.
+// FileInfo returns a file's inode and its stripes; where they are (node,
+// physical path) only to the admin.
 func (s *Server) FileInfo(_ context.Context, p auth.Principal, path string) (*namespace.Inode, []Stripe, error) {
 	if err := scope(p, auth.ScopeRead, path, "file info"); err != nil {
 		return nil, nil, err
@@ -102,11 +107,15 @@ func (s *Server) FileInfo(_ context.Context, p auth.Principal, path string) (*na
 	if err != nil || n.IsDir {
 		return n, nil, err
 	}
+	admin := requireRoot(p, "file info") == nil
 	var out []Stripe
 	for i, fsid := range n.Locations {
-		st := Stripe{Index: i, FsID: fsid, Node: s.reg.node(fsid).HTTP}
-		if fs, ok := s.reg.filesystem(fsid); ok && s.phys != nil {
-			st.PhysPath = s.phys(fs, n.ID)
+		st := Stripe{Index: i, FsID: fsid}
+		if fs, ok := s.reg.filesystem(fsid); ok && admin {
+			st.Node = s.reg.node(fsid).HTTP
+			if s.phys != nil {
+				st.PhysPath = s.phys(fs, n.ID)
+			}
 		}
 		out = append(out, st)
 	}

@@ -45,16 +45,9 @@ func (s *Server) canRead(p auth.Principal, n *namespace.Inode) bool {
 	return s.ns.Permits(caller(p), n, namespace.Read)
 }
 
-// requireRoot allows administrative operations to root only.
-func requireRoot(p auth.Principal, op string) error {
-	if err := unrestricted(p, op); err != nil {
-		return err
-	}
-	if !p.IsRoot() {
-		return kerr.New(kerr.Permission, op, "", "root only")
-	}
-	return nil
-}
+// requireRoot allows administrative operations, and what tells about the
+// instance, to the admin role only.
+func requireRoot(p auth.Principal, op string) error { return auth.RequireAdmin(p, op) }
 
 // scope refuses what p's token scopes do not allow: op on path. Scopes can
 // only narrow what the identity may do (checked by the namespace after).

@@ -276,8 +276,15 @@ type GroupState struct {
 }
 
 // Groups lists every group (those filesystems name and those with
-// settings).
-func (s *Server) Groups(_ context.Context, _ auth.Principal) []GroupState {
+// settings; admin only).
+func (s *Server) Groups(_ context.Context, p auth.Principal) ([]GroupState, error) {
+	if err := requireRoot(p, "group ls"); err != nil {
+		return nil, err
+	}
+	return s.groups(), nil
+}
+
+func (s *Server) groups() []GroupState {
 	m := map[string]*GroupState{}
 	s.reg.mu.RLock()
 	for name, g := range s.reg.groups {

@@ -296,11 +296,14 @@ func (m *mover) sweepPolicies(ctx context.Context) {
 	m.mu.Unlock()
 }
 
-// ConvertStatus reports the conversion policies' progress.
-func (s *Server) ConvertStatus(context.Context, auth.Principal) ConvertProgress {
+// ConvertStatus reports the conversion policies' progress (admin only).
+func (s *Server) ConvertStatus(_ context.Context, p auth.Principal) (ConvertProgress, error) {
+	if err := requireRoot(p, "file convert status"); err != nil {
+		return ConvertProgress{}, err
+	}
 	s.mv.mu.Lock()
 	defer s.mv.mu.Unlock()
-	return s.mv.convert.progress()
+	return s.mv.convert.progress(), nil
 }
 
 // isConvertAttr says whether an attribute name is a conversion policy.

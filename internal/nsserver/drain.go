@@ -9,7 +9,9 @@ package nsserver
 // among them); stripes that could not move are retried in the next pass,
 // after a pause that grows while passes make no progress. The drain ends
 // when a scan finds nothing left and no move from the filesystem is in
-// flight: the record says "drained".
+// flight: the record says "drained". It holds nothing of any file then
+// (leftOn): no upload placed on it is pending and the stripes moved away
+// are deleted, which their storage server acknowledged.
 
 import (
 	"context"
@@ -19,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
@@ -28,7 +31,8 @@ type DrainProgress struct {
 	FsID   uint32
 	Status string // DrainDraining or DrainDrained
 	// Phase says what the drain does now: "scanning", "moving",
-	// "waiting to retry", "done".
+	// "waiting to retry", "waiting for ..." what is still on the
+	// filesystem besides registered stripes (leftOn), "done".
 	Phase      string
 	Started    time.Time
 	FilesLeft  int64 // stripes still on the filesystem (last scan, less those moved since)
@@ -177,6 +181,15 @@ func (m *mover) runDrain(ctx context.Context, j *drainJob) {
 				sleepCtx(ctx, time.Second) // moves of another job (a balancer) end first
 				continue
 			}
+			if why, err := m.leftOn(j.id); err != nil || why != "" {
+				if err != nil {
+					m.s.log.Error("drain: cannot read what is left on the filesystem", "fsid", j.id, "err", err)
+					why = "scanning"
+				}
+				j.setPhase(why)
+				sleepCtx(ctx, time.Second)
+				continue
+			}
 			if m.finishDrain(j) {
 				return
 			}
@@ -195,6 +208,29 @@ func (m *mover) runDrain(ctx context.Context, j *drainJob) {
 		sleepCtx(ctx, pause)
 		pause = min(2*pause, time.Minute)
 	}
+}
+
+// leftOn says what, besides registered stripes, keeps fs id from being
+// drained ("" when nothing does): an upload placed there before the drain
+// may still commit a stripe on it, and the stripes moved away stay on its
+// disk until their deletion is due (reads granted before a move finish
+// first) and its storage server acknowledges it. A drained filesystem
+// holds nothing of any file: its disk can be pulled.
+func (m *mover) leftOn(id uint32) (string, error) {
+	l, err := m.s.ns.LeftOn(id)
+	switch {
+	case err != nil:
+		return "", err
+	case l.Pending > 0:
+		return fmt.Sprintf("waiting for %d upload(s) placed on it before the drain to end", l.Pending), nil
+	case l.Queued > 0:
+		why := fmt.Sprintf("waiting for its storage server to delete %d stripe(s) moved away", l.Queued)
+		if d := l.Due.Sub(m.s.now()); d > 0 {
+			why += fmt.Sprintf(" (due in %s: reads granted before the moves finish first)", d.Round(time.Second))
+		}
+		return why, nil
+	}
+	return "", nil
 }
 
 // finishDrain records that fs id is drained, if it is still in drain.
@@ -366,9 +402,12 @@ func (j *drainJob) progress() DrainProgress {
 
 // DrainStatus returns the drain progress of fs id (`fs status`): the
 // running (or just ended) drain's, or, for a filesystem drained before
-// this process started, its recorded state.
-func (s *Server) DrainStatus(_ context.Context, id uint32) (FsState, *DrainProgress, error) {
+// this process started, its recorded state (admin only).
+func (s *Server) DrainStatus(_ context.Context, p auth.Principal, id uint32) (FsState, *DrainProgress, error) {
 	var st FsState
+	if err := requireRoot(p, "fs status"); err != nil {
+		return st, nil, err
+	}
 	found := false
 	for _, f := range s.reg.list() {
 		if f.ID == id {

@@ -19,6 +19,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/kaontest"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsserver"
 )
 
 // Service-level tests of data movement: the whole stack in one process
@@ -137,8 +138,9 @@ func (r *recorder) Moved(kind, fsid string, bytes int64, ok bool) {
 
 // TestDrain: a drained filesystem's stripes of every layout move to the
 // others of its group (a replica copied, an EC stripe copied with its
-// frames checked), the files read back whole, fs ls ends in drained, and
-// the old stripes are deleted once the grace is over.
+// frames checked), the files read back whole, and fs ls ends in drained
+// only once nothing of any file is left on the filesystem: the old
+// stripes, deleted after the grace, are gone from its disk.
 func TestDrain(t *testing.T) {
 	st := kaontest.New(t, kaontest.Options{Filesystems: 7, CapabilityTTL: time.Second})
 	ctx := context.Background()
@@ -159,6 +161,10 @@ func TestDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 60*time.Second, "fs 1 to show drained", func() bool { return fsRow(t, st, 1).Drain == "drained" })
+	root := fsRow(t, st, 1).Path
+	if left := stripesIn(t, root); len(left) != 0 {
+		t.Fatalf("fs 1 is drained but its disk still holds stripes %v", left)
+	}
 	checkFiles(t, st, files)
 	for _, f := range files {
 		n, _ := st.NS.Stat(ctx, auth.Root, f.path)
@@ -180,8 +186,6 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("metrics hook: %v, %d bytes; fs status: %d stripes, %d bytes", rec.moved, rec.bytes, s.FilesMoved, s.BytesMoved)
 	}
 	rec.mu.Unlock()
-	root := fsRow(t, st, 1).Path
-	waitFor(t, 30*time.Second, "the drained stripes to be deleted from fs 1", func() bool { return len(stripesIn(t, root)) == 0 })
 	// Back to rw: the drain state is gone.
 	if err := st.Client.ConfigFilesystem(ctx, "1", "configstatus", "rw"); err != nil {
 		t.Fatal(err)
@@ -189,6 +193,41 @@ func TestDrain(t *testing.T) {
 	if f := fsRow(t, st, 1); f.Drain != "" {
 		t.Fatalf("fs 1 back in rw still shows drain %q", f.Drain)
 	}
+}
+
+// TestDrainWaitsForUploads: an upload placed on a filesystem before its
+// drain started may still commit a stripe there, so the drain does not
+// end drained while it is pending; once it is aborted (or committed and
+// moved) and its stripe deleted, it does.
+func TestDrainWaitsForUploads(t *testing.T) {
+	st := kaontest.New(t, kaontest.Options{Filesystems: 7, CapabilityTTL: time.Second})
+	ctx := context.Background()
+	var g *nsserver.Grant
+	for i := 0; g == nil || !slices.Contains(g.Inode.Locations, 1); i++ {
+		if i == 50 {
+			t.Fatal("50 uploads placed none on fs 1")
+		}
+		var err error
+		if g, err = st.NS.Open(ctx, auth.Root, fmt.Sprintf("/up%d", i), nsserver.OpenRequest{Write: true, Create: true, Truncate: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Client.ConfigFilesystem(ctx, "1", "configstatus", "drain"); err != nil {
+		t.Fatal(err)
+	}
+	var s client.FsStatus
+	waitFor(t, 30*time.Second, "fs 1's drain to end or to wait for the upload", func() bool {
+		var err error
+		s, err = st.Client.FsStatus(ctx, "1")
+		return err == nil && (s.Drain == "drained" || strings.Contains(s.DrainPhase, "upload"))
+	})
+	if s.Drain == "drained" {
+		t.Fatalf("fs 1 drained while upload fid %d placed on it is pending: %+v", g.Inode.ID, s)
+	}
+	if err := st.NS.Abort(ctx, g.Inode.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "fs 1 to show drained after the upload was aborted", func() bool { return fsRow(t, st, 1).Drain == "drained" })
 }
 
 // TestDrainGroupCannotHold: an ec:4+2 file over all 6 filesystems of the
@@ -294,7 +333,7 @@ func TestConvertPolicy(t *testing.T) {
 // TestGroups: a file's stripes are placed in one group, and a drained
 // filesystem's stripes go to the others of its group only.
 func TestGroups(t *testing.T) {
-	st := kaontest.New(t, kaontest.Options{Filesystems: 7})
+	st := kaontest.New(t, kaontest.Options{Filesystems: 7, CapabilityTTL: time.Second})
 	ctx := context.Background()
 	for _, id := range []string{"4", "5", "6", "7"} {
 		if err := st.Client.ConfigFilesystem(ctx, id, "group", "default.1"); err != nil {
@@ -340,9 +379,10 @@ func TestGroups(t *testing.T) {
 
 // TestReadGrantedBeforeSwitch: a client redirected to a stripe before a
 // drain moved it can still follow the redirect after the switch: the old
-// stripe is deleted only once the capability lifetime has passed. The
-// drain starts right after its target was made rw, before the target's
-// storage server heard of it: its moves are not refused.
+// stripe is deleted only once the capability lifetime has passed (and the
+// drain is not drained until then). The drain starts right after its
+// target was made rw, before the target's storage server heard of it:
+// its moves are not refused.
 func TestReadGrantedBeforeSwitch(t *testing.T) {
 	st := kaontest.New(t, kaontest.Options{Filesystems: 2, CapabilityTTL: time.Minute})
 	ctx := context.Background()
@@ -371,13 +411,19 @@ func TestReadGrantedBeforeSwitch(t *testing.T) {
 	if err := st.Client.ConfigFilesystem(ctx, "1", "configstatus", "drain"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "fs 1 to show drained", func() bool { return fsRow(t, st, 1).Drain == "drained" })
+	waitFor(t, 30*time.Second, "/f to move off fs 1", func() bool {
+		n, err := st.NS.Stat(ctx, auth.Root, "/f")
+		return err == nil && !slices.Contains(n.Locations, 1)
+	})
 	// fs 2 became rw just before the drain started, before its storage
 	// server's next heartbeat: the moves onto it are not refused as "ro".
 	if s, err := st.Client.FsStatus(ctx, "1"); err != nil || s.Failed != 0 {
 		t.Fatalf("drain onto a filesystem just made rw: %d failed attempts %v (%v)", s.Failed, s.Failures, err)
 	}
 	time.Sleep(3 * time.Second) // three heartbeats: a deletion due now would have been carried out
+	if s, err := st.Client.FsStatus(ctx, "1"); err != nil || s.Drain != "draining" || !strings.Contains(s.DrainPhase, "delete") {
+		t.Fatalf("fs 1 with the old stripe still on it: drain %q, phase %q (%v), want draining, waiting for the deletion", s.Drain, s.DrainPhase, err)
+	}
 	resp, err = http.Get(loc)
 	if err != nil {
 		t.Fatal(err)

@@ -105,15 +105,15 @@ func TestRegistryPersistsAndKeepsIDs(t *testing.T) {
 		t.Fatalf("fs config by nobody: %v", err)
 	}
 	s2, _ := New(Config{Engine: eng, Key: key})
-	fss := s2.Filesystems(ctx, root)
+	fss, _ := s2.Filesystems(ctx, root)
 	if len(fss) != 2 || fss[1].ConfigStatus != "ro" || fss[0].BootStatus != "down" {
 		t.Fatalf("after reload: %+v", fss)
 	}
 	// The node comes back under another name: its marker ids keep the fs.
 	reply, err := s2.Heartbeat(context.Background(), message.Heartbeat{Version: message.Version, Node: "renamed", Addr: "http://x",
 		Filesystems: []message.FsReport{{ID: 1, Path: "/d0", Health: "ok"}, {ID: 2, Path: "/d1", Health: "ok"}}})
-	if err != nil || len(reply.Filesystems) != 2 || len(s2.Filesystems(ctx, root)) != 2 {
-		t.Fatalf("re-registration created new filesystems: %+v %v", s2.Filesystems(ctx, root), err)
+	if fss, _ = s2.Filesystems(ctx, root); err != nil || len(reply.Filesystems) != 2 || len(fss) != 2 {
+		t.Fatalf("re-registration created new filesystems: %+v %v", fss, err)
 	}
 	if err := s2.ConfigFilesystem(ctx, root, 1, "configstatus", "bogus"); kerr.KindOf(err) != kerr.Invalid {
 		t.Fatalf("bad status: %v", err)
@@ -236,6 +236,53 @@ func TestACLs(t *testing.T) {
 }
 
 func errOnly[T any](_ T, err error) error { return err }
+
+// TestMoveRefusalsSayWhat: a refused mv names what was refused and where,
+// as rm does: taking the entry out of its directory (delete there, an
+// ACL's !d), writing into the destination directory, or replacing what
+// the destination holds.
+func TestMoveRefusalsSayWhat(t *testing.T) {
+	ctx := context.Background()
+	s := newServer(t)
+	register(t, s, 1, 1)
+	alice := auth.Principal{UID: 1001, GID: 1001, Name: "alice", Method: "test"}
+	create := func(p auth.Principal, path string) {
+		t.Helper()
+		g, err := s.Open(ctx, p, path, OpenRequest{Write: true, Create: true, Truncate: true})
+		if err == nil {
+			err = s.Commit(ctx, message.Commit{Fid: g.Inode.ID, Size: 3, Checksums: map[string]string{"adler32": "1"}})
+		}
+		if err != nil {
+			t.Fatalf("create %s: %v", path, err)
+		}
+	}
+	for _, d := range []string{"/proj", "/home", "/ro"} {
+		if err := s.Mkdir(ctx, root, d, 0o755, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Chown(ctx, root, "/home", 1001, 1001); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetXAttr(ctx, root, "/proj", namespace.AttrACL, "u:1001:rwx!d"); err != nil {
+		t.Fatal(err)
+	}
+	create(alice, "/proj/a")
+	create(alice, "/home/f")
+	for _, c := range []struct {
+		what, from, to string
+		want           string
+	}{
+		{"out of a !d directory", "/proj/a", "/home/a", "mv /proj/a: permission to delete denied in /proj (a move takes it out of there)"},
+		{"into a directory she may not write", "/home/f", "/ro/f", "mv /ro/f: write permission denied on the destination directory /ro"},
+		{"over a file she may not delete", "/home/f", "/proj/a", "mv /proj/a: permission to delete denied in /proj (the destination exists and would be replaced)"},
+	} {
+		_, err := s.Rename(ctx, alice, c.from, c.to, true)
+		if !kerr.Is(err, kerr.Permission) || err.Error() != c.want {
+			t.Errorf("mv %s (%s): %v, want %q", c.from, c.what, err, c.want)
+		}
+	}
+}
 
 // TestTokenScopes: scopes only narrow what the identity may do: read,
 // create (no overwrite, no delete) and modify, each below whole path

@@ -219,8 +219,16 @@ type SpaceState struct {
 	ObjectSize  int64
 }
 
-// Spaces aggregates the registry per space, defined ones included.
-func (s *Server) Spaces(context.Context, auth.Principal) []SpaceState {
+// Spaces aggregates the registry per space, defined ones included (admin
+// only).
+func (s *Server) Spaces(_ context.Context, p auth.Principal) ([]SpaceState, error) {
+	if err := requireRoot(p, "space ls"); err != nil {
+		return nil, err
+	}
+	return s.spaces(), nil
+}
+
+func (s *Server) spaces() []SpaceState {
 	m := map[string]*SpaceState{}
 	groups := map[string]map[string]bool{}
 	backends := map[string]map[string]bool{}

@@ -37,7 +37,7 @@ func TestSharedBackendCountedOnce(t *testing.T) {
 	reps = append(reps, message.FsReport{Path: "/disk", Capacity: 1 << 30, Used: 0, Health: "ok", Kind: "posix", Backend: "dev:8:1"})
 	beat(t, s, "n1", reps...)
 	beat(t, s, "n1", reps...) // ids assigned: reported as theirs
-	sp := s.Spaces(ctx, root)
+	sp, _ := s.Spaces(ctx, root)
 	if len(sp) != 1 || sp[0].Filesystems != 7 || sp[0].Backends != 2 || sp[0].Capacity != 31<<30 || sp[0].Used != 10<<30 {
 		t.Fatalf("space ls: %+v, want 7 filesystems on 2 backends, capacity 31 GiB, used 10 GiB", sp)
 	}
@@ -95,7 +95,8 @@ func TestForcedSpace(t *testing.T) {
 	}
 	beat(t, s, "n1", report("/d1", "dev:1", 1<<40, 0), report("/d2", "dev:2", 1<<40, 0),
 		report("/ceph/a", "cephfs:x", 1<<40, 0), report("/ceph/b", "cephfs:x", 1<<40, 0))
-	for _, f := range s.Filesystems(ctx, root) {
+	fss, _ := s.Filesystems(ctx, root)
+	for _, f := range fss {
 		if want := map[string]string{"/ceph/a": "ceph.0", "/ceph/b": "ceph.1"}[f.Path]; want != "" && (f.Group != want || f.Space != "ceph") {
 			t.Fatalf("%s: group %s space %s, want %s in ceph", f.Path, f.Group, f.Space, want)
 		}
@@ -187,7 +188,7 @@ func TestSettingsReachStorageServer(t *testing.T) {
 	if a.IO != "buffered" || a.CephPool != "kaonfs_ec" || a.ObjectSize != 16<<20 {
 		t.Fatalf("assignment %+v, want io buffered, pool kaonfs_ec, object size 16 MiB", a)
 	}
-	sp := s2.Spaces(ctx, root)
+	sp, _ := s2.Spaces(ctx, root)
 	if len(sp) != 1 || sp[0].Name != "ceph" || sp[0].CephPool != "kaonfs_ec" {
 		t.Fatalf("space ls after reload: %+v", sp)
 	}

@@ -84,12 +84,13 @@ func (s *Server) RotateTokenKey(ctx context.Context, p auth.Principal) (kid stri
 	return kid, nil
 }
 
-// TokenKeys lists the signing keys (their ids are public: the JWKS).
-func (s *Server) TokenKeys(context.Context, auth.Principal) []token.KeyInfo {
-	if s.cfg.Tokens == nil {
-		return nil
+// TokenKeys lists the signing keys, with when they were made and retired
+// (admin only; the public keys themselves are published: the JWKS).
+func (s *Server) TokenKeys(_ context.Context, p auth.Principal) ([]token.KeyInfo, error) {
+	if err := requireRoot(p, "token keys"); err != nil || s.cfg.Tokens == nil {
+		return nil, err
 	}
-	return s.cfg.Tokens.Keys()
+	return s.cfg.Tokens.Keys(), nil
 }
 
 // TokenIssuer is this instance's issuer (nil: none), whose public

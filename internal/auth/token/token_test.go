@@ -156,6 +156,47 @@ func TestVerifyGood(t *testing.T) {
 	}
 }
 
+// TestLifetimeCapped: a token of any issuer lives at most the verifier's
+// MaxLifetime (default DefaultMaxTTL), counted from its iat, or from now
+// when it has none (the WLCG profile recommends hours, not centuries);
+// a longer one is refused with the reason.
+func TestLifetimeCapped(t *testing.T) {
+	k := newKeys(t)
+	keys := &staticKeys{set: k.jwks()}
+	deflt := newVerifier(t, keys, "", Mapping{})
+	sixHours, err := New(Config{Issuers: []IssuerConfig{{Issuer: iss, Keys: keys}}, Audiences: []string{"https://kaon.example"},
+		Now: func() time.Time { return t0 }, MaxLifetime: 6 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	year := 365 * 24 * time.Hour
+	for _, c := range []struct {
+		what    string
+		v       *Verifier
+		iat     any // unix seconds, nil: no iat
+		exp     time.Time
+		refused string
+	}{
+		{"exp 500 years after iat", deflt, t0.Unix(), t0.AddDate(500, 0, 0), "lifetime over 292 years (exp - iat) is longer than the 24h0m0s accepted here"},
+		{"exp 20 years after iat", deflt, t0.Unix(), t0.Add(20 * year), "lifetime 175200h0m0s (exp - iat) is longer than the 24h0m0s accepted here"},
+		{"23h", deflt, t0.Unix(), t0.Add(23 * time.Hour), ""},
+		{"no iat, exp in 25h", deflt, nil, t0.Add(25 * time.Hour), "lifetime 25h0m0s (exp - now, no iat) is longer than the 24h0m0s accepted here"},
+		{"no iat, exp in 23h", deflt, nil, t0.Add(23 * time.Hour), ""},
+		{"issued 30h ago, 1h left", deflt, t0.Add(-30 * time.Hour).Unix(), t0.Add(time.Hour), "lifetime 31h0m0s (exp - iat) is longer than the 24h0m0s accepted here"},
+		{"7h with a 6h cap", sixHours, t0.Unix(), t0.Add(7 * time.Hour), "lifetime 7h0m0s (exp - iat) is longer than the 6h0m0s accepted here"},
+		{"5h with a 6h cap", sixHours, t0.Unix(), t0.Add(5 * time.Hour), ""},
+	} {
+		raw := sign(t, k.ec, "ec1", with(claimsFor("storage.read:/"), "iat", c.iat, "nbf", nil, "exp", c.exp.Unix()))
+		_, err := c.v.Verify(context.Background(), raw)
+		switch {
+		case c.refused == "" && err != nil:
+			t.Errorf("%s: refused: %v", c.what, err)
+		case c.refused != "" && (!kerr.Is(err, kerr.Unauthenticated) || !strings.Contains(err.Error(), c.refused)):
+			t.Errorf("%s: %v, want refused with %q", c.what, err, c.refused)
+		}
+	}
+}
+
 // TestForged: every unusable token is refused as unauthenticated (401),
 // whatever it claims.
 func TestForged(t *testing.T) {

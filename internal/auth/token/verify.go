@@ -6,10 +6,12 @@
 // from a KeySet: a JWKS file, the issuer's published keys cached on disk
 // by package token/remote, or this instance's own Issuer), and turns it
 // into a principal whose Scopes narrow what its mapped local identity may
-// do. A token is verified once: the result is cached by the token's hash
-// until it expires. An Issuer holds this instance's signing keys (current
-// and previous, for rotation) and signs Kaon's own tokens; it publishes
-// the keys as a JWKS and the discovery document verifiers fetch.
+// do. Whatever its issuer, a token may live at most Config.MaxLifetime
+// (the WLCG profile's lifetimes are hours). A token is verified once: the
+// result is cached by the token's hash until it expires. An Issuer holds
+// this instance's signing keys (current and previous, for rotation) and
+// signs Kaon's own tokens; it publishes the keys as a JWKS and the
+// discovery document verifiers fetch.
 //
 // The package holds no transport: fetching keys over HTTPS lives in
 // token/remote, so the namespace service can issue tokens without
@@ -24,6 +26,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -72,6 +75,10 @@ type Config struct {
 	Now       func() time.Time // default time.Now
 	Leeway    time.Duration    // clock skew allowed on exp/nbf/iat (default 60s)
 	CacheSize int              // verified tokens kept (default 10000)
+	// MaxLifetime is the longest lifetime of a token of any issuer: exp
+	// - iat, or exp - now when the token has no iat (default
+	// DefaultMaxTTL).
+	MaxLifetime time.Duration
 }
 
 // Verifier is the token Authenticator.
@@ -80,13 +87,17 @@ type Verifier struct {
 	audiences []string
 	now       func() time.Time
 	leeway    time.Duration
+	maxLife   time.Duration
 	cache     *cache
 }
 
 // New builds a Verifier.
 func New(c Config) (*Verifier, error) {
 	v := &Verifier{issuers: map[string]*IssuerConfig{}, audiences: append(slices.Clone(c.Audiences), anyAudiences...),
-		now: c.Now, leeway: c.Leeway}
+		now: c.Now, leeway: c.Leeway, maxLife: c.MaxLifetime}
+	if v.maxLife <= 0 {
+		v.maxLife = DefaultMaxTTL
+	}
 	if v.now == nil {
 		v.now = time.Now
 	}
@@ -209,6 +220,13 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (auth.Principal, erro
 	if err := v.checkTimes(iss, kid, exp, nbf, now); err != nil {
 		return auth.Nobody, err
 	}
+	from, since := now, "exp - now, no iat"
+	if c.IssuedAt != nil {
+		from, since = c.IssuedAt.Time(), "exp - iat"
+	}
+	if life := exp.Sub(from); life > v.maxLife+v.leeway {
+		return auth.Nobody, fail(iss, kid, "lifetime %s (%s) is longer than the %s accepted here", lifetime(life), since, v.maxLife)
+	}
 	if len(c.Audience) == 0 {
 		return auth.Nobody, fail(iss, kid, "the token names no audience (aud)")
 	}
@@ -235,6 +253,14 @@ func (v *Verifier) checkTimes(iss, kid string, exp, nbf, now time.Time) error {
 		return fail(iss, kid, "not valid before %s", nbf.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// lifetime prints a token's lifetime (exp.Sub saturates beyond 292 years).
+func lifetime(d time.Duration) string {
+	if d == math.MaxInt64 {
+		return "over 292 years"
+	}
+	return d.Round(time.Second).String()
 }
 
 // keyFits checks that key is a public key of the kind alg signs with
