@@ -100,7 +100,8 @@ type Namespace struct {
 	bookings map[uint64]*booking // quota booked by uploads in flight, by fid
 	binID    uint64              // the recycle bin container, once created
 
-	handedOver bool // HandOver ran: claims are refused
+	handedOver bool            // HandOver ran: claims are refused
+	abortedAt  map[uint64]bool // pending uploads AbortStale aborted at start (a previous server's)
 }
 
 type dirKey struct {
