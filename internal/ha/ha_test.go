@@ -382,3 +382,68 @@ func TestActiveServerCompactsHistory(t *testing.T) {
 		}
 	}
 }
+
+// gatedLeader is a shared engine whose Leader reads wait while the gate
+// is shut (an etcd slow to answer).
+type gatedLeader struct {
+	*memkv.Engine
+	mu   sync.Mutex
+	gate chan struct{} // nil: open
+}
+
+func (e *gatedLeader) Leader(ctx context.Context, name string) ([]byte, uint64, error) {
+	e.mu.Lock()
+	g := e.gate
+	e.mu.Unlock()
+	if g != nil {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
+	}
+	return e.Engine.Leader(ctx, name)
+}
+
+func (e *gatedLeader) shut() {
+	e.mu.Lock()
+	e.gate = make(chan struct{})
+	e.mu.Unlock()
+}
+
+func (e *gatedLeader) open() {
+	e.mu.Lock()
+	if e.gate != nil {
+		close(e.gate)
+		e.gate = nil
+	}
+	e.mu.Unlock()
+}
+
+// Right after a step-down, the server that stepped down never names
+// itself the active one (it read itself as the leader a moment before,
+// and has not read the leader since): it names its successor, or none
+// yet.
+func TestStatusAfterStepDownNamesNotItself(t *testing.T) {
+	remote := &gatedLeader{Engine: memkv.New()}
+	a := start(t, remote, "a", nil)
+	waitActive(t, a, "a becomes active")
+	b := start(t, remote, "b", nil)
+	within(t, "b is a standby", func() bool { return b.node.View().Active.ID == "a" })
+	within(t, "a has read itself as the leader", func() bool {
+		a.node.mu.Lock()
+		defer a.node.mu.Unlock()
+		return a.node.leader.ID == "a"
+	})
+	remote.shut()
+	defer remote.open()
+	if err := a.node.StepDown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.node.Status(context.Background()); st.Active.ID == "a" {
+		t.Fatalf("a, just stepped down, names itself active: %+v", st.Active)
+	}
+	remote.open()
+	waitActive(t, b, "b takes over")
+	within(t, "a names b active", func() bool { return a.node.Status(context.Background()).Active.ID == "b" })
+}

@@ -216,10 +216,15 @@ func (n *Node) engineFailed(err error) {
 // candidacy changed, the leader may have.
 func (n *Node) otherChange(ev kv.Event) {
 	if strings.HasPrefix(string(ev.Key), electionName+"/") {
-		select {
-		case n.leaderCh <- struct{}{}:
-		default:
-		}
+		n.kickLeader()
+	}
+}
+
+// kickLeader has watchLeader read the leader again now.
+func (n *Node) kickLeader() {
+	select {
+	case n.leaderCh <- struct{}{}:
+	default:
 	}
 }
 
@@ -287,6 +292,9 @@ func (n *Node) campaign(ctx context.Context, s kv.Session) {
 		rctx, cancel := context.WithTimeout(context.Background(), n.cfg.Lease)
 		err = l.Resign(rctx)
 		cancel()
+		if err == nil {
+			n.kickLeader() // name the successor at once
+		}
 		if reply != nil { // a step-down returns once resigned
 			reply <- err
 		}
