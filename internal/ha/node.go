@@ -337,7 +337,7 @@ func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign 
 	// feed the replica; the watch resumes where they left it when the
 	// role ends (and brings what an ambiguous last commit did).
 	n.replica.Pause()
-	p := newPipeline(n.cfg.Remote, n.replica, l.Cond(), n.cfg.Lease)
+	p := newPipeline(n.cfg.Remote, n.replica, l.Cond(), 2*n.cfg.Lease)
 	n.mu.Lock()
 	n.pipe = p
 	n.mu.Unlock()
