@@ -65,10 +65,8 @@ func (s *server) stop() {
 }
 
 func (s *server) ns() *namespace.Namespace {
-	if v := s.node.View(); v.Role == Active {
-		return v.Service.(*namespace.Namespace)
-	}
-	return nil
+	ns, _ := s.node.View().Service.(*namespace.Namespace)
+	return ns
 }
 
 func waitActive(t *testing.T, s *server, step string) *namespace.Namespace {
@@ -446,4 +444,36 @@ func TestStatusAfterStepDownNamesNotItself(t *testing.T) {
 	remote.open()
 	waitActive(t, b, "b takes over")
 	within(t, "a names b active", func() bool { return a.node.Status(context.Background()).Active.ID == "b" })
+}
+
+// An active server whose lease renewals stop going through (cut off from
+// the shared engine) stops serving once it can no longer prove its lease
+// holds, before the lease can have expired in the engine and another
+// server taken over; when a renewal goes through again before that, it
+// serves again in the same term.
+func TestActiveServesOnlyWhileItsLeaseIsProved(t *testing.T) {
+	remote := memkv.New()
+	a := start(t, remote, "a", nil)
+	waitActive(t, a, "a becomes active")
+	a.node.mu.Lock()
+	s := a.node.session.(*memkv.Session)
+	a.node.mu.Unlock()
+	term := a.node.pipe.guard
+
+	// The last renewal went through a lease ago (minus a hair): the lease
+	// may expire in the engine at any moment.
+	s.Stall(time.Now().Add(-a.node.cfg.Lease + time.Millisecond))
+	v := a.node.View()
+	if v.Service != nil || v.Role != Active || !kerr.Is(v.Err, kerr.Down) || v.Active.ID != "" {
+		t.Fatalf("a, its lease unproved, still serves: %+v", v)
+	}
+	if st := a.node.Status(context.Background()); st.Active.ID != "a" {
+		t.Fatalf("a no longer reports itself active while it holds the role: %+v", st.Active)
+	}
+
+	s.Stall(time.Time{}) // renewed again
+	waitActive(t, a, "a serves again once its lease is renewed")
+	if a.node.pipe.guard.Key == nil || string(a.node.pipe.guard.Key) != string(term.Key) {
+		t.Fatal("a's term changed")
+	}
 }
