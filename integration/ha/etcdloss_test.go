@@ -66,6 +66,8 @@ type writer struct {
 	acked []string    // directories acknowledged (200)
 	asked []time.Time // when each acknowledged one was asked
 	fails int
+	last  time.Time     // when the last acknowledgment came
+	gap   time.Duration // the longest time without one
 	stop  chan struct{}
 	done  chan struct{}
 }
@@ -86,6 +88,11 @@ func startWriter(base, dir string) *writer {
 			w.mu.Lock()
 			if err == nil && code == 200 {
 				w.acked, w.asked = append(w.acked, p), append(w.asked, asked)
+				now := time.Now()
+				if !w.last.IsZero() {
+					w.gap = max(w.gap, now.Sub(w.last))
+				}
+				w.last = now
 			} else {
 				w.fails++
 			}
@@ -164,7 +171,7 @@ func TestActiveRoleSurvivesEtcdLeaderLoss(t *testing.T) {
 	back = time.Now()
 	in.waitWrites(w, back, 10, "writes go on once the killed member is back")
 	acked := w.end()
-	t.Logf("%d writes acknowledged, %d failed (while etcd elected)", len(acked), w.fails)
+	t.Logf("%d writes acknowledged, %d failed; the longest time without an acknowledgment: %v", len(acked), w.fails, w.gap.Round(time.Millisecond))
 
 	if now, nowID := in.term(); now != term || nowID != id {
 		t.Fatalf("the active role changed hands: term %d of %s, then %d of %s", term, id, now, nowID)
