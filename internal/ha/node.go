@@ -183,7 +183,7 @@ func (n *Node) leaseLocked(now time.Time) error {
 		return nil
 	}
 	return &kerr.Error{Kind: kerr.Down, Op: "namespace", Path: n.cfg.Self.HTTP,
-		Msg: "namespace unavailable: the lease of this (active) server in the store was not renewed in time, so it cannot tell whether it still is the active one; retry"}
+		Msg: "namespace unavailable: this server's lease in the store (etcd) was not renewed in time, so it cannot tell whether it is still the active server; retry"}
 }
 
 // activeLocked is the active server to send clients to, or why there is

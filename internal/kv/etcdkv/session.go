@@ -61,6 +61,7 @@ type session struct {
 	held      time.Time            // HeldUntil
 	term      uint64               // highest Raft term of an answer
 	answered  int                  // member (renewers index) that answered in term last
+	next      *grant               // the lease a move binds the keys to, until it is lease
 	inTransit bool                 // a move runs: renewals of the old lease prove nothing of the keys
 
 	closeOnce sync.Once
@@ -90,30 +91,24 @@ func (e *Engine) NewSession(ctx context.Context, ttl time.Duration) (kv.Session,
 	kctx, stop := context.WithCancel(context.Background())
 	s := &session{e: e, ttl: time.Duration(g.TTL) * time.Second, stop: stop,
 		done: make(chan struct{}), gone: make(chan struct{}), moving: make(chan struct{}, 1)}
-	if err := s.use(g, sent); err != nil {
-		stop()
-		return nil, e.fail(ctx, "session", err)
-	}
+	s.use(g, sent)
 	go s.keep(kctx)
 	return s, nil
 }
 
 // use makes g, granted by a request sent at sent, the session's lease.
-func (s *session) use(g *clientv3.LeaseGrantResponse, sent time.Time) error {
+func (s *session) use(g *clientv3.LeaseGrantResponse, sent time.Time) {
 	// The client's session, for elections only (they take its lease and
-	// client): its own renewals stop at once.
-	cs, err := concurrency.NewSession(s.e.cli, concurrency.WithLease(g.ID), concurrency.WithTTL(int(g.TTL)))
-	if err != nil {
-		return err
-	}
+	// client; with a lease given it makes no request): its own renewals
+	// stop at once.
+	cs, _ := concurrency.NewSession(s.e.cli, concurrency.WithLease(g.ID), concurrency.WithTTL(int(g.TTL)))
 	cs.Orphan()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lease, s.cs, s.granted = g.ID, cs, g.ResponseHeader.GetRaftTerm()
 	s.held = sent.Add(time.Duration(g.TTL) * time.Second)
 	s.term = max(s.term, s.granted)
-	s.inTransit = false
-	return nil
+	s.next, s.inTransit = nil, false
 }
 
 // elections is the client's session for the current lease.
@@ -139,9 +134,17 @@ func (s *session) keep(ctx context.Context) {
 	defer tick.Stop()
 	renewers, _ := s.e.renewers()
 	for {
-		sent, lease := time.Now(), s.current()
-		for i, lc := range renewers {
-			go s.renew(ctx, i, lc, lease, sent)
+		sent := time.Now()
+		s.mu.Lock()
+		leases := []clientv3.LeaseID{s.lease}
+		if s.next != nil {
+			leases = append(leases, s.next.ID)
+		}
+		s.mu.Unlock()
+		for _, lease := range leases {
+			for i, lc := range renewers {
+				go s.renew(ctx, i, lc, lease, sent)
+			}
 		}
 		if s.moveDue() {
 			select {
@@ -219,54 +222,66 @@ func (s *session) moveDue() bool {
 	return s.term > s.granted
 }
 
-// move binds the session's keys to a lease the current leader grants,
-// through the member that answered in the newest term, and makes it the
-// session's. While it runs, renewals of the old lease do not move
-// HeldUntil (the keys may already be bound to the new one). If it fails
-// it is tried again at the next round.
+// move binds the session's keys to a lease the current leader grants
+// (through the member that answered in the newest term) in one
+// transaction, and makes it the session's. From its start until then the
+// new lease is renewed too and renewals of the old one do not move
+// HeldUntil (the keys may be bound to either). A move that fails, or
+// whose outcome is unknown, is tried again at the next round with the
+// same new lease: it reads where the keys are again.
 func (s *session) move(ctx context.Context) {
 	s.mu.Lock()
-	old, cli := s.lease, s.e.member(s.answered)
+	old, next, cli := s.lease, s.next, s.e.member(s.answered)
 	s.inTransit = true
 	s.mu.Unlock()
-	moved := false
-	defer func() {
-		if !moved {
+	rctx, cancel := s.e.reqCtx(ctx)
+	defer cancel()
+	if next == nil {
+		sent := time.Now()
+		g, err := cli.Grant(rctx, int64(s.ttl/time.Second))
+		if err != nil {
 			s.mu.Lock()
 			s.inTransit = false
 			s.mu.Unlock()
+			return
 		}
-	}()
-	rctx, cancel := s.e.reqCtx(ctx)
-	defer cancel()
-	sent := time.Now()
-	g, err := cli.Grant(rctx, int64(s.ttl/time.Second))
+		next = &grant{g, sent}
+		s.mu.Lock()
+		s.next = next
+		s.mu.Unlock()
+	}
+	tl, err := cli.TimeToLive(rctx, old, clientv3.WithAttachedKeys())
 	if err != nil {
 		return
 	}
-	tl, err := cli.TimeToLive(rctx, old, clientv3.WithAttachedKeys())
-	switch {
-	case err != nil:
-	case tl.TTL <= 0: // gone already: so are its keys
-		s.goneOnce.Do(func() { close(s.gone) })
-	default:
-		moved = true
+	if tl.TTL <= 0 { // gone: its keys with it, unless a try before moved them
+		tn, err := cli.TimeToLive(rctx, next.ID, clientv3.WithAttachedKeys())
+		if err != nil {
+			return
+		}
+		if len(tn.Keys) == 0 {
+			s.goneOnce.Do(func() { close(s.gone) })
+			_, _ = cli.Revoke(rctx, next.ID)
+			return
+		}
+	} else {
+		var cmps []clientv3.Cmp
+		var puts []clientv3.Op
 		for _, k := range tl.Keys {
-			_, err := cli.Txn(rctx).If(clientv3.Compare(clientv3.LeaseValue(string(k)), "=", old)).
-				Then(clientv3.OpPut(string(k), "", clientv3.WithIgnoreValue(), clientv3.WithLease(g.ID))).Commit()
-			if err != nil {
-				moved = false
-				break
-			}
+			cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(string(k)), "=", old))
+			puts = append(puts, clientv3.OpPut(string(k), "", clientv3.WithIgnoreValue(), clientv3.WithLease(next.ID)))
+		}
+		if r, err := cli.Txn(rctx).If(cmps...).Then(puts...).Commit(); err != nil || !r.Succeeded {
+			return // a key changed meanwhile, or the outcome is unknown
 		}
 	}
-	if !moved {
-		_, _ = cli.Revoke(rctx, g.ID)
-		return
-	}
-	if err := s.use(g, sent); err != nil {
-		_, _ = cli.Revoke(rctx, g.ID) // not reached: NewSession with a lease makes no request
-	}
+	s.use(next.LeaseGrantResponse, next.sent)
+}
+
+// grant is a lease granted, and when it was asked for.
+type grant struct {
+	*clientv3.LeaseGrantResponse
+	sent time.Time
 }
 
 // HeldUntil is when the last acknowledged renewal was sent plus the
@@ -296,7 +311,13 @@ func (s *session) Close() error {
 		<-s.done
 		ctx, cancel := s.e.reqCtx(context.Background())
 		defer cancel()
-		_, err := s.e.cli.Revoke(ctx, s.current())
+		s.mu.Lock()
+		lease, next := s.lease, s.next
+		s.mu.Unlock()
+		if next != nil { // a move's outcome unknown: the keys may be bound to it
+			_, _ = s.e.cli.Revoke(ctx, next.ID)
+		}
+		_, err := s.e.cli.Revoke(ctx, lease)
 		s.closeErr = s.e.fail(context.Background(), "session close", err)
 	})
 	return s.closeErr
