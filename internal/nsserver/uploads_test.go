@@ -3,8 +3,8 @@ package nsserver
 import (
 	"bytes"
 	"context"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 

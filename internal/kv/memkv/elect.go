@@ -15,8 +15,9 @@ import (
 // Sessions and elections in one process, for tests of code that runs
 // several servers over one shared engine. A session lives until Close or
 // Expire (the ttl is not enforced: tests end sessions explicitly, as a
-// lease would expire); it is renewed at every moment until Stall. Candidacies are keys NAME/<counter>, so key order is
-// campaign order and the first key under NAME/ leads.
+// lease would expire); it counts as renewed at every moment until Stall.
+// Candidacies are keys NAME/<counter>, so key order is campaign order and
+// the first key under NAME/ leads.
 
 var _ kv.Elector = (*Engine)(nil)
 
