@@ -141,12 +141,15 @@ func (in *instance) waitWrites(w *writer, t time.Time, n int, step string) {
 // leader while writes go on: first the leader freezes (SIGSTOP: a member
 // too loaded to answer, its connections open, which a client cannot tell
 // from a slow one) for two leases, then it is killed; each time etcd
-// elects another leader within its election timeout (1 s, set here), and
-// each time the returning member (SIGCONT, restart) rejoins as a
-// follower. The active server's term never changes, writes resume while
-// the member is away, and every acknowledged write is there.
+// elects another leader within its election timeout (1 s, set here; the
+// lease is 6 of them, so that an election slowed down by a loaded host
+// still ends within it), and each time the returning member (SIGCONT,
+// restart) rejoins as a follower. The active server's term never changes,
+// writes resume while the member is away, and every acknowledged write is
+// there.
 func TestActiveRoleSurvivesEtcdLeaderLoss(t *testing.T) {
-	in := newInstanceWith(t, 2, options{etcdFlags: []string{"--heartbeat-interval", "100", "--election-timeout", "1000"}})
+	const lease = 6 * time.Second
+	in := newInstanceWith(t, 2, options{lease: lease, etcdFlags: []string{"--heartbeat-interval", "100", "--election-timeout", "1000"}})
 	in.waitActive(0, "server 0 is active")
 	term, id := in.term()
 	if _, e, code := in.kaon(in.http[0], "mkdir", "/w"); code != 0 {
@@ -157,14 +160,15 @@ func TestActiveRoleSurvivesEtcdLeaderLoss(t *testing.T) {
 
 	frozen := in.etcd.Leader()
 	in.etcd.SignalMember(frozen, syscall.SIGSTOP)
+	resume := sync.OnceFunc(func() { in.etcd.SignalMember(frozen, syscall.SIGCONT) })
+	t.Cleanup(resume)
 	stopped := time.Now()
 	in.waitWrites(w, stopped, 10, "writes resume with the etcd leader frozen")
 	// Frozen for two leases: past the lease by the frozen member's clock,
 	// which etcd 3.4.23 has it revoke when it runs again.
-	d, _ := time.ParseDuration(lease)
-	time.Sleep(time.Until(stopped.Add(2 * d)))
-	in.waitWrites(w, stopped.Add(2*d), 10, "writes go on with the etcd leader frozen for two leases")
-	in.etcd.SignalMember(frozen, syscall.SIGCONT)
+	time.Sleep(time.Until(stopped.Add(2 * lease)))
+	in.waitWrites(w, stopped.Add(2*lease), 10, "writes go on with the etcd leader frozen for two leases")
+	resume()
 	back := time.Now()
 	in.waitWrites(w, back, 10, "writes go on once the frozen member is back")
 

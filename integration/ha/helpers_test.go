@@ -58,6 +58,7 @@ func freePort(t *testing.T) string {
 type options struct {
 	etcdFlags []string                         // added to every etcd member's command line
 	meta      func(in *instance, i int) string // --meta of namespace server i (default in.meta)
+	lease     time.Duration                    // --meta-lease (default lease)
 }
 
 // newInstance starts etcd, n namespace servers (the first one alone, so it
@@ -81,8 +82,12 @@ func newInstanceWith(t *testing.T, n int, o options) *instance {
 		if o.meta != nil {
 			meta = o.meta(in, i)
 		}
+		l := lease
+		if o.lease > 0 {
+			l = o.lease.String()
+		}
 		args := []string{"mgm", "--data", dir, "--http", strings.TrimPrefix(in.http[i], "http://"), "--xrootd", in.xrd[i],
-			"--meta", meta, "--meta-lease", lease, "--meta-txn-ops", strconv.Itoa(etcdtest.MaxTxnOps),
+			"--meta", meta, "--meta-lease", l, "--meta-txn-ops", strconv.Itoa(etcdtest.MaxTxnOps),
 			"--meta-request-bytes", strconv.Itoa(etcdtest.MaxRequestBytes)}
 		if i == 0 {
 			in.key = filepath.Join(dir, "keys", "capability.key")
