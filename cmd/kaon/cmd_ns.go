@@ -32,16 +32,43 @@ func runNS(args []string) int {
 		}
 		printNSStatus(os.Stdout, st, time.Now())
 	case "step-down":
+		before, _ := api.NSStatus(ctx()) // who steps down (none known: any active server is the successor)
 		if err := api.StepDown(ctx()); err != nil {
 			return fail("ns step-down", err)
 		}
-		st, err := api.NSStatus(ctx())
-		if err != nil {
+		next, err := successor(api, before.Active, stepDownWait)
+		switch {
+		case err != nil:
 			return fail("ns step-down", err)
+		case next == "":
+			fmt.Printf("stepped down; no active server yet after %v (an election is under way, or the store has no quorum): see kaon ns status\n", stepDownWait)
+		case next == before.Active:
+			fmt.Printf("stepped down; no standby took over within %v, and %s is active again\n", stepDownWait, next)
+		default:
+			fmt.Printf("stepped down; active now: %s\n", next)
 		}
-		fmt.Printf("stepped down; active now: %s\n", orNone(st.Active))
 	}
 	return 0
+}
+
+// stepDownWait bounds how long `ns step-down` waits for the successor: a
+// standby takes over within moments of a clean step-down.
+const stepDownWait = 15 * time.Second
+
+// successor waits until the instance names an active server other than
+// old, and returns it; after wait, the one it names then ("" for none).
+func successor(api *client.Client, old string, wait time.Duration) (string, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		st, err := api.NSStatus(ctx())
+		if err == nil && st.Active != "" && st.Active != old {
+			return st.Active, nil
+		}
+		if time.Now().After(deadline) {
+			return st.Active, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func orNone(s string) string {

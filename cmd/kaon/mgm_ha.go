@@ -387,8 +387,7 @@ func benchActive(meta MetaConfig, dir string, files int) (bench.NSStore, error) 
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if v := node.View(); v.Role == ha.Active {
-			p := v.Service.(*ha.Pipeline)
+		if p, ok := node.View().Service.(*ha.Pipeline); ok {
 			return bench.NSStore{Store: p, Name: "etcd " + meta.URL,
 				Close: func() {
 					st := p.Stats()

@@ -7,6 +7,7 @@ package etcdtest
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // Limits the test cluster raises above etcd's defaults (128 operations and
@@ -36,6 +40,7 @@ type Cluster struct {
 	t       testing.TB
 	dir     string
 	token   string
+	flags   []string // added to every member's command line
 	members []*member
 }
 
@@ -49,8 +54,10 @@ type member struct {
 	exited    chan struct{} // closed when cmd has exited
 }
 
-// Start starts an n-member cluster and waits until it has a leader.
-func Start(t testing.TB, n int) *Cluster {
+// Start starts an n-member cluster and waits until it has a leader. Flags
+// are added to every member's command line (e.g. "--election-timeout",
+// "1000": a test that depends on etcd's timings sets them).
+func Start(t testing.TB, n int, flags ...string) *Cluster {
 	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
@@ -58,7 +65,7 @@ func Start(t testing.TB, n int) *Cluster {
 	}
 	var lastErr error
 	for try := 0; try < 3; try++ { // a free port can be taken by another process before etcd binds it
-		c := &Cluster{t: t, dir: t.TempDir(), token: fmt.Sprintf("kaon-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
+		c := &Cluster{t: t, dir: t.TempDir(), token: fmt.Sprintf("kaon-test-%d-%d", os.Getpid(), time.Now().UnixNano()), flags: flags}
 		ports, err := freePorts(2 * n)
 		if err != nil {
 			t.Fatal(err)
@@ -76,7 +83,7 @@ func Start(t testing.TB, n int) *Cluster {
 			initial = append(initial, m.name+"="+m.peerURL)
 		}
 		for _, m := range c.members {
-			m.start(t, bin, strings.Join(initial, ","), c.token)
+			m.start(t, bin, strings.Join(initial, ","), c.token, flags)
 		}
 		if lastErr = c.waitHealthy(c.members...); lastErr == nil {
 			t.Cleanup(c.stopAll)
@@ -88,7 +95,7 @@ func Start(t testing.TB, n int) *Cluster {
 	return nil
 }
 
-func (m *member) start(t testing.TB, bin, initial, token string) {
+func (m *member) start(t testing.TB, bin, initial, token string, flags []string) {
 	args := []string{
 		"--name", m.name, "--data-dir", m.dir,
 		"--listen-client-urls", m.clientURL, "--advertise-client-urls", m.clientURL,
@@ -97,6 +104,7 @@ func (m *member) start(t testing.TB, bin, initial, token string) {
 		"--max-txn-ops", fmt.Sprint(MaxTxnOps), "--max-request-bytes", fmt.Sprint(MaxRequestBytes),
 		"--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn",
 	}
+	args = append(args, flags...)
 	cmd := exec.Command(bin, args...)
 	for _, kv := range os.Environ() { // ETCD_* variables would override flags
 		if !strings.HasPrefix(kv, "ETCD") {
@@ -194,6 +202,80 @@ func (c *Cluster) StopMember(i int) {
 	}
 }
 
+// SignalMember sends sig to member i without waiting (SIGSTOP freezes it
+// with its connections open, as a host too loaded to answer; SIGCONT
+// resumes it).
+func (c *Cluster) SignalMember(i int, sig syscall.Signal) {
+	c.t.Helper()
+	m := c.members[i]
+	if !m.running() {
+		c.t.Fatalf("etcd member %s is not running", m.name)
+	}
+	if err := m.cmd.Process.Signal(sig); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// client is a client of the running members, for the test's own reads.
+func (c *Cluster) client() *clientv3.Client {
+	c.t.Helper()
+	var eps []string
+	for _, m := range c.members {
+		if m.running() {
+			eps = append(eps, m.clientURL)
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cli
+}
+
+// Leader is the index of the member that leads the cluster now, waiting
+// up to a minute for one.
+func (c *Cluster) Leader() int {
+	c.t.Helper()
+	cli := c.client()
+	defer cli.Close()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		for i, m := range c.members {
+			if !m.running() {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			st, err := cli.Status(ctx, m.clientURL)
+			cancel()
+			if err == nil && st.Leader != 0 && st.Leader == st.Header.MemberId {
+				return i
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no etcd member leads after %v", startTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Get reads key (the whole key, prefix included) with a quorum read; nil
+// when it does not exist.
+func (c *Cluster) Get(key string) []byte {
+	c.t.Helper()
+	cli := c.client()
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, key)
+	if err != nil {
+		c.t.Fatalf("etcd get %s: %v", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil
+	}
+	return resp.Kvs[0].Value
+}
+
 // StartMember restarts a stopped or killed member i on its data dir and,
 // when wait is set, waits until it is healthy (a member is healthy only
 // while the cluster has a leader, so wait only once a quorum runs again).
@@ -208,7 +290,7 @@ func (c *Cluster) StartMember(i int, wait bool) {
 	for _, o := range c.members {
 		initial = append(initial, o.name+"="+o.peerURL)
 	}
-	m.start(c.t, bin, strings.Join(initial, ","), c.token)
+	m.start(c.t, bin, strings.Join(initial, ","), c.token, c.flags)
 	if wait {
 		if err := c.waitHealthy(m); err != nil {
 			c.t.Fatal(err)

@@ -54,10 +54,19 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// options change what newInstanceWith starts.
+type options struct {
+	etcdFlags []string                         // added to every etcd member's command line
+	meta      func(in *instance, i int) string // --meta of namespace server i (default in.meta)
+	lease     time.Duration                    // --meta-lease (default lease)
+}
+
 // newInstance starts etcd, n namespace servers (the first one alone, so it
 // is the active one and writes the key) and the storage server.
-func newInstance(t *testing.T, n int) *instance {
-	in := &instance{t: t, etcd: etcdtest.Start(t, 3)}
+func newInstance(t *testing.T, n int) *instance { return newInstanceWith(t, n, options{}) }
+
+func newInstanceWith(t *testing.T, n int, o options) *instance {
+	in := &instance{t: t, etcd: etcdtest.Start(t, 3, o.etcdFlags...)}
 	var hosts []string
 	for _, ep := range in.etcd.Endpoints() {
 		hosts = append(hosts, strings.TrimPrefix(ep, "http://"))
@@ -69,8 +78,16 @@ func newInstance(t *testing.T, n int) *instance {
 	}
 	for i := 0; i < n; i++ {
 		dir := t.TempDir()
+		meta := in.meta
+		if o.meta != nil {
+			meta = o.meta(in, i)
+		}
+		l := lease
+		if o.lease > 0 {
+			l = o.lease.String()
+		}
 		args := []string{"mgm", "--data", dir, "--http", strings.TrimPrefix(in.http[i], "http://"), "--xrootd", in.xrd[i],
-			"--meta", in.meta, "--meta-lease", lease, "--meta-txn-ops", strconv.Itoa(etcdtest.MaxTxnOps),
+			"--meta", meta, "--meta-lease", l, "--meta-txn-ops", strconv.Itoa(etcdtest.MaxTxnOps),
 			"--meta-request-bytes", strconv.Itoa(etcdtest.MaxRequestBytes)}
 		if i == 0 {
 			in.key = filepath.Join(dir, "keys", "capability.key")

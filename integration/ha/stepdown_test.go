@@ -89,3 +89,22 @@ func TestStepDownDuringUploads(t *testing.T) {
 		t.Fatalf("kaon ls /inflight: want curl.bin and xrdcp.bin:\n%s", out)
 	}
 }
+
+// `kaon ns step-down` names the server that took over, never the one that
+// just stepped down: asked at the active server five times in a row, it
+// prints the server every server names active afterwards.
+func TestStepDownNamesTheSuccessor(t *testing.T) {
+	in := newInstance(t, 2)
+	a := in.waitActive(0, "server 0 is active")
+	for round := 0; round < 5; round++ {
+		out, e, code := in.kaon(in.http[a], "ns", "step-down", "--url", in.http[a])
+		if code != 0 {
+			t.Fatalf("round %d: kaon ns step-down: %s %s", round, out, e)
+		}
+		b := in.waitActiveOther(a, "another server is active after the step-down")
+		if want := "active now: " + in.http[b]; !strings.Contains(out, want) {
+			t.Fatalf("round %d: server %d stepped down, server %d took over; kaon ns step-down printed:\n%s", round, a, b, out)
+		}
+		a = b
+	}
+}

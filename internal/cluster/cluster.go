@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -113,6 +114,9 @@ func (c *Client) call(ctx context.Context, op string, in, out any) error {
 			case resp.StatusCode == http.StatusServiceUnavailable && ha:
 				lastErr = responseError(resp, op, target)
 				resp.Body.Close()
+				if kerr.Is(lastErr, kerr.Aborted) {
+					return lastErr // the active server's answer: another has no other
+				}
 			default:
 				defer resp.Body.Close()
 				return responseError(resp, op, target)
@@ -228,7 +232,9 @@ func responseError(resp *http.Response, op, where string) error {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var e ErrorBody
 	if json.Unmarshal(data, &e) == nil && e.Message != "" {
-		return &kerr.Error{Kind: kerr.Kind(e.Kind), Op: op, Msg: e.Message}
+		// The message is the remote error's whole text, its operation
+		// included ("commit fid 7: ..."): naming op again doubled it.
+		return &kerr.Error{Kind: kerr.Kind(e.Kind), Msg: e.Message}
 	}
 	return kerr.New(kerr.Internal, op, where, fmt.Sprintf("HTTP %d", resp.StatusCode))
 }
@@ -313,6 +319,14 @@ func Handler(ns message.Namespace, secret string) http.Handler {
 	return mux
 }
 
+// SetRetryAfter sets the Retry-After header an error of kind k answers
+// with (kerr.RetryAfter), if any.
+func SetRetryAfter(w http.ResponseWriter, k kerr.Kind) {
+	if secs := kerr.RetryAfter(k); secs > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+}
+
 // WriteJSON writes v as a 200 JSON response.
 func WriteJSON(w http.ResponseWriter, v any) error {
 	w.Header().Set("Content-Type", "application/json")
@@ -323,6 +337,7 @@ func WriteJSON(w http.ResponseWriter, v any) error {
 func WriteError(w http.ResponseWriter, err error) {
 	k := kerr.KindOf(err)
 	w.Header().Set("Content-Type", "application/json")
+	SetRetryAfter(w, k)
 	w.WriteHeader(kerr.HTTPStatus(k))
 	_ = json.NewEncoder(w).Encode(ErrorBody{Kind: int(k), Message: err.Error()})
 }

@@ -65,10 +65,8 @@ func (s *server) stop() {
 }
 
 func (s *server) ns() *namespace.Namespace {
-	if v := s.node.View(); v.Role == Active {
-		return v.Service.(*namespace.Namespace)
-	}
-	return nil
+	ns, _ := s.node.View().Service.(*namespace.Namespace)
+	return ns
 }
 
 func waitActive(t *testing.T, s *server, step string) *namespace.Namespace {
@@ -380,5 +378,102 @@ func TestActiveServerCompactsHistory(t *testing.T) {
 		if r == 0 || r > n.replica.Applied() || (i > 0 && r < remote.revs[i-1]) {
 			t.Fatalf("compactions %v (replica at %d): not increasing, or past what the replica has", remote.revs, n.replica.Applied())
 		}
+	}
+}
+
+// gatedLeader is a shared engine whose Leader reads wait while the gate
+// is shut (an etcd slow to answer).
+type gatedLeader struct {
+	*memkv.Engine
+	mu   sync.Mutex
+	gate chan struct{} // nil: open
+}
+
+func (e *gatedLeader) Leader(ctx context.Context, name string) ([]byte, uint64, error) {
+	e.mu.Lock()
+	g := e.gate
+	e.mu.Unlock()
+	if g != nil {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
+	}
+	return e.Engine.Leader(ctx, name)
+}
+
+func (e *gatedLeader) shut() {
+	e.mu.Lock()
+	e.gate = make(chan struct{})
+	e.mu.Unlock()
+}
+
+func (e *gatedLeader) open() {
+	e.mu.Lock()
+	if e.gate != nil {
+		close(e.gate)
+		e.gate = nil
+	}
+	e.mu.Unlock()
+}
+
+// Right after a step-down, the server that stepped down never names
+// itself the active one (it read itself as the leader a moment before,
+// and has not read the leader since): it names its successor, or none
+// yet.
+func TestStatusAfterStepDownNamesNotItself(t *testing.T) {
+	remote := &gatedLeader{Engine: memkv.New()}
+	a := start(t, remote, "a", nil)
+	waitActive(t, a, "a becomes active")
+	b := start(t, remote, "b", nil)
+	within(t, "b is a standby", func() bool { return b.node.View().Active.ID == "a" })
+	within(t, "a has read itself as the leader", func() bool {
+		a.node.mu.Lock()
+		defer a.node.mu.Unlock()
+		return a.node.leader.ID == "a"
+	})
+	remote.shut()
+	defer remote.open()
+	if err := a.node.StepDown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.node.Status(context.Background()); st.Active.ID == "a" {
+		t.Fatalf("a, just stepped down, names itself active: %+v", st.Active)
+	}
+	remote.open()
+	waitActive(t, b, "b takes over")
+	within(t, "a names b active", func() bool { return a.node.Status(context.Background()).Active.ID == "b" })
+}
+
+// An active server whose lease renewals stop going through (cut off from
+// the shared engine) stops serving once it can no longer prove its lease
+// holds, before the lease can have expired in the engine and another
+// server taken over; when a renewal goes through again before that, it
+// serves again in the same term.
+func TestActiveServesOnlyWhileItsLeaseIsProved(t *testing.T) {
+	remote := memkv.New()
+	a := start(t, remote, "a", nil)
+	waitActive(t, a, "a becomes active")
+	a.node.mu.Lock()
+	s := a.node.session.(*memkv.Session)
+	a.node.mu.Unlock()
+	term := a.node.pipe.guard
+
+	// The last renewal went through a lease ago (minus a hair): the lease
+	// may expire in the engine at any moment.
+	s.Stall(time.Now().Add(-a.node.cfg.Lease + time.Millisecond))
+	v := a.node.View()
+	if v.Service != nil || v.Role != Active || !kerr.Is(v.Err, kerr.Down) || v.Active.ID != "" {
+		t.Fatalf("a, its lease unproved, still serves: %+v", v)
+	}
+	if st := a.node.Status(context.Background()); st.Active.ID != "a" {
+		t.Fatalf("a no longer reports itself active while it holds the role: %+v", st.Active)
+	}
+
+	s.Stall(time.Time{}) // renewed again
+	waitActive(t, a, "a serves again once its lease is renewed")
+	if a.node.pipe.guard.Key == nil || string(a.node.pipe.guard.Key) != string(term.Key) {
+		t.Fatal("a's term changed")
 	}
 }

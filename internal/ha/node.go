@@ -103,7 +103,7 @@ type Config struct {
 // View is what a request arriving at this server meets.
 type View struct {
 	Role    Role
-	Service any    // Role == Active: the service Serve returned
+	Service any    // Role == Active: the service Serve returned (nil when the role cannot be proved held: Err says so)
 	Active  Member // the active server, when one is known (ID "" when not)
 	Err     error  // not active and no active server to send clients to: why
 }
@@ -148,15 +148,42 @@ func New(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// View is the server's current view.
+// View is the server's current view. An active server serves only while
+// it can prove it still holds the role (leaseLocked): otherwise its view
+// has no service, and why.
 func (n *Node) View() View {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	v := n.view
 	if v.Role != Active {
 		v.Active, v.Err = n.activeLocked()
+		return v
+	}
+	if err := n.leaseLocked(time.Now()); err != nil {
+		return View{Role: Active, Err: err}
 	}
 	return v
+}
+
+// leaseLocked says why the active role cannot be proved held at now: when
+// now is past the session's HeldUntil, less a tenth of the lease for the
+// drift between this host's clock and etcd's leader's (TiKV counts 9 s of
+// a 10 s election timeout), etcd may have let the lease expire and
+// another server be elected, which may acknowledge writes this one does
+// not see. Reads stop then, before the new server can start (it waits for
+// the lease to expire in etcd); writes are fenced in etcd anyway. They go
+// on if a renewal goes through again (the lease held: etcd's leader was
+// being elected, or the link came back).
+func (n *Node) leaseLocked(now time.Time) error {
+	var held time.Time
+	if n.session != nil {
+		held = n.session.HeldUntil()
+	}
+	if now.Before(held.Add(-n.cfg.Lease / 10)) {
+		return nil
+	}
+	return &kerr.Error{Kind: kerr.Down, Op: "namespace", Path: n.cfg.Self.HTTP,
+		Msg: "namespace unavailable: this server's lease in the store (etcd) was not renewed in time, so it cannot tell whether it is still the active server; retry"}
 }
 
 // activeLocked is the active server to send clients to, or why there is
@@ -216,10 +243,15 @@ func (n *Node) engineFailed(err error) {
 // candidacy changed, the leader may have.
 func (n *Node) otherChange(ev kv.Event) {
 	if strings.HasPrefix(string(ev.Key), electionName+"/") {
-		select {
-		case n.leaderCh <- struct{}{}:
-		default:
-		}
+		n.kickLeader()
+	}
+}
+
+// kickLeader has watchLeader read the leader again now.
+func (n *Node) kickLeader() {
+	select {
+	case n.leaderCh <- struct{}{}:
+	default:
 	}
 }
 
@@ -287,6 +319,9 @@ func (n *Node) campaign(ctx context.Context, s kv.Session) {
 		rctx, cancel := context.WithTimeout(context.Background(), n.cfg.Lease)
 		err = l.Resign(rctx)
 		cancel()
+		if err == nil {
+			n.kickLeader() // name the successor at once
+		}
 		if reply != nil { // a step-down returns once resigned
 			reply <- err
 		}
@@ -329,7 +364,7 @@ func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign 
 	// feed the replica; the watch resumes where they left it when the
 	// role ends (and brings what an ambiguous last commit did).
 	n.replica.Pause()
-	p := newPipeline(n.cfg.Remote, n.replica, l.Cond(), n.cfg.Lease)
+	p := newPipeline(n.cfg.Remote, n.replica, l.Cond(), 2*n.cfg.Lease)
 	n.mu.Lock()
 	n.pipe = p
 	n.mu.Unlock()

@@ -80,8 +80,8 @@ type write struct {
 var ErrHandover = errors.New("the active namespace server is handing over to another")
 
 // newPipeline starts committing to remote under guard. Retry bounds how
-// long a group is sent again after failures that may pass (usually the
-// session's lease: past it the role is lost anyway).
+// long a group is sent again after failures that may pass (twice the
+// lease: a session whose renewals fail that long gives up anyway).
 func newPipeline(remote kv.Engine, replica *Replica, guard kv.Cond, retry time.Duration) *Pipeline {
 	lim := kv.Limits{Ops: 128, Bytes: 3 << 19, PerWrite: 64}
 	if l, ok := remote.(kv.Limiter); ok {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
-	"time"
 
 	"github.com/kaon-storage/kaon/internal/kv"
 )
@@ -29,8 +28,8 @@ func (n *Node) Status(ctx context.Context) Status {
 	n.mu.Lock()
 	if n.view.Role == Active {
 		st.Active = n.cfg.Self
-	} else if time.Since(n.leaderAt) < n.cfg.Lease {
-		st.Active = n.leader
+	} else if m, err := n.activeLocked(); err == nil {
+		st.Active = m // never itself: the leader it read last may be itself just stepped down
 	}
 	n.mu.Unlock()
 	sctx, cancel := context.WithTimeout(ctx, n.cfg.Lease)

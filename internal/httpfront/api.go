@@ -13,6 +13,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
 	"github.com/kaon-storage/kaon/internal/nsserver"
@@ -80,6 +81,7 @@ func writeJSONError(w http.ResponseWriter, err error) {
 	if k == kerr.Unauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kaon"`)
 	}
+	cluster.SetRetryAfter(w, k)
 	w.WriteHeader(kerr.HTTPStatus(k))
 	_ = json.NewEncoder(w).Encode(client.ErrorBody{Kind: int(k), Message: err.Error()})
 }

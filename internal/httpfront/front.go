@@ -147,7 +147,9 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 // status kerr maps it to (or status when not 0).
 func textError(w http.ResponseWriter, err error, status int) {
 	if status == 0 {
-		status = kerr.HTTPStatus(kerr.KindOf(err))
+		k := kerr.KindOf(err)
+		status = kerr.HTTPStatus(k)
+		cluster.SetRetryAfter(w, k)
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")

@@ -7,7 +7,6 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/client"
-	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
 // ActiveHeader names the active namespace server on a standby's redirect,
@@ -48,9 +47,6 @@ func (f *HA) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(ActiveHeader, active)
 		http.Redirect(w, r, strings.TrimRight(active, "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 	default:
-		if k := kerr.KindOf(err); k == kerr.Busy || k == kerr.Down {
-			w.Header().Set("Retry-After", "1")
-		}
 		if strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/internal/") {
 			writeJSONError(w, err)
 			return

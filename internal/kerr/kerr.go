@@ -43,10 +43,16 @@ const Unauthenticated = Unavailable + 1
 // kXR_ServerError; clients retry later.
 const Down = Unauthenticated + 1
 
+// Aborted: an operation in flight was ended by the system, not refused
+// for what it asked (an upload whose namespace server failed over while
+// it streamed: the new one aborted it), and done again from the start it
+// may succeed; HTTP 503 with Retry-After, kXR_Cancelled, EIO.
+const Aborted = Down + 1
+
 var kindNames = [...]string{"internal error", "not found", "exists", "not a directory",
 	"is a directory", "directory not empty", "permission denied", "invalid argument",
 	"name too long", "no space", "quota exceeded", "busy", "I/O error", "unsupported",
-	"read-only", "expired", "unavailable", "not authenticated", "namespace unavailable"}
+	"read-only", "expired", "unavailable", "not authenticated", "namespace unavailable", "aborted"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -181,7 +187,7 @@ func Errno(k Kind) syscall.Errno {
 		return syscall.EROFS
 	case Expired, Unauthenticated:
 		return syscall.EACCES
-	case Unavailable, Down:
+	case Unavailable, Down, Aborted:
 		return syscall.EIO
 	}
 	return syscall.EIO
@@ -208,10 +214,20 @@ func HTTPStatus(k Kind) int {
 		return 414 // URI Too Long
 	case NoSpace, Quota:
 		return 507 // Insufficient Storage
-	case Busy, Unavailable, Down:
+	case Busy, Unavailable, Down, Aborted:
 		return 503
 	case Unsupported:
 		return 501
 	}
 	return 500
+}
+
+// RetryAfter is the HTTP Retry-After (seconds) that goes with a Kind's
+// status, 0 for none: every 503 asks the client to come back (the
+// condition passes: an election, a member back, an upload sent again).
+func RetryAfter(k Kind) int {
+	if HTTPStatus(k) == 503 {
+		return 1
+	}
+	return 0
 }

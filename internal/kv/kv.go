@@ -203,9 +203,11 @@ type Limits struct {
 // commit again.
 type Elector interface {
 	// NewSession starts a session, renewed in the background while the
-	// engine is reachable. It ends when it is not renewed within ttl (the
-	// process died, froze, or was cut off from the engine's quorum), or on
-	// Close. ctx bounds only the start.
+	// engine is reachable. The engine ends it when it is not renewed
+	// within ttl (the process died, froze, or was cut off from the
+	// engine's quorum); the session ends (Done) when the engine says so,
+	// on Close, or when no renewal went through for ttl past HeldUntil.
+	// ctx bounds only the start.
 	NewSession(ctx context.Context, ttl time.Duration) (Session, error)
 	// Leader returns the value the leader of election name campaigned
 	// with and the revision its candidacy was created at; ErrNotFound
@@ -216,8 +218,15 @@ type Elector interface {
 // Session is one server's liveness lease.
 type Session interface {
 	// Done is closed once the session ended (expired, closed, or its
-	// renewals failed for ttl).
+	// renewals failed for ttl past HeldUntil).
 	Done() <-chan struct{}
+	// HeldUntil is when the session is sure to hold until: the time the
+	// last renewal the engine acknowledged was sent, plus ttl, on this
+	// process's clock. The engine may end the session after it, and
+	// another may then lead: a leader serves reads from its own state
+	// only before it (less a margin for the drift between clocks), as
+	// Raft's lease reads do.
+	HeldUntil() time.Time
 	// Put writes key bound to the session: it is deleted when the session
 	// ends.
 	Put(ctx context.Context, key, value []byte) error

@@ -210,6 +210,9 @@ func (ns *Namespace) ClaimUpload(fid uint64) (*Inode, error) {
 	what := "fid " + strconv.FormatUint(fid, 10)
 	f, err := ns.Pending(fid)
 	if kerr.Is(err, kerr.NotFound) {
+		if ns.abortedAt[fid] {
+			return nil, ns.gone("write", fid)
+		}
 		return nil, kerr.New(kerr.Permission, "write", what, "write capability already used: the upload was committed or aborted")
 	}
 	if err != nil {
@@ -238,6 +241,9 @@ func (ns *Namespace) Commit(fid uint64, size int64, sums map[string]string) (f *
 			if done := ns.committed(fid, size, sums); done != nil {
 				f = done
 				return nil
+			}
+			if kerr.Is(err, kerr.NotFound) {
+				return ns.gone("commit", fid)
 			}
 			return err
 		}
@@ -283,6 +289,19 @@ func (ns *Namespace) Commit(fid uint64, size int64, sums map[string]string) (f *
 		return nil, err
 	}
 	return f, nil
+}
+
+// gone is why upload fid, no longer pending, cannot be written (op
+// "write": its claim) or committed: it was aborted (by this server when
+// it took over from one that failed over or stopped, by the sweeper of
+// uploads nobody writes, or by its storage server), and it may succeed
+// sent again. Caller holds ns.mu.
+func (ns *Namespace) gone(op string, fid uint64) error {
+	what := "fid " + strconv.FormatUint(fid, 10)
+	if ns.abortedAt[fid] {
+		return kerr.New(kerr.Aborted, op, what, "upload aborted by a failover: the namespace server it began on failed over (or restarted) while it streamed; upload the file again")
+	}
+	return kerr.New(kerr.Aborted, op, what, "no pending upload (committed or aborted); upload the file again")
 }
 
 // committed returns file fid if it is visible with exactly this size and
@@ -331,6 +350,14 @@ func (ns *Namespace) AbortStale(t time.Time) (n int, err error) {
 	if err != nil {
 		return 0, err
 	}
+	ns.mu.Lock()
+	if ns.abortedAt == nil {
+		ns.abortedAt = map[uint64]bool{}
+	}
+	for _, fid := range stale {
+		ns.abortedAt[fid] = true // their storage servers' claims and commits are told why
+	}
+	ns.mu.Unlock()
 	return ns.abortEach(stale)
 }
 

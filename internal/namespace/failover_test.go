@@ -12,7 +12,8 @@ import (
 // A storage server that lost the answer to its commit (the namespace
 // server died after committing) asks again, possibly a new active server:
 // the same commit succeeds without counting the file twice; a different
-// one is refused.
+// one is refused as an upload no longer pending (aborted: sent again, it
+// gets a new one).
 func TestCommitRepeated(t *testing.T) {
 	ns := newNS(t)
 	f, err := ns.BeginCreate(Root, "/f", CreateOptions{}, place)
@@ -31,9 +32,9 @@ func TestCommitRepeated(t *testing.T) {
 		t.Fatalf("root after a repeated commit: files %d size %d (%v), want 1 and 42", root.TreeFiles, root.TreeSize, err)
 	}
 	_, err = ns.Commit(f.ID, 42, map[string]string{"adler32": "ffffffff", "crc32c": "0a0b0c0d"})
-	mustKind(t, err, kerr.NotFound)
+	mustKind(t, err, kerr.Aborted)
 	_, err = ns.Commit(f.ID+1000, 42, sums)
-	mustKind(t, err, kerr.NotFound)
+	mustKind(t, err, kerr.Aborted)
 }
 
 // Uploads left behind by a dead server are aborted in bounded commits (a

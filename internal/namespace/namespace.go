@@ -103,7 +103,8 @@ type Namespace struct {
 	// (versions.go); changed under mu held exclusively.
 	floors map[uint64]string
 
-	handedOver bool // HandOver ran: claims are refused
+	handedOver bool            // HandOver ran: claims are refused
+	abortedAt  map[uint64]bool // pending uploads AbortStale aborted at start (a previous server's)
 }
 
 type dirKey struct {

@@ -99,7 +99,7 @@ func TestPendingInvisibleUntilCommit(t *testing.T) {
 		t.Fatalf("after commit: %+v %v", st, err)
 	}
 	_, err = ns.Commit(f.ID, 1, nil)
-	mustKind(t, err, kerr.NotFound)
+	mustKind(t, err, kerr.Aborted)
 }
 
 func TestAccountingAndRename(t *testing.T) {

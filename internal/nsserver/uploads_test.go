@@ -3,6 +3,7 @@ package nsserver
 import (
 	"bytes"
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -128,8 +129,8 @@ func TestSweeperAbortsUploadsNobodyWrites(t *testing.T) {
 	if b := booked(); b != (namespace.Amount{Bytes: 10, Files: 1}) {
 		t.Fatalf("booked after the second sweep: %+v, want young's (10 bytes, 1 file)", b)
 	}
-	if err := s.Commit(ctx, message.Commit{Fid: written, Size: 100}); !kerr.Is(err, kerr.NotFound) {
-		t.Fatalf("commit of a swept upload: %v, want not found", err)
+	if err := s.Commit(ctx, message.Commit{Fid: written, Size: 100}); !kerr.Is(err, kerr.Aborted) {
+		t.Fatalf("commit of a swept upload: %v, want aborted", err)
 	}
 }
 
@@ -179,7 +180,11 @@ func TestInheritedUploadsCommitOnTheNewServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Commit(ctx, message.Commit{Fid: g2.Inode.ID}); !kerr.Is(err, kerr.NotFound) {
-		t.Fatalf("commit after a takeover without handover: %v, want not found", err)
+	// Its storage server is told why, as something to send again.
+	if err := c.Claim(ctx, g2.Inode.ID); !kerr.Is(err, kerr.Aborted) || !strings.Contains(err.Error(), "failover") {
+		t.Fatalf("claim after a takeover without handover: %v, want aborted by a failover", err)
+	}
+	if err := c.Commit(ctx, message.Commit{Fid: g2.Inode.ID}); !kerr.Is(err, kerr.Aborted) || !strings.Contains(err.Error(), "failover") {
+		t.Fatalf("commit after a takeover without handover: %v, want aborted by a failover", err)
 	}
 }

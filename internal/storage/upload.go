@@ -286,6 +286,9 @@ func (u *Upload) Commit(ctx context.Context) error {
 	}
 	if ferr == nil && !u.staged {
 		ferr = u.s.cfg.Namespace.Commit(ctx, message.Commit{Fid: u.cap.Fid, Size: u.off, Checksums: sums})
+		if ke, ok := ferr.(*kerr.Error); ok {
+			ke.Path = u.cap.Path // the namespace knows the upload by its fid
+		}
 	}
 	if ferr != nil {
 		u.failed = ferr

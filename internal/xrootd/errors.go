@@ -41,6 +41,8 @@ func xrdCode(k kerr.Kind) uint32 {
 		return kXR_IOError
 	case kerr.Down:
 		return kXR_ServerError // as xrootd answers when it has no server to send a client to
+	case kerr.Aborted:
+		return kXR_Cancelled
 	}
 	return kXR_ServerError
 }

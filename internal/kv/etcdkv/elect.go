@@ -3,7 +3,6 @@ package etcdkv
 import (
 	"context"
 	"errors"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -15,12 +14,12 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// Sessions are etcd leases kept alive by the client (concurrency.Session);
-// elections are etcd's (concurrency.Election: candidates are keys under
-// the election's prefix bound to their lease, the lowest creation revision
-// leads). A leadership's guard compares the value of the leader's own
-// candidacy key, which exists only while its lease does: once the lease
-// expired or the leader resigned, every commit guarded by it fails.
+// Sessions are etcd leases (session.go); elections are etcd's
+// (concurrency.Election: candidates are keys under the election's prefix
+// bound to their session's lease, the lowest creation revision leads). A
+// leadership's guard compares the value of the leader's own candidacy
+// key, which exists only while its session does: once the lease expired
+// or the leader resigned, every commit guarded by it fails.
 
 var (
 	_ kv.Elector   = (*Engine)(nil)
@@ -52,60 +51,6 @@ func (e *Engine) Limits() kv.Limits {
 	return kv.Limits{Ops: e.opts.MaxTxnOps, Bytes: e.opts.MaxRequestBytes, PerWrite: len(e.prefix) + 16}
 }
 
-// NewSession grants a lease of ttl (rounded up to whole seconds; etcd
-// raises it to its minimum, about 2s with default timings) and keeps it
-// alive.
-func (e *Engine) NewSession(ctx context.Context, ttl time.Duration) (kv.Session, error) {
-	if e.isClosed() {
-		return nil, kv.ErrClosed
-	}
-	secs := int64(math.Ceil(ttl.Seconds()))
-	if secs < 1 {
-		secs = 1
-	}
-	rctx, cancel := e.reqCtx(ctx)
-	defer cancel()
-	lease, err := e.cli.Grant(rctx, secs)
-	if err != nil {
-		return nil, e.fail(ctx, "session", err)
-	}
-	s, err := concurrency.NewSession(e.cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(int(secs)))
-	if err != nil {
-		return nil, e.fail(ctx, "session", err)
-	}
-	return &session{e: e, s: s}, nil
-}
-
-type session struct {
-	e *Engine
-	s *concurrency.Session
-
-	closeOnce sync.Once
-	closeErr  error
-}
-
-func (s *session) Done() <-chan struct{} { return s.s.Done() }
-
-func (s *session) Put(ctx context.Context, key, value []byte) error {
-	rctx, cancel := s.e.reqCtx(ctx)
-	defer cancel()
-	_, err := s.e.cli.Put(rctx, s.e.key(key), string(value), clientv3.WithLease(s.s.Lease()))
-	return s.e.fail(ctx, "session put", err)
-}
-
-// Close revokes the lease, waiting at most the request timeout (if the
-// cluster is unreachable the lease expires by itself).
-func (s *session) Close() error {
-	s.closeOnce.Do(func() {
-		s.s.Orphan() // stop renewing; revoke below with our own timeout
-		ctx, cancel := s.e.reqCtx(context.Background())
-		defer cancel()
-		_, err := s.e.cli.Revoke(ctx, s.s.Lease())
-		s.closeErr = s.e.fail(context.Background(), "session close", err)
-	})
-	return s.closeErr
-}
-
 func (s *session) Campaign(ctx context.Context, name string, value []byte) (kv.Leadership, error) {
 	// The wait ends with the session too: etcd's Campaign does not notice
 	// that its own candidacy expired.
@@ -113,15 +58,15 @@ func (s *session) Campaign(ctx context.Context, name string, value []byte) (kv.L
 	defer cancel()
 	go func() {
 		select {
-		case <-s.s.Done():
+		case <-s.done:
 			cancel()
 		case <-cctx.Done():
 		}
 	}()
-	el := concurrency.NewElection(s.s, s.e.prefix+name)
+	el := concurrency.NewElection(s.elections(), s.e.prefix+name)
 	if err := el.Campaign(cctx, string(value)); err != nil {
 		select {
-		case <-s.s.Done():
+		case <-s.done:
 			return nil, kerr.New(kerr.Unavailable, "campaign", name, "session ended (its lease expired or was revoked)")
 		default:
 		}

@@ -38,6 +38,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/kv/kvbase"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -71,8 +72,9 @@ type Engine struct {
 	opts   Options
 	prefix string
 
-	mu     sync.Mutex
-	closed bool
+	mu        sync.Mutex
+	closed    bool
+	perMember []*clientv3.Client // renewers
 }
 
 // Open connects to the cluster and checks that it answers.
@@ -98,18 +100,7 @@ func Open(o Options) (*Engine, error) {
 	if o.PageSize <= 0 {
 		o.PageSize = 1000
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:          o.Endpoints,
-		DialTimeout:        o.DialTimeout,
-		Logger:             zap.NewNop(), // failures reach callers as errors
-		MaxCallSendMsgSize: o.MaxRequestBytes + 1<<20,
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-			// Reconnect within seconds of a member's return, not gRPC's
-			// default of up to two minutes.
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
-			MinConnectTimeout: o.DialTimeout,
-		})},
-	})
+	cli, err := clientv3.New(clientConfig(o, o.Endpoints))
 	if err != nil {
 		return nil, kerr.Wrap(kerr.Unavailable, "etcdkv open", strings.Join(o.Endpoints, ","), err)
 	}
@@ -123,7 +114,65 @@ func Open(o Options) (*Engine, error) {
 	return e, nil
 }
 
-// Close closes the client, ending watches; a second Close is a no-op.
+func clientConfig(o Options, endpoints []string) clientv3.Config {
+	return clientv3.Config{
+		Endpoints:          endpoints,
+		DialTimeout:        o.DialTimeout,
+		Logger:             zap.NewNop(), // failures reach callers as errors
+		MaxCallSendMsgSize: o.MaxRequestBytes + 1<<20,
+		// A member that stops answering with its connection open (frozen,
+		// or its host overloaded) is given up within seconds, so that
+		// the streams bound to it (watches) move to another: gRPC's
+		// shortest interval (10 s; etcd accepts pings every 5 s).
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			// Reconnect within seconds of a member's return, not gRPC's
+			// default of up to two minutes.
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: o.DialTimeout,
+		})},
+	}
+}
+
+// renewers are the lease clients sessions renew through: one per member
+// (a client of its own each), so that a renewal is sent to each member
+// and a member that hangs holds up only its own (session.go).
+func (e *Engine) renewers() ([]pb.LeaseClient, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, kv.ErrClosed
+	}
+	if e.perMember == nil {
+		for _, ep := range e.opts.Endpoints {
+			cli, err := clientv3.New(clientConfig(e.opts, []string{ep}))
+			if err != nil {
+				for _, c := range e.perMember {
+					c.Close()
+				}
+				e.perMember = nil
+				return nil, kerr.Wrap(kerr.Unavailable, "etcdkv session", ep, err)
+			}
+			e.perMember = append(e.perMember, cli)
+		}
+	}
+	var out []pb.LeaseClient
+	for _, c := range e.perMember {
+		out = append(out, pb.NewLeaseClient(c.ActiveConnection()))
+	}
+	return out, nil
+}
+
+// member is the client of member i alone (renewers' order).
+func (e *Engine) member(i int) *clientv3.Client {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.perMember[i]
+}
+
+// Close closes the clients, ending watches and sessions' renewals; a
+// second Close is a no-op.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -131,6 +180,9 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
+	for _, c := range e.perMember {
+		c.Close()
+	}
 	return e.cli.Close()
 }
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,7 +63,7 @@ func TestEngine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.cli.Revoke(context.Background(), s.(*session).s.Lease()); err != nil {
+		if _, err := e.cli.Revoke(context.Background(), s.(*session).current()); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -350,4 +352,62 @@ func BenchmarkEngine(b *testing.B) {
 		n++
 		return open(b, c, fmt.Sprintf("bench/%d/", n), nil)
 	}, true)
+}
+
+// A session outlives the loss of etcd's leader, three times in a row.
+// With the leader frozen (SIGSTOP: its connections stay open and nothing
+// answers, as on a host too loaded to run it) the other members elect a
+// leader within their election timeout (set here); the session's renewals
+// reach it, so the session does not end and what it is sure to hold moves
+// on past where the freeze would have cut the lease. The frozen member,
+// resumed, does not end it either (etcd 3.4.23 has it revoke the leases
+// that expired by its clock while it was frozen); its key is there.
+func TestSessionSurvivesFrozenLeader(t *testing.T) {
+	const ttl = 3 * time.Second
+	c := etcdtest.Start(t, 3, "--heartbeat-interval", "100", "--election-timeout", "1000")
+	e := open(t, c, "frozen/", func(o *Options) { o.RequestTimeout = 2 * time.Second })
+	ctx := context.Background()
+	s, err := e.NewSession(ctx, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Put(ctx, []byte("alive"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	// holds waits until the session is sure to hold past until, failing
+	// if it ends meanwhile.
+	holds := func(until time.Time, step string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !s.HeldUntil().After(until) {
+			select {
+			case <-s.Done():
+				t.Fatalf("%s: the session ended", step)
+			case <-time.After(50 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 60s (held until %v)", step, s.HeldUntil())
+			}
+		}
+	}
+	for round := 1; round <= 3; round++ {
+		frozen := leaderIndex(t, e, c)
+		c.SignalMember(frozen, syscall.SIGSTOP)
+		resume := sync.OnceFunc(func() { c.SignalMember(frozen, syscall.SIGCONT) })
+		t.Cleanup(resume)
+		stopped := time.Now()
+		holds(stopped.Add(2*ttl), fmt.Sprintf("round %d: renewals go through for two leases with the leader (m%d) frozen", round, frozen))
+		resume()
+		resumed := time.Now()
+		holds(resumed.Add(2*ttl), fmt.Sprintf("round %d: renewals go on with the old leader back", round))
+		if v, err := e.Get([]byte("alive")); err != nil || string(v) != "1" {
+			t.Fatalf("round %d: the session's key: %q %v", round, v, err)
+		}
+	}
+	select {
+	case <-s.Done():
+		t.Fatal("the session ended")
+	default:
+	}
 }

@@ -15,8 +15,9 @@ import (
 // Sessions and elections in one process, for tests of code that runs
 // several servers over one shared engine. A session lives until Close or
 // Expire (the ttl is not enforced: tests end sessions explicitly, as a
-// lease would expire). Candidacies are keys NAME/<counter>, so key order is
-// campaign order and the first key under NAME/ leads.
+// lease would expire); it counts as renewed at every moment until Stall.
+// Candidacies are keys NAME/<counter>, so key order is campaign order and
+// the first key under NAME/ leads.
 
 var _ kv.Elector = (*Engine)(nil)
 
@@ -26,12 +27,12 @@ type elections struct {
 	created map[string]uint64 // candidacy key -> revision it was created at
 }
 
-// NewSession starts a session; ttl is ignored.
-func (e *Engine) NewSession(context.Context, time.Duration) (kv.Session, error) {
+// NewSession starts a session; ttl only counts for HeldUntil.
+func (e *Engine) NewSession(_ context.Context, ttl time.Duration) (kv.Session, error) {
 	if e.isClosed() {
 		return nil, kv.ErrClosed
 	}
-	return &Session{e: e, keys: map[string]bool{}, done: make(chan struct{})}, nil
+	return &Session{e: e, ttl: ttl, keys: map[string]bool{}, done: make(chan struct{})}, nil
 }
 
 func (e *Engine) isClosed() bool {
@@ -65,14 +66,35 @@ func (e *Engine) first(name string) (k, v []byte, err error) {
 
 // Session is an in-process session.
 type Session struct {
-	e    *Engine
-	mu   sync.Mutex
-	keys map[string]bool
-	done chan struct{}
-	once sync.Once
+	e       *Engine
+	ttl     time.Duration
+	mu      sync.Mutex
+	keys    map[string]bool
+	done    chan struct{}
+	once    sync.Once
+	stalled time.Time // Stall's last renewal (zero: renewed now)
 }
 
 func (s *Session) Done() <-chan struct{} { return s.done }
+
+// HeldUntil is ttl from the last renewal: now, until Stall.
+func (s *Session) HeldUntil() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.stalled.IsZero() {
+		return s.stalled.Add(s.ttl)
+	}
+	return time.Now().Add(s.ttl)
+}
+
+// Stall stops the renewals as if the last one had gone through at last
+// (a server cut off from the engine): the session goes on until Expire,
+// but HeldUntil stays at last + ttl.
+func (s *Session) Stall(last time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stalled = last
+}
 
 func (s *Session) ended() bool {
 	select {
