@@ -444,6 +444,18 @@ func (s *Server) drainProgress(f FsState) *DrainProgress {
 	return &p
 }
 
+// drainKeys are drain's keys of `fs config`.
+var drainKeys = []FsKey{
+	{"drain.rate", func(c *namespace.Filesystem, v string) (err error) {
+		c.DrainRate, err = parseRate(v)
+		return err
+	}},
+	{"drain.parallel", func(c *namespace.Filesystem, v string) (err error) {
+		c.DrainParallel, err = parseParallel(v)
+		return err
+	}},
+}
+
 // parseRate reads a byte rate per second: "0" (no cap) or a size with
 // K, M, G (100M is 100 MiB/s); at least 1 MiB/s.
 func parseRate(v string) (int64, error) {

@@ -217,18 +217,20 @@ func fsckSettings(f namespace.FsckSettings) message.FsckSettings {
 	return message.FsckSettings{DiskInterval: f.DiskInterval, NSRate: f.NSRate, ScrubInterval: f.ScrubInterval, ScrubRate: f.ScrubRate}
 }
 
-// configFsck applies an fsck key of `fs config` to c; handled is false for
-// other keys.
-func configFsck(c *namespace.Filesystem, key, value string) (handled bool, err error) {
-	if !slices.Contains(fsck.Keys, key) {
-		return false, nil
+// fsckKeys are fsck's keys of `fs config`: the scan settings.
+func fsckKeys() []FsKey {
+	var out []FsKey
+	for _, k := range fsck.Keys {
+		out = append(out, FsKey{k, func(c *namespace.Filesystem, v string) error {
+			set := fsckSettings(c.Fsck)
+			if err := fsck.Set(&set, k, v); err != nil {
+				return err
+			}
+			c.Fsck = namespace.FsckSettings{DiskInterval: set.DiskInterval, NSRate: set.NSRate, ScrubInterval: set.ScrubInterval, ScrubRate: set.ScrubRate}
+			return nil
+		}})
 	}
-	set := fsckSettings(c.Fsck)
-	if err := fsck.Set(&set, key, value); err != nil {
-		return true, err
-	}
-	c.Fsck = namespace.FsckSettings{DiskInterval: set.DiskInterval, NSRate: set.NSRate, ScrubInterval: set.ScrubInterval, ScrubRate: set.ScrubRate}
-	return true, nil
+	return out
 }
 
 // fsckLoop runs the namespace pass after scans complete, until ctx ends.

@@ -2,14 +2,15 @@ package nsserver
 
 import (
 	crand "crypto/rand"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/cluster/message"
-	"github.com/kaon-storage/kaon/internal/fsck"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
@@ -73,7 +74,8 @@ type registry struct {
 	spaces map[string]namespace.Space // defined ones (space define)
 	groups map[string]namespace.Group // groups with settings (group set)
 
-	avoidSlow bool // placement skips slow filesystems
+	avoidSlow bool    // placement skips slow filesystems
+	keys      []FsKey // of `fs config`, as the subsystems registered them
 }
 
 var validStatus = map[string]bool{"rw": true, "ro": true, "drain": true, "off": true}
@@ -81,6 +83,7 @@ var validStatus = map[string]bool{"rw": true, "ro": true, "drain": true, "off": 
 func loadRegistry(ns *namespace.Namespace, interval time.Duration) (*registry, error) {
 	r := &registry{ns: ns, interval: interval, fs: map[uint32]*FsState{}, nodes: map[string]*node{},
 		spaces: map[string]namespace.Space{}, groups: map[string]namespace.Group{}, started: time.Now()}
+	r.registerKeys(fsKeys...)
 	fss, err := ns.Filesystems()
 	if err != nil {
 		return nil, err
@@ -291,6 +294,60 @@ func (r *registry) list() []FsState {
 	return out
 }
 
+// FsKey is one key of `fs config`: Set checks value and applies it to
+// the registration c, or says why not. Each subsystem registers its own
+// (the registry's below, drain's drain.*, fsck's scan settings), so the
+// registry knows none of theirs.
+type FsKey struct {
+	Name string
+	Set  func(c *namespace.Filesystem, value string) error
+}
+
+// registerKeys adds keys to those `fs config` takes (listed in the order
+// registered when a key is unknown).
+func (r *registry) registerKeys(keys ...FsKey) { r.keys = append(r.keys, keys...) }
+
+// fsKeys are the registry's own keys of `fs config`.
+var fsKeys = []FsKey{
+	{"configstatus", func(c *namespace.Filesystem, v string) error {
+		if !validStatus[v] {
+			return errors.New("configstatus must be rw, ro, drain or off")
+		}
+		c.Drain = ""
+		if v == "drain" {
+			c.Drain = DrainDraining // again if it was drained: a fresh pass
+		}
+		c.ConfigStatus = v
+		return nil
+	}},
+	{"group", func(c *namespace.Filesystem, v string) error {
+		if err := checkGroup(v); err != nil {
+			return err
+		}
+		c.Group, c.Space = v, spaceOf(v)
+		return nil
+	}},
+	{"space", func(c *namespace.Filesystem, v string) error {
+		if err := namespace.CheckSpaceName(v); err != nil {
+			return err
+		}
+		c.Group, c.Space = v+".0", v
+		return nil
+	}},
+	{"io", func(c *namespace.Filesystem, v string) error {
+		if !validIO[v] {
+			return errors.New("io must be auto, direct or buffered")
+		}
+		c.IO = v
+		return nil
+	}},
+	{"object-size", func(c *namespace.Filesystem, v string) (err error) {
+		c.ObjectSize, err = ParseSize(v)
+		return err
+	}},
+}
+
+// config sets key of fs id (`fs config`) with the registered key's Set.
 func (r *registry) config(id uint32, key, value string) error {
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
@@ -301,59 +358,17 @@ func (r *registry) config(id uint32, key, value string) error {
 	if f == nil {
 		return kerr.New(kerr.NotFound, "fs config", what, "no such filesystem")
 	}
+	i := slices.IndexFunc(r.keys, func(k FsKey) bool { return k.Name == key })
+	if i < 0 {
+		names := make([]string, len(r.keys))
+		for j, k := range r.keys {
+			names[j] = k.Name
+		}
+		return kerr.New(kerr.Invalid, "fs config", what, fmt.Sprintf("unknown key %q (%s)", key, strings.Join(names, ", ")))
+	}
 	c := f.Filesystem
-	switch key {
-	case "configstatus":
-		if !validStatus[value] {
-			return kerr.New(kerr.Invalid, "fs config", what, "configstatus must be rw, ro, drain or off")
-		}
-		c.Drain = ""
-		if value == "drain" {
-			c.Drain = DrainDraining // again if it was drained: a fresh pass
-		}
-		c.ConfigStatus = value
-	case "group":
-		if err := checkGroup(value); err != nil {
-			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
-		}
-		c.Group, c.Space = value, spaceOf(value)
-	case "space":
-		if err := namespace.CheckSpaceName(value); err != nil {
-			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
-		}
-		c.Group, c.Space = value+".0", value
-	case "io":
-		if !validIO[value] {
-			return kerr.New(kerr.Invalid, "fs config", what, "io must be auto, direct or buffered")
-		}
-		c.IO = value
-	case "object-size":
-		n, err := ParseSize(value)
-		if err != nil {
-			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
-		}
-		c.ObjectSize = n
-	case "drain.rate":
-		n, err := parseRate(value)
-		if err != nil {
-			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
-		}
-		c.DrainRate = n
-	case "drain.parallel":
-		n, err := parseParallel(value)
-		if err != nil {
-			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
-		}
-		c.DrainParallel = n
-	default:
-		handled, err := configFsck(&c, key, value)
-		if !handled {
-			return kerr.New(kerr.Invalid, "fs config", what, fmt.Sprintf("unknown key %q (configstatus, group, space, io, object-size, drain.rate, drain.parallel, %s)",
-				key, strings.Join(fsck.Keys, ", ")))
-		}
-		if err != nil {
-			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
-		}
+	if err := r.keys[i].Set(&c, value); err != nil {
+		return kerr.New(kerr.Invalid, "fs config", what, err.Error())
 	}
 	return r.save(f, c)
 }

@@ -155,6 +155,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.reg.avoidSlow = !cfg.Slow.Off && !cfg.Slow.KeepPlacing
+	s.reg.registerKeys(drainKeys...)
+	s.reg.registerKeys(fsckKeys()...)
 	s.mv = newMover(s)
 	return s, nil
 }
