@@ -13,6 +13,7 @@ package nsserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -23,7 +24,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
-	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
 
@@ -72,7 +73,7 @@ func (m *mover) startBalancer(ctx context.Context, group string) *balanceJob {
 // fill is one unit of a group: a filesystem (or several sharing a
 // backend, represented by the first) and its projected fill.
 type fill struct {
-	fs   *FsState
+	fs   *fleet.FsState
 	used float64 // bytes, projected
 	cap  float64
 }
@@ -81,28 +82,25 @@ func (f fill) percent() float64 { return 100 * f.used / f.cap }
 
 // fills are the group's usable units, fullest first.
 func (m *mover) fills(group string) []fill {
-	r := m.s.reg
-	r.mu.RLock()
-	var fss []FsState
-	for _, f := range r.fs {
-		if f.Group == group && f.ConfigStatus == "rw" && f.Health == "ok" && r.alive(f) && f.Capacity > 0 && (f.Slow == "" || !r.avoidSlow) {
-			fss = append(fss, *f)
+	avoidSlow := m.s.reg.AvoidSlow()
+	var fss []fleet.FsState // by id
+	for _, f := range m.s.reg.List() {
+		if f.Group == group && f.ConfigStatus == "rw" && f.Health == "ok" && f.BootStatus == "booted" && f.Capacity > 0 && (f.Slow == "" || !avoidSlow) {
+			fss = append(fss, f)
 		}
 	}
-	r.mu.RUnlock()
-	sort.Slice(fss, func(i, j int) bool { return fss[i].ID < fss[j].ID })
 	seen := map[string]bool{}
 	var out []fill
 	for i := range fss {
 		f := &fss[i]
-		b := f.backend()
+		b := f.BackendID()
 		if seen[b] {
 			continue
 		}
 		seen[b] = true
 		var pending int64
 		for j := range fss {
-			if fss[j].backend() == b {
+			if fss[j].BackendID() == b {
 				pending += m.pending(fss[j].ID)
 			}
 		}
@@ -113,9 +111,7 @@ func (m *mover) fills(group string) []fill {
 }
 
 func (m *mover) balanceSettings(group string) (g namespace.Group, parallel int) {
-	m.s.reg.mu.RLock()
-	g = m.s.reg.groups[group]
-	m.s.reg.mu.RUnlock()
+	g = m.s.reg.Group(group)
 	if g.Threshold <= 0 {
 		g.Threshold = DefaultThreshold
 	}
@@ -286,12 +282,10 @@ func (s *Server) Groups(_ context.Context, p auth.Principal) ([]GroupState, erro
 
 func (s *Server) groups() []GroupState {
 	m := map[string]*GroupState{}
-	s.reg.mu.RLock()
-	for name, g := range s.reg.groups {
-		m[name] = &GroupState{Group: g}
+	for _, g := range s.reg.Groups() {
+		m[g.Name] = &GroupState{Group: g}
 	}
-	s.reg.mu.RUnlock()
-	for _, f := range s.reg.list() {
+	for _, f := range s.reg.List() {
 		g := m[f.Group]
 		if g == nil {
 			g = &GroupState{Group: namespace.Group{Name: f.Group}}
@@ -331,55 +325,40 @@ func (s *Server) SetGroup(ctx context.Context, p auth.Principal, name, key, valu
 	if err := requireRoot(p, "group set"); err != nil {
 		return s.audit(ctx, p, "group set", what, "", err)
 	}
-	if err := checkGroup(name); err != nil || !strings.Contains(name, ".") {
-		return s.audit(ctx, p, "group set", what, "", kerr.New(kerr.Invalid, "group set", name, fmt.Sprintf("bad group %q: want SPACE.N", name)))
+	err := s.reg.SetGroup(name, key, value)
+	if err == nil {
+		s.mv.settingsChanged()
 	}
-	s.reg.saveMu.Lock() // not mu: see registry.save
-	defer s.reg.saveMu.Unlock()
-	s.reg.mu.RLock()
-	g := s.reg.groups[name]
-	s.reg.mu.RUnlock()
-	g.Name = name
-	bad := func(why string) error {
-		return s.audit(ctx, p, "group set", what, "", kerr.New(kerr.Invalid, "group set", name, why))
-	}
-	switch key {
-	case "balancer":
-		switch value {
+	return s.audit(ctx, p, "group set", what, "", err)
+}
+
+// balancerKeys are the balancer's keys of `group set`.
+var balancerKeys = []fleet.GroupKey{
+	{Name: "balancer", Set: func(g *namespace.Group, v string) error {
+		switch v {
 		case "on":
 			g.Balancer = true
 		case "off":
 			g.Balancer = false
 		default:
-			return bad("balancer must be on or off")
+			return errors.New("balancer must be on or off")
 		}
-	case "threshold":
-		t, err := strconv.ParseFloat(strings.TrimSuffix(value, "%"), 64)
+		return nil
+	}},
+	{Name: "threshold", Set: func(g *namespace.Group, v string) error {
+		t, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
 		if err != nil || t <= 0 || t >= 100 || math.IsNaN(t) {
-			return bad(fmt.Sprintf("bad threshold %q (percentage points of fill, 0 < N < 100)", value))
+			return fmt.Errorf("bad threshold %q (percentage points of fill, 0 < N < 100)", v)
 		}
 		g.Threshold = t
-	case "balancer.rate":
-		n, err := parseRate(value)
-		if err != nil {
-			return bad(err.Error())
-		}
-		g.Rate = n
-	case "balancer.parallel":
-		n, err := parseParallel(value)
-		if err != nil {
-			return bad(err.Error())
-		}
-		g.Parallel = n
-	default:
-		return bad(fmt.Sprintf("unknown key %q (balancer, threshold, balancer.rate, balancer.parallel)", key))
-	}
-	err := s.ns.SaveGroup(g)
-	if err == nil {
-		s.reg.mu.Lock()
-		s.reg.groups[name] = g
-		s.reg.mu.Unlock()
-		s.mv.settingsChanged()
-	}
-	return s.audit(ctx, p, "group set", what, "", err)
+		return nil
+	}},
+	{Name: "balancer.rate", Set: func(g *namespace.Group, v string) (err error) {
+		g.Rate, err = parseRate(v)
+		return err
+	}},
+	{Name: "balancer.parallel", Set: func(g *namespace.Group, v string) (err error) {
+		g.Parallel, err = parseParallel(v)
+		return err
+	}},
 }

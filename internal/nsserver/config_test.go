@@ -42,3 +42,33 @@ func TestFsConfigKeys(t *testing.T) {
 		t.Errorf("settings not kept: %+v", f.Filesystem)
 	}
 }
+
+// TestGroupSetKeys: `group set` keys are the balancer's, registered with
+// the registry; what it answers is unchanged.
+func TestGroupSetKeys(t *testing.T) {
+	ctx := context.Background()
+	s := newServer(t)
+	for _, c := range []struct{ group, key, value, err string }{
+		{"default", "balancer", "on", `group set default: bad group "default": want SPACE.N`},
+		{"default.0", "bogus", "1", `group set default.0: unknown key "bogus" (balancer, threshold, balancer.rate, balancer.parallel)`},
+		{"default.0", "balancer", "yes", "group set default.0: balancer must be on or off"},
+		{"default.0", "threshold", "100", `group set default.0: bad threshold "100" (percentage points of fill, 0 < N < 100)`},
+		{"default.0", "balancer.rate", "x", `group set default.0: bad rate "x" (bytes per second, e.g. 100M; 0 = no cap)`},
+		{"default.0", "balancer.parallel", "65", `group set default.0: bad parallel "65" (1 to 64 moves at once)`},
+		{"default.0", "threshold", "7%", ""},
+		{"default.0", "balancer.parallel", "3", ""},
+	} {
+		err := s.SetGroup(ctx, root, c.group, c.key, c.value)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != c.err {
+			t.Errorf("group set %s %s=%s: %q, want %q", c.group, c.key, c.value, got, c.err)
+		}
+	}
+	gs, _ := s.Groups(ctx, root)
+	if len(gs) != 1 || gs[0].Threshold != 7 || gs[0].Parallel != 3 || gs[0].Balancer {
+		t.Errorf("settings not kept: %+v", gs)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
+	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
 	"github.com/kaon-storage/kaon/internal/namespace"
@@ -60,7 +61,7 @@ func (c *convertState) progress() ConvertProgress {
 func (s *Server) spaceOfFile(f *namespace.Inode) string {
 	space := ""
 	for i, id := range f.Locations {
-		fs, _ := s.reg.filesystem(id)
+		fs, _ := s.reg.Filesystem(id)
 		if i > 0 && fs.Space != space {
 			return mixedSpaces
 		}
@@ -121,16 +122,13 @@ func (s *Server) convertTarget(f *namespace.Inode, space, lay string) (layout.La
 		space = s.spaceOfFile(f)
 	}
 	if space == mixedSpaces { // where its first stripe is
-		fs, _ := s.reg.filesystem(f.Locations[0])
+		fs, _ := s.reg.Filesystem(f.Locations[0])
 		space = fs.Space
 	}
 	if space == "" {
-		space = DefaultSpace
+		space = fleet.DefaultSpace
 	}
-	s.reg.mu.RLock()
-	ok := s.reg.spaceExists(space)
-	s.reg.mu.RUnlock()
-	if !ok {
+	if !s.reg.SpaceExists(space) {
 		return l, "", fmt.Errorf("no space %q", space)
 	}
 	return l, space, nil
@@ -143,7 +141,7 @@ func (m *mover) convertOne(ctx context.Context, f *namespace.Inode, path string,
 	if s.cfg.Mover == nil {
 		return kerr.New(kerr.Unsupported, "file convert", path, "this namespace server cannot order conversions")
 	}
-	locs, err := s.reg.place(l, space)
+	locs, err := s.reg.Place(l, space)
 	if err != nil {
 		return kerr.WithOp(kerr.Wrap(kerr.KindOf(err), "", path, err), "file convert")
 	}
@@ -154,16 +152,16 @@ func (m *mover) convertOne(ctx context.Context, f *namespace.Inode, path string,
 	exp := s.now().Add(moveCapTTL).Unix()
 	rc := &capability.Capability{Fid: f.ID, Path: path, Layout: f.Layout, Size: f.Size, Sums: f.Checksums, Expires: exp}
 	for _, id := range f.Locations {
-		rc.Targets = append(rc.Targets, capability.Target{FsID: id, Addr: s.reg.node(id).HTTP})
+		rc.Targets = append(rc.Targets, capability.Target{FsID: id, Addr: s.reg.Node(id).HTTP})
 	}
 	wc := &capability.Capability{Fid: p.ID, Write: true, Staged: true, Path: path, Layout: p.Layout, UID: f.UID, GID: f.GID, Expires: exp}
 	for t := range p.Checksums {
 		wc.Checksums = append(wc.Checksums, t)
 	}
 	for _, id := range locs {
-		wc.Targets = append(wc.Targets, capability.Target{FsID: id, Addr: s.reg.node(id).HTTP})
+		wc.Targets = append(wc.Targets, capability.Target{FsID: id, Addr: s.reg.Node(id).HTTP})
 	}
-	res, err := s.cfg.Mover.Convert(ctx, s.reg.node(locs[0]).HTTP, message.ConvertOrder{Read: s.key.Sign(rc), Write: s.key.Sign(wc)})
+	res, err := s.cfg.Mover.Convert(ctx, s.reg.Node(locs[0]).HTTP, message.ConvertOrder{Read: s.key.Sign(rc), Write: s.key.Sign(wc)})
 	if err != nil {
 		if aerr := s.ns.AbortConvert(p.ID); aerr != nil && !kerr.Is(aerr, kerr.NotFound) {
 			s.log.Error("convert: cannot drop the staged copy", "path", path, "err", aerr)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
@@ -97,7 +98,7 @@ func (m *mover) startDrain(ctx context.Context, id uint32) *drainJob {
 
 // drainSettings are the filesystem's drain.parallel and drain.rate.
 func (m *mover) drainSettings(id uint32) (parallel int, rate int64, group string) {
-	f, _ := m.s.reg.filesystem(id)
+	f, _ := m.s.reg.Filesystem(id)
 	parallel = f.DrainParallel
 	if parallel <= 0 {
 		parallel = DefaultDrainParallel
@@ -235,20 +236,13 @@ func (m *mover) leftOn(id uint32) (string, error) {
 
 // finishDrain records that fs id is drained, if it is still in drain.
 func (m *mover) finishDrain(j *drainJob) bool {
-	r := m.s.reg
-	r.saveMu.Lock()
-	defer r.saveMu.Unlock()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	f := r.fs[j.id]
-	if f == nil || f.ConfigStatus != "drain" || f.Drain != DrainDraining {
-		return true // changed meanwhile: nothing to record
-	}
-	c := f.Filesystem
-	c.Drain = DrainDrained
-	if err := r.save(f, c); err != nil {
+	draining, err := m.s.reg.MarkDrained(j.id)
+	if err != nil {
 		m.s.log.Error("drain: cannot record the end", "fsid", j.id, "err", err)
 		return false
+	}
+	if !draining {
+		return true // changed meanwhile: nothing to record
 	}
 	j.mu.Lock()
 	j.phase, j.filesLeft, j.bytesLeft = "done", 0, 0
@@ -409,19 +403,19 @@ func (s *Server) DrainStatus(_ context.Context, p auth.Principal, id uint32) (Fs
 		return st, nil, err
 	}
 	found := false
-	for _, f := range s.reg.list() {
+	for _, f := range s.reg.List() {
 		if f.ID == id {
-			st, found = f, true
+			st, found = FsState{FsState: f}, true
 		}
 	}
 	if !found {
 		return st, nil, kerr.New(kerr.NotFound, "fs status", "fs "+strconv.FormatUint(uint64(id), 10), "no such filesystem")
 	}
-	return st, s.drainProgress(st), nil
+	return st, s.drainProgress(st.FsState), nil
 }
 
 // drainProgress is fs f's drain progress, nil when it is not draining.
-func (s *Server) drainProgress(f FsState) *DrainProgress {
+func (s *Server) drainProgress(f fleet.FsState) *DrainProgress {
 	if f.ConfigStatus != "drain" || f.Drain == "" {
 		return nil
 	}
@@ -445,12 +439,12 @@ func (s *Server) drainProgress(f FsState) *DrainProgress {
 }
 
 // drainKeys are drain's keys of `fs config`.
-var drainKeys = []FsKey{
-	{"drain.rate", func(c *namespace.Filesystem, v string) (err error) {
+var drainKeys = []fleet.FsKey{
+	{Name: "drain.rate", Set: func(c *namespace.Filesystem, v string) (err error) {
 		c.DrainRate, err = parseRate(v)
 		return err
 	}},
-	{"drain.parallel", func(c *namespace.Filesystem, v string) (err error) {
+	{Name: "drain.parallel", Set: func(c *namespace.Filesystem, v string) (err error) {
 		c.DrainParallel, err = parseParallel(v)
 		return err
 	}},

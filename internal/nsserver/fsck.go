@@ -11,6 +11,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
+	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/fsck"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
@@ -96,7 +97,7 @@ var _ message.Fsck = (*Server)(nil)
 
 // FsckScan implements message.Fsck: one batch of a storage server's scan.
 func (s *Server) FsckScan(_ context.Context, m message.FsckScan) error {
-	reg, ok := s.reg.filesystem(m.FsID)
+	reg, ok := s.reg.Filesystem(m.FsID)
 	switch {
 	case !ok:
 		return kerr.New(kerr.NotFound, "fsck", fmt.Sprintf("fs %d", m.FsID), "no such filesystem")
@@ -188,7 +189,7 @@ func (s *Server) physOf(fsid uint32, fid uint64) string {
 	if fsid == 0 || s.phys == nil {
 		return ""
 	}
-	if fs, ok := s.reg.filesystem(fsid); ok {
+	if fs, ok := s.reg.Filesystem(fsid); ok {
 		return s.phys(fs, fid)
 	}
 	return ""
@@ -202,7 +203,7 @@ func (s *Server) fsckAssign(as []message.FsAssignment) {
 	defer st.mu.Unlock()
 	for i := range as {
 		set := message.FsckSettings{}
-		if fs, ok := s.reg.filesystem(as[i].ID); ok {
+		if fs, ok := s.reg.Filesystem(as[i].ID); ok {
 			set = fsckSettings(fs.Fsck)
 		}
 		set = fsck.Resolve(set)
@@ -218,10 +219,10 @@ func fsckSettings(f namespace.FsckSettings) message.FsckSettings {
 }
 
 // fsckKeys are fsck's keys of `fs config`: the scan settings.
-func fsckKeys() []FsKey {
-	var out []FsKey
+func fsckKeys() []fleet.FsKey {
+	var out []fleet.FsKey
 	for _, k := range fsck.Keys {
-		out = append(out, FsKey{k, func(c *namespace.Filesystem, v string) error {
+		out = append(out, fleet.FsKey{Name: k, Set: func(c *namespace.Filesystem, v string) error {
 			set := fsckSettings(c.Fsck)
 			if err := fsck.Set(&set, k, v); err != nil {
 				return err
@@ -396,7 +397,7 @@ func (s *Server) FsckStat(_ context.Context, p auth.Principal) (FsckStatus, erro
 	out := FsckStatus{Counts: s.fsck.book.Counts(), OrphanGrace: s.orphanGrace()}
 	st := s.fsck
 	now := s.now()
-	regs := s.reg.list()
+	regs := s.reg.List()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	out.Pass, out.Checked = st.pass, st.checked
@@ -445,7 +446,7 @@ func (s *Server) FsckRun(ctx context.Context, p auth.Principal, fsid uint32, scr
 		return err
 	}
 	var ids []uint32
-	for _, f := range s.reg.list() {
+	for _, f := range s.reg.List() {
 		if (fsid == 0 && f.BootStatus == "booted") || f.ID == fsid {
 			ids = append(ids, f.ID)
 		}
@@ -637,7 +638,7 @@ func (s *Server) rebuild(ctx context.Context, file *fsck.File, idx []int, todo [
 	byNode := map[string][]int{}
 	for _, i := range idx {
 		fsid := file.Locations[i]
-		node, up := s.reg.readable(fsid)
+		node, up := s.reg.Readable(fsid)
 		switch {
 		case !up || node.HTTP == "":
 			for _, f := range about(i) {
@@ -661,7 +662,7 @@ func (s *Server) rebuild(ctx context.Context, file *fsck.File, idx []int, todo [
 	c := &capability.Capability{Fid: file.Fid, Path: file.Path, Layout: file.Layout, Size: file.Size, Sums: file.Checksums,
 		Expires: s.now().Add(max(s.ttl, repairCapTTL)).Unix()}
 	for _, fsid := range file.Locations {
-		c.Targets = append(c.Targets, capability.Target{FsID: fsid, Addr: s.reg.node(fsid).HTTP})
+		c.Targets = append(c.Targets, capability.Target{FsID: fsid, Addr: s.reg.Node(fsid).HTTP})
 	}
 	token := s.key.Sign(c)
 	for addr, on := range byNode {

@@ -28,6 +28,7 @@ package nsserver
 // server that dies mid-copy fails the order; the same rollback applies.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -40,6 +41,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/erasure"
+	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
 	"github.com/kaon-storage/kaon/internal/namespace"
@@ -54,8 +56,8 @@ type Mover interface {
 
 // Drain states (namespace.Filesystem.Drain, fs ls).
 const (
-	DrainDraining = "draining"
-	DrainDrained  = "drained"
+	DrainDraining = fleet.DrainDraining
+	DrainDrained  = fleet.DrainDrained
 )
 
 // Defaults of the movement settings.
@@ -221,21 +223,18 @@ func (m *mover) settingsChanged() {
 // filesystem in drain not yet drained, a balancer per group with the
 // balancer on.
 func (m *mover) reconcile(ctx context.Context) {
-	r := m.s.reg
-	r.mu.RLock()
 	want := map[uint32]bool{}
-	for id, f := range r.fs {
+	for _, f := range m.s.reg.List() {
 		if f.ConfigStatus == "drain" && f.Drain == DrainDraining {
-			want[id] = true
+			want[f.ID] = true
 		}
 	}
 	groups := map[string]bool{}
-	for name, g := range r.groups {
+	for _, g := range m.s.reg.Groups() {
 		if g.Balancer {
-			groups[name] = true
+			groups[g.Name] = true
 		}
 	}
-	r.mu.RUnlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, j := range m.drains {
@@ -266,7 +265,7 @@ func (m *mover) reconcile(ctx context.Context) {
 
 // isDraining reports whether fs id is in configstatus drain.
 func (s *Server) isDraining(id uint32) bool {
-	f, ok := s.reg.filesystem(id)
+	f, ok := s.reg.Filesystem(id)
 	return ok && f.ConfigStatus == "drain"
 }
 
@@ -299,7 +298,7 @@ func (m *mover) reserve(fs uint32, bytes int64) (release func()) {
 // show it: the target holds the bytes from its next reports, the source
 // until its storage server acknowledged the deletion of the old stripe.
 func (m *mover) settle(mv namespace.Move, bytes int64) {
-	lag := 2*m.s.reg.interval + time.Second
+	lag := 2*m.s.reg.Interval() + time.Second
 	m.mu.Lock()
 	m.adjust = append(m.adjust, adjustment{fs: mv.To, bytes: bytes, until: time.Now().Add(lag)},
 		adjustment{fs: mv.From, bytes: -bytes, del: &namespace.Deletion{FsID: mv.From, Fid: mv.Fid, Stripe: mv.Stripe}})
@@ -382,7 +381,7 @@ func (m *mover) moveStripe(ctx context.Context, fid uint64, idx int, from, to ui
 	if m.s.cfg.Mover == nil {
 		err = kerr.New(kerr.Unsupported, "move", path, "this namespace server cannot order moves")
 	} else {
-		res, err = m.s.cfg.Mover.MoveStripe(ctx, m.s.reg.node(to).HTTP, message.MoveOrder{Token: m.moveToken(f, path, idx, to), Rate: rate})
+		res, err = m.s.cfg.Mover.MoveStripe(ctx, m.s.reg.Node(to).HTTP, message.MoveOrder{Token: m.moveToken(f, path, idx, to), Rate: rate})
 	}
 	deleteAt := m.s.now().Add(m.s.ttl)
 	switched, ferr := m.s.ns.FinishMove(mv, err == nil, deleteAt)
@@ -402,9 +401,9 @@ func (m *mover) moveStripe(ctx context.Context, fid uint64, idx int, from, to ui
 func (m *mover) moveToken(f *namespace.Inode, path string, idx int, to uint32) string {
 	c := &capability.Capability{Fid: f.ID, Path: path, Layout: f.Layout, Size: f.Size, Sums: f.Checksums,
 		Expires: m.s.now().Add(moveCapTTL).Unix(),
-		Move:    &capability.Move{Stripe: idx, Dst: capability.Target{FsID: to, Addr: m.s.reg.node(to).HTTP}}}
+		Move:    &capability.Move{Stripe: idx, Dst: capability.Target{FsID: to, Addr: m.s.reg.Node(to).HTTP}}}
 	for _, id := range f.Locations {
-		c.Targets = append(c.Targets, capability.Target{FsID: id, Addr: m.s.reg.node(id).HTTP})
+		c.Targets = append(c.Targets, capability.Target{FsID: id, Addr: m.s.reg.Node(id).HTTP})
 	}
 	return m.s.key.Sign(c)
 }
@@ -425,37 +424,25 @@ func (s *Server) pathOfID(fid uint64) string {
 // most free space. With none, why says for each filesystem of the group
 // why not.
 func (m *mover) target(f *namespace.Inode, idx int, from uint32, group string, size int64, exclude map[uint32]bool) (uint32, string) {
-	r := m.s.reg
-	r.mu.RLock()
 	type cand struct {
 		id   uint32
 		held int
 		free int64
 	}
+	all := m.s.reg.List() // by id
+	avoidSlow := m.s.reg.AvoidSlow()
 	held := map[string]int{}
 	for j, id := range f.Locations {
-		if g := r.fs[id]; g != nil && j != idx {
-			held[g.Node]++
+		if i, ok := slices.BinarySearchFunc(all, id, func(g fleet.FsState, id uint32) int { return cmp.Compare(g.ID, id) }); ok && j != idx {
+			held[all[i].Node]++
 		}
 	}
-	ids := make([]uint32, 0, len(r.fs))
-	for id := range r.fs {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
 	var cands []cand
 	var why []string
-	var fss []FsState // copies: reports change them under r.mu
-	avoidSlow := r.avoidSlow
-	alive := map[uint32]bool{}
-	for _, id := range ids {
-		if g := r.fs[id]; g.Group == group && id != from {
-			fss = append(fss, *g)
-			alive[id] = r.alive(g)
+	for _, g := range all {
+		if g.Group != group || g.ID == from {
+			continue
 		}
-	}
-	r.mu.RUnlock()
-	for _, g := range fss {
 		free := int64(g.Capacity-min(g.Used, g.Capacity)) - m.pending(g.ID)
 		switch {
 		case slices.Contains(f.Locations, g.ID):
@@ -464,7 +451,7 @@ func (m *mover) target(f *namespace.Inode, idx int, from uint32, group string, s
 			why = append(why, fmt.Sprintf("fs %d still has a stripe of the file queued for deletion", g.ID))
 		case g.ConfigStatus != "rw":
 			why = append(why, fmt.Sprintf("fs %d is %s", g.ID, g.ConfigStatus))
-		case !alive[g.ID]:
+		case g.BootStatus != "booted":
 			why = append(why, fmt.Sprintf("fs %d is not booted", g.ID))
 		case g.Health != "ok":
 			why = append(why, fmt.Sprintf("fs %d: %s", g.ID, g.Health))

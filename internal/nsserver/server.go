@@ -26,6 +26,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
+	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/namespace"
@@ -65,7 +66,7 @@ type Config struct {
 	// DefaultOrphanGrace, negative: none).
 	FsckRate        int
 	FsckOrphanGrace time.Duration
-	// Slow configures slow-disk detection (slow.go).
+	// Slow configures slow-disk detection (fleet.SlowPolicy).
 	Slow SlowPolicy
 	// Tokens signs this instance's bearer tokens (tokens.go); nil: none.
 	Tokens *token.Issuer
@@ -91,7 +92,7 @@ type DataReader interface {
 type Server struct {
 	ns   *namespace.Namespace
 	key  *capability.Key
-	reg  *registry
+	reg  *fleet.Registry
 	ttl  time.Duration
 	data DataReader
 	phys func(fs namespace.Filesystem, fid uint64) string
@@ -151,12 +152,12 @@ func New(cfg Config) (*Server, error) {
 	} else if n > 0 {
 		s.log.Info("rolled back stripe moves a previous run left unfinished", "count", n)
 	}
-	if s.reg, err = loadRegistry(ns, cfg.HeartbeatInterval); err != nil {
+	if s.reg, err = fleet.Load(ns, fleet.Config{Interval: cfg.HeartbeatInterval, Slow: cfg.Slow, Log: cfg.Logger}); err != nil {
 		return nil, err
 	}
-	s.reg.avoidSlow = !cfg.Slow.Off && !cfg.Slow.KeepPlacing
-	s.reg.registerKeys(drainKeys...)
-	s.reg.registerKeys(fsckKeys()...)
+	s.reg.RegisterKeys(drainKeys...)
+	s.reg.RegisterKeys(fsckKeys()...)
+	s.reg.RegisterGroupKeys(balancerKeys...)
 	s.mv = newMover(s)
 	return s, nil
 }
@@ -188,14 +189,14 @@ func (s *Server) Heartbeat(_ context.Context, hb message.Heartbeat) (message.Hea
 	if err := s.ns.AckDeletions(done); err != nil {
 		return message.HeartbeatReply{}, err
 	}
-	as, err := s.reg.heartbeat(hb)
+	as, err := s.reg.Heartbeat(hb)
 	if err != nil {
 		return message.HeartbeatReply{}, err
 	}
 	s.mv.acked(done)
-	s.judgeSlow()
+	s.reg.JudgeSlow()
 	s.fsckAssign(as)
-	reply := message.HeartbeatReply{Filesystems: as, Interval: s.reg.interval}
+	reply := message.HeartbeatReply{Filesystems: as, Interval: s.reg.Interval()}
 	for _, a := range as {
 		ds, err := s.ns.Deletions(a.ID, 1000)
 		if err != nil {
