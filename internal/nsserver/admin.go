@@ -21,7 +21,7 @@ func (s *Server) Filesystems(_ context.Context, p auth.Principal) ([]FsState, er
 	fss := s.reg.List()
 	out := make([]FsState, 0, len(fss))
 	for _, f := range fss {
-		out = append(out, FsState{FsState: f, DrainProgress: s.drainProgress(f)})
+		out = append(out, FsState{FsState: f, DrainProgress: s.mv.DrainProgress(f)})
 	}
 	return out, nil
 }
@@ -44,7 +44,7 @@ func (s *Server) ConfigFilesystem(ctx context.Context, p auth.Principal, id uint
 	}
 	err := s.reg.Config(id, key, value)
 	if err == nil {
-		s.mv.settingsChanged()
+		s.mv.SettingsChanged()
 	}
 	return s.audit(ctx, p, "fs config", what, "", err)
 }

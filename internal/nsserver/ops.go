@@ -6,6 +6,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/movement"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
 
@@ -117,8 +118,8 @@ func (s *Server) SetXAttr(ctx context.Context, p auth.Principal, path, name, val
 		}
 	}
 	err := s.ns.SetXAttr(caller(p), path, name, value)
-	if err == nil && isConvertAttr(name) {
-		s.mv.kickPolicies()
+	if err == nil && movement.IsConvertAttr(name) {
+		s.mv.KickPolicies()
 	}
 	return s.audit(ctx, p, "attr set "+name, path, "", err)
 }

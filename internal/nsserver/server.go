@@ -29,6 +29,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
+	"github.com/kaon-storage/kaon/internal/movement"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
 
@@ -57,7 +58,7 @@ type Config struct {
 	// Mover orders stripe moves and conversions at storage servers
 	// (drain, balance, conversion; cluster.StorageClient). Nil: data
 	// movement fails, saying so.
-	Mover Mover
+	Mover movement.Mover
 	// Repair reaches storage servers for fsck repairs; nil: none.
 	Repair Repairer
 	// FsckRate is the namespace pass's pace in files per second (0:
@@ -105,7 +106,7 @@ type Server struct {
 	sumMu      sync.Mutex
 	sumPending map[string]*sumCall // checksums being computed on request, by fid/type
 
-	mv       *mover // drains, balancers, conversions (mover.go)
+	mv       *movement.Service // drains, balancers, conversions
 	fsck     *fsckState
 	repairer Repairer
 
@@ -155,10 +156,8 @@ func New(cfg Config) (*Server, error) {
 	if s.reg, err = fleet.Load(ns, fleet.Config{Interval: cfg.HeartbeatInterval, Slow: cfg.Slow, Log: cfg.Logger}); err != nil {
 		return nil, err
 	}
-	s.reg.RegisterKeys(drainKeys...)
+	s.mv = movement.New(movement.Config{NS: ns, Fleet: s.reg, Mover: cfg.Mover, Key: cfg.Key, TTL: cfg.CapabilityTTL, Now: cfg.Now, Log: cfg.Logger})
 	s.reg.RegisterKeys(fsckKeys()...)
-	s.reg.RegisterGroupKeys(balancerKeys...)
-	s.mv = newMover(s)
 	return s, nil
 }
 
@@ -167,7 +166,7 @@ func New(cfg Config) (*Server, error) {
 // ends.
 func (s *Server) Run(ctx context.Context) {
 	go s.fsckLoop(ctx)
-	go s.mv.run(ctx)
+	go s.mv.Run(ctx)
 	go s.sweepUploads(ctx, s.now())
 	s.expireRecycled(ctx, s.cfg.RecycleLifetime, s.cfg.RecycleMaxBytes)
 }
@@ -193,7 +192,7 @@ func (s *Server) Heartbeat(_ context.Context, hb message.Heartbeat) (message.Hea
 	if err != nil {
 		return message.HeartbeatReply{}, err
 	}
-	s.mv.acked(done)
+	s.mv.Acked(done)
 	s.reg.JudgeSlow()
 	s.fsckAssign(as)
 	reply := message.HeartbeatReply{Filesystems: as, Interval: s.reg.Interval()}

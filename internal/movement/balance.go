@@ -1,4 +1,4 @@
-package nsserver
+package movement
 
 // The balancer of a group (`group set G balancer=on threshold=N`) moves
 // stripes from its fullest filesystem to its emptiest while their fill
@@ -23,7 +23,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
@@ -61,11 +60,11 @@ type balanceJob struct {
 	slot     chan struct{}
 }
 
-func (m *mover) startBalancer(ctx context.Context, group string) *balanceJob {
+func (m *Service) startBalancer(ctx context.Context, group string) *balanceJob {
 	ctx, cancel := context.WithCancel(ctx)
 	j := &balanceJob{group: group, cancel: cancel, phase: "starting", busy: map[uint64]bool{},
 		window: rateWindow{start: time.Now()}, slot: make(chan struct{}, 1)}
-	m.s.log.Info("balancer started", "group", group)
+	m.log.Info("balancer started", "group", group)
 	go m.runBalancer(ctx, j)
 	return j
 }
@@ -81,10 +80,10 @@ type fill struct {
 func (f fill) percent() float64 { return 100 * f.used / f.cap }
 
 // fills are the group's usable units, fullest first.
-func (m *mover) fills(group string) []fill {
-	avoidSlow := m.s.reg.AvoidSlow()
+func (m *Service) fills(group string) []fill {
+	avoidSlow := m.reg.AvoidSlow()
 	var fss []fleet.FsState // by id
-	for _, f := range m.s.reg.List() {
+	for _, f := range m.reg.List() {
 		if f.Group == group && f.ConfigStatus == "rw" && f.Health == "ok" && f.BootStatus == "booted" && f.Capacity > 0 && (f.Slow == "" || !avoidSlow) {
 			fss = append(fss, f)
 		}
@@ -110,8 +109,8 @@ func (m *mover) fills(group string) []fill {
 	return out
 }
 
-func (m *mover) balanceSettings(group string) (g namespace.Group, parallel int) {
-	g = m.s.reg.Group(group)
+func (m *Service) balanceSettings(group string) (g namespace.Group, parallel int) {
+	g = m.reg.Group(group)
 	if g.Threshold <= 0 {
 		g.Threshold = DefaultThreshold
 	}
@@ -122,7 +121,7 @@ func (m *mover) balanceSettings(group string) (g namespace.Group, parallel int) 
 	return g, parallel
 }
 
-func (m *mover) runBalancer(ctx context.Context, j *balanceJob) {
+func (m *Service) runBalancer(ctx context.Context, j *balanceJob) {
 	var cands []stripe // stripes on src, from the last scan
 	var src uint32
 	for ctx.Err() == nil {
@@ -153,7 +152,7 @@ func (m *mover) runBalancer(ctx context.Context, j *balanceJob) {
 		if from.fs.ID != src || len(cands) == 0 {
 			var err error
 			if cands, err = m.stripesOn(from.fs.ID); err != nil {
-				m.s.log.Error("balancer: cannot scan the namespace", "group", j.group, "err", err)
+				m.log.Error("balancer: cannot scan the namespace", "group", j.group, "err", err)
 				sleepCtx(ctx, 5*time.Second)
 				continue
 			}
@@ -217,7 +216,7 @@ func (j *balanceJob) setPhase(p string) {
 }
 
 // waitSlot waits until a move ends, d passes or ctx ends.
-func (m *mover) waitSlot(ctx context.Context, j *balanceJob, d time.Duration) {
+func (m *Service) waitSlot(ctx context.Context, j *balanceJob, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -227,7 +226,7 @@ func (m *mover) waitSlot(ctx context.Context, j *balanceJob, d time.Duration) {
 	}
 }
 
-func (m *mover) balanceOne(ctx context.Context, j *balanceJob, c stripe, from, to uint32, rate int64) {
+func (m *Service) balanceOne(ctx context.Context, j *balanceJob, c stripe, from, to uint32, rate int64) {
 	res, out, err := m.moveStripe(ctx, c.f.ID, c.idx, from, to, rate)
 	switch out {
 	case moved:
@@ -245,7 +244,7 @@ func (m *mover) balanceOne(ctx context.Context, j *balanceJob, c stripe, from, t
 			return
 		}
 		j.mu.Lock()
-		j.fails.add(MoveFailure{Path: m.s.pathOfID(c.f.ID), Fid: c.f.ID, Stripe: c.idx, Reason: fmt.Sprintf("fs %d to fs %d: %s", from, to, reasonOf(err)), Time: time.Now()})
+		j.fails.add(MoveFailure{Path: m.pathOfID(c.f.ID), Fid: c.f.ID, Stripe: c.idx, Reason: fmt.Sprintf("fs %d to fs %d: %s", from, to, reasonOf(err)), Time: time.Now()})
 		j.mu.Unlock()
 		m.count("balance", func(mc *MoveCounters) { mc.Failures++ })
 		m.moved("balance", from, 0, false)
@@ -271,38 +270,31 @@ type GroupState struct {
 	Balance     *BalanceProgress // nil when the balancer is off
 }
 
-// Groups lists every group (those filesystems name and those with
-// settings; admin only).
-func (s *Server) Groups(_ context.Context, p auth.Principal) ([]GroupState, error) {
-	if err := requireRoot(p, "group ls"); err != nil {
-		return nil, err
+// Groups describes every group (those filesystems name and those with
+// settings) for `group ls`.
+func (m *Service) Groups() []GroupState {
+	gs := map[string]*GroupState{}
+	for _, g := range m.reg.Groups() {
+		gs[g.Name] = &GroupState{Group: g}
 	}
-	return s.groups(), nil
-}
-
-func (s *Server) groups() []GroupState {
-	m := map[string]*GroupState{}
-	for _, g := range s.reg.Groups() {
-		m[g.Name] = &GroupState{Group: g}
-	}
-	for _, f := range s.reg.List() {
-		g := m[f.Group]
+	for _, f := range m.reg.List() {
+		g := gs[f.Group]
 		if g == nil {
 			g = &GroupState{Group: namespace.Group{Name: f.Group}}
-			m[f.Group] = g
+			gs[f.Group] = g
 		}
 		g.Filesystems++
 	}
 	bal := map[string]BalanceProgress{}
-	for _, b := range s.Movement().Balancers {
+	for _, b := range m.Movement().Balancers {
 		bal[b.Group] = b
 	}
-	out := make([]GroupState, 0, len(m))
-	for name, g := range m {
+	out := make([]GroupState, 0, len(gs))
+	for name, g := range gs {
 		if g.Threshold <= 0 {
 			g.Threshold = DefaultThreshold
 		}
-		fs := s.mv.fills(name)
+		fs := m.fills(name)
 		g.Usable = len(fs)
 		if len(fs) > 0 {
 			g.MaxFill, g.MinFill = fs[0].percent(), fs[len(fs)-1].percent()
@@ -315,21 +307,6 @@ func (s *Server) groups() []GroupState {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
-}
-
-// SetGroup sets a group's key (`group set G key=value`): balancer=on|off,
-// threshold=N (percentage points, 0 < N < 100), balancer.rate=SIZE (bytes
-// per second, 0 = no cap), balancer.parallel=N.
-func (s *Server) SetGroup(ctx context.Context, p auth.Principal, name, key, value string) error {
-	what := fmt.Sprintf("group %s %s=%s", name, key, value)
-	if err := requireRoot(p, "group set"); err != nil {
-		return s.audit(ctx, p, "group set", what, "", err)
-	}
-	err := s.reg.SetGroup(name, key, value)
-	if err == nil {
-		s.mv.settingsChanged()
-	}
-	return s.audit(ctx, p, "group set", what, "", err)
 }
 
 // balancerKeys are the balancer's keys of `group set`.
