@@ -20,7 +20,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/fleet"
@@ -45,25 +44,16 @@ type BalanceProgress struct {
 }
 
 type balanceJob struct {
-	group  string
-	cancel context.CancelFunc
+	job
+	group string
 
-	mu       sync.Mutex
-	phase    string
-	spread   float64
-	moved    int64
-	bytes    int64
-	inflight int
-	busy     map[uint64]bool // files with a stripe being moved
-	window   rateWindow
-	fails    failures
-	slot     chan struct{}
+	spread float64         // under job.mu
+	busy   map[uint64]bool // files with a stripe being moved
 }
 
 func (m *Service) startBalancer(ctx context.Context, group string) *balanceJob {
 	ctx, cancel := context.WithCancel(ctx)
-	j := &balanceJob{group: group, cancel: cancel, phase: "starting", busy: map[uint64]bool{},
-		window: rateWindow{start: time.Now()}, slot: make(chan struct{}, 1)}
+	j := &balanceJob{job: newJob("balance", "starting", cancel, time.Now()), group: group, busy: map[uint64]bool{}}
 	m.log.Info("balancer started", "group", group)
 	go m.runBalancer(ctx, j)
 	return j
@@ -88,6 +78,11 @@ func (m *Service) fills(group string) []fill {
 			fss = append(fss, f)
 		}
 	}
+	pending := m.pending()
+	shared := map[string]int64{} // pending bytes per backend
+	for _, f := range fss {
+		shared[f.BackendID()] += pending[f.ID]
+	}
 	seen := map[string]bool{}
 	var out []fill
 	for i := range fss {
@@ -97,13 +92,7 @@ func (m *Service) fills(group string) []fill {
 			continue
 		}
 		seen[b] = true
-		var pending int64
-		for j := range fss {
-			if fss[j].BackendID() == b {
-				pending += m.pending(fss[j].ID)
-			}
-		}
-		out = append(out, fill{fs: f, used: max(float64(f.Used)+float64(pending), 0), cap: float64(f.Capacity)})
+		out = append(out, fill{fs: f, used: max(float64(f.Used)+float64(shared[b]), 0), cap: float64(f.Capacity)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].percent() > out[j].percent() })
 	return out
@@ -130,7 +119,7 @@ func (m *Service) runBalancer(ctx context.Context, j *balanceJob) {
 		inflight := j.inflight
 		j.mu.Unlock()
 		if inflight >= parallel {
-			m.waitSlot(ctx, j, time.Second)
+			j.waitSlot(ctx, time.Second)
 			continue
 		}
 		fs := m.fills(j.group)
@@ -145,7 +134,7 @@ func (m *Service) runBalancer(ctx context.Context, j *balanceJob) {
 			if inflight == 0 {
 				j.setPhase("balanced")
 			}
-			m.waitSlot(ctx, j, 5*time.Second)
+			j.waitSlot(ctx, 5*time.Second)
 			continue
 		}
 		from, to := fs[0], fs[len(fs)-1]
@@ -174,7 +163,7 @@ func (m *Service) runBalancer(ctx context.Context, j *balanceJob) {
 			if inflight == 0 {
 				j.setPhase(fmt.Sprintf("stuck: no stripe on fs %d fits fs %d without overshooting (spread %.1f)", from.fs.ID, to.fs.ID, spread))
 			}
-			m.waitSlot(ctx, j, 10*time.Second)
+			j.waitSlot(ctx, 10*time.Second)
 			src = 0
 			continue
 		}
@@ -190,13 +179,9 @@ func (m *Service) runBalancer(ctx context.Context, j *balanceJob) {
 			defer func() {
 				release()
 				j.mu.Lock()
-				j.inflight--
 				delete(j.busy, c.f.ID)
 				j.mu.Unlock()
-				select {
-				case j.slot <- struct{}{}:
-				default:
-				}
+				j.endMove()
 			}()
 			m.balanceOne(ctx, j, c, from.fs.ID, to.fs.ID, g.Rate/int64(parallel))
 		}()
@@ -209,45 +194,17 @@ func (j *balanceJob) isBusy(fid uint64) bool {
 	return j.busy[fid]
 }
 
-func (j *balanceJob) setPhase(p string) {
-	j.mu.Lock()
-	j.phase = p
-	j.mu.Unlock()
-}
-
-// waitSlot waits until a move ends, d passes or ctx ends.
-func (m *Service) waitSlot(ctx context.Context, j *balanceJob, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-j.slot:
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
 func (m *Service) balanceOne(ctx context.Context, j *balanceJob, c stripe, from, to uint32, rate int64) {
 	res, out, err := m.moveStripe(ctx, c.f.ID, c.idx, from, to, rate)
 	switch out {
 	case moved:
-		j.mu.Lock()
-		j.moved++
-		j.bytes += res.Bytes
-		j.window.add(time.Now(), res.Bytes)
-		j.fails.clear(c.f.ID, c.idx)
-		j.mu.Unlock()
-		m.count("balance", func(mc *MoveCounters) { mc.Stripes++; mc.Bytes += res.Bytes })
-		m.moved("balance", from, res.Bytes, true)
+		m.movedOne(&j.job, from, c.f.ID, c.idx, res)
 	case gone, busy:
 	default:
 		if ctx.Err() != nil {
 			return
 		}
-		j.mu.Lock()
-		j.fails.add(MoveFailure{Path: m.pathOfID(c.f.ID), Fid: c.f.ID, Stripe: c.idx, Reason: fmt.Sprintf("fs %d to fs %d: %s", from, to, reasonOf(err)), Time: time.Now()})
-		j.mu.Unlock()
-		m.count("balance", func(mc *MoveCounters) { mc.Failures++ })
-		m.moved("balance", from, 0, false)
+		m.failedOne(&j.job, from, c.f.ID, c.idx, fmt.Sprintf("fs %d to fs %d: %s", from, to, reasonOf(err)))
 		sleepCtx(ctx, time.Second) // do not spin on a failing target
 	}
 }

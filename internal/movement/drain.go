@@ -50,21 +50,13 @@ type DrainProgress struct {
 
 // drainJob drains one filesystem.
 type drainJob struct {
-	id     uint32
-	cancel context.CancelFunc
-	done   chan struct{}
+	job
+	id      uint32
+	done    chan struct{}
+	started time.Time
 
-	mu         sync.Mutex
-	started    time.Time
-	phase      string
-	filesLeft  int64
-	bytesLeft  int64
-	filesMoved int64
-	bytesMoved int64
-	inflight   int
-	window     rateWindow
-	fails      failures
-	slot       chan struct{} // a move finished
+	filesLeft int64 // under job.mu
+	bytesLeft int64
 }
 
 func (j *drainJob) ended() bool {
@@ -76,17 +68,10 @@ func (j *drainJob) ended() bool {
 	}
 }
 
-func (j *drainJob) setPhase(p string) {
-	j.mu.Lock()
-	j.phase = p
-	j.mu.Unlock()
-}
-
 func (m *Service) startDrain(ctx context.Context, id uint32) *drainJob {
 	ctx, cancel := context.WithCancel(ctx)
 	now := time.Now()
-	j := &drainJob{id: id, cancel: cancel, done: make(chan struct{}), started: now, phase: "scanning",
-		window: rateWindow{start: now}, slot: make(chan struct{}, 1)}
+	j := &drainJob{job: newJob("drain", "scanning", cancel, now), id: id, done: make(chan struct{}), started: now}
 	m.log.Info("drain started", "fsid", id)
 	go func() {
 		defer close(j.done)
@@ -245,7 +230,7 @@ func (m *Service) finishDrain(j *drainJob) bool {
 	}
 	j.mu.Lock()
 	j.phase, j.filesLeft, j.bytesLeft = "done", 0, 0
-	moved, bytes := j.filesMoved, j.bytesMoved
+	moved, bytes := j.moved, j.bytes
 	j.mu.Unlock()
 	m.log.Info("filesystem drained", "fsid", j.id, "stripes_moved", moved, "bytes_moved", bytes)
 	return true
@@ -259,22 +244,9 @@ func (m *Service) drainPass(ctx context.Context, j *drainJob, items []stripe) (p
 	var mu sync.Mutex
 	for _, it := range items {
 		parallel, rate, group := m.drainSettings(j.id)
-		for {
-			j.mu.Lock()
-			n := j.inflight
-			if n < parallel {
-				j.inflight++
-			}
-			j.mu.Unlock()
-			if n < parallel {
-				break
-			}
-			select {
-			case <-j.slot:
-			case <-ctx.Done():
-				wg.Wait()
-				return progress
-			}
+		if !j.acquire(ctx, parallel) {
+			wg.Wait()
+			return progress
 		}
 		if ctx.Err() != nil {
 			j.mu.Lock()
@@ -286,22 +258,16 @@ func (m *Service) drainPass(ctx context.Context, j *drainJob, items []stripe) (p
 		go func() {
 			defer wg.Done()
 			left := m.drainOne(ctx, j, it, group, rate/int64(parallel))
-			j.mu.Lock()
-			j.inflight--
 			if left {
+				j.mu.Lock()
 				j.filesLeft--
 				j.bytesLeft -= it.bytes
-			}
-			j.mu.Unlock()
-			if left {
+				j.mu.Unlock()
 				mu.Lock()
 				progress = true
 				mu.Unlock()
 			}
-			select {
-			case j.slot <- struct{}{}:
-			default:
-			}
+			j.endMove()
 		}()
 	}
 	wg.Wait()
@@ -315,11 +281,7 @@ func (m *Service) drainPass(ctx context.Context, j *drainJob, items []stripe) (p
 func (m *Service) drainOne(ctx context.Context, j *drainJob, it stripe, group string, rate int64) (left bool) {
 	exclude := map[uint32]bool{}
 	fail := func(why string) bool {
-		j.mu.Lock()
-		j.fails.add(MoveFailure{Path: m.pathOfID(it.f.ID), Fid: it.f.ID, Stripe: it.idx, Reason: why, Time: time.Now()})
-		j.mu.Unlock()
-		m.count("drain", func(c *MoveCounters) { c.Failures++ })
-		m.moved("drain", j.id, 0, false)
+		m.failedOne(&j.job, j.id, it.f.ID, it.idx, why)
 		return false
 	}
 	for range 4 {
@@ -332,14 +294,7 @@ func (m *Service) drainOne(ctx context.Context, j *drainJob, it stripe, group st
 		release()
 		switch out {
 		case moved:
-			j.mu.Lock()
-			j.filesMoved++
-			j.bytesMoved += res.Bytes
-			j.window.add(time.Now(), res.Bytes)
-			j.fails.clear(it.f.ID, it.idx)
-			j.mu.Unlock()
-			m.count("drain", func(c *MoveCounters) { c.Stripes++; c.Bytes += res.Bytes })
-			m.moved("drain", j.id, res.Bytes, true)
+			m.movedOne(&j.job, j.id, it.f.ID, it.idx, res)
 			if res.Tried != "" {
 				m.log.Warn("drain: stripe moved after trying other sources", "fsid", j.id, "fid", it.f.ID,
 					"stripe", it.idx, "how", res.How, "tried", res.Tried)
@@ -382,7 +337,7 @@ func (j *drainJob) progress() DrainProgress {
 	defer j.mu.Unlock()
 	now := time.Now()
 	p := DrainProgress{FsID: j.id, Status: DrainDraining, Phase: j.phase, Started: j.started, FilesLeft: max(j.filesLeft, 0),
-		BytesLeft: max(j.bytesLeft, 0), FilesMoved: j.filesMoved, BytesMoved: j.bytesMoved, Rate: j.window.rate(now),
+		BytesLeft: max(j.bytesLeft, 0), FilesMoved: j.moved, BytesMoved: j.bytes, Rate: j.window.rate(now),
 		InFlight: j.inflight, Failures: j.fails.list(), Failed: j.fails.total}
 	if j.phase == "done" {
 		p.Status = DrainDrained

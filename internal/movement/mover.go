@@ -366,24 +366,23 @@ func (m *Service) Acked(ds []namespace.Deletion) {
 	m.mu.Unlock()
 }
 
-// pending is the bytes not yet in fs's reports (see adjustment).
-func (m *Service) pending(fs uint32) int64 {
+// pending is, per filesystem, the bytes not yet in its reports (see
+// adjustment), from one walk of the adjustments.
+func (m *Service) pending() map[uint32]int64 {
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var n int64
+	out := map[uint32]int64{}
 	keep := m.adjust[:0]
 	for _, a := range m.adjust {
 		if !a.until.IsZero() && now.After(a.until) {
 			continue
 		}
 		keep = append(keep, a)
-		if a.fs == fs {
-			n += a.bytes
-		}
+		out[a.fs] += a.bytes
 	}
 	m.adjust = keep
-	return n
+	return out
 }
 
 // stripeBytes is the size of one stripe of f.
@@ -484,11 +483,12 @@ func (m *Service) target(f *namespace.Inode, idx int, from uint32, group string,
 	}
 	var cands []cand
 	var why []string
+	pending := m.pending()
 	for _, g := range all {
 		if g.Group != group || g.ID == from {
 			continue
 		}
-		free := int64(g.Capacity-min(g.Used, g.Capacity)) - m.pending(g.ID)
+		free := int64(g.Capacity-min(g.Used, g.Capacity)) - pending[g.ID]
 		switch {
 		case slices.Contains(f.Locations, g.ID):
 			why = append(why, fmt.Sprintf("fs %d holds stripe %d", g.ID, slices.Index(f.Locations, g.ID)))
