@@ -388,10 +388,10 @@ func (m *Service) pending() map[uint32]int64 {
 // stripeBytes is the size of one stripe of f.
 func stripeBytes(f *namespace.Inode) int64 {
 	l, err := layout.Parse(f.Layout)
-	if err != nil || l.Kind != layout.EC {
+	if err != nil {
 		return f.Size
 	}
-	return erasure.FromLayout(l).ShardSize(f.Size)
+	return erasure.StripeSize(l, f.Size)
 }
 
 // outcome of one stripe move.

@@ -206,7 +206,7 @@ func (s *Server) fsckAssign(as []message.FsAssignment) {
 		if fs, ok := s.reg.Filesystem(as[i].ID); ok {
 			set = fsckSettings(fs.Fsck)
 		}
-		set = fsck.Resolve(set)
+		set = set.Resolved()
 		if f := st.fs[as[i].ID]; f != nil && f.req != 0 {
 			set.Run, set.RunScrub = f.req, f.reqScrub
 		}
