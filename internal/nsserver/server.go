@@ -27,6 +27,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/fleet"
+	"github.com/kaon-storage/kaon/internal/fsck"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/movement"
@@ -60,7 +61,7 @@ type Config struct {
 	// movement fails, saying so.
 	Mover movement.Mover
 	// Repair reaches storage servers for fsck repairs; nil: none.
-	Repair Repairer
+	Repair fsck.Repairer
 	// FsckRate is the namespace pass's pace in files per second (0:
 	// DefaultFsckRate, negative: unthrottled); FsckOrphanGrace how long
 	// ago an orphan must have been found before a repair drops it (0:
@@ -106,9 +107,8 @@ type Server struct {
 	sumMu      sync.Mutex
 	sumPending map[string]*sumCall // checksums being computed on request, by fid/type
 
-	mv       *movement.Service // drains, balancers, conversions
-	fsck     *fsckState
-	repairer Repairer
+	mv   *movement.Service // drains, balancers, conversions
+	fsck *fsck.Service     // checks, findings, repairs
 
 	writers writers     // uploads storage servers report writing (uploads.go)
 	sweep   sweepTiming // of the pending uploads nobody writes
@@ -131,7 +131,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, auditLog: newAuditor(cfg.Audit), key: cfg.Key, ttl: cfg.CapabilityTTL, data: cfg.Data, phys: cfg.PhysName, log: cfg.Logger, now: cfg.Now,
-		sumPending: map[string]*sumCall{}, fsck: newFsckState(), repairer: cfg.Repair, sweep: defaultSweep}
+		sumPending: map[string]*sumCall{}, sweep: defaultSweep}
 	ns, err := namespace.Open(cfg.Engine, namespace.Options{Sync: cfg.Sync, Now: cfg.Now, Permits: s.permits})
 	if err != nil {
 		return nil, err
@@ -157,7 +157,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.mv = movement.New(movement.Config{NS: ns, Fleet: s.reg, Mover: cfg.Mover, Key: cfg.Key, TTL: cfg.CapabilityTTL, Now: cfg.Now, Log: cfg.Logger})
-	s.reg.RegisterKeys(fsckKeys()...)
+	s.fsck = fsck.NewService(fsck.Config{NS: ns, Fleet: s.reg, Repairer: cfg.Repair, Key: cfg.Key, TTL: cfg.CapabilityTTL,
+		Rate: cfg.FsckRate, OrphanGrace: cfg.FsckOrphanGrace, PhysName: cfg.PhysName, Now: cfg.Now, Log: cfg.Logger})
 	return s, nil
 }
 
@@ -165,7 +166,7 @@ func New(cfg Config) (*Server, error) {
 // namespace pass, data movement, pending uploads nobody writes) until ctx
 // ends.
 func (s *Server) Run(ctx context.Context) {
-	go s.fsckLoop(ctx)
+	go s.fsck.Run(ctx)
 	go s.mv.Run(ctx)
 	go s.sweepUploads(ctx, s.now())
 	s.expireRecycled(ctx, s.cfg.RecycleLifetime, s.cfg.RecycleMaxBytes)
@@ -194,7 +195,7 @@ func (s *Server) Heartbeat(_ context.Context, hb message.Heartbeat) (message.Hea
 	}
 	s.mv.Acked(done)
 	s.reg.JudgeSlow()
-	s.fsckAssign(as)
+	s.fsck.Assign(as)
 	reply := message.HeartbeatReply{Filesystems: as, Interval: s.reg.Interval()}
 	for _, a := range as {
 		ds, err := s.ns.Deletions(a.ID, 1000)
