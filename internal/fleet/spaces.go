@@ -112,16 +112,11 @@ func checkPath(p string) error {
 
 // SpaceExists reports whether space name is defined or has filesystems.
 func (r *Registry) SpaceExists(name string) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.spaceExistsLocked(name)
-}
-
-// spaceExistsLocked is SpaceExists; caller holds r.mu.
-func (r *Registry) spaceExistsLocked(name string) bool {
 	if name == DefaultSpace {
 		return true
 	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	if _, ok := r.spaces[name]; ok {
 		return true
 	}

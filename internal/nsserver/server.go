@@ -1,17 +1,24 @@
 // Package nsserver is the namespace service (EOS: MGM): the one API every
 // front end calls, by path and by inode. It authorizes every request once,
 // against an auth.Principal; applies Kaon's policy (immutable committed
-// files, parent creation on upload, truncation); places new files on
-// filesystems from the registry the storage servers keep current with
-// heartbeats; mints the capabilities that send clients to storage servers;
-// and computes checksums on request. Front ends (HTTP, XRootD, FUSE
-// clients) only authenticate and translate.
+// files, parent creation on upload, truncation); mints the capabilities
+// that send clients to storage servers; computes checksums on request;
+// and audits. Front ends (HTTP, XRootD, FUSE clients) only authenticate
+// and translate.
+//
+// The schedulers are packages of their own, each fed by the namespace
+// through a small interface and wired here: fleet (the registry of
+// filesystems the storage servers' heartbeats keep current, spaces,
+// placement, slow disks), movement (drain, balance, conversion) and fsck
+// (checks, findings, repairs). This package keeps their API: the calls
+// operators make, authorized and audited, and the types callers see.
 //
 // Files: server.go (this: configuration, cluster protocol), authz.go,
-// ops.go (metadata operations), open.go (data access: grants),
-// checksum.go, registry.go (filesystems), placement.go, admin.go, and
-// data movement: mover.go (the scheduler), drain.go, balance.go,
-// convert.go.
+// audit.go, ops.go (metadata operations), open.go (data access: grants),
+// checksum.go, uploads.go (pending uploads nobody writes), tokens.go,
+// recycle.go, quota.go, versions.go, ha.go, admin.go (filesystems, file
+// info, statfs), and the schedulers' calls: fleet.go, movement.go,
+// fsck.go.
 package nsserver
 
 import (
