@@ -187,7 +187,7 @@ func (s *Service) Scan(_ context.Context, m message.FsckScan) error {
 				return err
 			}
 			// A stripe a move is writing here is registered or queued
-			// for deletion when the move ends (mover.go).
+			// for deletion when the move ends (package movement).
 			if !l.Queued {
 				if l.Queued, err = s.ns.MoveInFlight(m.FsID, st.Fid); err != nil {
 					return err
