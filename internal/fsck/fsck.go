@@ -1,9 +1,10 @@
 // Package fsck checks that what the filesystems hold and what the
 // namespace says agree, and repairs what can be repaired from healthy
-// copies (EOS: fsck). It is the logic only; storage servers run the scans
-// (Scan, over backend.Store.Walk) and the rebuilds (Repair), the
-// namespace service compares and keeps the findings (Check, Book) and
-// decides what to repair.
+// copies (EOS: fsck). It is the namespace side: the checks (CheckStripe,
+// CheckFile), the findings (Book), the repair plans (PlanRepair) and the
+// service that runs them in the namespace server (Service). Storage
+// servers run the scans (over backend.Store.Walk) and the rebuilds
+// (package storage) and do not import this package.
 //
 // Two directions are compared. A storage server walks each filesystem,
 // throttled, and reports every stripe with its metadata and length (and,

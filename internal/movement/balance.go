@@ -6,7 +6,7 @@ package movement
 // Storage servers report usage once per heartbeat and a moved stripe
 // leaves its old filesystem only after the deletion grace, so the
 // balancer counts what it has in flight and what it moved but the
-// reports do not show yet (mover.pending). Filesystems sharing a backend
+// reports do not show yet (Service.pending). Filesystems sharing a backend
 // (directories of one disk) are one unit: moving between them changes
 // nothing. A stripe is moved only if the move does not turn the source
 // into the emptier of the two, so the balancer never oscillates.

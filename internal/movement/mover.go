@@ -124,7 +124,7 @@ type MoveCounters struct {
 }
 
 // Movement is what the service says about data movement, for fs ls, fs
-// status, group ls and whoever exports metrics (MovementStats).
+// status, group ls and whoever exports metrics.
 type Movement struct {
 	Drains      []DrainProgress
 	Balancers   []BalanceProgress
@@ -407,7 +407,7 @@ const (
 // moveStripe moves stripe idx of file fid from fs from to fs to (the
 // three steps in the package notes). rate caps the copy's bytes per
 // second. The caller reserves the bytes on the target while it runs
-// (mover.reserve), before it chooses the next target.
+// (Service.reserve), before it chooses the next target.
 func (m *Service) moveStripe(ctx context.Context, fid uint64, idx int, from, to uint32, rate int64) (message.MoveResult, outcome, error) {
 	mv := namespace.Move{Fid: fid, Stripe: idx, From: from, To: to}
 	f, err := m.ns.BeginMove(mv)
@@ -606,7 +606,7 @@ func (f *failures) list() []MoveFailure {
 	return out
 }
 
-// Movement reports data movement (MovementStats).
+// Movement reports data movement.
 func (m *Service) Movement() Movement {
 	var out Movement
 	m.mu.Lock()
