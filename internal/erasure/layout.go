@@ -50,6 +50,16 @@ type Layout struct {
 // owns the grammar; this package only codes).
 func FromLayout(l layout.Layout) Layout { return Layout{K: l.K, M: l.M, Unit: l.Unit} }
 
+// StripeSize is the length one stripe of a file of logical size size
+// has on disk in layout l: the file itself for plain and replica
+// layouts, the frames of its rows for an erasure-coded stripe.
+func StripeSize(l layout.Layout, size int64) int64 {
+	if l.Kind == layout.EC {
+		return FromLayout(l).ShardSize(size)
+	}
+	return size
+}
+
 func (l Layout) check() error {
 	switch {
 	case l.K < 1:

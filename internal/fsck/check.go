@@ -58,16 +58,6 @@ type Key struct {
 // Key is f's key.
 func (f *Finding) Key() Key { return Key{f.Class, f.Fid, f.FsID, f.Stripe} }
 
-// DiskLength is the length a stripe of a file of logical size size has
-// on disk in layout l: the file itself for replicas, the frames of its
-// rows for erasure-coded stripes.
-func DiskLength(l layout.Layout, size int64) int64 {
-	if l.Kind == layout.EC {
-		return erasure.FromLayout(l).ShardSize(size)
-	}
-	return size
-}
-
 // CheckStripe compares stripe s found on filesystem fsid with what the
 // namespace knows (l) and returns the findings (none when they agree).
 func CheckStripe(fsid uint32, s message.FsckStripe, l Lookup) []Finding {
@@ -112,7 +102,7 @@ func CheckStripe(fsid uint32, s message.FsckStripe, l Lookup) []Finding {
 	if s.DiskErr != "" {
 		out = append(out, find(DiskSize, "cannot be opened: %s", s.DiskErr))
 	} else if ml, err := layout.Parse(s.Layout); err == nil {
-		if want := DiskLength(ml, s.Size); s.DiskSize != want {
+		if want := erasure.StripeSize(ml, s.Size); s.DiskSize != want {
 			out = append(out, find(DiskSize, "%d bytes on disk, %d expected from its metadata (file size %d)", s.DiskSize, want, s.Size))
 		}
 	}

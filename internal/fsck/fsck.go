@@ -1,9 +1,10 @@
 // Package fsck checks that what the filesystems hold and what the
 // namespace says agree, and repairs what can be repaired from healthy
-// copies (EOS: fsck). It is the logic only; storage servers run the scans
-// (Scan, over backend.Store.Walk) and the rebuilds (Repair), the
-// namespace service compares and keeps the findings (Check, Book) and
-// decides what to repair.
+// copies (EOS: fsck). It is the namespace side: the checks (CheckStripe,
+// CheckFile), the findings (Book), the repair plans (PlanRepair) and the
+// service that runs them in the namespace server (Service). Storage
+// servers run the scans (over backend.Store.Walk) and the rebuilds
+// (package storage) and do not import this package.
 //
 // Two directions are compared. A storage server walks each filesystem,
 // throttled, and reports every stripe with its metadata and length (and,
@@ -90,16 +91,6 @@ func (c Class) BadCopy() bool {
 // scrubClass reports whether c is found only by scans that re-read data.
 func (c Class) scrubClass() bool { return c == BlockSum || c == DiskSum }
 
-// Defaults of the per-filesystem scan settings (EOS' defaults where the
-// work is the same; Kaon compares in batches, so its namespace rate is
-// higher than EOS' 50 lookups per second).
-const (
-	DefaultDiskInterval  = 4 * time.Hour
-	DefaultNSRate        = 1000
-	DefaultScrubInterval = 7 * 24 * time.Hour
-	DefaultScrubRate     = 100 << 20
-)
-
 // Settings keys of `fs config`, EOS' names.
 const (
 	KeyDiskInterval  = "scan_disk_interval"
@@ -110,23 +101,6 @@ const (
 
 // Keys lists the settings keys.
 var Keys = []string{KeyDiskInterval, KeyNSRate, KeyScrubInterval, KeyScrubRate}
-
-// Resolve fills the zero fields of s with the defaults.
-func Resolve(s message.FsckSettings) message.FsckSettings {
-	if s.DiskInterval == 0 {
-		s.DiskInterval = DefaultDiskInterval
-	}
-	if s.NSRate == 0 {
-		s.NSRate = DefaultNSRate
-	}
-	if s.ScrubInterval == 0 {
-		s.ScrubInterval = DefaultScrubInterval
-	}
-	if s.ScrubRate == 0 {
-		s.ScrubRate = DefaultScrubRate
-	}
-	return s
-}
 
 // Set applies `fs config` key=value to s. Intervals are durations with
 // an optional d (days) suffix or plain seconds; scan_ns_rate is stripes
@@ -197,7 +171,7 @@ func ParseInterval(s string) (time.Duration, error) {
 
 // Describe renders resolved settings as `fs config` would set them.
 func Describe(s message.FsckSettings) string {
-	s = Resolve(s)
+	s = s.Resolved()
 	rate := func(n int64, unit int64) string {
 		if n < 0 {
 			return "off"

@@ -32,7 +32,6 @@ import (
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/transfer"
-	"github.com/kaon-storage/kaon/internal/transfer/local"
 	"github.com/kaon-storage/kaon/internal/transfer/remote"
 )
 
@@ -167,9 +166,9 @@ func (d *data) copy(w http.ResponseWriter, r *http.Request, c *capability.Capabi
 	var src transfer.Source
 	var dst transfer.Destination
 	if pull {
-		src, dst = d.tpc.HTTP.Source(u, hdr), local.Upload{S: d.s, Cap: c, Token: token, Wait: httpAdmitWait}
+		src, dst = d.tpc.HTTP.Source(u, hdr), d.s.UploadDest(c, token, httpAdmitWait)
 	} else {
-		src, dst = local.File{S: d.s, Cap: c, Token: token, Wait: httpAdmitWait}, d.tpc.HTTP.Destination(u, hdr)
+		src, dst = d.s.FileSource(c, token, httpAdmitWait), d.tpc.HTTP.Destination(u, hdr)
 	}
 	every := d.tpc.Markers
 	if every <= 0 {

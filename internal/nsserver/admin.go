@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
@@ -17,11 +18,12 @@ func (s *Server) Filesystems(_ context.Context, p auth.Principal) ([]FsState, er
 	if err := requireRoot(p, "fs ls"); err != nil {
 		return nil, err
 	}
-	fss := s.reg.list()
-	for i := range fss {
-		fss[i].DrainProgress = s.drainProgress(fss[i])
+	fss := s.reg.List()
+	out := make([]FsState, 0, len(fss))
+	for _, f := range fss {
+		out = append(out, FsState{FsState: f, DrainProgress: s.mv.DrainProgress(f)})
 	}
-	return fss, nil
+	return out, nil
 }
 
 // AddFilesystem registers a new filesystem on a storage server node.
@@ -30,41 +32,8 @@ func (s *Server) AddFilesystem(ctx context.Context, p auth.Principal, nf NewFile
 	if err := requireRoot(p, "fs add"); err != nil {
 		return FsState{}, err
 	}
-	what := nf.Node + ":" + nf.Path
-	if nf.Node == "" {
-		return FsState{}, kerr.New(kerr.Invalid, "fs add", what, "need a node")
-	}
-	if err := checkPath(nf.Path); err != nil {
-		return FsState{}, kerr.New(kerr.Invalid, "fs add", what, err.Error())
-	}
-	if nf.Group != "" {
-		if err := checkGroup(nf.Group); err != nil {
-			return FsState{}, kerr.New(kerr.Invalid, "fs add", nf.Group, err.Error())
-		}
-		if nf.Space != "" && spaceOf(nf.Group) != nf.Space {
-			return FsState{}, kerr.New(kerr.Invalid, "fs add", nf.Group, "group is not in space "+nf.Space)
-		}
-	}
-	if nf.Space != "" {
-		if err := namespace.CheckSpaceName(nf.Space); err != nil {
-			return FsState{}, kerr.New(kerr.Invalid, "fs add", what, err.Error())
-		}
-	}
-	if nf.IO != "" && !validIO[nf.IO] {
-		return FsState{}, kerr.New(kerr.Invalid, "fs add", what, "io must be auto, direct or buffered")
-	}
-	s.reg.saveMu.Lock()
-	defer s.reg.saveMu.Unlock()
-	s.reg.mu.Lock()
-	defer s.reg.mu.Unlock()
-	if _, ok := s.reg.nodes[nf.Node]; !ok {
-		return FsState{}, kerr.New(kerr.NotFound, "fs add", nf.Node, "no storage server with that node name has registered")
-	}
-	added, err := s.reg.addLocked(nf)
-	if err != nil {
-		return FsState{}, err
-	}
-	return *added, nil
+	added, err := s.reg.Add(nf)
+	return FsState{FsState: added}, err
 }
 
 // ConfigFilesystem sets a filesystem key (configstatus, group).
@@ -73,9 +42,9 @@ func (s *Server) ConfigFilesystem(ctx context.Context, p auth.Principal, id uint
 	if err := requireRoot(p, "fs config"); err != nil {
 		return s.audit(ctx, p, "fs config", what, "", err)
 	}
-	err := s.reg.config(id, key, value)
+	err := s.reg.Config(id, key, value)
 	if err == nil {
-		s.mv.settingsChanged()
+		s.mv.SettingsChanged()
 	}
 	return s.audit(ctx, p, "fs config", what, "", err)
 }
@@ -86,7 +55,7 @@ func (s *Server) ReinitFilesystem(ctx context.Context, p auth.Principal, id uint
 	if err := requireRoot(p, "fs reinit"); err != nil {
 		return s.audit(ctx, p, "fs reinit", what, "", err)
 	}
-	return s.audit(ctx, p, "fs reinit", what, "", s.reg.reinit(id))
+	return s.audit(ctx, p, "fs reinit", what, "", s.reg.Reinit(id))
 }
 
 // Stripe describes one physical file of a logical file.
@@ -111,8 +80,8 @@ func (s *Server) FileInfo(_ context.Context, p auth.Principal, path string) (*na
 	var out []Stripe
 	for i, fsid := range n.Locations {
 		st := Stripe{Index: i, FsID: fsid}
-		if fs, ok := s.reg.filesystem(fsid); ok && admin {
-			st.Node = s.reg.node(fsid).HTTP
+		if fs, ok := s.reg.Filesystem(fsid); ok && admin {
+			st.Node = s.reg.Node(fsid).HTTP
 			if s.phys != nil {
 				st.PhysPath = s.phys(fs, n.ID)
 			}
@@ -137,7 +106,7 @@ func (s *Server) Locate(ctx context.Context, p auth.Principal, path string) ([]N
 	seen := map[string]bool{}
 	var out []Node
 	for _, fsid := range n.Locations {
-		if nd := s.reg.node(fsid); nd.Name != "" && !seen[nd.Name] {
+		if nd := s.reg.Node(fsid); nd.Name != "" && !seen[nd.Name] {
 			seen[nd.Name] = true
 			out = append(out, nd)
 		}
@@ -169,17 +138,17 @@ func (s *Server) StatFS(_ context.Context, p auth.Principal, path string) (Space
 			return SpaceStats{}, err
 		}
 	}
-	st := SpaceStats{Space: DefaultSpace}
+	st := SpaceStats{Space: fleet.DefaultSpace}
 	if sp := n.XAttrs[namespace.AttrSpace]; sp != "" {
 		st.Space = sp
 	}
 	seen := map[string]bool{}
-	for _, f := range s.reg.list() {
+	for _, f := range s.reg.List() {
 		if f.BootStatus != "booted" || f.ConfigStatus != "rw" || f.Space != st.Space {
 			continue
 		}
 		st.Filesystems++
-		if b := f.backend(); !seen[b] {
+		if b := f.BackendID(); !seen[b] {
 			seen[b] = true
 			st.Total += f.Capacity
 			free := f.Capacity - min(f.Used, f.Capacity)

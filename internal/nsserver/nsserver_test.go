@@ -43,13 +43,19 @@ func register(t *testing.T, s *Server, nodes, fs int) {
 	}
 }
 
+// fsOf is the registration of fs id.
+func fsOf(s *Server, id uint32) namespace.Filesystem {
+	f, _ := s.reg.Filesystem(id)
+	return f
+}
+
 func TestPlacementSpreadsAndRespectsState(t *testing.T) {
 	ctx := context.Background()
 	s := newServer(t)
 	register(t, s, 3, 4) // 12 filesystems on 3 nodes
 	l, _ := layout.Parse("ec:4+2")
 	for i := 0; i < 50; i++ {
-		locs, err := s.reg.place(l, "")
+		locs, err := s.reg.Place(l, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +66,7 @@ func TestPlacementSpreadsAndRespectsState(t *testing.T) {
 				t.Fatalf("fs %d used twice: %v", id, locs)
 			}
 			seen[id] = true
-			perNode[s.reg.fs[id].Node]++
+			perNode[fsOf(s, id).Node]++
 		}
 		for n, c := range perNode {
 			if c != 2 {
@@ -75,7 +81,7 @@ func TestPlacementSpreadsAndRespectsState(t *testing.T) {
 		}
 	}
 	for i := 0; i < 20; i++ {
-		locs, err := s.reg.place(l, "")
+		locs, err := s.reg.Place(l, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +92,7 @@ func TestPlacementSpreadsAndRespectsState(t *testing.T) {
 		}
 	}
 	big, _ := layout.Parse("ec:4+3")
-	_, err := s.reg.place(big, "")
+	_, err := s.reg.Place(big, "")
 	if kerr.KindOf(err) != kerr.NoSpace || !strings.Contains(err.Error(), "needs 7 writable filesystems, 6 available") {
 		t.Fatalf("too few filesystems: %v", err)
 	}

@@ -21,13 +21,6 @@ type OpenRequest struct {
 	Size      int64  // the size the client announced (booked against quota), 0 if unknown
 }
 
-// Node is a storage server, as clients reach it.
-type Node struct {
-	Name   string // node name in the registry
-	HTTP   string // data endpoint base URL (http://host:port)
-	XRootD string // root:// host:port, "" if none
-}
-
 // Grant is a client's access to one file's data: where to go and the
 // signed capability to show there.
 type Grant struct {
@@ -80,10 +73,10 @@ func (s *Server) openWrite(pr auth.Principal, path string, o namespace.CreateOpt
 	if err != nil {
 		return nil, kerr.WithOp(err, "create")
 	}
-	f, err := s.ns.BeginCreate(c, p, o, s.reg.place)
+	f, err := s.ns.BeginCreate(c, p, o, s.reg.Place)
 	if mkpath && kerr.Is(err, kerr.NotFound) {
 		if err = s.makeParents(c, p); err == nil {
-			f, err = s.ns.BeginCreate(c, p, o, s.reg.place)
+			f, err = s.ns.BeginCreate(c, p, o, s.reg.Place)
 		}
 	}
 	if err != nil {
@@ -95,9 +88,9 @@ func (s *Server) openWrite(pr auth.Principal, path string, o namespace.CreateOpt
 		cp.Checksums = append(cp.Checksums, t)
 	}
 	for _, fsid := range f.Locations {
-		cp.Targets = append(cp.Targets, capability.Target{FsID: fsid, Addr: s.reg.node(fsid).HTTP})
+		cp.Targets = append(cp.Targets, capability.Target{FsID: fsid, Addr: s.reg.Node(fsid).HTTP})
 	}
-	return &Grant{Inode: f, Token: s.key.Sign(cp), Cap: cp, Entry: s.reg.node(f.Locations[0])}, nil
+	return &Grant{Inode: f, Token: s.key.Sign(cp), Cap: cp, Entry: s.reg.Node(f.Locations[0])}, nil
 }
 
 // makeParents creates the missing directories above clean path p; the
@@ -142,13 +135,13 @@ func (s *Server) openRead(pr auth.Principal, path string) (*Grant, error) {
 		UID: pr.UID, GID: pr.GID, Expires: s.now().Add(s.ttl).Unix()}
 	var entry Node
 	for _, fsid := range n.Locations {
-		if node, ok := s.reg.readable(fsid); ok && entry.HTTP == "" {
+		if node, ok := s.reg.Readable(fsid); ok && entry.HTTP == "" {
 			entry = node
 		}
-		cp.Targets = append(cp.Targets, capability.Target{FsID: fsid, Addr: s.reg.node(fsid).HTTP})
+		cp.Targets = append(cp.Targets, capability.Target{FsID: fsid, Addr: s.reg.Node(fsid).HTTP})
 	}
 	if entry.HTTP == "" && len(n.Locations) == 0 {
-		entry = s.reg.anyNode() // an empty file has no stripes; any server answers
+		entry = s.reg.AnyNode() // an empty file has no stripes; any server answers
 	}
 	if entry.HTTP == "" {
 		return nil, kerr.New(kerr.Unavailable, "read", p, "no storage server holding this file is reachable")

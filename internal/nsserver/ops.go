@@ -6,6 +6,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/movement"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
 
@@ -111,17 +112,14 @@ func (s *Server) SetXAttr(ctx context.Context, p auth.Principal, path, name, val
 		return s.audit(ctx, p, "attr set "+name, path, "", err)
 	}
 	if (name == namespace.AttrSpace || name == namespace.AttrConvertSpace) && namespace.CheckSpaceName(value) == nil {
-		s.reg.mu.RLock()
-		ok := s.reg.spaceExists(value)
-		s.reg.mu.RUnlock()
-		if !ok {
+		if !s.reg.SpaceExists(value) {
 			return s.audit(ctx, p, "attr set "+name, path, "", kerr.New(kerr.Invalid, "attr set", path,
 				fmt.Sprintf("no space %q (kaon space define %s, or fs add --space %s)", value, value, value)))
 		}
 	}
 	err := s.ns.SetXAttr(caller(p), path, name, value)
-	if err == nil && isConvertAttr(name) {
-		s.mv.kickPolicies()
+	if err == nil && movement.IsConvertAttr(name) {
+		s.mv.KickPolicies()
 	}
 	return s.audit(ctx, p, "attr set "+name, path, "", err)
 }

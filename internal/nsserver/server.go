@@ -1,17 +1,24 @@
 // Package nsserver is the namespace service (EOS: MGM): the one API every
 // front end calls, by path and by inode. It authorizes every request once,
 // against an auth.Principal; applies Kaon's policy (immutable committed
-// files, parent creation on upload, truncation); places new files on
-// filesystems from the registry the storage servers keep current with
-// heartbeats; mints the capabilities that send clients to storage servers;
-// and computes checksums on request. Front ends (HTTP, XRootD, FUSE
-// clients) only authenticate and translate.
+// files, parent creation on upload, truncation); mints the capabilities
+// that send clients to storage servers; computes checksums on request;
+// and audits. Front ends (HTTP, XRootD, FUSE clients) only authenticate
+// and translate.
+//
+// The schedulers are packages of their own, each fed by the namespace
+// through a small interface and wired here: fleet (the registry of
+// filesystems the storage servers' heartbeats keep current, spaces,
+// placement, slow disks), movement (drain, balance, conversion) and fsck
+// (checks, findings, repairs). This package keeps their API: the calls
+// operators make, authorized and audited, and the types callers see.
 //
 // Files: server.go (this: configuration, cluster protocol), authz.go,
-// ops.go (metadata operations), open.go (data access: grants),
-// checksum.go, registry.go (filesystems), placement.go, admin.go, and
-// data movement: mover.go (the scheduler), drain.go, balance.go,
-// convert.go.
+// audit.go, ops.go (metadata operations), open.go (data access: grants),
+// checksum.go, uploads.go (pending uploads nobody writes), tokens.go,
+// recycle.go, quota.go, versions.go, ha.go, admin.go (filesystems, file
+// info, statfs), and the schedulers' calls: fleet.go, movement.go,
+// fsck.go.
 package nsserver
 
 import (
@@ -26,8 +33,11 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
+	"github.com/kaon-storage/kaon/internal/fleet"
+	"github.com/kaon-storage/kaon/internal/fsck"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
+	"github.com/kaon-storage/kaon/internal/movement"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
 
@@ -56,16 +66,16 @@ type Config struct {
 	// Mover orders stripe moves and conversions at storage servers
 	// (drain, balance, conversion; cluster.StorageClient). Nil: data
 	// movement fails, saying so.
-	Mover Mover
+	Mover movement.Mover
 	// Repair reaches storage servers for fsck repairs; nil: none.
-	Repair Repairer
+	Repair fsck.Repairer
 	// FsckRate is the namespace pass's pace in files per second (0:
 	// DefaultFsckRate, negative: unthrottled); FsckOrphanGrace how long
 	// ago an orphan must have been found before a repair drops it (0:
 	// DefaultOrphanGrace, negative: none).
 	FsckRate        int
 	FsckOrphanGrace time.Duration
-	// Slow configures slow-disk detection (slow.go).
+	// Slow configures slow-disk detection (fleet.SlowPolicy).
 	Slow SlowPolicy
 	// Tokens signs this instance's bearer tokens (tokens.go); nil: none.
 	Tokens *token.Issuer
@@ -91,7 +101,7 @@ type DataReader interface {
 type Server struct {
 	ns   *namespace.Namespace
 	key  *capability.Key
-	reg  *registry
+	reg  *fleet.Registry
 	ttl  time.Duration
 	data DataReader
 	phys func(fs namespace.Filesystem, fid uint64) string
@@ -104,9 +114,8 @@ type Server struct {
 	sumMu      sync.Mutex
 	sumPending map[string]*sumCall // checksums being computed on request, by fid/type
 
-	mv       *mover // drains, balancers, conversions (mover.go)
-	fsck     *fsckState
-	repairer Repairer
+	mv   *movement.Service // drains, balancers, conversions
+	fsck *fsck.Service     // checks, findings, repairs
 
 	writers writers     // uploads storage servers report writing (uploads.go)
 	sweep   sweepTiming // of the pending uploads nobody writes
@@ -129,7 +138,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, auditLog: newAuditor(cfg.Audit), key: cfg.Key, ttl: cfg.CapabilityTTL, data: cfg.Data, phys: cfg.PhysName, log: cfg.Logger, now: cfg.Now,
-		sumPending: map[string]*sumCall{}, fsck: newFsckState(), repairer: cfg.Repair, sweep: defaultSweep}
+		sumPending: map[string]*sumCall{}, sweep: defaultSweep}
 	ns, err := namespace.Open(cfg.Engine, namespace.Options{Sync: cfg.Sync, Now: cfg.Now, Permits: s.permits})
 	if err != nil {
 		return nil, err
@@ -151,11 +160,12 @@ func New(cfg Config) (*Server, error) {
 	} else if n > 0 {
 		s.log.Info("rolled back stripe moves a previous run left unfinished", "count", n)
 	}
-	if s.reg, err = loadRegistry(ns, cfg.HeartbeatInterval); err != nil {
+	if s.reg, err = fleet.Load(ns, fleet.Config{Interval: cfg.HeartbeatInterval, Slow: cfg.Slow, Log: cfg.Logger}); err != nil {
 		return nil, err
 	}
-	s.reg.avoidSlow = !cfg.Slow.Off && !cfg.Slow.KeepPlacing
-	s.mv = newMover(s)
+	s.mv = movement.New(movement.Config{NS: ns, Fleet: s.reg, Mover: cfg.Mover, Key: cfg.Key, TTL: cfg.CapabilityTTL, Now: cfg.Now, Log: cfg.Logger})
+	s.fsck = fsck.NewService(fsck.Config{NS: ns, Fleet: s.reg, Repairer: cfg.Repair, Key: cfg.Key, TTL: cfg.CapabilityTTL,
+		Rate: cfg.FsckRate, OrphanGrace: cfg.FsckOrphanGrace, PhysName: cfg.PhysName, Now: cfg.Now, Log: cfg.Logger})
 	return s, nil
 }
 
@@ -163,8 +173,8 @@ func New(cfg Config) (*Server, error) {
 // namespace pass, data movement, pending uploads nobody writes) until ctx
 // ends.
 func (s *Server) Run(ctx context.Context) {
-	go s.fsckLoop(ctx)
-	go s.mv.run(ctx)
+	go s.fsck.Run(ctx)
+	go s.mv.Run(ctx)
 	go s.sweepUploads(ctx, s.now())
 	s.expireRecycled(ctx, s.cfg.RecycleLifetime, s.cfg.RecycleMaxBytes)
 }
@@ -186,14 +196,14 @@ func (s *Server) Heartbeat(_ context.Context, hb message.Heartbeat) (message.Hea
 	if err := s.ns.AckDeletions(done); err != nil {
 		return message.HeartbeatReply{}, err
 	}
-	as, err := s.reg.heartbeat(hb)
+	as, err := s.reg.Heartbeat(hb)
 	if err != nil {
 		return message.HeartbeatReply{}, err
 	}
-	s.mv.acked(done)
-	s.judgeSlow()
-	s.fsckAssign(as)
-	reply := message.HeartbeatReply{Filesystems: as, Interval: s.reg.interval}
+	s.mv.Acked(done)
+	s.reg.JudgeSlow()
+	s.fsck.Assign(as)
+	reply := message.HeartbeatReply{Filesystems: as, Interval: s.reg.Interval()}
 	for _, a := range as {
 		ds, err := s.ns.Deletions(a.ID, 1000)
 		if err != nil {

@@ -62,11 +62,11 @@ func TestPlacementSharesBackendFreeSpace(t *testing.T) {
 	onDisk := 0
 	const n = 4000
 	for range n {
-		locs, err := s.reg.place(l, "")
+		locs, err := s.reg.Place(l, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.reg.fs[locs[0]].Path == "/disk" {
+		if fsOf(s, locs[0]).Path == "/disk" {
 			onDisk++
 		}
 	}
@@ -121,7 +121,7 @@ func TestForcedSpace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, _ := s.reg.filesystem(g.Inode.Locations[0])
+		f, _ := s.reg.Filesystem(g.Inode.Locations[0])
 		return f.Space
 	}
 	for i := range 20 {

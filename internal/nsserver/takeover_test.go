@@ -27,15 +27,15 @@ func TestPlacementWaitsForStorageServersAfterStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, _ := layout.Parse("replica:2")
-	if _, err := s2.reg.place(l, ""); !kerr.Is(err, kerr.Busy) {
+	if _, err := s2.reg.Place(l, ""); !kerr.Is(err, kerr.Busy) {
 		t.Fatalf("placement before any storage server reported: %v, want busy", err)
 	}
 	register(t, s2, 2, 2)
-	if _, err := s2.reg.place(l, ""); err != nil {
+	if _, err := s2.reg.Place(l, ""); err != nil {
 		t.Fatalf("placement once they reported: %v", err)
 	}
 	big, _ := layout.Parse("ec:4+2")
-	if _, err := s2.reg.place(big, ""); !kerr.Is(err, kerr.NoSpace) {
+	if _, err := s2.reg.Place(big, ""); !kerr.Is(err, kerr.NoSpace) {
 		t.Fatalf("placement needing more filesystems than exist: %v, want no space", err)
 	}
 }

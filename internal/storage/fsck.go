@@ -11,13 +11,12 @@ import (
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
-	"github.com/kaon-storage/kaon/internal/fsck"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
 	"github.com/kaon-storage/kaon/internal/transfer"
 )
 
-// fsck on a storage server: every filesystem is scanned (package fsck)
+// fsck on a storage server: every filesystem is scanned (scan.go)
 // every scan_disk_interval, or when the namespace asks (fsck run), and
 // what the scans find is sent to the namespace server in batches; every
 // scaninterval a scan re-reads the data (scrub). Repairs the namespace
@@ -51,7 +50,7 @@ func (f *filesystem) setFsck(set *message.FsckSettings) {
 	if set == nil {
 		return
 	}
-	r := fsck.Resolve(*set)
+	r := set.Resolved()
 	f.scan.mu.Lock()
 	if f.scan.set.DiskInterval == 0 { // first assignment: the first scan comes at a random point of the interval
 		f.scan.first = time.Now().Add(time.Duration(rand.Int64N(int64(r.DiskInterval))))
@@ -125,8 +124,8 @@ func (s *Server) scan(ctx context.Context, ns message.Fsck, f *filesystem, run i
 	f.scan.mu.Unlock()
 	msg := message.FsckScan{Node: s.cfg.Node, FsID: f.id, Start: start, Run: run, Scrub: scrub, Total: f.files.Load()}
 	s.log.Info("fsck scan started", "fsid", f.id, "path", f.root, "scrub", scrub, "stripes", msg.Total)
-	o := fsck.ScanOptions{Rate: set.NSRate, Scrub: scrub, ScrubRate: set.ScrubRate, Skip: func(fid uint64) bool { return fid == ProbeFid }}
-	err := fsck.Scan(ctx, f.store, o, func(batch []message.FsckStripe, seen, read int64) error {
+	o := scanOptions{Rate: set.NSRate, Scrub: scrub, ScrubRate: set.ScrubRate, Skip: func(fid uint64) bool { return fid == ProbeFid }}
+	err := walkStore(ctx, f.store, o, func(batch []message.FsckStripe, seen, read int64) error {
 		m := msg
 		m.Stripes, m.Seen, m.Bytes = batch, seen, read
 		f.scanned.Store(seen)
@@ -193,7 +192,7 @@ func (s *Server) ScanStats() []ScanStats {
 
 // Repair rebuilds stripes job.Rebuild of the file job.Token names (a read
 // capability) on this server's filesystems, from the file's other
-// stripes wherever they are (package fsck).
+// stripes wherever they are (rebuild.go).
 func (s *Server) Repair(ctx context.Context, job message.RepairJob) error {
 	c, err := s.Verify(job.Token, capability.Access{Fid: job.Fid})
 	if err != nil {
@@ -203,7 +202,7 @@ func (s *Server) Repair(ctx context.Context, job message.RepairJob) error {
 	if err != nil {
 		return err
 	}
-	f := &fsck.File{Fid: c.Fid, Path: c.Path, Layout: c.Layout, Size: c.Size, Checksums: c.Sums}
+	f := &stripedFile{Fid: c.Fid, Path: c.Path, Layout: c.Layout, Size: c.Size, Checksums: c.Sums}
 	for _, t := range c.Targets {
 		f.Locations = append(f.Locations, t.FsID)
 	}
@@ -222,7 +221,7 @@ func (s *Server) Repair(ctx context.Context, job message.RepairJob) error {
 	}
 	defer release()
 	t0 := time.Now()
-	err = fsck.Rebuild(ctx, f, job.Rebuild, &repairStripes{s: s, c: c, token: job.Token})
+	err = rebuildStripes(ctx, f, job.Rebuild, &repairStripes{s: s, c: c, token: job.Token})
 	if err != nil {
 		s.log.Warn("fsck repair failed", "path", c.Path, "fid", c.Fid, "stripes", job.Rebuild, "err", err)
 		return err
@@ -239,7 +238,7 @@ type repairStripes struct {
 	token string
 }
 
-var _ fsck.Stripes = (*repairStripes)(nil)
+var _ stripeSet = (*repairStripes)(nil)
 
 func (r *repairStripes) Open(ctx context.Context, i int) (io.ReaderAt, func(), error) {
 	t := r.c.Targets[i]

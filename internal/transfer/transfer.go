@@ -6,8 +6,8 @@
 // every error.
 //
 // Ends are small interfaces. Third-party copy uses an HTTP(S) remote, an
-// XRootD remote (package transfer/remote) and Kaon files through the
-// storage server (package transfer/local); drain, balance and layout
+// XRootD remote (package transfer/remote) and Kaon files and uploads
+// through the storage server (package storage); drain, balance and layout
 // conversion plug stripe-level ends into the same two interfaces. This
 // package itself knows no protocol (no net/http), so services below the
 // front ends may use it.

@@ -42,7 +42,7 @@ func (t TPC) Pull(ctx context.Context, job xrootd.TPCJob, df xrootd.DataFile) er
 		}
 	}
 	src := t.Remote.Source(job.Src, job.Lfn, opaque, sums)
-	res, err := transfer.Copy(ctx, src, uploadDest{wf}, transfer.Options{Checksum: typ})
+	res, err := transfer.Copy(ctx, src, wf.u.CopyDest(wf.c.Path), transfer.Options{Checksum: typ})
 	if err != nil {
 		t.Log.Warn("xrootd third-party copy failed", "path", job.Path, "source", src.String(), "err", err)
 		return kerr.Wrap(transfer.KindOf(err), "tpc", job.Path, err)
@@ -51,29 +51,3 @@ func (t TPC) Pull(ctx context.Context, job xrootd.TPCJob, df xrootd.DataFile) er
 		"checksum", res.Type+":"+res.Checksum, "verified", res.Verified)
 	return nil
 }
-
-// uploadDest is the client's open upload as the mover's destination: the
-// client's close commits it, so Commit here only ends the copy.
-type uploadDest struct{ w *writeFile }
-
-func (d uploadDest) String() string { return "kaon:" + d.w.c.Path }
-func (d uploadDest) Create(context.Context, int64) (transfer.Writer, error) {
-	return &uploadWriter{w: d.w}, nil
-}
-
-type uploadWriter struct {
-	w   *writeFile
-	off int64
-}
-
-var _ transfer.Hasher = (*uploadWriter)(nil)
-
-func (u *uploadWriter) Write(p []byte) (int, error) {
-	n, err := u.w.u.WriteAt(p, u.off)
-	u.off += int64(n)
-	return n, err
-}
-func (u *uploadWriter) Commit(context.Context) error { return nil }
-func (u *uploadWriter) Abort(context.Context)        {}
-func (u *uploadWriter) Computes(typ string) bool     { return u.w.u.Computes(typ) }
-func (u *uploadWriter) Sum(typ string) string        { return u.w.u.Sums()[typ] }

@@ -11,8 +11,8 @@ import (
 // the findings; it asks a storage server to rebuild stripes (Repair).
 
 // FsckSettings are one filesystem's scan settings (EOS' names in the
-// comments), sent with its assignment. Zero durations and rates are
-// filled with package fsck's defaults by the namespace server.
+// comments), sent with its assignment. Zero durations and rates mean the
+// defaults (Resolved).
 type FsckSettings struct {
 	DiskInterval  time.Duration `json:"disk_interval"`  // scan_disk_interval: walk and compare every stripe this often
 	NSRate        int           `json:"ns_rate"`        // scan_ns_rate: stripes compared per second (<0: unthrottled)
@@ -22,6 +22,33 @@ type FsckSettings struct {
 	// scan it starts; 0 when none is pending.
 	Run      int64 `json:"run,omitempty"`
 	RunScrub bool  `json:"run_scrub,omitempty"` // that scan re-reads the data
+}
+
+// Defaults of the scan settings (EOS' defaults where the work is the
+// same; Kaon compares in batches, so its namespace rate is higher than
+// EOS' 50 lookups per second).
+const (
+	DefaultScanDiskInterval  = 4 * time.Hour
+	DefaultScanNSRate        = 1000
+	DefaultScanScrubInterval = 7 * 24 * time.Hour
+	DefaultScanScrubRate     = 100 << 20
+)
+
+// Resolved is s with its zero fields filled with the defaults.
+func (s FsckSettings) Resolved() FsckSettings {
+	if s.DiskInterval == 0 {
+		s.DiskInterval = DefaultScanDiskInterval
+	}
+	if s.NSRate == 0 {
+		s.NSRate = DefaultScanNSRate
+	}
+	if s.ScrubInterval == 0 {
+		s.ScrubInterval = DefaultScanScrubInterval
+	}
+	if s.ScrubRate == 0 {
+		s.ScrubRate = DefaultScanScrubRate
+	}
+	return s
 }
 
 // FsckStripe is what a scan found about one stripe.

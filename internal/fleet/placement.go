@@ -1,4 +1,4 @@
-package nsserver
+package fleet
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/layout"
 )
 
-// place picks one writable filesystem of space ("" is the default one),
+// Place picks one writable filesystem of space ("" is the default one),
 // not a slow one (slow.go), per stripe, all in one scheduling group (as EOS does: a group is the
 // unit drain and balance work in, so a file's stripes never span two),
 // never two on one filesystem, spreading over nodes first, weighted
@@ -19,7 +19,7 @@ import (
 // writable filesystems, in proportion to their free space. Filesystems
 // that share a backend share its free space: six directories in one
 // CephFS weigh together what the CephFS has free, not six times that.
-func (r *registry) place(l layout.Layout, space string) ([]uint32, error) {
+func (r *Registry) Place(l layout.Layout, space string) ([]uint32, error) {
 	if space == "" {
 		space = DefaultSpace
 	}
@@ -31,12 +31,12 @@ func (r *registry) place(l layout.Layout, space string) ([]uint32, error) {
 	for _, f := range r.fs {
 		if f.ConfigStatus == "rw" && f.Health == "ok" && r.alive(f) && f.Space == space && (f.Slow == "" || !r.avoidSlow) {
 			groups[f.Group] = append(groups[f.Group], f)
-			shared[f.backend()]++
+			shared[f.BackendID()]++
 			total++
 		}
 	}
 	free := func(f *FsState) float64 {
-		return float64(f.Capacity-min(f.Used, f.Capacity))/float64(shared[f.backend()]) + 1
+		return float64(f.Capacity-min(f.Used, f.Capacity))/float64(shared[f.BackendID()]) + 1
 	}
 	need := l.Stripes()
 	var names []string

@@ -1,15 +1,29 @@
-package nsserver
+// Package fleet is the namespace service's view of the storage servers
+// and their filesystems (EOS: the MGM's FsView): the registry of
+// filesystems, which heartbeats keep current, spaces and scheduling
+// groups, placement of new files and slow-disk detection. Registrations
+// are namespace records (Store); the rest is what heartbeats report.
+//
+// `fs config` and `group set` are tables of keys (FsKey, GroupKey): the
+// registry has its own and every subsystem that keeps a setting in a
+// filesystem's or a group's record (drain, balance, fsck) registers its
+// keys, so the registry knows none of theirs.
+//
+// Files: registry.go (this), spaces.go, placement.go, slow.go.
+package fleet
 
 import (
 	crand "crypto/rand"
+	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/cluster/message"
-	"github.com/kaon-storage/kaon/internal/fsck"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
@@ -34,9 +48,6 @@ type FsState struct {
 	IOInUse       string
 	FsType        string
 	BackendHealth string
-	// DrainProgress is set while the filesystem drains or once drained
-	// (Filesystems, DrainStatus).
-	DrainProgress *DrainProgress
 	// Latency of its storage server's I/O on it, and why it is slow ("":
 	// it is not) since when (slow.go).
 	Latency   *message.Latency
@@ -44,9 +55,9 @@ type FsState struct {
 	SlowSince time.Time
 }
 
-// backend names the storage f's capacity belongs to: filesystems with
+// BackendID names the storage f's capacity belongs to: filesystems with
 // the same one share it.
-func (f *FsState) backend() string {
+func (f *FsState) BackendID() string {
 	if f.Backend != "" {
 		return f.Backend
 	}
@@ -58,11 +69,38 @@ type node struct {
 	lastBeat  time.Time
 }
 
-// registry tracks storage servers and their filesystems; registrations
-// are namespace records, the rest is what heartbeats report.
-type registry struct {
-	ns       *namespace.Namespace
+// Node is a storage server, as clients reach it.
+type Node struct {
+	Name   string // node name in the registry
+	HTTP   string // data endpoint base URL (http://host:port)
+	XRootD string // root:// host:port, "" if none
+}
+
+// Store keeps the registrations: filesystems, defined spaces and groups
+// with settings (namespace.Namespace implements it).
+type Store interface {
+	Filesystems() ([]namespace.Filesystem, error)
+	SaveFilesystem(namespace.Filesystem) error
+	Spaces() ([]namespace.Space, error)
+	SaveSpace(namespace.Space) error
+	Groups() ([]namespace.Group, error)
+	SaveGroup(namespace.Group) error
+}
+
+// Config configures the registry.
+type Config struct {
+	Interval time.Duration // how often storage servers report
+	Slow     SlowPolicy    // slow-disk detection (slow.go)
+	Log      *slog.Logger
+}
+
+// Registry tracks storage servers and their filesystems. It is safe for
+// concurrent use.
+type Registry struct {
+	ns       Store
 	interval time.Duration
+	slow     SlowPolicy
+	log      *slog.Logger
 
 	started time.Time // when this server loaded it: storage servers report within an interval
 
@@ -73,14 +111,32 @@ type registry struct {
 	spaces map[string]namespace.Space // defined ones (space define)
 	groups map[string]namespace.Group // groups with settings (group set)
 
-	avoidSlow bool // placement skips slow filesystems
+	avoidSlow bool       // placement skips slow filesystems
+	keys      []FsKey    // of `fs config`, as the subsystems registered them
+	groupKeys []GroupKey // of `group set`
 }
+
+// Drain states (namespace.Filesystem.Drain, fs ls): configstatus drain
+// starts a drain, which records its end.
+const (
+	DrainDraining = "draining"
+	DrainDrained  = "drained"
+)
 
 var validStatus = map[string]bool{"rw": true, "ro": true, "drain": true, "off": true}
 
-func loadRegistry(ns *namespace.Namespace, interval time.Duration) (*registry, error) {
-	r := &registry{ns: ns, interval: interval, fs: map[uint32]*FsState{}, nodes: map[string]*node{},
-		spaces: map[string]namespace.Space{}, groups: map[string]namespace.Group{}, started: time.Now()}
+// Load reads the registrations from ns.
+func Load(ns Store, cfg Config) (*Registry, error) {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	r := &Registry{ns: ns, interval: cfg.Interval, slow: cfg.Slow.resolved(), log: cfg.Log, fs: map[uint32]*FsState{}, nodes: map[string]*node{},
+		spaces: map[string]namespace.Space{}, groups: map[string]namespace.Group{}, started: time.Now(),
+		avoidSlow: !cfg.Slow.Off && !cfg.Slow.KeepPlacing}
+	r.RegisterKeys(fsKeys...)
 	fss, err := ns.Filesystems()
 	if err != nil {
 		return nil, err
@@ -127,7 +183,7 @@ func newUUID() string {
 // create holds the namespace's lock while placement reads the registry,
 // so the registry's lock is never held while waiting for the
 // namespace's. r.saveMu keeps registrations from changing meanwhile.
-func (r *registry) save(f *FsState, c namespace.Filesystem) error {
+func (r *Registry) save(f *FsState, c namespace.Filesystem) error {
 	r.mu.Unlock()
 	err := r.ns.SaveFilesystem(c)
 	r.mu.Lock()
@@ -142,7 +198,7 @@ func (r *registry) save(f *FsState, c namespace.Filesystem) error {
 // with nf.Path only). A RADOS place without an object namespace
 // (rados://[user@]pool[?...]) gets its own, named after the new id.
 // Caller holds r.mu.
-func (r *registry) addLocked(nf NewFilesystem) (*FsState, error) {
+func (r *Registry) addLocked(nf NewFilesystem) (*FsState, error) {
 	var id uint32 = 1
 	for fid := range r.fs {
 		if fid >= id {
@@ -177,7 +233,10 @@ func spaceOf(group string) string {
 	return space
 }
 
-func (r *registry) heartbeat(hb message.Heartbeat) ([]message.FsAssignment, error) {
+// Heartbeat records what a storage server reports (registering the
+// filesystems it reports for the first time) and returns the assignments
+// of its filesystems.
+func (r *Registry) Heartbeat(hb message.Heartbeat) ([]message.FsAssignment, error) {
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
 	r.mu.Lock()
@@ -246,14 +305,14 @@ func (r *registry) heartbeat(hb message.Heartbeat) ([]message.FsAssignment, erro
 }
 
 // nodeAlive reports whether node name has beaten recently; caller holds r.mu.
-func (r *registry) nodeAlive(name string) bool {
+func (r *Registry) nodeAlive(name string) bool {
 	n := r.nodes[name]
 	return n != nil && time.Since(n.lastBeat) < 3*r.interval+2*time.Second
 }
 
 // alive reports whether f is usable: its node beats and it is booted.
 // Caller holds r.mu.
-func (r *registry) alive(f *FsState) bool { return r.nodeAlive(f.Node) && f.BootStatus == "booted" }
+func (r *Registry) alive(f *FsState) bool { return r.nodeAlive(f.Node) && f.BootStatus == "booted" }
 
 // reportWindow is how long after its start a namespace server expects
 // registered storage servers to report.
@@ -264,7 +323,7 @@ const reportWindow = 10 * time.Second
 // that just took over: storage servers still talking to a frozen one move
 // on after their attempt timeout) and some registered node has not
 // reported to it yet. Caller holds r.mu.
-func (r *registry) awaiting() bool {
+func (r *Registry) awaiting() bool {
 	if time.Since(r.started) >= max(reportWindow, 3*r.interval) {
 		return false
 	}
@@ -276,7 +335,9 @@ func (r *registry) awaiting() bool {
 	return false
 }
 
-func (r *registry) list() []FsState {
+// List returns every filesystem as `fs ls` shows it, by id: down unless
+// its node beats.
+func (r *Registry) List() []FsState {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]FsState, 0, len(r.fs))
@@ -291,7 +352,60 @@ func (r *registry) list() []FsState {
 	return out
 }
 
-func (r *registry) config(id uint32, key, value string) error {
+// FsKey is one key of `fs config`: Set checks value and applies it to
+// the registration c, or says why not. Each subsystem registers its own
+// (the registry's below, drain's drain.*, fsck's scan settings).
+type FsKey struct {
+	Name string
+	Set  func(c *namespace.Filesystem, value string) error
+}
+
+// RegisterKeys adds keys to those `fs config` takes (listed in the order
+// registered when a key is unknown). Call it before the registry is used.
+func (r *Registry) RegisterKeys(keys ...FsKey) { r.keys = append(r.keys, keys...) }
+
+// fsKeys are the registry's own keys of `fs config`.
+var fsKeys = []FsKey{
+	{Name: "configstatus", Set: func(c *namespace.Filesystem, v string) error {
+		if !validStatus[v] {
+			return errors.New("configstatus must be rw, ro, drain or off")
+		}
+		c.Drain = ""
+		if v == "drain" {
+			c.Drain = DrainDraining // again if it was drained: a fresh pass
+		}
+		c.ConfigStatus = v
+		return nil
+	}},
+	{Name: "group", Set: func(c *namespace.Filesystem, v string) error {
+		if err := checkGroup(v); err != nil {
+			return err
+		}
+		c.Group, c.Space = v, spaceOf(v)
+		return nil
+	}},
+	{Name: "space", Set: func(c *namespace.Filesystem, v string) error {
+		if err := namespace.CheckSpaceName(v); err != nil {
+			return err
+		}
+		c.Group, c.Space = v+".0", v
+		return nil
+	}},
+	{Name: "io", Set: func(c *namespace.Filesystem, v string) error {
+		if !validIO[v] {
+			return errors.New("io must be auto, direct or buffered")
+		}
+		c.IO = v
+		return nil
+	}},
+	{Name: "object-size", Set: func(c *namespace.Filesystem, v string) (err error) {
+		c.ObjectSize, err = ParseSize(v)
+		return err
+	}},
+}
+
+// Config sets key of fs id (`fs config`) with the registered key's Set.
+func (r *Registry) Config(id uint32, key, value string) error {
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
 	r.mu.Lock()
@@ -301,67 +415,25 @@ func (r *registry) config(id uint32, key, value string) error {
 	if f == nil {
 		return kerr.New(kerr.NotFound, "fs config", what, "no such filesystem")
 	}
+	i := slices.IndexFunc(r.keys, func(k FsKey) bool { return k.Name == key })
+	if i < 0 {
+		names := make([]string, len(r.keys))
+		for j, k := range r.keys {
+			names[j] = k.Name
+		}
+		return kerr.New(kerr.Invalid, "fs config", what, fmt.Sprintf("unknown key %q (%s)", key, strings.Join(names, ", ")))
+	}
 	c := f.Filesystem
-	switch key {
-	case "configstatus":
-		if !validStatus[value] {
-			return kerr.New(kerr.Invalid, "fs config", what, "configstatus must be rw, ro, drain or off")
-		}
-		c.Drain = ""
-		if value == "drain" {
-			c.Drain = DrainDraining // again if it was drained: a fresh pass
-		}
-		c.ConfigStatus = value
-	case "group":
-		if err := checkGroup(value); err != nil {
-			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
-		}
-		c.Group, c.Space = value, spaceOf(value)
-	case "space":
-		if err := namespace.CheckSpaceName(value); err != nil {
-			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
-		}
-		c.Group, c.Space = value+".0", value
-	case "io":
-		if !validIO[value] {
-			return kerr.New(kerr.Invalid, "fs config", what, "io must be auto, direct or buffered")
-		}
-		c.IO = value
-	case "object-size":
-		n, err := ParseSize(value)
-		if err != nil {
-			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
-		}
-		c.ObjectSize = n
-	case "drain.rate":
-		n, err := parseRate(value)
-		if err != nil {
-			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
-		}
-		c.DrainRate = n
-	case "drain.parallel":
-		n, err := parseParallel(value)
-		if err != nil {
-			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
-		}
-		c.DrainParallel = n
-	default:
-		handled, err := configFsck(&c, key, value)
-		if !handled {
-			return kerr.New(kerr.Invalid, "fs config", what, fmt.Sprintf("unknown key %q (configstatus, group, space, io, object-size, drain.rate, drain.parallel, %s)",
-				key, strings.Join(fsck.Keys, ", ")))
-		}
-		if err != nil {
-			return kerr.New(kerr.Invalid, "fs config", what, err.Error())
-		}
+	if err := r.keys[i].Set(&c, value); err != nil {
+		return kerr.New(kerr.Invalid, "fs config", what, err.Error())
 	}
 	return r.save(f, c)
 }
 
-// reinit makes the storage server initialize filesystem id again (a new
+// Reinit makes the storage server initialize filesystem id again (a new
 // root and identity marker, on an empty directory only): the operator's
 // way to replace a lost disk by a fresh one.
-func (r *registry) reinit(id uint32) error {
+func (r *Registry) Reinit(id uint32) error {
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
 	r.mu.Lock()
@@ -375,8 +447,8 @@ func (r *registry) reinit(id uint32) error {
 	return r.save(f, c)
 }
 
-// readable reports whether fs id can serve reads, and its node.
-func (r *registry) readable(id uint32) (Node, bool) {
+// Readable reports whether fs id can serve reads, and its node.
+func (r *Registry) Readable(id uint32) (Node, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	f := r.fs[id]
@@ -387,15 +459,15 @@ func (r *registry) readable(id uint32) (Node, bool) {
 }
 
 // nodeOf describes node name; caller holds r.mu.
-func (r *registry) nodeOf(name string) Node {
+func (r *Registry) nodeOf(name string) Node {
 	if n := r.nodes[name]; n != nil {
 		return Node{Name: name, HTTP: n.addr, XRootD: n.xrd}
 	}
 	return Node{Name: name}
 }
 
-// node is the storage server holding fs id.
-func (r *registry) node(id uint32) Node {
+// Node is the storage server holding fs id.
+func (r *Registry) Node(id uint32) Node {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if f := r.fs[id]; f != nil {
@@ -404,8 +476,8 @@ func (r *registry) node(id uint32) Node {
 	return Node{}
 }
 
-// filesystem returns fs id's registration.
-func (r *registry) filesystem(id uint32) (namespace.Filesystem, bool) {
+// Filesystem returns fs id's registration.
+func (r *Registry) Filesystem(id uint32) (namespace.Filesystem, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if f := r.fs[id]; f != nil {
@@ -414,8 +486,8 @@ func (r *registry) filesystem(id uint32) (namespace.Filesystem, bool) {
 	return namespace.Filesystem{}, false
 }
 
-// anyNode returns some live storage server (zero if none).
-func (r *registry) anyNode() Node {
+// AnyNode returns some live storage server (zero if none).
+func (r *Registry) AnyNode() Node {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, f := range r.fs {
@@ -424,4 +496,27 @@ func (r *registry) anyNode() Node {
 		}
 	}
 	return Node{}
+}
+
+// Interval is how often storage servers report.
+func (r *Registry) Interval() time.Duration { return r.interval }
+
+// AvoidSlow says whether placement (and the movers' choice of targets)
+// skips slow filesystems.
+func (r *Registry) AvoidSlow() bool { return r.avoidSlow }
+
+// MarkDrained records that fs id is drained, if it is still draining;
+// done is false when it no longer drains (nothing to record).
+func (r *Registry) MarkDrained(id uint32) (done bool, err error) {
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := r.fs[id]
+	if f == nil || f.ConfigStatus != "drain" || f.Drain != DrainDraining {
+		return false, nil
+	}
+	c := f.Filesystem
+	c.Drain = DrainDrained
+	return true, r.save(f, c)
 }

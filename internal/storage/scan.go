@@ -1,4 +1,4 @@
-package fsck
+package storage
 
 import (
 	"context"
@@ -12,12 +12,11 @@ import (
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/erasure"
-	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
 )
 
-// ScanOptions tune one scan of a filesystem.
-type ScanOptions struct {
+// scanOptions tune one scan of a filesystem.
+type scanOptions struct {
 	Rate      int   // stripes per second (<= 0: unthrottled)
 	Scrub     bool  // re-read every stripe's bytes
 	ScrubRate int64 // bytes per second read by the scrub (<= 0: unthrottled)
@@ -27,12 +26,12 @@ type ScanOptions struct {
 	Skip func(fid uint64) bool
 }
 
-// Scan walks st and reports every stripe it holds, with its metadata and
+// walkStore walks st and reports every stripe it holds, with its metadata and
 // length (and, scrubbing, whether its bytes match its checksums or frame
 // crcs), to emit in batches of o.Batch, with the number of stripes walked
 // and bytes read so far. It stops at the first error of emit or when ctx
 // ends. The last batch (possibly empty) is emitted before it returns nil.
-func Scan(ctx context.Context, st backend.Store, o ScanOptions, emit func(batch []message.FsckStripe, seen, read int64) error) error {
+func walkStore(ctx context.Context, st backend.Store, o scanOptions, emit func(batch []message.FsckStripe, seen, read int64) error) error {
 	if o.Batch <= 0 {
 		o.Batch = 500
 	}
@@ -94,7 +93,7 @@ func Scan(ctx context.Context, st backend.Store, o ScanOptions, emit func(batch 
 // read (its length is the finding).
 func scrub(ctx context.Context, r backend.Reader, m backend.Meta, s *message.FsckStripe, p *pace, done int64) (int64, error) {
 	l, err := layout.Parse(m.Layout)
-	if err != nil || r.Size() != DiskLength(l, m.Size) {
+	if err != nil || r.Size() != erasure.StripeSize(l, m.Size) {
 		return 0, nil
 	}
 	if l.Kind == layout.EC {
@@ -198,13 +197,4 @@ func (r *pacedReader) Read(b []byte) (int, error) {
 	r.n += int64(n)
 	r.p.wait(r.ctx, float64(r.done+r.n))
 	return n, err
-}
-
-// reason is the message of err without operation and path.
-func reason(err error) string {
-	var ke *kerr.Error
-	if errors.As(err, &ke) && ke.Msg != "" {
-		return ke.Msg
-	}
-	return err.Error()
 }

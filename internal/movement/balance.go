@@ -1,4 +1,4 @@
-package nsserver
+package movement
 
 // The balancer of a group (`group set G balancer=on threshold=N`) moves
 // stripes from its fullest filesystem to its emptiest while their fill
@@ -6,24 +6,23 @@ package nsserver
 // Storage servers report usage once per heartbeat and a moved stripe
 // leaves its old filesystem only after the deletion grace, so the
 // balancer counts what it has in flight and what it moved but the
-// reports do not show yet (mover.pending). Filesystems sharing a backend
+// reports do not show yet (Service.pending). Filesystems sharing a backend
 // (directories of one disk) are one unit: moving between them changes
 // nothing. A stripe is moved only if the move does not turn the source
 // into the emptier of the two, so the balancer never oscillates.
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/kaon-storage/kaon/internal/auth"
-	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
 
@@ -45,26 +44,17 @@ type BalanceProgress struct {
 }
 
 type balanceJob struct {
-	group  string
-	cancel context.CancelFunc
+	job
+	group string
 
-	mu       sync.Mutex
-	phase    string
-	spread   float64
-	moved    int64
-	bytes    int64
-	inflight int
-	busy     map[uint64]bool // files with a stripe being moved
-	window   rateWindow
-	fails    failures
-	slot     chan struct{}
+	spread float64         // under job.mu
+	busy   map[uint64]bool // files with a stripe being moved
 }
 
-func (m *mover) startBalancer(ctx context.Context, group string) *balanceJob {
+func (m *Service) startBalancer(ctx context.Context, group string) *balanceJob {
 	ctx, cancel := context.WithCancel(ctx)
-	j := &balanceJob{group: group, cancel: cancel, phase: "starting", busy: map[uint64]bool{},
-		window: rateWindow{start: time.Now()}, slot: make(chan struct{}, 1)}
-	m.s.log.Info("balancer started", "group", group)
+	j := &balanceJob{job: newJob("balance", "starting", cancel, time.Now()), group: group, busy: map[uint64]bool{}}
+	m.log.Info("balancer started", "group", group)
 	go m.runBalancer(ctx, j)
 	return j
 }
@@ -72,7 +62,7 @@ func (m *mover) startBalancer(ctx context.Context, group string) *balanceJob {
 // fill is one unit of a group: a filesystem (or several sharing a
 // backend, represented by the first) and its projected fill.
 type fill struct {
-	fs   *FsState
+	fs   *fleet.FsState
 	used float64 // bytes, projected
 	cap  float64
 }
@@ -80,42 +70,36 @@ type fill struct {
 func (f fill) percent() float64 { return 100 * f.used / f.cap }
 
 // fills are the group's usable units, fullest first.
-func (m *mover) fills(group string) []fill {
-	r := m.s.reg
-	r.mu.RLock()
-	var fss []FsState
-	for _, f := range r.fs {
-		if f.Group == group && f.ConfigStatus == "rw" && f.Health == "ok" && r.alive(f) && f.Capacity > 0 && (f.Slow == "" || !r.avoidSlow) {
-			fss = append(fss, *f)
+func (m *Service) fills(group string) []fill {
+	avoidSlow := m.reg.AvoidSlow()
+	var fss []fleet.FsState // by id
+	for _, f := range m.reg.List() {
+		if f.Group == group && f.ConfigStatus == "rw" && f.Health == "ok" && f.BootStatus == "booted" && f.Capacity > 0 && (f.Slow == "" || !avoidSlow) {
+			fss = append(fss, f)
 		}
 	}
-	r.mu.RUnlock()
-	sort.Slice(fss, func(i, j int) bool { return fss[i].ID < fss[j].ID })
+	pending := m.pending()
+	shared := map[string]int64{} // pending bytes per backend
+	for _, f := range fss {
+		shared[f.BackendID()] += pending[f.ID]
+	}
 	seen := map[string]bool{}
 	var out []fill
 	for i := range fss {
 		f := &fss[i]
-		b := f.backend()
+		b := f.BackendID()
 		if seen[b] {
 			continue
 		}
 		seen[b] = true
-		var pending int64
-		for j := range fss {
-			if fss[j].backend() == b {
-				pending += m.pending(fss[j].ID)
-			}
-		}
-		out = append(out, fill{fs: f, used: max(float64(f.Used)+float64(pending), 0), cap: float64(f.Capacity)})
+		out = append(out, fill{fs: f, used: max(float64(f.Used)+float64(shared[b]), 0), cap: float64(f.Capacity)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].percent() > out[j].percent() })
 	return out
 }
 
-func (m *mover) balanceSettings(group string) (g namespace.Group, parallel int) {
-	m.s.reg.mu.RLock()
-	g = m.s.reg.groups[group]
-	m.s.reg.mu.RUnlock()
+func (m *Service) balanceSettings(group string) (g namespace.Group, parallel int) {
+	g = m.reg.Group(group)
 	if g.Threshold <= 0 {
 		g.Threshold = DefaultThreshold
 	}
@@ -126,7 +110,7 @@ func (m *mover) balanceSettings(group string) (g namespace.Group, parallel int) 
 	return g, parallel
 }
 
-func (m *mover) runBalancer(ctx context.Context, j *balanceJob) {
+func (m *Service) runBalancer(ctx context.Context, j *balanceJob) {
 	var cands []stripe // stripes on src, from the last scan
 	var src uint32
 	for ctx.Err() == nil {
@@ -135,7 +119,7 @@ func (m *mover) runBalancer(ctx context.Context, j *balanceJob) {
 		inflight := j.inflight
 		j.mu.Unlock()
 		if inflight >= parallel {
-			m.waitSlot(ctx, j, time.Second)
+			j.waitSlot(ctx, time.Second)
 			continue
 		}
 		fs := m.fills(j.group)
@@ -150,14 +134,14 @@ func (m *mover) runBalancer(ctx context.Context, j *balanceJob) {
 			if inflight == 0 {
 				j.setPhase("balanced")
 			}
-			m.waitSlot(ctx, j, 5*time.Second)
+			j.waitSlot(ctx, 5*time.Second)
 			continue
 		}
 		from, to := fs[0], fs[len(fs)-1]
 		if from.fs.ID != src || len(cands) == 0 {
 			var err error
 			if cands, err = m.stripesOn(from.fs.ID); err != nil {
-				m.s.log.Error("balancer: cannot scan the namespace", "group", j.group, "err", err)
+				m.log.Error("balancer: cannot scan the namespace", "group", j.group, "err", err)
 				sleepCtx(ctx, 5*time.Second)
 				continue
 			}
@@ -179,7 +163,7 @@ func (m *mover) runBalancer(ctx context.Context, j *balanceJob) {
 			if inflight == 0 {
 				j.setPhase(fmt.Sprintf("stuck: no stripe on fs %d fits fs %d without overshooting (spread %.1f)", from.fs.ID, to.fs.ID, spread))
 			}
-			m.waitSlot(ctx, j, 10*time.Second)
+			j.waitSlot(ctx, 10*time.Second)
 			src = 0
 			continue
 		}
@@ -195,13 +179,9 @@ func (m *mover) runBalancer(ctx context.Context, j *balanceJob) {
 			defer func() {
 				release()
 				j.mu.Lock()
-				j.inflight--
 				delete(j.busy, c.f.ID)
 				j.mu.Unlock()
-				select {
-				case j.slot <- struct{}{}:
-				default:
-				}
+				j.endMove()
 			}()
 			m.balanceOne(ctx, j, c, from.fs.ID, to.fs.ID, g.Rate/int64(parallel))
 		}()
@@ -214,45 +194,17 @@ func (j *balanceJob) isBusy(fid uint64) bool {
 	return j.busy[fid]
 }
 
-func (j *balanceJob) setPhase(p string) {
-	j.mu.Lock()
-	j.phase = p
-	j.mu.Unlock()
-}
-
-// waitSlot waits until a move ends, d passes or ctx ends.
-func (m *mover) waitSlot(ctx context.Context, j *balanceJob, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-j.slot:
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
-func (m *mover) balanceOne(ctx context.Context, j *balanceJob, c stripe, from, to uint32, rate int64) {
+func (m *Service) balanceOne(ctx context.Context, j *balanceJob, c stripe, from, to uint32, rate int64) {
 	res, out, err := m.moveStripe(ctx, c.f.ID, c.idx, from, to, rate)
 	switch out {
 	case moved:
-		j.mu.Lock()
-		j.moved++
-		j.bytes += res.Bytes
-		j.window.add(time.Now(), res.Bytes)
-		j.fails.clear(c.f.ID, c.idx)
-		j.mu.Unlock()
-		m.count("balance", func(mc *MoveCounters) { mc.Stripes++; mc.Bytes += res.Bytes })
-		m.moved("balance", from, res.Bytes, true)
+		m.movedOne(&j.job, from, c.f.ID, c.idx, res)
 	case gone, busy:
 	default:
 		if ctx.Err() != nil {
 			return
 		}
-		j.mu.Lock()
-		j.fails.add(MoveFailure{Path: m.s.pathOfID(c.f.ID), Fid: c.f.ID, Stripe: c.idx, Reason: fmt.Sprintf("fs %d to fs %d: %s", from, to, reasonOf(err)), Time: time.Now()})
-		j.mu.Unlock()
-		m.count("balance", func(mc *MoveCounters) { mc.Failures++ })
-		m.moved("balance", from, 0, false)
+		m.failedOne(&j.job, from, c.f.ID, c.idx, fmt.Sprintf("fs %d to fs %d: %s", from, to, reasonOf(err)))
 		sleepCtx(ctx, time.Second) // do not spin on a failing target
 	}
 }
@@ -275,40 +227,31 @@ type GroupState struct {
 	Balance     *BalanceProgress // nil when the balancer is off
 }
 
-// Groups lists every group (those filesystems name and those with
-// settings; admin only).
-func (s *Server) Groups(_ context.Context, p auth.Principal) ([]GroupState, error) {
-	if err := requireRoot(p, "group ls"); err != nil {
-		return nil, err
+// Groups describes every group (those filesystems name and those with
+// settings) for `group ls`.
+func (m *Service) Groups() []GroupState {
+	gs := map[string]*GroupState{}
+	for _, g := range m.reg.Groups() {
+		gs[g.Name] = &GroupState{Group: g}
 	}
-	return s.groups(), nil
-}
-
-func (s *Server) groups() []GroupState {
-	m := map[string]*GroupState{}
-	s.reg.mu.RLock()
-	for name, g := range s.reg.groups {
-		m[name] = &GroupState{Group: g}
-	}
-	s.reg.mu.RUnlock()
-	for _, f := range s.reg.list() {
-		g := m[f.Group]
+	for _, f := range m.reg.List() {
+		g := gs[f.Group]
 		if g == nil {
 			g = &GroupState{Group: namespace.Group{Name: f.Group}}
-			m[f.Group] = g
+			gs[f.Group] = g
 		}
 		g.Filesystems++
 	}
 	bal := map[string]BalanceProgress{}
-	for _, b := range s.Movement().Balancers {
+	for _, b := range m.Movement().Balancers {
 		bal[b.Group] = b
 	}
-	out := make([]GroupState, 0, len(m))
-	for name, g := range m {
+	out := make([]GroupState, 0, len(gs))
+	for name, g := range gs {
 		if g.Threshold <= 0 {
 			g.Threshold = DefaultThreshold
 		}
-		fs := s.mv.fills(name)
+		fs := m.fills(name)
 		g.Usable = len(fs)
 		if len(fs) > 0 {
 			g.MaxFill, g.MinFill = fs[0].percent(), fs[len(fs)-1].percent()
@@ -323,63 +266,33 @@ func (s *Server) groups() []GroupState {
 	return out
 }
 
-// SetGroup sets a group's key (`group set G key=value`): balancer=on|off,
-// threshold=N (percentage points, 0 < N < 100), balancer.rate=SIZE (bytes
-// per second, 0 = no cap), balancer.parallel=N.
-func (s *Server) SetGroup(ctx context.Context, p auth.Principal, name, key, value string) error {
-	what := fmt.Sprintf("group %s %s=%s", name, key, value)
-	if err := requireRoot(p, "group set"); err != nil {
-		return s.audit(ctx, p, "group set", what, "", err)
-	}
-	if err := checkGroup(name); err != nil || !strings.Contains(name, ".") {
-		return s.audit(ctx, p, "group set", what, "", kerr.New(kerr.Invalid, "group set", name, fmt.Sprintf("bad group %q: want SPACE.N", name)))
-	}
-	s.reg.saveMu.Lock() // not mu: see registry.save
-	defer s.reg.saveMu.Unlock()
-	s.reg.mu.RLock()
-	g := s.reg.groups[name]
-	s.reg.mu.RUnlock()
-	g.Name = name
-	bad := func(why string) error {
-		return s.audit(ctx, p, "group set", what, "", kerr.New(kerr.Invalid, "group set", name, why))
-	}
-	switch key {
-	case "balancer":
-		switch value {
+// balancerKeys are the balancer's keys of `group set`.
+var balancerKeys = []fleet.GroupKey{
+	{Name: "balancer", Set: func(g *namespace.Group, v string) error {
+		switch v {
 		case "on":
 			g.Balancer = true
 		case "off":
 			g.Balancer = false
 		default:
-			return bad("balancer must be on or off")
+			return errors.New("balancer must be on or off")
 		}
-	case "threshold":
-		t, err := strconv.ParseFloat(strings.TrimSuffix(value, "%"), 64)
+		return nil
+	}},
+	{Name: "threshold", Set: func(g *namespace.Group, v string) error {
+		t, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
 		if err != nil || t <= 0 || t >= 100 || math.IsNaN(t) {
-			return bad(fmt.Sprintf("bad threshold %q (percentage points of fill, 0 < N < 100)", value))
+			return fmt.Errorf("bad threshold %q (percentage points of fill, 0 < N < 100)", v)
 		}
 		g.Threshold = t
-	case "balancer.rate":
-		n, err := parseRate(value)
-		if err != nil {
-			return bad(err.Error())
-		}
-		g.Rate = n
-	case "balancer.parallel":
-		n, err := parseParallel(value)
-		if err != nil {
-			return bad(err.Error())
-		}
-		g.Parallel = n
-	default:
-		return bad(fmt.Sprintf("unknown key %q (balancer, threshold, balancer.rate, balancer.parallel)", key))
-	}
-	err := s.ns.SaveGroup(g)
-	if err == nil {
-		s.reg.mu.Lock()
-		s.reg.groups[name] = g
-		s.reg.mu.Unlock()
-		s.mv.settingsChanged()
-	}
-	return s.audit(ctx, p, "group set", what, "", err)
+		return nil
+	}},
+	{Name: "balancer.rate", Set: func(g *namespace.Group, v string) (err error) {
+		g.Rate, err = parseRate(v)
+		return err
+	}},
+	{Name: "balancer.parallel", Set: func(g *namespace.Group, v string) (err error) {
+		g.Parallel, err = parseParallel(v)
+		return err
+	}},
 }

@@ -1,4 +1,4 @@
-package nsserver
+package fleet
 
 import (
 	"fmt"
@@ -64,23 +64,23 @@ func TestSlowness(t *testing.T) {
 // TestPlacementAvoidsSlow: placement leaves slow filesystems out unless
 // told to keep placing on them.
 func TestPlacementAvoidsSlow(t *testing.T) {
-	r := &registry{fs: map[uint32]*FsState{}, nodes: map[string]*node{"n": {lastBeat: time.Now()}}, interval: time.Second, avoidSlow: true}
+	r := &Registry{fs: map[uint32]*FsState{}, nodes: map[string]*node{"n": {lastBeat: time.Now()}}, interval: time.Second, avoidSlow: true}
 	for id := uint32(1); id <= 3; id++ {
 		r.fs[id] = &FsState{BootStatus: "booted", Health: "ok", Capacity: 1 << 30}
 		r.fs[id].ID, r.fs[id].Node, r.fs[id].ConfigStatus, r.fs[id].Space = id, "n", "rw", DefaultSpace
 	}
 	r.fs[3].Slow = "small-op p99 2s"
 	for range 50 {
-		ids, err := r.place(layoutOf(t, "replica:2"), "")
+		ids, err := r.Place(layoutOf(t, "replica:2"), "")
 		if err != nil || slices.Contains(ids, 3) {
 			t.Fatalf("placement %v %v", ids, err)
 		}
 	}
-	if _, err := r.place(layoutOf(t, "replica:3"), ""); err == nil || !strings.Contains(err.Error(), "2 available") {
+	if _, err := r.Place(layoutOf(t, "replica:3"), ""); err == nil || !strings.Contains(err.Error(), "2 available") {
 		t.Fatalf("replica:3 with one of three slow: %v", err)
 	}
 	r.avoidSlow = false
-	if ids, err := r.place(layoutOf(t, "replica:3"), ""); err != nil || !slices.Contains(ids, 3) {
+	if ids, err := r.Place(layoutOf(t, "replica:3"), ""); err != nil || !slices.Contains(ids, 3) {
 		t.Fatalf("keep placing on slow ones: %v %v", ids, err)
 	}
 }

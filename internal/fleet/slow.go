@@ -1,4 +1,4 @@
-package nsserver
+package fleet
 
 import (
 	"fmt"
@@ -57,14 +57,13 @@ type slowEvent struct {
 	why        string // "" when it recovered
 }
 
-// judgeSlow updates the slow state of every filesystem that reported
-// latencies, by group.
-func (s *Server) judgeSlow() {
-	pol := s.cfg.Slow.resolved()
+// JudgeSlow updates the slow state of every filesystem that reported
+// latencies, by group (after each heartbeat).
+func (r *Registry) JudgeSlow() {
+	pol := r.slow
 	if pol.Off {
 		return
 	}
-	r := s.reg
 	r.mu.Lock()
 	groups := map[string][]*FsState{}
 	for _, f := range r.fs {
@@ -92,10 +91,10 @@ func (s *Server) judgeSlow() {
 	r.mu.Unlock()
 	for _, e := range events {
 		if e.why != "" {
-			s.log.Warn("filesystem is slow", "fsid", e.id, "node", e.node, "path", e.path,
+			r.log.Warn("filesystem is slow", "fsid", e.id, "node", e.node, "path", e.path,
 				"latency", e.why, "placement", !pol.KeepPlacing)
 		} else {
-			s.log.Info("filesystem is no longer slow", "fsid", e.id, "node", e.node, "path", e.path)
+			r.log.Info("filesystem is no longer slow", "fsid", e.id, "node", e.node, "path", e.path)
 		}
 	}
 }
@@ -119,7 +118,7 @@ func slowness(f *FsState, group []*FsState, name string, pol SlowPolicy) (why st
 		}
 		var others []time.Duration
 		for _, g := range group {
-			if g.backend() != f.backend() && c.n(g.Latency) >= slowSamples {
+			if g.BackendID() != f.BackendID() && c.n(g.Latency) >= slowSamples {
 				others = append(others, c.p90(g.Latency))
 			}
 		}

@@ -1,4 +1,4 @@
-package nsserver
+package movement
 
 // Conversions rewrite a file into another layout or space with the same
 // mover: `file convert PATH --space S --layout L` for one file, and the
@@ -22,9 +22,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
+	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
 	"github.com/kaon-storage/kaon/internal/namespace"
@@ -57,10 +57,10 @@ func (c *convertState) progress() ConvertProgress {
 // spaceOfFile is the space of the filesystems holding f's stripes: ""
 // for a file without stripes, mixedSpaces when they are not all in one
 // space (a filesystem moved to another space since).
-func (s *Server) spaceOfFile(f *namespace.Inode) string {
+func (m *Service) spaceOfFile(f *namespace.Inode) string {
 	space := ""
 	for i, id := range f.Locations {
-		fs, _ := s.reg.filesystem(id)
+		fs, _ := m.reg.Filesystem(id)
 		if i > 0 && fs.Space != space {
 			return mixedSpaces
 		}
@@ -73,43 +73,35 @@ func (s *Server) spaceOfFile(f *namespace.Inode) string {
 // a valid space name, so never the one a conversion asks for).
 const mixedSpaces = "(several spaces)"
 
-// ConvertFile converts the file at path to layout and space ("": keep
-// the file's) and returns it as it is afterwards. Root only: it moves
-// data between the operator's spaces.
-func (s *Server) ConvertFile(ctx context.Context, p auth.Principal, path, space, lay string) (n *namespace.Inode, err error) {
-	what := fmt.Sprintf("%s space=%s layout=%s", path, space, lay)
-	defer func() { err = s.audit(ctx, p, "file convert", what, "", err) }()
-	if err := requireRoot(p, "file convert"); err != nil {
-		if ke, ok := err.(*kerr.Error); ok {
-			ke.Path = path
-		}
-		return nil, err
-	}
-	f, err := s.ns.Stat(caller(p), path)
+// Convert converts file f (at path) to layout lay and space ("": keep
+// f's); converted is false when there is nothing to move (an empty file
+// has no stripes).
+func (m *Service) Convert(ctx context.Context, f *namespace.Inode, path, space, lay string) (converted bool, err error) {
+	l, sp, err := m.convertTarget(f, space, lay)
 	if err != nil {
-		return nil, err
+		return false, kerr.New(kerr.Invalid, "file convert", path, err.Error())
 	}
-	if f.IsDir {
-		return nil, kerr.New(kerr.IsDir, "file convert", path, "is a directory (set sys.convert.space or sys.convert.layout on it to convert the files below)")
+	if (l.String() == f.Layout && sp == m.spaceOfFile(f)) || len(f.Locations) == 0 {
+		return false, nil
 	}
-	l, sp, err := s.convertTarget(f, space, lay)
-	if err != nil {
-		return nil, kerr.New(kerr.Invalid, "file convert", path, err.Error())
+	if err := m.convertOne(ctx, f, path, l, sp); err != nil {
+		m.moved("conversion", 0, 0, false)
+		return false, err
 	}
-	if (l.String() == f.Layout && sp == s.spaceOfFile(f)) || len(f.Locations) == 0 {
-		return f, nil // nothing to move (an empty file has no stripes)
-	}
-	if err := s.mv.convertOne(ctx, f, path, l, sp); err != nil {
-		s.mv.moved("conversion", 0, 0, false)
-		return nil, err
-	}
-	s.mv.count("convert", func(c *MoveCounters) { c.Stripes++; c.Bytes += f.Size })
-	s.mv.moved("conversion", 0, f.Size, true)
-	return s.ns.Stat(caller(p), path)
+	m.count("convert", func(c *MoveCounters) { c.Stripes++; c.Bytes += f.Size })
+	m.moved("conversion", 0, f.Size, true)
+	return true, nil
+}
+
+// ConvertStatus reports the conversion policies' progress.
+func (m *Service) ConvertStatus() ConvertProgress {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.convert.progress()
 }
 
 // convertTarget resolves the layout and space f converts to ("": f's).
-func (s *Server) convertTarget(f *namespace.Inode, space, lay string) (layout.Layout, string, error) {
+func (m *Service) convertTarget(f *namespace.Inode, space, lay string) (layout.Layout, string, error) {
 	if lay == "" {
 		lay = f.Layout
 	}
@@ -118,19 +110,16 @@ func (s *Server) convertTarget(f *namespace.Inode, space, lay string) (layout.La
 		return l, "", err
 	}
 	if space == "" {
-		space = s.spaceOfFile(f)
+		space = m.spaceOfFile(f)
 	}
 	if space == mixedSpaces { // where its first stripe is
-		fs, _ := s.reg.filesystem(f.Locations[0])
+		fs, _ := m.reg.Filesystem(f.Locations[0])
 		space = fs.Space
 	}
 	if space == "" {
-		space = DefaultSpace
+		space = fleet.DefaultSpace
 	}
-	s.reg.mu.RLock()
-	ok := s.reg.spaceExists(space)
-	s.reg.mu.RUnlock()
-	if !ok {
+	if !m.reg.SpaceExists(space) {
 		return l, "", fmt.Errorf("no space %q", space)
 	}
 	return l, space, nil
@@ -138,39 +127,38 @@ func (s *Server) convertTarget(f *namespace.Inode, space, lay string) (layout.La
 
 // convertOne makes a staged copy of f (at path) with layout l in space
 // and switches it in.
-func (m *mover) convertOne(ctx context.Context, f *namespace.Inode, path string, l layout.Layout, space string) error {
-	s := m.s
-	if s.cfg.Mover == nil {
+func (m *Service) convertOne(ctx context.Context, f *namespace.Inode, path string, l layout.Layout, space string) error {
+	if m.mover == nil {
 		return kerr.New(kerr.Unsupported, "file convert", path, "this namespace server cannot order conversions")
 	}
-	locs, err := s.reg.place(l, space)
+	locs, err := m.reg.Place(l, space)
 	if err != nil {
 		return kerr.WithOp(kerr.Wrap(kerr.KindOf(err), "", path, err), "file convert")
 	}
-	p, err := s.ns.BeginConvert(f.ID, l, locs)
+	p, err := m.ns.BeginConvert(f.ID, l, locs)
 	if err != nil {
 		return err
 	}
-	exp := s.now().Add(moveCapTTL).Unix()
+	exp := m.now().Add(moveCapTTL).Unix()
 	rc := &capability.Capability{Fid: f.ID, Path: path, Layout: f.Layout, Size: f.Size, Sums: f.Checksums, Expires: exp}
 	for _, id := range f.Locations {
-		rc.Targets = append(rc.Targets, capability.Target{FsID: id, Addr: s.reg.node(id).HTTP})
+		rc.Targets = append(rc.Targets, capability.Target{FsID: id, Addr: m.reg.Node(id).HTTP})
 	}
 	wc := &capability.Capability{Fid: p.ID, Write: true, Staged: true, Path: path, Layout: p.Layout, UID: f.UID, GID: f.GID, Expires: exp}
 	for t := range p.Checksums {
 		wc.Checksums = append(wc.Checksums, t)
 	}
 	for _, id := range locs {
-		wc.Targets = append(wc.Targets, capability.Target{FsID: id, Addr: s.reg.node(id).HTTP})
+		wc.Targets = append(wc.Targets, capability.Target{FsID: id, Addr: m.reg.Node(id).HTTP})
 	}
-	res, err := s.cfg.Mover.Convert(ctx, s.reg.node(locs[0]).HTTP, message.ConvertOrder{Read: s.key.Sign(rc), Write: s.key.Sign(wc)})
+	res, err := m.mover.Convert(ctx, m.reg.Node(locs[0]).HTTP, message.ConvertOrder{Read: m.key.Sign(rc), Write: m.key.Sign(wc)})
 	if err != nil {
-		if aerr := s.ns.AbortConvert(p.ID); aerr != nil && !kerr.Is(aerr, kerr.NotFound) {
-			s.log.Error("convert: cannot drop the staged copy", "path", path, "err", aerr)
+		if aerr := m.ns.AbortConvert(p.ID); aerr != nil && !kerr.Is(aerr, kerr.NotFound) {
+			m.log.Error("convert: cannot drop the staged copy", "path", path, "err", aerr)
 		}
 		return kerr.Wrap(kerr.KindOf(err), "file convert", path, err)
 	}
-	return s.ns.FinishConvert(f.ID, p.ID, res.Size, res.Checksums, s.now().Add(s.ttl))
+	return m.ns.FinishConvert(f.ID, p.ID, res.Size, res.Checksums, m.now().Add(m.ttl))
 }
 
 // Policy attributes: a directory's files are converted to these.
@@ -181,7 +169,7 @@ const (
 
 // runPolicies applies the conversion policies at start, when one is set
 // and every ConvertSweep, until ctx ends.
-func (m *mover) runPolicies(ctx context.Context) {
+func (m *Service) runPolicies(ctx context.Context) {
 	t := time.NewTimer(2 * time.Second)
 	defer t.Stop()
 	for {
@@ -196,8 +184,9 @@ func (m *mover) runPolicies(ctx context.Context) {
 	}
 }
 
-// kickPolicies asks for a sweep soon.
-func (m *mover) kickPolicies() {
+// KickPolicies asks for a sweep of the conversion policies soon (one was
+// set).
+func (m *Service) KickPolicies() {
 	select {
 	case m.kick <- struct{}{}:
 	default:
@@ -208,8 +197,7 @@ type policy struct{ layout, space string }
 
 // sweepPolicies converts every file whose directory has a conversion
 // policy it does not follow yet.
-func (m *mover) sweepPolicies(ctx context.Context) {
-	s := m.s
+func (m *Service) sweepPolicies(ctx context.Context) {
 	type job struct {
 		f *namespace.Inode
 		l layout.Layout
@@ -232,7 +220,7 @@ func (m *mover) sweepPolicies(ctx context.Context) {
 			return f
 		}
 		var f found
-		if d, err := s.ns.GetAttr(namespace.Root, cid); err == nil {
+		if d, err := m.ns.GetAttr(namespace.Root, cid); err == nil {
 			switch {
 			case cid == namespace.RootID:
 				f.inTree = true
@@ -246,20 +234,20 @@ func (m *mover) sweepPolicies(ctx context.Context) {
 		memo[cid] = f
 		return f
 	}
-	err := s.eachFile(func(f *namespace.Inode) {
+	err := m.eachFile(func(f *namespace.Inode) {
 		found := policyOf(f.Parent)
 		pol := found.pol
 		if !found.inTree || pol == (policy{}) || len(f.Locations) == 0 {
 			return
 		}
-		l, sp, err := s.convertTarget(f, pol.space, pol.layout)
-		if err != nil || (l.String() == f.Layout && sp == s.spaceOfFile(f)) {
+		l, sp, err := m.convertTarget(f, pol.space, pol.layout)
+		if err != nil || (l.String() == f.Layout && sp == m.spaceOfFile(f)) {
 			return
 		}
 		todo = append(todo, job{f, l, sp})
 	})
 	if err != nil {
-		s.log.Error("conversion policies: cannot scan the namespace", "err", err)
+		m.log.Error("conversion policies: cannot scan the namespace", "err", err)
 		return
 	}
 	m.mu.Lock()
@@ -269,7 +257,7 @@ func (m *mover) sweepPolicies(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		path := s.pathOfID(j.f.ID)
+		path := m.pathOfID(j.f.ID)
 		err := m.convertOne(ctx, j.f, path, j.l, j.s)
 		m.mu.Lock()
 		m.convert.pending--
@@ -288,7 +276,7 @@ func (m *mover) sweepPolicies(ctx context.Context) {
 		m.mu.Unlock()
 		m.moved("conversion", 0, j.f.Size, err == nil)
 		if err != nil && !kerr.Is(err, kerr.NotFound) {
-			s.log.Warn("conversion policy: file not converted", "path", path, "to", j.l.String()+" in "+j.s, "err", err)
+			m.log.Warn("conversion policy: file not converted", "path", path, "to", j.l.String()+" in "+j.s, "err", err)
 		}
 	}
 	m.mu.Lock()
@@ -296,15 +284,5 @@ func (m *mover) sweepPolicies(ctx context.Context) {
 	m.mu.Unlock()
 }
 
-// ConvertStatus reports the conversion policies' progress (admin only).
-func (s *Server) ConvertStatus(_ context.Context, p auth.Principal) (ConvertProgress, error) {
-	if err := requireRoot(p, "file convert status"); err != nil {
-		return ConvertProgress{}, err
-	}
-	s.mv.mu.Lock()
-	defer s.mv.mu.Unlock()
-	return s.mv.convert.progress(), nil
-}
-
-// isConvertAttr says whether an attribute name is a conversion policy.
-func isConvertAttr(name string) bool { return strings.HasPrefix(name, "sys.convert.") }
+// IsConvertAttr says whether an attribute name is a conversion policy.
+func IsConvertAttr(name string) bool { return strings.HasPrefix(name, "sys.convert.") }

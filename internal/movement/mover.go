@@ -1,6 +1,6 @@
-package nsserver
-
-// Data movement: the namespace service schedules, storage servers copy.
+// Package movement is the namespace service's data movement (EOS:
+// drain/, groupbalancer/, convert/ of the MGM): the namespace schedules,
+// storage servers copy.
 //
 // The service knows every file's layout and locations and every
 // filesystem's group, state and fill, so it decides what moves where:
@@ -26,10 +26,18 @@ package nsserver
 // not, is queued for deletion and the drain or balancer, whose intent
 // is in the filesystem and group records, schedules it again. A storage
 // server that dies mid-copy fails the order; the same rollback applies.
+//
+// The package sees the namespace through Namespace, the storage servers
+// through Mover and the filesystems through the fleet's registry, where
+// it registers its keys of `fs config` (drain.*) and `group set` (the
+// balancer's).
+package movement
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strconv"
@@ -40,10 +48,40 @@ import (
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/erasure"
+	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
+
+// Namespace is what data movement needs of the namespace
+// (namespace.Namespace implements it): files by id and in bulk, and the
+// records of moves and conversions.
+type Namespace interface {
+	ByID(id uint64) (*namespace.Inode, string, error)
+	GetAttr(c namespace.Caller, id uint64) (*namespace.Inode, error)
+	ScanFiles(from []byte, max int, fn func(f *namespace.Inode)) (next []byte, err error)
+	BeginMove(m namespace.Move) (*namespace.Inode, error)
+	FinishMove(m namespace.Move, copied bool, deleteAt time.Time) (switched bool, err error)
+	PendingMoves() ([]namespace.Move, error)
+	LeftOn(fsid uint32) (namespace.Leftovers, error)
+	BeginConvert(fid uint64, l layout.Layout, locs []uint32) (*namespace.Inode, error)
+	FinishConvert(oldFid, newFid uint64, size int64, sums map[string]string, deleteAt time.Time) error
+	AbortConvert(newFid uint64) error
+}
+
+// Config configures data movement.
+type Config struct {
+	NS    Namespace
+	Fleet *fleet.Registry
+	// Mover orders stripe moves and conversions at storage servers. Nil:
+	// data movement fails, saying so.
+	Mover Mover
+	Key   *capability.Key // signs move orders
+	TTL   time.Duration   // capability lifetime: how long replaced stripes stay readable
+	Now   func() time.Time
+	Log   *slog.Logger
+}
 
 // Mover carries out movement orders at storage servers (addr is a
 // storage server's HTTP base URL); cluster.StorageClient implements it.
@@ -52,10 +90,10 @@ type Mover interface {
 	Convert(ctx context.Context, addr string, o message.ConvertOrder) (message.ConvertResult, error)
 }
 
-// Drain states (namespace.Filesystem.Drain, fs ls).
+// Drain states (namespace.Filesystem.Drain, fs ls; fleet's).
 const (
-	DrainDraining = "draining"
-	DrainDrained  = "drained"
+	DrainDraining = fleet.DrainDraining
+	DrainDrained  = fleet.DrainDrained
 )
 
 // Defaults of the movement settings.
@@ -86,7 +124,7 @@ type MoveCounters struct {
 }
 
 // Movement is what the service says about data movement, for fs ls, fs
-// status, group ls and whoever exports metrics (MovementStats).
+// status, group ls and whoever exports metrics.
 type Movement struct {
 	Drains      []DrainProgress
 	Balancers   []BalanceProgress
@@ -95,14 +133,6 @@ type Movement struct {
 	Conversion  MoveCounters
 	Conversions ConvertProgress
 }
-
-// MovementStats is the small interface a metrics exporter reads; Server
-// implements it.
-type MovementStats interface {
-	Movement() Movement
-}
-
-var _ MovementStats = (*Server)(nil)
 
 // MoveReporter is told about data movement as it happens (the metrics
 // package's Movement implements it): kind is "drain", "balance" or
@@ -115,14 +145,14 @@ type MoveReporter interface {
 
 // ReportMovement makes the service tell r about data movement (nil: no
 // one).
-func (s *Server) ReportMovement(r MoveReporter) {
-	s.mv.mu.Lock()
-	s.mv.reporter = r
-	s.mv.mu.Unlock()
+func (m *Service) ReportMovement(r MoveReporter) {
+	m.mu.Lock()
+	m.reporter = r
+	m.mu.Unlock()
 }
 
 // report calls the reporter, if any, outside m.mu.
-func (m *mover) report(fn func(r MoveReporter)) {
+func (m *Service) report(fn func(r MoveReporter)) {
 	m.mu.Lock()
 	r := m.reporter
 	m.mu.Unlock()
@@ -133,7 +163,7 @@ func (m *mover) report(fn func(r MoveReporter)) {
 
 // moved tells the reporter about one stripe (or file) of kind moved from
 // fs from (0: none) or not.
-func (m *mover) moved(kind string, from uint32, bytes int64, ok bool) {
+func (m *Service) moved(kind string, from uint32, bytes int64, ok bool) {
 	fsid := ""
 	if from != 0 {
 		fsid = strconv.FormatUint(uint64(from), 10)
@@ -142,8 +172,8 @@ func (m *mover) moved(kind string, from uint32, bytes int64, ok bool) {
 }
 
 // reportProgress tells the reporter where every movement stands.
-func (m *mover) reportProgress() {
-	mv := m.s.Movement()
+func (m *Service) reportProgress() {
+	mv := m.Movement()
 	m.report(func(r MoveReporter) {
 		for _, d := range mv.Drains {
 			r.Progress("drain", strconv.FormatUint(uint64(d.FsID), 10), d.FilesLeft, d.BytesLeft, d.Status == DrainDraining)
@@ -157,9 +187,15 @@ func (m *mover) reportProgress() {
 	})
 }
 
-// mover is the service's scheduler of data movement.
-type mover struct {
-	s *Server
+// Service is the scheduler of data movement.
+type Service struct {
+	ns    Namespace
+	reg   *fleet.Registry
+	mover Mover
+	key   *capability.Key
+	ttl   time.Duration
+	now   func() time.Time
+	log   *slog.Logger
 
 	mu        sync.Mutex
 	drains    map[uint32]*drainJob
@@ -184,15 +220,26 @@ type adjustment struct {
 	del   *namespace.Deletion // until acked
 }
 
-func newMover(s *Server) *mover {
-	return &mover{s: s, drains: map[uint32]*drainJob{}, balancers: map[string]*balanceJob{},
+// New makes the scheduler and registers its keys with the fleet.
+func New(cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	m := &Service{ns: cfg.NS, reg: cfg.Fleet, mover: cfg.Mover, key: cfg.Key, ttl: cfg.TTL, now: cfg.Now, log: cfg.Log,
+		drains: map[uint32]*drainJob{}, balancers: map[string]*balanceJob{},
 		counters: map[string]*MoveCounters{"drain": {}, "balance": {}, "convert": {}}, kick: make(chan struct{}, 1),
 		changed: make(chan struct{}, 1)}
+	cfg.Fleet.RegisterKeys(drainKeys...)
+	cfg.Fleet.RegisterGroupKeys(balancerKeys...)
+	return m
 }
 
-// run starts and stops drains and balancers as the registry says, until
-// ctx ends.
-func (m *mover) run(ctx context.Context) {
+// Run starts and stops drains and balancers as the registry says, and
+// applies the conversion policies, until ctx ends.
+func (m *Service) Run(ctx context.Context) {
 	go m.runPolicies(ctx)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -208,9 +255,9 @@ func (m *mover) run(ctx context.Context) {
 	}
 }
 
-// settingsChanged makes run reconcile at once (a drain starts without
+// SettingsChanged makes Run reconcile at once (a drain starts without
 // waiting for the next tick).
-func (m *mover) settingsChanged() {
+func (m *Service) SettingsChanged() {
 	select {
 	case m.changed <- struct{}{}:
 	default:
@@ -220,29 +267,26 @@ func (m *mover) settingsChanged() {
 // reconcile matches running jobs with the registry: a drain per
 // filesystem in drain not yet drained, a balancer per group with the
 // balancer on.
-func (m *mover) reconcile(ctx context.Context) {
-	r := m.s.reg
-	r.mu.RLock()
+func (m *Service) reconcile(ctx context.Context) {
 	want := map[uint32]bool{}
-	for id, f := range r.fs {
+	for _, f := range m.reg.List() {
 		if f.ConfigStatus == "drain" && f.Drain == DrainDraining {
-			want[id] = true
+			want[f.ID] = true
 		}
 	}
 	groups := map[string]bool{}
-	for name, g := range r.groups {
+	for _, g := range m.reg.Groups() {
 		if g.Balancer {
-			groups[name] = true
+			groups[g.Name] = true
 		}
 	}
-	r.mu.RUnlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, j := range m.drains {
 		if !want[id] && !j.ended() {
 			j.cancel()
 		}
-		if !want[id] && j.ended() && !m.s.isDraining(id) {
+		if !want[id] && j.ended() && !m.isDraining(id) {
 			delete(m.drains, id) // configstatus changed: forget its progress
 		}
 	}
@@ -265,20 +309,20 @@ func (m *mover) reconcile(ctx context.Context) {
 }
 
 // isDraining reports whether fs id is in configstatus drain.
-func (s *Server) isDraining(id uint32) bool {
-	f, ok := s.reg.filesystem(id)
+func (m *Service) isDraining(id uint32) bool {
+	f, ok := m.reg.Filesystem(id)
 	return ok && f.ConfigStatus == "drain"
 }
 
 // count adds to the counters of kind (drain, balance, convert).
-func (m *mover) count(kind string, fn func(c *MoveCounters)) {
+func (m *Service) count(kind string, fn func(c *MoveCounters)) {
 	m.mu.Lock()
 	fn(m.counters[kind])
 	m.mu.Unlock()
 }
 
 // reserve counts bytes on their way onto fs until release.
-func (m *mover) reserve(fs uint32, bytes int64) (release func()) {
+func (m *Service) reserve(fs uint32, bytes int64) (release func()) {
 	id := new(int)
 	m.mu.Lock()
 	m.adjust = append(m.adjust, adjustment{fs: fs, bytes: bytes, id: id})
@@ -298,18 +342,18 @@ func (m *mover) reserve(fs uint32, bytes int64) (release func()) {
 // settle records a finished move until the storage servers' reports
 // show it: the target holds the bytes from its next reports, the source
 // until its storage server acknowledged the deletion of the old stripe.
-func (m *mover) settle(mv namespace.Move, bytes int64) {
-	lag := 2*m.s.reg.interval + time.Second
+func (m *Service) settle(mv namespace.Move, bytes int64) {
+	lag := 2*m.reg.Interval() + time.Second
 	m.mu.Lock()
 	m.adjust = append(m.adjust, adjustment{fs: mv.To, bytes: bytes, until: time.Now().Add(lag)},
 		adjustment{fs: mv.From, bytes: -bytes, del: &namespace.Deletion{FsID: mv.From, Fid: mv.Fid, Stripe: mv.Stripe}})
 	m.mu.Unlock()
 }
 
-// acked drops the moved-away stripes whose deletion a storage server
+// Acked drops the moved-away stripes whose deletion a storage server
 // acknowledged (Heartbeat calls it once that server's report, measured
 // after the deletions, is recorded).
-func (m *mover) acked(ds []namespace.Deletion) {
+func (m *Service) Acked(ds []namespace.Deletion) {
 	if len(ds) == 0 {
 		return
 	}
@@ -322,33 +366,32 @@ func (m *mover) acked(ds []namespace.Deletion) {
 	m.mu.Unlock()
 }
 
-// pending is the bytes not yet in fs's reports (see adjustment).
-func (m *mover) pending(fs uint32) int64 {
+// pending is, per filesystem, the bytes not yet in its reports (see
+// adjustment), from one walk of the adjustments.
+func (m *Service) pending() map[uint32]int64 {
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var n int64
+	out := map[uint32]int64{}
 	keep := m.adjust[:0]
 	for _, a := range m.adjust {
 		if !a.until.IsZero() && now.After(a.until) {
 			continue
 		}
 		keep = append(keep, a)
-		if a.fs == fs {
-			n += a.bytes
-		}
+		out[a.fs] += a.bytes
 	}
 	m.adjust = keep
-	return n
+	return out
 }
 
 // stripeBytes is the size of one stripe of f.
 func stripeBytes(f *namespace.Inode) int64 {
 	l, err := layout.Parse(f.Layout)
-	if err != nil || l.Kind != layout.EC {
+	if err != nil {
 		return f.Size
 	}
-	return erasure.FromLayout(l).ShardSize(f.Size)
+	return erasure.StripeSize(l, f.Size)
 }
 
 // outcome of one stripe move.
@@ -364,10 +407,10 @@ const (
 // moveStripe moves stripe idx of file fid from fs from to fs to (the
 // three steps in the package notes). rate caps the copy's bytes per
 // second. The caller reserves the bytes on the target while it runs
-// (mover.reserve), before it chooses the next target.
-func (m *mover) moveStripe(ctx context.Context, fid uint64, idx int, from, to uint32, rate int64) (message.MoveResult, outcome, error) {
+// (Service.reserve), before it chooses the next target.
+func (m *Service) moveStripe(ctx context.Context, fid uint64, idx int, from, to uint32, rate int64) (message.MoveResult, outcome, error) {
 	mv := namespace.Move{Fid: fid, Stripe: idx, From: from, To: to}
-	f, err := m.s.ns.BeginMove(mv)
+	f, err := m.ns.BeginMove(mv)
 	switch {
 	case kerr.Is(err, kerr.Busy), kerr.Is(err, kerr.Exists):
 		return message.MoveResult{}, busy, err
@@ -377,15 +420,15 @@ func (m *mover) moveStripe(ctx context.Context, fid uint64, idx int, from, to ui
 		return message.MoveResult{}, failed, err
 	}
 	size := stripeBytes(f)
-	path := m.s.pathOfID(fid)
+	path := m.pathOfID(fid)
 	var res message.MoveResult
-	if m.s.cfg.Mover == nil {
+	if m.mover == nil {
 		err = kerr.New(kerr.Unsupported, "move", path, "this namespace server cannot order moves")
 	} else {
-		res, err = m.s.cfg.Mover.MoveStripe(ctx, m.s.reg.node(to).HTTP, message.MoveOrder{Token: m.moveToken(f, path, idx, to), Rate: rate})
+		res, err = m.mover.MoveStripe(ctx, m.reg.Node(to).HTTP, message.MoveOrder{Token: m.moveToken(f, path, idx, to), Rate: rate})
 	}
-	deleteAt := m.s.now().Add(m.s.ttl)
-	switched, ferr := m.s.ns.FinishMove(mv, err == nil, deleteAt)
+	deleteAt := m.now().Add(m.ttl)
+	switched, ferr := m.ns.FinishMove(mv, err == nil, deleteAt)
 	switch {
 	case err != nil:
 		return res, failed, err
@@ -399,19 +442,19 @@ func (m *mover) moveStripe(ctx context.Context, fid uint64, idx int, from, to ui
 }
 
 // moveToken signs the order to copy stripe idx of f to fs to.
-func (m *mover) moveToken(f *namespace.Inode, path string, idx int, to uint32) string {
+func (m *Service) moveToken(f *namespace.Inode, path string, idx int, to uint32) string {
 	c := &capability.Capability{Fid: f.ID, Path: path, Layout: f.Layout, Size: f.Size, Sums: f.Checksums,
-		Expires: m.s.now().Add(moveCapTTL).Unix(),
-		Move:    &capability.Move{Stripe: idx, Dst: capability.Target{FsID: to, Addr: m.s.reg.node(to).HTTP}}}
+		Expires: m.now().Add(moveCapTTL).Unix(),
+		Move:    &capability.Move{Stripe: idx, Dst: capability.Target{FsID: to, Addr: m.reg.Node(to).HTTP}}}
 	for _, id := range f.Locations {
-		c.Targets = append(c.Targets, capability.Target{FsID: id, Addr: m.s.reg.node(id).HTTP})
+		c.Targets = append(c.Targets, capability.Target{FsID: id, Addr: m.reg.Node(id).HTTP})
 	}
-	return m.s.key.Sign(c)
+	return m.key.Sign(c)
 }
 
 // pathOfID is the path of file fid for messages ("fid N" if unknown).
-func (s *Server) pathOfID(fid uint64) string {
-	if _, p, err := s.ns.ByID(fid); err == nil {
+func (m *Service) pathOfID(fid uint64) string {
+	if _, p, err := m.ns.ByID(fid); err == nil {
 		return p
 	}
 	return fmt.Sprintf("fid %d", fid)
@@ -424,39 +467,28 @@ func (s *Server) pathOfID(fid uint64) string {
 // in flight onto it); nodes holding fewer stripes of f first, then the
 // most free space. With none, why says for each filesystem of the group
 // why not.
-func (m *mover) target(f *namespace.Inode, idx int, from uint32, group string, size int64, exclude map[uint32]bool) (uint32, string) {
-	r := m.s.reg
-	r.mu.RLock()
+func (m *Service) target(f *namespace.Inode, idx int, from uint32, group string, size int64, exclude map[uint32]bool) (uint32, string) {
 	type cand struct {
 		id   uint32
 		held int
 		free int64
 	}
+	all := m.reg.List() // by id
+	avoidSlow := m.reg.AvoidSlow()
 	held := map[string]int{}
 	for j, id := range f.Locations {
-		if g := r.fs[id]; g != nil && j != idx {
-			held[g.Node]++
+		if i, ok := slices.BinarySearchFunc(all, id, func(g fleet.FsState, id uint32) int { return cmp.Compare(g.ID, id) }); ok && j != idx {
+			held[all[i].Node]++
 		}
 	}
-	ids := make([]uint32, 0, len(r.fs))
-	for id := range r.fs {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
 	var cands []cand
 	var why []string
-	var fss []FsState // copies: reports change them under r.mu
-	avoidSlow := r.avoidSlow
-	alive := map[uint32]bool{}
-	for _, id := range ids {
-		if g := r.fs[id]; g.Group == group && id != from {
-			fss = append(fss, *g)
-			alive[id] = r.alive(g)
+	pending := m.pending()
+	for _, g := range all {
+		if g.Group != group || g.ID == from {
+			continue
 		}
-	}
-	r.mu.RUnlock()
-	for _, g := range fss {
-		free := int64(g.Capacity-min(g.Used, g.Capacity)) - m.pending(g.ID)
+		free := int64(g.Capacity-min(g.Used, g.Capacity)) - pending[g.ID]
 		switch {
 		case slices.Contains(f.Locations, g.ID):
 			why = append(why, fmt.Sprintf("fs %d holds stripe %d", g.ID, slices.Index(f.Locations, g.ID)))
@@ -464,7 +496,7 @@ func (m *mover) target(f *namespace.Inode, idx int, from uint32, group string, s
 			why = append(why, fmt.Sprintf("fs %d still has a stripe of the file queued for deletion", g.ID))
 		case g.ConfigStatus != "rw":
 			why = append(why, fmt.Sprintf("fs %d is %s", g.ID, g.ConfigStatus))
-		case !alive[g.ID]:
+		case g.BootStatus != "booted":
 			why = append(why, fmt.Sprintf("fs %d is not booted", g.ID))
 		case g.Health != "ok":
 			why = append(why, fmt.Sprintf("fs %d: %s", g.ID, g.Health))
@@ -574,9 +606,8 @@ func (f *failures) list() []MoveFailure {
 	return out
 }
 
-// Movement reports data movement (MovementStats).
-func (s *Server) Movement() Movement {
-	m := s.mv
+// Movement reports data movement.
+func (m *Service) Movement() Movement {
 	var out Movement
 	m.mu.Lock()
 	drains := make([]*drainJob, 0, len(m.drains))

@@ -1,14 +1,12 @@
-package nsserver
+package fleet
 
 import (
-	"context"
 	"fmt"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
@@ -112,12 +110,13 @@ func checkPath(p string) error {
 	return nil
 }
 
-// spaceExists reports whether name is defined or has filesystems.
-// Caller holds r.mu.
-func (r *registry) spaceExists(name string) bool {
+// SpaceExists reports whether space name is defined or has filesystems.
+func (r *Registry) SpaceExists(name string) bool {
 	if name == DefaultSpace {
 		return true
 	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	if _, ok := r.spaces[name]; ok {
 		return true
 	}
@@ -129,55 +128,87 @@ func (r *registry) spaceExists(name string) bool {
 	return false
 }
 
+// Add registers a new filesystem on a storage server node (`fs add`).
+func (r *Registry) Add(nf NewFilesystem) (FsState, error) {
+	what := nf.Node + ":" + nf.Path
+	if nf.Node == "" {
+		return FsState{}, kerr.New(kerr.Invalid, "fs add", what, "need a node")
+	}
+	if err := checkPath(nf.Path); err != nil {
+		return FsState{}, kerr.New(kerr.Invalid, "fs add", what, err.Error())
+	}
+	if nf.Group != "" {
+		if err := checkGroup(nf.Group); err != nil {
+			return FsState{}, kerr.New(kerr.Invalid, "fs add", nf.Group, err.Error())
+		}
+		if nf.Space != "" && spaceOf(nf.Group) != nf.Space {
+			return FsState{}, kerr.New(kerr.Invalid, "fs add", nf.Group, "group is not in space "+nf.Space)
+		}
+	}
+	if nf.Space != "" {
+		if err := namespace.CheckSpaceName(nf.Space); err != nil {
+			return FsState{}, kerr.New(kerr.Invalid, "fs add", what, err.Error())
+		}
+	}
+	if nf.IO != "" && !validIO[nf.IO] {
+		return FsState{}, kerr.New(kerr.Invalid, "fs add", what, "io must be auto, direct or buffered")
+	}
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.nodes[nf.Node]; !ok {
+		return FsState{}, kerr.New(kerr.NotFound, "fs add", nf.Node, "no storage server with that node name has registered")
+	}
+	added, err := r.addLocked(nf)
+	if err != nil {
+		return FsState{}, err
+	}
+	return *added, nil
+}
+
 // DefineSpace defines a space (`space define NAME`); defining one that
 // exists is not an error.
-func (s *Server) DefineSpace(ctx context.Context, p auth.Principal, name string) error {
-	if err := requireRoot(p, "space define"); err != nil {
-		return s.audit(ctx, p, "space define", name, "", err)
-	}
+func (r *Registry) DefineSpace(name string) error {
 	if err := namespace.CheckSpaceName(name); err != nil {
-		return s.audit(ctx, p, "space define", name, "", kerr.New(kerr.Invalid, "space define", name, err.Error()))
+		return kerr.New(kerr.Invalid, "space define", name, err.Error())
 	}
-	s.reg.saveMu.Lock() // not mu: see registry.save
-	defer s.reg.saveMu.Unlock()
-	s.reg.mu.RLock()
-	sp, ok := s.reg.spaces[name]
-	s.reg.mu.RUnlock()
+	r.saveMu.Lock() // not mu: see save
+	defer r.saveMu.Unlock()
+	r.mu.RLock()
+	sp, ok := r.spaces[name]
+	r.mu.RUnlock()
 	if ok {
-		return s.audit(ctx, p, "space define", name, "", nil)
+		return nil
 	}
 	sp.Name = name
-	err := s.ns.SaveSpace(sp)
+	err := r.ns.SaveSpace(sp)
 	if err == nil {
-		s.reg.mu.Lock()
-		s.reg.spaces[name] = sp
-		s.reg.mu.Unlock()
+		r.mu.Lock()
+		r.spaces[name] = sp
+		r.mu.Unlock()
 	}
-	return s.audit(ctx, p, "space define", name, "", err)
+	return err
 }
 
 // ConfigSpace sets a space's key (`space config NAME key=value`):
 // cephfs.pool (the CephFS data pool of its filesystems' roots, "" to
 // leave it) or cephfs.object-size (their layout's object size, e.g.
 // 16M). The space is defined if it was not.
-func (s *Server) ConfigSpace(ctx context.Context, p auth.Principal, name, key, value string) error {
-	what := fmt.Sprintf("space %s %s=%s", name, key, value)
-	if err := requireRoot(p, "space config"); err != nil {
-		return s.audit(ctx, p, "space config", what, "", err)
-	}
+func (r *Registry) ConfigSpace(name, key, value string) error {
 	if err := namespace.CheckSpaceName(name); err != nil {
-		return s.audit(ctx, p, "space config", what, "", kerr.New(kerr.Invalid, "space config", name, err.Error()))
+		return kerr.New(kerr.Invalid, "space config", name, err.Error())
 	}
-	s.reg.saveMu.Lock() // not mu: see registry.save
-	defer s.reg.saveMu.Unlock()
-	s.reg.mu.RLock()
-	sp := s.reg.spaces[name]
-	s.reg.mu.RUnlock()
+	r.saveMu.Lock() // not mu: see save
+	defer r.saveMu.Unlock()
+	r.mu.RLock()
+	sp := r.spaces[name]
+	r.mu.RUnlock()
 	sp.Name = name
 	switch key {
 	case "cephfs.pool":
 		if strings.ContainsAny(value, " \t\n=/") {
-			return s.audit(ctx, p, "space config", what, "", kerr.New(kerr.Invalid, "space config", name, fmt.Sprintf("bad pool name %q", value)))
+			return kerr.New(kerr.Invalid, "space config", name, fmt.Sprintf("bad pool name %q", value))
 		}
 		sp.CephPool = value
 	case "cephfs.object-size":
@@ -186,20 +217,19 @@ func (s *Server) ConfigSpace(ctx context.Context, p auth.Principal, name, key, v
 			err = fmt.Errorf("object size %d is not a multiple of 64 KiB (CephFS needs that)", n)
 		}
 		if err != nil {
-			return s.audit(ctx, p, "space config", what, "", kerr.New(kerr.Invalid, "space config", name, err.Error()))
+			return kerr.New(kerr.Invalid, "space config", name, err.Error())
 		}
 		sp.ObjectSize = n
 	default:
-		return s.audit(ctx, p, "space config", what, "", kerr.New(kerr.Invalid, "space config", name,
-			fmt.Sprintf("unknown key %q (cephfs.pool, cephfs.object-size)", key)))
+		return kerr.New(kerr.Invalid, "space config", name, fmt.Sprintf("unknown key %q (cephfs.pool, cephfs.object-size)", key))
 	}
-	err := s.ns.SaveSpace(sp)
+	err := r.ns.SaveSpace(sp)
 	if err == nil {
-		s.reg.mu.Lock()
-		s.reg.spaces[name] = sp
-		s.reg.mu.Unlock()
+		r.mu.Lock()
+		r.spaces[name] = sp
+		r.mu.Unlock()
 	}
-	return s.audit(ctx, p, "space config", what, "", err)
+	return err
 }
 
 // SpaceState summarizes a space for `space ls`. Filesystems that share a
@@ -219,16 +249,8 @@ type SpaceState struct {
 	ObjectSize  int64
 }
 
-// Spaces aggregates the registry per space, defined ones included (admin
-// only).
-func (s *Server) Spaces(_ context.Context, p auth.Principal) ([]SpaceState, error) {
-	if err := requireRoot(p, "space ls"); err != nil {
-		return nil, err
-	}
-	return s.spaces(), nil
-}
-
-func (s *Server) spaces() []SpaceState {
+// Spaces aggregates the registry per space, defined ones included.
+func (r *Registry) Spaces() []SpaceState {
 	m := map[string]*SpaceState{}
 	groups := map[string]map[string]bool{}
 	backends := map[string]map[string]bool{}
@@ -241,13 +263,13 @@ func (s *Server) spaces() []SpaceState {
 		}
 		return sp
 	}
-	s.reg.mu.RLock()
-	for name, def := range s.reg.spaces {
+	r.mu.RLock()
+	for name, def := range r.spaces {
 		sp := get(name)
 		sp.CephPool, sp.ObjectSize = def.CephPool, def.ObjectSize
 	}
-	s.reg.mu.RUnlock()
-	for _, f := range s.reg.list() {
+	r.mu.RUnlock()
+	for _, f := range r.List() {
 		sp := get(f.Space)
 		groups[f.Space][f.Group] = true
 		sp.Filesystems++
@@ -258,7 +280,7 @@ func (s *Server) spaces() []SpaceState {
 			sp.Booted++
 		}
 		sp.Files += f.Files
-		if b := f.backend(); !backends[f.Space][b] && f.BootStatus == "booted" {
+		if b := f.BackendID(); !backends[f.Space][b] && f.BootStatus == "booted" {
 			backends[f.Space][b] = true
 			sp.Capacity += f.Capacity
 			sp.Used += f.Used

@@ -1,4 +1,4 @@
-package nsserver
+package movement
 
 // Drains: `fs config ID configstatus=drain` moves every stripe and
 // replica off the filesystem to others of its group. The intent is the
@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
 )
@@ -50,21 +50,13 @@ type DrainProgress struct {
 
 // drainJob drains one filesystem.
 type drainJob struct {
-	id     uint32
-	cancel context.CancelFunc
-	done   chan struct{}
+	job
+	id      uint32
+	done    chan struct{}
+	started time.Time
 
-	mu         sync.Mutex
-	started    time.Time
-	phase      string
-	filesLeft  int64
-	bytesLeft  int64
-	filesMoved int64
-	bytesMoved int64
-	inflight   int
-	window     rateWindow
-	fails      failures
-	slot       chan struct{} // a move finished
+	filesLeft int64 // under job.mu
+	bytesLeft int64
 }
 
 func (j *drainJob) ended() bool {
@@ -76,18 +68,11 @@ func (j *drainJob) ended() bool {
 	}
 }
 
-func (j *drainJob) setPhase(p string) {
-	j.mu.Lock()
-	j.phase = p
-	j.mu.Unlock()
-}
-
-func (m *mover) startDrain(ctx context.Context, id uint32) *drainJob {
+func (m *Service) startDrain(ctx context.Context, id uint32) *drainJob {
 	ctx, cancel := context.WithCancel(ctx)
 	now := time.Now()
-	j := &drainJob{id: id, cancel: cancel, done: make(chan struct{}), started: now, phase: "scanning",
-		window: rateWindow{start: now}, slot: make(chan struct{}, 1)}
-	m.s.log.Info("drain started", "fsid", id)
+	j := &drainJob{job: newJob("drain", "scanning", cancel, now), id: id, done: make(chan struct{}), started: now}
+	m.log.Info("drain started", "fsid", id)
 	go func() {
 		defer close(j.done)
 		m.runDrain(ctx, j)
@@ -96,8 +81,8 @@ func (m *mover) startDrain(ctx context.Context, id uint32) *drainJob {
 }
 
 // drainSettings are the filesystem's drain.parallel and drain.rate.
-func (m *mover) drainSettings(id uint32) (parallel int, rate int64, group string) {
-	f, _ := m.s.reg.filesystem(id)
+func (m *Service) drainSettings(id uint32) (parallel int, rate int64, group string) {
+	f, _ := m.reg.Filesystem(id)
 	parallel = f.DrainParallel
 	if parallel <= 0 {
 		parallel = DefaultDrainParallel
@@ -113,9 +98,9 @@ type stripe struct {
 }
 
 // stripesOn scans the namespace for the stripes on fs id.
-func (m *mover) stripesOn(id uint32) ([]stripe, error) {
+func (m *Service) stripesOn(id uint32) ([]stripe, error) {
 	var out []stripe
-	err := m.s.eachFile(func(f *namespace.Inode) {
+	err := m.eachFile(func(f *namespace.Inode) {
 		for i, loc := range f.Locations {
 			if loc == id {
 				out = append(out, stripe{f: f, idx: i, bytes: stripeBytes(f)})
@@ -129,11 +114,11 @@ func (m *mover) stripesOn(id uint32) ([]stripe, error) {
 // read in batches (namespace.ScanFiles); fn runs outside the namespace's
 // lock, so it may call the namespace. A file changed during the scan may
 // be seen before or after the change.
-func (s *Server) eachFile(fn func(f *namespace.Inode)) error {
+func (m *Service) eachFile(fn func(f *namespace.Inode)) error {
 	var from []byte
 	for {
 		var batch []*namespace.Inode
-		next, err := s.ns.ScanFiles(from, 1000, func(f *namespace.Inode) { batch = append(batch, f) })
+		next, err := m.ns.ScanFiles(from, 1000, func(f *namespace.Inode) { batch = append(batch, f) })
 		if err != nil {
 			return err
 		}
@@ -148,8 +133,8 @@ func (s *Server) eachFile(fn func(f *namespace.Inode)) error {
 }
 
 // movesFrom counts the moves in flight off fs id.
-func (m *mover) movesFrom(id uint32) (int, error) {
-	ms, err := m.s.ns.PendingMoves()
+func (m *Service) movesFrom(id uint32) (int, error) {
+	ms, err := m.ns.PendingMoves()
 	n := 0
 	for _, mv := range ms {
 		if mv.From == id {
@@ -159,13 +144,13 @@ func (m *mover) movesFrom(id uint32) (int, error) {
 	return n, err
 }
 
-func (m *mover) runDrain(ctx context.Context, j *drainJob) {
+func (m *Service) runDrain(ctx context.Context, j *drainJob) {
 	pause := 2 * time.Second
 	for ctx.Err() == nil {
 		j.setPhase("scanning")
 		items, err := m.stripesOn(j.id)
 		if err != nil {
-			m.s.log.Error("drain: cannot scan the namespace", "fsid", j.id, "err", err)
+			m.log.Error("drain: cannot scan the namespace", "fsid", j.id, "err", err)
 			sleepCtx(ctx, pause)
 			continue
 		}
@@ -183,7 +168,7 @@ func (m *mover) runDrain(ctx context.Context, j *drainJob) {
 			}
 			if why, err := m.leftOn(j.id); err != nil || why != "" {
 				if err != nil {
-					m.s.log.Error("drain: cannot read what is left on the filesystem", "fsid", j.id, "err", err)
+					m.log.Error("drain: cannot read what is left on the filesystem", "fsid", j.id, "err", err)
 					why = "scanning"
 				}
 				j.setPhase(why)
@@ -216,8 +201,8 @@ func (m *mover) runDrain(ctx context.Context, j *drainJob) {
 // disk until their deletion is due (reads granted before a move finish
 // first) and its storage server acknowledges it. A drained filesystem
 // holds nothing of any file: its disk can be pulled.
-func (m *mover) leftOn(id uint32) (string, error) {
-	l, err := m.s.ns.LeftOn(id)
+func (m *Service) leftOn(id uint32) (string, error) {
+	l, err := m.ns.LeftOn(id)
 	switch {
 	case err != nil:
 		return "", err
@@ -225,7 +210,7 @@ func (m *mover) leftOn(id uint32) (string, error) {
 		return fmt.Sprintf("waiting for %d upload(s) placed on it before the drain to end", l.Pending), nil
 	case l.Queued > 0:
 		why := fmt.Sprintf("waiting for its storage server to delete %d stripe(s) moved away", l.Queued)
-		if d := l.Due.Sub(m.s.now()); d > 0 {
+		if d := l.Due.Sub(m.now()); d > 0 {
 			why += fmt.Sprintf(" (due in %s: reads granted before the moves finish first)", d.Round(time.Second))
 		}
 		return why, nil
@@ -234,54 +219,34 @@ func (m *mover) leftOn(id uint32) (string, error) {
 }
 
 // finishDrain records that fs id is drained, if it is still in drain.
-func (m *mover) finishDrain(j *drainJob) bool {
-	r := m.s.reg
-	r.saveMu.Lock()
-	defer r.saveMu.Unlock()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	f := r.fs[j.id]
-	if f == nil || f.ConfigStatus != "drain" || f.Drain != DrainDraining {
-		return true // changed meanwhile: nothing to record
-	}
-	c := f.Filesystem
-	c.Drain = DrainDrained
-	if err := r.save(f, c); err != nil {
-		m.s.log.Error("drain: cannot record the end", "fsid", j.id, "err", err)
+func (m *Service) finishDrain(j *drainJob) bool {
+	draining, err := m.reg.MarkDrained(j.id)
+	if err != nil {
+		m.log.Error("drain: cannot record the end", "fsid", j.id, "err", err)
 		return false
+	}
+	if !draining {
+		return true // changed meanwhile: nothing to record
 	}
 	j.mu.Lock()
 	j.phase, j.filesLeft, j.bytesLeft = "done", 0, 0
-	moved, bytes := j.filesMoved, j.bytesMoved
+	moved, bytes := j.moved, j.bytes
 	j.mu.Unlock()
-	m.s.log.Info("filesystem drained", "fsid", j.id, "stripes_moved", moved, "bytes_moved", bytes)
+	m.log.Info("filesystem drained", "fsid", j.id, "stripes_moved", moved, "bytes_moved", bytes)
 	return true
 }
 
 // drainPass moves items off the filesystem, drain.parallel at once (read
 // again before each move, so a change applies at once). It reports
 // whether any stripe left the filesystem.
-func (m *mover) drainPass(ctx context.Context, j *drainJob, items []stripe) (progress bool) {
+func (m *Service) drainPass(ctx context.Context, j *drainJob, items []stripe) (progress bool) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for _, it := range items {
 		parallel, rate, group := m.drainSettings(j.id)
-		for {
-			j.mu.Lock()
-			n := j.inflight
-			if n < parallel {
-				j.inflight++
-			}
-			j.mu.Unlock()
-			if n < parallel {
-				break
-			}
-			select {
-			case <-j.slot:
-			case <-ctx.Done():
-				wg.Wait()
-				return progress
-			}
+		if !j.acquire(ctx, parallel) {
+			wg.Wait()
+			return progress
 		}
 		if ctx.Err() != nil {
 			j.mu.Lock()
@@ -293,22 +258,16 @@ func (m *mover) drainPass(ctx context.Context, j *drainJob, items []stripe) (pro
 		go func() {
 			defer wg.Done()
 			left := m.drainOne(ctx, j, it, group, rate/int64(parallel))
-			j.mu.Lock()
-			j.inflight--
 			if left {
+				j.mu.Lock()
 				j.filesLeft--
 				j.bytesLeft -= it.bytes
-			}
-			j.mu.Unlock()
-			if left {
+				j.mu.Unlock()
 				mu.Lock()
 				progress = true
 				mu.Unlock()
 			}
-			select {
-			case j.slot <- struct{}{}:
-			default:
-			}
+			j.endMove()
 		}()
 	}
 	wg.Wait()
@@ -319,14 +278,10 @@ func (m *mover) drainPass(ctx context.Context, j *drainJob, items []stripe) (pro
 // trying further targets while the chosen one cannot take a stripe of
 // this file now. left reports whether the stripe is off the filesystem
 // (moved, or its file gone or changed).
-func (m *mover) drainOne(ctx context.Context, j *drainJob, it stripe, group string, rate int64) (left bool) {
+func (m *Service) drainOne(ctx context.Context, j *drainJob, it stripe, group string, rate int64) (left bool) {
 	exclude := map[uint32]bool{}
 	fail := func(why string) bool {
-		j.mu.Lock()
-		j.fails.add(MoveFailure{Path: m.s.pathOfID(it.f.ID), Fid: it.f.ID, Stripe: it.idx, Reason: why, Time: time.Now()})
-		j.mu.Unlock()
-		m.count("drain", func(c *MoveCounters) { c.Failures++ })
-		m.moved("drain", j.id, 0, false)
+		m.failedOne(&j.job, j.id, it.f.ID, it.idx, why)
 		return false
 	}
 	for range 4 {
@@ -339,16 +294,9 @@ func (m *mover) drainOne(ctx context.Context, j *drainJob, it stripe, group stri
 		release()
 		switch out {
 		case moved:
-			j.mu.Lock()
-			j.filesMoved++
-			j.bytesMoved += res.Bytes
-			j.window.add(time.Now(), res.Bytes)
-			j.fails.clear(it.f.ID, it.idx)
-			j.mu.Unlock()
-			m.count("drain", func(c *MoveCounters) { c.Stripes++; c.Bytes += res.Bytes })
-			m.moved("drain", j.id, res.Bytes, true)
+			m.movedOne(&j.job, j.id, it.f.ID, it.idx, res)
 			if res.Tried != "" {
-				m.s.log.Warn("drain: stripe moved after trying other sources", "fsid", j.id, "fid", it.f.ID,
+				m.log.Warn("drain: stripe moved after trying other sources", "fsid", j.id, "fid", it.f.ID,
 					"stripe", it.idx, "how", res.How, "tried", res.Tried)
 			}
 			return true
@@ -389,7 +337,7 @@ func (j *drainJob) progress() DrainProgress {
 	defer j.mu.Unlock()
 	now := time.Now()
 	p := DrainProgress{FsID: j.id, Status: DrainDraining, Phase: j.phase, Started: j.started, FilesLeft: max(j.filesLeft, 0),
-		BytesLeft: max(j.bytesLeft, 0), FilesMoved: j.filesMoved, BytesMoved: j.bytesMoved, Rate: j.window.rate(now),
+		BytesLeft: max(j.bytesLeft, 0), FilesMoved: j.moved, BytesMoved: j.bytes, Rate: j.window.rate(now),
 		InFlight: j.inflight, Failures: j.fails.list(), Failed: j.fails.total}
 	if j.phase == "done" {
 		p.Status = DrainDrained
@@ -400,34 +348,14 @@ func (j *drainJob) progress() DrainProgress {
 	return p
 }
 
-// DrainStatus returns the drain progress of fs id (`fs status`): the
-// running (or just ended) drain's, or, for a filesystem drained before
-// this process started, its recorded state (admin only).
-func (s *Server) DrainStatus(_ context.Context, p auth.Principal, id uint32) (FsState, *DrainProgress, error) {
-	var st FsState
-	if err := requireRoot(p, "fs status"); err != nil {
-		return st, nil, err
-	}
-	found := false
-	for _, f := range s.reg.list() {
-		if f.ID == id {
-			st, found = f, true
-		}
-	}
-	if !found {
-		return st, nil, kerr.New(kerr.NotFound, "fs status", "fs "+strconv.FormatUint(uint64(id), 10), "no such filesystem")
-	}
-	return st, s.drainProgress(st), nil
-}
-
-// drainProgress is fs f's drain progress, nil when it is not draining.
-func (s *Server) drainProgress(f FsState) *DrainProgress {
+// DrainProgress is fs f's drain progress, nil when it is not draining.
+func (m *Service) DrainProgress(f fleet.FsState) *DrainProgress {
 	if f.ConfigStatus != "drain" || f.Drain == "" {
 		return nil
 	}
-	s.mv.mu.Lock()
-	j := s.mv.drains[f.ID]
-	s.mv.mu.Unlock()
+	m.mu.Lock()
+	j := m.drains[f.ID]
+	m.mu.Unlock()
 	var p DrainProgress
 	if j != nil {
 		p = j.progress()
@@ -444,10 +372,22 @@ func (s *Server) drainProgress(f FsState) *DrainProgress {
 	return &p
 }
 
+// drainKeys are drain's keys of `fs config`.
+var drainKeys = []fleet.FsKey{
+	{Name: "drain.rate", Set: func(c *namespace.Filesystem, v string) (err error) {
+		c.DrainRate, err = parseRate(v)
+		return err
+	}},
+	{Name: "drain.parallel", Set: func(c *namespace.Filesystem, v string) (err error) {
+		c.DrainParallel, err = parseParallel(v)
+		return err
+	}},
+}
+
 // parseRate reads a byte rate per second: "0" (no cap) or a size with
 // K, M, G (100M is 100 MiB/s); at least 1 MiB/s.
 func parseRate(v string) (int64, error) {
-	n, err := ParseSize(v)
+	n, err := fleet.ParseSize(v)
 	if err != nil {
 		return 0, fmt.Errorf("bad rate %q (bytes per second, e.g. 100M; 0 = no cap)", v)
 	}
