@@ -385,3 +385,31 @@ func TestStreamMemoryBudget(t *testing.T) {
 		t.Fatalf("budget not released by an abort: %v", err)
 	}
 }
+
+// An erasure-coded upload aborted while its encoder still writes rows
+// (a client cut off mid-body) stops the encoder before its local stripe
+// writers are closed: closing one under a write crashed the server.
+func TestECAbortWhileEncoding(t *testing.T) {
+	s, ns, key, paths := newServer(t, 6)
+	data := make([]byte, 8<<20)
+	for i := 0; i < 20; i++ {
+		fid := uint64(500 + i)
+		c := writeCap(fid, "ec:4+2:65536", 6)
+		u, err := s.NewUpload(context.Background(), c, key.Sign(c), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := u.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		u.Abort(context.Background())
+		for _, p := range paths {
+			if _, err := os.Stat(posix.PhysPath(p, fid)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("stripe left behind after abort: %v", err)
+			}
+		}
+	}
+	if len(ns.commits) != 0 || len(ns.aborts) != 20 {
+		t.Fatalf("commits %v, %d aborts", ns.commits, len(ns.aborts))
+	}
+}

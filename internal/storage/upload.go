@@ -32,6 +32,7 @@ type Upload struct {
 	closeFn func() error
 	stopFn  func() // stops the encoder without flushing (abort)
 	stripes []backend.Writer
+	onPeer  []bool // stripe i is written on another storage server
 	release func() // returns the upload's memory to the budget
 	// staged: a conversion's copy, neither claimed nor committed here
 	// (the namespace switches it in); Commit only finishes the stripes.
@@ -98,7 +99,8 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 	u := &Upload{s: s, cap: c, token: token, sums: sums, release: release, staged: c.Staged}
 	for i, t := range c.Targets {
 		var w backend.Writer
-		if f := s.local(t.FsID); f != nil {
+		f := s.local(t.FsID)
+		if f != nil {
 			w, err = f.create(c.Fid, opts)
 		} else if p, perr := s.peers("write", c.Path); perr != nil {
 			err = perr
@@ -110,6 +112,7 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 			return nil, stripeError("write", c.Path, err)
 		}
 		u.stripes = append(u.stripes, w)
+		u.onPeer = append(u.onPeer, f == nil)
 	}
 	switch l.Kind {
 	case layout.EC:
@@ -314,12 +317,20 @@ func (u *Upload) Abort(ctx context.Context) {
 }
 
 func (u *Upload) abortLocked(ctx context.Context) {
-	// Close the stripes first so an encoder blocked on a stalled remote
-	// stripe is released, then stop the encoder.
-	u.abortStripes()
+	// The stripes on peers first: each is a pipe into a request, which
+	// may be aborted while the encoder writes to it, and that releases an
+	// encoder blocked on a stalled peer. Then stop the encoder, and only
+	// then abort the local stripes: a local stripe writer must not be
+	// closed under a write (its buffers go back to a pool).
+	for i, w := range u.stripes {
+		if u.onPeer[i] {
+			w.Abort()
+		}
+	}
 	if u.stopFn != nil {
 		u.stopFn()
 	}
+	u.abortStripes() // a no-op for those aborted above
 	u.release()
 	if !u.staged {
 		_ = u.s.cfg.Namespace.Abort(context.WithoutCancel(ctx), u.cap.Fid)
