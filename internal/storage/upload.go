@@ -15,6 +15,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/erasure"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
+	"github.com/kaon-storage/kaon/internal/transfer"
 )
 
 // maxReorder bounds the bytes an Upload holds for out-of-order writes
@@ -352,14 +353,15 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); retur
 
 // copyFull copies r to w in full 1 MiB chunks: network reads return
 // whatever TCP delivered, and hashing and writing in large pieces costs far
-// fewer syscalls and function calls per byte.
+// fewer syscalls and function calls per byte. Only r's clean end (io.EOF)
+// ends the copy without an error (transfer.Fill).
 func copyFull(w io.Writer, r io.Reader) (int64, error) {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
 	var n int64
 	for {
-		m, err := io.ReadFull(r, buf)
+		m, err := transfer.Fill(r, buf)
 		if m > 0 {
 			if _, werr := w.Write(buf[:m]); werr != nil {
 				return n, werr
@@ -368,10 +370,10 @@ func copyFull(w io.Writer, r io.Reader) (int64, error) {
 		}
 		switch err {
 		case nil:
-		case io.EOF, io.ErrUnexpectedEOF:
+		case io.EOF:
 			return n, nil
 		default:
-			return n, err
+			return n, err // a body cut off before its end is an error, never the end
 		}
 	}
 }
