@@ -189,7 +189,9 @@ func (u *Upload) writeLocked(p []byte) error {
 const overlapMin = 64 << 10
 
 // WriteAt accepts writes at any offset at or after the in-order point,
-// holding early chunks until the gap before them is filled.
+// holding early chunks until the gap before them is filled. A write it
+// refuses fails the upload: the file would not be what its writer wrote,
+// so the close that follows must not commit it.
 func (u *Upload) WriteAt(p []byte, off int64) (int, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -203,10 +205,11 @@ func (u *Upload) WriteAt(p []byte, off int64) (int, error) {
 		u.drainLocked()
 		return len(p), u.failed
 	case off < u.off:
-		return 0, kerr.New(kerr.Unsupported, "write", u.cap.Path, "rewriting already written bytes is not supported")
+		return 0, u.refuseLocked(kerr.New(kerr.Unsupported, "write", u.cap.Path,
+			fmt.Sprintf("rewriting already written bytes (offset %d, %d bytes written) is not supported; the upload is void", off, u.off)))
 	}
 	if u.held+len(p) > maxReorder {
-		return 0, kerr.New(kerr.Invalid, "write", u.cap.Path, "too many out-of-order bytes pending (sparse writes are not supported)")
+		return 0, u.refuseLocked(kerr.New(kerr.Invalid, "write", u.cap.Path, "too many out-of-order bytes pending (sparse writes are not supported); the upload is void"))
 	}
 	if u.pending == nil {
 		u.pending = map[int64][]byte{}
@@ -214,6 +217,30 @@ func (u *Upload) WriteAt(p []byte, off int64) (int, error) {
 	u.pending[off] = append([]byte(nil), p...)
 	u.held += len(p)
 	return len(p), nil
+}
+
+// Truncate accepts a truncate to the size written so far (a no-op) and
+// refuses, failing the upload as WriteAt does, any other size: uploads
+// are written sequentially.
+func (u *Upload) Truncate(size int64) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch {
+	case u.failed != nil:
+		return u.failed
+	case size == u.off && len(u.pending) == 0:
+		return nil
+	}
+	return u.refuseLocked(kerr.New(kerr.Unsupported, "truncate", u.cap.Path,
+		fmt.Sprintf("uploads are written sequentially (truncate to %d after %d bytes); the upload is void", size, u.off)))
+}
+
+// refuseLocked fails the upload with err (its first failure stays).
+func (u *Upload) refuseLocked(err error) error {
+	if u.failed == nil {
+		u.failed = err
+	}
+	return u.failed
 }
 
 func (u *Upload) drainLocked() {
