@@ -355,3 +355,28 @@ func TestParallelStreams(t *testing.T) {
 		t.Fatalf("root accounting:\n%s", st)
 	}
 }
+
+// TestRangedPutRefused: PUT with Content-Range would replace the whole
+// file with the range's bytes; until files can be updated in place it is
+// answered 400 (RFC 9110 14.5) with the reason, at the namespace endpoint
+// and at the storage server's, and the file is left as it was.
+func TestRangedPutRefused(t *testing.T) {
+	k := harness.Up(t)
+	local, data := randomFile(t, 2_000_000)
+	mustPut(t, k, local, "/r")
+	six, _ := randomFile(t, 6)
+	hdr := "Content-Range: bytes 0-5/2000000"
+	r := curl(t, "-L", "-H", hdr, "-T", six, k.EP.HTTP+"/r")
+	if r.code != 400 || !strings.Contains(string(r.body), "/r") || !strings.Contains(string(r.body), "Content-Range") {
+		t.Fatalf("ranged PUT at the namespace endpoint: %d %s", r.code, r.body)
+	}
+	// A client that adds it only on the storage server's URL.
+	loc := curl(t, "-T", six, "-o", "/dev/null", k.EP.HTTP+"/r").header("Location")
+	if loc == "" {
+		t.Fatal("PUT at the namespace endpoint: no redirect")
+	}
+	if r := curl(t, "-H", hdr, "-T", six, loc); r.code != 400 || !strings.Contains(string(r.body), "Content-Range") {
+		t.Fatalf("ranged PUT at the storage server: %d %s", r.code, r.body)
+	}
+	mustGetEqual(t, k, "/r", data)
+}

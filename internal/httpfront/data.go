@@ -133,7 +133,25 @@ func (d *data) get(w http.ResponseWriter, r *http.Request, c *capability.Capabil
 	http.ServeContent(w, r, "", time.Time{}, rs)
 }
 
+// rangedPut refuses a PUT that carries Content-Range (a partial update):
+// files are written whole, and RFC 9110 (14.5) wants 400 from a server
+// that would not apply the range, as its bytes are likely part of the
+// file mistakenly PUT as all of it (writing them replaced the file with
+// the range). Both endpoints a PUT reaches ask here, the namespace's
+// before it starts an upload and the data endpoint before it writes one;
+// ranged updates, when files can be updated in place, start here.
+func rangedPut(r *http.Request, path string) error {
+	if r.Header.Get("Content-Range") == "" {
+		return nil
+	}
+	return kerr.New(kerr.Invalid, "PUT", path, "Content-Range: a partial update of a file is not supported (PUT the whole file)")
+}
+
 func (d *data) put(w http.ResponseWriter, r *http.Request, c *capability.Capability, token string) {
+	if err := rangedPut(r, c.Path); err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	u, err := d.s.NewUpload(r.Context(), c, token, httpAdmitWait)
 	if err != nil {
 		d.fail(w, r, err)

@@ -238,3 +238,21 @@ func TestDataCapabilityRefusals(t *testing.T) {
 		t.Fatalf("access log lacks the requests:\n%s", logs)
 	}
 }
+
+// TestDataRangedPutRefused: a PUT with Content-Range (a partial update)
+// is refused with 400 naming the file before the upload starts: the
+// capability is still unused afterwards.
+func TestDataRangedPutRefused(t *testing.T) {
+	fx := start(t)
+	w := fx.writeCap(11, "plain", 1)
+	resp, b := do(t, http.MethodPut, fx.dataURL(w), []byte("abcdef"), "Content-Range", "bytes 0-5/20000000")
+	if resp.StatusCode != 400 || !strings.Contains(string(b), "/d/f11") || !strings.Contains(string(b), "Content-Range") {
+		t.Fatalf("ranged PUT: %d %s", resp.StatusCode, b)
+	}
+	if _, ok := fx.ns.Committed(11); ok {
+		t.Fatal("ranged PUT committed")
+	}
+	if resp, b := do(t, http.MethodPut, fx.dataURL(w), []byte("whole file")); resp.StatusCode != 201 {
+		t.Fatalf("PUT after the refused ranged PUT: %d %s", resp.StatusCode, b)
+	}
+}
