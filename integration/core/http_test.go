@@ -90,6 +90,14 @@ func TestRanges(t *testing.T) {
 		if r := get(t, k, p, "-r", "99999999-"); r.code != 416 {
 			t.Fatalf("%s unsatisfiable range: %d", p, r.code)
 		}
+		// A suffix of zero bytes selects nothing (RFC 9110 14.1.2).
+		if r := get(t, k, p, "-H", "Range: bytes=-0"); r.code != 416 || r.header("Content-Range") != fmt.Sprintf("bytes */%d", len(data)) {
+			t.Fatalf("%s Range: bytes=-0: %d, Content-Range %q", p, r.code, r.header("Content-Range"))
+		}
+		r = get(t, k, p, "-H", "Range: bytes=-0, 10-19")
+		if r.code != 206 || !bytes.Equal(r.body, data[10:20]) {
+			t.Fatalf("%s Range: bytes=-0, 10-19: %d, %d bytes", p, r.code, len(r.body))
+		}
 	}
 }
 

@@ -256,3 +256,31 @@ func TestDataRangedPutRefused(t *testing.T) {
 		t.Fatalf("PUT after the refused ranged PUT: %d %s", resp.StatusCode, b)
 	}
 }
+
+// TestDataEmptySuffixRange: "bytes=-0" selects nothing and is answered
+// 416 with the size; beside satisfiable ranges it is dropped.
+func TestDataEmptySuffixRange(t *testing.T) {
+	fx := start(t)
+	w := fx.writeCap(12, "plain", 1)
+	if resp, b := do(t, http.MethodPut, fx.dataURL(w), []byte("0123456789")); resp.StatusCode != 201 {
+		t.Fatalf("PUT %d %s", resp.StatusCode, b)
+	}
+	r := fx.readCap(t, w, 10)
+	for _, tc := range []struct {
+		rng    string
+		status int
+		body   string
+	}{
+		{"bytes=-0", 416, ""},
+		{"bytes= -00 ", 416, ""},
+		{"bytes=-0,-0", 416, ""},
+		{"bytes=-0, 2-4", 206, "234"},
+		{"bytes=-3", 206, "789"},
+	} {
+		resp, b := do(t, http.MethodGet, fx.dataURL(r), nil, "Range", tc.rng)
+		if resp.StatusCode != tc.status || (tc.status == 206 && string(b) != tc.body) ||
+			(tc.status == 416 && (resp.Header.Get("Content-Range") != "bytes */10" || !strings.Contains(string(b), "/d/f12"))) {
+			t.Errorf("Range %q: %d %q Content-Range %q, want %d %q", tc.rng, resp.StatusCode, b, resp.Header.Get("Content-Range"), tc.status, tc.body)
+		}
+	}
+}
