@@ -99,8 +99,9 @@ func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptio
 // data) delayed the redirect past the 1 s after which curl sends the body
 // anyway. The record is applied (a storage server's claim reads it) and
 // is made durable by the next mutation that waits, at the latest the
-// upload's commit; one lost to a power failure or a failover is an upload
-// whose claim fails, as a restart aborts every pending upload anyway.
+// upload's commit. One lost with the namespace server (a crash before a
+// sync, a power failure, a failover) is an upload whose claim or commit
+// fails, as a restart aborts every pending upload anyway.
 func (ns *Namespace) BeginCreate(c Caller, path string, o CreateOptions, place Placement) (f *Inode, err error) {
 	err = ns.mutate("create", func(tx *txn) error {
 		tx.lazy = true

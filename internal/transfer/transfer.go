@@ -179,8 +179,9 @@ func KindOf(err error) kerr.Kind {
 // complete one: its reader ended with io.ErrUnexpectedEOF (see Fill).
 var ErrCut = errors.New("the stream was cut off before its end (the sender stopped or the connection broke)")
 
-// Fill reads from r until buf is full or r ends: it is where every body
-// that becomes data (an upload, a stripe, a copy) is read. It returns
+// Fill reads from r until buf is full or r ends: every HTTP body and
+// copied stream that becomes data (an upload, a stripe from a peer, what
+// the mover copies) is read through it. It returns
 // io.EOF only when r ended where its protocol says it ends (r's Read said
 // io.EOF), with the bytes read before it. A reader that ended with
 // io.ErrUnexpectedEOF was cut off: net/http's request and response bodies
