@@ -156,12 +156,12 @@ func openNamespace(dir string, c NamespaceConfig, sec *security, log *slog.Logge
 
 // openAudit opens the audit log spec names (DATA stands for dir); nil
 // when spec is empty (no audit log).
-func openAudit(dir, spec string) (*os.File, error) {
+func openAudit(dir, spec string) (*nsserver.AuditLog, error) {
 	p := strings.Replace(spec, "DATA", dir, 1)
 	if p == "" {
 		return nil, nil
 	}
-	af, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	af, err := nsserver.OpenAuditLog(p)
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}

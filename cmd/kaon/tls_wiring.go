@@ -13,6 +13,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth/x509auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/httpfront"
 	"github.com/kaon-storage/kaon/internal/tlsconf"
 	"github.com/kaon-storage/kaon/internal/xrdkaon"
 	"github.com/kaon-storage/kaon/internal/xrootd"
@@ -88,8 +89,11 @@ func (s SecurityConfig) setup(data, methods string, hosts ...string) (*security,
 	return sec, nil
 }
 
-// listener wraps l to serve TLS (and plaintext unless required).
+// listener wraps the TCP listener of an HTTP endpoint: connections close
+// lingering (httpfront.LingerListener), TLS is served (and plaintext
+// unless required).
 func (s *security) listener(l net.Listener) net.Listener {
+	l = httpfront.LingerListener(l) // under TLS: a TLS connection closes through it
 	if s == nil || s.tls == nil {
 		return l
 	}

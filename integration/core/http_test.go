@@ -90,6 +90,14 @@ func TestRanges(t *testing.T) {
 		if r := get(t, k, p, "-r", "99999999-"); r.code != 416 {
 			t.Fatalf("%s unsatisfiable range: %d", p, r.code)
 		}
+		// A suffix of zero bytes selects nothing (RFC 9110 14.1.2).
+		if r := get(t, k, p, "-H", "Range: bytes=-0"); r.code != 416 || r.header("Content-Range") != fmt.Sprintf("bytes */%d", len(data)) {
+			t.Fatalf("%s Range: bytes=-0: %d, Content-Range %q", p, r.code, r.header("Content-Range"))
+		}
+		r = get(t, k, p, "-H", "Range: bytes=-0, 10-19")
+		if r.code != 206 || !bytes.Equal(r.body, data[10:20]) {
+			t.Fatalf("%s Range: bytes=-0, 10-19: %d, %d bytes", p, r.code, len(r.body))
+		}
 	}
 }
 
@@ -354,4 +362,29 @@ func TestParallelStreams(t *testing.T) {
 	if st := k.MustKaon("stat", "/"); !strings.Contains(st, fmt.Sprintf("%d files", n)) {
 		t.Fatalf("root accounting:\n%s", st)
 	}
+}
+
+// TestRangedPutRefused: PUT with Content-Range would replace the whole
+// file with the range's bytes; until files can be updated in place it is
+// answered 400 (RFC 9110 14.5) with the reason, at the namespace endpoint
+// and at the storage server's, and the file is left as it was.
+func TestRangedPutRefused(t *testing.T) {
+	k := harness.Up(t)
+	local, data := randomFile(t, 2_000_000)
+	mustPut(t, k, local, "/r")
+	six, _ := randomFile(t, 6)
+	hdr := "Content-Range: bytes 0-5/2000000"
+	r := curl(t, "-L", "-H", hdr, "-T", six, k.EP.HTTP+"/r")
+	if r.code != 400 || !strings.Contains(string(r.body), "/r") || !strings.Contains(string(r.body), "Content-Range") {
+		t.Fatalf("ranged PUT at the namespace endpoint: %d %s", r.code, r.body)
+	}
+	// A client that adds it only on the storage server's URL.
+	loc := curl(t, "-T", six, "-o", "/dev/null", k.EP.HTTP+"/r").header("Location")
+	if loc == "" {
+		t.Fatal("PUT at the namespace endpoint: no redirect")
+	}
+	if r := curl(t, "-H", hdr, "-T", six, loc); r.code != 400 || !strings.Contains(string(r.body), "Content-Range") {
+		t.Fatalf("ranged PUT at the storage server: %d %s", r.code, r.body)
+	}
+	mustGetEqual(t, k, "/r", data)
 }

@@ -433,3 +433,35 @@ var (
 	run     = clienttest.Run
 	mustRun = clienttest.MustRun
 )
+
+// A write that rewrites bytes an upload already wrote is refused, and it
+// voids the upload: the close fails too and the file it would replace is
+// left as it was (before, the close committed the first data over it).
+func TestRefusedRewriteVoidsUpload(t *testing.T) {
+	tmp := t.TempDir()
+	src, data := randFile(t, tmp, "old", 300000)
+	mustRun(t, "xrdcp", "-s", src, rootURL+"//it/rewrite/f")
+	out := mustRun(t, "/usr/bin/python3", "-c", `
+import sys
+from XRootD import client
+from XRootD.client.flags import OpenFlags
+f = client.File()
+st, _ = f.open(sys.argv[1] + "//it/rewrite/f", OpenFlags.DELETE)
+assert st.ok, st.message
+st, _ = f.write(b"first" * 200, 0)
+assert st.ok, st.message
+st, _ = f.write(b"again", 0)
+print("rewrite", st.ok, st.message)
+st, _ = f.close()
+print("close", st.ok, st.message)
+`, rootURL)
+	if !strings.Contains(out, "rewrite False") || !strings.Contains(out, "rewriting already written bytes") {
+		t.Fatalf("the rewrite was not refused with its reason:\n%s", out)
+	}
+	if !strings.Contains(out, "close False") || strings.Count(out, "rewriting already written bytes") != 2 {
+		t.Fatalf("the close after a refused rewrite did not fail with the reason:\n%s", out)
+	}
+	back := filepath.Join(tmp, "back")
+	mustRun(t, "xrdcp", "-s", "-f", rootURL+"//it/rewrite/f", back)
+	sameFile(t, back, data)
+}

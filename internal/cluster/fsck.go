@@ -2,8 +2,9 @@ package cluster
 
 // fsck over the internal protocol:
 //
-//	POST /internal/v1/fsck/scan    storage → namespace: a batch of a scan (message.FsckScan)
-//	POST /internal/v1/fsck/repair  namespace → storage: rebuild stripes (message.RepairJob)
+//	POST /internal/v1/fsck/scan        storage → namespace: a batch of a scan (message.FsckScan)
+//	POST /internal/v1/fsck/unfinished  storage → namespace: which unfinished stripes are unknown (message.Unfinished)
+//	POST /internal/v1/fsck/repair      namespace → storage: rebuild stripes (message.RepairJob)
 
 import (
 	"bytes"
@@ -19,21 +20,46 @@ import (
 
 // Paths of the fsck endpoints.
 const (
-	FsckScanPath   = "/internal/v1/fsck/scan"
-	FsckRepairPath = "/internal/v1/fsck/repair"
+	FsckScanPath       = "/internal/v1/fsck/scan"
+	FsckUnfinishedPath = "/internal/v1/fsck/unfinished"
+	FsckRepairPath     = "/internal/v1/fsck/repair"
 )
 
-var _ message.Fsck = (*Client)(nil)
+var (
+	_ message.Fsck      = (*Client)(nil)
+	_ message.Leftovers = (*Client)(nil)
+)
 
 // FsckScan sends a batch of a scan to the namespace server.
 func (c *Client) FsckScan(ctx context.Context, s message.FsckScan) error {
 	return c.call(ctx, "fsck/scan", s, nil)
 }
 
-// handleFsck adds the namespace server's fsck endpoint to mux when ns
-// takes scans.
+// Unfinished asks the namespace server which unfinished stripes it does
+// not know.
+func (c *Client) Unfinished(ctx context.Context, u message.Unfinished) (message.UnfinishedReply, error) {
+	var r message.UnfinishedReply
+	err := c.call(ctx, "fsck/unfinished", u, &r)
+	return r, err
+}
+
+// handleFsck adds the namespace server's fsck endpoints to mux when ns
+// takes scans and answers about unfinished stripes.
 func handleFsck(mux *http.ServeMux, ns message.Namespace, auth func(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc,
 	decode func(r *http.Request, v any) error) {
+	if l, ok := ns.(message.Leftovers); ok {
+		mux.HandleFunc(FsckUnfinishedPath, auth(func(w http.ResponseWriter, r *http.Request) error {
+			var u message.Unfinished
+			if err := decode(r, &u); err != nil {
+				return err
+			}
+			reply, err := l.Unfinished(r.Context(), u)
+			if err != nil {
+				return err
+			}
+			return WriteJSON(w, reply)
+		}))
+	}
 	f, ok := ns.(message.Fsck)
 	if !ok {
 		return

@@ -27,6 +27,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/transfer"
 )
 
 // Paths of the storage-side endpoints.
@@ -263,9 +264,11 @@ func (r *remoteStripeReader) ReadAt(p []byte, off int64) (int, error) {
 	default:
 		return 0, fmt.Errorf("stripe read %s: HTTP %d", r.addr, resp.StatusCode)
 	}
-	n, err := io.ReadFull(resp.Body, p)
-	if err == io.ErrUnexpectedEOF {
-		err = io.EOF
+	// A range past the stripe's end comes back short and ends cleanly
+	// (io.EOF); a body cut off is an error, not the stripe's end.
+	n, err := transfer.Fill(resp.Body, p)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("stripe %d on %s: %w", r.idx, r.addr, err)
 	}
 	return n, err
 }

@@ -126,6 +126,13 @@ func (d *data) get(w http.ResponseWriter, r *http.Request, c *capability.Capabil
 		}
 		return
 	}
+	if !dropEmptySuffixes(r) {
+		// As net/http answers a range past the end.
+		h.Set("Content-Range", fmt.Sprintf("bytes */%d", f.Size()))
+		http.Error(w, kerr.New(kerr.Invalid, "read", c.Path, "range not satisfiable: a suffix range of 0 bytes selects nothing").Error(),
+			http.StatusRequestedRangeNotSatisfiable)
+		return
+	}
 	var rs io.ReadSeeker = io.NewSectionReader(f, 0, f.Size())
 	if of, ok := f.(backend.OSFile); ok {
 		rs = of.OSFile() // lets net/http use sendfile
@@ -133,7 +140,61 @@ func (d *data) get(w http.ResponseWriter, r *http.Request, c *capability.Capabil
 	http.ServeContent(w, r, "", time.Time{}, rs)
 }
 
+// dropEmptySuffixes removes the suffix ranges of zero bytes ("-0") from
+// r's Range header, which net/http serves as a 206 of nothing (or as an
+// empty part of a multipart answer). RFC 9110 (14.1.2): a suffix range is
+// satisfiable only with a non-zero length, and a range set none of whose
+// ranges is satisfiable is answered 416. It reports false for such a set.
+func dropEmptySuffixes(r *http.Request) bool {
+	v := r.Header.Get("Range")
+	set, ok := strings.CutPrefix(v, "bytes=")
+	if !ok {
+		return true // not a byte range: net/http ignores or refuses it
+	}
+	var keep []string
+	dropped := false
+	for _, spec := range strings.Split(set, ",") {
+		spec = strings.TrimSpace(spec)
+		if spec == "" {
+			continue // as net/http does
+		}
+		if n, ok := strings.CutPrefix(spec, "-"); ok {
+			if l, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64); err == nil && l == 0 {
+				dropped = true
+				continue
+			}
+		}
+		keep = append(keep, spec)
+	}
+	switch {
+	case !dropped:
+		return true
+	case len(keep) == 0:
+		return false
+	}
+	r.Header.Set("Range", "bytes="+strings.Join(keep, ","))
+	return true
+}
+
+// rangedPut refuses a PUT that carries Content-Range (a partial update):
+// files are written whole, and RFC 9110 (14.5) wants 400 from a server
+// that would not apply the range, as its bytes are likely part of the
+// file mistakenly PUT as all of it (writing them replaced the file with
+// the range). Both endpoints a PUT reaches ask here, the namespace's
+// before it starts an upload and the data endpoint before it writes one;
+// ranged updates, when files can be updated in place, start here.
+func rangedPut(r *http.Request, path string) error {
+	if r.Header.Get("Content-Range") == "" {
+		return nil
+	}
+	return kerr.New(kerr.Invalid, "PUT", path, "Content-Range: a partial update of a file is not supported (PUT the whole file)")
+}
+
 func (d *data) put(w http.ResponseWriter, r *http.Request, c *capability.Capability, token string) {
+	if err := rangedPut(r, c.Path); err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	u, err := d.s.NewUpload(r.Context(), c, token, httpAdmitWait)
 	if err != nil {
 		d.fail(w, r, err)

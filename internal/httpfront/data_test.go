@@ -238,3 +238,49 @@ func TestDataCapabilityRefusals(t *testing.T) {
 		t.Fatalf("access log lacks the requests:\n%s", logs)
 	}
 }
+
+// TestDataRangedPutRefused: a PUT with Content-Range (a partial update)
+// is refused with 400 naming the file before the upload starts: the
+// capability is still unused afterwards.
+func TestDataRangedPutRefused(t *testing.T) {
+	fx := start(t)
+	w := fx.writeCap(11, "plain", 1)
+	resp, b := do(t, http.MethodPut, fx.dataURL(w), []byte("abcdef"), "Content-Range", "bytes 0-5/20000000")
+	if resp.StatusCode != 400 || !strings.Contains(string(b), "/d/f11") || !strings.Contains(string(b), "Content-Range") {
+		t.Fatalf("ranged PUT: %d %s", resp.StatusCode, b)
+	}
+	if _, ok := fx.ns.Committed(11); ok {
+		t.Fatal("ranged PUT committed")
+	}
+	if resp, b := do(t, http.MethodPut, fx.dataURL(w), []byte("whole file")); resp.StatusCode != 201 {
+		t.Fatalf("PUT after the refused ranged PUT: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestDataEmptySuffixRange: "bytes=-0" selects nothing and is answered
+// 416 with the size; beside satisfiable ranges it is dropped.
+func TestDataEmptySuffixRange(t *testing.T) {
+	fx := start(t)
+	w := fx.writeCap(12, "plain", 1)
+	if resp, b := do(t, http.MethodPut, fx.dataURL(w), []byte("0123456789")); resp.StatusCode != 201 {
+		t.Fatalf("PUT %d %s", resp.StatusCode, b)
+	}
+	r := fx.readCap(t, w, 10)
+	for _, tc := range []struct {
+		rng    string
+		status int
+		body   string
+	}{
+		{"bytes=-0", 416, ""},
+		{"bytes= -00 ", 416, ""},
+		{"bytes=-0,-0", 416, ""},
+		{"bytes=-0, 2-4", 206, "234"},
+		{"bytes=-3", 206, "789"},
+	} {
+		resp, b := do(t, http.MethodGet, fx.dataURL(r), nil, "Range", tc.rng)
+		if resp.StatusCode != tc.status || (tc.status == 206 && string(b) != tc.body) ||
+			(tc.status == 416 && (resp.Header.Get("Content-Range") != "bytes */10" || !strings.Contains(string(b), "/d/f12"))) {
+			t.Errorf("Range %q: %d %q Content-Range %q, want %d %q", tc.rng, resp.StatusCode, b, resp.Header.Get("Content-Range"), tc.status, tc.body)
+		}
+	}
+}

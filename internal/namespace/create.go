@@ -95,8 +95,19 @@ func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptio
 // BeginCreate validates a write to path, resolves its layout and checksum
 // policy from the parent, places it, and records a pending upload. The file
 // stays invisible until Commit.
+//
+// It does not wait for the pending record to be durable: the client is
+// only sent to a storage server, and waiting for the store's sync there
+// (hundreds of milliseconds when the disk is busy with the uploads' own
+// data) delayed the redirect past the 1 s after which curl sends the body
+// anyway. The record is applied (a storage server's claim reads it) and
+// is made durable by the next mutation that waits, at the latest the
+// upload's commit. One lost with the namespace server (a crash before a
+// sync, a power failure, a failover) is an upload whose claim or commit
+// fails, as a restart aborts every pending upload anyway.
 func (ns *Namespace) BeginCreate(c Caller, path string, o CreateOptions, place Placement) (f *Inode, err error) {
 	err = ns.mutate("create", func(tx *txn) error {
+		tx.lazy = true
 		var old *Inode
 		if f, _, old, err = ns.prepareCreate(tx, c, path, o, place); err != nil {
 			return err

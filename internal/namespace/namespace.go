@@ -177,6 +177,10 @@ type txn struct {
 	// unclaim: uploads whose claim ends when the batch is applied (a
 	// batch the store refuses leaves them claimed, as they still are).
 	unclaim []uint64
+	// lazy: the mutation does not wait for its batch to be durable (the
+	// next one that waits makes it so, engines keep batches in order),
+	// unless mustSync: it extended the persisted id block.
+	lazy, mustSync bool
 
 	// quota changes, applied to memory when the batch is
 	quotaDelta map[quotaRef]Amount
@@ -200,7 +204,7 @@ func (ns *Namespace) mutate(op string, fn func(tx *txn) error) error {
 	err := fn(tx)
 	var wait func() error
 	if err == nil && tx.writes > 0 {
-		if wait, err = tx.b.Apply(ns.opts.Sync); err != nil {
+		if wait, err = tx.b.Apply(ns.opts.Sync && (!tx.lazy || tx.mustSync)); err != nil {
 			err = storeError(op, err)
 		} else {
 			ns.applyQuotaLimits(tx)
@@ -257,6 +261,7 @@ func (ns *Namespace) allocID(tx *txn) uint64 {
 	if ns.nextID >= ns.idLimit {
 		ns.idLimit = ns.nextID + idBlock
 		tx.put([]byte("S"), u64(nil, ns.idLimit))
+		tx.mustSync = true // an id handed out must never be handed out again
 	}
 	id := ns.nextID
 	ns.nextID++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -30,6 +31,79 @@ type AuditRecord struct {
 	Target   string    `json:"target,omitempty"` // a rename's destination
 	Result   string    `json:"result"`           // "ok" or the error kind
 	Error    string    `json:"error,omitempty"`
+}
+
+// AuditLog is an audit log file written in the background: Write queues
+// a copy of the record and one goroutine appends what is queued, so no
+// request waits for the disk. An append to a file on a disk that
+// uploads keep busy took up to 0.6 s (measured under 256 concurrent
+// uploads), and every request that audits queued behind it: the
+// namespace's redirects of new uploads came after curl's 1 s
+// Expect: 100-continue wait. A full queue makes writers wait, so no
+// record is dropped; Close writes what is queued. As before, records are
+// not synced: a crash of the host (and now of the process) can lose the
+// newest.
+type AuditLog struct {
+	f      io.WriteCloser
+	mu     sync.Mutex
+	q      chan []byte
+	closed bool
+	done   chan struct{}
+}
+
+// auditQueue is how many records the queue holds.
+const auditQueue = 4096
+
+// OpenAuditLog opens (creating, appending to) the audit log at path.
+func OpenAuditLog(path string) (*AuditLog, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return newAuditLog(f), nil
+}
+
+func newAuditLog(f io.WriteCloser) *AuditLog {
+	a := &AuditLog{f: f, q: make(chan []byte, auditQueue), done: make(chan struct{})}
+	go a.run()
+	return a
+}
+
+// Write queues one record (the auditor writes whole lines).
+func (a *AuditLog) Write(p []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return 0, os.ErrClosed
+	}
+	a.q <- append([]byte(nil), p...)
+	return len(p), nil
+}
+
+// run appends what is queued, what queued up meanwhile in one write (a
+// failed write loses its records, as it lost its one record before).
+func (a *AuditLog) run() {
+	defer close(a.done)
+	var buf []byte
+	for rec := range a.q {
+		buf = append(buf[:0], rec...)
+		for len(a.q) > 0 && len(buf) < 1<<20 {
+			buf = append(buf, <-a.q...) // only this goroutine receives
+		}
+		_, _ = a.f.Write(buf)
+	}
+}
+
+// Close writes the queued records and closes the file.
+func (a *AuditLog) Close() error {
+	a.mu.Lock()
+	if !a.closed {
+		a.closed = true
+		close(a.q)
+	}
+	a.mu.Unlock()
+	<-a.done
+	return a.f.Close()
 }
 
 type auditor struct {

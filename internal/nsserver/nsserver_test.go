@@ -348,3 +348,34 @@ func TestTokenScopes(t *testing.T) {
 		t.Fatal("a .. path escaped the scope")
 	}
 }
+
+// Unfinished names, of the unfinished stripes a restarted storage server
+// found, only those whose id is no file's and no pending upload's; it
+// answers only the node the filesystem is registered on.
+func TestUnfinishedStripesUnknownOnly(t *testing.T) {
+	ctx := context.Background()
+	s := newServer(t)
+	register(t, s, 1, 1)
+	g, err := s.Open(ctx, root, "/committed", OpenRequest{Write: true, Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Claim(ctx, g.Inode.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, message.Commit{Fid: g.Inode.ID, Size: 0, Checksums: map[string]string{}}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Open(ctx, root, "/pending", OpenRequest{Write: true, Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := p.Inode.ID + 1000
+	r, err := s.Unfinished(ctx, message.Unfinished{Node: "node0", FsID: 1, Fids: []uint64{g.Inode.ID, p.Inode.ID, unknown}})
+	if err != nil || len(r.Unknown) != 1 || r.Unknown[0] != unknown {
+		t.Fatalf("unknown %v (%v), want only %d", r.Unknown, err, unknown)
+	}
+	if _, err := s.Unfinished(ctx, message.Unfinished{Node: "node9", FsID: 1, Fids: []uint64{unknown}}); kerr.KindOf(err) != kerr.Invalid {
+		t.Fatalf("asked by another node: %v", err)
+	}
+}

@@ -163,6 +163,10 @@ type filesystem struct {
 	stripesWalked, bytesScrubbed atomic.Int64
 	scanned, scrubbed            atomic.Int64 // by the scan running now
 	lastScanDone                 atomic.Int64 // unix ns
+
+	// leftovers: its stripes left unfinished by a previous run were
+	// looked at (leftover.go); 2 while that runs, 1 once done.
+	leftovers atomic.Int32
 }
 
 func (f *filesystem) configStatus() string { s, _ := f.status.Load().(string); return s }
@@ -315,6 +319,7 @@ func (s *Server) Run(ctx context.Context) {
 				interval = reply.Interval
 			}
 			go s.delete(reply.Deletions)
+			s.checkLeftovers(ctx)
 			if initialized {
 				continue // report the new filesystems at once
 			}

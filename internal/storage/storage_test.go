@@ -385,3 +385,68 @@ func TestStreamMemoryBudget(t *testing.T) {
 		t.Fatalf("budget not released by an abort: %v", err)
 	}
 }
+
+// An erasure-coded upload aborted while its encoder still writes rows
+// (a client cut off mid-body) stops the encoder before its local stripe
+// writers are closed: closing one under a write crashed the server.
+func TestECAbortWhileEncoding(t *testing.T) {
+	s, ns, key, paths := newServer(t, 6)
+	data := make([]byte, 8<<20)
+	for i := 0; i < 20; i++ {
+		fid := uint64(500 + i)
+		c := writeCap(fid, "ec:4+2:65536", 6)
+		u, err := s.NewUpload(context.Background(), c, key.Sign(c), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := u.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		u.Abort(context.Background())
+		for _, p := range paths {
+			if _, err := os.Stat(posix.PhysPath(p, fid)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("stripe left behind after abort: %v", err)
+			}
+		}
+	}
+	if len(ns.commits) != 0 || len(ns.aborts) != 20 {
+		t.Fatalf("commits %v, %d aborts", ns.commits, len(ns.aborts))
+	}
+}
+
+// A write the upload refuses (a rewrite of bytes already written, a
+// truncate to another size) voids the upload: the close that follows
+// fails with the reason and nothing is committed or left on disk.
+func TestRefusedWriteVoidsUpload(t *testing.T) {
+	s, ns, key, paths := newServer(t, 1)
+	for i, refuse := range []func(u *Upload) error{
+		func(u *Upload) error { _, err := u.WriteAt([]byte("second"), 0); return err },
+		func(u *Upload) error { return u.Truncate(3) },
+	} {
+		fid := uint64(600 + i)
+		c := writeCap(fid, "plain", 1)
+		u, err := s.NewUpload(context.Background(), c, key.Sign(c), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := u.WriteAt([]byte("first data"), 0); err != nil {
+			t.Fatal(err)
+		}
+		rerr := refuse(u)
+		if kerr.KindOf(rerr) != kerr.Unsupported {
+			t.Fatalf("refused operation %d: %v, want Unsupported", i, rerr)
+		}
+		if _, err := u.WriteAt([]byte("more"), 10); err == nil {
+			t.Fatalf("refused operation %d: a write after it was accepted", i)
+		}
+		if err := u.Commit(context.Background()); err == nil || err.Error() != rerr.Error() {
+			t.Fatalf("refused operation %d: close after it: %v, want %v", i, err, rerr)
+		}
+		if _, err := os.Stat(posix.PhysPath(paths[0], fid)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("refused operation %d: stripe left behind: %v", i, err)
+		}
+	}
+	if len(ns.commits) != 0 || len(ns.aborts) != 2 {
+		t.Fatalf("commits %v aborts %v", ns.commits, ns.aborts)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/erasure"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
+	"github.com/kaon-storage/kaon/internal/transfer"
 )
 
 // maxReorder bounds the bytes an Upload holds for out-of-order writes
@@ -32,6 +33,7 @@ type Upload struct {
 	closeFn func() error
 	stopFn  func() // stops the encoder without flushing (abort)
 	stripes []backend.Writer
+	onPeer  []bool // stripe i is written on another storage server
 	release func() // returns the upload's memory to the budget
 	// staged: a conversion's copy, neither claimed nor committed here
 	// (the namespace switches it in); Commit only finishes the stripes.
@@ -98,7 +100,8 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 	u := &Upload{s: s, cap: c, token: token, sums: sums, release: release, staged: c.Staged}
 	for i, t := range c.Targets {
 		var w backend.Writer
-		if f := s.local(t.FsID); f != nil {
+		f := s.local(t.FsID)
+		if f != nil {
 			w, err = f.create(c.Fid, opts)
 		} else if p, perr := s.peers("write", c.Path); perr != nil {
 			err = perr
@@ -110,6 +113,7 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 			return nil, stripeError("write", c.Path, err)
 		}
 		u.stripes = append(u.stripes, w)
+		u.onPeer = append(u.onPeer, f == nil)
 	}
 	switch l.Kind {
 	case layout.EC:
@@ -185,7 +189,9 @@ func (u *Upload) writeLocked(p []byte) error {
 const overlapMin = 64 << 10
 
 // WriteAt accepts writes at any offset at or after the in-order point,
-// holding early chunks until the gap before them is filled.
+// holding early chunks until the gap before them is filled. A write it
+// refuses fails the upload: the file would not be what its writer wrote,
+// so the close that follows must not commit it.
 func (u *Upload) WriteAt(p []byte, off int64) (int, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -199,10 +205,11 @@ func (u *Upload) WriteAt(p []byte, off int64) (int, error) {
 		u.drainLocked()
 		return len(p), u.failed
 	case off < u.off:
-		return 0, kerr.New(kerr.Unsupported, "write", u.cap.Path, "rewriting already written bytes is not supported")
+		return 0, u.refuseLocked(kerr.New(kerr.Unsupported, "write", u.cap.Path,
+			fmt.Sprintf("rewriting already written bytes (offset %d, %d bytes written) is not supported; the upload is void", off, u.off)))
 	}
 	if u.held+len(p) > maxReorder {
-		return 0, kerr.New(kerr.Invalid, "write", u.cap.Path, "too many out-of-order bytes pending (sparse writes are not supported)")
+		return 0, u.refuseLocked(kerr.New(kerr.Invalid, "write", u.cap.Path, "too many out-of-order bytes pending (sparse writes are not supported); the upload is void"))
 	}
 	if u.pending == nil {
 		u.pending = map[int64][]byte{}
@@ -210,6 +217,30 @@ func (u *Upload) WriteAt(p []byte, off int64) (int, error) {
 	u.pending[off] = append([]byte(nil), p...)
 	u.held += len(p)
 	return len(p), nil
+}
+
+// Truncate accepts a truncate to the size written so far (a no-op) and
+// refuses, failing the upload as WriteAt does, any other size: uploads
+// are written sequentially.
+func (u *Upload) Truncate(size int64) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch {
+	case u.failed != nil:
+		return u.failed
+	case size == u.off && len(u.pending) == 0:
+		return nil
+	}
+	return u.refuseLocked(kerr.New(kerr.Unsupported, "truncate", u.cap.Path,
+		fmt.Sprintf("uploads are written sequentially (truncate to %d after %d bytes); the upload is void", size, u.off)))
+}
+
+// refuseLocked fails the upload with err (its first failure stays).
+func (u *Upload) refuseLocked(err error) error {
+	if u.failed == nil {
+		u.failed = err
+	}
+	return u.failed
 }
 
 func (u *Upload) drainLocked() {
@@ -317,12 +348,20 @@ func (u *Upload) Abort(ctx context.Context) {
 }
 
 func (u *Upload) abortLocked(ctx context.Context) {
-	// Close the stripes first so an encoder blocked on a stalled remote
-	// stripe is released, then stop the encoder.
-	u.abortStripes()
+	// The stripes on peers first: each is a pipe into a request, which
+	// may be aborted while the encoder writes to it, and that releases an
+	// encoder blocked on a stalled peer. Then stop the encoder, and only
+	// then abort the local stripes: a local stripe writer must not be
+	// closed under a write (its buffers go back to a pool).
+	for i, w := range u.stripes {
+		if u.onPeer[i] {
+			w.Abort()
+		}
+	}
 	if u.stopFn != nil {
 		u.stopFn()
 	}
+	u.abortStripes() // a no-op for those aborted above
 	u.release()
 	if !u.staged {
 		_ = u.s.cfg.Namespace.Abort(context.WithoutCancel(ctx), u.cap.Fid)
@@ -344,14 +383,15 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); retur
 
 // copyFull copies r to w in full 1 MiB chunks: network reads return
 // whatever TCP delivered, and hashing and writing in large pieces costs far
-// fewer syscalls and function calls per byte.
+// fewer syscalls and function calls per byte. Only r's clean end (io.EOF)
+// ends the copy without an error (transfer.Fill).
 func copyFull(w io.Writer, r io.Reader) (int64, error) {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
 	var n int64
 	for {
-		m, err := io.ReadFull(r, buf)
+		m, err := transfer.Fill(r, buf)
 		if m > 0 {
 			if _, werr := w.Write(buf[:m]); werr != nil {
 				return n, werr
@@ -360,10 +400,10 @@ func copyFull(w io.Writer, r io.Reader) (int64, error) {
 		}
 		switch err {
 		case nil:
-		case io.EOF, io.ErrUnexpectedEOF:
+		case io.EOF:
 			return n, nil
 		default:
-			return n, err
+			return n, err // a body cut off before its end is an error, never the end
 		}
 	}
 }

@@ -175,6 +175,39 @@ func KindOf(err error) kerr.Kind {
 	return kerr.KindOf(err)
 }
 
+// ErrCut is why a stream that was cut off before its end is not a
+// complete one: its reader ended with io.ErrUnexpectedEOF (see Fill).
+var ErrCut = errors.New("the stream was cut off before its end (the sender stopped or the connection broke)")
+
+// Fill reads from r until buf is full or r ends: every HTTP body and
+// copied stream that becomes data (an upload, a stripe from a peer, what
+// the mover copies) is read through it. It returns
+// io.EOF only when r ended where its protocol says it ends (r's Read said
+// io.EOF), with the bytes read before it. A reader that ended with
+// io.ErrUnexpectedEOF was cut off: net/http's request and response bodies
+// say so for a chunked body whose connection closed before its last
+// (zero-length) chunk and for a Content-Length body short of its length.
+// That is never the end of the data, so Fill returns it as an error
+// (ErrCut). io.ReadFull cannot be used here: it answers
+// io.ErrUnexpectedEOF both for a short last piece and for a cut stream.
+func Fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		switch {
+		case err == nil:
+		case err == io.EOF:
+			return n, io.EOF
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return n, ErrCut
+		default:
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 var pool = sync.Pool{New: func() any { b := make([]byte, PieceSize); return &b }}
 
 type piece struct {
@@ -323,7 +356,7 @@ func pump(ctx context.Context, cancel context.CancelCauseFunc, r io.Reader, w io
 		defer close(full)
 		for {
 			bp := pool.Get().(*[]byte)
-			m, err := io.ReadFull(r, *bp)
+			m, err := Fill(r, *bp)
 			if m > 0 {
 				if h != nil {
 					h.Write((*bp)[:m])
@@ -341,7 +374,7 @@ func pump(ctx context.Context, cancel context.CancelCauseFunc, r io.Reader, w io
 			switch err {
 			case nil:
 				continue
-			case io.EOF, io.ErrUnexpectedEOF:
+			case io.EOF:
 			default:
 				rerr = err
 			}

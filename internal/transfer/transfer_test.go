@@ -322,3 +322,57 @@ func TestCopyRate(t *testing.T) {
 		t.Fatalf("paced copy: %v verified=%v equal=%v", err, res.Verified, bytes.Equal(dst.buf.Bytes(), data))
 	}
 }
+
+// cutReader delivers data, then fails as net/http's bodies do when their
+// connection closes before the body's end.
+type cutReader struct{ r io.Reader }
+
+func (c cutReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+func TestFillTellsACleanEndFromACut(t *testing.T) {
+	data := payload(1000)
+	buf := make([]byte, 600)
+	r := bytes.NewReader(data)
+	if n, err := Fill(r, buf); n != 600 || err != nil {
+		t.Fatalf("full piece: %d %v", n, err)
+	}
+	if n, err := Fill(r, buf); n != 400 || err != io.EOF {
+		t.Fatalf("short last piece of a stream that ended: %d %v, want 400 io.EOF", n, err)
+	}
+	n, err := Fill(cutReader{bytes.NewReader(data)}, make([]byte, 2000))
+	if n != 1000 || !errors.Is(err, ErrCut) {
+		t.Fatalf("cut stream: %d %v, want 1000 bytes and ErrCut", n, err)
+	}
+}
+
+// A source of unknown size (a chunked HTTP body) cut off before its end
+// is a failed copy, never a short one.
+func TestCopyCutSourceOfUnknownSize(t *testing.T) {
+	data := payload(PieceSize + 300000)
+	d := &memDest{}
+	src := &memSource{data: data, size: -1}
+	_, err := Copy(context.Background(), cutSource{src}, d, Options{})
+	var te *Error
+	if !errors.As(err, &te) || te.Side != "source" || !errors.Is(err, ErrCut) {
+		t.Fatalf("err = %v, want a source error saying the stream was cut", err)
+	}
+	if d.committed || !d.aborted {
+		t.Fatalf("cut copy committed=%v aborted=%v", d.committed, d.aborted)
+	}
+}
+
+type cutSource struct{ *memSource }
+
+func (s cutSource) Open(ctx context.Context) (Reader, error) {
+	if _, err := s.memSource.Open(ctx); err != nil {
+		return nil, err
+	}
+	s.memSource.r = cutReader{s.memSource.r}
+	return s.memSource, nil
+}

@@ -239,13 +239,8 @@ func (w *writeFile) ReadAt([]byte, int64) (int, error) {
 	return 0, kerr.New(kerr.Unsupported, "read", w.c.Path, "file is open for writing")
 }
 func (w *writeFile) WriteAt(p []byte, off int64) (int, error) { return w.u.WriteAt(p, off) }
-func (w *writeFile) Truncate(size int64) error {
-	if size == w.u.Size() {
-		return nil
-	}
-	return kerr.New(kerr.Unsupported, "truncate", w.c.Path, "uploads are written sequentially")
-}
-func (w *writeFile) Sync() error { return nil }
+func (w *writeFile) Truncate(size int64) error                { return w.u.Truncate(size) }
+func (w *writeFile) Sync() error                              { return nil }
 func (w *writeFile) Stat() (xrootd.FileInfo, error) {
 	now := time.Now()
 	return xrootd.FileInfo{Name: baseName(w.c.Path), Size: w.u.Size(), Mode: 0o644, ID: w.c.Fid, MTime: now, CTime: now, ATime: now}, nil

@@ -424,7 +424,8 @@ func (c *conn) doWrite(h *reqHeader, body []byte, f *openFile) {
 // streamWrite handles a kXR_write whose body exceeds the frame limit, or any
 // large one over TLS, on the reader goroutine: the body is copied to the
 // file in ioChunk pieces under the usual byte budgets. An unknown handle or
-// a failed write still drains the body, so the stream stays in sync. It
+// a failed write still drains the body, so the stream stays in sync. A
+// body cut off after some of it was written aborts the upload. It
 // returns false when the connection must be dropped.
 func (c *conn) streamWrite(h *reqHeader) bool {
 	w := decodeWrite(h)
@@ -453,6 +454,11 @@ func (c *conn) streamWrite(h *reqHeader) bool {
 		m := min(left, int64(len(buf)))
 		c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
 		if _, err := io.ReadFull(c.br, buf[:m]); err != nil {
+			if off > w.Offset {
+				// Part of this write is in the file and the rest will
+				// never come: no close may commit it.
+				f.df.Abort()
+			}
 			return false
 		}
 		left -= m

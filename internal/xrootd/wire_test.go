@@ -20,9 +20,10 @@ import (
 // wire is a minimal protocol client for tests that real clients cannot
 // express (malformed frames, hostile lengths, unknown handles).
 type wire struct {
-	t  testing.TB
-	c  net.Conn
-	id uint16
+	t    testing.TB
+	c    net.Conn
+	id   uint16
+	sess [16]byte // the session id a login answered
 }
 
 type resp struct {
@@ -57,9 +58,11 @@ func dialWire(t testing.TB, addr string, login bool) *wire {
 	if login {
 		var p [16]byte
 		copy(p[4:], "tester")
-		if r := w.call(3007, p, nil); r.status != 0 || len(r.body) != 16 {
+		r := w.call(3007, p, nil)
+		if r.status != 0 || len(r.body) != 16 {
 			t.Fatalf("login answer %+v", r)
 		}
+		copy(w.sess[:], r.body)
 	}
 	return w
 }
@@ -407,6 +410,40 @@ func TestDroppedUploadIsAborted(t *testing.T) {
 	m := dialWire(t, c.MgrAddr, true)
 	if r := m.call(3017, [16]byte{}, []byte("/partial.bin")); r.errCode() != 3011 {
 		t.Fatalf("aborted upload visible: %+v", r)
+	}
+}
+
+// A streamed kXR_write cut off on a bound connection after part of its
+// body was written aborts the upload: the close the client may still send
+// on its main connection must not commit the part.
+func TestCutStreamedWriteOnBoundPathAborts(t *testing.T) {
+	c := startCluster(t)
+	d, fh := openData(t, c, "/cut.bin", 0x0002|0x0020)
+	b := dialWire(t, c.DataAddr, false)
+	r := b.call(3024, d.sess, nil) // kXR_bind
+	if r.status != 0 || len(r.body) != 1 {
+		t.Fatalf("bind: %+v", r)
+	}
+	var p [16]byte
+	copy(p[0:4], fh[:])
+	p[12] = r.body[0]                              // the write's path id
+	const size = 20 << 20                          // above the frame limit: streamed
+	b.sendReq(3019, p, make([]byte, 12<<20), size) // past the first 8 MiB piece
+	b.c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, aborts := c.FS.Counts(); aborts == 0; _, aborts = c.FS.Counts() {
+		if time.Now().After(deadline) {
+			t.Fatal("the upload whose write was cut off was not aborted within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var cp [16]byte
+	copy(cp[0:4], fh[:])
+	if r := d.call(3003, cp, nil); r.status == 0 {
+		t.Fatal("close after a cut write succeeded")
+	}
+	if commits, _ := c.FS.Counts(); commits != 0 {
+		t.Fatalf("commits = %d after a cut write", commits)
 	}
 }
 

@@ -97,6 +97,28 @@ type Fsck interface {
 	FsckScan(ctx context.Context, s FsckScan) error
 }
 
+// Unfinished lists stripes a storage server found without their
+// metadata on filesystem FsID when it came online after the server
+// started: being written when the previous run of the server stopped.
+type Unfinished struct {
+	Node string   `json:"node"`
+	FsID uint32   `json:"fsid"`
+	Fids []uint64 `json:"fids"`
+}
+
+// UnfinishedReply names those of the stripes the namespace knows nothing
+// of: no file has the id, no upload or copy is pending under it, no move
+// into the filesystem is in flight. The storage server removes them.
+type UnfinishedReply struct {
+	Unknown []uint64 `json:"unknown"`
+}
+
+// Leftovers is implemented by a message.Namespace that says which
+// unfinished stripes a restarted storage server may remove at once.
+type Leftovers interface {
+	Unfinished(ctx context.Context, u Unfinished) (UnfinishedReply, error)
+}
+
 // RepairJob asks a storage server to rebuild stripes of one file on its
 // own filesystems from the file's other stripes. Token is a read
 // capability of the file (its layout, size, checksums and every stripe's
