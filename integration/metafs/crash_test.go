@@ -28,9 +28,8 @@ type gatedLower struct {
 }
 
 type gateNode struct {
-	fs.LoopbackNode
-	g     *gatedLower
-	gated bool
+	*fs.LoopbackNode
+	g *gatedLower
 }
 
 type gatedFile struct {
@@ -39,13 +38,19 @@ type gatedFile struct {
 }
 
 var (
+	_ = (fs.NodeWrapChilder)((*gateNode)(nil))
 	_ = (fs.NodeOpener)((*gateNode)(nil))
 	_ = (fs.FileReader)((*gatedFile)(nil))
 )
 
+// WrapChild makes every node of the tree a gateNode.
+func (n *gateNode) WrapChild(ctx context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	return &gateNode{LoopbackNode: ops.(*fs.LoopbackNode), g: n.g}
+}
+
 func (n *gateNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
-	if errno != 0 || !n.gated {
+	if errno != 0 || !strings.HasPrefix(filepath.Base(n.Path(nil)), "gated") {
 		return fh, fl, errno
 	}
 	return &gatedFile{LoopbackFile: fh.(*fs.LoopbackFile), g: n.g}, fl | fuse.FOPEN_DIRECT_IO, 0
@@ -75,10 +80,7 @@ func newGatedLower(t *testing.T, dir string) *gatedLower {
 	var st syscall.Stat_t
 	must(t, syscall.Stat(dir, &st))
 	root := &fs.LoopbackRoot{Path: dir, Dev: uint64(st.Dev)}
-	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, name string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &gateNode{LoopbackNode: fs.LoopbackNode{RootData: r}, g: g, gated: strings.HasPrefix(name, "gated")}
-	}
-	root.RootNode = root.NewNode(root, nil, "", &st)
+	root.RootNode = &gateNode{LoopbackNode: &fs.LoopbackNode{RootData: root}, g: g}
 	srv, err := fs.Mount(g.mnt, root.RootNode, &fs.Options{MountOptions: fuse.MountOptions{FsName: "gated", DirectMount: true}})
 	must(t, err)
 	// go-fuse opens /dev/fuse without O_CLOEXEC: the kaon processes this
@@ -298,7 +300,7 @@ func TestKernelModeStaleView(t *testing.T) {
 				if isMounted(mnt) {
 					t.Fatalf("stale view still on %s after kaon metafs umount", mnt)
 				}
-				d = mount(t, "--kernel", "--index", idx, lower, mnt)
+				mount(t, "--kernel", "--index", idx, lower, mnt)
 			} else {
 				d = mount(t, "--kernel", "--clean-stale", "--index", idx, lower, mnt)
 				if out := d.output(); !strings.Contains(out, fmt.Sprintf("stale view of dead pid %d cleared", pid)) {
