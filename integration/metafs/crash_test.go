@@ -15,6 +15,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/kaon-storage/kaon/integration/fusetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -194,7 +195,7 @@ func noDataFile(t *testing.T, dirfd int, name string) {
 // view off the mountpoint, and leaves a process still inside the view no
 // file holding data to open; the mountpoint takes a new mount at once.
 func TestKernelModeDaemonKilled(t *testing.T) {
-	backing := mkTree(t)
+	backing := fusetest.MakeTree(t)
 	must(t, os.WriteFile(filepath.Join(backing, "gated"), []byte("the gated file's own bytes\n"), 0o644))
 	lower := newGatedLower(t, backing)
 	idx := filepath.Join(t.TempDir(), "sw.metafs")
@@ -267,7 +268,7 @@ func TestKernelModeDaemonKilled(t *testing.T) {
 func TestKernelModeStaleView(t *testing.T) {
 	for _, how := range []string{"--clean-stale", "umount"} {
 		t.Run(how, func(t *testing.T) {
-			lower := mkTree(t)
+			lower := fusetest.MakeTree(t)
 			idx := filepath.Join(t.TempDir(), "sw.metafs")
 			index(t, lower, idx)
 			mnt := t.TempDir()
@@ -341,7 +342,7 @@ func children(t *testing.T, pid int) []int {
 // it: files it filled stay readable to a process inside the view, files
 // it did not are gone from it.
 func TestKernelModeKeeperKilled(t *testing.T) {
-	lower := mkTree(t)
+	lower := fusetest.MakeTree(t)
 	idx := filepath.Join(t.TempDir(), "sw.metafs")
 	index(t, lower, idx)
 	mnt := t.TempDir()
@@ -387,7 +388,7 @@ func TestKernelModeKeeperKilled(t *testing.T) {
 // the opens it has not started on, rather than closing the group on them,
 // which would let them open unfilled files reading as zeros.
 func TestKernelModeStopWhileOpening(t *testing.T) {
-	backing := mkTree(t)
+	backing := fusetest.MakeTree(t)
 	const fills = 8 // the daemon's parallel fills: a ninth open waits
 	for i := range fills {
 		must(t, os.WriteFile(filepath.Join(backing, fmt.Sprintf("gated%d", i)), []byte(fmt.Sprintf("gated file %d\n", i)), 0o644))
