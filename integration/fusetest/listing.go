@@ -80,16 +80,12 @@ func testLargeDir(t *testing.T, m Mounted) {
 // ListNames is dir's listing, sorted.
 func ListNames(t *testing.T, dir string) []string {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
+	names, err := Listing(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s []string
-	for _, e := range ents {
-		s = append(s, e.Name())
-	}
-	sort.Strings(s)
-	return s
+	sort.Strings(names)
+	return names
 }
 
 // dropCaches empties the kernel's page, dentry and inode caches, so the
