@@ -230,12 +230,21 @@ func WaitFor(t testing.TB, d time.Duration, step string, cond func() bool) {
 }
 
 // FreePort returns a loopback TCP port nobody listened on a moment ago.
-func FreePort(t testing.TB) int {
+func FreePort(t testing.TB) int { return FreePorts(t, 1)[0] }
+
+// FreePorts returns n distinct loopback ports that were free just now
+// (all held open until every one is chosen: ports taken one at a time
+// can come back twice).
+func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
