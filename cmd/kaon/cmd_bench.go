@@ -1,16 +1,25 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kaon-storage/kaon/internal/bench"
+	"github.com/kaon-storage/kaon/internal/ha"
+	"github.com/kaon-storage/kaon/internal/kv"
+	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
+	"github.com/kaon-storage/kaon/internal/role"
+	"github.com/kaon-storage/kaon/internal/role/endpoints"
 )
 
 func init() {
@@ -36,12 +45,10 @@ func parseSize(s string) (int64, error) {
 
 // serverOf reads endpoints.json of a data dir: URL and PID of the server.
 func serverOf(data string) (string, int, error) {
-	b, err := os.ReadFile(filepath.Join(data, "endpoints.json"))
-	if err != nil {
+	ep, err := endpoints.Read(data)
+	if errors.Is(err, fs.ErrNotExist) {
 		return "", 0, fmt.Errorf("no running kaon for data dir %s: %w", data, err)
-	}
-	var ep Endpoints
-	if err := json.Unmarshal(b, &ep); err != nil {
+	} else if err != nil {
 		return "", 0, err
 	}
 	return ep.HTTP, ep.PID, nil
@@ -118,8 +125,8 @@ func runBench(args []string) int {
 		dir := fl.String("dir", "", "in-process: store directory (default: a temp dir)")
 		sync := fl.Bool("sync", true, "in-process: durable commits, as the server does by default")
 		cpuProfile := fl.String("cpuprofile", "", "in-process: write a Go CPU profile of the run to this file")
-		var meta MetaConfig
-		meta.bind(fl)
+		var meta role.MetaConfig
+		bindMeta(fl, &meta)
 		fl.Parse(args[1:])
 		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
@@ -235,4 +242,86 @@ func (f *rawDirFlag) Set(v string) error {
 	}
 	*f = append(*f, bench.RawDir{Name: name, Dir: dir})
 	return nil
+}
+
+// benchActive makes this process the active namespace server of the
+// instance in meta (its replica in dir) and returns its store, for `bench
+// ns --meta`: the namespace runs over the same pipeline as in kaon mgm.
+// Its report is what etcd holds per file: the history is compacted and the
+// bytes in use compared with those before the run.
+func benchActive(meta role.MetaConfig, dir string, files int) (bench.NSStore, error) {
+	remote, err := meta.OpenEtcd()
+	if err != nil {
+		return bench.NSStore{}, err
+	}
+	local, err := pebblekv.Open(filepath.Join(dir, "replica"), pebblekv.Options{NoSync: true})
+	if err != nil {
+		remote.Close()
+		return bench.NSStore{}, err
+	}
+	node, err := ha.New(ha.Config{Remote: remote, Local: local, Lease: meta.Lease, KeepHistory: meta.KeepHistory,
+		Self:   ha.Member{ID: "bench", HTTP: "http://bench"},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Serve:  func(_ context.Context, s kv.Store, _ []byte) (any, error) { return s, nil }})
+	if err != nil {
+		remote.Close()
+		local.Close()
+		return bench.NSStore{}, err
+	}
+	inUse := func() (int64, error) {
+		st, err := remote.Status(context.Background())
+		if err != nil {
+			return 0, err
+		}
+		if err := remote.Compact(context.Background(), st.Revision); err != nil {
+			return 0, err
+		}
+		if st, err = remote.Status(context.Background()); err != nil {
+			return 0, err
+		}
+		var use int64
+		for _, m := range st.Members {
+			use = max(use, m.DBInUse)
+		}
+		return use, nil
+	}
+	before, err := inUse()
+	if err != nil {
+		remote.Close()
+		local.Close()
+		return bench.NSStore{}, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { node.Run(ctx); close(done) }()
+	closeAll := func() {
+		cancel()
+		<-done
+		local.Close()
+		remote.Close()
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if p, ok := node.View().Service.(*ha.Pipeline); ok {
+			return bench.NSStore{Store: p, Name: "etcd " + meta.URL,
+				Close: func() {
+					st := p.Stats()
+					fmt.Fprintf(os.Stderr, "pipeline: %d batches committed in %d groups (%.1f per group)\n", st.Batches, st.Groups, float64(st.Batches)/float64(max(st.Groups, 1)))
+					closeAll()
+				},
+				Report: func() []string {
+					after, err := inUse()
+					if err != nil {
+						return []string{"etcd size: " + err.Error()}
+					}
+					return []string{fmt.Sprintf("etcd database in use after compaction: %.1f MiB more than before the run, %.0f bytes per file",
+						float64(after-before)/(1<<20), float64(after-before)/float64(max(files, 1)))}
+				}}, nil
+		}
+		if time.Now().After(deadline) {
+			closeAll()
+			return bench.NSStore{}, fmt.Errorf("not the active namespace server of %s within a minute (another one is active?)", meta.URL)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
