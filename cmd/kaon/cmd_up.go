@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -10,6 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kaon-storage/kaon/internal/role"
 	"github.com/kaon-storage/kaon/internal/role/endpoints"
 )
@@ -17,24 +18,25 @@ import (
 // The server roles: their flags here, their assembly in internal/role.
 
 func init() {
-	register(command{name: "up", short: "run everything in one process (namespace + storage servers)", run: runUp})
-	register(command{name: "mgm", short: "run the namespace server alone", run: runMGM})
-	register(command{name: "fst", short: "run a storage server alone (registers with --mgm)", run: runFST})
+	addVerb(newUpCmd)
+	addVerb(newMGMCmd)
+	addVerb(newFSTCmd)
 }
 
-func runUp(args []string) int {
+func newUpCmd() *cobra.Command {
 	var c role.UpConfig
-	fl := flag.NewFlagSet("kaon up", flag.ExitOnError)
+	cmd := leaf("up", "run everything in one process (namespace + storage servers)", func(*cobra.Command, []string) int { return runUp(c) })
+	fl := cmd.Flags()
 	bindCommon(fl, &c.Common)
 	bindListen(fl, &c.Listen, defaultDataDir(), "127.0.0.1:8000", "127.0.0.1:1094", "data directory (namespace, filesystems, keys)")
 	bindNamespace(fl, &c.Namespace)
 	bindStorage(fl, &c.Storage, false)
 	bindSecurity(fl, &c.Security)
 	fl.IntVar(&c.FS, "fs", 6, "number of storage filesystems to create under DATA/fs")
-	if err := parseRole(fl, args); err != nil {
-		fmt.Fprintln(os.Stderr, "kaon up:", err)
-		return 2
-	}
+	return cmd
+}
+
+func runUp(c role.UpConfig) int {
 	log := startCommon(c.Common)
 	s, err := role.StartUp(c, log)
 	if err != nil {
@@ -94,31 +96,33 @@ func printTLS(ep role.Endpoints) {
 	}
 }
 
-func runMGM(args []string) int {
+func newMGMCmd() *cobra.Command {
 	var c role.MGMConfig
-	fl := flag.NewFlagSet("kaon mgm", flag.ExitOnError)
+	cmd := leaf("mgm", "run the namespace server alone", func(cmd *cobra.Command, _ []string) int {
+		if c.Meta.Peers != "" {
+			// Both ends of these etcd members are ours: group commits as
+			// large as the tests' cluster takes, unless the flags say
+			// otherwise.
+			if !cmd.Flags().Changed("meta-txn-ops") {
+				c.Meta.TxnOps = 4096
+			}
+			if !cmd.Flags().Changed("meta-request-bytes") {
+				c.Meta.RequestBytes = 8 << 20
+			}
+		}
+		return runMGM(c)
+	})
+	fl := cmd.Flags()
 	bindCommon(fl, &c.Common)
 	bindListen(fl, &c.Listen, defaultDataDir(), "127.0.0.1:8000", "", "namespace data directory")
 	bindNamespace(fl, &c.Namespace)
 	bindSecurity(fl, &c.Security)
 	bindMeta(fl, &c.Meta)
 	fl.StringVar(&c.Namespace.KeyFile, "key", "", "capability key file shared by the namespace servers of an instance (default: DATA/keys/capability.key, created if missing)")
-	if err := parseRole(fl, args); err != nil {
-		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
-		return 2
-	}
-	if c.Meta.Peers != "" {
-		// Both ends of these etcd members are ours: group commits as large
-		// as the tests' cluster takes, unless the flags say otherwise.
-		set := map[string]bool{}
-		fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !set["meta-txn-ops"] {
-			c.Meta.TxnOps = 4096
-		}
-		if !set["meta-request-bytes"] {
-			c.Meta.RequestBytes = 8 << 20
-		}
-	}
+	return cmd
+}
+
+func runMGM(c role.MGMConfig) int {
 	s, err := role.StartMGM(c, startCommon(c.Common))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
@@ -140,18 +144,19 @@ func runMGM(args []string) int {
 	return 0
 }
 
-func runFST(args []string) int {
+func newFSTCmd() *cobra.Command {
 	var c role.FSTConfig
-	fl := flag.NewFlagSet("kaon fst", flag.ExitOnError)
+	cmd := leaf("fst", "run a storage server alone (registers with --mgm)", func(*cobra.Command, []string) int { return runFST(c) })
+	fl := cmd.Flags()
 	bindCommon(fl, &c.Common)
 	bindListen(fl, &c.Listen, "", "127.0.0.1:0", "", "directory for endpoints.json (optional)")
 	bindStorage(fl, &c.Storage, true)
 	bindJoin(fl, &c.Join)
 	bindSecurity(fl, &c.Security)
-	if err := parseRole(fl, args); err != nil {
-		fmt.Fprintln(os.Stderr, "kaon fst:", err)
-		return 2
-	}
+	return cmd
+}
+
+func runFST(c role.FSTConfig) int {
 	if c.Join.MGM == "" || c.Join.Key == "" {
 		fmt.Fprintln(os.Stderr, "kaon fst: --mgm and --key are required")
 		return 2

@@ -1,15 +1,14 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/spf13/pflag"
 
 	"github.com/kaon-storage/kaon/internal/role"
 	"github.com/kaon-storage/kaon/internal/tlsconf"
@@ -25,21 +24,21 @@ import (
 // ("cap-ttl = \"10m\"", "fs = [\"/d1\", \"/d2\"]"); flags given on the
 // command line override it.
 
-func bindCommon(fl *flag.FlagSet, c *role.Common) {
-	fl.BoolVar(&c.Verbose, "v", false, "debug logging")
+func bindCommon(fl *pflag.FlagSet, c *role.Common) {
+	fl.BoolVarP(&c.Verbose, "v", "v", false, "debug logging")
 	fl.StringVar(&c.Pprof, "pprof", "", "serve Go profiling on this address (e.g. 127.0.0.1:6060)")
 	fl.StringVar(&c.Config, "config", "", "read settings from this TOML file (keys are flag names; flags override it)")
 	fl.StringVar(&c.MetricsAccess, "metrics-access", "",
 		"who may read /metrics: open, loopback (clients on this host) or admin (default: open on a namespace server with --auth unix only, else loopback)")
 }
 
-func bindListen(fl *flag.FlagSet, l *role.Listen, data, http, xrootd, dataHelp string) {
+func bindListen(fl *pflag.FlagSet, l *role.Listen, data, http, xrootd, dataHelp string) {
 	fl.StringVar(&l.Data, "data", data, dataHelp)
 	fl.StringVar(&l.HTTP, "http", http, "HTTP listen address (port 0 = a free port)")
 	fl.StringVar(&l.XRootD, "xrootd", xrootd, "root:// listen address (empty = off, port 0 = a free port)")
 }
 
-func bindNamespace(fl *flag.FlagSet, n *role.NamespaceConfig) {
+func bindNamespace(fl *pflag.FlagSet, n *role.NamespaceConfig) {
 	d := role.DefaultNamespace()
 	fl.BoolVar(&n.Sync, "sync", d.Sync, "make commits (and, in up, file data) durable before acknowledging (false: benchmarks only)")
 	fl.DurationVar(&n.CapTTL, "cap-ttl", d.CapTTL, "lifetime of redirect capabilities (each is good for one upload)")
@@ -55,18 +54,18 @@ func bindNamespace(fl *flag.FlagSet, n *role.NamespaceConfig) {
 	bindAuth(fl, &n.Auth)
 }
 
-func bindAuth(fl *flag.FlagSet, a *role.AuthConfig) {
+func bindAuth(fl *pflag.FlagSet, a *role.AuthConfig) {
 	d := role.DefaultAuth()
 	fl.StringVar(&a.Methods, "auth", d.Methods,
 		"accepted authentication methods, comma-separated: unix (loopback peers; others are nobody), token (bearer tokens), x509; without unix a client none applies to is refused")
-	fl.Var((*stringList)(&a.Issuers), "token-issuer",
+	fl.StringArrayVar(&a.Issuers, "token-issuer", nil,
 		"trusted token issuer ISSUER=JWKS (JWKS: a file or an https:// URL; ISSUER alone: its discovery document), options ,base=/PATH ,user=LOCALUSER ,map=FILE (repeatable)")
-	fl.Var((*stringList)(&a.Audiences), "token-audience", "token audience this service accepts besides its own URL and the WLCG/SciTokens 'any' (repeatable)")
+	fl.StringArrayVar(&a.Audiences, "token-audience", nil, "token audience this service accepts besides its own URL and the WLCG/SciTokens 'any' (repeatable)")
 	fl.StringVar(&a.IssuerURL, "issuer-url", d.IssuerURL, "iss of the tokens this instance issues, where it publishes its keys (default: its HTTP URL)")
 	fl.DurationVar(&a.MaxTTL, "token-max-ttl", d.MaxTTL, "longest lifetime of the tokens this instance issues, and of any issuer's tokens it accepts (exp - iat; exp - now without iat)")
 }
 
-func bindTPC(fl *flag.FlagSet, t *role.TPCConfig) {
+func bindTPC(fl *pflag.FlagSet, t *role.TPCConfig) {
 	d := role.DefaultTPC()
 	fl.BoolVar(&t.AllowLoopback, "tpc-allow-loopback", d.AllowLoopback,
 		"let third-party copies reach loopback addresses (another instance on this host; such peers see Kaon's own uid)")
@@ -75,7 +74,7 @@ func bindTPC(fl *flag.FlagSet, t *role.TPCConfig) {
 
 // bindStorage binds the storage settings; in up, --sync is the
 // namespace's and covers file data too (syncFlag false).
-func bindStorage(fl *flag.FlagSet, s *role.StorageConfig, syncFlag bool) {
+func bindStorage(fl *pflag.FlagSet, s *role.StorageConfig, syncFlag bool) {
 	d := role.DefaultStorage()
 	if syncFlag {
 		fl.BoolVar(&s.SyncData, "sync", d.SyncData, "fsync file data before committing (false: benchmarks only)")
@@ -91,15 +90,15 @@ func bindStorage(fl *flag.FlagSet, s *role.StorageConfig, syncFlag bool) {
 	fl.DurationVar(&s.LatencyProbe, "latency-probe", d.LatencyProbe, "write, read and remove a small probe stripe on every writable filesystem this often (0 = never)")
 }
 
-func bindJoin(fl *flag.FlagSet, j *role.JoinConfig) {
+func bindJoin(fl *pflag.FlagSet, j *role.JoinConfig) {
 	fl.StringVar(&j.MGM, "mgm", "", "namespace server URL (http://host:port); every server of a replicated instance, comma-separated")
 	fl.StringVar(&j.Key, "key", "", "capability key file shared with the namespace server")
 	fl.StringVar(&j.MGMXRootD, "mgm-xrootd", "", "root:// host:port of the namespace server, for redirects from this data listener")
 	fl.StringVar(&j.Node, "node", "", "stable node name (default: hostname:port of --http)")
-	fl.Var((*stringList)(&j.FS), "fs", "filesystem directory to serve (repeatable)")
+	fl.StringArrayVar(&j.FS, "fs", nil, "filesystem directory to serve (repeatable)")
 }
 
-func bindSecurity(fl *flag.FlagSet, s *role.SecurityConfig) {
+func bindSecurity(fl *pflag.FlagSet, s *role.SecurityConfig) {
 	d := role.DefaultSecurity()
 	fl.BoolVar(&s.TLS, "tls", d.TLS, "serve https:// and roots:// (plaintext stays accepted on the same ports unless --require-tls); internal RPC over TLS")
 	fl.BoolVar(&s.Require, "require-tls", d.Require, "refuse plaintext clients on every listener (implies --tls)")
@@ -110,7 +109,7 @@ func bindSecurity(fl *flag.FlagSet, s *role.SecurityConfig) {
 	fl.StringVar(&s.GridMap, "grid-mapfile", d.GridMap, "certificate DN → local user map (x509 authentication)")
 }
 
-func bindMeta(fl *flag.FlagSet, m *role.MetaConfig) {
+func bindMeta(fl *pflag.FlagSet, m *role.MetaConfig) {
 	d := role.DefaultMeta()
 	fl.StringVar(&m.URL, "meta", d.URL, "namespace store: empty for the embedded one (DATA/meta), or etcd://H1:P1,H2:P2,H3:P3[/PREFIX] shared by the namespace servers of one instance (one active, the others standbys)")
 	fl.DurationVar(&m.Lease, "meta-lease", d.Lease, "with --meta etcd: how long an active server that died or was cut off keeps its role before a standby takes over")
@@ -122,38 +121,10 @@ func bindMeta(fl *flag.FlagSet, m *role.MetaConfig) {
 	fl.StringVar(&m.Advertise, "advertise", d.Advertise, "with --meta etcd: host name clients and the other servers reach this server at (default: the --http host, or the host name when it listens on all addresses)")
 }
 
-// stringList is a repeatable flag.
-type stringList []string
-
-func (m *stringList) String() string     { return strings.Join(*m, ",") }
-func (m *stringList) Set(v string) error { *m = append(*m, v); return nil }
-
-// parseRole parses a role's flags: the config file named by --config
-// first, then the command line over it.
-func parseRole(fl *flag.FlagSet, args []string) error {
-	var file string
-	for i, a := range args {
-		switch {
-		case a == "--config" || a == "-config":
-			if i+1 < len(args) {
-				file = args[i+1]
-			}
-		case strings.HasPrefix(a, "--config=") || strings.HasPrefix(a, "-config="):
-			file = a[strings.IndexByte(a, '=')+1:]
-		}
-	}
-	if file != "" {
-		if err := applyConfigFile(fl, file); err != nil {
-			return err
-		}
-	}
-	return fl.Parse(args)
-}
-
-// applyConfigFile sets fl's flags from a TOML file whose keys are flag
-// names; a value may be a string, number, boolean or (for repeatable
-// flags) an array.
-func applyConfigFile(fl *flag.FlagSet, file string) error {
+// applyConfigFile sets the flags fl of the command name from a TOML file
+// whose keys are flag names; a value may be a string, number, boolean or
+// (for repeatable flags) an array. The command line is parsed over it.
+func applyConfigFile(fl *pflag.FlagSet, name, file string) error {
 	var m map[string]any
 	if _, err := toml.DecodeFile(file, &m); err != nil {
 		return fmt.Errorf("config %s: %w", file, err)
@@ -165,7 +136,7 @@ func applyConfigFile(fl *flag.FlagSet, file string) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		if k == "config" || fl.Lookup(k) == nil {
-			return fmt.Errorf("config %s: %q is not a setting of %s", file, k, fl.Name())
+			return fmt.Errorf("config %s: %q is not a setting of %s", file, k, name)
 		}
 		vals := []any{m[k]}
 		if arr, ok := m[k].([]any); ok {
