@@ -5,7 +5,6 @@ package harness
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kaon-storage/kaon/internal/role/endpoints"
 )
 
 var (
@@ -56,13 +57,17 @@ func Binary(t testing.TB) string {
 	return binPath
 }
 
-// Endpoints mirrors DIR/endpoints.json.
-type Endpoints struct {
-	HTTP    string `json:"http"`
-	XRootD  string `json:"xrootd"`
-	FSTHTTP string `json:"fst_http"`
-	FSTXrd  string `json:"fst_xrootd"`
-	PID     int    `json:"pid"`
+// Endpoints is DIR/endpoints.json, as the servers write it.
+type Endpoints = endpoints.Endpoints
+
+// ReadEndpoints reads dir/endpoints.json.
+func ReadEndpoints(t testing.TB, dir string) Endpoints {
+	t.Helper()
+	ep, err := endpoints.Read(dir)
+	if err != nil {
+		t.Fatalf("endpoints.json in %s: %v", dir, err)
+	}
+	return ep
 }
 
 // Process is one running kaon process.
@@ -116,7 +121,7 @@ func Start(t testing.TB, dir string, args ...string) *Process {
 
 func (p *Process) start() {
 	p.t.Helper()
-	_ = os.Remove(filepath.Join(p.Dir, "endpoints.json"))
+	_ = endpoints.Remove(p.Dir)
 	cmd := exec.Command(Binary(p.t), p.Args...)
 	w := syncBuf{&p.mu, p.Log}
 	cmd.Stdout, cmd.Stderr = w, w
@@ -129,8 +134,8 @@ func (p *Process) start() {
 	go func() { cmd.Wait(); close(p.done) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		b, err := os.ReadFile(filepath.Join(p.Dir, "endpoints.json"))
-		if err == nil && json.Unmarshal(b, &p.EP) == nil && p.EP.PID == cmd.Process.Pid {
+		if ep, err := endpoints.Read(p.Dir); err == nil && ep.PID == cmd.Process.Pid {
+			p.EP = ep
 			return
 		}
 		select {
