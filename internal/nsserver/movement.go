@@ -34,9 +34,15 @@ type (
 
 // Drain states (namespace.Filesystem.Drain, fs ls).
 const (
-	DrainDraining = movement.DrainDraining
-	DrainDrained  = movement.DrainDrained
+	DrainDraining   = movement.DrainDraining
+	DrainDrained    = movement.DrainDrained
+	DrainRebuilding = movement.DrainRebuilding
+	DrainEmpty      = movement.DrainEmpty
 )
+
+// DefaultRebuildAfter is how long a filesystem may be unreadable before
+// it is declared lost and rebuilt (Config.RebuildAfter).
+const DefaultRebuildAfter = movement.DefaultRebuildAfter
 
 // ReportMovement makes the service tell r about data movement (nil: no
 // one).

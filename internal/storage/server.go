@@ -199,6 +199,7 @@ type Server struct {
 	done   []message.Deletion
 
 	budget  *budget
+	bg      *background // copies that give way to client streams
 	writing writing // uploads claimed and not finished, for heartbeats
 
 	ready chan struct{}
@@ -223,7 +224,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.IOTimeout = 0
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, fs: map[uint32]*filesystem{}, mounts: map[string]*mount{},
-		ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory)}
+		ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory), bg: newBackground()}
 	for _, p := range cfg.Paths {
 		m, err := s.offer(p)
 		if err != nil {
