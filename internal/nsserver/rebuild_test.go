@@ -130,4 +130,3 @@ func TestRebuildLostFilesystem(t *testing.T) {
 	loseFs(t, st, 2)
 	checkFiles(t, st, files)
 }
-

@@ -200,7 +200,7 @@ type Server struct {
 
 	budget  *budget
 	bg      *background // copies that give way to client streams
-	writing writing // uploads claimed and not finished, for heartbeats
+	writing writing     // uploads claimed and not finished, for heartbeats
 
 	ready chan struct{}
 	once  sync.Once
