@@ -66,12 +66,12 @@ func fsLine(t *testing.T, k *harness.Process, path string) string {
 }
 
 // health is the health column (the last one, which may hold spaces):
-// everything after the backend-health column, the 18th (used and capacity
+// everything after the backend-health column, the 19th (used and capacity
 // are two fields each: "1.5 GiB"; drain, left, rate, eta and failed one
 // each).
 func health(line string) string {
 	f := strings.Fields(line)
-	return strings.Join(f[19:], " ")
+	return strings.Join(f[20:], " ")
 }
 
 // TestSlowDisk runs a storage server with three filesystems on local

@@ -180,13 +180,14 @@ type NewFilesystem struct {
 	Group, Space string
 	IO           string // auto, direct, buffered
 	ObjectSize   string // RADOS object size, e.g. 16M
+	Location     string // failure-domain tag, site::rack1
 }
 
 // AddFilesystem registers a filesystem on a storage server node: a
 // directory, or rados://[USER@]POOL[/NAMESPACE][?conf=FILE].
 func (c *Client) AddFilesystem(ctx context.Context, f NewFilesystem) error {
 	return c.post(ctx, "fs/add", map[string]any{"node": f.Node, "path": f.Path, "group": f.Group, "space": f.Space,
-		"io": f.IO, "object-size": f.ObjectSize})
+		"io": f.IO, "object-size": f.ObjectSize, "location": f.Location})
 }
 
 // ConfigFilesystem sets key=value on filesystem id.

@@ -28,6 +28,47 @@ type FsStatus struct {
 	InFlight     int           `json:"drain_in_flight,omitempty"`
 	Failures     []MoveFailure `json:"drain_failure_list,omitempty"`
 	Failed       int64         `json:"drain_failed_total,omitempty"` // failed attempts, retries included
+	// A lost filesystem's rebuild: why and when it was declared lost,
+	// its files at risk as the rebuild last found them less those
+	// rebuilt since, and since when none of its stripes is one failure
+	// from loss (zero: not yet, or none was).
+	Kind    string    `json:"kind,omitempty"` // drain or rebuild
+	LostWhy string    `json:"lost_why,omitempty"`
+	LostAt  time.Time `json:"lost_at,omitzero"`
+	Risk    *AtRisk   `json:"at_risk,omitempty"`
+	SafeAt  time.Time `json:"safe_at,omitzero"`
+}
+
+// Count is a number of files (or stripes) and their bytes.
+type Count struct {
+	Files int64 `json:"files"`
+	Bytes int64 `json:"bytes"`
+}
+
+// AtRisk are the files some of whose stripes cannot be read, by class:
+// unreadable (fewer readable stripes than they need), one failure from
+// loss (exactly as many), degraded (more); rebuilding are those with a
+// stripe being rebuilt now (counted in their class too).
+type AtRisk struct {
+	Unreadable Count `json:"unreadable"`
+	Critical   Count `json:"one_failure_from_loss"`
+	Degraded   Count `json:"degraded"`
+	Rebuilding Count `json:"rebuilding"`
+}
+
+// Rebuilds is `fsck stat`'s view of the files at risk and the rebuilds
+// of lost filesystems: what they rebuilt since the namespace server
+// started, what is left, the rate (bytes/s) and the time left at it
+// (seconds, 0 unknown); when the counts were taken (zero: never) and
+// which filesystems cannot be read now.
+type Rebuilds struct {
+	AtRisk
+	Rebuilt     Count     `json:"rebuilt"`
+	Remaining   Count     `json:"remaining"`
+	Rate        float64   `json:"rate"`
+	ETA         float64   `json:"eta"`
+	Unavailable []uint32  `json:"unavailable,omitempty"`
+	Surveyed    time.Time `json:"surveyed,omitzero"`
 }
 
 // Group is a row of `group ls`.

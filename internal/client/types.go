@@ -65,10 +65,19 @@ type Filesystem struct {
 	IOInUse       string `json:"io_in_use,omitempty"`
 	FsType        string `json:"fstype,omitempty"`
 	BackendHealth string `json:"backend_health,omitempty"`
+	// Location is its failure-domain tag ("site::rack1"; "" none);
+	// DownSince is when it stopped being readable (zero: it is) and
+	// DownWhy why.
+	Location  string    `json:"location,omitempty"`
+	DownSince time.Time `json:"down_since,omitzero"`
+	DownWhy   string    `json:"down_why,omitempty"`
 	// Drain (configstatus drain): "draining" or "drained", the stripes
 	// and bytes left on the filesystem, the measured rate (bytes/s) and
 	// the time left at it (seconds, 0 unknown), stripes that failed to
-	// move now, and the drain's settings (drain.rate 0 = no cap).
+	// move now, and the drain's settings (drain.rate 0 = no cap). The
+	// rebuild of a lost filesystem (configstatus lost) fills the same
+	// fields: "rebuilding" or "empty", and rebuild.rate (0 = giving way
+	// to client streams, -1 = no cap) and rebuild.parallel.
 	Drain          string  `json:"drain,omitempty"`
 	DrainFilesLeft int64   `json:"drain_files_left,omitempty"`
 	DrainBytesLeft int64   `json:"drain_bytes_left,omitempty"`

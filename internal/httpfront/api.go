@@ -36,7 +36,7 @@ func filesystemOf(f nsserver.FsState) client.Filesystem {
 		UUID: f.UUID, Initialized: f.Initialized, Addr: f.Addr, BootStatus: f.BootStatus, Capacity: f.Capacity,
 		Used: f.Used, Files: f.Files, Health: f.Health, LastBeat: f.LastBeat,
 		IO: f.IO, ObjectSize: f.ObjectSize, Kind: f.Kind, Backend: f.Backend, IOInUse: f.IOInUse, FsType: f.FsType,
-		BackendHealth: f.BackendHealth, Slow: f.Slow}
+		BackendHealth: f.BackendHealth, Slow: f.Slow, Location: f.Location, DownSince: f.DownSince, DownWhy: f.DownWhy}
 	if f.Latency != nil {
 		l := client.Latency(*f.Latency)
 		out.Latency = &l
@@ -230,7 +230,7 @@ func (f *Namespace) apiHandler() http.Handler {
 		return out, err
 	})
 	handle("fs/add", true, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
-		nf := nsserver.NewFilesystem{Node: a["node"], Path: a["path"], Group: a["group"], Space: a["space"], IO: a["io"]}
+		nf := nsserver.NewFilesystem{Node: a["node"], Path: a["path"], Group: a["group"], Space: a["space"], IO: a["io"], Location: a["location"]}
 		if v := a["object-size"]; v != "" {
 			n, err := nsserver.ParseSize(v)
 			if err != nil {

@@ -38,6 +38,12 @@ func (f *Namespace) fsckAPI(handle func(route string, write bool, fn apiFunc)) {
 		for _, f := range st.Filesystems {
 			out.Filesystems = append(out.Filesystems, client.FsckFs(f))
 		}
+		r, err := ns.AtRisk(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		out.Risk = &client.Rebuilds{AtRisk: atRiskOf(r.RiskCounts, r.Rebuilding), Rebuilt: client.Count(r.Rebuilt),
+			Remaining: client.Count(r.Remaining), Rate: r.Rate, ETA: r.ETA.Seconds(), Unavailable: r.Unavailable, Surveyed: r.Surveyed}
 		return out, nil
 	})
 	handle("fsck/report", false, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {

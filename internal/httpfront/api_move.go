@@ -22,6 +22,12 @@ func withDrain(c client.Filesystem, p *nsserver.DrainProgress) client.Filesystem
 	return c
 }
 
+// atRiskOf is the wire form of files at risk.
+func atRiskOf(r nsserver.RiskCounts, rebuilding nsserver.FileCount) client.AtRisk {
+	return client.AtRisk{Unreadable: client.Count(r.Unreadable), Critical: client.Count(r.Critical), Degraded: client.Count(r.Degraded),
+		Rebuilding: client.Count(rebuilding)}
+}
+
 func failuresOf(fs []nsserver.MoveFailure) []client.MoveFailure {
 	var out []client.MoveFailure
 	for _, f := range fs {
@@ -45,6 +51,11 @@ func (f *Namespace) moveAPI(handle func(route string, write bool, fn apiFunc)) {
 		if p != nil {
 			out.DrainPhase, out.DrainStarted, out.FilesMoved, out.BytesMoved = p.Phase, p.Started, p.FilesMoved, p.BytesMoved
 			out.InFlight, out.Failures, out.Failed = p.InFlight, failuresOf(p.Failures), p.Failed
+			out.Kind, out.LostWhy, out.LostAt, out.SafeAt = p.Kind, p.LostWhy, p.LostAt, p.SafeAt
+			if p.Kind == "rebuild" {
+				r := atRiskOf(p.Risk, nsserver.FileCount{})
+				out.Risk = &r
+			}
 		}
 		return out, nil
 	})

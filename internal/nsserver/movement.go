@@ -30,6 +30,13 @@ type (
 	MoveReporter = movement.MoveReporter
 	// GroupState is a row of `group ls`.
 	GroupState = movement.GroupState
+	// Risk is what the files risk while filesystems are unreadable, and
+	// where the rebuilds stand.
+	Risk = movement.Risk
+	// RiskCounts are files at risk by class.
+	RiskCounts = movement.RiskCounts
+	// FileCount is a number of files and their bytes.
+	FileCount = movement.FileCount
 )
 
 // Drain states (namespace.Filesystem.Drain, fs ls).
@@ -50,6 +57,19 @@ func (s *Server) ReportMovement(r MoveReporter) { s.mv.ReportMovement(r) }
 
 // Movement reports data movement (for metrics: no authorization).
 func (s *Server) Movement() Movement { return s.mv.Movement() }
+
+// Risk reports the files at risk and the rebuilds (for metrics: no
+// authorization).
+func (s *Server) Risk() Risk { return s.mv.Risk() }
+
+// AtRisk reports the files at risk and the rebuilds (`fsck stat`; admin
+// only).
+func (s *Server) AtRisk(_ context.Context, p auth.Principal) (Risk, error) {
+	if err := requireRoot(p, "fsck stat"); err != nil {
+		return Risk{}, err
+	}
+	return s.mv.Risk(), nil
+}
 
 // DrainStatus returns the drain progress of fs id (`fs status`): the
 // running (or just ended) drain's, or, for a filesystem drained before

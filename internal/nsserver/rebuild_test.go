@@ -3,10 +3,14 @@ package nsserver_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +18,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/backend/posix"
+	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/kaontest"
 	"github.com/kaon-storage/kaon/internal/layout"
 )
@@ -129,4 +134,81 @@ func TestRebuildLostFilesystem(t *testing.T) {
 	// A second loss: every file is still readable.
 	loseFs(t, st, 2)
 	checkFiles(t, st, files)
+}
+
+// TestRebuildStuckFiles: a filesystem declared lost by hand whose plain
+// files have no other copy: their stripes are reported as failures with
+// the reason, counted unreadable in fs status, fsck stat and /metrics,
+// and the rebuild does not end; once the filesystem can be read again
+// the rebuild copies them from it and ends empty.
+func TestRebuildStuckFiles(t *testing.T) {
+	st := kaontest.New(t, kaontest.Options{Filesystems: 6, CapabilityTTL: time.Second})
+	ctx := context.Background()
+	files := fill(t, st, []string{"plain", "replica:2"}, 6, 300<<10)
+	first, _ := st.NS.Stat(ctx, auth.Root, files[0].path)
+	id := first.Locations[0]
+	plains, onIt := 0, 0
+	for _, f := range files {
+		n, _ := st.NS.Stat(ctx, auth.Root, f.path)
+		if slices.Contains(n.Locations, id) {
+			onIt++
+			if n.Layout == "plain" {
+				plains++
+			}
+		}
+	}
+	root := fsRow(t, st, id).Path
+	if err := os.Rename(root, root+".gone"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "fs ls to show the filesystem unreadable", func() bool { return !fsRow(t, st, id).DownSince.IsZero() })
+	sid := strconv.FormatUint(uint64(id), 10)
+	if err := st.Client.ConfigFilesystem(ctx, sid, "configstatus", "lost"); err != nil {
+		t.Fatal(err)
+	}
+	var s client.FsStatus
+	waitFor(t, 30*time.Second, "the rebuild to move the replicas and report the plain files", func() bool {
+		var err error
+		s, err = st.Client.FsStatus(ctx, sid)
+		return err == nil && s.FilesMoved == int64(onIt-plains) && len(s.Failures) == plains
+	})
+	if s.Drain != "rebuilding" || s.Kind != "rebuild" || s.Risk == nil || s.Risk.Unreadable.Files != int64(plains) ||
+		!strings.Contains(s.Failures[0].Reason, "its only copy is on this filesystem") || !strings.Contains(s.LostWhy, "operator") {
+		t.Fatalf("fs status of the stuck rebuild: %+v (risk %+v)", s, s.Risk)
+	}
+	waitFor(t, 30*time.Second, "fsck stat to count the unreadable files", func() bool {
+		fs, err := st.Client.FsckStat(ctx)
+		return err == nil && fs.Risk != nil && fs.Risk.Unreadable.Files == int64(plains) && fs.Risk.Critical.Files == 0 &&
+			slices.Equal(fs.Risk.Unavailable, []uint32{id})
+	})
+	resp, err := http.Get(st.HTTP.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := fmt.Sprintf(`kaon_files_at_risk{class="unreadable"} %d`, plains); !strings.Contains(string(body), want) ||
+		!strings.Contains(string(body), fmt.Sprintf(`kaon_fs_lost{fsid="%d"} 1`, id)) {
+		t.Fatalf("/metrics lacks %q or kaon_fs_lost:\n%s", want, grepLines(string(body), "at_risk", "kaon_fs_lost", "rebuild"))
+	}
+	// The disk is back: the rebuild copies the rest off it and ends.
+	if err := os.Rename(root+".gone", root); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 90*time.Second, "the rebuild to end once the filesystem is readable again", func() bool { return fsRow(t, st, id).Drain == "empty" })
+	checkRedundancy(t, st, files, id)
+	checkFiles(t, st, files)
+}
+
+func grepLines(s string, words ...string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		for _, w := range words {
+			if strings.Contains(l, w) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
