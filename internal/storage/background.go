@@ -26,9 +26,20 @@ import (
 type background struct {
 	clients atomic.Int64 // client streams open now
 	slot    chan struct{}
+	now     func() time.Time
+	pause   func(ctx context.Context, d time.Duration)
 }
 
-func newBackground() *background { return &background{slot: make(chan struct{}, 1)} }
+func newBackground() *background {
+	return &background{slot: make(chan struct{}, 1), now: time.Now, pause: func(ctx context.Context, d time.Duration) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}}
+}
 
 // client counts a client stream until the returned function is called
 // (more calls do nothing).
@@ -49,14 +60,9 @@ func (b *background) do(ctx context.Context, fn func() error) error {
 		return context.Cause(ctx)
 	}
 	defer func() { <-b.slot }()
-	start := time.Now()
+	start := b.now()
 	err := fn()
-	t := time.NewTimer(time.Since(start))
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
+	b.pause(ctx, b.now().Sub(start))
 	return err
 }
 
