@@ -19,10 +19,12 @@ import (
 // stream (a read or an upload) is open on this storage server they run
 // at full speed, as many as they are. While one is, their calls (each
 // read and write of a piece, each frame of a decoded stripe, each
-// finish) run one at a time on this server, each followed by a pause as
-// long as it took: background copies take at most half of the time,
-// and the clients' streams have the rest of the devices (Ceph's mClock
-// "balanced" profile reserves half for clients the same way).
+// finish) run one at a time on this server, each followed by a pause
+// twice as long as it took: background copies take at most a third of
+// the time, and the clients' streams have the rest of the devices
+// (Ceph's mClock profiles reserve a share for clients the same way; a
+// pause as long as the call left clients about half their rate on a
+// loaded machine, docs/DESIGN-NOTES.md).
 type background struct {
 	clients atomic.Int64 // client streams open now
 	slot    chan struct{}
@@ -49,6 +51,10 @@ func (b *background) client() func() {
 	return func() { once.Do(func() { b.clients.Add(-1) }) }
 }
 
+// yieldPause is how many times as long as its call a copy that gives
+// way pauses while a client stream is open.
+const yieldPause = 2
+
 // do runs one I/O call of a copy that gives way (above).
 func (b *background) do(ctx context.Context, fn func() error) error {
 	if b.clients.Load() == 0 {
@@ -62,7 +68,7 @@ func (b *background) do(ctx context.Context, fn func() error) error {
 	defer func() { <-b.slot }()
 	start := b.now()
 	err := fn()
-	b.pause(ctx, b.now().Sub(start))
+	b.pause(ctx, yieldPause*b.now().Sub(start))
 	return err
 }
 

@@ -14,7 +14,7 @@ type MoveOrder struct {
 	Rate  int64  `json:"rate,omitempty"` // bytes per second at most (0: no cap)
 	// Yield makes the copy give way to the storage server's client
 	// streams (a rebuild at its default rate): while any runs, such
-	// copies run one at a time, at most half of the time.
+	// copies run one at a time, at most a third of the time.
 	Yield bool `json:"yield,omitempty"`
 	// Avoid are stripes not to read: their filesystems are down, offline
 	// or lost, as the namespace knows (probing them would only wait).
