@@ -361,11 +361,17 @@ func (m *Service) reserve(fs uint32, bytes int64) (release func()) {
 // settle records a finished move until the storage servers' reports
 // show it: the target holds the bytes from its next reports, the source
 // until its storage server acknowledged the deletion of the old stripe.
+// A lost source is left out: it takes no stripes, so its fill matters
+// to no one, and a dead disk never acknowledges a deletion (one entry
+// per stripe rebuilt would pile up, walked by every choice of a target).
 func (m *Service) settle(mv namespace.Move, bytes int64) {
 	lag := 2*m.reg.Interval() + time.Second
+	adj := []adjustment{{fs: mv.To, bytes: bytes, until: time.Now().Add(lag)}}
+	if f, _ := m.reg.Filesystem(mv.From); f.ConfigStatus != "lost" {
+		adj = append(adj, adjustment{fs: mv.From, bytes: -bytes, del: &namespace.Deletion{FsID: mv.From, Fid: mv.Fid, Stripe: mv.Stripe}})
+	}
 	m.mu.Lock()
-	m.adjust = append(m.adjust, adjustment{fs: mv.To, bytes: bytes, until: time.Now().Add(lag)},
-		adjustment{fs: mv.From, bytes: -bytes, del: &namespace.Deletion{FsID: mv.From, Fid: mv.Fid, Stripe: mv.Stripe}})
+	m.adjust = append(m.adjust, adj...)
 	m.mu.Unlock()
 }
 

@@ -58,3 +58,62 @@ func TestRankByRisk(t *testing.T) {
 		t.Fatalf("healthy file counted at risk: %+v", risk)
 	}
 }
+
+// regStore keeps registrations in memory (fleet.Store).
+type regStore struct{ fss []namespace.Filesystem }
+
+func (s *regStore) Filesystems() ([]namespace.Filesystem, error) { return s.fss, nil }
+func (s *regStore) SaveFilesystem(f namespace.Filesystem) error {
+	for i := range s.fss {
+		if s.fss[i].ID == f.ID {
+			s.fss[i] = f
+			return nil
+		}
+	}
+	s.fss = append(s.fss, f)
+	return nil
+}
+func (s *regStore) Spaces() ([]namespace.Space, error) { return nil, nil }
+func (s *regStore) SaveSpace(namespace.Space) error    { return nil }
+func (s *regStore) Groups() ([]namespace.Group, error) { return nil, nil }
+func (s *regStore) SaveGroup(namespace.Group) error    { return nil }
+
+// TestSettleLostSource: a stripe moved off a lost filesystem leaves no
+// adjustment waiting for its deletion to be acknowledged (a dead disk
+// never acknowledges: one per stripe rebuilt would pile up, walked by
+// every choice of a target); one moved off a drained filesystem does,
+// until the acknowledgement.
+func TestSettleLostSource(t *testing.T) {
+	st := &regStore{fss: []namespace.Filesystem{
+		{ID: 1, Node: "n", Group: "default.0", ConfigStatus: "lost", Drain: DrainRebuilding, UUID: "u1"},
+		{ID: 2, Node: "n", Group: "default.0", ConfigStatus: "rw", UUID: "u2"},
+		{ID: 3, Node: "n", Group: "default.0", ConfigStatus: "drain", Drain: DrainDraining, UUID: "u3"},
+	}}
+	reg, err := fleet.Load(st, fleet.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(Config{Fleet: reg})
+	for fid := range uint64(1000) {
+		m.settle(namespace.Move{Fid: fid, From: 1, To: 2}, 10)
+	}
+	waiting := func() (n int) {
+		for _, a := range m.adjust {
+			if a.del != nil {
+				n++
+			}
+		}
+		return n
+	}
+	if n := waiting(); n != 0 {
+		t.Fatalf("%d adjustments wait for a lost filesystem to acknowledge deletions", n)
+	}
+	m.settle(namespace.Move{Fid: 5, From: 3, To: 2}, 10)
+	if n := waiting(); n != 1 {
+		t.Fatalf("%d adjustments wait for the drained filesystem's deletion, want 1", n)
+	}
+	m.Acked([]namespace.Deletion{{FsID: 3, Fid: 5}})
+	if n := waiting(); n != 0 {
+		t.Fatalf("%d adjustments after the acknowledgement", n)
+	}
+}
