@@ -182,6 +182,9 @@ func printRisk(r client.Rebuilds) {
 	when := "never counted"
 	if !r.Surveyed.IsZero() {
 		when = "counted " + stamp(r.Surveyed)
+		if d := r.Took.Duration(); d > 0 {
+			when += fmt.Sprintf(" in %v", d.Round(time.Millisecond))
+		}
 	}
 	fmt.Printf("\nfiles at risk (%s; unreadable filesystems: %s):\n", when, idList(r.Unavailable))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)

@@ -59,16 +59,18 @@ type AtRisk struct {
 // Rebuilds is `fsck stat`'s view of the files at risk and the rebuilds
 // of lost filesystems: what they rebuilt since the namespace server
 // started, what is left, the rate (bytes/s) and the time left at it
-// (seconds, 0 unknown); when the counts were taken (zero: never) and
-// which filesystems cannot be read now.
+// (seconds, 0 unknown); when the counts were taken (zero: never), how
+// long the walk of the namespace took ("0s": nothing to walk) and which
+// filesystems cannot be read now.
 type Rebuilds struct {
 	AtRisk
-	Rebuilt     Count     `json:"rebuilt"`
-	Remaining   Count     `json:"remaining"`
-	Rate        float64   `json:"rate"`
-	ETA         float64   `json:"eta"`
-	Unavailable []uint32  `json:"unavailable,omitempty"`
-	Surveyed    time.Time `json:"surveyed,omitzero"`
+	Rebuilt     Count        `json:"rebuilt"`
+	Remaining   Count        `json:"remaining"`
+	Rate        float64      `json:"rate"`
+	ETA         float64      `json:"eta"`
+	Unavailable []uint32     `json:"unavailable,omitempty"`
+	Surveyed    time.Time    `json:"surveyed,omitzero"`
+	Took        JSONDuration `json:"took,omitempty"`
 }
 
 // Group is a row of `group ls`.

@@ -43,7 +43,8 @@ func (f *Namespace) fsckAPI(handle func(route string, write bool, fn apiFunc)) {
 			return nil, err
 		}
 		out.Risk = &client.Rebuilds{AtRisk: atRiskOf(r.RiskCounts, r.Rebuilding), Rebuilt: client.Count(r.Rebuilt),
-			Remaining: client.Count(r.Remaining), Rate: r.Rate, ETA: r.ETA.Seconds(), Unavailable: r.Unavailable, Surveyed: r.Surveyed}
+			Remaining: client.Count(r.Remaining), Rate: r.Rate, ETA: r.ETA.Seconds(), Unavailable: r.Unavailable, Surveyed: r.Surveyed,
+			Took: client.JSONDuration(r.Took.String())}
 		return out, nil
 	})
 	handle("fsck/report", false, func(ctx context.Context, c auth.Principal, a apiArgs) (any, error) {
