@@ -5,7 +5,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
@@ -26,9 +26,9 @@ func runACL(args []string) int {
 	sub := args[0]
 	fl.Parse(args[1:])
 	a := fl.Args()
-	name := namespace.AttrACL
+	name := nsapi.AttrACL
 	if *user {
-		name = namespace.AttrUserACL
+		name = nsapi.AttrUserACL
 	}
 	api := newAPI(*u)
 	switch {
@@ -47,7 +47,7 @@ func runACL(args []string) int {
 		}
 		for _, kv := range attrs {
 			switch kv[0] {
-			case namespace.AttrACL, namespace.AttrUserACL, namespace.AttrEvalACL:
+			case nsapi.AttrACL, nsapi.AttrUserACL, nsapi.AttrEvalACL:
 				fmt.Printf("%s=%s\n", kv[0], kv[1])
 			}
 		}

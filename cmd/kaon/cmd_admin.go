@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/kaon-storage/kaon/internal/checksum"
-	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
@@ -17,8 +17,6 @@ func init() {
 	register(command{name: "file", short: "file info PATH: fid, layout, checksums, stripes | file convert PATH --space S --layout L | " + versionsUsage, run: runFile})
 	register(command{name: "attr", short: "attr set PATH name=value | get PATH name | ls PATH | rm PATH name", run: runAttr})
 }
-
-func urlPathEscape(s string) string { return url.PathEscape(s) }
 
 func human(b uint64) string {
 	const unit = 1024
@@ -109,7 +107,7 @@ const fsUsage = `usage: kaon fs ls
 
 func runFs(args []string) int {
 	fl, u := flags("fs")
-	var nf client.NewFilesystem
+	var nf nsapi.NewFilesystem
 	fl.StringVar(&nf.Node, "node", "", "fs add: storage server node name (host:port as in fs ls)")
 	fl.StringVar(&nf.Path, "path", "", "fs add: directory on that node")
 	fl.StringVar(&nf.Group, "group", "", "fs add: scheduling group SPACE.N (default SPACE.0)")
@@ -172,7 +170,11 @@ func runFs(args []string) int {
 		if !ok {
 			return fail("fs config", fmt.Errorf("want key=value, got %q", fl.Arg(1)))
 		}
-		if err := api.ConfigFilesystem(ctx(), fl.Arg(0), k, v); err != nil {
+		id, err := nsapi.ParseFsID("fs config", fl.Arg(0))
+		if err == nil {
+			err = api.ConfigFilesystem(ctx(), id, k, v)
+		}
+		if err != nil {
 			return fail("fs config", err)
 		}
 	case "status":
@@ -180,7 +182,11 @@ func runFs(args []string) int {
 			fmt.Fprintln(os.Stderr, fsUsage)
 			return 2
 		}
-		st, err := api.FsStatus(ctx(), fl.Arg(0))
+		id, err := nsapi.ParseFsID("fs status", fl.Arg(0))
+		var st nsapi.FsStatus
+		if err == nil {
+			st, err = api.FsStatus(ctx(), id)
+		}
 		if err != nil {
 			return fail("fs status", err)
 		}
@@ -190,7 +196,11 @@ func runFs(args []string) int {
 			fmt.Fprintln(os.Stderr, "usage: kaon fs reinit ID (the storage server creates the filesystem again, on an empty directory)")
 			return 2
 		}
-		if err := api.ReinitFilesystem(ctx(), fl.Arg(0)); err != nil {
+		id, err := nsapi.ParseFsID("fs reinit", fl.Arg(0))
+		if err == nil {
+			err = api.ReinitFilesystem(ctx(), id)
+		}
+		if err != nil {
 			return fail("fs reinit", err)
 		}
 	default:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
@@ -81,7 +82,7 @@ func orNone(s string) string {
 // printNSStatus writes `kaon ns status`: the active server first (one
 // line: "active URL"), then the engine and its members, then every server
 // with its role and how far its replica lags.
-func printNSStatus(w io.Writer, st client.NSStatus, now time.Time) {
+func printNSStatus(w io.Writer, st nsapi.NSStatus, now time.Time) {
 	fmt.Fprintf(w, "active    %s\n", orNone(st.Active))
 	eng := st.Engine.Name
 	if st.Engine.Revision > 0 {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
@@ -75,7 +77,7 @@ func runQuota(args []string) int {
 		if err1 != nil || err2 != nil {
 			return fail("quota set", fmt.Errorf("%v %v", err1, err2))
 		}
-		if err := api.SetQuota(ctx(), *path, kind, id, b, f); err != nil {
+		if err := api.SetQuota(ctx(), *path, nsapi.QuotaKey{Kind: nsapi.QuotaKind(kind), ID: id}, nsapi.Amount{Bytes: b, Files: f}); err != nil {
 			return fail("quota set", err)
 		}
 	case "rm":
@@ -83,7 +85,7 @@ func runQuota(args []string) int {
 		if !ok || *path == "" {
 			return usage()
 		}
-		if err := api.RemoveQuota(ctx(), *path, kind, id); err != nil {
+		if err := api.RemoveQuota(ctx(), *path, nsapi.QuotaKey{Kind: nsapi.QuotaKind(kind), ID: id}); err != nil {
 			return fail("quota rm", err)
 		}
 	case "ls":

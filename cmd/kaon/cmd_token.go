@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth/token"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
@@ -76,7 +77,7 @@ func runTokenIssue(args []string) int {
 	for _, s := range scopes {
 		sc = append(sc, strings.Split(s, ",")...)
 	}
-	tok, err := newAPI(*u).IssueToken(ctx(), *user, paths, sc, aud, *ttl)
+	tok, err := newAPI(*u).IssueToken(ctx(), nsapi.TokenRequest{User: *user, Paths: paths, Scopes: sc, Audience: aud, TTL: nsapi.Duration(*ttl)})
 	if err != nil {
 		return fail("token issue", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -12,8 +11,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/checksum"
-	"github.com/kaon-storage/kaon/internal/client"
-	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
@@ -89,7 +87,7 @@ func oneArg(fl *flag.FlagSet, args []string) (string, bool) {
 	return fl.Arg(0), true
 }
 
-func modeString(e client.Entry) string {
+func modeString(e nsapi.Entry) string {
 	s := []byte("-rwxrwxrwx")
 	if e.IsDir {
 		s[0] = 'd'
@@ -244,7 +242,7 @@ func runCp(args []string) int {
 		return 2
 	}
 	src, dst := fl.Arg(0), fl.Arg(1)
-	base := serverURL(*u)
+	api := newAPI(*u)
 	srcRemote, dstRemote := strings.HasPrefix(src, "kaon:"), strings.HasPrefix(dst, "kaon:")
 	switch {
 	case !srcRemote && dstRemote:
@@ -265,21 +263,17 @@ func runCp(args []string) int {
 			dpath += st.Name()
 		}
 		pr := newProgress(src, st.Size())
-		if err := putFile(base, dpath, io.TeeReader(f, pr), st.Size()); err != nil {
+		if err := api.Put(ctx(), dpath, io.TeeReader(f, pr), st.Size()); err != nil {
 			return fail("cp", err)
 		}
 		pr.finish()
 	case srcRemote && !dstRemote:
 		spath := strings.TrimPrefix(src, "kaon:")
-		resp, err := http.Get(base + escapePath(spath))
+		body, size, err := api.Get(ctx(), spath)
 		if err != nil {
 			return fail("cp", err)
 		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			return fail("cp", fmt.Errorf("%s", strings.TrimSpace(string(msg))))
-		}
+		defer body.Close()
 		if st, err := os.Stat(dst); err == nil && st.IsDir() {
 			dst = strings.TrimRight(dst, "/") + "/" + spath[strings.LastIndexByte(spath, '/')+1:]
 		}
@@ -287,8 +281,8 @@ func runCp(args []string) int {
 		if err != nil {
 			return fail("cp", err)
 		}
-		pr := newProgress(spath, resp.ContentLength)
-		if _, err := io.Copy(io.MultiWriter(out, pr), resp.Body); err != nil {
+		pr := newProgress(spath, size)
+		if _, err := io.Copy(io.MultiWriter(out, pr), body); err != nil {
 			out.Close()
 			os.Remove(dst)
 			return fail("cp", err)
@@ -301,50 +295,4 @@ func runCp(args []string) int {
 		return fail("cp", fmt.Errorf("exactly one of SRC and DST must be a Kaon path (kaon:/...)"))
 	}
 	return 0
-}
-
-// putFile uploads through the namespace redirect: ask first (no body),
-// then stream the body to the storage server.
-func putFile(base, p string, body io.Reader, size int64) error {
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	var resp *http.Response
-	var msg []byte
-	for hop := 0; ; hop++ {
-		req, _ := http.NewRequest(http.MethodPut, base+escapePath(p), http.NoBody)
-		var err error
-		if resp, err = client.Do(req); err != nil {
-			return err
-		}
-		msg, _ = io.ReadAll(io.LimitReader(resp.Body, 4096))
-		resp.Body.Close()
-		// A standby namespace server sends us to the active one first.
-		active := resp.Header.Get(httpfront.ActiveHeader)
-		if resp.StatusCode != http.StatusTemporaryRedirect || active == "" || hop == 4 {
-			break
-		}
-		base = strings.TrimRight(active, "/")
-	}
-	if resp.StatusCode != http.StatusTemporaryRedirect {
-		return fmt.Errorf("%s", strings.TrimSpace(string(msg)))
-	}
-	req, _ := http.NewRequest(http.MethodPut, resp.Header.Get("Location"), body)
-	req.ContentLength = size
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("%s", strings.TrimSpace(string(msg)))
-	}
-	return nil
-}
-
-func escapePath(p string) string {
-	parts := strings.Split(p, "/")
-	for i, s := range parts {
-		parts[i] = urlPathEscape(s)
-	}
-	return strings.Join(parts, "/")
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/bench"
 	"github.com/kaon-storage/kaon/internal/capability"
-	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/ha"
 	"github.com/kaon-storage/kaon/internal/httpfront"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -25,6 +24,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/kv/etcdkv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/xrdkaon"
 	"github.com/kaon-storage/kaon/internal/xrootd"
@@ -237,7 +237,7 @@ func runMGMHA(c MGMConfig, sec *security, log *slog.Logger) int {
 			}
 			return nil, active.HTTP, err
 		},
-		Status: func(ctx context.Context) client.NSStatus { return nsStatus(node.Status(ctx), self) },
+		Status: func(ctx context.Context) nsapi.NSStatus { return nsStatus(node.Status(ctx), self) },
 		Auth:   chain,
 	}
 	logged := httpfront.AccessLog(gate, log)
@@ -293,15 +293,15 @@ func keyPath(c MGMConfig) string {
 }
 
 // nsStatus is the wire form of a replicated namespace's status.
-func nsStatus(st ha.Status, self ha.Member) client.NSStatus {
-	out := client.NSStatus{Engine: client.NSEngine{Name: st.Engine.Engine, Revision: st.Engine.Revision},
+func nsStatus(st ha.Status, self ha.Member) nsapi.NSStatus {
+	out := nsapi.NSStatus{Engine: nsapi.NSEngine{Name: st.Engine.Engine, Revision: st.Engine.Revision},
 		Active: st.Active.HTTP, Self: self.HTTP, Error: st.Err}
 	for _, m := range st.Engine.Members {
-		out.Engine.Members = append(out.Engine.Members, client.NSEngineMember{Name: m.Name, Endpoint: m.Endpoint, Healthy: m.Healthy,
+		out.Engine.Members = append(out.Engine.Members, nsapi.NSEngineMember{Name: m.Name, Endpoint: m.Endpoint, Healthy: m.Healthy,
 			Leader: m.Leader, Version: m.Version, DBSize: m.DBSize, DBInUse: m.DBInUse, Error: m.Err})
 	}
 	for _, s := range st.Servers {
-		out.Servers = append(out.Servers, client.NSServer{ID: s.ID, HTTP: s.HTTP, XRootD: s.XRootD, Role: string(s.Role), Since: s.Since,
+		out.Servers = append(out.Servers, nsapi.NSServer{ID: s.ID, HTTP: s.HTTP, XRootD: s.XRootD, Role: string(s.Role), Since: s.Since,
 			Applied: s.Applied, Committed: s.Committed, Updated: s.Updated, Error: s.Error})
 	}
 	return out
