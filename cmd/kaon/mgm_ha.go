@@ -26,7 +26,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/namespace"
 	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/nsserver"
-	"github.com/kaon-storage/kaon/internal/xrdkaon"
+	"github.com/kaon-storage/kaon/internal/xrdfront"
 	"github.com/kaon-storage/kaon/internal/xrootd"
 )
 
@@ -213,7 +213,7 @@ func runMGMHA(c MGMConfig, sec *security, log *slog.Logger) int {
 			front := &httpfront.Namespace{NS: srv, Key: key, Log: log, Auth: chain}
 			m := newNamespaceMetrics(srv)
 			srv.ReportMovement(m.Move)
-			return &incarnation{http: m.serve(front, allow), xrd: xrdkaon.Namespace{NS: srv}, srv: srv}, nil
+			return &incarnation{http: m.serve(front, allow), xrd: xrdfront.Namespace{NS: srv}, srv: srv}, nil
 		},
 		HandOver: func(svc any) []byte {
 			b, _ := json.Marshal(svc.(*incarnation).srv.HandOver())
@@ -249,8 +249,8 @@ func runMGMHA(c MGMConfig, sec *security, log *slog.Logger) int {
 		logged.ServeHTTP(w, r)
 	}))
 	if xl != nil {
-		xcfg := xrootd.Config{IdentifyConn: xrdkaon.Identifier(chain), Logger: log.With("role", "xrootd-mgm"),
-			Namespace: xrdkaon.HA{Route: func() (xrootd.Namespace, string, error) {
+		xcfg := xrootd.Config{IdentifyConn: xrdfront.Identifier(chain), Logger: log.With("role", "xrootd-mgm"),
+			Namespace: xrdfront.HA{Route: func() (xrootd.Namespace, string, error) {
 				inc, active, err := route()
 				if inc != nil {
 					return inc.xrd, "", nil

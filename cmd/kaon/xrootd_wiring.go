@@ -8,7 +8,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/storage"
 	"github.com/kaon-storage/kaon/internal/transfer/remote"
-	"github.com/kaon-storage/kaon/internal/xrdkaon"
+	"github.com/kaon-storage/kaon/internal/xrdfront"
 	"github.com/kaon-storage/kaon/internal/xrootd"
 )
 
@@ -23,7 +23,7 @@ func startXRootD(addr, host string, m *nsserver.Server, id auth.Chain, fst *stor
 	if err != nil {
 		return nil, err
 	}
-	cfg := xrootd.Config{Namespace: xrdkaon.Namespace{NS: m}, IdentifyConn: xrdkaon.Identifier(id),
+	cfg := xrootd.Config{Namespace: xrdfront.Namespace{NS: m}, IdentifyConn: xrdfront.Identifier(id),
 		Logger: log.With("role", "xrootd-mgm")}
 	sec.xrootd(&cfg, id)
 	srv := xrootd.NewServer(cfg)
@@ -60,9 +60,9 @@ func startFSTXRootD(addr, manager string, fst *storage.Server, tpc *remote.Polic
 	}
 	// Request buffers in flight share the storage server's stream budget
 	// figure: root:// clients cannot make it hold more than HTTP ones.
-	cfg := xrootd.Config{Data: xrdkaon.Data{S: fst}, Manager: manager,
+	cfg := xrootd.Config{Data: xrdfront.Data{S: fst}, Manager: manager,
 		GlobalBudget: fst.StreamMemory(), Logger: log.With("role", "xrootd-fst"),
-		TPC: xrdkaon.TPC{Remote: &remote.XRootD{Policy: tpc}, Log: log}}
+		TPC: xrdfront.TPC{Remote: &remote.XRootD{Policy: tpc}, Log: log}}
 	sec.xrootd(&cfg, nil)
 	srv := xrootd.NewServer(cfg)
 	noteXRootD("fst", srv)

@@ -1,9 +1,10 @@
-// Package xrdkaon binds the XRootD protocol server to Kaon: on a namespace
+// Package xrdfront is Kaon's root:// front end, beside httpfront: it binds
+// the XRootD protocol server (internal/xrootd) to Kaon. On a namespace
 // server's listener it translates requests into calls of the namespace
 // service (opens are redirected to a storage server's root:// listener with
 // the capability as opaque data); on a storage server's listener it serves
 // bytes for a verified capability.
-package xrdkaon
+package xrdfront
 
 import (
 	"context"
