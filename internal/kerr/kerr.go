@@ -226,7 +226,7 @@ func HTTPStatus(k Kind) int {
 // without Kaon's error body (a data endpoint's text, a proxy): the first
 // Kind HTTPStatus maps to it, Internal for a status none maps to.
 func KindOfHTTP(status int) Kind {
-	for k := Internal; k <= Aborted; k++ {
+	for k := Kind(0); int(k) < len(kindNames); k++ {
 		if HTTPStatus(k) == status {
 			return k
 		}
