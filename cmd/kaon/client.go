@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/role/endpoints"
 )
 
 // serverURL finds the namespace server: --url, $KAON_URL, then the local
@@ -20,11 +19,8 @@ func serverURL(flagURL string) string {
 	if u := os.Getenv("KAON_URL"); u != "" {
 		return strings.TrimRight(u, "/")
 	}
-	if b, err := os.ReadFile(filepath.Join(defaultDataDir(), "endpoints.json")); err == nil {
-		var ep Endpoints
-		if json.Unmarshal(b, &ep) == nil && ep.HTTP != "" {
-			return ep.HTTP
-		}
+	if ep, err := endpoints.Read(defaultDataDir()); err == nil && ep.HTTP != "" {
+		return ep.HTTP
 	}
 	return "http://127.0.0.1:8000"
 }

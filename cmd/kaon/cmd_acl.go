@@ -5,43 +5,60 @@ import (
 	"os"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
-	register(command{name: "acl", short: "acl set PATH ACL [--user] | get PATH | rm PATH [--user]: directory ACLs (u:UID:rwx,g:GID:rx,z:r, d u !d !u)", run: runACL})
-	register(command{name: "whoami", short: "who the server thinks you are, and by which method", run: runWhoami})
+	addVerb(newACLCmd)
+	addVerb(func() *cobra.Command {
+		return withURL(leaf("whoami", "who the server thinks you are, and by which method", func(c *cobra.Command, _ []string) int {
+			return runWhoami(urlOf(c))
+		}))
+	})
 }
 
-func runACL(args []string) int {
-	fl, u := flags("acl")
-	user := fl.Bool("user", false, "the owner's user.acl (evaluated where sys.eval.useracl is set) instead of sys.acl (root)")
-	usage := func() int {
-		fmt.Fprintln(os.Stderr, "usage: kaon acl set PATH ACL [--user] | get PATH | rm PATH [--user]")
-		return 2
+const aclUsage = "usage: kaon acl set PATH ACL [--user] | get PATH | rm PATH [--user]"
+
+func newACLCmd() *cobra.Command {
+	// name is the attribute --user picks.
+	name := func(user bool) string {
+		if user {
+			return nsapi.AttrUserACL
+		}
+		return nsapi.AttrACL
 	}
-	if len(args) < 2 {
-		return usage()
-	}
-	sub := args[0]
-	fl.Parse(args[1:])
-	a := fl.Args()
-	name := nsapi.AttrACL
-	if *user {
-		name = nsapi.AttrUserACL
-	}
-	api := newAPI(*u)
-	switch {
-	case sub == "set" && len(a) == 2:
-		if err := api.SetAttr(ctx(), a[0], name, a[1]); err != nil {
+	const userHelp = "the owner's user.acl (evaluated where sys.eval.useracl is set) instead of sys.acl (root)"
+	var setUser, rmUser bool
+	set := leaf("set PATH ACL", "set a directory's ACL", func(c *cobra.Command, a []string) int {
+		if len(a) != 2 {
+			fmt.Fprintln(os.Stderr, aclUsage)
+			return 2
+		}
+		if err := newAPI(urlOf(c)).SetAttr(ctx(), a[0], name(setUser), a[1]); err != nil {
 			return fail("acl set", err)
 		}
-	case sub == "rm" && len(a) == 1:
-		if err := api.RemoveAttr(ctx(), a[0], name); err != nil {
+		return 0
+	})
+	set.Flags().BoolVar(&setUser, "user", false, userHelp)
+	rm := leaf("rm PATH", "remove a directory's ACL", func(c *cobra.Command, a []string) int {
+		if len(a) != 1 {
+			fmt.Fprintln(os.Stderr, aclUsage)
+			return 2
+		}
+		if err := newAPI(urlOf(c)).RemoveAttr(ctx(), a[0], name(rmUser)); err != nil {
 			return fail("acl rm", err)
 		}
-	case sub == "get" && len(a) == 1:
-		attrs, err := api.Attrs(ctx(), a[0])
+		return 0
+	})
+	rm.Flags().BoolVar(&rmUser, "user", false, userHelp)
+	get := leaf("get PATH", "print a directory's ACLs", func(c *cobra.Command, a []string) int {
+		if len(a) != 1 {
+			fmt.Fprintln(os.Stderr, aclUsage)
+			return 2
+		}
+		attrs, err := newAPI(urlOf(c)).Attrs(ctx(), a[0])
 		if err != nil {
 			return fail("acl get", err)
 		}
@@ -51,16 +68,14 @@ func runACL(args []string) int {
 				fmt.Printf("%s=%s\n", kv[0], kv[1])
 			}
 		}
-	default:
-		return usage()
-	}
-	return 0
+		return 0
+	})
+	return group("acl", "directory ACLs: acl set PATH ACL [--user] | get PATH | rm PATH [--user] (u:UID:rwx,g:GID:rx,z:r, d u !d !u)",
+		withURL(set), withURL(get), withURL(rm))
 }
 
-func runWhoami(args []string) int {
-	fl, u := flags("whoami")
-	fl.Parse(args)
-	w, err := newAPI(*u).Whoami(ctx())
+func runWhoami(u string) int {
+	w, err := newAPI(u).Whoami(ctx())
 	if err != nil {
 		return fail("whoami", err)
 	}

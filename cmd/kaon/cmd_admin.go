@@ -7,15 +7,18 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kaon-storage/kaon/internal/checksum"
+	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
-	register(command{name: "space", short: "space ls | define NAME | config NAME key=value: spaces, capacity counted once per backend", run: runSpace})
-	register(command{name: "fs", short: "fs ls | fs add --node N (--path P | --rados --pool P) [--space S] | fs config ID key=value | fs status ID | fs reinit ID", run: runFs})
-	register(command{name: "file", short: "file info PATH: fid, layout, checksums, stripes | file convert PATH --space S --layout L | " + versionsUsage, run: runFile})
-	register(command{name: "attr", short: "attr set PATH name=value | get PATH name | ls PATH | rm PATH name", run: runAttr})
+	addVerb(newSpaceCmd)
+	addVerb(newFsCmd)
+	addVerb(newFileCmd)
+	addVerb(newAttrCmd)
 }
 
 func human(b uint64) string {
@@ -31,19 +34,15 @@ func human(b uint64) string {
 	return fmt.Sprintf("%.2f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
 }
 
-func runSpace(args []string) int {
-	fl, u := flags("space")
-	const usage = "usage: kaon space ls | define NAME | config NAME key=value (cephfs.pool=POOL, cephfs.object-size=SIZE)"
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, usage)
-		return 2
-	}
-	sub := args[0]
-	fl.Parse(args[1:])
-	api := newAPI(*u)
-	switch {
-	case sub == "ls" && fl.NArg() == 0:
-		sp, err := api.Spaces(ctx())
+const spaceUsage = "usage: kaon space ls | define NAME | config NAME key=value (cephfs.pool=POOL, cephfs.object-size=SIZE)"
+
+func newSpaceCmd() *cobra.Command {
+	ls := leaf("ls", "spaces: groups, filesystems, backends, capacity (counted once per backend), settings", func(c *cobra.Command, args []string) int {
+		if len(args) != 0 {
+			fmt.Fprintln(os.Stderr, spaceUsage)
+			return 2
+		}
+		sp, err := newAPI(urlOf(c)).Spaces(ctx())
 		if err != nil {
 			return fail("space ls", err)
 		}
@@ -61,23 +60,33 @@ func runSpace(args []string) int {
 				human(s.Used), human(s.Capacity), s.Files, strings.Join(set, " "))
 		}
 		tw.Flush()
-	case sub == "define" && fl.NArg() == 1:
-		if err := api.DefineSpace(ctx(), fl.Arg(0)); err != nil {
+		return 0
+	})
+	define := leaf("define NAME", "define a space", func(c *cobra.Command, args []string) int {
+		if len(args) != 1 {
+			fmt.Fprintln(os.Stderr, spaceUsage)
+			return 2
+		}
+		if err := newAPI(urlOf(c)).DefineSpace(ctx(), args[0]); err != nil {
 			return fail("space define", err)
 		}
-	case sub == "config" && fl.NArg() == 2:
-		k, v, ok := strings.Cut(fl.Arg(1), "=")
-		if !ok {
-			return fail("space config", fmt.Errorf("want key=value, got %q", fl.Arg(1)))
+		return 0
+	})
+	config := leaf("config NAME key=value", "set a space's setting (cephfs.pool=POOL, cephfs.object-size=SIZE)", func(c *cobra.Command, args []string) int {
+		if len(args) != 2 {
+			fmt.Fprintln(os.Stderr, spaceUsage)
+			return 2
 		}
-		if err := api.ConfigSpace(ctx(), fl.Arg(0), k, v); err != nil {
+		k, v, ok := strings.Cut(args[1], "=")
+		if !ok {
+			return fail("space config", fmt.Errorf("want key=value, got %q", args[1]))
+		}
+		if err := newAPI(urlOf(c)).ConfigSpace(ctx(), args[0], k, v); err != nil {
 			return fail("space config", err)
 		}
-	default:
-		fmt.Fprintln(os.Stderr, usage)
-		return 2
-	}
-	return 0
+		return 0
+	})
+	return group("space", "spaces: space ls | define NAME | config NAME key=value", withURL(ls), withURL(define), withURL(config))
 }
 
 // radosPlace is the path of a RADOS filesystem:
@@ -105,30 +114,9 @@ const fsUsage = `usage: kaon fs ls
        kaon fs status ID             (a filesystem and its drain: stripes and bytes left, rate, ETA, failures with reasons)
        kaon fs reinit ID`
 
-func runFs(args []string) int {
-	fl, u := flags("fs")
-	var nf nsapi.NewFilesystem
-	fl.StringVar(&nf.Node, "node", "", "fs add: storage server node name (host:port as in fs ls)")
-	fl.StringVar(&nf.Path, "path", "", "fs add: directory on that node")
-	fl.StringVar(&nf.Group, "group", "", "fs add: scheduling group SPACE.N (default SPACE.0)")
-	fl.StringVar(&nf.Space, "space", "", "fs add: space (default \"default\")")
-	fl.StringVar(&nf.IO, "io", "", "fs add: write mode auto (direct on local disks, buffered on network/FUSE filesystems), direct or buffered")
-	rados := fl.Bool("rados", false, "fs add: a RADOS pool instead of a directory")
-	pool := fl.String("pool", "", "fs add --rados: the pool")
-	rns := fl.String("namespace", "", "fs add --rados: object namespace in the pool (default: one of its own)")
-	conf := fl.String("ceph-conf", "", "fs add --rados: ceph.conf on the storage server (default: its --ceph-conf)")
-	user := fl.String("ceph-user", "", "fs add --rados: Ceph client id (default: the storage server's --ceph-user)")
-	fl.StringVar(&nf.ObjectSize, "object-size", "", "fs add --rados: object size stripes are cut into (4M, 16M, 64M)")
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, fsUsage)
-		return 2
-	}
-	sub := args[0]
-	fl.Parse(args[1:])
-	api := newAPI(*u)
-	switch sub {
-	case "ls":
-		fss, err := api.Filesystems(ctx())
+func newFsCmd() *cobra.Command {
+	ls := leaf("ls", "filesystems: state, fill, I/O mode, drain progress, health", func(c *cobra.Command, args []string) int {
+		fss, err := newAPI(urlOf(c)).Filesystems(ctx())
 		if err != nil {
 			return fail("fs ls", err)
 		}
@@ -151,63 +139,88 @@ func runFs(args []string) int {
 				dash(f.Kind), dash(io), human(f.Used), human(f.Capacity), f.Files, drainColumns(f), dash(f.BackendHealth), health)
 		}
 		tw.Flush()
-	case "add":
-		if *rados {
-			if *pool == "" || nf.Path != "" {
+		return 0
+	})
+	var nf nsapi.NewFilesystem
+	var rados bool
+	var pool, rns, conf, user string
+	add := leaf("add --node N (--path DIR | --rados --pool P)", "add a filesystem of a storage server: a directory or a RADOS pool", func(c *cobra.Command, args []string) int {
+		if rados {
+			if pool == "" || nf.Path != "" {
 				return fail("fs add", fmt.Errorf("--rados needs --pool (and no --path)"))
 			}
-			nf.Path = radosPlace(*pool, *rns, *user, *conf)
+			nf.Path = radosPlace(pool, rns, user, conf)
 		}
-		if err := api.AddFilesystem(ctx(), nf); err != nil {
+		if err := newAPI(urlOf(c)).AddFilesystem(ctx(), nf); err != nil {
 			return fail("fs add", err)
 		}
-	case "config":
-		if fl.NArg() != 2 {
+		return 0
+	})
+	fl := add.Flags()
+	fl.StringVar(&nf.Node, "node", "", "storage server node name (host:port as in fs ls)")
+	fl.StringVar(&nf.Path, "path", "", "directory on that node")
+	fl.StringVar(&nf.Group, "group", "", "scheduling group SPACE.N (default SPACE.0)")
+	fl.StringVar(&nf.Space, "space", "", "space (default \"default\")")
+	fl.StringVar(&nf.IO, "io", "", "write mode auto (direct on local disks, buffered on network/FUSE filesystems), direct or buffered")
+	fl.BoolVar(&rados, "rados", false, "a RADOS pool instead of a directory")
+	fl.StringVar(&pool, "pool", "", "--rados: the pool")
+	fl.StringVar(&rns, "namespace", "", "--rados: object namespace in the pool (default: one of its own)")
+	fl.StringVar(&conf, "ceph-conf", "", "--rados: ceph.conf on the storage server (default: its --ceph-conf)")
+	fl.StringVar(&user, "ceph-user", "", "--rados: Ceph client id (default: the storage server's --ceph-user)")
+	fl.StringVar(&nf.ObjectSize, "object-size", "", "--rados: object size stripes are cut into (4M, 16M, 64M)")
+	config := leaf("config ID key=value", "set a filesystem's setting: configstatus=rw|ro|drain|off, group, space, io, object-size, drain.*, fsck's scan_*", func(c *cobra.Command, args []string) int {
+		if len(args) != 2 {
 			fmt.Fprintln(os.Stderr, fsUsage)
 			return 2
 		}
-		k, v, ok := strings.Cut(fl.Arg(1), "=")
+		k, v, ok := strings.Cut(args[1], "=")
 		if !ok {
-			return fail("fs config", fmt.Errorf("want key=value, got %q", fl.Arg(1)))
+			return fail("fs config", fmt.Errorf("want key=value, got %q", args[1]))
 		}
-		id, err := nsapi.ParseFsID("fs config", fl.Arg(0))
+		id, err := nsapi.ParseFsID("fs config", args[0])
 		if err == nil {
-			err = api.ConfigFilesystem(ctx(), id, k, v)
+			err = newAPI(urlOf(c)).ConfigFilesystem(ctx(), id, k, v)
 		}
 		if err != nil {
 			return fail("fs config", err)
 		}
-	case "status":
-		if fl.NArg() != 1 {
+		return 0
+	})
+	config.Long = fsUsage
+	status := leaf("status ID", "a filesystem and its drain: stripes and bytes left, rate, ETA, failures with reasons", func(c *cobra.Command, args []string) int {
+		if len(args) != 1 {
 			fmt.Fprintln(os.Stderr, fsUsage)
 			return 2
 		}
-		id, err := nsapi.ParseFsID("fs status", fl.Arg(0))
+		id, err := nsapi.ParseFsID("fs status", args[0])
 		var st nsapi.FsStatus
 		if err == nil {
-			st, err = api.FsStatus(ctx(), id)
+			st, err = newAPI(urlOf(c)).FsStatus(ctx(), id)
 		}
 		if err != nil {
 			return fail("fs status", err)
 		}
 		printFsStatus(st)
-	case "reinit":
-		if fl.NArg() != 1 {
+		return 0
+	})
+	reinit := leaf("reinit ID", "the storage server creates the filesystem again, on an empty directory", func(c *cobra.Command, args []string) int {
+		if len(args) != 1 {
 			fmt.Fprintln(os.Stderr, "usage: kaon fs reinit ID (the storage server creates the filesystem again, on an empty directory)")
 			return 2
 		}
-		id, err := nsapi.ParseFsID("fs reinit", fl.Arg(0))
+		id, err := nsapi.ParseFsID("fs reinit", args[0])
 		if err == nil {
-			err = api.ReinitFilesystem(ctx(), id)
+			err = newAPI(urlOf(c)).ReinitFilesystem(ctx(), id)
 		}
 		if err != nil {
 			return fail("fs reinit", err)
 		}
-	default:
-		fmt.Fprintf(os.Stderr, "kaon fs: unknown subcommand %q\n%s\n", sub, fsUsage)
-		return 2
-	}
-	return 0
+		return 0
+	})
+	g := group("fs", "filesystems: fs ls | add | config ID key=value | status ID | reinit ID",
+		withURL(ls), withURL(add), withURL(config), withURL(status), withURL(reinit))
+	g.Long = fsUsage
+	return g
 }
 
 func dash(s string) string {
@@ -217,23 +230,20 @@ func dash(s string) string {
 	return s
 }
 
-func runFile(args []string) int {
-	fl, u := flags("file")
-	if len(args) > 0 && args[0] == "convert" {
-		return runConvert(fl, u, args[1:])
-	}
-	if len(args) > 0 && (args[0] == "versions" || args[0] == "restore-version") {
-		return runFileVersions(fl, u, args[0], args[1:])
-	}
-	if len(args) == 0 || args[0] != "info" {
-		fmt.Fprintln(os.Stderr, "usage: kaon file info PATH | file convert PATH [--space S] [--layout L] | file convert --status | "+versionsUsage)
-		return 2
-	}
-	p, ok := oneArg(fl, args[1:])
-	if !ok {
-		return 2
-	}
-	e, err := newAPI(*u).FileInfo(ctx(), p)
+func newFileCmd() *cobra.Command {
+	info := leaf("info PATH", "a file's fid, layout, checksums, stripes and their physical paths", func(c *cobra.Command, args []string) int {
+		p, ok := oneArg(c, args)
+		if !ok {
+			return 2
+		}
+		return runFileInfo(urlOf(c), p)
+	})
+	return group("file", "file info PATH | file convert PATH --space S --layout L | "+versionsUsage,
+		withURL(info), withURL(newConvertCmd()), withURL(newVersionsCmd()), withURL(newRestoreVersionCmd()))
+}
+
+func runFileInfo(u, p string) int {
+	e, err := newAPI(u).FileInfo(ctx(), p)
 	if err != nil {
 		return fail("file info", err)
 	}
@@ -253,18 +263,19 @@ func runFile(args []string) int {
 	return 0
 }
 
-func runAttr(args []string) int {
-	fl, u := flags("attr")
-	if len(args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kaon attr set PATH name=value | get PATH name | ls PATH | rm PATH name")
-		return 2
+const attrUsage = "usage: kaon attr set PATH name=value | get PATH name | ls PATH | rm PATH name"
+
+func newAttrCmd() *cobra.Command {
+	sub := func(use, short string, n int, run func(api *client.Client, a []string) int) *cobra.Command {
+		return withURL(leaf(use, short, func(c *cobra.Command, a []string) int {
+			if len(a) != n {
+				fmt.Fprintln(os.Stderr, attrUsage)
+				return 2
+			}
+			return run(newAPI(urlOf(c)), a)
+		}))
 	}
-	sub := args[0]
-	fl.Parse(args[1:])
-	api := newAPI(*u)
-	a := fl.Args()
-	switch {
-	case sub == "set" && len(a) == 2:
+	set := sub("set PATH name=value", "set an attribute (sys.* : root or the admin role)", 2, func(api *client.Client, a []string) int {
 		k, v, ok := strings.Cut(a[1], "=")
 		if !ok {
 			return fail("attr set", fmt.Errorf("want name=value, got %q", a[1]))
@@ -272,28 +283,34 @@ func runAttr(args []string) int {
 		if err := api.SetAttr(ctx(), a[0], k, v); err != nil {
 			return fail("attr set", err)
 		}
-	case sub == "rm" && len(a) == 2:
+		return 0
+	})
+	rm := sub("rm PATH name", "remove an attribute", 2, func(api *client.Client, a []string) int {
 		if err := api.RemoveAttr(ctx(), a[0], a[1]); err != nil {
 			return fail("attr rm", err)
 		}
-	case (sub == "ls" && len(a) == 1) || (sub == "get" && len(a) == 2):
-		attrs, err := api.Attrs(ctx(), a[0])
-		if err != nil {
-			return fail("attr "+sub, err)
-		}
-		found := false
-		for _, kv := range attrs {
-			if sub == "ls" || kv[0] == a[1] {
-				fmt.Printf("%s=%q\n", kv[0], kv[1])
-				found = true
+		return 0
+	})
+	// show prints the attributes of a[0]; all, or the one named a[1].
+	show := func(sub string) func(api *client.Client, a []string) int {
+		return func(api *client.Client, a []string) int {
+			attrs, err := api.Attrs(ctx(), a[0])
+			if err != nil {
+				return fail("attr "+sub, err)
 			}
+			found := false
+			for _, kv := range attrs {
+				if sub == "ls" || kv[0] == a[1] {
+					fmt.Printf("%s=%q\n", kv[0], kv[1])
+					found = true
+				}
+			}
+			if sub == "get" && !found {
+				return fail("attr get", fmt.Errorf("%s: no attribute %q", a[0], a[1]))
+			}
+			return 0
 		}
-		if sub == "get" && !found {
-			return fail("attr get", fmt.Errorf("%s: no attribute %q", a[0], a[1]))
-		}
-	default:
-		fmt.Fprintln(os.Stderr, "usage: kaon attr set PATH name=value | get PATH name | ls PATH | rm PATH name")
-		return 2
 	}
-	return 0
+	return group("attr", "attributes: attr set PATH name=value | get PATH name | ls PATH | rm PATH name",
+		set, sub("get PATH name", "print an attribute", 2, show("get")), sub("ls PATH", "print every attribute", 1, show("ls")), rm)
 }

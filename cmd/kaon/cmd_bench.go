@@ -1,20 +1,33 @@
 package main
 
 import (
-	"encoding/json"
-	"flag"
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/kaon-storage/kaon/internal/bench"
+	"github.com/kaon-storage/kaon/internal/ha"
+	"github.com/kaon-storage/kaon/internal/kv"
+	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
+	"github.com/kaon-storage/kaon/internal/role"
+	"github.com/kaon-storage/kaon/internal/role/endpoints"
 )
 
 func init() {
-	register(command{name: "bench", short: "benchmarks: bench stream | bench ns | bench fsck | bench token", run: runBench})
+	addVerb(func() *cobra.Command {
+		return group("bench", "benchmarks: bench stream | bench ns | bench fsck | bench token",
+			newBenchStreamCmd(), newBenchNSCmd(), newBenchFsckCmd(), newBenchTokenCmd())
+	})
 }
 
 func parseSize(s string) (int64, error) {
@@ -36,57 +49,39 @@ func parseSize(s string) (int64, error) {
 
 // serverOf reads endpoints.json of a data dir: URL and PID of the server.
 func serverOf(data string) (string, int, error) {
-	b, err := os.ReadFile(filepath.Join(data, "endpoints.json"))
-	if err != nil {
+	ep, err := endpoints.Read(data)
+	if errors.Is(err, fs.ErrNotExist) {
 		return "", 0, fmt.Errorf("no running kaon for data dir %s: %w", data, err)
-	}
-	var ep Endpoints
-	if err := json.Unmarshal(b, &ep); err != nil {
+	} else if err != nil {
 		return "", 0, err
 	}
 	return ep.HTTP, ep.PID, nil
 }
 
-func runBench(args []string) int {
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: kaon bench stream|ns|fsck|token [flags]")
-		return 2
-	}
-	switch args[0] {
-	case "stream":
-		fl := flag.NewFlagSet("kaon bench stream", flag.ExitOnError)
-		data := fl.String("data", defaultDataDir(), "data dir of the running server (endpoints.json; the raw baseline is written beside it)")
-		layouts := fl.String("layouts", "plain,replica:2,ec:4+2", "comma-separated layouts")
-		spaces := fl.String("spaces", "", "comma-separated spaces: every layout on every space (sys.forced.space), rows SPACE[/LAYOUT]")
-		var rawDirs rawDirFlag
-		fl.Var(&rawDirs, "raw-dir", "[NAME=]DIR: a raw baseline (buffered + fsync, like dd) in DIR instead of beside --data, e.g. in a ceph-fuse mount; repeatable")
-		streams := fl.Int("streams", 8, "parallel streams")
-		size := fl.String("size", "256M", "bytes per stream")
-		rounds := fl.Int("rounds", 1, "measure every row this often, alternating the order; medians are printed")
-		pause := fl.Duration("pause", 0, "pause before every phase (let a cluster settle)")
-		ops := fl.String("ops", "write,read", "phases: write,read or write (reads read what the writes wrote)")
-		fsync := fl.Bool("fsync", true, "fsync raw files (match the server's --sync)")
-		drop := fl.Bool("drop-caches", false, "drop the page cache before read phases (root)")
-		sums := fl.String("checksums", "", "checksums computed while writing (sys.forced.checksums), default: the server's")
-		cpuPids := fl.String("cpu-pids", "", "comma-separated pids whose CPU time is counted per GiB beside the server's (ceph-fuse)")
-		plotFile := fl.String("plot", "", "draw the stream tails to FILE.png (line at the average, box to p99, whisker to max)")
-		verbose := fl.Bool("v", false, "print every row of every round as it finishes (stderr)")
-		fl.Parse(args[1:])
-		url, pid, err := serverOf(*data)
+func newBenchStreamCmd() *cobra.Command {
+	var (
+		data, layouts, spaces, size, ops, sums, cpuPids, plotFile string
+		rawDirs                                                   rawDirFlag
+		streams, rounds                                           int
+		pause                                                     time.Duration
+		fsync, drop, verbose                                      bool
+	)
+	c := leaf("stream", "parallel streams through a running server, beside a raw baseline (dd-like) on the same disks", func(*cobra.Command, []string) int {
+		url, pid, err := serverOf(data)
 		if err != nil {
 			return fail("bench stream", err)
 		}
-		sz, err := parseSize(*size)
+		sz, err := parseSize(size)
 		if err != nil {
 			return fail("bench stream", err)
 		}
-		cfg := bench.StreamConfig{URL: url, ServerPID: pid, RawDir: filepath.Join(*data, "bench-raw"), RawDirs: rawDirs,
-			Layouts: strings.Split(*layouts, ","), Streams: *streams, Size: sz, Fsync: *fsync, DropCaches: *drop, Checksums: *sums,
-			Rounds: *rounds, Pause: *pause, Ops: strings.Split(*ops, ",")}
-		if *spaces != "" {
-			cfg.Spaces = strings.Split(*spaces, ",")
+		cfg := bench.StreamConfig{URL: url, ServerPID: pid, RawDir: filepath.Join(data, "bench-raw"), RawDirs: rawDirs,
+			Layouts: strings.Split(layouts, ","), Streams: streams, Size: sz, Fsync: fsync, DropCaches: drop, Checksums: sums,
+			Rounds: rounds, Pause: pause, Ops: strings.Split(ops, ",")}
+		if spaces != "" {
+			cfg.Spaces = strings.Split(spaces, ",")
 		}
-		for _, p := range strings.Split(*cpuPids, ",") {
+		for _, p := range strings.Split(cpuPids, ",") {
 			if p == "" {
 				continue
 			}
@@ -96,7 +91,7 @@ func runBench(args []string) int {
 			}
 			cfg.CPUPids = append(cfg.CPUPids, n)
 		}
-		if *verbose {
+		if verbose {
 			cfg.Progress = os.Stderr
 		}
 		rows, err := bench.Stream(cfg)
@@ -104,37 +99,54 @@ func runBench(args []string) int {
 			return fail("bench stream", err)
 		}
 		bench.PrintStream(os.Stdout, cfg, rows)
-		if *plotFile != "" {
-			if err := bench.PlotTails(*plotFile, cfg, rows); err != nil {
+		if plotFile != "" {
+			if err := bench.PlotTails(plotFile, cfg, rows); err != nil {
 				return fail("bench stream", err)
 			}
 		}
-	case "ns":
-		fl := flag.NewFlagSet("kaon bench ns", flag.ExitOnError)
-		files := fl.Int("files", 1000000, "files to create")
-		dirs := fl.Int("dirs", 1000, "directories to spread them over")
-		workers := fl.Int("workers", 32, "parallel workers")
-		data := fl.String("data", "", "data dir of a running server: benchmark through its API (default: in-process)")
-		dir := fl.String("dir", "", "in-process: store directory (default: a temp dir)")
-		sync := fl.Bool("sync", true, "in-process: durable commits, as the server does by default")
-		cpuProfile := fl.String("cpuprofile", "", "in-process: write a Go CPU profile of the run to this file")
-		var meta MetaConfig
-		meta.bind(fl)
-		fl.Parse(args[1:])
-		stop, err := startCPUProfile(*cpuProfile)
+		return 0
+	})
+	fl := c.Flags()
+	fl.StringVar(&data, "data", defaultDataDir(), "data dir of the running server (endpoints.json; the raw baseline is written beside it)")
+	fl.StringVar(&layouts, "layouts", "plain,replica:2,ec:4+2", "comma-separated layouts")
+	fl.StringVar(&spaces, "spaces", "", "comma-separated spaces: every layout on every space (sys.forced.space), rows SPACE[/LAYOUT]")
+	fl.Var(&rawDirs, "raw-dir", "[NAME=]DIR: a raw baseline (buffered + fsync, like dd) in DIR instead of beside --data, e.g. in a ceph-fuse mount; repeatable")
+	fl.IntVar(&streams, "streams", 8, "parallel streams")
+	fl.StringVar(&size, "size", "256M", "bytes per stream")
+	fl.IntVar(&rounds, "rounds", 1, "measure every row this often, alternating the order; medians are printed")
+	fl.DurationVar(&pause, "pause", 0, "pause before every phase (let a cluster settle)")
+	fl.StringVar(&ops, "ops", "write,read", "phases: write,read or write (reads read what the writes wrote)")
+	fl.BoolVar(&fsync, "fsync", true, "fsync raw files (match the server's --sync)")
+	fl.BoolVar(&drop, "drop-caches", false, "drop the page cache before read phases (root)")
+	fl.StringVar(&sums, "checksums", "", "checksums computed while writing (sys.forced.checksums), default: the server's")
+	fl.StringVar(&cpuPids, "cpu-pids", "", "comma-separated pids whose CPU time is counted per GiB beside the server's (ceph-fuse)")
+	fl.StringVar(&plotFile, "plot", "", "draw the stream tails to FILE.png (line at the average, box to p99, whisker to max)")
+	fl.BoolVarP(&verbose, "v", "v", false, "print every row of every round as it finishes (stderr)")
+	return c
+}
+
+func newBenchNSCmd() *cobra.Command {
+	var (
+		files, dirs, workers  int
+		data, dir, cpuProfile string
+		sync                  bool
+		meta                  role.MetaConfig
+	)
+	c := leaf("ns", "namespace creates: in-process (embedded or etcd store) or through a running server's API", func(*cobra.Command, []string) int {
+		stop, err := startCPUProfile(cpuProfile)
 		if err != nil {
 			return fail("bench ns", err)
 		}
 		defer stop()
-		cfg := bench.NSConfig{Files: *files, Dirs: *dirs, Workers: *workers, Sync: *sync}
-		if *data != "" {
-			url, pid, err := serverOf(*data)
+		cfg := bench.NSConfig{Files: files, Dirs: dirs, Workers: workers, Sync: sync}
+		if data != "" {
+			url, pid, err := serverOf(data)
 			if err != nil {
 				return fail("bench ns", err)
 			}
 			cfg.URL, cfg.ServerPID = url, pid
 		} else {
-			cfg.Dir = *dir
+			cfg.Dir = dir
 			if cfg.Dir == "" {
 				d, err := os.MkdirTemp("", "kaon-bench-ns-")
 				if err != nil {
@@ -144,7 +156,7 @@ func runBench(args []string) int {
 				cfg.Dir = d
 			}
 			if meta.URL != "" {
-				cfg.Store = func() (bench.NSStore, error) { return benchActive(meta, cfg.Dir, *files) }
+				cfg.Store = func() (bench.NSStore, error) { return benchActive(meta, cfg.Dir, files) }
 			}
 		}
 		res, err := bench.Namespace(cfg)
@@ -152,18 +164,23 @@ func runBench(args []string) int {
 			return fail("bench ns", err)
 		}
 		bench.PrintNamespace(os.Stdout, cfg, res)
-	case "fsck":
-		fl := flag.NewFlagSet("kaon bench fsck", flag.ExitOnError)
-		var cfg bench.FsckConfig
-		fl.StringVar(&cfg.Dir, "data", "", "work directory (populated on first use, reused after)")
-		fl.StringVar(&cfg.Stripes, "stripes", "", "parent of the filesystems (default DATA/fs; a tmpfs such as /dev/shm/x holds a million stripes cheaply)")
-		fl.IntVar(&cfg.Files, "files", 1000000, "files in the namespace")
-		fl.IntVar(&cfg.Dirs, "dirs", 1000, "directories to spread them over")
-		fl.IntVar(&cfg.Filesystems, "filesystems", 4, "filesystems of the storage server")
-		fl.StringVar(&cfg.Layout, "layout", "plain", "layout of the files (plain: one stripe each)")
-		fl.IntVar(&cfg.Runs, "runs", 3, "unthrottled runs (the median is reported)")
-		fl.BoolVar(&cfg.Throttled, "throttled", true, "one more run at the default rates (scan_ns_rate per filesystem, --fsck-rate)")
-		fl.Parse(args[1:])
+		return 0
+	})
+	fl := c.Flags()
+	fl.IntVar(&files, "files", 1000000, "files to create")
+	fl.IntVar(&dirs, "dirs", 1000, "directories to spread them over")
+	fl.IntVar(&workers, "workers", 32, "parallel workers")
+	fl.StringVar(&data, "data", "", "data dir of a running server: benchmark through its API (default: in-process)")
+	fl.StringVar(&dir, "dir", "", "in-process: store directory (default: a temp dir)")
+	fl.BoolVar(&sync, "sync", true, "in-process: durable commits, as the server does by default")
+	fl.StringVar(&cpuProfile, "cpuprofile", "", "in-process: write a Go CPU profile of the run to this file")
+	bindMeta(fl, &meta)
+	return c
+}
+
+func newBenchFsckCmd() *cobra.Command {
+	var cfg bench.FsckConfig
+	c := leaf("fsck", "fsck scans and the namespace pass over a million files (a namespace server and a storage server it starts)", func(*cobra.Command, []string) int {
 		if cfg.Dir == "" {
 			return fail("bench fsck", fmt.Errorf("--data is required"))
 		}
@@ -177,30 +194,46 @@ func runBench(args []string) int {
 			return fail("bench fsck", err)
 		}
 		bench.PrintFsck(os.Stdout, cfg, runs)
-	case "token":
-		fl := flag.NewFlagSet("kaon bench token", flag.ExitOnError)
-		data := fl.String("data", defaultDataDir(), "data dir of the running server (endpoints.json); it must accept tokens (--auth unix,token)")
-		method := fl.String("method", "HEAD", "HEAD (answered by the namespace server) or GET (answered with a redirect)")
-		n := fl.Int("requests", 20000, "requests per round")
-		workers := fl.Int("workers", 8, "concurrent clients (kept-alive connections)")
-		rounds := fl.Int("rounds", 5, "rounds with and without a token, alternating")
-		user := fl.String("user", "65534", "local user the token acts as")
-		fl.Parse(args[1:])
-		url, _, err := serverOf(*data)
+		return 0
+	})
+	fl := c.Flags()
+	fl.StringVar(&cfg.Dir, "data", "", "work directory (populated on first use, reused after)")
+	fl.StringVar(&cfg.Stripes, "stripes", "", "parent of the filesystems (default DATA/fs; a tmpfs such as /dev/shm/x holds a million stripes cheaply)")
+	fl.IntVar(&cfg.Files, "files", 1000000, "files in the namespace")
+	fl.IntVar(&cfg.Dirs, "dirs", 1000, "directories to spread them over")
+	fl.IntVar(&cfg.Filesystems, "filesystems", 4, "filesystems of the storage server")
+	fl.StringVar(&cfg.Layout, "layout", "plain", "layout of the files (plain: one stripe each)")
+	fl.IntVar(&cfg.Runs, "runs", 3, "unthrottled runs (the median is reported)")
+	fl.BoolVar(&cfg.Throttled, "throttled", true, "one more run at the default rates (scan_ns_rate per filesystem, --fsck-rate)")
+	return c
+}
+
+func newBenchTokenCmd() *cobra.Command {
+	var (
+		data, method, user string
+		n, workers, rounds int
+	)
+	c := leaf("token", "requests with and without a bearer token: what verifying tokens costs", func(*cobra.Command, []string) int {
+		url, _, err := serverOf(data)
 		if err != nil {
 			return fail("bench token", err)
 		}
-		cfg := bench.TokenConfig{URL: url, Method: strings.ToUpper(*method), Requests: *n, Workers: *workers, Rounds: *rounds, User: *user}
+		cfg := bench.TokenConfig{URL: url, Method: strings.ToUpper(method), Requests: n, Workers: workers, Rounds: rounds, User: user}
 		res, err := bench.Token(cfg)
 		if err != nil {
 			return fail("bench token", err)
 		}
 		bench.PrintToken(os.Stdout, cfg, res)
-	default:
-		fmt.Fprintf(os.Stderr, "kaon bench: unknown benchmark %q\n", args[0])
-		return 2
-	}
-	return 0
+		return 0
+	})
+	fl := c.Flags()
+	fl.StringVar(&data, "data", defaultDataDir(), "data dir of the running server (endpoints.json); it must accept tokens (--auth unix,token)")
+	fl.StringVar(&method, "method", "HEAD", "HEAD (answered by the namespace server) or GET (answered with a redirect)")
+	fl.IntVar(&n, "requests", 20000, "requests per round")
+	fl.IntVar(&workers, "workers", 8, "concurrent clients (kept-alive connections)")
+	fl.IntVar(&rounds, "rounds", 5, "rounds with and without a token, alternating")
+	fl.StringVar(&user, "user", "65534", "local user the token acts as")
+	return c
 }
 
 // startCPUProfile writes a Go CPU profile to path (nothing when path is
@@ -223,7 +256,14 @@ func startCPUProfile(path string) (stop func(), err error) {
 // rawDirFlag collects --raw-dir [NAME=]DIR (NAME defaults to DIR's base name).
 type rawDirFlag []bench.RawDir
 
-func (f *rawDirFlag) String() string { return fmt.Sprint(*f) }
+func (f *rawDirFlag) String() string {
+	if len(*f) == 0 {
+		return ""
+	}
+	return fmt.Sprint(*f)
+}
+
+func (f *rawDirFlag) Type() string { return "[NAME=]DIR" }
 
 func (f *rawDirFlag) Set(v string) error {
 	name, dir, ok := strings.Cut(v, "=")
@@ -235,4 +275,86 @@ func (f *rawDirFlag) Set(v string) error {
 	}
 	*f = append(*f, bench.RawDir{Name: name, Dir: dir})
 	return nil
+}
+
+// benchActive makes this process the active namespace server of the
+// instance in meta (its replica in dir) and returns its store, for `bench
+// ns --meta`: the namespace runs over the same pipeline as in kaon mgm.
+// Its report is what etcd holds per file: the history is compacted and the
+// bytes in use compared with those before the run.
+func benchActive(meta role.MetaConfig, dir string, files int) (bench.NSStore, error) {
+	remote, err := meta.OpenEtcd()
+	if err != nil {
+		return bench.NSStore{}, err
+	}
+	local, err := pebblekv.Open(filepath.Join(dir, "replica"), pebblekv.Options{NoSync: true})
+	if err != nil {
+		remote.Close()
+		return bench.NSStore{}, err
+	}
+	node, err := ha.New(ha.Config{Remote: remote, Local: local, Lease: meta.Lease, KeepHistory: meta.KeepHistory,
+		Self:   ha.Member{ID: "bench", HTTP: "http://bench"},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Serve:  func(_ context.Context, s kv.Store, _ []byte) (any, error) { return s, nil }})
+	if err != nil {
+		remote.Close()
+		local.Close()
+		return bench.NSStore{}, err
+	}
+	inUse := func() (int64, error) {
+		st, err := remote.Status(context.Background())
+		if err != nil {
+			return 0, err
+		}
+		if err := remote.Compact(context.Background(), st.Revision); err != nil {
+			return 0, err
+		}
+		if st, err = remote.Status(context.Background()); err != nil {
+			return 0, err
+		}
+		var use int64
+		for _, m := range st.Members {
+			use = max(use, m.DBInUse)
+		}
+		return use, nil
+	}
+	before, err := inUse()
+	if err != nil {
+		remote.Close()
+		local.Close()
+		return bench.NSStore{}, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { node.Run(ctx); close(done) }()
+	closeAll := func() {
+		cancel()
+		<-done
+		local.Close()
+		remote.Close()
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if p, ok := node.View().Service.(*ha.Pipeline); ok {
+			return bench.NSStore{Store: p, Name: "etcd " + meta.URL,
+				Close: func() {
+					st := p.Stats()
+					fmt.Fprintf(os.Stderr, "pipeline: %d batches committed in %d groups (%.1f per group)\n", st.Batches, st.Groups, float64(st.Batches)/float64(max(st.Groups, 1)))
+					closeAll()
+				},
+				Report: func() []string {
+					after, err := inUse()
+					if err != nil {
+						return []string{"etcd size: " + err.Error()}
+					}
+					return []string{fmt.Sprintf("etcd database in use after compaction: %.1f MiB more than before the run, %.0f bytes per file",
+						float64(after-before)/(1<<20), float64(after-before)/float64(max(files, 1)))}
+				}}, nil
+		}
+		if time.Now().After(deadline) {
+			closeAll()
+			return bench.NSStore{}, fmt.Errorf("not the active namespace server of %s within a minute (another one is active?)", meta.URL)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

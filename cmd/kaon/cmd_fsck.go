@@ -8,11 +8,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
-	register(command{name: "fsck", short: "fsck stat | report [--class C] | run [--fs ID] | repair --class C: consistency of stripes and namespace", run: runFsck})
+	addVerb(newFsckCmd)
 }
 
 const fsckUsage = `usage: kaon fsck stat
@@ -20,64 +23,79 @@ const fsckUsage = `usage: kaon fsck stat
        kaon fsck run [--fs ID] [--scrub] [--wait [--timeout D]]
        kaon fsck repair --class C|all [--fs ID]`
 
-func runFsck(args []string) int {
-	fl, u := flags("fsck")
-	class := fl.String("class", "", "report, repair: the error class (repair: all for every class)")
-	fsid := fl.Uint("fs", 0, "report, run, repair: only this filesystem")
-	asJSON := fl.Bool("json", false, "report: JSON lines instead of text")
-	scrub := fl.Bool("scrub", false, "run: re-read the data (checksums, erasure-coded frames) too")
-	wait := fl.Bool("wait", false, "run: wait until the scans and the namespace pass after them are done")
-	timeout := fl.Duration("timeout", time.Hour, "run --wait: give up after this long")
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, fsckUsage)
-		return 2
+func newFsckCmd() *cobra.Command {
+	// sub is a subverb taking no arguments.
+	sub := func(use, short string, run func(api *client.Client) int) *cobra.Command {
+		return withURL(leaf(use, short, func(c *cobra.Command, args []string) int {
+			if len(args) != 0 {
+				fmt.Fprintln(os.Stderr, fsckUsage)
+				return 2
+			}
+			return run(newAPI(urlOf(c)))
+		}))
 	}
-	sub := args[0]
-	fl.Parse(args[1:])
-	if fl.NArg() != 0 {
-		fmt.Fprintln(os.Stderr, fsckUsage)
-		return 2
+	fsFlag := func(c *cobra.Command, fsid *uint) {
+		c.Flags().UintVar(fsid, "fs", 0, "only this filesystem")
 	}
-	api := newAPI(*u)
-	switch sub {
-	case "stat":
+	stat := sub("stat", "findings per error class, scans per filesystem, the namespace pass", func(api *client.Client) int {
 		st, err := api.FsckStat(ctx())
 		if err != nil {
 			return fail("fsck stat", err)
 		}
 		printFsckStat(st)
-	case "report":
-		fs, err := api.FsckReport(ctx(), *class, uint32(*fsid))
+		return 0
+	})
+	var rClass string
+	var rFs uint
+	var asJSON bool
+	report := sub("report", "one line per finding: class, fid, fs, stripe, path, physical file, what is wrong", func(api *client.Client) int {
+		fs, err := api.FsckReport(ctx(), rClass, uint32(rFs))
 		if err != nil {
 			return fail("fsck report", err)
 		}
 		enc := json.NewEncoder(os.Stdout)
 		for _, f := range fs {
-			if *asJSON {
+			if asJSON {
 				enc.Encode(f)
 				continue
 			}
 			fmt.Println(findingLine(f))
 		}
-	case "run":
+		return 0
+	})
+	report.Flags().StringVar(&rClass, "class", "", "only this error class")
+	fsFlag(report, &rFs)
+	report.Flags().BoolVar(&asJSON, "json", false, "JSON lines instead of text")
+	var runFs uint
+	var scrub, wait bool
+	var timeout time.Duration
+	run := sub("run", "scan now (and the namespace pass after the scans)", func(api *client.Client) int {
 		before, err := api.FsckStat(ctx())
 		if err != nil {
 			return fail("fsck run", err)
 		}
-		if err := api.FsckRun(ctx(), uint32(*fsid), *scrub); err != nil {
+		if err := api.FsckRun(ctx(), uint32(runFs), scrub); err != nil {
 			return fail("fsck run", err)
 		}
-		if *wait {
-			if err := api.FsckWait(ctx(), before, uint32(*fsid), *timeout); err != nil {
+		if wait {
+			if err := api.FsckWait(ctx(), before, uint32(runFs), timeout); err != nil {
 				return fail("fsck run", err)
 			}
 		}
-	case "repair":
-		if *class == "" {
+		return 0
+	})
+	fsFlag(run, &runFs)
+	run.Flags().BoolVar(&scrub, "scrub", false, "re-read the data (checksums, erasure-coded frames) too")
+	run.Flags().BoolVar(&wait, "wait", false, "wait until the scans and the namespace pass after them are done")
+	run.Flags().DurationVar(&timeout, "timeout", time.Hour, "with --wait: give up after this long")
+	var fClass string
+	var fFs uint
+	repair := sub("repair", "repair the findings of a class (all: every class): rebuild, re-replicate, drop orphans", func(api *client.Client) int {
+		if fClass == "" {
 			fmt.Fprintln(os.Stderr, "kaon fsck repair: --class is required (a class of fsck stat, or all)")
 			return 2
 		}
-		rs, err := api.FsckRepair(ctx(), *class, uint32(*fsid))
+		rs, err := api.FsckRepair(ctx(), fClass, uint32(fFs))
 		if err != nil {
 			return fail("fsck repair", err)
 		}
@@ -95,11 +113,13 @@ func runFsck(args []string) int {
 		if failed > 0 {
 			return fail("fsck repair", fmt.Errorf("%d of %d repairs failed", failed, len(rs)))
 		}
-	default:
-		fmt.Fprintf(os.Stderr, "kaon fsck: unknown subcommand %q\n%s\n", sub, fsckUsage)
-		return 2
-	}
-	return 0
+		return 0
+	})
+	repair.Flags().StringVar(&fClass, "class", "", "the error class (all for every class)")
+	fsFlag(repair, &fFs)
+	g := group("fsck", "consistency of stripes and namespace: fsck stat | report [--class C] | run [--fs ID] | repair --class C", stat, report, run, repair)
+	g.Long = fsckUsage
+	return g
 }
 
 // findingLine is one finding as `fsck report` prints it: class, ids, the

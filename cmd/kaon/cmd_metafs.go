@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"log"
 	"os"
@@ -9,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"github.com/kaon-storage/kaon/internal/fusecore"
@@ -16,7 +16,19 @@ import (
 )
 
 func init() {
-	register(command{name: "metafs", short: "bulk metadata index and read-only overlay for software trees", run: runMetafs})
+	addVerb(func() *cobra.Command {
+		keeper := leaf("keeper", "started by mount --kernel (internal/metafs/keeper.go)", func(*cobra.Command, []string) int {
+			return metafs.RunKeeper()
+		})
+		keeper.Hidden = true
+		umount := leaf("umount MOUNTPOINT", "unmount either kind of metafs mount (and stop its daemon)", func(_ *cobra.Command, args []string) int {
+			return metafsUmount(args)
+		})
+		g := group("metafs", "bulk metadata index and read-only overlay for software trees",
+			newMetafsIndexCmd(), newMetafsMountCmd(), newMetafsVerifyCmd(), umount, keeper)
+		g.Long = metafsUsage
+		return g
+	})
 }
 
 const metafsUsage = `usage:
@@ -45,66 +57,31 @@ verify  compare the index with DIR and list every difference
         (exit 0: identical, 1: differences, 2: error)
 `
 
-func runMetafs(args []string) int {
-	if len(args) < 1 {
-		fmt.Fprint(os.Stderr, metafsUsage)
-		return 2
-	}
-	switch args[0] {
-	case "index":
-		return metafsIndex(args[1:])
-	case "mount":
-		return metafsMount(args[1:])
-	case "verify":
-		return metafsVerify(args[1:])
-	case "umount":
-		return metafsUmount(args[1:])
-	case "keeper": // started by mount --kernel (internal/metafs/keeper.go)
-		return metafs.RunKeeper()
-	case "-h", "--help", "help":
-		fmt.Print(metafsUsage)
-		return 0
-	}
-	fmt.Fprintf(os.Stderr, "kaon metafs: unknown subcommand %q\n%s", args[0], metafsUsage)
-	return 2
-}
-
-// parseInterspersed lets flags appear before or after positional arguments.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
 }
 
-func metafsIndex(args []string) int {
-	fs := flag.NewFlagSet("kaon metafs index", flag.ContinueOnError)
-	out := fs.String("o", "", "index file to write (default DIR.metafs)")
-	workers := fs.Int("workers", 0, "directories read in parallel (default 4*GOMAXPROCS, at least 8)")
-	noX := fs.Bool("no-xattrs", false, "do not record extended attributes")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) != 1 {
-		fmt.Fprint(os.Stderr, metafsUsage)
-		return 2
-	}
-	dir := pos[0]
-	if *out == "" {
-		*out = filepath.Clean(dir) + ".metafs"
+func newMetafsIndexCmd() *cobra.Command {
+	var out string
+	var workers int
+	var noX bool
+	c := leaf("index DIR [-o FILE]", "walk DIR once and write a compact, checksummed metadata index (default FILE: DIR.metafs)", func(_ *cobra.Command, args []string) int {
+		if len(args) != 1 {
+			fmt.Fprint(os.Stderr, metafsUsage)
+			return 2
+		}
+		return metafsIndex(args[0], out, workers, noX)
+	})
+	c.Flags().StringVarP(&out, "o", "o", "", "index file to write (default DIR.metafs)")
+	c.Flags().IntVar(&workers, "workers", 0, "directories read in parallel (default 4*GOMAXPROCS, at least 8)")
+	c.Flags().BoolVar(&noX, "no-xattrs", false, "do not record extended attributes")
+	return c
+}
+
+func metafsIndex(dir, out string, workers int, noX bool) int {
+	if out == "" {
+		out = filepath.Clean(dir) + ".metafs"
 	}
 	var prog atomic.Int64
 	done := make(chan struct{})
@@ -124,15 +101,15 @@ func metafsIndex(args []string) int {
 		}()
 	}
 	start := time.Now()
-	x, err := metafs.Build(dir, metafs.BuildOptions{Workers: *workers, NoXattrs: *noX, Progress: &prog})
+	x, err := metafs.Build(dir, metafs.BuildOptions{Workers: workers, NoXattrs: noX, Progress: &prog})
 	walked := time.Since(start)
 	if err == nil {
 		var n int64
-		n, err = x.WriteFile(*out)
+		n, err = x.WriteFile(out)
 		close(done)
 		if err == nil {
 			fmt.Printf("indexed %s: %d entries (%d directories) in %.3fs (walk %.3fs); wrote %d bytes to %s (%d bytes in memory)\n",
-				x.Source.Root, x.Len(), x.Source.Dirs, time.Since(start).Seconds(), walked.Seconds(), n, *out, x.MemBytes())
+				x.Source.Root, x.Len(), x.Source.Dirs, time.Since(start).Seconds(), walked.Seconds(), n, out, x.MemBytes())
 			return 0
 		}
 	} else {
@@ -143,51 +120,62 @@ func metafsIndex(args []string) int {
 	return 1
 }
 
-func metafsMount(args []string) int {
-	fs := flag.NewFlagSet("kaon metafs mount", flag.ContinueOnError)
-	idx := fs.String("index", "", "index file (required)")
-	force := fs.Bool("force", false, "mount (and reload) even if the index is stale")
-	noPT := fs.Bool("no-passthrough", false, "serve reads with pread instead of kernel passthrough")
-	ttl := fs.Duration("ttl", 24*time.Hour, "kernel cache lifetime of entries, attributes and misses")
-	fdc := fs.Int("fd-cache", 1024, "lower files kept open after their last close")
-	debug := fs.Bool("debug", false, "log every FUSE request")
-	fs.BoolVar(debug, "v", false, "verbose: log every FUSE request (same as --debug)")
-	pprofAddr := fs.String("pprof", "", "serve Go profiling of the daemon on this address (e.g. 127.0.0.1:6060)")
-	kernel := fs.Bool("kernel", false, "serve metadata from a tmpfs skeleton in the kernel instead of FUSE")
-	cleanStale := fs.Bool("clean-stale", false, "clear a stale mount left on MOUNTPOINT by a crashed daemon (FUSE: detached lazily; kernel mode: a view whose daemon is dead)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if *idx == "" || len(pos) < 1 || len(pos) > 2 {
-		fmt.Fprint(os.Stderr, metafsUsage)
-		return 2
-	}
-	dir := pos[0]
-	mnt := dir
-	if len(pos) == 2 {
-		mnt = pos[1]
-	}
+// metafsMountOptions are the settings of a metafs mount.
+type metafsMountOptions struct {
+	idx, pprofAddr                    string
+	force, noPT, debug, kernel, stale bool
+	ttl                               time.Duration
+	fdc                               int
+}
+
+func newMetafsMountCmd() *cobra.Command {
+	var o metafsMountOptions
+	c := leaf("mount --index FILE [--kernel] DIR [MOUNTPOINT]", "serve DIR's metadata from the index (over DIR itself without MOUNTPOINT)", func(_ *cobra.Command, args []string) int {
+		if o.idx == "" || len(args) < 1 || len(args) > 2 {
+			fmt.Fprint(os.Stderr, metafsUsage)
+			return 2
+		}
+		mnt := args[0]
+		if len(args) == 2 {
+			mnt = args[1]
+		}
+		return metafsMount(o, args[0], mnt)
+	})
+	fl := c.Flags()
+	fl.StringVar(&o.idx, "index", "", "index file (required)")
+	fl.BoolVar(&o.force, "force", false, "mount (and reload) even if the index is stale")
+	fl.BoolVar(&o.noPT, "no-passthrough", false, "serve reads with pread instead of kernel passthrough")
+	fl.DurationVar(&o.ttl, "ttl", 24*time.Hour, "kernel cache lifetime of entries, attributes and misses")
+	fl.IntVar(&o.fdc, "fd-cache", 1024, "lower files kept open after their last close")
+	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	fl.BoolVarP(&o.debug, "v", "v", false, "verbose: log every FUSE request (same as --debug)")
+	fl.StringVar(&o.pprofAddr, "pprof", "", "serve Go profiling of the daemon on this address (e.g. 127.0.0.1:6060)")
+	fl.BoolVar(&o.kernel, "kernel", false, "serve metadata from a tmpfs skeleton in the kernel instead of FUSE")
+	fl.BoolVar(&o.stale, "clean-stale", false, "clear a stale mount left on MOUNTPOINT by a crashed daemon (FUSE: detached lazily; kernel mode: a view whose daemon is dead)")
+	return c
+}
+
+func metafsMount(o metafsMountOptions, dir, mnt string) int {
 	// What SIGHUP switches to a rebuilt index: either kind of mount.
 	var srv interface {
 		Reload(x *metafs.Index, force bool) error
 	}
-	d := fusecore.Daemon{Name: "kaon metafs", Mountpoint: mnt, CleanStale: *cleanStale, Foreground: true,
+	d := fusecore.Daemon{Name: "kaon metafs", Mountpoint: mnt, CleanStale: o.stale, Foreground: true,
 		Reload: func() error {
-			x, err := metafs.Load(*idx)
+			x, err := metafs.Load(o.idx)
 			if err == nil {
-				err = srv.Reload(x, *force)
+				err = srv.Reload(x, o.force)
 			}
 			if err != nil {
 				return fmt.Errorf("still serving the previous index: %w", err)
 			}
-			fmt.Printf("kaon metafs: reloaded %s (%d entries)\n", *idx, x.Len())
+			fmt.Printf("kaon metafs: reloaded %s (%d entries)\n", o.idx, x.Len())
 			return nil
 		}}
-	err = d.Run(func() (fusecore.Served, error) {
-		servePprof(*pprofAddr)
+	err := d.Run(func() (fusecore.Served, error) {
+		servePprof(o.pprofAddr)
 		start := time.Now()
-		x, err := metafs.Load(*idx)
+		x, err := metafs.Load(o.idx)
 		if err != nil {
 			return nil, err
 		}
@@ -196,27 +184,27 @@ func metafsMount(args []string) int {
 			m   fusecore.Served
 			how string
 		)
-		if *kernel {
+		if o.kernel {
 			exe, err := os.Executable()
 			if err != nil {
 				return nil, err
 			}
-			k, err := metafs.MountKernel(x, dir, mnt, metafs.KernelOptions{Force: *force, CleanStale: *cleanStale,
+			k, err := metafs.MountKernel(x, dir, mnt, metafs.KernelOptions{Force: o.force, CleanStale: o.stale,
 				Keeper: []string{exe, "metafs", "keeper"}, Logf: log.Printf})
 			if err != nil {
 				return nil, err
 			}
 			m, srv, how = k, k, " in the kernel"
 		} else {
-			f, err := metafs.Mount(x, dir, mnt, metafs.MountOptions{Force: *force, NoPassthrough: *noPT, TTL: *ttl,
-				FdCache: *fdc, AllowOther: os.Geteuid() == 0, CleanStale: *cleanStale, Debug: *debug})
+			f, err := metafs.Mount(x, dir, mnt, metafs.MountOptions{Force: o.force, NoPassthrough: o.noPT, TTL: o.ttl,
+				FdCache: o.fdc, AllowOther: os.Geteuid() == 0, CleanStale: o.stale, Debug: o.debug})
 			if err != nil {
 				return nil, err
 			}
 			m, srv = f, f
 		}
 		fmt.Printf("kaon metafs: serving %d entries of %s on %s%s (index %s, %d bytes, loaded in %.3fs, mounted in %.3fs)\n",
-			x.Len(), dir, mnt, how, *idx, x.FileSize, loadT.Seconds(), time.Since(start).Seconds()-loadT.Seconds())
+			x.Len(), dir, mnt, how, o.idx, x.FileSize, loadT.Seconds(), time.Since(start).Seconds()-loadT.Seconds())
 		return m, nil
 	})
 	if err != nil {
@@ -238,24 +226,28 @@ func metafsUmount(args []string) int {
 	return 0
 }
 
-func metafsVerify(args []string) int {
-	fs := flag.NewFlagSet("kaon metafs verify", flag.ContinueOnError)
-	idx := fs.String("index", "", "index file (required)")
-	maxN := fs.Int("max", 100, "differences to print (0 = all)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if *idx == "" || len(pos) != 1 {
-		fmt.Fprint(os.Stderr, metafsUsage)
-		return 2
-	}
-	x, err := metafs.Load(*idx)
+func newMetafsVerifyCmd() *cobra.Command {
+	var idx string
+	var maxN int
+	c := leaf("verify --index FILE DIR [--max N]", "compare the index with DIR and list every difference (exit 0: identical, 1: differences, 2: error)", func(_ *cobra.Command, args []string) int {
+		if idx == "" || len(args) != 1 {
+			fmt.Fprint(os.Stderr, metafsUsage)
+			return 2
+		}
+		return metafsVerify(idx, args[0], maxN)
+	})
+	c.Flags().StringVar(&idx, "index", "", "index file (required)")
+	c.Flags().IntVar(&maxN, "max", 100, "differences to print (0 = all)")
+	return c
+}
+
+func metafsVerify(idx, dir string, maxN int) int {
+	x, err := metafs.Load(idx)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kaon metafs verify: %v\n", err)
 		return 2
 	}
-	cur, err := metafs.Build(pos[0], metafs.BuildOptions{})
+	cur, err := metafs.Build(dir, metafs.BuildOptions{})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kaon metafs verify: %v\n", err)
 		return 2
@@ -263,20 +255,20 @@ func metafsVerify(args []string) int {
 	diffs := metafs.Compare(x, cur)
 	if x.Source.Ino != cur.Source.Ino { // not the device: it changes with every mount
 		fmt.Printf("root identity differs: index built from inode %d, %s is inode %d\n",
-			x.Source.Ino, pos[0], cur.Source.Ino)
+			x.Source.Ino, dir, cur.Source.Ino)
 		diffs = append(diffs, metafs.Diff{Kind: "changed", Detail: "root identity"})
 	}
 	for k, d := range diffs {
-		if *maxN > 0 && k >= *maxN {
+		if maxN > 0 && k >= maxN {
 			fmt.Printf("... and %d more\n", len(diffs)-k)
 			break
 		}
 		fmt.Println(d)
 	}
 	if len(diffs) == 0 {
-		fmt.Printf("%s matches %s: %d entries, built %s\n", *idx, pos[0], x.Len(), x.Source.BuiltAt.UTC().Format(time.RFC3339))
+		fmt.Printf("%s matches %s: %d entries, built %s\n", idx, dir, x.Len(), x.Source.BuiltAt.UTC().Format(time.RFC3339))
 		return 0
 	}
-	fmt.Printf("%s differs from %s: %d differences\n", *idx, pos[0], len(diffs))
+	fmt.Printf("%s differs from %s: %d differences\n", idx, dir, len(diffs))
 	return 1
 }

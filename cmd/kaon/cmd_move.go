@@ -1,12 +1,13 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/kaon-storage/kaon/internal/nsapi"
 )
@@ -15,7 +16,7 @@ import (
 // and their balancer, file conversion.
 
 func init() {
-	register(command{name: "group", short: "group ls | group set G key=value...: scheduling groups and their balancer", run: runGroup})
+	addVerb(newGroupCmd)
 }
 
 // bytesCol prints a byte count without spaces (fs ls columns are split
@@ -77,53 +78,52 @@ func printFailures(fs []nsapi.MoveFailure) {
 	}
 }
 
-func runConvert(fl *flag.FlagSet, u *string, args []string) int {
-	space := fl.String("space", "", "space to move the file to (default: where it is)")
-	lay := fl.String("layout", "", "layout to convert the file to: plain, replica:N, ec:K+M[:unit] (default: its own)")
-	status := fl.Bool("status", false, "show the progress of the directory conversion policies (sys.convert.space, sys.convert.layout)")
-	pos, _ := parseInterspersed(fl, args) // fl exits on errors
-	api := newAPI(*u)
-	if *status {
-		st, err := api.ConvertStatus(ctx())
+func newConvertCmd() *cobra.Command {
+	var space, lay string
+	var status bool
+	c := leaf("convert PATH [--space S] [--layout L] | convert --status", "rewrite a file into another space and/or layout; --status: the directory policies' progress", func(c *cobra.Command, args []string) int {
+		api := newAPI(urlOf(c))
+		if status {
+			st, err := api.ConvertStatus(ctx())
+			if err != nil {
+				return fail("file convert", err)
+			}
+			last := "never"
+			if !st.LastSweep.IsZero() {
+				last = st.LastSweep.Format(time.RFC3339)
+			}
+			fmt.Printf("last sweep:  %s\npending:     %d files\nconverted:   %d files\nfailures:    %d now (%d attempts failed)\n", last, st.Pending, st.Converted, len(st.Failures), st.Failed)
+			printFailures(st.Failures)
+			return 0
+		}
+		if len(args) != 1 || (space == "" && lay == "") {
+			fmt.Fprintln(os.Stderr, "usage: kaon file convert PATH [--space S] [--layout L] (at least one) | kaon file convert --status")
+			return 2
+		}
+		e, err := api.ConvertFile(ctx(), args[0], space, lay)
 		if err != nil {
 			return fail("file convert", err)
 		}
-		last := "never"
-		if !st.LastSweep.IsZero() {
-			last = st.LastSweep.Format(time.RFC3339)
-		}
-		fmt.Printf("last sweep:  %s\npending:     %d files\nconverted:   %d files\nfailures:    %d now (%d attempts failed)\n", last, st.Pending, st.Converted, len(st.Failures), st.Failed)
-		printFailures(st.Failures)
+		fmt.Printf("%s: fid %d, layout %s, stripes on fs %v\n", e.Path, e.ID, e.Layout, e.Locations)
 		return 0
-	}
-	if len(pos) != 1 || (*space == "" && *lay == "") {
-		fmt.Fprintln(os.Stderr, "usage: kaon file convert PATH [--space S] [--layout L] (at least one) | kaon file convert --status")
-		return 2
-	}
-	e, err := api.ConvertFile(ctx(), pos[0], *space, *lay)
-	if err != nil {
-		return fail("file convert", err)
-	}
-	fmt.Printf("%s: fid %d, layout %s, stripes on fs %v\n", e.Path, e.ID, e.Layout, e.Locations)
-	return 0
+	})
+	c.Flags().StringVar(&space, "space", "", "space to move the file to (default: where it is)")
+	c.Flags().StringVar(&lay, "layout", "", "layout to convert the file to: plain, replica:N, ec:K+M[:unit] (default: its own)")
+	c.Flags().BoolVar(&status, "status", false, "show the progress of the directory conversion policies (sys.convert.space, sys.convert.layout)")
+	return c
 }
 
 const groupUsage = `usage: kaon group ls
        kaon group set G key=value...   (balancer=on|off, threshold=N percentage points of fill,
                                         balancer.rate=SIZE per second (0 = no cap), balancer.parallel=N)`
 
-func runGroup(args []string) int {
-	fl, u := flags("group")
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, groupUsage)
-		return 2
-	}
-	sub := args[0]
-	fl.Parse(args[1:])
-	api := newAPI(*u)
-	switch {
-	case sub == "ls" && fl.NArg() == 0:
-		gs, err := api.Groups(ctx())
+func newGroupCmd() *cobra.Command {
+	ls := leaf("ls", "scheduling groups: fill spread, balancer state and progress", func(c *cobra.Command, args []string) int {
+		if len(args) != 0 {
+			fmt.Fprintln(os.Stderr, groupUsage)
+			return 2
+		}
+		gs, err := newAPI(urlOf(c)).Groups(ctx())
 		if err != nil {
 			return fail("group ls", err)
 		}
@@ -143,19 +143,25 @@ func runGroup(args []string) int {
 				g.MinFill, g.MaxFill, g.MaxFill-g.MinFill, bal, g.Threshold, moved, rateCol(g.Rate), g.InFlight, state)
 		}
 		tw.Flush()
-	case sub == "set" && fl.NArg() >= 2:
-		for _, kv := range fl.Args()[1:] {
+		return 0
+	})
+	set := leaf("set G key=value...", "set a group's balancer: balancer=on|off, threshold=N, balancer.rate=SIZE, balancer.parallel=N", func(c *cobra.Command, args []string) int {
+		if len(args) < 2 {
+			fmt.Fprintln(os.Stderr, groupUsage)
+			return 2
+		}
+		api := newAPI(urlOf(c))
+		for _, kv := range args[1:] {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok {
 				return fail("group set", fmt.Errorf("want key=value, got %q", kv))
 			}
-			if err := api.SetGroup(ctx(), fl.Arg(0), k, v); err != nil {
+			if err := api.SetGroup(ctx(), args[0], k, v); err != nil {
 				return fail("group set", err)
 			}
 		}
-	default:
-		fmt.Fprintln(os.Stderr, groupUsage)
-		return 2
-	}
-	return 0
+		return 0
+	})
+	set.Long = groupUsage
+	return group("group", "scheduling groups and their balancer: group ls | group set G key=value...", withURL(ls), withURL(set))
 }

@@ -1,53 +1,51 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
-	register(command{name: "ns", short: "ns status | ns step-down [--url URL]: the namespace's store, its servers (active, standbys), handing over", run: runNS})
+	addVerb(func() *cobra.Command {
+		status := leaf("status", "the namespace's store and its members, the active server since when, standbys' lag", func(c *cobra.Command, _ []string) int {
+			st, err := newAPI(urlOf(c)).NSStatus(ctx())
+			if err != nil {
+				return fail("ns status", err)
+			}
+			printNSStatus(os.Stdout, st, time.Now())
+			return 0
+		})
+		stepDown := leaf("step-down", "the active namespace server hands its role over to a standby", func(c *cobra.Command, _ []string) int {
+			return runStepDown(newAPI(urlOf(c)))
+		})
+		return group("ns", "the namespace's store, its servers (active, standbys), handing over: ns status | ns step-down [--url URL]",
+			withURL(status), withURL(stepDown))
+	})
 }
 
-func runNS(args []string) int {
-	if len(args) == 0 || (args[0] != "status" && args[0] != "step-down") {
-		fmt.Fprintln(os.Stderr, "usage: kaon ns status|step-down [--url URL]")
-		return 2
+func runStepDown(api *client.Client) int {
+	before, _ := api.NSStatus(ctx()) // who steps down (none known: any active server is the successor)
+	if err := api.StepDown(ctx()); err != nil {
+		return fail("ns step-down", err)
 	}
-	fl := flag.NewFlagSet("kaon ns "+args[0], flag.ExitOnError)
-	u := fl.String("url", "", "any namespace server of the instance (default $KAON_URL or the local all-in-one)")
-	fl.Parse(args[1:])
-	api := newAPI(*u)
-	switch args[0] {
-	case "status":
-		st, err := api.NSStatus(ctx())
-		if err != nil {
-			return fail("ns status", err)
-		}
-		printNSStatus(os.Stdout, st, time.Now())
-	case "step-down":
-		before, _ := api.NSStatus(ctx()) // who steps down (none known: any active server is the successor)
-		if err := api.StepDown(ctx()); err != nil {
-			return fail("ns step-down", err)
-		}
-		next, err := successor(api, before.Active, stepDownWait)
-		switch {
-		case err != nil:
-			return fail("ns step-down", err)
-		case next == "":
-			fmt.Printf("stepped down; no active server yet after %v (an election is under way, or the store has no quorum): see kaon ns status\n", stepDownWait)
-		case next == before.Active:
-			fmt.Printf("stepped down; no standby took over within %v, and %s is active again\n", stepDownWait, next)
-		default:
-			fmt.Printf("stepped down; active now: %s\n", next)
-		}
+	next, err := successor(api, before.Active, stepDownWait)
+	switch {
+	case err != nil:
+		return fail("ns step-down", err)
+	case next == "":
+		fmt.Printf("stepped down; no active server yet after %v (an election is under way, or the store has no quorum): see kaon ns status\n", stepDownWait)
+	case next == before.Active:
+		fmt.Printf("stepped down; no standby took over within %v, and %s is active again\n", stepDownWait, next)
+	default:
+		fmt.Printf("stepped down; active now: %s\n", next)
 	}
 	return 0
 }

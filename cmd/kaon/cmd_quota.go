@@ -7,11 +7,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
-	register(command{name: "quota", short: "quota set --path P (-u UID | -g GID | -p) [--bytes 10G] [--files 1M] | ls [--path P] | rm --path P (-u|-g|-p)", run: runQuota})
+	addVerb(newQuotaCmd)
 }
 
 // parseAmount reads 10G-style numbers: powers of 1024 for bytes, of 1000
@@ -37,63 +39,81 @@ func parseAmount(s string, base int64) (int64, error) {
 	return n * mult, nil
 }
 
-func runQuota(args []string) int {
-	fl, u := flags("quota")
-	path := fl.String("path", "", "quota node (a directory)")
-	uid := fl.Int64("u", -1, "a user's limit")
-	gid := fl.Int64("g", -1, "a group's limit")
-	project := fl.Bool("p", false, "the project limit (everybody together)")
-	bytes := fl.String("bytes", "", "byte limit (K, M, G, T suffixes: powers of 1024)")
-	files := fl.String("files", "", "file count limit (K, M suffixes: powers of 1000)")
+const quotaUsage = "usage: kaon quota set --path P (-u UID | -g GID | -p) [--bytes N] [--files N] | ls [--path P] | rm --path P (-u UID | -g GID | -p)"
+
+// quotaWho is whose limit: -u UID, -g GID or -p.
+type quotaWho struct {
+	uid, gid int64
+	project  bool
+}
+
+func (w *quotaWho) bind(c *cobra.Command) {
+	c.Flags().Int64VarP(&w.uid, "u", "u", -1, "a user's limit")
+	c.Flags().Int64VarP(&w.gid, "g", "g", -1, "a group's limit")
+	c.Flags().BoolVarP(&w.project, "p", "p", false, "the project limit (everybody together)")
+}
+
+// kind is the quota kind and id w names; false unless exactly one is given.
+func (w quotaWho) kind() (string, uint32, bool) {
+	switch {
+	case w.uid >= 0 && w.gid < 0 && !w.project:
+		return "user", uint32(w.uid), true
+	case w.gid >= 0 && w.uid < 0 && !w.project:
+		return "group", uint32(w.gid), true
+	case w.project && w.uid < 0 && w.gid < 0:
+		return "project", 0, true
+	}
+	return "", 0, false
+}
+
+func newQuotaCmd() *cobra.Command {
 	usage := func() int {
-		fmt.Fprintln(os.Stderr, "usage: kaon quota set --path P (-u UID | -g GID | -p) [--bytes N] [--files N] | ls [--path P] | rm --path P (-u UID | -g GID | -p)")
+		fmt.Fprintln(os.Stderr, quotaUsage)
 		return 2
 	}
-	if len(args) == 0 {
-		return usage()
-	}
-	sub := args[0]
-	fl.Parse(args[1:])
-	api := newAPI(*u)
-	who := func() (string, uint32, bool) {
-		switch {
-		case *uid >= 0 && *gid < 0 && !*project:
-			return "user", uint32(*uid), true
-		case *gid >= 0 && *uid < 0 && !*project:
-			return "group", uint32(*gid), true
-		case *project && *uid < 0 && *gid < 0:
-			return "project", 0, true
-		}
-		return "", 0, false
-	}
-	switch sub {
-	case "set":
-		kind, id, ok := who()
-		if !ok || *path == "" {
+	const pathHelp = "quota node (a directory)"
+	var setPath, bytes, files string
+	var setWho quotaWho
+	set := leaf("set --path P (-u UID | -g GID | -p) [--bytes N] [--files N]", "set a user's, a group's or the project limit of a quota node", func(c *cobra.Command, _ []string) int {
+		kind, id, ok := setWho.kind()
+		if !ok || setPath == "" {
 			return usage()
 		}
-		b, err1 := parseAmount(*bytes, 1024)
-		f, err2 := parseAmount(*files, 1000)
+		b, err1 := parseAmount(bytes, 1024)
+		f, err2 := parseAmount(files, 1000)
 		if err1 != nil || err2 != nil {
 			return fail("quota set", fmt.Errorf("%v %v", err1, err2))
 		}
-		if err := api.SetQuota(ctx(), *path, nsapi.QuotaKey{Kind: nsapi.QuotaKind(kind), ID: id}, nsapi.Amount{Bytes: b, Files: f}); err != nil {
+		if err := newAPI(urlOf(c)).SetQuota(ctx(), setPath, nsapi.QuotaKey{Kind: nsapi.QuotaKind(kind), ID: id}, nsapi.Amount{Bytes: b, Files: f}); err != nil {
 			return fail("quota set", err)
 		}
-	case "rm":
-		kind, id, ok := who()
-		if !ok || *path == "" {
+		return 0
+	})
+	set.Flags().StringVar(&setPath, "path", "", pathHelp)
+	setWho.bind(set)
+	set.Flags().StringVar(&bytes, "bytes", "", "byte limit (K, M, G, T suffixes: powers of 1024)")
+	set.Flags().StringVar(&files, "files", "", "file count limit (K, M suffixes: powers of 1000)")
+	var rmPath string
+	var rmWho quotaWho
+	rm := leaf("rm --path P (-u UID | -g GID | -p)", "remove a limit", func(c *cobra.Command, _ []string) int {
+		kind, id, ok := rmWho.kind()
+		if !ok || rmPath == "" {
 			return usage()
 		}
-		if err := api.RemoveQuota(ctx(), *path, nsapi.QuotaKey{Kind: nsapi.QuotaKind(kind), ID: id}); err != nil {
+		if err := newAPI(urlOf(c)).RemoveQuota(ctx(), rmPath, nsapi.QuotaKey{Kind: nsapi.QuotaKind(kind), ID: id}); err != nil {
 			return fail("quota rm", err)
 		}
-	case "ls":
-		p := *path
+		return 0
+	})
+	rm.Flags().StringVar(&rmPath, "path", "", pathHelp)
+	rmWho.bind(rm)
+	var lsPath string
+	ls := leaf("ls [--path P]", "quota nodes at or below P (default /): use, limits, bytes booked by uploads in flight", func(c *cobra.Command, _ []string) int {
+		p := lsPath
 		if p == "" {
 			p = "/"
 		}
-		qs, err := api.Quotas(ctx(), p)
+		qs, err := newAPI(urlOf(c)).Quotas(ctx(), p)
 		if err != nil {
 			return fail("quota ls", err)
 		}
@@ -111,8 +131,9 @@ func runQuota(args []string) int {
 				human(uint64(q.BookedBytes)))
 		}
 		tw.Flush()
-	default:
-		return usage()
-	}
-	return 0
+		return 0
+	})
+	ls.Flags().StringVar(&lsPath, "path", "", pathHelp)
+	return group("quota", "quota set --path P (-u UID | -g GID | -p) [--bytes 10G] [--files 1M] | ls [--path P] | rm --path P (-u|-g|-p)",
+		withURL(set), withURL(ls), withURL(rm))
 }

@@ -7,10 +7,12 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 func init() {
-	register(command{name: "recycle", short: "recycle ls | restore KEY [--force-rename] | purge [KEY] [--older-than 7d]", run: runRecycle})
+	addVerb(newRecycleCmd)
 }
 
 // parseAge reads a duration that may also be given in days ("7d").
@@ -25,23 +27,18 @@ func parseAge(s string) (time.Duration, error) {
 	return time.ParseDuration(s)
 }
 
-func runRecycle(args []string) int {
-	fl, u := flags("recycle")
-	force := fl.Bool("force-rename", false, "restore: put it beside an entry that exists now (NAME.restored-KEY)")
-	older := fl.String("older-than", "", "purge: only entries deleted longer ago (e.g. 7d, 12h)")
+const recycleUsage = "usage: kaon recycle ls | restore KEY [--force-rename] | purge [KEY] [--older-than 7d]"
+
+func newRecycleCmd() *cobra.Command {
 	usage := func() int {
-		fmt.Fprintln(os.Stderr, "usage: kaon recycle ls | restore KEY [--force-rename] | purge [KEY] [--older-than 7d]")
+		fmt.Fprintln(os.Stderr, recycleUsage)
 		return 2
 	}
-	if len(args) == 0 {
-		return usage()
-	}
-	sub := args[0]
-	fl.Parse(args[1:])
-	api := newAPI(*u)
-	switch {
-	case sub == "ls" && fl.NArg() == 0:
-		es, err := api.RecycleList(ctx())
+	ls := leaf("ls", "the recycle bin's entries: key, when deleted, by whom, size, path", func(c *cobra.Command, args []string) int {
+		if len(args) != 0 {
+			return usage()
+		}
+		es, err := newAPI(urlOf(c)).RecycleList(ctx())
 		if err != nil {
 			return fail("recycle ls", err)
 		}
@@ -55,27 +52,45 @@ func runRecycle(args []string) int {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\n", e.Key, e.Time.Format(time.RFC3339), e.UID, kind, human(uint64(e.Size)), e.Files, e.Path)
 		}
 		tw.Flush()
-	case sub == "restore" && fl.NArg() == 1:
-		p, err := api.RecycleRestore(ctx(), fl.Arg(0), *force)
+		return 0
+	})
+	var force bool
+	restore := leaf("restore KEY [--force-rename]", "put an entry back where it was", func(c *cobra.Command, args []string) int {
+		if len(args) != 1 {
+			return usage()
+		}
+		p, err := newAPI(urlOf(c)).RecycleRestore(ctx(), args[0], force)
 		if err != nil {
 			return fail("recycle restore", err)
 		}
 		fmt.Println("restored", p)
-	case sub == "purge" && fl.NArg() <= 1:
+		return 0
+	})
+	restore.Flags().BoolVar(&force, "force-rename", false, "put it beside an entry that exists now (NAME.restored-KEY)")
+	var older string
+	purge := leaf("purge [KEY] [--older-than 7d]", "delete entries for good: one, or all (older than a given age)", func(c *cobra.Command, args []string) int {
+		if len(args) > 1 {
+			return usage()
+		}
 		var age time.Duration
-		if *older != "" {
+		if older != "" {
 			var err error
-			if age, err = parseAge(*older); err != nil {
+			if age, err = parseAge(older); err != nil {
 				return fail("recycle purge", err)
 			}
 		}
-		n, err := api.RecyclePurge(ctx(), fl.Arg(0), age)
+		key := ""
+		if len(args) == 1 {
+			key = args[0]
+		}
+		n, err := newAPI(urlOf(c)).RecyclePurge(ctx(), key, age)
 		if err != nil {
 			return fail("recycle purge", err)
 		}
 		fmt.Printf("purged %d\n", n)
-	default:
-		return usage()
-	}
-	return 0
+		return 0
+	})
+	purge.Flags().StringVar(&older, "older-than", "", "only entries deleted longer ago (e.g. 7d, 12h)")
+	return group("recycle", "the recycle bin: recycle ls | restore KEY [--force-rename] | purge [KEY] [--older-than 7d]",
+		withURL(ls), withURL(restore), withURL(purge))
 }

@@ -7,12 +7,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
-	register(command{name: "token", short: "bearer tokens: token issue|inspect|rotate|keys", run: runToken})
+	addVerb(newTokenCmd)
 }
 
 const tokenUsage = `usage:
@@ -22,29 +24,41 @@ const tokenUsage = `usage:
                                       tokens of the old one stay valid until they expire)
   kaon token keys`
 
-func runToken(args []string) int {
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, tokenUsage)
-		return 2
-	}
-	switch args[0] {
-	case "issue":
-		return runTokenIssue(args[1:])
-	case "inspect":
-		return runTokenInspect(args[1:])
-	case "rotate":
-		fl, u := flags("token rotate")
-		fl.Parse(args[1:])
-		kid, err := newAPI(*u).RotateTokenKey(ctx())
+func newTokenCmd() *cobra.Command {
+	var paths, scopes, aud []string
+	var ttl time.Duration
+	var user string
+	issue := leaf("issue --path /p --scope S --ttl 1h [--user U] [--aud A]", "issue a bearer token of this instance (scoped to paths)", func(c *cobra.Command, _ []string) int {
+		var sc []string
+		for _, s := range scopes {
+			sc = append(sc, strings.Split(s, ",")...)
+		}
+		tok, err := newAPI(urlOf(c)).IssueToken(ctx(), nsapi.TokenRequest{User: user, Paths: paths, Scopes: sc, Audience: aud, TTL: nsapi.Duration(ttl)})
+		if err != nil {
+			return fail("token issue", err)
+		}
+		fmt.Println(tok)
+		return 0
+	})
+	fl := issue.Flags()
+	fl.StringArrayVar(&paths, "path", nil, "namespace path the token is good for (repeatable)")
+	fl.StringArrayVar(&scopes, "scope", nil, "storage.read, storage.create, storage.modify (or read, write); comma-separated or repeated")
+	fl.StringArrayVar(&aud, "aud", nil, "audience (repeatable; default: this instance's URL)")
+	fl.DurationVar(&ttl, "ttl", time.Hour, "lifetime")
+	fl.StringVar(&user, "user", "", "local user the token acts as (default: you; never root)")
+	inspect := leaf("inspect [TOKEN | -]", "what a token says (default $BEARER_TOKEN; - reads stdin), then how the server takes it", func(c *cobra.Command, args []string) int {
+		return runTokenInspect(urlOf(c), args)
+	})
+	rotate := leaf("rotate", "the published next key signs from now on, a new next key is published (tokens of the old one stay valid until they expire)", func(c *cobra.Command, _ []string) int {
+		kid, err := newAPI(urlOf(c)).RotateTokenKey(ctx())
 		if err != nil {
 			return fail("token rotate", err)
 		}
 		fmt.Println(kid)
 		return 0
-	case "keys":
-		fl, u := flags("token keys")
-		fl.Parse(args[1:])
-		keys, err := newAPI(*u).TokenKeys(ctx())
+	})
+	keys := leaf("keys", "the instance's token keys: signing, published next, retired", func(c *cobra.Command, _ []string) int {
+		keys, err := newAPI(urlOf(c)).TokenKeys(ctx())
 		if err != nil {
 			return fail("token keys", err)
 		}
@@ -59,44 +73,22 @@ func runToken(args []string) int {
 			fmt.Printf("%s  created %s  %s\n", k.KID, k.Created.Format(time.RFC3339), state)
 		}
 		return 0
-	}
-	fmt.Fprintln(os.Stderr, tokenUsage)
-	return 2
-}
-
-func runTokenIssue(args []string) int {
-	fl, u := flags("token issue")
-	var paths, scopes, aud stringList
-	fl.Var(&paths, "path", "namespace path the token is good for (repeatable)")
-	fl.Var(&scopes, "scope", "storage.read, storage.create, storage.modify (or read, write); comma-separated or repeated")
-	fl.Var(&aud, "aud", "audience (repeatable; default: this instance's URL)")
-	ttl := fl.Duration("ttl", time.Hour, "lifetime")
-	user := fl.String("user", "", "local user the token acts as (default: you; never root)")
-	fl.Parse(args)
-	var sc []string
-	for _, s := range scopes {
-		sc = append(sc, strings.Split(s, ",")...)
-	}
-	tok, err := newAPI(*u).IssueToken(ctx(), nsapi.TokenRequest{User: *user, Paths: paths, Scopes: sc, Audience: aud, TTL: nsapi.Duration(*ttl)})
-	if err != nil {
-		return fail("token issue", err)
-	}
-	fmt.Println(tok)
-	return 0
+	})
+	g := group("token", "bearer tokens: token issue|inspect|rotate|keys", withURL(issue), withURL(inspect), withURL(rotate), withURL(keys))
+	g.Long = tokenUsage
+	return g
 }
 
 // runTokenInspect prints what a token says (signature not checked here),
 // then how the server takes it.
-func runTokenInspect(args []string) int {
-	fl, u := flags("token inspect")
-	fl.Parse(args)
+func runTokenInspect(u string, args []string) int {
 	raw := envBearer()
 	switch {
-	case fl.NArg() == 1 && fl.Arg(0) == "-":
+	case len(args) == 1 && args[0] == "-":
 		b, _ := io.ReadAll(os.Stdin)
 		raw = strings.TrimSpace(string(b))
-	case fl.NArg() == 1:
-		raw = fl.Arg(0)
+	case len(args) == 1:
+		raw = args[0]
 	}
 	if raw == "" {
 		fmt.Fprintln(os.Stderr, tokenUsage)
@@ -115,7 +107,7 @@ func runTokenInspect(args []string) int {
 			fmt.Printf("expired %s ago\n", -left)
 		}
 	}
-	api := newAPI(*u)
+	api := newAPI(u)
 	api.Token = raw
 	w, err := api.Whoami(ctx())
 	if err != nil {

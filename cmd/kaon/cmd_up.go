@@ -1,135 +1,62 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
-	"net"
+	"log/slog"
+	"net/http"
+	"net/http/pprof"
 	"os"
-	"path/filepath"
-	"strings"
-	"time"
+	"os/signal"
+	"syscall"
 
-	"github.com/kaon-storage/kaon/internal/auth"
-	"github.com/kaon-storage/kaon/internal/capability"
-	"github.com/kaon-storage/kaon/internal/cluster"
-	"github.com/kaon-storage/kaon/internal/httpfront"
-	"github.com/kaon-storage/kaon/internal/transfer/remote"
+	"github.com/spf13/cobra"
+
+	"github.com/kaon-storage/kaon/internal/role"
+	"github.com/kaon-storage/kaon/internal/role/endpoints"
 )
 
+// The server roles: their flags here, their assembly in internal/role.
+
 func init() {
-	register(command{name: "up", short: "run everything in one process (namespace + storage servers)", run: runUp})
-	register(command{name: "mgm", short: "run the namespace server alone", run: runMGM})
-	register(command{name: "fst", short: "run a storage server alone (registers with --mgm)", run: runFST})
+	addVerb(newUpCmd)
+	addVerb(newMGMCmd)
+	addVerb(newFSTCmd)
 }
 
-// UpConfig is the all-in-one: the namespace and storage roles' settings,
-// and how many filesystems to create.
-type UpConfig struct {
-	Common
-	Listen
-	Namespace NamespaceConfig
-	Storage   StorageConfig
-	Security  SecurityConfig
-	FS        int
-}
-
-func runUp(args []string) int {
-	var c UpConfig
-	fl := flag.NewFlagSet("kaon up", flag.ExitOnError)
-	c.Common.bind(fl)
-	c.Listen.bind(fl, defaultDataDir(), "127.0.0.1:8000", "127.0.0.1:1094", "data directory (namespace, filesystems, keys)")
-	c.Namespace.bind(fl)
-	c.Storage.bind(fl, false)
-	c.Security.bind(fl)
+func newUpCmd() *cobra.Command {
+	var c role.UpConfig
+	cmd := leaf("up", "run everything in one process (namespace + storage servers)", func(*cobra.Command, []string) int { return runUp(c) })
+	fl := cmd.Flags()
+	bindCommon(fl, &c.Common)
+	bindListen(fl, &c.Listen, defaultDataDir(), "127.0.0.1:8000", "127.0.0.1:1094", "data directory (namespace, filesystems, keys)")
+	bindNamespace(fl, &c.Namespace)
+	bindStorage(fl, &c.Storage, false)
+	bindSecurity(fl, &c.Security)
 	fl.IntVar(&c.FS, "fs", 6, "number of storage filesystems to create under DATA/fs")
-	if err := parseRole(fl, args); err != nil {
+	return cmd
+}
+
+func runUp(c role.UpConfig) int {
+	log := startCommon(c.Common)
+	s, err := role.StartUp(c, log)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon up:", err)
-		return 2
-	}
-	c.Storage.SyncData = c.Namespace.Sync
-	fail := func(what string, err error) int {
-		fmt.Fprintf(os.Stderr, "kaon up: %s%v\n", what, err)
 		return 1
 	}
-	log := c.Common.start()
-	if err := os.MkdirAll(c.Data, 0o755); err != nil {
-		return fail("", err)
+	if err := endpoints.Write(c.Data, s.Endpoints); err != nil {
+		s.Close()
+		fmt.Fprintln(os.Stderr, "kaon up:", err)
+		return 1
 	}
-	sec, err := c.Security.setup(c.Data, c.Namespace.Auth.Methods, listenHosts(c.HTTP, c.XRootD)...)
-	if err != nil {
-		return fail("", err)
-	}
-	role, err := openNamespace(c.Data, c.Namespace, sec, log)
-	if err != nil {
-		return fail("", err)
-	}
-	defer role.Close()
-	nsL, nsAddr, err := listen(c.HTTP)
-	if err != nil {
-		return fail("namespace http: ", err)
-	}
-	host, _, _ := net.SplitHostPort(nsAddr)
-	fstL, fstAddr, err := listen(net.JoinHostPort(host, "0"))
-	if err != nil {
-		return fail("storage http: ", err)
-	}
-	var paths []string
-	for i := 1; i <= c.FS; i++ {
-		paths = append(paths, filepath.Join(c.Data, "fs", fmt.Sprintf("%02d", i)))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ep := Endpoints{HTTP: "http://" + nsAddr, FSTHTTP: "http://" + fstAddr}
-	// A stable node name: the filesystems are recognized by it (and their
-	// paths) even when an identity marker is missing, whatever port the
-	// storage server gets this time.
-	nodeName, _ := os.Hostname()
-	if nodeName == "" {
-		nodeName = "localhost"
-	}
-	fst, err := newStorage(nodeName, sec.scheme()+fstAddr, role.key, role.srv, paths, c.Storage, sec, log)
-	if err != nil {
-		return fail("", err)
-	}
-	if err := role.startAuth(ctx, c.Data, sec.scheme()+nsAddr, c.Namespace.Auth.withSecurity(sec), log); err != nil {
-		return fail("", err)
-	}
-	policy := &remote.Policy{AllowLoopback: c.Storage.TPC.AllowLoopback}
-	policy.AddSelf(nsAddr, fstAddr)
-	xrd, err := startXRootD(c.XRootD, host, role.srv, role.auth, fst, policy, sec, &ep, log)
-	if err != nil {
-		return fail("xrootd: ", err)
-	}
-	defer xrd()
-	policy.AddSelf(hostPort(ep.XRootD), hostPort(ep.FSTXrd))
-	allow, err := c.Common.metricsAllow(c.Namespace.Auth.Methods, role.auth)
-	if err != nil {
-		return fail("", err)
-	}
-	nsSrv := serveHTTP(sec.listener(nsL), role.handler(log, allow))
-	fstSrv := serveHTTP(sec.listener(fstL), storageHandler(fst, httpfront.Storage(fst, role.key, c.Storage.TPC.httpConfig(policy, sec), log), allow))
-	go fst.Run(ctx)
-	go role.srv.Run(ctx)
-	select {
-	case <-fst.Ready():
-	case <-time.After(30 * time.Second):
-		return fail("", fmt.Errorf("storage server did not register within 30s"))
-	}
-	sec.endpoints(&ep)
-	if err := writeEndpoints(c.Data, ep); err != nil {
-		return fail("", err)
-	}
-	printBanner(c.Data, ep, c.FS)
+	printBanner(c.Data, s.Endpoints, c.FS)
 	waitSignal()
 	log.Info("shutting down")
-	cancel()
-	shutdown(nsSrv, fstSrv)
-	os.Remove(filepath.Join(c.Data, "endpoints.json"))
+	s.Close()
+	endpoints.Remove(c.Data)
 	return 0
 }
 
-func printBanner(data string, ep Endpoints, nfs int) {
+func printBanner(data string, ep role.Endpoints, nfs int) {
 	fmt.Printf(`Kaon is up: namespace server + storage server with %d filesystems
   data:      %s
   http/dav:  %s
@@ -153,179 +80,125 @@ Try:
 	}
 }
 
-// MGMConfig is the namespace server role.
-type MGMConfig struct {
-	Common
-	Listen
-	Namespace NamespaceConfig
-	Security  SecurityConfig
-	Meta      MetaConfig
+// printTLS tells where the TLS endpoints and the CA are.
+func printTLS(ep role.Endpoints) {
+	if ep.HTTPS == "" {
+		return
+	}
+	fmt.Printf("  https:    %s\n", ep.HTTPS)
+	if ep.Roots != "" {
+		fmt.Printf("  roots://: %s\n", ep.Roots)
+	}
+	if ep.CA != "" {
+		fmt.Printf("  CA:       %s (curl --cacert; X509_CERT_DIR=%s for xrdcp, gfal, davix --capath)\n", ep.CA, ep.CADir)
+	} else {
+		fmt.Printf("  CA dir:   %s\n", ep.CADir)
+	}
 }
 
-func runMGM(args []string) int {
-	var c MGMConfig
-	fl := flag.NewFlagSet("kaon mgm", flag.ExitOnError)
-	c.Common.bind(fl)
-	c.Listen.bind(fl, defaultDataDir(), "127.0.0.1:8000", "", "namespace data directory")
-	c.Namespace.bind(fl)
-	c.Security.bind(fl)
-	c.Meta.bind(fl)
+func newMGMCmd() *cobra.Command {
+	var c role.MGMConfig
+	cmd := leaf("mgm", "run the namespace server alone", func(cmd *cobra.Command, _ []string) int {
+		if c.Meta.Peers != "" {
+			// Both ends of these etcd members are ours: group commits as
+			// large as the tests' cluster takes, unless the flags say
+			// otherwise.
+			if !cmd.Flags().Changed("meta-txn-ops") {
+				c.Meta.TxnOps = 4096
+			}
+			if !cmd.Flags().Changed("meta-request-bytes") {
+				c.Meta.RequestBytes = 8 << 20
+			}
+		}
+		return runMGM(c)
+	})
+	fl := cmd.Flags()
+	bindCommon(fl, &c.Common)
+	bindListen(fl, &c.Listen, defaultDataDir(), "127.0.0.1:8000", "", "namespace data directory")
+	bindNamespace(fl, &c.Namespace)
+	bindSecurity(fl, &c.Security)
+	bindMeta(fl, &c.Meta)
 	fl.StringVar(&c.Namespace.KeyFile, "key", "", "capability key file shared by the namespace servers of an instance (default: DATA/keys/capability.key, created if missing)")
-	if err := parseRole(fl, args); err != nil {
+	return cmd
+}
+
+func runMGM(c role.MGMConfig) int {
+	s, err := role.StartMGM(c, startCommon(c.Common))
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
-		return 2
-	}
-	fail := func(what string, err error) int {
-		fmt.Fprintf(os.Stderr, "kaon mgm: %s%v\n", what, err)
 		return 1
 	}
-	log := c.Common.start()
-	if err := os.MkdirAll(c.Data, 0o755); err != nil {
-		return fail("", err)
+	if err := endpoints.Write(c.Data, s.Endpoints); err != nil {
+		s.Close()
+		fmt.Fprintln(os.Stderr, "kaon mgm:", err)
+		return 1
 	}
-	sec, err := c.Security.setup(c.Data, c.Namespace.Auth.Methods, listenHosts(c.HTTP, c.XRootD)...)
-	if err != nil {
-		return fail("", err)
+	if s.Meta != "" {
+		fmt.Printf("namespace server %s of the instance in %s (key: %s)\n", s.URL, s.Meta, c.Namespace.KeyPath(c.Data))
+	} else {
+		fmt.Printf("namespace server on %s (key: %s)\n", s.Endpoints.HTTP, c.Namespace.KeyPath(c.Data))
 	}
-	if c.Meta.Peers != "" {
-		// Both ends of these etcd members are ours: group commits as large
-		// as the tests' cluster takes, unless the flags say otherwise.
-		set := map[string]bool{}
-		fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !set["meta-txn-ops"] {
-			c.Meta.TxnOps = 4096
-		}
-		if !set["meta-request-bytes"] {
-			c.Meta.RequestBytes = 8 << 20
-		}
-		stop, err := c.Meta.startMember(c.Data, log)
-		if err != nil {
-			return fail("", err)
-		}
-		defer stop()
-	}
-	if c.Meta.URL != "" {
-		return runMGMHA(c, sec, log)
-	}
-	role, err := openNamespace(c.Data, c.Namespace, sec, log)
-	if err != nil {
-		return fail("", err)
-	}
-	defer role.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go role.srv.Run(ctx)
-	l, addr, err := listen(c.HTTP)
-	if err != nil {
-		return fail("", err)
-	}
-	host, _, _ := net.SplitHostPort(addr)
-	ep := Endpoints{HTTP: "http://" + addr}
-	if err := role.startAuth(ctx, c.Data, sec.scheme()+addr, c.Namespace.Auth.withSecurity(sec), log); err != nil {
-		return fail("", err)
-	}
-	stop, err := startXRootD(c.XRootD, host, role.srv, role.auth, nil, nil, sec, &ep, log)
-	if err != nil {
-		return fail("xrootd: ", err)
-	}
-	defer stop()
-	allow, err := c.Common.metricsAllow(c.Namespace.Auth.Methods, role.auth)
-	if err != nil {
-		return fail("", err)
-	}
-	srv := serveHTTP(sec.listener(l), role.handler(log, allow))
-	sec.endpoints(&ep)
-	if err := writeEndpoints(c.Data, ep); err != nil {
-		return fail("", err)
-	}
-	fmt.Printf("namespace server on %s (key: %s)\n", ep.HTTP, keyPath(c))
-	printTLS(ep)
+	printTLS(s.Endpoints)
 	waitSignal()
-	shutdown(srv)
+	s.Close()
 	return 0
 }
 
-// FSTConfig is the storage server role.
-type FSTConfig struct {
-	Common
-	Listen
-	Storage  StorageConfig
-	Join     JoinConfig
-	Security SecurityConfig
+func newFSTCmd() *cobra.Command {
+	var c role.FSTConfig
+	cmd := leaf("fst", "run a storage server alone (registers with --mgm)", func(*cobra.Command, []string) int { return runFST(c) })
+	fl := cmd.Flags()
+	bindCommon(fl, &c.Common)
+	bindListen(fl, &c.Listen, "", "127.0.0.1:0", "", "directory for endpoints.json (optional)")
+	bindStorage(fl, &c.Storage, true)
+	bindJoin(fl, &c.Join)
+	bindSecurity(fl, &c.Security)
+	return cmd
 }
 
-func runFST(args []string) int {
-	var c FSTConfig
-	fl := flag.NewFlagSet("kaon fst", flag.ExitOnError)
-	c.Common.bind(fl)
-	c.Listen.bind(fl, "", "127.0.0.1:0", "", "directory for endpoints.json (optional)")
-	c.Storage.bind(fl, true)
-	c.Join.bind(fl)
-	c.Security.bind(fl)
-	if err := parseRole(fl, args); err != nil {
-		fmt.Fprintln(os.Stderr, "kaon fst:", err)
-		return 2
-	}
+func runFST(c role.FSTConfig) int {
 	if c.Join.MGM == "" || c.Join.Key == "" {
 		fmt.Fprintln(os.Stderr, "kaon fst: --mgm and --key are required")
 		return 2
 	}
-	fail := func(what string, err error) int {
-		fmt.Fprintf(os.Stderr, "kaon fst: %s%v\n", what, err)
+	s, err := role.StartFST(c, startCommon(c.Common))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kaon fst:", err)
 		return 1
 	}
-	log := c.Common.start()
-	key, err := capability.LoadOrCreateKey(c.Join.Key)
-	if err != nil {
-		return fail("", err)
-	}
-	sec, err := c.Security.setup(c.Data, "", listenHosts(c.HTTP, c.XRootD)...)
-	if err != nil {
-		return fail("", err)
-	}
-	l, addr, err := listen(c.HTTP)
-	if err != nil {
-		return fail("", err)
-	}
-	if c.Join.Node == "" {
-		host, _ := os.Hostname()
-		_, port, _ := net.SplitHostPort(addr)
-		c.Join.Node = host + ":" + port
-	}
-	mgms := mgmURLs(c.Join.MGM)
-	mgm := &cluster.Client{Base: strings.Join(mgms, ","), Secret: key.Internal(), HTTP: sec.httpClient()}
-	fst, err := newStorage(c.Join.Node, sec.scheme()+addr, key, mgm, c.Join.FS, c.Storage, sec, log)
-	if err != nil {
-		return fail("", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ep := Endpoints{FSTHTTP: "http://" + addr}
-	policy := &remote.Policy{AllowLoopback: c.Storage.TPC.AllowLoopback}
-	policy.AddSelf(append(hostsOf(mgms), addr, c.Join.MGMXRootD)...)
-	stop, err := startFSTXRootD(c.XRootD, c.Join.MGMXRootD, fst, policy, sec, &ep, log)
-	if err != nil {
-		return fail("xrootd: ", err)
-	}
-	defer stop()
-	policy.AddSelf(hostPort(ep.FSTXrd))
-	allow, err := c.Common.metricsAllow("", auth.Chain{auth.HostRoot{}})
-	if err != nil {
-		return fail("", err)
-	}
-	srv := serveHTTP(sec.listener(l), storageHandler(fst, httpfront.Storage(fst, key, c.Storage.TPC.httpConfig(policy, sec), log), allow))
-	go fst.Run(ctx)
-	<-fst.Ready()
-	sec.endpoints(&ep)
 	if c.Data != "" {
 		_ = os.MkdirAll(c.Data, 0o755)
-		if err := writeEndpoints(c.Data, ep); err != nil {
+		if err := endpoints.Write(c.Data, s.Endpoints); err != nil {
 			fmt.Fprintln(os.Stderr, "kaon fst:", err)
 		}
 	}
-	fmt.Printf("storage server on %s%s registered with %s\n", sec.scheme(), addr, c.Join.MGM)
+	fmt.Printf("storage server on %s registered with %s\n", s.URL, c.Join.MGM)
 	waitSignal()
-	cancel()
-	shutdown(srv)
+	s.Close()
 	return 0
+}
+
+// startCommon applies the common settings: profiling, and the role's
+// logger.
+func startCommon(c role.Common) *slog.Logger {
+	servePprof(c.Pprof)
+	return c.Logger()
+}
+
+// servePprof serves net/http/pprof on its own listener (never on a
+// public endpoint); "" = off.
+func servePprof(addr string) {
+	if addr == "" {
+		return
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	go http.ListenAndServe(addr, mux)
+}
+
+func waitSignal() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	<-ch
 }

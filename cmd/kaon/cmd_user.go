@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -10,81 +9,142 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
-	register(command{name: "ls", short: "list a directory: ls [-l] PATH", run: runLs})
-	register(command{name: "stat", short: "show metadata and subtree accounting: stat PATH", run: runStat})
-	register(command{name: "mkdir", short: "create a directory: mkdir [-p] PATH", run: runMkdir})
-	register(command{name: "rm", short: "remove: rm [-r] PATH", run: runRm})
-	register(command{name: "mv", short: "rename: mv FROM TO", run: runMv})
-	register(command{name: "cp", short: "copy local<->Kaon: cp SRC DST (Kaon paths as kaon:/path)", run: runCp})
-	register(command{name: "chmod", short: "change mode bits: chmod OCTAL PATH", run: runChmod})
-	register(command{name: "chown", short: "change owner (root): chown UID:GID PATH", run: runChown})
+	addVerb(func() *cobra.Command {
+		var long bool
+		c := leaf("ls [-l] PATH", "list a directory: ls [-l] PATH", func(c *cobra.Command, args []string) int {
+			p, ok := oneArg(c, args)
+			if !ok {
+				return 2
+			}
+			return runLs(urlOf(c), p, long)
+		})
+		c.Flags().BoolVarP(&long, "l", "l", false, "long listing")
+		return withURL(c)
+	})
+	addVerb(func() *cobra.Command {
+		return withURL(leaf("stat PATH", "show metadata and subtree accounting: stat PATH", func(c *cobra.Command, args []string) int {
+			p, ok := oneArg(c, args)
+			if !ok {
+				return 2
+			}
+			return runStat(urlOf(c), p)
+		}))
+	})
+	addVerb(func() *cobra.Command {
+		var parents bool
+		c := leaf("mkdir [-p] PATH", "create a directory: mkdir [-p] PATH", func(c *cobra.Command, args []string) int {
+			p, ok := oneArg(c, args)
+			if !ok {
+				return 2
+			}
+			if err := newAPI(urlOf(c)).Mkdir(ctx(), p, 0, parents); err != nil {
+				return fail("mkdir", err)
+			}
+			return 0
+		})
+		c.Flags().BoolVarP(&parents, "p", "p", false, "create parents, no error if it exists")
+		return withURL(c)
+	})
+	addVerb(func() *cobra.Command {
+		var rec bool
+		c := leaf("rm [-r] PATH", "remove: rm [-r] PATH", func(c *cobra.Command, args []string) int {
+			p, ok := oneArg(c, args)
+			if !ok {
+				return 2
+			}
+			if err := newAPI(urlOf(c)).Remove(ctx(), p, rec); err != nil {
+				return fail("rm", err)
+			}
+			return 0
+		})
+		c.Flags().BoolVarP(&rec, "r", "r", false, "remove a directory tree")
+		return withURL(c)
+	})
+	addVerb(func() *cobra.Command {
+		var force bool
+		c := leaf("mv [-f] FROM TO", "rename: mv FROM TO", func(c *cobra.Command, args []string) int {
+			if len(args) != 2 {
+				fmt.Fprintln(os.Stderr, "usage: kaon mv [-f] FROM TO")
+				return 2
+			}
+			if err := newAPI(urlOf(c)).Rename(ctx(), args[0], args[1], force); err != nil {
+				return fail("mv", err)
+			}
+			return 0
+		})
+		c.Flags().BoolVarP(&force, "f", "f", false, "replace an existing destination")
+		return withURL(c)
+	})
+	addVerb(func() *cobra.Command {
+		return withURL(leaf("cp SRC DST", "copy local<->Kaon: cp SRC DST (Kaon paths as kaon:/path)", func(c *cobra.Command, args []string) int {
+			if len(args) != 2 {
+				fmt.Fprintln(os.Stderr, "usage: kaon cp SRC DST   (Kaon paths are written kaon:/path)")
+				return 2
+			}
+			return runCp(urlOf(c), args[0], args[1])
+		}))
+	})
+	addVerb(func() *cobra.Command {
+		return withURL(leaf("chmod OCTAL PATH", "change mode bits: chmod OCTAL PATH", func(c *cobra.Command, args []string) int {
+			mode, p, ok := twoArgs(args, "chmod OCTAL PATH")
+			if !ok {
+				return 2
+			}
+			m, err := strconv.ParseUint(mode, 8, 32)
+			if err != nil || m > 0o7777 {
+				return fail("chmod", fmt.Errorf("%s: bad mode %q (octal)", p, mode))
+			}
+			if err := newAPI(urlOf(c)).Chmod(ctx(), p, uint32(m)); err != nil {
+				return fail("chmod", err)
+			}
+			return 0
+		}))
+	})
+	addVerb(func() *cobra.Command {
+		return withURL(leaf("chown UID:GID PATH", "change owner (root): chown UID:GID PATH", func(c *cobra.Command, args []string) int {
+			owner, p, ok := twoArgs(args, "chown UID:GID PATH")
+			if !ok {
+				return 2
+			}
+			uid, gid, found := strings.Cut(owner, ":")
+			if !found {
+				return fail("chown", fmt.Errorf("want UID:GID, got %q", owner))
+			}
+			uidN, err1 := strconv.ParseUint(uid, 10, 32)
+			gidN, err2 := strconv.ParseUint(gid, 10, 32)
+			if err1 != nil || err2 != nil {
+				return fail("chown", fmt.Errorf("%s: uid and gid must be numbers", p))
+			}
+			if err := newAPI(urlOf(c)).Chown(ctx(), p, uint32(uidN), uint32(gidN)); err != nil {
+				return fail("chown", err)
+			}
+			return 0
+		}))
+	})
 }
 
-func twoArgs(fl *flag.FlagSet, args []string, usage string) (string, string, bool) {
-	fl.Parse(args)
-	if fl.NArg() != 2 {
+func twoArgs(args []string, usage string) (string, string, bool) {
+	if len(args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: kaon "+usage)
 		return "", "", false
 	}
-	return fl.Arg(0), fl.Arg(1), true
+	return args[0], args[1], true
 }
 
-func runChmod(args []string) int {
-	fl, u := flags("chmod")
-	mode, p, ok := twoArgs(fl, args, "chmod OCTAL PATH")
-	if !ok {
-		return 2
-	}
-	m, err := strconv.ParseUint(mode, 8, 32)
-	if err != nil || m > 0o7777 {
-		return fail("chmod", fmt.Errorf("%s: bad mode %q (octal)", p, mode))
-	}
-	if err := newAPI(*u).Chmod(ctx(), p, uint32(m)); err != nil {
-		return fail("chmod", err)
-	}
-	return 0
-}
-
-func runChown(args []string) int {
-	fl, u := flags("chown")
-	owner, p, ok := twoArgs(fl, args, "chown UID:GID PATH")
-	if !ok {
-		return 2
-	}
-	uid, gid, found := strings.Cut(owner, ":")
-	if !found {
-		return fail("chown", fmt.Errorf("want UID:GID, got %q", owner))
-	}
-	uidN, err1 := strconv.ParseUint(uid, 10, 32)
-	gidN, err2 := strconv.ParseUint(gid, 10, 32)
-	if err1 != nil || err2 != nil {
-		return fail("chown", fmt.Errorf("%s: uid and gid must be numbers", p))
-	}
-	if err := newAPI(*u).Chown(ctx(), p, uint32(uidN), uint32(gidN)); err != nil {
-		return fail("chown", err)
-	}
-	return 0
-}
-
-// flags wraps a FlagSet with the common --url option.
-func flags(name string) (*flag.FlagSet, *string) {
-	fl := flag.NewFlagSet("kaon "+name, flag.ExitOnError)
-	u := fl.String("url", "", "namespace server URL (default $KAON_URL or the local all-in-one)")
-	return fl, u
-}
-
-func oneArg(fl *flag.FlagSet, args []string) (string, bool) {
-	fl.Parse(args)
-	if fl.NArg() != 1 {
-		fmt.Fprintf(os.Stderr, "usage: %s [flags] PATH\n", fl.Name())
+// oneArg is the one argument (a path) of c.
+func oneArg(c *cobra.Command, args []string) (string, bool) {
+	if len(args) != 1 {
+		fmt.Fprintf(os.Stderr, "usage: %s [flags] PATH\n", c.CommandPath())
 		return "", false
 	}
-	return fl.Arg(0), true
+	return args[0], true
 }
 
 func modeString(e nsapi.Entry) string {
@@ -100,14 +160,8 @@ func modeString(e nsapi.Entry) string {
 	return string(s)
 }
 
-func runLs(args []string) int {
-	fl, u := flags("ls")
-	long := fl.Bool("l", false, "long listing")
-	p, ok := oneArg(fl, args)
-	if !ok {
-		return 2
-	}
-	ents, err := newAPI(*u).List(ctx(), p)
+func runLs(u, p string, long bool) int {
+	ents, err := newAPI(u).List(ctx(), p)
 	if err != nil {
 		return fail("ls", err)
 	}
@@ -117,7 +171,7 @@ func runLs(args []string) int {
 		if e.IsDir {
 			name += "/"
 		}
-		if *long {
+		if long {
 			fmt.Fprintf(tw, "%s\t %d\t %d\t %d\t %s\t %s\t\n", modeString(e), e.UID, e.GID, e.Size, e.MTime.Format("Jan 02 15:04"), name)
 		} else {
 			fmt.Println(name)
@@ -127,13 +181,8 @@ func runLs(args []string) int {
 	return 0
 }
 
-func runStat(args []string) int {
-	fl, u := flags("stat")
-	p, ok := oneArg(fl, args)
-	if !ok {
-		return 2
-	}
-	e, err := newAPI(*u).Stat(ctx(), p)
+func runStat(u, p string) int {
+	e, err := newAPI(u).Stat(ctx(), p)
 	if err != nil {
 		return fail("stat", err)
 	}
@@ -151,46 +200,6 @@ func runStat(args []string) int {
 		for _, t := range checksum.SortedTypes(e.Checksums) {
 			fmt.Printf("  %s: %s\n", t, e.Checksums[t])
 		}
-	}
-	return 0
-}
-
-func runMkdir(args []string) int {
-	fl, u := flags("mkdir")
-	parents := fl.Bool("p", false, "create parents, no error if it exists")
-	p, ok := oneArg(fl, args)
-	if !ok {
-		return 2
-	}
-	if err := newAPI(*u).Mkdir(ctx(), p, 0, *parents); err != nil {
-		return fail("mkdir", err)
-	}
-	return 0
-}
-
-func runRm(args []string) int {
-	fl, u := flags("rm")
-	rec := fl.Bool("r", false, "remove a directory tree")
-	p, ok := oneArg(fl, args)
-	if !ok {
-		return 2
-	}
-	if err := newAPI(*u).Remove(ctx(), p, *rec); err != nil {
-		return fail("rm", err)
-	}
-	return 0
-}
-
-func runMv(args []string) int {
-	fl, u := flags("mv")
-	force := fl.Bool("f", false, "replace an existing destination")
-	fl.Parse(args)
-	if fl.NArg() != 2 {
-		fmt.Fprintln(os.Stderr, "usage: kaon mv [-f] FROM TO")
-		return 2
-	}
-	if err := newAPI(*u).Rename(ctx(), fl.Arg(0), fl.Arg(1), *force); err != nil {
-		return fail("mv", err)
 	}
 	return 0
 }
@@ -234,15 +243,8 @@ func (p *progress) finish() {
 	}
 }
 
-func runCp(args []string) int {
-	fl, u := flags("cp")
-	fl.Parse(args)
-	if fl.NArg() != 2 {
-		fmt.Fprintln(os.Stderr, "usage: kaon cp SRC DST   (Kaon paths are written kaon:/path)")
-		return 2
-	}
-	src, dst := fl.Arg(0), fl.Arg(1)
-	api := newAPI(*u)
+func runCp(u, src, dst string) int {
+	api := newAPI(u)
 	srcRemote, dstRemote := strings.HasPrefix(src, "kaon:"), strings.HasPrefix(dst, "kaon:")
 	switch {
 	case !srcRemote && dstRemote:

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/kaon-storage/kaon/internal/checksum"
 )
@@ -16,13 +17,13 @@ import (
 
 const versionsUsage = "file versions PATH | file restore-version PATH VERSION"
 
-// runFileVersions runs the version subcommands of `kaon file`.
-func runFileVersions(fl *flag.FlagSet, u *string, sub string, args []string) int {
-	fl.Parse(args)
-	api := newAPI(*u)
-	switch {
-	case sub == "versions" && fl.NArg() == 1:
-		vs, err := api.Versions(ctx(), fl.Arg(0))
+func newVersionsCmd() *cobra.Command {
+	return leaf("versions PATH", "the kept versions of a file: id, size, mtime, checksums", func(c *cobra.Command, args []string) int {
+		if len(args) != 1 {
+			fmt.Fprintln(os.Stderr, "usage: kaon "+versionsUsage)
+			return 2
+		}
+		vs, err := newAPI(urlOf(c)).Versions(ctx(), args[0])
 		if err != nil {
 			return fail("file versions", err)
 		}
@@ -36,15 +37,21 @@ func runFileVersions(fl *flag.FlagSet, u *string, sub string, args []string) int
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", v.ID, v.Size, v.MTime.UTC().Format(time.RFC3339), dash(strings.Join(sums, ",")))
 		}
 		tw.Flush()
-	case sub == "restore-version" && fl.NArg() == 2:
-		e, err := api.RestoreVersion(ctx(), fl.Arg(0), fl.Arg(1))
+		return 0
+	})
+}
+
+func newRestoreVersionCmd() *cobra.Command {
+	return leaf("restore-version PATH VERSION", "make a kept version the file's content (the content it replaces becomes a version)", func(c *cobra.Command, args []string) int {
+		if len(args) != 2 {
+			fmt.Fprintln(os.Stderr, "usage: kaon "+versionsUsage)
+			return 2
+		}
+		e, err := newAPI(urlOf(c)).RestoreVersion(ctx(), args[0], args[1])
 		if err != nil {
 			return fail("file restore-version", err)
 		}
-		fmt.Printf("restored %s: version %s (%d bytes) is its content; the content it replaced is a version\n", e.Path, fl.Arg(1), e.Size)
-	default:
-		fmt.Fprintln(os.Stderr, "usage: kaon "+versionsUsage)
-		return 2
-	}
-	return 0
+		fmt.Printf("restored %s: version %s (%d bytes) is its content; the content it replaced is a version\n", e.Path, args[1], e.Size)
+		return 0
+	})
 }

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kaon-storage/kaon/integration/fusetest"
 )
 
 type statsDoc struct {
@@ -60,7 +62,7 @@ func TestControlTree(t *testing.T) {
 			t.Errorf("creating the state dir name through the mount succeeded")
 		}
 		os.Mkdir(m.path("u"), 0o777)
-		out, _ := asUser(t, 1000, 1000, []uint32{1000, 2000}, m.path("u"), "cat ../.proc/whoami; getfattr -n cfs.id --only-values .")
+		out, _ := fusetest.AsUser(t, 1000, 1000, []uint32{1000, 2000}, m.path("u"), "cat ../.proc/whoami; getfattr -n cfs.id --only-values .")
 		if !strings.Contains(out, "uid=1000") || strings.Count(out, "groups=1000,2000") != 2 {
 			t.Errorf("whoami / cfs.id as uid 1000: %q", out)
 		}
@@ -127,10 +129,10 @@ func TestQuota(t *testing.T) {
 	if err := m.procWrite("quota", "set 1000 bytes=1M inodes=5"); err != nil {
 		t.Fatal(err)
 	}
-	if out, code := asUser(t, 1000, 1000, nil, m.path("q"), `echo "set 1000 bytes=0" > ../.proc/quota`); code == 0 {
+	if out, code := fusetest.AsUser(t, 1000, 1000, nil, m.path("q"), `echo "set 1000 bytes=0" > ../.proc/quota`); code == 0 {
 		t.Errorf("non-root changed a limit: %s", out)
 	}
-	out, code := asUser(t, 1000, 1000, nil, m.path("q"), "dd if=/dev/zero of=big bs=64k count=32 2>&1")
+	out, code := fusetest.AsUser(t, 1000, 1000, nil, m.path("q"), "dd if=/dev/zero of=big bs=64k count=32 2>&1")
 	if code == 0 || !strings.Contains(out, "Disk quota exceeded") {
 		t.Errorf("2 MiB write under a 1 MiB quota: code %d %s", code, out)
 	}
@@ -142,7 +144,7 @@ func TestQuota(t *testing.T) {
 	if v[0] != st.Size() || v[1] != 1<<20 || v[2] != 2 || v[3] != 5 {
 		t.Errorf("usage after dd: %v (file %d)", v, st.Size())
 	}
-	out, code = asUser(t, 1000, 1000, nil, m.path("q"), "rm big; for i in 1 2 3 4; do : > f$i || exit 9; done; : > f5")
+	out, code = fusetest.AsUser(t, 1000, 1000, nil, m.path("q"), "rm big; for i in 1 2 3 4; do : > f$i || exit 9; done; : > f5")
 	if code == 0 || code == 9 || !strings.Contains(out, "quota") {
 		t.Errorf("inode limit: code %d %s", code, out)
 	}
@@ -150,13 +152,13 @@ func TestQuota(t *testing.T) {
 	if v[0] != 0 || v[2] != 5 {
 		t.Errorf("usage after creates: %v", v)
 	}
-	asUser(t, 1000, 1000, nil, m.path("q"), "rm f4; printf 12345 > f1; truncate -s 100 f2")
+	fusetest.AsUser(t, 1000, 1000, nil, m.path("q"), "rm f4; printf 12345 > f1; truncate -s 100 f2")
 	v = quotaLine(t, m.procRead("quota"), 1000)
 	if v[0] != 105 || v[2] != 4 {
 		t.Errorf("usage after rm/write/truncate: %v want bytes 105 inodes 4", v)
 	}
 	// Others see only their own line; root sees everyone.
-	out, _ = asUser(t, 1000, 1000, nil, m.path("q"), "cat ../.proc/quota")
+	out, _ = fusetest.AsUser(t, 1000, 1000, nil, m.path("q"), "cat ../.proc/quota")
 	if strings.Contains(out, "\n0 ") {
 		t.Errorf("uid 1000 sees root's quota line: %s", out)
 	}
@@ -177,7 +179,7 @@ func TestQuota(t *testing.T) {
 	if v := quotaLine(t, m.procRead("quota"), 1000); v[0] != 1105 || v[2] != 5 || v[3] != 5 {
 		t.Errorf("after crash + offline change: %v want bytes 1105 inodes 5", v)
 	}
-	if _, code := asUser(t, 1000, 1000, nil, m.path("q"), ": > more"); code == 0 {
+	if _, code := fusetest.AsUser(t, 1000, 1000, nil, m.path("q"), ": > more"); code == 0 {
 		t.Errorf("inode limit not enforced after restart")
 	}
 }
@@ -251,20 +253,20 @@ func TestRecycle(t *testing.T) {
 	}
 	// Users see and restore only their own entries and cannot switch the bin.
 	os.Chmod(m.path("t"), 0o777)
-	asUser(t, 1000, 1000, nil, m.path("t"), "echo mine > mine && rm mine")
+	fusetest.AsUser(t, 1000, 1000, nil, m.path("t"), "echo mine > mine && rm mine")
 	os.Remove(m.path("t", "f2"))
-	out, _ := asUser(t, 1000, 1000, nil, m.path("t"), "cat ../.proc/recycle")
+	out, _ := fusetest.AsUser(t, 1000, 1000, nil, m.path("t"), "cat ../.proc/recycle")
 	uids := recycleIDs(out)
 	if len(uids) != 1 || uids["/t/mine"] == "" {
 		t.Errorf("uid 1000 recycle view: %s", out)
 	}
-	if _, code := asUser(t, 1000, 1000, nil, m.path("t"), "echo disable > ../.proc/recycle"); code == 0 {
+	if _, code := fusetest.AsUser(t, 1000, 1000, nil, m.path("t"), "echo disable > ../.proc/recycle"); code == 0 {
 		t.Errorf("uid 1000 disabled the recycle bin")
 	}
-	if _, code := asUser(t, 1000, 1000, nil, m.path("t"), "echo restore "+recycleIDs(m.procRead("recycle"))["/t/f2"]+" > ../.proc/recycle"); code == 0 {
+	if _, code := fusetest.AsUser(t, 1000, 1000, nil, m.path("t"), "echo restore "+recycleIDs(m.procRead("recycle"))["/t/f2"]+" > ../.proc/recycle"); code == 0 {
 		t.Errorf("uid 1000 restored root's entry")
 	}
-	if out, code := asUser(t, 1000, 1000, nil, m.path("t"), "echo restore "+uids["/t/mine"]+" > ../.proc/recycle && cat mine"); code != 0 || out != "mine\n" {
+	if out, code := fusetest.AsUser(t, 1000, 1000, nil, m.path("t"), "echo restore "+uids["/t/mine"]+" > ../.proc/recycle && cat mine"); code != 0 || out != "mine\n" {
 		t.Errorf("uid 1000 restore own: %d %q", code, out)
 	}
 	// Hard links: removing one of two names unlinks it for good (the
@@ -325,11 +327,11 @@ func TestRecycle(t *testing.T) {
 // TestLifecycle: daemon mode and umount, crash leaves a stale mount that
 // the next mount reports (and cleans with --clean-stale).
 func TestLifecycle(t *testing.T) {
-	d := tempDir(t)
+	d := fusetest.TempDir(t)
 	backend, mp := filepath.Join(d, "b"), filepath.Join(d, "m")
 	os.Mkdir(backend, 0o755)
 	os.Mkdir(mp, 0o755)
-	out, err := run(t, kaonBin, "cfsd", "mount", "--backend", backend, mp)
+	out, err := fusetest.Exec(t, kaonBin, "cfsd", "mount", "--backend", backend, mp)
 	if err != nil {
 		t.Fatalf("daemon mount: %v %s", err, out)
 	}
@@ -337,7 +339,7 @@ func TestLifecycle(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mp, "x"), []byte("daemon"), 0o644); err != nil {
 		t.Errorf("write through daemon mount: %v", err)
 	}
-	if out, err := run(t, kaonBin, "cfsd", "umount", mp); err != nil {
+	if out, err := fusetest.Exec(t, kaonBin, "cfsd", "umount", mp); err != nil {
 		t.Fatalf("umount: %v %s", err, out)
 	}
 	untrack()
@@ -354,7 +356,7 @@ func TestLifecycle(t *testing.T) {
 	if err := syscall.Statfs(m.mp, &sf); err != syscall.ENOTCONN {
 		t.Fatalf("statfs after kill -9: %v, want ENOTCONN", err)
 	}
-	out, err = run(t, kaonBin, "cfsd", "mount", "-f", "--backend", backend, m.mp)
+	out, err = fusetest.Exec(t, kaonBin, "cfsd", "mount", "-f", "--backend", backend, m.mp)
 	if err == nil || !strings.Contains(out, "stale") {
 		t.Errorf("mount over a stale mount: %v %s", err, out)
 	}
@@ -376,13 +378,13 @@ func TestLiveMountRefused(t *testing.T) {
 	if err := os.WriteFile(m.path("x"), []byte("first"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	other := filepath.Join(tempDir(t), "other")
+	other := filepath.Join(fusetest.TempDir(t), "other")
 	if err := os.Mkdir(other, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, extra := range [][]string{nil, {"--clean-stale"}} {
 		args := append(append([]string{"cfsd", "mount", "--backend", other}, extra...), m.mp)
-		out, err := run(t, kaonBin, args...)
+		out, err := fusetest.Exec(t, kaonBin, args...)
 		mi, _ := os.ReadFile("/proc/self/mountinfo")
 		if n := strings.Count(string(mi), " "+m.mp+" "); n != 1 {
 			for ; n > 1; n-- { // stacked: take the newer ones away
@@ -407,11 +409,11 @@ func TestNoXattrAndFusermount(t *testing.T) {
 	if err := os.WriteFile(m.path("f"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := run(t, "setfattr", "-n", "user.a", "-v", "1", m.path("f"))
+	out, err := fusetest.Exec(t, "setfattr", "-n", "user.a", "-v", "1", m.path("f"))
 	if err == nil || !strings.Contains(out, "not supported") {
 		t.Errorf("setfattr with --no-xattr: %v %s", err, out)
 	}
-	if out, err := run(t, "fusermount3", "-u", m.mp); err != nil {
+	if out, err := fusetest.Exec(t, "fusermount3", "-u", m.mp); err != nil {
 		t.Fatalf("fusermount3 -u: %v %s", err, out)
 	}
 	if exit, err := m.ended("daemon exit after fusermount3 -u"); err != nil || exit != nil {
@@ -464,7 +466,7 @@ func TestBackendChangesVisible(t *testing.T) {
 // mount: limits and the recycle switch set after mounting must still be
 // saved (through the state dir's descriptor) and survive a crash.
 func TestDaemonStaysOffItsMount(t *testing.T) {
-	d := tempDir(t)
+	d := fusetest.TempDir(t)
 	dir := filepath.Join(d, "data")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)

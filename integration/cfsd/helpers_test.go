@@ -1,6 +1,7 @@
-// Package cfsd_test mounts `kaon cfsd` for real (root, fuse3) and checks
-// POSIX behaviour against the plain backend, non-root access rules,
-// quota, the recycle bin, the control tree and daemon crashes/restarts.
+// Package cfsd_test mounts `kaon cfsd` for real (root, fuse3), runs the
+// shared FUSE suite (integration/fusetest: POSIX behaviour as a plain
+// directory's, as root and as other users) on it, and checks quota, the
+// recycle bin, the control tree and daemon crashes/restarts.
 package cfsd_test
 
 import (
@@ -12,11 +13,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kaon-storage/kaon/integration/fusetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -56,115 +57,20 @@ type mount struct {
 	cmd     *exec.Cmd
 	log     *bytes.Buffer
 	done    chan error
-	dev     uint64 // the mount's device number (userspace encoding)
+	conn    *fusetest.Conn // while the daemon may be running
 }
 
-// Deadlines of the steps that wait on a daemon or on processes using
-// its mount; generous, they only turn a hang into a named failure.
+// Deadlines of the steps that wait on a daemon; generous, they only turn
+// a hang into a named failure (a hung step aborts the FUSE connections
+// of the mounts fusetest tracks).
 const (
 	upDeadline   = 60 * time.Second
 	stopDeadline = 60 * time.Second
-	runDeadline  = 5 * time.Minute
 )
-
-var (
-	liveMu sync.Mutex
-	live   = map[*mount]bool{} // mounts whose daemon may be running
-)
-
-// within runs fn with a deadline. When fn has not returned in time (a
-// daemon that does not answer, a process stuck in state D on a FUSE
-// request) the FUSE connections of every live mount of this test are
-// aborted through fusectl, which fails the pending requests, and the
-// result names the step that hung.
-func within(step string, d time.Duration, fn func() error) error {
-	res := make(chan error, 1)
-	go func() { res <- fn() }()
-	select {
-	case err := <-res:
-		if err != nil {
-			return fmt.Errorf("%s: %w", step, err)
-		}
-		return nil
-	case <-time.After(d):
-	}
-	aborted := abortLive()
-	select {
-	case <-res:
-	case <-time.After(30 * time.Second):
-		aborted += " (still blocked after the abort)"
-	}
-	return fmt.Errorf("%s: hung for %v; aborted FUSE connections %s", step, d, aborted)
-}
-
-// abortLive aborts the FUSE connection of every live mount and reports
-// which.
-func abortLive() string {
-	liveMu.Lock()
-	defer liveMu.Unlock()
-	var done []string
-	for m := range live {
-		if m.dev == 0 {
-			continue
-		}
-		id := fuseConn(m.dev)
-		if err := abortFuse(id); err != nil {
-			done = append(done, fmt.Sprintf("%s(conn %d: %v)", m.mp, id, err))
-		} else {
-			done = append(done, fmt.Sprintf("%s(conn %d)", m.mp, id))
-		}
-	}
-	return "[" + strings.Join(done, " ") + "]"
-}
-
-// fuseConn is the fusectl connection number of a FUSE mount: the
-// kernel's internal encoding of its device number.
-func fuseConn(dev uint64) uint64 { return uint64(unix.Major(dev))<<20 | uint64(unix.Minor(dev)) }
-
-const fusectl = "/sys/fs/fuse/connections"
-
-func abortFuse(id uint64) error {
-	if b, _ := os.ReadFile("/proc/self/mounts"); !strings.Contains(string(b), " "+fusectl+" fusectl ") {
-		if err := syscall.Mount("none", fusectl, "fusectl", 0, ""); err != nil {
-			return fmt.Errorf("mount fusectl: %w", err)
-		}
-	}
-	return os.WriteFile(filepath.Join(fusectl, strconv.FormatUint(id, 10), "abort"), []byte("1"), 0)
-}
-
-// mountDev returns the device number of the topmost FUSE mount at mp
-// from mountinfo (never touching the mount itself, which may hang).
-func mountDev(mp string) (uint64, bool) {
-	b, _ := os.ReadFile("/proc/self/mountinfo")
-	var dev uint64
-	found := false
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 5 || f[4] != mp || !strings.Contains(l, " - fuse.") {
-			continue
-		}
-		var maj, min uint32
-		if _, err := fmt.Sscanf(f[2], "%d:%d", &maj, &min); err == nil {
-			dev, found = unix.Mkdev(maj, min), true // the last one is on top
-		}
-	}
-	return dev, found
-}
-
-// tempDir is world-traversable so setuid children can reach the mount.
-func tempDir(t *testing.T) string {
-	d := t.TempDir()
-	for p := d; p != "/" && p != "."; p = filepath.Dir(p) {
-		if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o011 != 0o011 {
-			os.Chmod(p, st.Mode().Perm()|0o011)
-		}
-	}
-	return d
-}
 
 func newMount(t *testing.T, backend string, extra ...string) *mount {
 	t.Helper()
-	d := tempDir(t)
+	d := fusetest.TempDir(t)
 	if backend == "" {
 		backend = filepath.Join(d, "backend")
 		if err := os.Mkdir(backend, 0o755); err != nil {
@@ -193,23 +99,17 @@ func (m *mount) start() {
 	}
 	m.done = make(chan error, 1)
 	go func(c *exec.Cmd, ch chan error) { ch <- c.Wait() }(m.cmd, m.done)
-	liveMu.Lock()
-	live[m] = true
-	liveMu.Unlock()
+	m.conn = fusetest.Track(m.mp)
 	// The device number is taken from mountinfo before the mount is
 	// touched, so a hang from here on can be aborted (a stale mount
 	// below answers ENOTCONN at once), and again once it answers, when
 	// the topmost mount is ours.
 	deadline := time.Now().Add(upDeadline)
-	err := within("mount "+m.mp+": wait for it to come up", upDeadline+time.Second, func() error {
+	err := fusetest.Within("mount "+m.mp+": wait for it to come up", upDeadline+time.Second, func() error {
 		for time.Now().Before(deadline) {
-			liveMu.Lock()
-			m.dev, _ = mountDev(m.mp)
-			liveMu.Unlock()
+			m.conn.Update()
 			if _, err := os.ReadFile(filepath.Join(m.mp, ".proc", "whoami")); err == nil {
-				liveMu.Lock()
-				m.dev, _ = mountDev(m.mp)
-				liveMu.Unlock()
+				m.conn.Update()
 				return nil
 			}
 			select {
@@ -244,11 +144,9 @@ func (m *mount) daemonPid() int {
 // ended waits for the daemon's exit and forgets it: exit is how it
 // ended, err a hang.
 func (m *mount) ended(step string) (exit, err error) {
-	err = within(step, stopDeadline, func() error { exit = <-m.done; return nil })
+	err = fusetest.Within(step, stopDeadline, func() error { exit = <-m.done; return nil })
 	m.cmd = nil
-	liveMu.Lock()
-	delete(live, m)
-	liveMu.Unlock()
+	m.conn.Untrack()
 	return exit, err
 }
 
@@ -286,7 +184,7 @@ func (m *mount) kill() {
 
 // unmount detaches the mount (a dead daemon's stale mount, say).
 func (m *mount) unmount() {
-	err := within("unmount "+m.mp, stopDeadline, func() error { return syscall.Unmount(m.mp, syscall.MNT_DETACH) })
+	err := fusetest.Within("unmount "+m.mp, stopDeadline, func() error { return syscall.Unmount(m.mp, syscall.MNT_DETACH) })
 	if err != nil {
 		m.t.Error(err)
 	}
@@ -298,7 +196,8 @@ func (m *mount) checkNoFdsOnMount() {
 	m.t.Helper()
 	pid := m.daemonPid()
 	var bad []string
-	err := within(fmt.Sprintf("list descriptors of daemon %d", pid), runDeadline, func() error {
+	dev := m.conn.Dev()
+	err := fusetest.Within(fmt.Sprintf("list descriptors of daemon %d", pid), fusetest.RunDeadline, func() error {
 		proc := fmt.Sprintf("/proc/%d", pid)
 		ents, err := os.ReadDir(proc + "/fd")
 		if os.IsNotExist(err) {
@@ -313,7 +212,7 @@ func (m *mount) checkNoFdsOnMount() {
 		}
 		for _, p := range paths {
 			var st unix.Stat_t
-			if unix.Stat(p, &st) == nil && st.Dev == m.dev {
+			if unix.Stat(p, &st) == nil && st.Dev == dev {
 				target, _ := os.Readlink(p)
 				bad = append(bad, p+" -> "+target)
 			}
@@ -365,61 +264,8 @@ func (m *mount) procWrite(name, cmd string) error {
 // trackMount registers a mount made outside newMount (a daemonized
 // one) so a hung step can abort it; untrack when it is gone.
 func trackMount(t *testing.T, mp string) (untrack func()) {
-	dev, ok := mountDev(mp)
-	if !ok {
+	if _, ok := fusetest.MountDev(mp); !ok {
 		t.Fatalf("%s: no FUSE mount in mountinfo", mp)
 	}
-	m := &mount{t: t, mp: mp, dev: dev}
-	liveMu.Lock()
-	live[m] = true
-	liveMu.Unlock()
-	return func() {
-		liveMu.Lock()
-		delete(live, m)
-		liveMu.Unlock()
-	}
-}
-
-// run runs a command with a deadline and returns its combined output.
-func run(t *testing.T, name string, args ...string) (string, error) {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	return runCmd(t, strings.Join(cmd.Args, " "), cmd)
-}
-
-// runCmd runs cmd with a deadline (failing the test as step if it
-// hangs) and returns its combined output and exit error.
-func runCmd(t *testing.T, step string, cmd *exec.Cmd) (string, error) {
-	t.Helper()
-	var out []byte
-	var runErr error
-	err := within(step, runDeadline, func() error {
-		out, runErr = cmd.CombinedOutput()
-		return nil
-	})
-	if err != nil {
-		if cmd.Process != nil {
-			cmd.Process.Kill()
-		}
-		t.Fatal(err)
-	}
-	return string(out), runErr
-}
-
-// asUser runs a shell script as uid/gid with supplementary groups and
-// returns combined output and exit status.
-func asUser(t *testing.T, uid, gid uint32, groups []uint32, dir, script string) (string, int) {
-	t.Helper()
-	cmd := exec.Command("/bin/sh", "-c", script)
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}}
-	out, err := runCmd(t, fmt.Sprintf("uid %d in %s: sh -c %.60q", uid, dir, script), cmd)
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out, code
+	return fusetest.Track(mp).Untrack
 }

@@ -171,7 +171,7 @@ func TestVersionsKeepCutOffOverwrite(t *testing.T) {
 	// Wait until the storage server is done with the cut-off upload
 	// (committed or aborted): its data endpoint logs a request when it
 	// has answered, the first upload's and this one's.
-	waitFor(t, 60*time.Second, func() bool { return strings.Count(k.Logs(), "method=PUT path=/kaon/v1/data/") == 2 },
+	waitFor(t, 60*time.Second, func() bool { return strings.Count(k.Logs(), "msg=http method=PUT path=/kaon/v1/data/") == 2 },
 		"the storage server to end the cut-off upload")
 	t.Logf("settled: %d commits of /v/f (2: the cut-off upload was committed)", commitsOf(t, k, "/v/f"))
 	// Whatever the namespace made of it, the previous content is reachable.

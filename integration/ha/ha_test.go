@@ -380,9 +380,10 @@ func freePeerPort(t *testing.T) int {
 func TestEmbeddedEtcdMembers(t *testing.T) {
 	in := &instance{t: t}
 	var peers []string
+	ports := harness.FreePorts(t, 6)
 	for i := 0; i < 3; i++ {
-		in.http = append(in.http, "http://"+freePort(t))
-		in.xrd = append(in.xrd, freePort(t))
+		in.http = append(in.http, fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]))
+		in.xrd = append(in.xrd, fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]))
 		peers = append(peers, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, freePeerPort(t)))
 		in.mgms, in.down = append(in.mgms, nil), append(in.down, false)
 	}

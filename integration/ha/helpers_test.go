@@ -10,7 +10,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"hash/adler32"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,16 +43,6 @@ type instance struct {
 	fsDir []string
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // options change what newInstanceWith starts.
 type options struct {
 	etcdFlags []string                         // added to every etcd member's command line
@@ -72,9 +61,10 @@ func newInstanceWith(t *testing.T, n int, o options) *instance {
 		hosts = append(hosts, strings.TrimPrefix(ep, "http://"))
 	}
 	in.meta = "etcd://" + strings.Join(hosts, ",")
+	ports := harness.FreePorts(t, 2*n)
 	for i := 0; i < n; i++ {
-		in.http = append(in.http, "http://"+freePort(t))
-		in.xrd = append(in.xrd, freePort(t))
+		in.http = append(in.http, fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]))
+		in.xrd = append(in.xrd, fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]))
 	}
 	for i := 0; i < n; i++ {
 		dir := t.TempDir()

@@ -5,7 +5,6 @@ package harness
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kaon-storage/kaon/internal/role/endpoints"
 )
 
 var (
@@ -56,13 +57,17 @@ func Binary(t testing.TB) string {
 	return binPath
 }
 
-// Endpoints mirrors DIR/endpoints.json.
-type Endpoints struct {
-	HTTP    string `json:"http"`
-	XRootD  string `json:"xrootd"`
-	FSTHTTP string `json:"fst_http"`
-	FSTXrd  string `json:"fst_xrootd"`
-	PID     int    `json:"pid"`
+// Endpoints is DIR/endpoints.json, as the servers write it.
+type Endpoints = endpoints.Endpoints
+
+// ReadEndpoints reads dir/endpoints.json.
+func ReadEndpoints(t testing.TB, dir string) Endpoints {
+	t.Helper()
+	ep, err := endpoints.Read(dir)
+	if err != nil {
+		t.Fatalf("endpoints.json in %s: %v", dir, err)
+	}
+	return ep
 }
 
 // Process is one running kaon process.
@@ -116,7 +121,7 @@ func Start(t testing.TB, dir string, args ...string) *Process {
 
 func (p *Process) start() {
 	p.t.Helper()
-	_ = os.Remove(filepath.Join(p.Dir, "endpoints.json"))
+	_ = endpoints.Remove(p.Dir)
 	cmd := exec.Command(Binary(p.t), p.Args...)
 	w := syncBuf{&p.mu, p.Log}
 	cmd.Stdout, cmd.Stderr = w, w
@@ -129,8 +134,8 @@ func (p *Process) start() {
 	go func() { cmd.Wait(); close(p.done) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		b, err := os.ReadFile(filepath.Join(p.Dir, "endpoints.json"))
-		if err == nil && json.Unmarshal(b, &p.EP) == nil && p.EP.PID == cmd.Process.Pid {
+		if ep, err := endpoints.Read(p.Dir); err == nil && ep.PID == cmd.Process.Pid {
+			p.EP = ep
 			return
 		}
 		select {
@@ -230,12 +235,21 @@ func WaitFor(t testing.TB, d time.Duration, step string, cond func() bool) {
 }
 
 // FreePort returns a loopback TCP port nobody listened on a moment ago.
-func FreePort(t testing.TB) int {
+func FreePort(t testing.TB) int { return FreePorts(t, 1)[0] }
+
+// FreePorts returns n distinct loopback ports that were free just now
+// (all held open until every one is chosen: ports taken one at a time
+// can come back twice).
+func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }

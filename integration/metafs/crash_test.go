@@ -15,6 +15,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/kaon-storage/kaon/integration/fusetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,9 +29,8 @@ type gatedLower struct {
 }
 
 type gateNode struct {
-	fs.LoopbackNode
-	g     *gatedLower
-	gated bool
+	*fs.LoopbackNode
+	g *gatedLower
 }
 
 type gatedFile struct {
@@ -39,13 +39,19 @@ type gatedFile struct {
 }
 
 var (
+	_ = (fs.NodeWrapChilder)((*gateNode)(nil))
 	_ = (fs.NodeOpener)((*gateNode)(nil))
 	_ = (fs.FileReader)((*gatedFile)(nil))
 )
 
+// WrapChild makes every node of the tree a gateNode.
+func (n *gateNode) WrapChild(ctx context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	return &gateNode{LoopbackNode: ops.(*fs.LoopbackNode), g: n.g}
+}
+
 func (n *gateNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
-	if errno != 0 || !n.gated {
+	if errno != 0 || !strings.HasPrefix(filepath.Base(n.Path(nil)), "gated") {
 		return fh, fl, errno
 	}
 	return &gatedFile{LoopbackFile: fh.(*fs.LoopbackFile), g: n.g}, fl | fuse.FOPEN_DIRECT_IO, 0
@@ -75,10 +81,7 @@ func newGatedLower(t *testing.T, dir string) *gatedLower {
 	var st syscall.Stat_t
 	must(t, syscall.Stat(dir, &st))
 	root := &fs.LoopbackRoot{Path: dir, Dev: uint64(st.Dev)}
-	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, name string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &gateNode{LoopbackNode: fs.LoopbackNode{RootData: r}, g: g, gated: strings.HasPrefix(name, "gated")}
-	}
-	root.RootNode = root.NewNode(root, nil, "", &st)
+	root.RootNode = &gateNode{LoopbackNode: &fs.LoopbackNode{RootData: root}, g: g}
 	srv, err := fs.Mount(g.mnt, root.RootNode, &fs.Options{MountOptions: fuse.MountOptions{FsName: "gated", DirectMount: true}})
 	must(t, err)
 	// go-fuse opens /dev/fuse without O_CLOEXEC: the kaon processes this
@@ -192,7 +195,7 @@ func noDataFile(t *testing.T, dirfd int, name string) {
 // view off the mountpoint, and leaves a process still inside the view no
 // file holding data to open; the mountpoint takes a new mount at once.
 func TestKernelModeDaemonKilled(t *testing.T) {
-	backing := mkTree(t)
+	backing := fusetest.MakeTree(t)
 	must(t, os.WriteFile(filepath.Join(backing, "gated"), []byte("the gated file's own bytes\n"), 0o644))
 	lower := newGatedLower(t, backing)
 	idx := filepath.Join(t.TempDir(), "sw.metafs")
@@ -265,7 +268,7 @@ func TestKernelModeDaemonKilled(t *testing.T) {
 func TestKernelModeStaleView(t *testing.T) {
 	for _, how := range []string{"--clean-stale", "umount"} {
 		t.Run(how, func(t *testing.T) {
-			lower := mkTree(t)
+			lower := fusetest.MakeTree(t)
 			idx := filepath.Join(t.TempDir(), "sw.metafs")
 			index(t, lower, idx)
 			mnt := t.TempDir()
@@ -298,7 +301,7 @@ func TestKernelModeStaleView(t *testing.T) {
 				if isMounted(mnt) {
 					t.Fatalf("stale view still on %s after kaon metafs umount", mnt)
 				}
-				d = mount(t, "--kernel", "--index", idx, lower, mnt)
+				mount(t, "--kernel", "--index", idx, lower, mnt)
 			} else {
 				d = mount(t, "--kernel", "--clean-stale", "--index", idx, lower, mnt)
 				if out := d.output(); !strings.Contains(out, fmt.Sprintf("stale view of dead pid %d cleared", pid)) {
@@ -339,7 +342,7 @@ func children(t *testing.T, pid int) []int {
 // it: files it filled stay readable to a process inside the view, files
 // it did not are gone from it.
 func TestKernelModeKeeperKilled(t *testing.T) {
-	lower := mkTree(t)
+	lower := fusetest.MakeTree(t)
 	idx := filepath.Join(t.TempDir(), "sw.metafs")
 	index(t, lower, idx)
 	mnt := t.TempDir()
@@ -385,7 +388,7 @@ func TestKernelModeKeeperKilled(t *testing.T) {
 // the opens it has not started on, rather than closing the group on them,
 // which would let them open unfilled files reading as zeros.
 func TestKernelModeStopWhileOpening(t *testing.T) {
-	backing := mkTree(t)
+	backing := fusetest.MakeTree(t)
 	const fills = 8 // the daemon's parallel fills: a ninth open waits
 	for i := range fills {
 		must(t, os.WriteFile(filepath.Join(backing, fmt.Sprintf("gated%d", i)), []byte(fmt.Sprintf("gated file %d\n", i)), 0o644))

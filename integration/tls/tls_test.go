@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -25,27 +24,9 @@ import (
 	"github.com/kaon-storage/kaon/integration/tokentest"
 )
 
-// endpoints is the TLS part of DATA/endpoints.json.
-type endpoints struct {
-	HTTP, XRootD, HTTPS, Roots, CA string
-	FSTHTTP                        string `json:"fst_http"`
-	FSTXrd                         string `json:"fst_xrootd"`
-	FSTHTTPS                       string `json:"fst_https"`
-	FSTRoots                       string `json:"fst_roots"`
-	CADir                          string `json:"ca_dir"`
-}
-
-func readEP(t *testing.T, dir string) endpoints {
+func readEP(t *testing.T, dir string) harness.Endpoints {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "endpoints.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ep endpoints
-	if err := json.Unmarshal(b, &ep); err != nil {
-		t.Fatal(err)
-	}
-	return ep
+	return harness.ReadEndpoints(t, dir)
 }
 
 // run runs a client with a deadline naming it; it returns the combined output.

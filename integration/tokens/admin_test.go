@@ -169,7 +169,7 @@ func TestAdminDataForAdminOnly(t *testing.T) {
 		method, u, body := "GET", "/api/v1/"+r, any(nil)
 		if c.post {
 			method, body = "POST", c.args
-			if body == nil {
+			if c.args == nil {
 				body = map[string]any{}
 			}
 		} else if len(c.args) > 0 {

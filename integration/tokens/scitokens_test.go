@@ -24,21 +24,12 @@ import (
 // Kaon's local CA (bind-mounted over /etc/ssl/certs/ca-certificates.crt):
 // nothing outside the namespace sees the change.
 
-// tlsEP is the TLS part of DATA/endpoints.json.
-type tlsEP struct {
-	HTTPS, Roots, CA string
-	CADir            string `json:"ca_dir"`
-}
-
-func readTLSEP(t *testing.T, k *harness.Process) tlsEP {
+// readTLSEP is the endpoints of k, started with --tls.
+func readTLSEP(t *testing.T, k *harness.Process) harness.Endpoints {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(k.Dir, "endpoints.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ep tlsEP
-	if err := json.Unmarshal(b, &ep); err != nil || ep.HTTPS == "" || ep.Roots == "" || ep.CA == "" {
-		t.Fatalf("endpoints.json of kaon up --tls: %v %+v", err, ep)
+	ep := harness.ReadEndpoints(t, k.Dir)
+	if ep.HTTPS == "" || ep.Roots == "" || ep.CA == "" {
+		t.Fatalf("endpoints.json of kaon up --tls: %+v", ep)
 	}
 	return ep
 }

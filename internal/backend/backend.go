@@ -1,6 +1,7 @@
 // Package backend is the data seam: where a storage server keeps the
 // stripes of one filesystem. A Store is one filesystem — a POSIX directory
-// today (backend/posix), an object pool later — and the storage core
+// (backend/posix: a local disk or a CephFS mount) or a RADOS pool
+// (backend/rados, built with -tags ceph) — and the storage core
 // (package storage) reaches its local stripes only through it, so a new
 // backend is one new package passing the shared suite (backend/backendtest);
 // backend/memstore is the in-memory one for unit tests.

@@ -63,9 +63,9 @@ func StripeSize(l layout.Layout, size int64) int64 {
 func (l Layout) check() error {
 	switch {
 	case l.K < 1:
-		return fmt.Errorf("K must be at least 1")
+		return fmt.Errorf("data shards (K) must be at least 1")
 	case l.M < 1:
-		return fmt.Errorf("M must be at least 1")
+		return fmt.Errorf("parity shards (M) must be at least 1")
 	case l.K+l.M > MaxShards:
 		return fmt.Errorf("K+M must be at most %d", MaxShards)
 	case l.Unit < MinUnit || l.Unit > MaxUnit:

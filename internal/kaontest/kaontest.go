@@ -1,7 +1,8 @@
 // Package kaontest builds the whole Kaon stack in one process for tests
 // of services and front ends: an in-memory namespace engine (memkv), the
 // namespace service, one storage server with filesystems in temporary
-// directories, and both HTTP endpoints on loopback (httptest). Tests that
+// directories, and both HTTP endpoints on loopback (httptest), wired by
+// internal/role as the binary wires them. Tests that
 // need the real binary, real clients and restarts use integration/harness.
 package kaontest
 
@@ -18,15 +19,11 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
-	"github.com/kaon-storage/kaon/internal/backend"
-	"github.com/kaon-storage/kaon/internal/backend/posix"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/client"
-	"github.com/kaon-storage/kaon/internal/cluster"
-	"github.com/kaon-storage/kaon/internal/httpfront"
 	"github.com/kaon-storage/kaon/internal/kv/memkv"
-	"github.com/kaon-storage/kaon/internal/namespace"
 	"github.com/kaon-storage/kaon/internal/nsserver"
+	"github.com/kaon-storage/kaon/internal/role"
 	"github.com/kaon-storage/kaon/internal/storage"
 )
 
@@ -47,12 +44,15 @@ type Stack struct {
 	NS      *nsserver.Server
 	Storage *storage.Server
 	Key     *capability.Key
-	HTTP    *httptest.Server // namespace endpoint (WebDAV, admin API, internal protocol)
+	HTTP    *httptest.Server // namespace endpoint (WebDAV, admin API, internal protocol, metrics)
 	Data    *httptest.Server // storage server endpoint
 	Client  *client.Client   // admin API client of HTTP
 }
 
-// New starts a stack; it is stopped when the test ends.
+// New starts a stack; it is stopped when the test ends. The roles are
+// assembled by internal/role from the binary's default settings, as
+// `kaon up` assembles them; only the namespace engine (memkv), the
+// key and the listeners (httptest) are the test's.
 func New(t testing.TB, o Options) *Stack {
 	t.Helper()
 	if o.Filesystems == 0 {
@@ -66,32 +66,33 @@ func New(t testing.TB, o Options) *Stack {
 		t.Fatal(err)
 	}
 	st := &Stack{Key: key}
-	sc := cluster.NewStorageClient(key.Internal())
-	st.NS, err = nsserver.New(nsserver.Config{Engine: memkv.New(), Key: key, Logger: o.Log, CapabilityTTL: o.CapabilityTTL,
-		Data: sc, Mover: sc,
-		PhysName: func(fs namespace.Filesystem, fid uint64) string { return posix.PhysPath(fs.Path, fid) }})
+	nc := role.DefaultNamespace()
+	if o.CapabilityTTL > 0 {
+		nc.CapTTL = o.CapabilityTTL
+	}
+	ns, err := role.NewNamespace(nc, role.NamespaceParts{Store: memkv.New(), Key: key, Auth: o.Auth, Log: o.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.NS = ns.Service
 	st.Data = httptest.NewUnstartedServer(nil)
-	dataURL := "http://" + st.Data.Listener.Addr().String()
 	var paths []string
 	dir := t.TempDir()
 	for i := 1; i <= o.Filesystems; i++ {
 		paths = append(paths, filepath.Join(dir, fmt.Sprintf("fs%02d", i)))
 	}
-	st.Storage, err = storage.New(storage.Config{Node: "kaontest", Addr: dataURL, Key: key, Namespace: st.NS, Paths: paths,
-		Store: func(root string) (backend.Store, error) {
-			return posix.New(root, posix.Options{IO: backend.IODirect}), nil
-		},
-		Peers: cluster.NewStorageClient(key.Internal()), Logger: o.Log})
+	sc := role.DefaultStorage()
+	sc.SyncData = false // the test's files need not survive a crash of the machine
+	fst, err := role.NewStorage(sc, role.StorageParts{Node: "kaontest", URL: "http://" + st.Data.Listener.Addr().String(),
+		Key: key, Namespace: ns.Service, Paths: paths, Log: o.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Data.Config.Handler = httpfront.Storage(st.Storage, key, httpfront.TPCConfig{}, o.Log)
+	st.Storage = fst.Server
+	st.Data.Config = role.HTTPServer(fst.HTTP)
 	st.Data.Start()
-	st.HTTP = httptest.NewUnstartedServer(&httpfront.Namespace{NS: st.NS, Key: key, Auth: o.Auth, Log: o.Log})
-	st.HTTP.Config.ConnContext = httpfront.ConnContext
+	st.HTTP = httptest.NewUnstartedServer(nil)
+	st.HTTP.Config = role.HTTPServer(ns.Endpoint())
 	st.HTTP.Start()
 	st.Client = client.New(st.HTTP.URL)
 	ctx, cancel := context.WithCancel(context.Background())

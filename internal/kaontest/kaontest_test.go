@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/kaon-storage/kaon/internal/auth"
@@ -37,5 +40,37 @@ func TestStack(t *testing.T) {
 	}
 	if code, _ := st.Get(t, "/missing"); code != 404 {
 		t.Fatalf("GET missing: %d", code)
+	}
+}
+
+// TestStackIsTheBinarysWiring: the stack's endpoints are those `kaon up`
+// serves (internal/role), not a bare front end: both answer /metrics with
+// their role's figures, counting the requests they served.
+func TestStackIsTheBinarysWiring(t *testing.T) {
+	st := New(t, Options{Filesystems: 2})
+	if code := st.Put(t, "/f", []byte("data")); code != 201 {
+		t.Fatalf("PUT: %d", code)
+	}
+	for _, c := range []struct {
+		name, url string
+		want      []string
+	}{
+		{"namespace", st.HTTP.URL, []string{"kaon_fs_up{", `kaon_http_requests_total{`, `role="mgm"`}},
+		{"storage", st.Data.URL, []string{"kaon_fst_io_operations_total{", `role="fst"`}},
+	} {
+		resp, err := http.Get(c.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s endpoint: GET /metrics: %d %s", c.name, resp.StatusCode, b)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%s endpoint's /metrics lacks %s", c.name, w)
+			}
+		}
 	}
 }

@@ -1,9 +1,7 @@
-package main
+package role
 
 import (
 	"context"
-	"crypto/tls"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,45 +16,13 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth/token/remote"
 )
 
-// AuthConfig is how a namespace server authenticates clients: the
-// accepted methods, the token issuers it trusts, and its own issuer.
-type AuthConfig struct {
-	Methods   string        // --auth: unix, token, x509 (comma-separated)
-	Issuers   []string      // --token-issuer ISSUER[=JWKS][,base=/p][,user=U][,map=FILE]
-	Audiences []string      // --token-audience
-	IssuerURL string        // --issuer-url: iss of this instance's tokens
-	KeysTLS   *tls.Config   // trust for fetching issuers' keys (nil: the system's)
-	MaxTTL    time.Duration // --token-max-ttl: issued and accepted tokens' longest lifetime
-	// X509 is the x509 method (built from the TLS settings; nil without --tls).
-	X509 auth.Authenticator
-}
-
-// keysClient fetches issuers' keys (nil: remote's default client).
-func (a AuthConfig) keysClient() *http.Client {
-	if a.KeysTLS == nil {
+// keysClient fetches issuers' keys: over TLS trusting the system's CAs
+// and --tls-ca-dir's (nil without TLS: remote's default client).
+func (s *Security) keysClient() *http.Client {
+	if s == nil || s.tls == nil {
 		return nil
 	}
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: a.KeysTLS}}
-}
-
-// withSecurity is a with what the role's TLS setup gives it: the x509
-// method, and the trust for issuers' keys (the system's and --tls-ca-dir's).
-func (a AuthConfig) withSecurity(s *security) AuthConfig {
-	a.X509 = s.x509
-	if s.tls != nil {
-		a.KeysTLS = s.tls.Outbound()
-	}
-	return a
-}
-
-func (a *AuthConfig) bind(fl *flag.FlagSet) {
-	fl.StringVar(&a.Methods, "auth", "unix",
-		"accepted authentication methods, comma-separated: unix (loopback peers; others are nobody), token (bearer tokens), x509; without unix a client none applies to is refused")
-	fl.Var((*stringList)(&a.Issuers), "token-issuer",
-		"trusted token issuer ISSUER=JWKS (JWKS: a file or an https:// URL; ISSUER alone: its discovery document), options ,base=/PATH ,user=LOCALUSER ,map=FILE (repeatable)")
-	fl.Var((*stringList)(&a.Audiences), "token-audience", "token audience this service accepts besides its own URL and the WLCG/SciTokens 'any' (repeatable)")
-	fl.StringVar(&a.IssuerURL, "issuer-url", "", "iss of the tokens this instance issues, where it publishes its keys (default: its HTTP URL)")
-	fl.DurationVar(&a.MaxTTL, "token-max-ttl", token.DefaultMaxTTL, "longest lifetime of the tokens this instance issues, and of any issuer's tokens it accepts (exp - iat; exp - now without iat)")
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: s.tls.Outbound()}}
 }
 
 // openIssuer opens this instance's token issuer (keys in DATA/keys).
@@ -87,10 +53,11 @@ func (a AuthConfig) issuerURL(endpoint string) string {
 	return scheme + "://" + hostport
 }
 
-// chain builds the authenticators of --auth. A bearer token, when a
-// request carries one, is tried first, then a client certificate, then
-// the unix peer; the order of the flag's values does not matter.
-func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, log *slog.Logger) (auth.Chain, error) {
+// chain builds the authenticators of --auth (x509 from sec's TLS setup).
+// A bearer token, when a request carries one, is tried first, then a
+// client certificate, then the unix peer; the order of the flag's values
+// does not matter.
+func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, sec *Security, log *slog.Logger) (auth.Chain, error) {
 	has := map[string]bool{}
 	for _, m := range strings.Split(a.Methods, ",") {
 		switch m = strings.TrimSpace(m); m {
@@ -106,7 +73,7 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, l
 	}
 	var c auth.Chain
 	if has["token"] {
-		v, err := a.verifier(ctx, dir, self, log)
+		v, err := a.verifier(ctx, dir, self, sec.keysClient(), log)
 		if err != nil {
 			return nil, err
 		}
@@ -115,10 +82,10 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, l
 		return nil, fmt.Errorf("--token-issuer given but --auth %q does not accept tokens", a.Methods)
 	}
 	if has["x509"] {
-		if a.X509 == nil {
+		if sec == nil || sec.x509 == nil {
 			return nil, fmt.Errorf("--auth x509 needs --tls (client certificates come with the TLS handshake)")
 		}
-		c = append(c, a.X509)
+		c = append(c, sec.x509)
 	}
 	if has["unix"] {
 		return append(c, auth.Unix{}), nil
@@ -127,10 +94,10 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, l
 }
 
 // verifier trusts this instance's own tokens and those of --token-issuer.
-func (a AuthConfig) verifier(ctx context.Context, dir string, self *token.Issuer, log *slog.Logger) (*token.Verifier, error) {
+func (a AuthConfig) verifier(ctx context.Context, dir string, self *token.Issuer, keys *http.Client, log *slog.Logger) (*token.Verifier, error) {
 	issuers := []token.IssuerConfig{{Issuer: self.URL, Keys: self, Map: token.Mapping{SubjectIsUser: true}}}
 	for _, spec := range a.Issuers {
-		ic, keys, err := parseIssuer(spec, filepath.Join(dir, "keys", "token-jwks"), a.keysClient())
+		ic, keys, err := parseIssuer(spec, filepath.Join(dir, "keys", "token-jwks"), keys)
 		if err != nil {
 			return nil, fmt.Errorf("--token-issuer %s: %w", spec, err)
 		}

@@ -1,8 +1,7 @@
-package main
+package role
 
 import (
 	"crypto/tls"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,31 +18,8 @@ import (
 	"github.com/kaon-storage/kaon/internal/xrootd"
 )
 
-// SecurityConfig is how a server role serves TLS and whom it accepts. Every
-// server role binds it; without --tls nothing changes (plaintext, unix
-// peers on loopback, everyone else nobody).
-type SecurityConfig struct {
-	TLS     bool
-	Require bool
-	Cert    string
-	Key     string
-	CADir   string
-	TLSDir  string // "DATA/..." is below the data directory
-	GridMap string
-}
-
-func (s *SecurityConfig) bind(fl *flag.FlagSet) {
-	fl.BoolVar(&s.TLS, "tls", false, "serve https:// and roots:// (plaintext stays accepted on the same ports unless --require-tls); internal RPC over TLS")
-	fl.BoolVar(&s.Require, "require-tls", false, "refuse plaintext clients on every listener (implies --tls)")
-	fl.StringVar(&s.Cert, "tls-cert", "", "the site's host certificate (PEM; default: one issued by a local CA generated under --tls-dir)")
-	fl.StringVar(&s.Key, "tls-key", "", "the host certificate's private key (PEM)")
-	fl.StringVar(&s.CADir, "tls-ca-dir", "", "trusted CA certificates, hashed layout (client certificates, peers; default: the local CA's, or "+tlsconf.DefaultCADir+" with --tls-cert)")
-	fl.StringVar(&s.TLSDir, "tls-dir", "DATA/tls", "where the local CA and the generated host certificate live (share it with storage servers, as the capability key)")
-	fl.StringVar(&s.GridMap, "grid-mapfile", x509auth.DefaultGridMapfile, "certificate DN → local user map (x509 authentication)")
-}
-
-// security is a role's TLS material and what --auth asks of it.
-type security struct {
+// Security is a role's TLS material and what --auth asks of it.
+type Security struct {
 	tls    *tlsconf.Material  // nil without --tls
 	x509   auth.Authenticator // the x509 method, when --auth lists it
 	tokens bool               // --auth lists token: root:// TLS logins offer ztn
@@ -52,8 +28,8 @@ type security struct {
 // setup loads the TLS material (hosts: the listen hosts the generated host
 // certificate must name) and, for a namespace server whose --auth lists
 // them (methods), prepares x509 and ztn.
-func (s SecurityConfig) setup(data, methods string, hosts ...string) (*security, error) {
-	sec := &security{}
+func (s SecurityConfig) setup(data, methods string, hosts ...string) (*Security, error) {
+	sec := &Security{}
 	if s.Require {
 		s.TLS = true
 	}
@@ -92,7 +68,7 @@ func (s SecurityConfig) setup(data, methods string, hosts ...string) (*security,
 // listener wraps the TCP listener of an HTTP endpoint: connections close
 // lingering (httpfront.LingerListener), TLS is served (and plaintext
 // unless required).
-func (s *security) listener(l net.Listener) net.Listener {
+func (s *Security) listener(l net.Listener) net.Listener {
 	l = httpfront.LingerListener(l) // under TLS: a TLS connection closes through it
 	if s == nil || s.tls == nil {
 		return l
@@ -101,7 +77,7 @@ func (s *security) listener(l net.Listener) net.Listener {
 }
 
 // scheme is the scheme of this role's HTTP URLs.
-func (s *security) scheme() string {
+func (s *Security) scheme() string {
 	if s != nil && s.tls != nil {
 		return "https://"
 	}
@@ -109,14 +85,14 @@ func (s *security) scheme() string {
 }
 
 // httpClient is a client for internal RPC: it trusts the CA directory.
-func (s *security) httpClient() *http.Client {
+func (s *Security) httpClient() *http.Client {
 	if s == nil || s.tls == nil {
 		return nil
 	}
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: s.tls.Client.Clone(), MaxIdleConnsPerHost: 16}}
 }
 
-func (s *security) clientTLS() *tls.Config {
+func (s *Security) clientTLS() *tls.Config {
 	if s == nil || s.tls == nil {
 		return nil
 	}
@@ -126,7 +102,7 @@ func (s *security) clientTLS() *tls.Config {
 // xrootd sets a listener's TLS and, on a namespace listener of a server
 // accepting tokens, ztn: TLS logins ask for it and the token goes through
 // chain (data listeners need no identity: the capability authorizes).
-func (s *security) xrootd(cfg *xrootd.Config, chain auth.Chain) {
+func (s *Security) xrootd(cfg *xrootd.Config, chain auth.Chain) {
 	if s == nil {
 		return
 	}
@@ -140,7 +116,7 @@ func (s *security) xrootd(cfg *xrootd.Config, chain auth.Chain) {
 
 // endpoints adds the TLS URLs and the CA to ep (with --require-tls the
 // plain fields carry the TLS URLs, so scripts reading them still work).
-func (s *security) endpoints(ep *Endpoints) {
+func (s *Security) endpoints(ep *Endpoints) {
 	if s == nil || s.tls == nil {
 		return
 	}
@@ -160,7 +136,7 @@ func (s *security) endpoints(ep *Endpoints) {
 
 // storageClient is the client of storage servers' internal endpoints
 // (stripes, whole-file reads), over TLS with --tls.
-func storageClient(key *capability.Key, sec *security) *cluster.StorageClient {
+func storageClient(key *capability.Key, sec *Security) *cluster.StorageClient {
 	c := cluster.NewStorageClient(key.Internal())
 	if cfg := sec.clientTLS(); cfg != nil {
 		if t, ok := c.HTTP.Transport.(*http.Transport); ok {
@@ -180,20 +156,4 @@ func listenHosts(addrs ...string) []string {
 		}
 	}
 	return out
-}
-
-// printTLS tells where the TLS endpoints and the CA are.
-func printTLS(ep Endpoints) {
-	if ep.HTTPS == "" {
-		return
-	}
-	fmt.Printf("  https:    %s\n", ep.HTTPS)
-	if ep.Roots != "" {
-		fmt.Printf("  roots://: %s\n", ep.Roots)
-	}
-	if ep.CA != "" {
-		fmt.Printf("  CA:       %s (curl --cacert; X509_CERT_DIR=%s for xrdcp, gfal, davix --capath)\n", ep.CA, ep.CADir)
-	} else {
-		fmt.Printf("  CA dir:   %s\n", ep.CADir)
-	}
 }

@@ -1,4 +1,4 @@
-package main
+package role
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
-// An etcd member inside kaon mgm (--meta-peers): three hosts with one
+// An etcd member inside a namespace server (kaon mgm --meta-peers): three hosts with one
 // binary each are the whole replicated namespace, as QuarkDB runs inside
 // EOS's namespace servers. The member is etcd's own server (embed, pinned
 // with the client in go.mod), with its data in DATA/etcd; the namespace

@@ -1,0 +1,36 @@
+package cfsd_test
+
+import (
+	"testing"
+
+	"github.com/kaon-storage/kaon/integration/fusetest"
+)
+
+// variants are the mount options the shared suite runs under: the
+// recycle bin must change nothing an application sees.
+var variants = []struct {
+	name string
+	args []string
+}{{"plain", nil}, {"recycle", []string{"--recycle"}}}
+
+// cfsdCaps: a pass-through mount that can do everything its backend (a
+// plain directory here) can. Not Presents: cfsd keeps its state
+// directory (.kaon-cfsd) in the backend and hides it, so a walk of the
+// tree below would find an entry the mount does not show.
+var cfsdCaps = fusetest.Caps{Writable: true, InTree: true, HardLinks: true, Xattrs: true, Locks: true, ACL: true, NonRoot: true}
+
+// TestSuite runs the shared FUSE suite (integration/fusetest) on `kaon
+// cfsd mount` with the tree as its backend, plain and with the recycle
+// bin: POSIX behaviour as root and access rules as other users exactly
+// as on a plain directory of the backend's file system, large listings,
+// kernel-enforced POSIX ACLs.
+func TestSuite(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			fusetest.Run(t, fusetest.Driver{Caps: cfsdCaps, Mount: func(t *testing.T, _ fusetest.Scenario, tree string) (string, func()) {
+				m := newMount(t, tree, v.args...)
+				return m.mp, m.stop
+			}})
+		})
+	}
+}
