@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
@@ -124,7 +125,7 @@ func newFsckCmd() *cobra.Command {
 
 // findingLine is one finding as `fsck report` prints it: class, ids, the
 // path and the physical file, then what is wrong.
-func findingLine(f client.FsckFinding) string {
+func findingLine(f nsapi.FsckFinding) string {
 	stripe, fs := "-", "-"
 	if f.Stripe >= 0 {
 		stripe = strconv.Itoa(f.Stripe)
@@ -135,7 +136,7 @@ func findingLine(f client.FsckFinding) string {
 	return fmt.Sprintf("%s fid=%08x fsid=%s stripe=%s path=%s phys=%s: %s", f.Class, f.Fid, fs, stripe, f.Path, dash(f.Phys), f.Detail)
 }
 
-func printFsckStat(st client.FsckStatus) {
+func printFsckStat(st nsapi.FsckStatus) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "class\tcount\tmeaning")
 	for _, c := range st.Classes {
@@ -178,7 +179,7 @@ func printFsckStat(st client.FsckStatus) {
 }
 
 // printRisk prints the files at risk and the rebuilds.
-func printRisk(r client.Rebuilds) {
+func printRisk(r nsapi.Rebuilds) {
 	when := "never counted"
 	if !r.Surveyed.IsZero() {
 		when = "counted " + stamp(r.Surveyed)
@@ -191,7 +192,7 @@ func printRisk(r client.Rebuilds) {
 	fmt.Fprintln(tw, "class\tfiles\tbytes\tmeaning")
 	for _, c := range []struct {
 		name string
-		n    client.Count
+		n    nsapi.Count
 		what string
 	}{
 		{"unreadable", r.Unreadable, "fewer readable stripes than the layout needs: readable again only if a filesystem comes back"},

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // Data movement commands: drain progress in fs ls and fs status, groups
@@ -38,7 +38,7 @@ func etaCol(sec float64) string {
 }
 
 // drainColumns are fs ls's drain, left, rate, eta and failed columns.
-func drainColumns(f client.Filesystem) string {
+func drainColumns(f nsapi.Filesystem) string {
 	if f.Drain == "" {
 		return "-\t-\t-\t-\t-"
 	}
@@ -46,7 +46,7 @@ func drainColumns(f client.Filesystem) string {
 	return fmt.Sprintf("%s\t%s\t%s\t%s\t%d", f.Drain, left, rateCol(f.DrainRate), etaCol(f.DrainETA), f.DrainFailures)
 }
 
-func printFsStatus(st client.FsStatus) {
+func printFsStatus(st nsapi.FsStatus) {
 	f := st.Filesystem
 	fmt.Printf("id:            %d\nnode:          %s\npath:          %s\ngroup:         %s\nlocation:      %s\nboot:          %s\nconfigstatus:  %s\nused:          %s of %s, %d stripes\nhealth:        %s\n",
 		f.ID, f.Node, f.Path, f.Group, dash(f.Location), f.BootStatus, f.ConfigStatus, human(f.Used), human(f.Capacity), f.Files, f.Health)
@@ -88,11 +88,11 @@ func printFsStatus(st client.FsStatus) {
 }
 
 // countCol prints files and their bytes ("3 files (1.2GiB)").
-func countCol(c client.Count) string {
+func countCol(c nsapi.Count) string {
 	return fmt.Sprintf("%d files (%s)", c.Files, bytesCol(c.Bytes))
 }
 
-func printFailures(fs []client.MoveFailure) {
+func printFailures(fs []nsapi.MoveFailure) {
 	for _, m := range fs {
 		what := m.Path
 		if m.Stripe >= 0 {

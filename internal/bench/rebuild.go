@@ -13,6 +13,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/layout"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // RebuildConfig configures `kaon bench rebuild`: Files files of Size
@@ -111,11 +112,11 @@ func rebuildRun(cfg RebuildConfig) (RebuildRun, error) {
 	defer fst.stop()
 	api := client.New(mgm.ep.HTTP)
 	ctx := context.Background()
-	if err := waitFs(api, time.Minute, func(fss []client.Filesystem) bool { return countBooted(fss) == cfg.Filesystems }); err != nil {
+	if err := waitFs(api, time.Minute, func(fss []nsapi.Filesystem) bool { return countBooted(fss) == cfg.Filesystems }); err != nil {
 		return r, fmt.Errorf("booting: %w", err)
 	}
 	if cfg.Parallel > 0 {
-		if err := api.ConfigFilesystem(ctx, "1", "rebuild.parallel", strconv.Itoa(cfg.Parallel)); err != nil {
+		if err := api.ConfigFilesystem(ctx, 1, "rebuild.parallel", strconv.Itoa(cfg.Parallel)); err != nil {
 			return r, err
 		}
 	}
@@ -124,16 +125,16 @@ func rebuildRun(cfg RebuildConfig) (RebuildRun, error) {
 		return r, err
 	}
 	defer os.Rename(root+".lost", root)
-	if err := waitFs(api, time.Minute, func(fss []client.Filesystem) bool { return len(fss) > 0 && !fss[0].DownSince.IsZero() }); err != nil {
+	if err := waitFs(api, time.Minute, func(fss []nsapi.Filesystem) bool { return len(fss) > 0 && !fss[0].DownSince.IsZero() }); err != nil {
 		return r, fmt.Errorf("fs 1 gone: %w", err)
 	}
 	mc, fc := mgm.cpu(), fst.cpu()
 	t0 := time.Now()
-	if err := api.ConfigFilesystem(ctx, "1", "configstatus", "lost"); err != nil {
+	if err := api.ConfigFilesystem(ctx, 1, "configstatus", "lost"); err != nil {
 		return r, err
 	}
 	for {
-		st, err := api.FsStatus(ctx, "1")
+		st, err := api.FsStatus(ctx, 1)
 		if err != nil {
 			return r, err
 		}
@@ -159,7 +160,7 @@ func rebuildRun(cfg RebuildConfig) (RebuildRun, error) {
 	return r, nil
 }
 
-func countBooted(fss []client.Filesystem) int {
+func countBooted(fss []nsapi.Filesystem) int {
 	n := 0
 	for _, f := range fss {
 		if f.BootStatus == "booted" {
@@ -170,7 +171,7 @@ func countBooted(fss []client.Filesystem) int {
 }
 
 // waitFs polls fs ls until ok holds, for at most d.
-func waitFs(api *client.Client, d time.Duration, ok func([]client.Filesystem) bool) error {
+func waitFs(api *client.Client, d time.Duration, ok func([]nsapi.Filesystem) bool) error {
 	deadline := time.Now().Add(d)
 	for {
 		fss, err := api.Filesystems(context.Background())

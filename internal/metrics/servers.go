@@ -83,7 +83,7 @@ func (c *namespaceCollector) Collect(ch chan<- prometheus.Metric) {
 			lost = 1
 		}
 		ch <- gauge(c.lost, lost, id)
-		latencies(ch, c.latency, f.Latency, id)
+		latencies(ch, c.latency, (*message.Latency)(f.Latency), id)
 	}
 	r := c.ns.Risk()
 	for _, k := range []struct {

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,9 +17,9 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/backend/posix"
-	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/kaontest"
 	"github.com/kaon-storage/kaon/internal/layout"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // logBuffer is a log destination safe for concurrent writers.
@@ -118,7 +117,7 @@ func TestRebuildLostFilesystem(t *testing.T) {
 			t.Fatalf("%s: checksums %v, were %v", f.path, n.Checksums, sums[f.path])
 		}
 	}
-	s, err := st.Client.FsStatus(ctx, "1")
+	s, err := st.Client.FsStatus(ctx, 1)
 	if err != nil || s.FilesMoved != int64(on1) || len(s.Failures) != 0 {
 		t.Fatalf("fs status after the rebuild: %+v %v (want %d rebuilt, no failure)", s, err, on1)
 	}
@@ -162,14 +161,13 @@ func TestRebuildStuckFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "fs ls to show the filesystem unreadable", func() bool { return !fsRow(t, st, id).DownSince.IsZero() })
-	sid := strconv.FormatUint(uint64(id), 10)
-	if err := st.Client.ConfigFilesystem(ctx, sid, "configstatus", "lost"); err != nil {
+	if err := st.Client.ConfigFilesystem(ctx, id, "configstatus", "lost"); err != nil {
 		t.Fatal(err)
 	}
-	var s client.FsStatus
+	var s nsapi.FsStatus
 	waitFor(t, 30*time.Second, "the rebuild to move the replicas and report the plain files", func() bool {
 		var err error
-		s, err = st.Client.FsStatus(ctx, sid)
+		s, err = st.Client.FsStatus(ctx, id)
 		return err == nil && s.FilesMoved == int64(onIt-plains) && len(s.Failures) == plains
 	})
 	if s.Drain != "rebuilding" || s.Kind != "rebuild" || s.Risk == nil || s.Risk.Unreadable.Files != int64(plains) ||
