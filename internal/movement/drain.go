@@ -69,11 +69,10 @@ type DrainProgress struct {
 	// since (FileCount of the stripes: unreadable, one failure from
 	// loss, degraded); since when none of its stripes is one failure
 	// from loss (zero: not yet, or none ever was).
-	LostWhy  string
-	LostAt   time.Time
-	Risk     RiskCounts
-	SafeAt   time.Time
-	Critical bool // some of its stripes were one failure from loss in this run
+	LostWhy string
+	LostAt  time.Time
+	Risk    RiskCounts
+	SafeAt  time.Time
 }
 
 // drainJob drains one filesystem, or rebuilds a lost one.
@@ -463,7 +462,7 @@ func (j *drainJob) progress() DrainProgress {
 	now := time.Now()
 	p := DrainProgress{FsID: j.id, Kind: j.kind, Status: DrainDraining, Phase: j.phase, Started: j.started, FilesLeft: max(j.filesLeft, 0),
 		BytesLeft: max(j.bytesLeft, 0), FilesMoved: j.moved, BytesMoved: j.bytes, Rate: j.window.rate(now),
-		InFlight: j.inflight, Failures: j.fails.list(), Failed: j.fails.total, Risk: j.risk, SafeAt: j.safeAt, Critical: j.critical}
+		InFlight: j.inflight, Failures: j.fails.list(), Failed: j.fails.total, Risk: j.risk, SafeAt: j.safeAt}
 	switch {
 	case j.phase == "done" && j.lost:
 		p.Status = DrainEmpty
