@@ -117,3 +117,43 @@ func TestSettleLostSource(t *testing.T) {
 		t.Fatalf("%d adjustments after the acknowledgement", n)
 	}
 }
+
+// TestRebuildSettings: fs config ID rebuild.rate= and rebuild.parallel=
+// set what each of the rebuild's moves is told: by default it gives way
+// to client streams, with a rate it is capped (shared by the moves in
+// parallel), with 0 it is neither; a drain never gives way.
+func TestRebuildSettings(t *testing.T) {
+	for _, c := range []struct {
+		rate, parallel string
+		wantParallel   int
+		want           pace
+	}{
+		{"default", "", DefaultRebuildParallel, pace{yield: true}},
+		{"100M", "", DefaultRebuildParallel, pace{rate: 100 << 20 / DefaultRebuildParallel}},
+		{"100M", "2", 2, pace{rate: 50 << 20}},
+		{"0", "8", 8, pace{}},
+	} {
+		f := namespace.Filesystem{ID: 1, Node: "n", Group: "default.0", ConfigStatus: "lost", UUID: "u1"}
+		for _, kv := range [][2]string{{"rebuild.rate", c.rate}, {"rebuild.parallel", c.parallel}} {
+			if kv[1] == "" {
+				continue
+			}
+			i := slices.IndexFunc(rebuildKeys, func(k fleet.FsKey) bool { return k.Name == kv[0] })
+			if err := rebuildKeys[i].Set(&f, kv[1]); err != nil {
+				t.Fatalf("%s=%s: %v", kv[0], kv[1], err)
+			}
+		}
+		reg, err := fleet.Load(&regStore{fss: []namespace.Filesystem{f}}, fleet.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := New(Config{Fleet: reg})
+		parallel, p, _ := m.drainSettings(1, true)
+		if parallel != c.wantParallel || p != c.want {
+			t.Errorf("rebuild.rate=%s rebuild.parallel=%s: %d moves paced %+v, want %d paced %+v", c.rate, c.parallel, parallel, p, c.wantParallel, c.want)
+		}
+		if _, p, _ := m.drainSettings(1, false); p.yield {
+			t.Errorf("rebuild.rate=%s: a drain gives way to clients", c.rate)
+		}
+	}
+}
