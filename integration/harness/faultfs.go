@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,9 +44,9 @@ func FaultFS(t testing.TB, lower, mnt string) (control string) {
 	control = filepath.Join(t.TempDir(), "control")
 	os.WriteFile(control, []byte("0"), 0o644)
 	cmd := exec.Command(faultBin, control, lower, mnt)
-	var log strings.Builder
+	var log bytes.Buffer
 	var mu sync.Mutex
-	cmd.Stdout, cmd.Stderr = syncWriter{&mu, &log}, syncWriter{&mu, &log}
+	cmd.Stdout, cmd.Stderr = syncBuf{&mu, &log}, syncBuf{&mu, &log}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -77,14 +78,3 @@ type buildError struct {
 }
 
 func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
-
-type syncWriter struct {
-	mu *sync.Mutex
-	b  *strings.Builder
-}
-
-func (w syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
