@@ -16,6 +16,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/backend/rados"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
 	"github.com/kaon-storage/kaon/internal/metrics"
@@ -94,7 +95,7 @@ func (n *Namespace) Endpoint() http.Handler { return accessLogged(n.HTTP, n.log)
 // accessLogged logs the requests h serves but the internal protocol's
 // (storage servers' heartbeats every second).
 func accessLogged(h http.Handler, log *slog.Logger) http.Handler {
-	logged := httpfront.AccessLog(h, log)
+	logged := httpserve.AccessLog(h, log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/internal/v1/") {
 			h.ServeHTTP(w, r)
