@@ -21,6 +21,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv/memkv"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/role"
@@ -111,28 +112,33 @@ func New(t testing.TB, o Options) *Stack {
 	return st
 }
 
-// Put uploads data to path over HTTP (following the redirect to the
-// storage server) and returns the status of the upload.
+// Put uploads data to path with the Go client (client.Put: the namespace
+// endpoint's redirect, then the storage server's data endpoint) and
+// returns the upload's status: 201, or the status the error's kind maps
+// to (the error is logged).
 func (st *Stack) Put(t testing.TB, path string, data []byte) int {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPut, st.HTTP.URL+path, bytes.NewReader(data))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("PUT %s: %v", path, err)
+	if err := st.Client.Put(context.Background(), path, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Logf("PUT %s: %v", path, err)
+		return kerr.HTTPStatus(kerr.KindOf(err))
 	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
+	return http.StatusCreated
 }
 
-// Get reads path over HTTP and returns its status and body.
+// Get reads path with the Go client (client.Get) and returns the status
+// (200, or the status the error's kind maps to; the error is logged) and
+// the content.
 func (st *Stack) Get(t testing.TB, path string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Get(st.HTTP.URL + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
+	r, _, err := st.Client.Get(context.Background(), path)
+	if err == nil {
+		var b []byte
+		b, err = io.ReadAll(r)
+		r.Close()
+		if err == nil {
+			return http.StatusOK, b
+		}
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	t.Logf("GET %s: %v", path, err)
+	return kerr.HTTPStatus(kerr.KindOf(err)), nil
 }
