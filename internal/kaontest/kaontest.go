@@ -1,8 +1,8 @@
 // Package kaontest builds the whole Kaon stack in one process for tests
 // of services and front ends: an in-memory namespace engine (memkv), the
 // namespace service, one storage server with filesystems in temporary
-// directories, and both HTTP endpoints on loopback (httptest), wired by
-// internal/role as the binary wires them. Tests that
+// directories, both HTTP endpoints on loopback (httptest) and both
+// root:// listeners, wired by internal/role as the binary wires them. Tests that
 // need the real binary, real clients and restarts use integration/harness.
 package kaontest
 
@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -48,6 +49,8 @@ type Stack struct {
 	HTTP    *httptest.Server // namespace endpoint (WebDAV, admin API, internal protocol, metrics)
 	Data    *httptest.Server // storage server endpoint
 	Client  *client.Client   // admin API client of HTTP
+	XRootD  string           // the namespace server's root:// listener (root://host:port)
+	FSTXrd  string           // the storage server's root:// listener (root://host:port)
 }
 
 // New starts a stack; it is stopped when the test ends. The roles are
@@ -96,6 +99,10 @@ func New(t testing.TB, o Options) *Stack {
 	st.HTTP.Config = role.HTTPServer(ns.Endpoint())
 	st.HTTP.Start()
 	st.Client = client.New(st.HTTP.URL)
+	xl, fxl := listen(t), listen(t)
+	xs := ns.ServeXRootD(xl, nil)
+	fxs := fst.ServeXRootD(fxl, xl.Addr().String(), nil)
+	st.XRootD, st.FSTXrd = "root://"+xl.Addr().String(), "root://"+fxl.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	go st.Storage.Run(ctx)
 	go st.NS.Run(ctx)
@@ -103,6 +110,8 @@ func New(t testing.TB, o Options) *Stack {
 		cancel()
 		st.HTTP.Close()
 		st.Data.Close()
+		xs.Close()
+		fxs.Close()
 	})
 	select {
 	case <-st.Storage.Ready():
@@ -110,6 +119,16 @@ func New(t testing.TB, o Options) *Stack {
 		t.Fatal("kaontest: the storage server did not register within 30s")
 	}
 	return st
+}
+
+// listen opens a loopback listener on a free port.
+func listen(t testing.TB) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // Put uploads data to path with the Go client (client.Put: the namespace

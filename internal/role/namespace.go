@@ -63,6 +63,7 @@ type Namespace struct {
 	XRootD xrootd.Namespace
 	Key    *capability.Key
 	Auth   auth.Chain
+	xrd    *XRootDServers
 	log    *slog.Logger
 }
 
@@ -86,7 +87,8 @@ func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
 	srv.ReportMovement(metrics.NewMovement(reg))
 	front := &httpfront.Namespace{NS: srv, Key: p.Key, Log: p.Log, Auth: p.Auth}
 	h := metrics.Serve(metrics.NewHTTP(reg, "mgm", metrics.NamespaceRoute).Instrument(front), reg, p.MetricsAllow)
-	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Key: p.Key, Auth: p.Auth, log: p.Log}, nil
+	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Key: p.Key, Auth: p.Auth,
+		xrd: p.XRootD, log: p.Log}, nil
 }
 
 // Endpoint is n's namespace endpoint as served, access-logged.

@@ -43,6 +43,9 @@ type Storage struct {
 	// HTTP-TPC, stripes between servers, and /metrics with the storage
 	// server's figures.
 	HTTP http.Handler
+	tpc  *remote.Policy
+	xrd  *XRootDServers
+	log  *slog.Logger
 }
 
 // NewStorage assembles the storage server c describes; the caller runs it
@@ -63,7 +66,7 @@ func NewStorage(c StorageConfig, p StorageParts) (*Storage, error) {
 	metrics.RegisterXRootD(reg, "fst", p.XRootD.list)
 	front := datafront.Storage(srv, p.Key, c.TPC.httpConfig(p.TPC, p.Security), p.Log)
 	h := metrics.Serve(metrics.NewHTTP(reg, "fst", metrics.StorageRoute).Instrument(front), reg, p.MetricsAllow)
-	return &Storage{Server: srv, HTTP: h}, nil
+	return &Storage{Server: srv, HTTP: h, tpc: p.TPC, xrd: p.XRootD, log: p.Log}, nil
 }
 
 // stores opens the filesystems of a storage server: rados://... as a
