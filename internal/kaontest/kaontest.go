@@ -2,8 +2,9 @@
 // of services and front ends: an in-memory namespace engine (memkv), the
 // namespace service, one storage server with filesystems in temporary
 // directories, both HTTP endpoints on loopback (httptest) and both
-// root:// listeners, wired by internal/role as the binary wires them. Tests that
-// need the real binary, real clients and restarts use integration/harness.
+// root:// listeners, wired by internal/role as the binary wires them.
+// Tests that need the real binary, real clients and restarts use
+// integration/harness.
 package kaontest
 
 import (
@@ -74,7 +75,8 @@ func New(t testing.TB, o Options) *Stack {
 	if o.CapabilityTTL > 0 {
 		nc.CapTTL = o.CapabilityTTL
 	}
-	ns, err := role.NewNamespace(nc, role.NamespaceParts{Store: memkv.New(), Key: key, Auth: o.Auth, Log: o.Log})
+	ns, err := role.NewNamespace(nc, role.NamespaceParts{Store: memkv.New(), Key: key, Auth: o.Auth,
+		XRootD: &role.XRootDServers{}, Log: o.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func New(t testing.TB, o Options) *Stack {
 	sc := role.DefaultStorage()
 	sc.SyncData = false // the test's files need not survive a crash of the machine
 	fst, err := role.NewStorage(sc, role.StorageParts{Node: "kaontest", URL: "http://" + st.Data.Listener.Addr().String(),
-		Key: key, Namespace: ns.Service, Paths: paths, Log: o.Log})
+		Key: key, Namespace: ns.Service, Paths: paths, XRootD: &role.XRootDServers{}, Log: o.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
