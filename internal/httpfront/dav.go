@@ -123,7 +123,7 @@ func (f *Namespace) davGet(w http.ResponseWriter, r *http.Request, c auth.Princi
 		f.htmlListing(w, r, c, p)
 		return
 	}
-	if want := checksum.WantedTypes(r.Header.Get("Want-Digest"), false); len(want) > 0 {
+	if want := checksum.WantedTypes(r.Header.Get("Want-Digest")); len(want) > 0 {
 		// A digest tells about the content: the service checks the read
 		// permission, and computes a type nobody recorded yet.
 		typ := want[0]
