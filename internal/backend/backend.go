@@ -20,7 +20,7 @@
 // stops before it with an error wrapping a *checksum.BlockError that
 // names its bytes, and Rewrite of those bytes from a good copy repairs
 // it. Stripes written before block sums existed read as they are
-// (Reader.BlockSums is false) until AddBlockSums adds them. A stripe found
+// (Reader.BlockSums is false) until AddBlockSums adds them (a scrub). A stripe found
 // damaged beyond what its store can repair is marked (MarkDamaged), and
 // the mark travels with it (Reader.Damaged), so that its readers can fail
 // at once instead of in the middle of a transfer.
@@ -78,12 +78,12 @@ type Store interface {
 	// block that fails; Rewrites of one stripe are serialized.
 	Rewrite(fid uint64, off int64, p []byte) error
 	// AddBlockSums gives a stripe written before block sums existed its
-	// sums: the stripe is read once, its bytes passed to check (which
-	// compares them with the stripe's whole-file checksum), and the sums
-	// of what was read are stored only if check returns nil (its error
-	// is returned). A stripe that has sums, or whose store keeps none
-	// (RADOS), is left as it is.
-	AddBlockSums(fid uint64, check func(io.Reader) error) error
+	// sums: sums are the crc32c of every block of bs bytes of its data,
+	// length bytes, which the caller read and checked against the
+	// stripe's whole-file checksum. It is refused (kerr.Invalid) if the
+	// stripe does not hold length bytes of data; a stripe that has sums,
+	// or whose store keeps none (RADOS), is left as it is.
+	AddBlockSums(fid uint64, bs int, sums []uint32, length int64) error
 	// MarkDamaged records on the stripe of fid that its bytes are damaged
 	// and why (Reader.Damaged says it from then on); "" removes the mark.
 	MarkDamaged(fid uint64, why string) error

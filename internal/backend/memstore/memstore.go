@@ -34,6 +34,7 @@ type stripe struct {
 	data    []byte        // never changed in place (Rewrite replaces it)
 	meta    *backend.Meta // nil while being written
 	sums    []uint32      // block sums; nil: none (framed, or made by Legacy)
+	bs      int           // their block size
 	damaged string
 }
 
@@ -111,7 +112,7 @@ func (w *writer) Finish(m backend.Meta) error {
 	defer w.s.mu.Unlock()
 	w.st.data, w.st.meta = w.buf.Bytes(), &m
 	if !w.framed {
-		w.st.sums = sumsOf(w.st.data)
+		w.st.sums, w.st.bs = sumsOf(w.st.data), BlockSize
 	}
 	return nil
 }
@@ -161,7 +162,7 @@ func (s *Store) Open(fid uint64) (backend.Reader, error) {
 	r := &reader{data: st.data, damaged: st.damaged, where: s.where(fid)}
 	if st.sums != nil {
 		sums := st.sums
-		r.br = &checksum.BlockReader{R: bytes.NewReader(st.data), Len: int64(len(st.data)), Size: BlockSize,
+		r.br = &checksum.BlockReader{R: bytes.NewReader(st.data), Len: int64(len(st.data)), Size: st.bs,
 			Sums: func(first, n int64) ([]uint32, error) { return sums[first : first+n], nil }}
 	}
 	return r, nil
@@ -222,7 +223,7 @@ func (s *Store) Rewrite(fid uint64, off int64, p []byte) error {
 	}
 	if st.sums != nil {
 		sums := st.sums
-		first, news, err := checksum.RewriteSums(BlockSize, int64(len(st.data)), off, p,
+		first, news, err := checksum.RewriteSums(st.bs, int64(len(st.data)), off, p,
 			func(b []byte, at int64) error { copy(b, st.data[at:]); return nil },
 			func(first, n int64) ([]uint32, error) { return sums[first : first+n], nil })
 		if err != nil {
@@ -237,25 +238,20 @@ func (s *Store) Rewrite(fid uint64, off int64, p []byte) error {
 	return nil
 }
 
-func (s *Store) AddBlockSums(fid uint64, check func(io.Reader) error) error {
+func (s *Store) AddBlockSums(fid uint64, bs int, sums []uint32, length int64) error {
 	st, err := s.get("add block sums", fid)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	data, has := st.data, st.sums != nil
-	s.mu.Unlock()
-	if has {
-		return nil
-	}
-	if err := check(bytes.NewReader(data)); err != nil {
-		return err
-	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st.sums == nil && bytes.Equal(st.data, data) {
-		st.sums = sumsOf(data)
+	switch {
+	case st.sums != nil:
+		return nil
+	case int64(len(st.data)) != length || int64(len(sums)) != checksum.Blocks(length, bs):
+		return kerr.New(kerr.Invalid, "add block sums", s.where(fid), fmt.Sprintf("%d sums for %d bytes; the stripe holds %d", len(sums), length, len(st.data)))
 	}
+	st.sums, st.bs = slices.Clone(sums), bs
 	return nil
 }
 

@@ -458,7 +458,7 @@ func (s *Store) Rewrite(fid uint64, off int64, p []byte) error {
 	return nil
 }
 
-func (s *Store) AddBlockSums(fid uint64, check func(io.Reader) error) error {
+func (s *Store) AddBlockSums(fid uint64, bs int, sums []uint32, length int64) error {
 	defer s.lockFid(fid)()
 	f, err := os.OpenFile(PhysPath(s.root, fid), os.O_RDWR, 0)
 	if err != nil {
@@ -473,19 +473,13 @@ func (s *Store) AddBlockSums(fid uint64, check func(io.Reader) error) error {
 	if err != nil || summed {
 		return s.failIf("add block sums", fid, err)
 	}
-	sums := checksum.NewBlockSummer(checksum.BlockSize)
-	data := io.TeeReader(io.NewSectionReader(f, 0, st.Size()), sums)
-	if err := check(data); err != nil {
-		return err
+	if bs < checksum.MinBlockSize || bs > checksum.MaxBlockSize || st.Size() != length || int64(len(sums)) != checksum.Blocks(length, bs) {
+		return kerr.New(kerr.Invalid, "add block sums", PhysPath(s.root, fid),
+			fmt.Sprintf("%d sums of %d-byte blocks for %d bytes; the stripe holds %d", len(sums), bs, length, st.Size()))
 	}
-	if _, err := io.Copy(io.Discard, data); err != nil {
-		return s.fail("add block sums", fid, err)
-	}
-	if sums.Len() != st.Size() {
-		return kerr.New(kerr.IO, "add block sums", PhysPath(s.root, fid), "the stripe changed while it was read")
-	}
-	if _, err := f.WriteAt(trailer(sums, checksum.BlockSize), st.Size()); err != nil {
-		_ = f.Truncate(st.Size())
+	t := append(checksum.PutSums(sums), encodeFooter(sumsInfo{block: bs, len: length})...)
+	if _, err := f.WriteAt(t, length); err != nil {
+		_ = f.Truncate(length)
 		return s.fail("add block sums", fid, err)
 	}
 	if err := f.Sync(); err != nil {
