@@ -318,6 +318,20 @@ func (s *guarded) Remove(fid uint64) error {
 	return s.g.do("remove", func() error { return s.Store.Remove(fid) })
 }
 
+// Rewrite is a large operation when p is.
+func (s *guarded) Rewrite(fid uint64, off int64, p []byte) error {
+	_, err := s.g.runN("rewrite", int64(len(p)), func() error { return s.Store.Rewrite(fid, off, p) }, nil)
+	return s.g.noted(err)
+}
+
+func (s *guarded) AddBlockSums(fid uint64, bs int, sums []uint32, length int64) error {
+	return s.g.noted(s.g.do("add block sums", func() error { return s.Store.AddBlockSums(fid, bs, sums, length) }))
+}
+
+func (s *guarded) MarkDamaged(fid uint64, why string) error {
+	return s.g.do("mark damaged", func() error { return s.Store.MarkDamaged(fid, why) })
+}
+
 func (s *guarded) Identity() (backend.Identity, error) {
 	var id backend.Identity
 	if ok, err := s.g.run("identity", func() (err error) { id, err = s.Store.Identity(); return err }, nil); !ok || err != nil {
@@ -407,7 +421,9 @@ func (r *guardedReader) ReadAt(p []byte, off int64) (int, error) {
 
 var readBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-func (r *guardedReader) Size() int64 { return r.r.Size() }
+func (r *guardedReader) Size() int64     { return r.r.Size() }
+func (r *guardedReader) BlockSums() bool { return r.r.BlockSums() }
+func (r *guardedReader) Damaged() string { return r.r.Damaged() }
 
 func (r *guardedReader) Close() error { return r.g.do("close", r.r.Close) }
 

@@ -124,10 +124,16 @@ type Leftovers interface {
 // capability of the file (its layout, size, checksums and every stripe's
 // filesystem and server); Rebuild lists the stripe indices to rebuild,
 // each on a filesystem of that storage server.
+//
+// ReadDamage marks the repair of damage a read found (a storage server
+// asking the holder of a stripe whose frames failed): a stripe is then
+// rebuilt only where it still is, with the file's metadata (one moved or
+// deleted since the read is left alone).
 type RepairJob struct {
-	Fid     uint64 `json:"fid"`
-	Token   string `json:"token"`
-	Rebuild []int  `json:"rebuild"`
+	Fid        uint64 `json:"fid"`
+	Token      string `json:"token"`
+	Rebuild    []int  `json:"rebuild"`
+	ReadDamage bool   `json:"read_damage,omitempty"`
 }
 
 // Latency is one filesystem's I/O latency over the storage server's
