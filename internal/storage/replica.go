@@ -137,7 +137,9 @@ func (s *Server) openReplicas(ctx context.Context, c *capability.Capability, tok
 func (f *replicaFile) Size() int64 { return f.c.Size }
 
 // ReadAt reads from the current copy; what it cannot give is read from
-// the next ones, and the copy that served becomes the current one.
+// the next ones in turn (a copy that failed at one block may serve the
+// next ones), until every copy failed in a row; the copy that served
+// last becomes the current one.
 func (f *replicaFile) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, kerr.New(kerr.Invalid, "read", f.c.Path, "negative offset")
@@ -149,7 +151,7 @@ func (f *replicaFile) ReadAt(p []byte, off int64) (int, error) {
 	n := 0
 	var reasons []string
 	start := int(f.cur.Load())
-	for k := range f.srcs {
+	for k, failures := 0, 0; n < want && failures < len(f.srcs); k++ {
 		i := (start + k) % len(f.srcs)
 		src := f.srcs[i]
 		r, err := f.open(src)
@@ -157,8 +159,12 @@ func (f *replicaFile) ReadAt(p []byte, off int64) (int, error) {
 			var m int
 			m, err = r.ReadAt(p[n:want], off+int64(n))
 			n += m
+			if m > 0 {
+				failures = 0
+				reasons = reasons[:0]
+			}
 			if n == want {
-				if k > 0 {
+				if i != start {
 					f.cur.Store(int32(i))
 				}
 				break
@@ -167,6 +173,7 @@ func (f *replicaFile) ReadAt(p []byte, off int64) (int, error) {
 				err = fmt.Errorf("ends at byte %d, the file has %d", off+int64(n), f.c.Size)
 			}
 		}
+		failures++
 		reasons = append(reasons, fmt.Sprintf("%s: %s", src.name(f.c), reason(err)))
 	}
 	if n < want {
