@@ -101,7 +101,7 @@ func (s *Server) openReplicas(ctx context.Context, c *capability.Capability, tok
 	f := &replicaFile{s: s, c: c, token: token, ctx: ctx}
 	for i, t := range c.Targets {
 		if fs := s.local(t.FsID); fs != nil {
-			f.srcs = append([]*replicaSrc{{idx: i, fs: fs}}, f.srcs...)
+			f.srcs = append(f.srcs, &replicaSrc{idx: i, fs: fs})
 		}
 	}
 	for i, t := range c.Targets {
