@@ -65,10 +65,10 @@ type FsckStripe struct {
 	// be opened, DiskErr says why).
 	DiskSize int64  `json:"disk_size"`
 	DiskErr  string `json:"disk_err,omitempty"`
-	// Scrub results (when the scan re-read the data): the whole-file
-	// checksum of a replica recomputed from its bytes differs from its
-	// metadata (SumErr), or frames of an erasure-coded stripe fail their
-	// crc32c (BlockErr).
+	// Scrub results (when the scan re-read the data): blocks of a replica
+	// or frames of an erasure-coded stripe fail their crc32c (BlockErr),
+	// or, every block verifying, the whole-file checksum of a replica
+	// recomputed from its bytes differs from its metadata (SumErr).
 	Scrubbed bool   `json:"scrubbed,omitempty"`
 	SumErr   string `json:"sum_err,omitempty"`
 	BlockErr string `json:"block_err,omitempty"`
