@@ -83,10 +83,51 @@ func rot(t *testing.T, phys string, offs ...int64) {
 	}
 }
 
-// readable reads path whole over HTTP (full and two ranges) and root://
+// pyVectorRead reads chunks of path with one kXR_readv (Python XRootD)
+// and compares them with data; it returns the client's output and
+// whether the read succeeded with the right bytes.
+func pyVectorRead(t *testing.T, k *harness.Process, path string, data []byte, chunks [][2]int) (string, bool) {
+	t.Helper()
+	local := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(local, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-c", pyReadv, k.EP.XRootD + "/" + path, local}
+	for _, c := range chunks {
+		args = append(args, fmt.Sprintf("%d:%d", c[0], c[1]))
+	}
+	out, err := client(t, "python readv "+path, "/usr/bin/python3", args...)
+	return out, err == nil && strings.Contains(out, "READV-OK")
+}
+
+const pyReadv = `
+import sys
+from XRootD import client
+url, local = sys.argv[1], sys.argv[2]
+data = open(local, "rb").read()
+chunks = [tuple(int(x) for x in c.split(":")) for c in sys.argv[3:]]
+f = client.File()
+st, _ = f.open(url)
+if not st.ok:
+    print("FAIL open", st.message); sys.exit(1)
+st, vr = f.vector_read(chunks)
+if not st.ok:
+    print("FAIL readv", st.message); sys.exit(1)
+for (off, n), c in zip(chunks, vr.chunks):
+    if c.buffer != data[off:off + n]:
+        print("FAIL wrong bytes at", off); sys.exit(1)
+print("READV-OK")
+`
+
+// readable reads path over root:// (a vector read of pieces around
+// every rotten place first, then xrdcp) and HTTP (full and two ranges),
 // and fails unless every read is byte-exact.
 func readable(t *testing.T, k *harness.Process, path string, data []byte) {
 	t.Helper()
+	n := len(data)
+	if out, ok := pyVectorRead(t, k, path, data, [][2]int{{0, 100}, {n/4 - 50, 100}, {n/2 - 5000, 10000}, {n - 100, 100}}); !ok {
+		t.Fatalf("readv %s: %s", path, out)
+	}
 	if b, out, err := curlGet(t, k, path); err != nil || !bytes.Equal(b, data) {
 		t.Fatalf("GET %s: %v %s, %d bytes, equal %v", path, err, out, len(b), bytes.Equal(b, data))
 	}
@@ -185,6 +226,9 @@ func TestBitrotNeverReachesClients(t *testing.T) {
 	if b, out, err := xrdGet(t, m, "/rot/plain"); err == nil || !strings.Contains(out, "/rot/plain") || !strings.Contains(out, "damaged") ||
 		!bytes.Equal(b, data[:len(b)]) {
 		t.Fatalf("xrdcp of a plain file known damaged: %v %s", err, out)
+	}
+	if out, ok := pyVectorRead(t, m, "/rot/plain", data, [][2]int{{0, 100}}); ok || !strings.Contains(out, "damaged") {
+		t.Fatalf("readv of a plain file known damaged: %s", out)
 	}
 
 	// A drain of the filesystem holding a rotten plain file's copy, a
