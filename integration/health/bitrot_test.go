@@ -152,7 +152,8 @@ func readable(t *testing.T, k *harness.Process, path string, data []byte) {
 // read that started is cut off, and once its copy is known damaged every
 // read fails at once naming it. A drain of a filesystem holding rotten
 // stripes moves the others' good bytes and refuses the plain file's,
-// saying why.
+// saying why. A replica written before block sums reads as before and a
+// scrub gives it its sums.
 func TestBitrotNeverReachesClients(t *testing.T) {
 	m := bitrotCluster(t)
 	for _, d := range []string{"/rot/rep", "/rot/ec", "/rot/drain/rep", "/rot/drain/ec"} {
@@ -162,8 +163,27 @@ func TestBitrotNeverReachesClients(t *testing.T) {
 	m.MustKaon("attr", "set", "/rot/ec", "sys.forced.layout=ec:4+2:65536")
 	data := randomBytes(t, 3<<20+12345)
 	mid, last := int64(len(data)/2), int64(len(data)-16) // flip inverts 16 bytes
-	for _, p := range []string{"/rot/plain", "/rot/rep/f", "/rot/ec/f"} {
+	for _, p := range []string{"/rot/plain", "/rot/rep/f", "/rot/ec/f", "/rot/rep/legacy"} {
 		put(t, m, p, data)
+	}
+	saved := map[string][]byte{}
+
+	// A replica written before block sums (its stripe files cut to their
+	// data, format 1) reads as before, and a scrub gives it its sums.
+	legacy := stripes(t, m, "/rot/rep/legacy")
+	for _, s := range legacy {
+		saved[s.phys] = readPhys(t, s.phys).data
+		if err := os.Truncate(s.phys, int64(len(data))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readable(t, m, "/rot/rep/legacy", data)
+	m.MustKaon("fsck", "run", "--scrub", "--wait", "--timeout", "2m")
+	for _, s := range legacy {
+		if b := readPhys(t, s.phys).data; !bytes.Equal(b, saved[s.phys]) {
+			t.Fatalf("a scrub did not give the replica %s written without block sums its sums: %d bytes, %d with them",
+				s.phys, len(b), len(saved[s.phys]))
+		}
 	}
 
 	// replica:2: copy 0 (read first, on the entry server) rots a quarter
@@ -172,7 +192,6 @@ func TestBitrotNeverReachesClients(t *testing.T) {
 	if rep[0].node == rep[1].node {
 		t.Fatalf("the replicas of /rot/rep/f share node %s", rep[0].node)
 	}
-	saved := map[string][]byte{}
 	for _, s := range rep {
 		saved[s.phys] = readPhys(t, s.phys).data
 	}
