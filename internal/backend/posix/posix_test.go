@@ -14,6 +14,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/backend/backendtest"
+	"github.com/kaon-storage/kaon/internal/bench/cputime"
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
@@ -284,5 +285,46 @@ func TestCephLayoutOutsideCephFS(t *testing.T) {
 	err := s.Configure(backend.Settings{CephPool: "kaonfs_ec"})
 	if !kerr.Is(err, kerr.Invalid) || !strings.Contains(err.Error(), "not inside a CephFS") {
 		t.Fatalf("Configure with a CephFS pool on a local disk: %v", err)
+	}
+}
+
+// BenchmarkStripeWrite: writing a 64 MiB stripe in 1 MiB pieces with
+// O_DIRECT, with block sums (a replica) and without (framed: an
+// erasure-coded stripe): the cost of the sums (docs/DESIGN-NOTES.md).
+func BenchmarkStripeWrite(b *testing.B) {
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	for _, framed := range []bool{true, false} {
+		name := "sums"
+		if framed {
+			name = "framed"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := New(filepath.Join(b.TempDir(), "fs"), Options{IO: backend.IODirect})
+			if err := s.Initialize(backend.Identity{FsID: 1, UUID: "u"}); err != nil {
+				b.Fatal(err)
+			}
+			const size = 64 << 20
+			b.SetBytes(size)
+			cpu := cputime.Start()
+			fid := uint64(0)
+			for b.Loop() {
+				fid++
+				w, err := s.Create(fid, backend.CreateOptions{Overlap: true, Framed: framed})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for range size / len(data) {
+					w.Write(data)
+				}
+				if err := w.Finish(backend.Meta{Layout: "plain", Size: size}); err != nil {
+					b.Fatal(err)
+				}
+				s.Remove(fid)
+			}
+			cpu.Report(b, size)
+		})
 	}
 }
