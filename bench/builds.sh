@@ -56,5 +56,5 @@ for k in sorted(old):
     print(f"{k[0]:>10} {k[1]:>6} {old[k]:>10.1f} {new[k]:>10.1f} {new[k]/old[k]:>8.2f} {oc:>14.2f} {nc:>14.2f} {nc/oc if oc else float('nan'):>8.2f}")
 print(f"server CPU seconds per round (median): old {ocpu:.2f}  new {ncpu:.2f}  new/old {ncpu/ocpu:.2f}")
 print(f"client CPU seconds per round (median): old {occpu:.2f}  new {nccpu:.2f}  new/old {nccpu/occpu:.2f}")
-print(f"server+client (median of sums):        old {ocpu+occpu:.2f}  new {ncpu+nccpu:.2f}  new/old {(ncpu+nccpu)/(ocpu+occpu):.2f}")
+print(f"server+client (sum of the medians):    old {ocpu+occpu:.2f}  new {ncpu+nccpu:.2f}  new/old {(ncpu+nccpu)/(ocpu+occpu):.2f}")
 PY
