@@ -14,7 +14,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/httpfront"
 	"github.com/kaon-storage/kaon/internal/tlsconf"
-	"github.com/kaon-storage/kaon/internal/xrdkaon"
+	"github.com/kaon-storage/kaon/internal/xrdfront"
 	"github.com/kaon-storage/kaon/internal/xrootd"
 )
 
@@ -110,7 +110,7 @@ func (s *Security) xrootd(cfg *xrootd.Config, chain auth.Chain) {
 		cfg.TLS, cfg.RequireTLS = s.tls.Server, s.tls.Require
 	}
 	if cfg.Namespace != nil && s.tokens {
-		cfg.AuthenticateToken = xrdkaon.AuthenticateToken(chain)
+		cfg.AuthenticateToken = xrdfront.AuthenticateToken(chain)
 	}
 }
 
