@@ -32,9 +32,9 @@ func flip(t *testing.T, p string, off int64) {
 	}
 }
 
-// get fetches url; err is what reading the body ended with (nil for a
+// fetch fetches url; err is what reading the body ended with (nil for a
 // clean end).
-func get(t *testing.T, url string, hdr ...string) (int, []byte, error) {
+func fetch(t *testing.T, url string, hdr ...string) (int, []byte, error) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	for i := 0; i+1 < len(hdr); i += 2 {
@@ -97,32 +97,32 @@ func TestDataBitrot(t *testing.T) {
 	phys := posix.PhysPath(fx.roots[0], 200)
 	flip(t, phys, 2<<20+100)
 	flip(t, phys, last)
-	code, b, err := get(t, url)
+	code, b, err := fetch(t, url)
 	if code != 200 || err == nil || !bytes.Equal(b, data[:len(b)]) || int64(len(b)) > 2<<20 {
 		t.Fatalf("GET of a plain file rotten mid-way: %d, %d bytes (a prefix of the file: %v), end %v; want 200 cut off before the bad block",
 			code, len(b), bytes.Equal(b, data[:min(len(b), len(data))]), err)
 	}
 	within(t, 10*time.Second, "the rotten plain file to be refused at once", func() bool {
-		code, b, _ := get(t, url)
+		code, b, _ := fetch(t, url)
 		return code == 500 && strings.Contains(string(b), path) && strings.Contains(string(b), "damaged beyond repair")
 	})
-	if code, b, _ := get(t, url, "Range", "bytes=0-99"); code != 500 || !strings.Contains(string(b), "damaged") {
+	if code, b, _ := fetch(t, url, "Range", "bytes=0-99"); code != 500 || !strings.Contains(string(b), "damaged") {
 		t.Fatalf("ranged GET of a plain file known damaged: %d %s", code, b)
 	}
 
 	// Plain, rotten in its first block: refused before the status line.
 	url, path = put(201, "plain", 1)
 	flip(t, posix.PhysPath(fx.roots[0], 201), 1000)
-	if code, b, _ := get(t, url); code != 500 || !strings.Contains(string(b), path) || !strings.Contains(string(b), "crc32c") {
+	if code, b, _ := fetch(t, url); code != 500 || !strings.Contains(string(b), path) || !strings.Contains(string(b), "crc32c") {
 		t.Fatalf("GET of a plain file rotten in its first block: %d %s", code, b)
 	}
 	// A range over a bad block of a third one, and one beside it.
 	url, _ = put(202, "plain", 1)
 	flip(t, posix.PhysPath(fx.roots[0], 202), 1<<20+10)
-	if code, b, _ := get(t, url, "Range", "bytes=1048576-1048675"); code != 500 || !strings.Contains(string(b), "crc32c") {
+	if code, b, _ := fetch(t, url, "Range", "bytes=1048576-1048675"); code != 500 || !strings.Contains(string(b), "crc32c") {
 		t.Fatalf("ranged GET of a rotten block: %d %s", code, b)
 	}
-	if code, b, err := get(t, url, "Range", "bytes=0-99"); code != 206 || err != nil || !bytes.Equal(b, data[:100]) {
+	if code, b, err := fetch(t, url, "Range", "bytes=0-99"); code != 206 || err != nil || !bytes.Equal(b, data[:100]) {
 		t.Fatalf("ranged GET of a good block of a rotten file: %d %v", code, err)
 	}
 
@@ -132,14 +132,14 @@ func TestDataBitrot(t *testing.T) {
 	flip(t, posix.PhysPath(fx.roots[0], 203), 2<<20+100)
 	flip(t, posix.PhysPath(fx.roots[0], 203), last)
 	flip(t, posix.PhysPath(fx.roots[1], 203), 2<<20+5000)
-	if code, b, err := get(t, url); code != 200 || err != nil || !bytes.Equal(b, data) {
+	if code, b, err := fetch(t, url); code != 200 || err != nil || !bytes.Equal(b, data) {
 		t.Fatalf("GET of a replica:3 file with rotten copies: %d, %d bytes, equal %v, %v", code, len(b), bytes.Equal(b, data), err)
 	}
-	if code, b, err := get(t, url, "Range", "bytes=2097000-2098000,3145000-"); code != 206 || err != nil ||
+	if code, b, err := fetch(t, url, "Range", "bytes=2097000-2098000,3145000-"); code != 206 || err != nil ||
 		!bytes.Contains(b, data[2097000:2098001]) || !bytes.Contains(b, data[3145000:]) {
 		t.Fatalf("multi-range GET of a replica:3 file with rotten copies: %d %v", code, err)
 	}
-	if code, b, err := get(t, url, "Range", "bytes=0-999"); code != 206 || err != nil || !bytes.Equal(b, data[:1000]) {
+	if code, b, err := fetch(t, url, "Range", "bytes=0-999"); code != 206 || err != nil || !bytes.Equal(b, data[:1000]) {
 		t.Fatalf("ranged GET of a replica:3 file with rotten copies: %d %v", code, err)
 	}
 	for i := range 2 {
@@ -154,7 +154,7 @@ func TestDataBitrot(t *testing.T) {
 	ec0 := posix.PhysPath(fx.roots[0], 204)
 	orig, _ := os.ReadFile(ec0)
 	flip(t, ec0, 70000)
-	if code, b, err := get(t, url); code != 200 || err != nil || !bytes.Equal(b, data) {
+	if code, b, err := fetch(t, url); code != 200 || err != nil || !bytes.Equal(b, data) {
 		t.Fatalf("GET of an ec file with a rotten frame: %d, equal %v, %v", code, bytes.Equal(b, data), err)
 	}
 	within(t, 10*time.Second, "the rotten ec stripe to be rebuilt", func() bool {

@@ -37,7 +37,9 @@ func hooks(o Options) backendtest.Hooks {
 				t.Fatal(err)
 			}
 		},
-		Corrupt: func(t *testing.T, s backend.Store, fid uint64, off int64) { flipByte(t, PhysPath(s.(*Store).Root(), fid), off) },
+		Corrupt: func(t *testing.T, s backend.Store, fid uint64, off int64) {
+			flipByte(t, PhysPath(s.(*Store).Root(), fid), off)
+		},
 		Legacy: func(t *testing.T, s backend.Store, fid uint64) {
 			// A version 1 stripe is its data alone.
 			r, err := s.Open(fid)
