@@ -256,14 +256,11 @@ func (s *Server) readCopy(ctx context.Context, c *capability.Capability, token s
 	t := c.Targets[j]
 	var r io.ReaderAt
 	if f := s.local(t.FsID); f != nil {
-		lr, err := f.store.Open(c.Fid)
+		lr, err := s.openLocal(f, c, token, j)
 		if err != nil {
 			return err
 		}
 		defer lr.Close()
-		if why := lr.Damaged(); why != "" {
-			return &damagedError{why: why}
-		}
 		r = lr
 	} else {
 		peers, err := s.peers("repair", c.Path)
