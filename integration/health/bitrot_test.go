@@ -14,12 +14,14 @@ import (
 )
 
 // bitrotCluster starts a namespace server and two storage servers with
-// four filesystems each, every one with a root:// listener.
-func bitrotCluster(t *testing.T) *harness.Process {
+// four filesystems each, every one with a root:// listener; it returns
+// the namespace server and the storage servers.
+func bitrotCluster(t *testing.T) (*harness.Process, []*harness.Process) {
 	t.Helper()
 	mdir := t.TempDir()
 	m := harness.Start(t, mdir, "mgm", "--data", mdir, "--http", "127.0.0.1:0", "--xrootd", "127.0.0.1:0", "--cap-ttl", "5s")
 	key := filepath.Join(mdir, "keys", "capability.key")
+	var fsts []*harness.Process
 	for i := range 2 {
 		d := t.TempDir()
 		args := []string{"fst", "--mgm", m.EP.HTTP, "--key", key, "--http", "127.0.0.1:0", "--xrootd", "127.0.0.1:0",
@@ -27,12 +29,24 @@ func bitrotCluster(t *testing.T) *harness.Process {
 		for j := range 4 {
 			args = append(args, "--fs", filepath.Join(d, fmt.Sprintf("fs%d", j)))
 		}
-		harness.Start(t, d, args...)
+		fsts = append(fsts, harness.Start(t, d, args...))
 	}
 	harness.WaitFor(t, 30*time.Second, "every filesystem to boot", func() bool {
 		return strings.Count(m.MustKaon("fs", "ls"), " booted ") == 8
 	})
-	return m
+	return m, fsts
+}
+
+// fstCount sums a storage counter with labels want over the storage
+// servers' /metrics.
+func fstCount(t *testing.T, fsts []*harness.Process, name string, want map[string]string) float64 {
+	t.Helper()
+	sum := 0.0
+	for _, f := range fsts {
+		v, _ := value(scrape(t, f.EP.HTTP), name, want)
+		sum += v
+	}
+	return sum
 }
 
 // client runs a client command with a deadline naming step.
@@ -155,7 +169,7 @@ func readable(t *testing.T, k *harness.Process, path string, data []byte) {
 // saying why. A replica written before block sums reads as before and a
 // scrub gives it its sums.
 func TestBitrotNeverReachesClients(t *testing.T) {
-	m := bitrotCluster(t)
+	m, fsts := bitrotCluster(t)
 	for _, d := range []string{"/rot/rep", "/rot/ec", "/rot/drain/rep", "/rot/drain/ec"} {
 		m.MustKaon("mkdir", "-p", d)
 	}
@@ -222,6 +236,13 @@ func TestBitrotNeverReachesClients(t *testing.T) {
 			return err == nil && bytes.Equal(b, saved[s.phys])
 		})
 	}
+	// The storage servers count what the reads met and the repairs (two
+	// replica copies, two ec stripes; a repair counts once it has
+	// checked what it wrote, just after the bytes are back).
+	harness.WaitFor(t, 10*time.Second, "the storage servers' metrics to count 4 bad stripes read and repaired", func() bool {
+		return fstCount(t, fsts, "kaon_fst_bad_blocks_total", map[string]string{"found": "read"}) >= 4 &&
+			fstCount(t, fsts, "kaon_fst_heals_total", map[string]string{"result": "repaired"}) >= 4
+	})
 
 	// plain: the only copy rots in the middle and its last block.
 	plain := stripes(t, m, "/rot/plain")[0].phys
@@ -237,6 +258,9 @@ func TestBitrotNeverReachesClients(t *testing.T) {
 	harness.WaitFor(t, 30*time.Second, "reads of the rotten plain file to fail at once", func() bool {
 		_, out, err := curlGet(t, m, "/rot/plain", "-r", "0-99")
 		return err != nil && strings.Contains(out, "500")
+	})
+	harness.WaitFor(t, 10*time.Second, "kaon_fst_heals_total{result=damaged} to count the plain file's copy", func() bool {
+		return fstCount(t, fsts, "kaon_fst_heals_total", map[string]string{"result": "damaged"}) == 1
 	})
 	body, _ := client(t, "GET /rot/plain", "curl", "-sS", "-L", m.EP.HTTP+"/rot/plain")
 	if !strings.Contains(body, "/rot/plain") || !strings.Contains(body, "damaged beyond repair") {

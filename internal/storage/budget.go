@@ -121,8 +121,8 @@ func createOptions(l layout.Layout) backend.CreateOptions {
 	return backend.CreateOptions{Overlap: l.Kind != layout.EC, Framed: l.Kind == layout.EC}
 }
 
-// framed is how a stripe of the file whose layout is c.Layout is written
-// when it is copied or rebuilt (overlapped).
+// framed is how a stripe of a file of layout layoutText is written when
+// it is copied or rebuilt (overlapped; erasure-coded stripes framed).
 func framed(layoutText string) backend.CreateOptions {
 	l, _ := layout.Parse(layoutText)
 	return backend.CreateOptions{Overlap: true, Framed: l.Kind == layout.EC}

@@ -125,7 +125,7 @@ func (s *Server) scan(ctx context.Context, ns message.Fsck, f *filesystem, run i
 	msg := message.FsckScan{Node: s.cfg.Node, FsID: f.id, Start: start, Run: run, Scrub: scrub, Total: f.files.Load()}
 	s.log.Info("fsck scan started", "fsid", f.id, "path", f.root, "scrub", scrub, "stripes", msg.Total)
 	o := scanOptions{Rate: set.NSRate, Scrub: scrub, ScrubRate: set.ScrubRate, Skip: func(fid uint64) bool { return fid == ProbeFid },
-		AddSums: f.configStatus() == "rw"}
+		AddSums: f.configStatus() == "rw", Bad: &f.bitrot.scrubBad}
 	err := walkStore(ctx, f.store, &o, func(batch []message.FsckStripe, seen, read int64) error {
 		m := msg
 		m.Stripes, m.Seen, m.Bytes = batch, seen, read
@@ -231,6 +231,18 @@ func (s *Server) Repair(ctx context.Context, job message.RepairJob) error {
 	failed, done := "fsck repair failed", "fsck repaired"
 	if job.ReadDamage {
 		failed, done = "rebuild of a stripe a read found damaged failed", "rebuilt a stripe a read found damaged"
+		for _, i := range job.Rebuild {
+			fs := s.local(c.Targets[i].FsID)
+			if fs == nil {
+				continue // released meanwhile
+			}
+			fs.bitrot.readBad.Add(1)
+			if err != nil {
+				fs.bitrot.failed.Add(1)
+			} else {
+				fs.bitrot.repaired.Add(1)
+			}
+		}
 	}
 	if err != nil {
 		s.log.Warn(failed, "path", c.Path, "fid", c.Fid, "stripes", job.Rebuild, "err", err)

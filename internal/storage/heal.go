@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/backend"
@@ -36,6 +37,44 @@ import (
 // moved or deleted since is left alone. One repair per stripe runs at a
 // time, healParallel in all; a repair that cannot run now is dropped (the
 // next read, or fsck, finds the damage again).
+
+// bitrotCounters count, on one filesystem, the blocks found failing
+// their checksum and the background repairs of its stripes.
+type bitrotCounters struct {
+	readBad, scrubBad         atomic.Int64
+	repaired, damaged, failed atomic.Int64
+}
+
+// BitrotStats are a filesystem's bitrot counters since the server
+// started.
+type BitrotStats struct {
+	FsID uint32
+	// ReadBad counts reads of a stripe here that met bad bytes: a block
+	// of a plain or replicated stripe failing its crc32c, or an
+	// erasure-coded stripe a read found corrupt (counted when its
+	// rebuild is asked).
+	ReadBad int64
+	// ScrubBad counts blocks (erasure-coded stripes: frames) scrubs found
+	// failing their crc32c.
+	ScrubBad int64
+	// Background repairs of stripes here that a read found bad, by
+	// result: mended, marked damaged beyond repair, failed to run.
+	Repaired, Damaged, Failed int64
+}
+
+// BitrotStats returns the bitrot counters of the filesystems this server
+// holds.
+func (s *Server) BitrotStats() []BitrotStats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]BitrotStats, 0, len(s.fs))
+	for id, f := range s.fs {
+		b := &f.bitrot
+		out = append(out, BitrotStats{FsID: id, ReadBad: b.readBad.Load(), ScrubBad: b.scrubBad.Load(),
+			Repaired: b.repaired.Load(), Damaged: b.damaged.Load(), Failed: b.failed.Load()})
+	}
+	return out
+}
 
 // healParallel bounds the repairs a server runs at once.
 const healParallel = 2
@@ -151,6 +190,7 @@ func (s *Server) healReplica(c *capability.Capability, token string, idx int, er
 	if f == nil {
 		return
 	}
+	f.bitrot.readBad.Add(1)
 	k := healKey{f.id, c.Fid, idx}
 	if s.heal.start(k, func(ctx context.Context) { s.repairBlocks(ctx, c, token, idx, f) }) {
 		s.log.Warn("bad block read; repairing the copy from another", "path", c.Path, "fid", c.Fid, "stripe", idx,
@@ -167,6 +207,7 @@ func (s *Server) repairBlocks(ctx context.Context, c *capability.Capability, tok
 	}
 	r, err := f.store.Open(c.Fid)
 	if err != nil {
+		f.bitrot.failed.Add(1)
 		s.log.Warn("repair of bad blocks: cannot open the copy", "stripe", what, "err", err)
 		return
 	}
@@ -184,6 +225,7 @@ func (s *Server) repairBlocks(ctx context.Context, c *capability.Capability, tok
 		}
 		be, ok := checksum.AsBlockError(err)
 		if !ok {
+			f.bitrot.failed.Add(1)
 			s.log.Warn("repair of bad blocks: cannot read the copy", "stripe", what, "err", err)
 			return
 		}
@@ -198,12 +240,20 @@ func (s *Server) repairBlocks(ctx context.Context, c *capability.Capability, tok
 	if len(fixed) > 0 {
 		s.log.Info("repaired bad blocks", "stripe", what, "fid", c.Fid, "blocks", strings.Join(fixed, ", "))
 	}
-	if len(lost) > 0 {
+	switch {
+	case len(lost) > 0:
 		why := strings.Join(lost, "; ")
 		if err := f.store.MarkDamaged(c.Fid, why); err != nil {
+			f.bitrot.failed.Add(1)
 			s.log.Error("cannot mark a damaged copy", "stripe", what, "err", err)
+		} else {
+			f.bitrot.damaged.Add(1)
 		}
 		s.log.Error("copy damaged beyond repair: no good copy of its bad blocks", "stripe", what, "fid", c.Fid, "damage", why)
+	case len(fixed) > 0:
+		f.bitrot.repaired.Add(1)
+	case ctx.Err() != nil:
+		f.bitrot.failed.Add(1)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,6 +90,18 @@ func readAll(t *testing.T, s *Server, key *capability.Key, c *capability.Capabil
 	}
 }
 
+// bitrotOf is what s counts for the filesystem holding stripe i of c.
+func bitrotOf(t *testing.T, s *Server, c *capability.Capability, i int) BitrotStats {
+	t.Helper()
+	for _, b := range s.BitrotStats() {
+		if b.FsID == c.Targets[i].FsID {
+			return b
+		}
+	}
+	t.Fatalf("no bitrot counters for fs %d", c.Targets[i].FsID)
+	return BitrotStats{}
+}
+
 // TestBitrotReplicaHealed: both copies of a replica:2 file rot, each in
 // other blocks (the middle and the last); reads through either server
 // return the file byte-exact (each range from the copy that verifies),
@@ -113,6 +126,10 @@ func TestBitrotReplicaHealed(t *testing.T) {
 	for i := range 2 {
 		if got, err := stripeBytes(t, stores, c, i); err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("copy %d after the reads: %v, equal %v", i, err, bytes.Equal(got, data))
+		}
+		// Each copy is counted by the server holding it (spread puts copy i on server i).
+		if b := bitrotOf(t, servers[i], c, i); b.ReadBad == 0 || b.Repaired != 1 || b.Damaged+b.Failed != 0 {
+			t.Fatalf("counters of copy %d's filesystem: %+v", i, b)
 		}
 	}
 }
@@ -141,6 +158,9 @@ func TestBitrotPlainFails(t *testing.T) {
 		t.Fatal("bytes past the bad block were left in the caller's buffer")
 	}
 	servers[0].heal.wg.Wait()
+	if b := bitrotOf(t, servers[0], c, 0); b.ReadBad != 1 || b.Damaged != 1 || b.Repaired+b.Failed != 0 {
+		t.Fatalf("counters of the plain file's filesystem: %+v", b)
+	}
 	_, err = servers[0].Open(context.Background(), c, key.Sign(c), time.Second)
 	if !kerr.Is(err, kerr.IO) || !strings.Contains(err.Error(), "/f") || !strings.Contains(err.Error(), "damaged beyond repair") ||
 		!strings.Contains(err.Error(), "no other copy") {
@@ -190,6 +210,9 @@ func TestBitrotECRebuilt(t *testing.T) {
 		if b, err := stripeBytes(t, stores, c, i); err != nil || !bytes.Equal(b, orig[i]) {
 			t.Fatalf("stripe %d after the read: %v, rebuilt as it was: %v", i, err, bytes.Equal(b, orig[i]))
 		}
+		if b := bitrotOf(t, servers[i], c, i); b.ReadBad != 1 || b.Repaired != 1 || b.Failed != 0 {
+			t.Fatalf("counters of stripe %d's filesystem: %+v", i, b)
+		}
 	}
 }
 
@@ -200,9 +223,15 @@ func TestBitrotECRebuilt(t *testing.T) {
 func TestScrubBlockSums(t *testing.T) {
 	rep := write(t, "replica:2", 50000)
 	rep.stores[1].Corrupt(42, 30000)
+	rep.stores[1].Corrupt(42, 40000)
 	found := rep.scan(t, 1, true)
-	if len(found) != 1 || !strings.Contains(found[0].BlockErr, "block 7 ") {
+	if len(found) != 1 || !strings.Contains(found[0].BlockErr, "2 blocks") || !strings.Contains(found[0].BlockErr, "block 7 ") {
 		t.Fatalf("scrub of a rotten replica: %+v", found)
+	}
+	var bad atomic.Int64
+	if err := walkStore(context.Background(), rep.stores[1], &scanOptions{Scrub: true, Bad: &bad},
+		func([]message.FsckStripe, int64, int64) error { return nil }); err != nil || bad.Load() != 2 {
+		t.Fatalf("a scrub counted %d bad blocks of 2 (%v)", bad.Load(), err)
 	}
 	if r, _ := rep.stores[1].Open(42); r.Damaged() != "" {
 		t.Fatal("a scrub marked a replica damaged (reads mend it from the other copy)")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/backend"
@@ -31,6 +32,15 @@ type scanOptions struct {
 	// counts them.
 	AddSums bool
 	Added   int64
+	// Bad, when set, counts the blocks (erasure-coded stripes: frames)
+	// found failing their crc32c.
+	Bad *atomic.Int64
+}
+
+func (o *scanOptions) foundBad(n int) {
+	if o.Bad != nil && n > 0 {
+		o.Bad.Add(int64(n))
+	}
 }
 
 // walkStore walks st and reports every stripe it holds, with its metadata and
@@ -122,7 +132,9 @@ func (sc *scrubber) scrub() (int64, error) {
 		return 0, nil
 	}
 	if l.Kind == layout.EC {
-		return scrubFrames(sc.ctx, sc.r, erasure.FromLayout(l), sc.m.Size, sc.s, sc.p, sc.done)
+		n, bad, err := scrubFrames(sc.ctx, sc.r, erasure.FromLayout(l), sc.m.Size, sc.s, sc.p, sc.done)
+		sc.o.foundBad(bad)
+		return n, err
 	}
 	typ := scrubType(sc.m.Checksums)
 	var h hash.Hash
@@ -168,6 +180,7 @@ func (sc *scrubber) scrub() (int64, error) {
 		sc.p.wait(sc.ctx, float64(sc.done+n))
 	}
 	if bad > 0 {
+		sc.o.foundBad(bad)
 		sc.s.BlockErr = fmt.Sprintf("%d blocks fail their crc32c (first: %s)", bad, first)
 		if l.Kind == layout.Plain {
 			if err := sc.st.MarkDamaged(sc.m.Fid, "found by a scrub: "+sc.s.BlockErr); err != nil {
@@ -209,20 +222,21 @@ func scrubType(sums map[string]string) string {
 	return ""
 }
 
-// scrubFrames checks the crc32c of every frame of an erasure-coded stripe.
-func scrubFrames(ctx context.Context, r backend.Reader, l erasure.Layout, size int64, s *message.FsckStripe, p *pace, done int64) (int64, error) {
+// scrubFrames checks the crc32c of every frame of an erasure-coded
+// stripe; it returns the bytes read and the frames that failed.
+func scrubFrames(ctx context.Context, r backend.Reader, l erasure.Layout, size int64, s *message.FsckStripe, p *pace, done int64) (int64, int, error) {
 	frame := make([]byte, l.FrameSize())
 	unit := l.Unit
 	var n int64
 	bad, first := 0, int64(-1)
 	for row := range l.Rows(size) {
 		if err := ctx.Err(); err != nil {
-			return n, err
+			return n, bad, err
 		}
 		m, err := r.ReadAt(frame, row*l.FrameSize())
 		n += int64(m)
 		if err != nil && !(errors.Is(err, io.EOF) && m == len(frame)) {
-			return n, err
+			return n, bad, err
 		}
 		if checksum.CRC32CSum(frame[:unit]) != binary.LittleEndian.Uint32(frame[unit:]) {
 			bad++
@@ -235,7 +249,7 @@ func scrubFrames(ctx context.Context, r backend.Reader, l erasure.Layout, size i
 	if bad > 0 {
 		s.BlockErr = fmt.Sprintf("%d of %d frames fail their crc32c (first: row %d)", bad, l.Rows(size), first)
 	}
-	return n, nil
+	return n, bad, nil
 }
 
 // pace spreads work over time: amount n is not done before n/rate

@@ -164,6 +164,9 @@ type filesystem struct {
 	scanned, scrubbed            atomic.Int64 // by the scan running now
 	lastScanDone                 atomic.Int64 // unix ns
 
+	// bitrot (heal.go): bad blocks found in its stripes, and repairs.
+	bitrot bitrotCounters
+
 	// leftovers: its stripes left unfinished by a previous run were
 	// looked at (leftover.go); 2 while that runs, 1 once done.
 	leftovers atomic.Int32
