@@ -15,21 +15,22 @@ import (
 
 // bitrotCluster starts a namespace server and two storage servers with
 // four filesystems each, every one with a root:// listener; it returns
-// the namespace server and the storage servers.
-func bitrotCluster(t *testing.T) (*harness.Process, []*harness.Process) {
+// the namespace server and the storage servers' HTTP URLs.
+func bitrotCluster(t *testing.T) (*harness.Process, []string) {
 	t.Helper()
 	mdir := t.TempDir()
 	m := harness.Start(t, mdir, "mgm", "--data", mdir, "--http", "127.0.0.1:0", "--xrootd", "127.0.0.1:0", "--cap-ttl", "5s")
 	key := filepath.Join(mdir, "keys", "capability.key")
-	var fsts []*harness.Process
-	for i := range 2 {
+	var fsts []string
+	for i, port := range harness.FreePorts(t, 2) {
 		d := t.TempDir()
-		args := []string{"fst", "--mgm", m.EP.HTTP, "--key", key, "--http", "127.0.0.1:0", "--xrootd", "127.0.0.1:0",
+		fsts = append(fsts, fmt.Sprintf("http://127.0.0.1:%d", port))
+		args := []string{"fst", "--mgm", m.EP.HTTP, "--key", key, "--http", fmt.Sprintf("127.0.0.1:%d", port), "--xrootd", "127.0.0.1:0",
 			"--node", fmt.Sprintf("node%d", i), "--data", d}
 		for j := range 4 {
 			args = append(args, "--fs", filepath.Join(d, fmt.Sprintf("fs%d", j)))
 		}
-		fsts = append(fsts, harness.Start(t, d, args...))
+		harness.Start(t, d, args...)
 	}
 	harness.WaitFor(t, 30*time.Second, "every filesystem to boot", func() bool {
 		return strings.Count(m.MustKaon("fs", "ls"), " booted ") == 8
@@ -39,11 +40,11 @@ func bitrotCluster(t *testing.T) (*harness.Process, []*harness.Process) {
 
 // fstCount sums a storage counter with labels want over the storage
 // servers' /metrics.
-func fstCount(t *testing.T, fsts []*harness.Process, name string, want map[string]string) float64 {
+func fstCount(t *testing.T, fsts []string, name string, want map[string]string) float64 {
 	t.Helper()
 	sum := 0.0
-	for _, f := range fsts {
-		v, _ := value(scrape(t, f.EP.HTTP), name, want)
+	for _, url := range fsts {
+		v, _ := value(scrape(t, url), name, want)
 		sum += v
 	}
 	return sum
