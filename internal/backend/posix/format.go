@@ -117,9 +117,20 @@ func encodeFooter(t sumsInfo) []byte {
 // errNewerFormat: a footer of a version this Kaon does not know.
 var errNewerFormat = errors.New("stripe has block sums of a newer format than this Kaon reads")
 
-// readFooter reads the footer of the stripe file f of size bytes: ok is
+// readFooter reads the size of the stripe file f and its footer: ok is
 // false for a version 1 stripe (no valid footer).
-func readFooter(f *os.File, size int64) (t sumsInfo, ok bool, err error) {
+func readFooter(f *os.File) (size int64, t sumsInfo, ok bool, err error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, t, false, err
+	}
+	size = st.Size()
+	t, ok, err = parseFooter(f, size)
+	return size, t, ok, err
+}
+
+// parseFooter reads the footer of the stripe file f of size bytes.
+func parseFooter(f *os.File, size int64) (t sumsInfo, ok bool, err error) {
 	if size < footerSize {
 		return t, false, nil
 	}

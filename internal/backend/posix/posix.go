@@ -297,19 +297,14 @@ func (s *Store) Open(fid uint64) (backend.Reader, error) {
 	if err != nil {
 		return nil, s.fail("open", fid, err)
 	}
-	st, err := f.Stat()
-	var t sumsInfo
-	var summed bool
-	if err == nil {
-		t, summed, err = readFooter(f, st.Size())
-	}
+	size, t, summed, err := readFooter(f)
 	if err != nil {
 		f.Close()
 		return nil, s.fail("open", fid, err)
 	}
 	damaged := damage(f)
 	if !summed {
-		return &reader{f: f, size: st.Size(), damaged: damaged}, nil
+		return &reader{f: f, size: size, damaged: damaged}, nil
 	}
 	r := &summedReader{f: f, damaged: damaged, t: t}
 	r.br = checksum.BlockReader{R: f, Len: t.len, Size: t.block, Sums: r.sums}
@@ -407,17 +402,12 @@ func (s *Store) Rewrite(fid uint64, off int64, p []byte) error {
 		return s.fail("rewrite", fid, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	var t sumsInfo
-	var summed bool
-	if err == nil {
-		t, summed, err = readFooter(f, st.Size())
-	}
+	size, t, summed, err := readFooter(f)
 	if err != nil {
 		return s.fail("rewrite", fid, err)
 	}
 	end := off + int64(len(p))
-	dataLen := st.Size()
+	dataLen := size
 	if summed {
 		dataLen = t.len
 	}
@@ -465,17 +455,13 @@ func (s *Store) AddBlockSums(fid uint64, bs int, sums []uint32, length int64) er
 		return s.fail("add block sums", fid, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	var summed bool
-	if err == nil {
-		_, summed, err = readFooter(f, st.Size())
-	}
+	size, _, summed, err := readFooter(f)
 	if err != nil || summed {
 		return s.failIf("add block sums", fid, err)
 	}
-	if bs < checksum.MinBlockSize || bs > checksum.MaxBlockSize || st.Size() != length || int64(len(sums)) != checksum.Blocks(length, bs) {
+	if bs < checksum.MinBlockSize || bs > checksum.MaxBlockSize || size != length || int64(len(sums)) != checksum.Blocks(length, bs) {
 		return kerr.New(kerr.Invalid, "add block sums", PhysPath(s.root, fid),
-			fmt.Sprintf("%d sums of %d-byte blocks for %d bytes; the stripe holds %d", len(sums), bs, length, st.Size()))
+			fmt.Sprintf("%d sums of %d-byte blocks for %d bytes; the stripe holds %d", len(sums), bs, length, size))
 	}
 	t := append(checksum.PutSums(sums), encodeFooter(sumsInfo{block: bs, len: length})...)
 	if _, err := f.WriteAt(t, length); err != nil {
