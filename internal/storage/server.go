@@ -7,7 +7,7 @@
 // server's data movement orders (move.go: stripes copied or rebuilt,
 // conversions staged), and reports to the namespace server through
 // message.Namespace. Protocols are elsewhere: the HTTP data
-// endpoint in httpfront, root:// in xrdfront, the internal RPC in cluster
+// endpoint in datafront, root:// in xrdfront, the internal RPC in cluster
 // (this package depends only on its transport-free message vocabulary).
 package storage
 
@@ -164,6 +164,9 @@ type filesystem struct {
 	scanned, scrubbed            atomic.Int64 // by the scan running now
 	lastScanDone                 atomic.Int64 // unix ns
 
+	// bitrot (heal.go): bad blocks found in its stripes, and repairs.
+	bitrot bitrotCounters
+
 	// leftovers: its stripes left unfinished by a previous run were
 	// looked at (leftover.go); 2 while that runs, 1 once done.
 	leftovers atomic.Int32
@@ -201,6 +204,7 @@ type Server struct {
 	budget  *budget
 	bg      *background // copies that give way to client streams
 	writing writing     // uploads claimed and not finished, for heartbeats
+	heal    *healer     // repairs of bad copies reads found (heal.go)
 
 	ready chan struct{}
 	once  sync.Once
@@ -224,7 +228,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.IOTimeout = 0
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, fs: map[uint32]*filesystem{}, mounts: map[string]*mount{},
-		ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory), bg: newBackground()}
+		ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory), bg: newBackground(), heal: newHealer()}
 	for _, p := range cfg.Paths {
 		m, err := s.offer(p)
 		if err != nil {
@@ -301,6 +305,7 @@ func (s *Server) Ready() <-chan struct{} { return s.ready }
 // Run heartbeats until ctx ends; it also probes the latency of idle
 // filesystems and runs their fsck scans (when the namespace takes them).
 func (s *Server) Run(ctx context.Context) {
+	s.heal.setContext(ctx)
 	if s.cfg.LatencyProbe >= 0 {
 		go s.probeLatency(ctx, cmp.Or(s.cfg.LatencyProbe, DefaultLatencyProbe))
 	}
