@@ -34,7 +34,6 @@ const (
 	SessionLock        = "lock"        // Lock: set or release a lock (Wait: block until granted)
 	SessionGetLk       = "getlk"       // Lock: the first lock that would conflict
 	SessionCancel      = "cancel"      // Cancel: give up the blocked lock request with that ID
-	SessionReclaimDone = "reclaimed"   // every lock held before a new incarnation was reclaimed
 	SessionClose       = "close"       // end the session: its leases and locks are released
 )
 
@@ -137,12 +136,10 @@ type Lock struct {
 
 // Session message kinds (server to client).
 const (
-	SessionReply  = "reply"  // the answer to the request ID
-	SessionEvent  = "event"  // an invalidation (Event)
-	SessionFull   = "full"   // drop everything cached: events were lost
-	SessionEvict  = "evict"  // the session was evicted or closed by the service; Error says why
-	SessionGone   = "gone"   // the locks in Locks were lost (their session lapsed during an outage)
-	SessionActive = "active" // this server is not active: reconnect to Active (no request is served)
+	SessionReply = "reply" // the answer to the request ID
+	SessionEvent = "event" // an invalidation (Event)
+	SessionFull  = "full"  // drop everything cached: events were lost
+	SessionEvict = "evict" // the session was evicted or closed by the service; Error says why
 )
 
 // SessionMessage is one message the service sends on a session stream.
@@ -158,7 +155,6 @@ type SessionMessage struct {
 	Leases  []Lease       `json:"leases,omitempty"`  // subscribe, renew
 	Lock    *Lock         `json:"lock,omitempty"`    // getlk: the conflicting lock (nil: none)
 	Event   *Invalidation `json:"event,omitempty"`
-	Locks   []Lock        `json:"locks,omitempty"`
 }
 
 // Invalidation is a change pushed to the sessions holding a lease on the

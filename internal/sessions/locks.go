@@ -115,7 +115,9 @@ type fileLocks struct {
 	waiters []*waiter
 }
 
-func (f *fileLocks) empty() bool { return len(f.posix) == 0 && len(f.flock) == 0 && len(f.waiters) == 0 }
+func (f *fileLocks) empty() bool {
+	return len(f.posix) == 0 && len(f.flock) == 0 && len(f.waiters) == 0
+}
 
 // conflict is the first lock in q's way, if any.
 func (f *fileLocks) conflict(q request) (held, bool) {
