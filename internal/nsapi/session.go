@@ -155,6 +155,9 @@ type SessionMessage struct {
 	Leases  []Lease       `json:"leases,omitempty"`  // subscribe, renew
 	Lock    *Lock         `json:"lock,omitempty"`    // getlk: the conflicting lock (nil: none)
 	Event   *Invalidation `json:"event,omitempty"`
+	// Held answers a lock request: the locks its owner holds on the file
+	// now (what a client reclaims after a takeover).
+	Held []Lock `json:"held,omitempty"`
 }
 
 // Invalidation is a change pushed to the sessions holding a lease on the

@@ -453,6 +453,28 @@ func (t *Table) Held(session string) []nsapi.Lock {
 	return out
 }
 
+// OwnerLocks returns the locks owner holds on file ino (POSIX ones, or
+// its flock).
+func (t *Table) OwnerLocks(ino uint64, owner Owner, flock bool) []nsapi.Lock {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f := t.files[ino]
+	if f == nil {
+		return nil
+	}
+	list := f.posix
+	if flock {
+		list = f.flock
+	}
+	var out []nsapi.Lock
+	for _, h := range list {
+		if h.owner == owner {
+			out = append(out, h.lock(ino, flock))
+		}
+	}
+	return out
+}
+
 // Count returns how many locks each session holds.
 func (t *Table) Count() map[string]int {
 	t.mu.Lock()

@@ -220,7 +220,7 @@ func (s *Service) reclaimLocked(ss *Session, l nsapi.Lock) bool {
 }
 
 // Heartbeat notes that the session is alive, with the files its client
-// has open (-1: unknown).
+// has open.
 func (s *Service) Heartbeat(ss *Session, openFiles int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -229,9 +229,7 @@ func (s *Service) Heartbeat(ss *Session, openFiles int) error {
 	}
 	ss.heartbeat = s.now()
 	ss.requests++
-	if openFiles >= 0 {
-		ss.openFiles = openFiles
-	}
+	ss.openFiles = openFiles
 	s.owedFullLocked(ss)
 	return nil
 }
@@ -379,30 +377,31 @@ func (s *Service) Evict(id, why string) (int, error) {
 // Lock sets or releases a lock of ss on file ino (at path, for errors),
 // waiting when req.Wait until it is granted, ctx ends or ss ends. While
 // the grace window after a takeover lasts, it first waits for it to end.
-func (s *Service) Lock(ctx context.Context, ss *Session, ino uint64, req nsapi.LockRequest) error {
+// It returns the locks the owner holds on the file then.
+func (s *Service) Lock(ctx context.Context, ss *Session, ino uint64, req nsapi.LockRequest) ([]nsapi.Lock, error) {
 	q, err := requestOf(ss.ID, req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.touch(ss); err != nil {
-		return err
+		return nil, err
 	}
 	if q.typ != unlock {
 		if err := s.waitGrace(ctx, req.Path); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := s.locks.Set(ctx, ino, q, req.Wait, req.Path); err != nil {
-		return err
+		return nil, err
 	}
 	s.mu.Lock()
 	ended := ss.ended
 	s.mu.Unlock()
 	if ended { // evicted while it waited: nothing may outlive it
 		s.locks.ReleaseSession(ss.ID, nil)
-		return s.endedErr(ss)
+		return nil, s.endedErr(ss)
 	}
-	return nil
+	return s.locks.OwnerLocks(ino, q.owner, q.flock), nil
 }
 
 // GetLk returns the lock of another owner in the way of req on file ino

@@ -164,11 +164,14 @@ func TestEvictionReleasesLocks(t *testing.T) {
 	a, b := open(t, s, &ka), open(t, s, &kb)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.Lock(ctx, a, 5, nsapi.LockRequest{Path: "/f", Type: "write", Owner: 1}); err != nil {
+	if _, err := s.Lock(ctx, a, 5, nsapi.LockRequest{Path: "/f", Type: "write", Owner: 1}); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan error, 1)
-	go func() { got <- s.Lock(ctx, b, 5, nsapi.LockRequest{Path: "/f", Type: "read", Owner: 1, Wait: true}) }()
+	go func() {
+		_, err := s.Lock(ctx, b, 5, nsapi.LockRequest{Path: "/f", Type: "read", Owner: 1, Wait: true})
+		got <- err
+	}()
 	state := func() string {
 		for _, x := range s.List().Sessions {
 			if x.ID == a.ID {
@@ -241,7 +244,7 @@ func TestResume(t *testing.T) {
 	var k1, k2 sink
 	ss, info, _ := s.Open(Identity{User: "u", UID: 1000}, nsapi.SessionHello{}, &k1, 0, nil)
 	s.Subscribe(ss, 10, "/d")
-	if err := s.Lock(context.Background(), ss, 5, nsapi.LockRequest{Path: "/f", Type: "write", Owner: 1}); err != nil {
+	if _, err := s.Lock(context.Background(), ss, 5, nsapi.LockRequest{Path: "/f", Type: "write", Owner: 1}); err != nil {
 		t.Fatal(err)
 	}
 	s.Detach(ss, &k1)
@@ -273,7 +276,10 @@ func TestGrace(t *testing.T) {
 	var kb sink
 	b := open(t, s, &kb)
 	got := make(chan error, 1)
-	go func() { got <- s.Lock(ctx, b, 5, nsapi.LockRequest{Path: "/f", Type: "write", Owner: 1}) }()
+	go func() {
+		_, err := s.Lock(ctx, b, 5, nsapi.LockRequest{Path: "/f", Type: "write", Owner: 1})
+		got <- err
+	}()
 	var ka sink
 	_, info, _ := s.Open(Identity{User: "u", UID: 1000}, nsapi.SessionHello{Resume: "old", Term: 8, Locks: []nsapi.Lock{held}}, &ka, 0,
 		func(nsapi.Lock) bool { return true })

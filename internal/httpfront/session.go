@@ -1,0 +1,227 @@
+package httpfront
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
+	"github.com/kaon-storage/kaon/internal/nsserver"
+)
+
+// The session channel (nsapi.SessionPath): one HTTP/2 request whose body
+// is the client's stream of nsapi.SessionRequests and whose response is
+// the service's stream of nsapi.SessionMessages, each a JSON value
+// (encoding/json reads and writes the streams; HTTP/2 frames them). The
+// client is authenticated as every request of this endpoint is (the
+// connection's unix peer or certificate, or the request's bearer token);
+// what its sessions ask is authorized by the service. A standby answers
+// it, as every request, with a redirect to the active server.
+//
+// Replies and pushed messages share one queue per stream, written in
+// order by one goroutine that flushes whenever the queue is empty.
+// Replies wait for room; pushed messages never do (nsserver.SessionSink):
+// one the queue cannot take is lost, which the client sees as a gap in
+// its session's sequence numbers.
+
+// sessionQueue is how many messages a stream holds before pushed ones
+// are lost.
+const sessionQueue = 4096
+
+// sessionStream is one client's stream and the sessions it carries.
+type sessionStream struct {
+	out  chan nsapi.SessionMessage
+	done <-chan struct{} // the stream ended
+
+	mu       sync.Mutex
+	sessions map[uint32]*nsserver.Session
+	waits    map[uint64]context.CancelFunc // blocked lock requests by ID
+}
+
+// Push implements nsserver.SessionSink: never blocks.
+func (st *sessionStream) Push(m nsapi.SessionMessage) bool {
+	select {
+	case st.out <- m:
+		return true
+	default:
+		return false
+	}
+}
+
+// reply queues a reply, waiting for room while the stream lasts.
+func (st *sessionStream) reply(m nsapi.SessionMessage) {
+	m.Kind = nsapi.SessionReply
+	select {
+	case st.out <- m:
+	case <-st.done:
+	}
+}
+
+func (st *sessionStream) fail(req nsapi.SessionRequest, err error) {
+	st.reply(nsapi.SessionMessage{ID: req.ID, S: req.S, Error: &nsapi.ErrorBody{Kind: kerr.KindOf(err), Message: err.Error()}})
+}
+
+func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		writeJSONError(w, kerr.New(kerr.Unsupported, r.Method, r.URL.Path, "the session channel is a POST"))
+		return
+	}
+	if r.ProtoMajor != 2 {
+		w.Header().Set("Upgrade", "h2c")
+		writeJSONError(w, kerr.New(kerr.Unsupported, "session", r.URL.Path, "the session channel needs HTTP/2 (h2c, or TLS with ALPN h2); this request came over "+r.Proto))
+		return
+	}
+	p, err := f.principal(r)
+	if err != nil {
+		writeJSONError(w, err)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	st := &sessionStream{out: make(chan nsapi.SessionMessage, sessionQueue), done: ctx.Done(),
+		sessions: map[uint32]*nsserver.Session{}, waits: map[uint64]context.CancelFunc{}}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		defer cancel()
+		enc := json.NewEncoder(w)
+		for {
+			select {
+			case m := <-st.out:
+				if enc.Encode(m) != nil {
+					return
+				}
+				if len(st.out) == 0 && rc.Flush() != nil {
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	dec := json.NewDecoder(r.Body)
+	for ctx.Err() == nil {
+		var req nsapi.SessionRequest
+		if err := dec.Decode(&req); err != nil {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				f.Log.Debug("session stream ended", "err", err)
+			}
+			break
+		}
+		f.sessionRequest(ctx, p, st, req)
+	}
+	cancel()
+	<-written
+	st.mu.Lock()
+	for _, ss := range st.sessions {
+		f.NS.DetachSession(ss, st)
+	}
+	st.mu.Unlock()
+}
+
+// sessionRequest serves one request of a stream. Blocking lock requests
+// wait in their own goroutine, so the stream goes on being read.
+func (f *Namespace) sessionRequest(ctx context.Context, p auth.Principal, st *sessionStream, req nsapi.SessionRequest) {
+	st.mu.Lock()
+	ss := st.sessions[req.S]
+	st.mu.Unlock()
+	if req.Op == nsapi.SessionOpen {
+		if ss != nil {
+			st.fail(req, kerr.New(kerr.Exists, "session open", "", "this stream already carries a session with this index"))
+			return
+		}
+		var hello nsapi.SessionHello
+		if req.Hello != nil {
+			hello = *req.Hello
+		}
+		ss, info, err := f.NS.OpenSession(ctx, p, hello, st, req.S)
+		if err != nil {
+			st.fail(req, err)
+			return
+		}
+		st.mu.Lock()
+		st.sessions[req.S] = ss
+		st.mu.Unlock()
+		st.reply(nsapi.SessionMessage{ID: req.ID, S: req.S, Session: &info})
+		return
+	}
+	if ss == nil {
+		st.fail(req, kerr.New(kerr.Invalid, "session "+req.Op, "", "no session is open on this stream with this index (open one first)"))
+		return
+	}
+	answer := func(m nsapi.SessionMessage, err error) {
+		switch {
+		case err != nil:
+			st.fail(req, err)
+		case req.ID != 0:
+			m.ID, m.S = req.ID, req.S
+			st.reply(m)
+		}
+	}
+	switch req.Op {
+	case nsapi.SessionHeartbeat:
+		answer(nsapi.SessionMessage{}, f.NS.SessionHeartbeat(ss, req.Open))
+	case nsapi.SessionSubscribe:
+		answer(nsapi.SessionMessage{Leases: f.NS.Subscribe(ctx, p, ss, req.Paths)}, nil)
+	case nsapi.SessionRenew:
+		l, err := f.NS.RenewLeases(ss, req.Inos)
+		answer(nsapi.SessionMessage{Leases: l}, err)
+	case nsapi.SessionUnsubscribe:
+		answer(nsapi.SessionMessage{}, f.NS.Unsubscribe(ss, req.Inos))
+	case nsapi.SessionGetLk:
+		if req.Lock == nil {
+			st.fail(req, kerr.New(kerr.Invalid, "getlk", "", "no lock given"))
+			return
+		}
+		l, err := f.NS.SessionGetLk(ctx, p, ss, *req.Lock)
+		answer(nsapi.SessionMessage{Lock: l}, err)
+	case nsapi.SessionLock:
+		if req.Lock == nil {
+			st.fail(req, kerr.New(kerr.Invalid, "lock", "", "no lock given"))
+			return
+		}
+		if !req.Lock.Wait {
+			held, err := f.NS.SessionLock(ctx, p, ss, *req.Lock)
+			answer(nsapi.SessionMessage{Held: held}, err)
+			return
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		st.mu.Lock()
+		st.waits[req.ID] = cancel
+		st.mu.Unlock()
+		go func() {
+			defer cancel()
+			held, err := f.NS.SessionLock(wctx, p, ss, *req.Lock)
+			st.mu.Lock()
+			delete(st.waits, req.ID)
+			st.mu.Unlock()
+			answer(nsapi.SessionMessage{Held: held}, err)
+		}()
+	case nsapi.SessionCancel:
+		st.mu.Lock()
+		if c := st.waits[req.Cancel]; c != nil {
+			c()
+		}
+		st.mu.Unlock()
+		answer(nsapi.SessionMessage{}, nil)
+	case nsapi.SessionClose:
+		f.NS.CloseSession(ss)
+		st.mu.Lock()
+		delete(st.sessions, req.S)
+		st.mu.Unlock()
+		answer(nsapi.SessionMessage{}, nil)
+	default:
+		st.fail(req, kerr.New(kerr.Unsupported, "session", req.Op, "unknown session operation"))
+	}
+}
