@@ -189,7 +189,7 @@ func (s *Service) Open(who Identity, hello nsapi.SessionHello, sink Sink, idx ui
 		if old := s.sessions[hello.Resume]; old != nil && !old.ended && old.who.UID == who.UID &&
 			subtle.ConstantTimeCompare([]byte(old.key), []byte(hello.Key)) == 1 {
 			s.detachLocked(old)
-			old.sink, old.s, old.heartbeat, old.lost = sink, idx, now, false
+			old.sink, old.s, old.heartbeat, old.lost, old.seq = sink, idx, now, false, 0
 			info.ID, info.Key, info.Resumed = old.ID, old.key, true
 			return old, info, nil
 		}

@@ -1,0 +1,166 @@
+package client_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/kaontest"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
+)
+
+// next returns the next invalidation of s, failing the test (naming
+// what it waited for) when none comes in time.
+func next(t *testing.T, s *client.Session, what string) client.Invalidation {
+	t.Helper()
+	select {
+	case inv, ok := <-s.Invalidations():
+		if !ok {
+			t.Fatalf("waiting for %s: the session ended", what)
+		}
+		return inv
+	case <-time.After(10 * time.Second):
+		t.Fatalf("waiting for %s: nothing within 10 s", what)
+	}
+	panic("unreachable")
+}
+
+func openSession(t *testing.T, st *kaontest.Stack, host string) *client.Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := st.Client.OpenSession(ctx, client.SessionOptions{Host: host, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestSessionInvalidations: changes made over HTTP (an upload, a mkdir,
+// a rename, an attribute) reach a session subscribed to the directory,
+// in order and numbered without gaps; one not subscribed hears nothing.
+func TestSessionInvalidations(t *testing.T) {
+	st := kaontest.New(t, kaontest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := st.Client.Mkdir(ctx, "/d", 0, false); err != nil {
+		t.Fatal(err)
+	}
+	s, other := openSession(t, st, "a"), openSession(t, st, "b")
+	leases, err := s.Subscribe(ctx, "/d", "/nope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leases[0].Ino == 0 || leases[0].Error != "" || leases[1].Kind != kerr.NotFound {
+		t.Fatalf("leases: %+v", leases)
+	}
+	if code := st.Put(t, "/d/f", []byte("hello")); code != 201 {
+		t.Fatalf("PUT: %d", code)
+	}
+	inv := next(t, s, "the upload's invalidation")
+	if inv.Full || inv.Kind != nsapi.EventCommitted || inv.Name != "f" || inv.Size != 5 || inv.Lease != leases[0].Ino {
+		t.Fatalf("after the upload: %+v", inv)
+	}
+	if err := st.Client.Rename(ctx, "/d/f", "/d/g", false); err != nil {
+		t.Fatal(err)
+	}
+	if inv := next(t, s, "the rename's invalidation"); inv.Kind != nsapi.EventRenamed || inv.FromName != "f" || inv.Name != "g" {
+		t.Fatalf("after the rename: %+v", inv)
+	}
+	if err := st.Client.SetAttr(ctx, "/d/g", "user.x", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if inv := next(t, s, "the attribute's invalidation"); inv.Kind != nsapi.EventAttr || inv.Name != "g" {
+		t.Fatalf("after setting an attribute: %+v", inv)
+	}
+	select {
+	case inv := <-other.Invalidations():
+		t.Fatalf("a session without leases was told %+v", inv)
+	default:
+	}
+}
+
+// TestSessionReconnectInvalidatesAll: a stream that breaks is
+// reconnected, the session resumed, and the client told to drop
+// everything (nothing is missed silently); the session's locks stay.
+func TestSessionReconnectInvalidatesAll(t *testing.T) {
+	st := kaontest.New(t, kaontest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st.Put(t, "/f", []byte("x"))
+	s := openSession(t, st, "a")
+	id := s.ID()
+	if err := s.Lock(ctx, nsapi.LockRequest{Path: "/f", Type: nsapi.LockWrite, Owner: 1}); err != nil {
+		t.Fatal(err)
+	}
+	st.HTTP.CloseClientConnections()
+	inv := next(t, s, "the full invalidation after the reconnection")
+	if !inv.Full || !strings.Contains(inv.Reason, "reconnected") {
+		t.Fatalf("after the stream broke: %+v", inv)
+	}
+	if s.ID() != id {
+		t.Fatalf("the session was not resumed: %s, was %s", s.ID(), id)
+	}
+	b := openSession(t, st, "b")
+	if err := b.Lock(ctx, nsapi.LockRequest{Path: "/f", Type: nsapi.LockRead, Owner: 1}); !kerr.Is(err, kerr.Locked) {
+		t.Fatalf("B's lock after A reconnected: %v, want locked (A keeps its lock)", err)
+	}
+}
+
+// TestSessionLocks: a lock held by one session is in the way of another
+// (F_SETLK: EAGAIN; F_GETLK names it); a blocked F_SETLKW is granted when
+// it is released; an evicted session's locks are released.
+func TestSessionLocks(t *testing.T) {
+	st := kaontest.New(t, kaontest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st.Put(t, "/f", []byte("x"))
+	a, b := openSession(t, st, "a"), openSession(t, st, "b")
+	if err := a.Lock(ctx, nsapi.LockRequest{Path: "/f", Type: nsapi.LockWrite, Owner: 7, Start: 0, Len: 100, Pid: 42}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Lock(ctx, nsapi.LockRequest{Path: "/f", Type: nsapi.LockRead, Owner: 1, Start: 50, Len: 10}); !kerr.Is(err, kerr.Locked) {
+		t.Fatalf("B's F_SETLK over A's lock: %v", err)
+	}
+	l, err := b.GetLk(ctx, nsapi.LockRequest{Path: "/f", Type: nsapi.LockRead, Owner: 1, Start: 50, Len: 10})
+	if err != nil || l == nil || l.Pid != 42 || l.Len != 100 || l.Type != nsapi.LockWrite {
+		t.Fatalf("F_GETLK: %+v %v", l, err)
+	}
+	if err := b.Lock(ctx, nsapi.LockRequest{Path: "/f", Type: nsapi.LockRead, Owner: 1, Start: 100, Len: 10}); err != nil {
+		t.Fatalf("B's lock beside A's: %v", err)
+	}
+	granted := make(chan error, 1)
+	go func() {
+		granted <- b.Lock(ctx, nsapi.LockRequest{Path: "/f", Type: nsapi.LockWrite, Owner: 1, Start: 0, Len: 10, Wait: true})
+	}()
+	select {
+	case err := <-granted:
+		t.Fatalf("B's F_SETLKW answered while A holds the lock: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := a.Unlock(ctx, nsapi.LockRequest{Path: "/f", Owner: 7}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-granted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("B's F_SETLKW was not granted after A released the lock")
+	}
+	// Eviction releases B's locks: A can take the whole file.
+	if _, err := st.Client.FusexEvict(ctx, b.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if inv := next(t, b, "B's eviction"); !inv.Full || len(inv.LostLocks) != 2 {
+		t.Fatalf("B was told %+v, want a full invalidation with its 2 locks lost", inv)
+	}
+	if err := a.Lock(ctx, nsapi.LockRequest{Path: "/f", Type: nsapi.LockWrite, Owner: 7}); err != nil {
+		t.Fatalf("A's lock after B's eviction: %v", err)
+	}
+}
