@@ -65,7 +65,7 @@ type Identity struct {
 
 // Config configures a Service.
 type Config struct {
-	nsapi.SessionConfig // zero fields: Defaults
+	nsapi.SessionConfig // zero fields: Defaults (MaxAudience < 0: no suppression)
 	// Term is the incarnation (the HA term; 0 for an embedded engine).
 	Term uint64
 	// Takeover starts the grace window: this incarnation follows another
