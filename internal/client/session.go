@@ -79,7 +79,8 @@ type Session struct {
 	nextID    uint64
 	pending   map[uint64]chan nsapi.SessionMessage
 	seq       uint64
-	owed      string                   // a Full invalidation is owed (the channel was full): its reason
+	owed      *Invalidation // a Full invalidation owed (the channel was full), sent by payOwed
+	owing     sync.WaitGroup
 	held      map[lockKey][]nsapi.Lock // locks held, per file, kind and owner (to reclaim them)
 	ready     chan struct{}            // closed while a stream is up; replaced when it breaks
 	down      chan struct{}            // closed when the current stream breaks
@@ -318,29 +319,50 @@ func (s *Session) read(body io.ReadCloser) error {
 	}
 }
 
-// deliver queues inv on the invalidation channel without blocking; when
-// it is full, a Full invalidation is owed and sent first once there is
-// room.
+// deliver queues inv on the invalidation channel without blocking. When
+// it is full, inv and what follows are dropped and a Full invalidation is
+// owed: it is sent as soon as the application makes room, and events
+// queue again after it.
 func (s *Session) deliver(inv Invalidation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
 		return
 	}
-	if s.owed != "" {
+	if s.owed == nil {
 		select {
-		case s.inv <- Invalidation{Full: true, Reason: s.owed}:
-			s.owed = ""
+		case s.inv <- inv:
+			return
 		default:
+		}
+		s.owed = &Invalidation{Full: true, Reason: "invalidations were dropped: the application did not read them fast enough"}
+		s.owing.Add(1)
+		go s.payOwed()
+	}
+	s.owed.LostLocks = append(s.owed.LostLocks, inv.LostLocks...)
+}
+
+// payOwed sends the Full invalidation owed once the channel has room.
+func (s *Session) payOwed() {
+	defer s.owing.Done()
+	for {
+		s.mu.Lock()
+		full := *s.owed
+		s.mu.Unlock()
+		select {
+		case s.inv <- full:
+		case <-s.ctx.Done():
 			return
 		}
-	}
-	select {
-	case s.inv <- inv:
-	default:
-		if len(inv.LostLocks) > 0 || s.owed == "" {
-			s.owed = "invalidations were dropped: the application did not read them fast enough"
+		s.mu.Lock()
+		if len(s.owed.LostLocks) == len(full.LostLocks) {
+			s.owed = nil
+			s.mu.Unlock()
+			return
 		}
+		// More locks were lost meanwhile: tell those too.
+		s.owed.LostLocks = s.owed.LostLocks[len(full.LostLocks):]
+		s.mu.Unlock()
 	}
 }
 
@@ -531,6 +553,7 @@ func (s *Session) Close() error {
 	}
 	s.cancel()
 	<-s.done
+	s.owing.Wait()
 	s.mu.Lock()
 	if s.body != nil {
 		s.body.Close()
