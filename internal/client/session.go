@@ -42,6 +42,11 @@ import (
 type SessionOptions struct {
 	Host    string // the client's host name (fusex ls)
 	Version string // the client's version (fusex ls)
+	// Servers are the other namespace servers of a replicated instance:
+	// when the stream breaks and the server it went to does not answer,
+	// the session reconnects through them (a standby sends it on to the
+	// active server).
+	Servers []string
 	// Events is the capacity of the invalidation channel (default 4096);
 	// when it is full, invalidations are dropped and a Full one follows
 	// as soon as there is room.
@@ -391,14 +396,18 @@ func (s *Session) run() {
 		down, hb, up := s.down, s.info.Heartbeat, s.body != nil
 		s.mu.Unlock()
 		if !up {
-			backoff := 200 * time.Millisecond
-			for s.connect(s.ctx) != nil {
+			backoff := 100 * time.Millisecond
+			servers := append([]string{s.base, s.c.Base}, s.opts.Servers...)
+			for try := 1; s.connect(s.ctx) != nil; try++ {
 				select {
 				case <-time.After(backoff + rand.N(backoff/2)):
 				case <-s.ctx.Done():
 					return
 				}
-				backoff = min(2*backoff, 5*time.Second)
+				backoff = min(2*backoff, 2*time.Second)
+				s.mu.Lock()
+				s.base = strings.TrimRight(servers[try%len(servers)], "/")
+				s.mu.Unlock()
 			}
 			continue
 		}
