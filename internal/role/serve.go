@@ -340,8 +340,11 @@ func HTTPServer(h http.Handler) *http.Server {
 	p.SetHTTP1(true)
 	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
+	// Frames of HTTP/2's default size: Go's client keeps a buffer of the
+	// size the server takes for every stream it sends a body on (512 KiB
+	// with Go's server default), which a client of many sessions pays.
 	return &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: httpfront.ConnContext, Protocols: &p,
-		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 100000}}
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 100000, MaxReadFrameSize: 16 << 10}}
 }
 
 func serveHTTP(l net.Listener, h http.Handler) *http.Server {
