@@ -36,9 +36,9 @@ type Event struct {
 	// A file whose content became visible or changed (committed,
 	// modified): its size, mtime (unix ns) and data version (0 where
 	// files have none).
-	Size    int64  `json:"size,omitempty"`
-	MTime   int64  `json:"mtime,omitempty"`
-	Version uint64 `json:"version,omitempty"`
+	Size        int64  `json:"size,omitempty"`
+	MTime       int64  `json:"mtime,omitempty"`
+	DataVersion uint64 `json:"data_version,omitempty"`
 }
 
 // Pushed reports whether sessions are told of events of kind k: pending
