@@ -23,20 +23,27 @@ import (
 // what its sessions ask is authorized by the service. A standby answers
 // it, as every request, with a redirect to the active server.
 //
-// Replies and pushed messages share one queue per stream, written in
-// order by one goroutine that flushes whenever the queue is empty.
-// Replies wait for room; pushed messages never do (nsserver.SessionSink):
-// one the queue cannot take is lost, which the client sees as a gap in
-// its session's sequence numbers.
+// Replies are written by the goroutine that served the request; pushed
+// messages go through a queue per stream, written by one goroutine that
+// flushes whenever the queue is empty: pushing never waits
+// (nsserver.SessionSink), and a message the queue cannot take is lost,
+// which the client sees as a gap in its session's sequence numbers.
 
 // sessionQueue is how many messages a stream holds before pushed ones
 // are lost.
 const sessionQueue = 4096
 
+var errStreamEnded = errors.New("the session stream ended")
+
 // sessionStream is one client's stream and the sessions it carries.
 type sessionStream struct {
 	out  chan nsapi.SessionMessage
 	done <-chan struct{} // the stream ended
+
+	wmu   sync.Mutex // the response: enc, flush, wrong
+	enc   *json.Encoder
+	flush func() error
+	wrong error // writing failed, or the handler is done: nothing more is written
 
 	mu       sync.Mutex
 	sessions map[uint32]*nsserver.Session
@@ -53,13 +60,24 @@ func (st *sessionStream) Push(m nsapi.SessionMessage) bool {
 	}
 }
 
-// reply queues a reply, waiting for room while the stream lasts.
+// reply writes a reply at once.
 func (st *sessionStream) reply(m nsapi.SessionMessage) {
 	m.Kind = nsapi.SessionReply
-	select {
-	case st.out <- m:
-	case <-st.done:
+	st.write(m, true)
+}
+
+// write writes m to the response, then flushes it if asked to; false
+// once writing failed.
+func (st *sessionStream) write(m nsapi.SessionMessage, flush bool) bool {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	if st.wrong == nil {
+		st.wrong = st.enc.Encode(m)
 	}
+	if st.wrong == nil && flush {
+		st.wrong = st.flush()
+	}
+	return st.wrong == nil
 }
 
 func (st *sessionStream) fail(req nsapi.SessionRequest, err error) {
@@ -91,18 +109,15 @@ func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
 	if err := rc.Flush(); err != nil {
 		return
 	}
+	st.enc, st.flush = json.NewEncoder(w), rc.Flush
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
 		defer cancel()
-		enc := json.NewEncoder(w)
 		for {
 			select {
 			case m := <-st.out:
-				if enc.Encode(m) != nil {
-					return
-				}
-				if len(st.out) == 0 && rc.Flush() != nil {
+				if !st.write(m, len(st.out) == 0) {
 					return
 				}
 			case <-ctx.Done():
@@ -123,6 +138,11 @@ func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
 	}
 	cancel()
 	<-written
+	// Blocked lock requests withdrawn by cancel may still answer: not on
+	// a response whose handler has returned.
+	st.wmu.Lock()
+	st.wrong = errStreamEnded
+	st.wmu.Unlock()
 	st.mu.Lock()
 	for _, ss := range st.sessions {
 		f.NS.DetachSession(ss, st)
