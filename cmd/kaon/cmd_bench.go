@@ -25,8 +25,8 @@ import (
 
 func init() {
 	addVerb(func() *cobra.Command {
-		return group("bench", "benchmarks: bench stream | bench ns | bench fsck | bench token | bench session-wire",
-			newBenchStreamCmd(), newBenchNSCmd(), newBenchFsckCmd(), newBenchTokenCmd(), newBenchSessionWireCmd())
+		return group("bench", "benchmarks: bench stream | bench ns | bench fsck | bench token | bench sessions | bench locks | bench session-wire",
+			newBenchStreamCmd(), newBenchNSCmd(), newBenchFsckCmd(), newBenchTokenCmd(), newBenchSessionsCmd(), newBenchLocksCmd(), newBenchSessionWireCmd())
 	})
 }
 
