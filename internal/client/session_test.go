@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -226,5 +228,38 @@ func TestSessionStreamEndsWithLockWaiting(t *testing.T) {
 		if err := b.Lock(ctx, nsapi.LockRequest{Path: "/f", Type: nsapi.LockWrite, Owner: 2, Len: 10}); !kerr.Is(err, kerr.Locked) {
 			t.Fatalf("round %d: B's F_SETLK after reconnecting: %v, want locked", i, err)
 		}
+	}
+}
+
+// TestIdleSessionStreamIsSmall: what an idle session costs, its stream
+// on the server and its client together (one stream per session, as a
+// mount has): a queue allocated for the messages a stream may hold
+// before they are lost cost 512 KiB per stream whether any came or not.
+func TestIdleSessionStreamIsSmall(t *testing.T) {
+	st := kaontest.New(t, kaontest.Options{})
+	openSession(t, st, "warm-up")
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	const n = 40
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < n; i++ {
+		// The client's invalidation channel is its own choice (Events):
+		// a small one here, so the figure is the stream's.
+		s, err := st.Client.OpenSession(ctx, client.SessionOptions{Host: fmt.Sprintf("idle-%d", i), Events: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+	}
+	per := (int64(heap()) - int64(before)) / n
+	t.Logf("%d idle sessions: %d KiB each (server and client)", n, per>>10)
+	if per > 256<<10 {
+		t.Fatalf("an idle session costs %d KiB of heap (server and client), want at most 256 KiB", per>>10)
 	}
 }

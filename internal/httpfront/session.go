@@ -25,9 +25,11 @@ import (
 //
 // Replies are written by the goroutine that served the request; pushed
 // messages go through a queue per stream, written by one goroutine that
-// flushes whenever the queue is empty: pushing never waits
+// takes what is queued, writes it and flushes: pushing never waits
 // (nsserver.SessionSink), and a message the queue cannot take is lost,
-// which the client sees as a gap in its session's sequence numbers.
+// which the client sees as a gap in its session's sequence numbers. The
+// queue grows as messages come (an idle stream holds none: a channel of
+// sessionQueue messages held 512 KiB per stream, one stream per mount).
 
 // sessionQueue is how many messages a stream holds before pushed ones
 // are lost.
@@ -37,8 +39,9 @@ var errStreamEnded = errors.New("the session stream ended")
 
 // sessionStream is one client's stream and the sessions it carries.
 type sessionStream struct {
-	out  chan nsapi.SessionMessage
-	done <-chan struct{} // the stream ended
+	qmu    sync.Mutex
+	queue  []nsapi.SessionMessage // pushed, to write
+	queued chan struct{}          // signalled when queue becomes non-empty
 
 	wmu   sync.Mutex // the response: enc, flush, wrong
 	enc   *json.Encoder
@@ -52,12 +55,28 @@ type sessionStream struct {
 
 // Push implements nsserver.SessionSink: never blocks.
 func (st *sessionStream) Push(m nsapi.SessionMessage) bool {
-	select {
-	case st.out <- m:
-		return true
-	default:
+	st.qmu.Lock()
+	defer st.qmu.Unlock()
+	if len(st.queue) >= sessionQueue {
 		return false
 	}
+	st.queue = append(st.queue, m)
+	if len(st.queue) == 1 {
+		select {
+		case st.queued <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// take returns what is queued and empties the queue.
+func (st *sessionStream) take() []nsapi.SessionMessage {
+	st.qmu.Lock()
+	defer st.qmu.Unlock()
+	q := st.queue
+	st.queue = nil
+	return q
 }
 
 // reply writes a reply at once.
@@ -101,7 +120,7 @@ func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	st := &sessionStream{out: make(chan nsapi.SessionMessage, sessionQueue), done: ctx.Done(),
+	st := &sessionStream{queued: make(chan struct{}, 1),
 		sessions: map[uint32]*nsserver.Session{}, waits: map[uint64]context.CancelFunc{}}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
@@ -116,9 +135,12 @@ func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 		for {
 			select {
-			case m := <-st.out:
-				if !st.write(m, len(st.out) == 0) {
-					return
+			case <-st.queued:
+				q := st.take()
+				for i, m := range q {
+					if !st.write(m, i == len(q)-1) {
+						return
+					}
 				}
 			case <-ctx.Done():
 				return
