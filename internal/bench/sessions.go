@@ -96,6 +96,9 @@ func (a *arrivals) note(m *nsapi.SessionMessage) {
 // heartbeat, then times changes reaching the audience of one directory.
 func Sessions(cfg SessionsConfig, out io.Writer) (SessionsResult, error) {
 	var res SessionsResult
+	if min(cfg.Sessions, cfg.Leases, cfg.PerStream, cfg.Conns, cfg.Dirs, cfg.Changes) < 1 {
+		return res, fmt.Errorf("bench sessions: --sessions, --leases-per-session, --per-stream, --conns, --dirs and --changes must be at least 1")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	api := client.New(cfg.URL)
