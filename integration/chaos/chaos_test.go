@@ -582,6 +582,9 @@ func TestChaos(t *testing.T) {
 	terms, attributed := map[uint64]bool{}, 0
 	committed := map[string]bool{}
 	for _, a := range acc {
+		if !terms[a.term] {
+			t.Logf("term %d: first mutation accepted by namespace server %d at %s", a.term, a.server, a.at.Format("15:04:05.000"))
+		}
 		terms[a.term] = true
 		if a.op == "commit" {
 			committed[a.path] = true

@@ -8,6 +8,7 @@ package ha
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"hash/adler32"
 	"os"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/kaon-storage/kaon/integration/etcdtest"
 	"github.com/kaon-storage/kaon/integration/harness"
+	"github.com/kaon-storage/kaon/internal/nsserver"
 )
 
 // lease is the namespace servers' --meta-lease in these tests: a dead
@@ -288,4 +290,18 @@ func (in *instance) stripes() int {
 		})
 	}
 	return n
+}
+
+// commitTerm is the HA term of the last upload of path that namespace
+// server i's audit log records as committed (0: none).
+func (in *instance) commitTerm(i int, path string) uint64 {
+	b, _ := os.ReadFile(filepath.Join(in.mgms[i].Dir, "audit.log"))
+	var term uint64
+	for _, l := range strings.Split(string(b), "\n") {
+		var r nsserver.AuditRecord
+		if json.Unmarshal([]byte(l), &r) == nil && r.Op == "commit" && r.Path == path && r.Result == "ok" {
+			term = r.Term
+		}
+	}
+	return term
 }
