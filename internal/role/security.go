@@ -110,7 +110,7 @@ func (s *Security) xrootd(cfg *xrootd.Config, chain auth.Chain) {
 		cfg.TLS, cfg.RequireTLS = s.tls.Server, s.tls.Require
 	}
 	if cfg.Namespace != nil && s.tokens {
-		cfg.AuthenticateToken = xrdkaon.AuthenticateToken(chain)
+		cfg.Security = append(cfg.Security, xrootd.Ztn(xrdkaon.AuthenticateToken(chain)))
 	}
 }
 

@@ -62,12 +62,12 @@ func secServer(t *testing.T, require bool, tokens bool) (string, *tlsconf.Materi
 			return xrootd.Identity{User: user, UID: 4242, GID: 4242}
 		}}
 	if tokens {
-		cfg.AuthenticateToken = func(_ context.Context, user string, _, _ net.Addr, tok string) (xrootd.Identity, error) {
+		cfg.Security = []xrootd.SecProtocol{xrootd.Ztn(func(_ context.Context, user string, _, _ net.Addr, tok string) (xrootd.Identity, error) {
 			if tok != goodToken {
 				return xrootd.Identity{}, errors.New("signature does not verify")
 			}
 			return xrootd.Identity{User: "alice", UID: 1234, GID: 1234}, nil
-		}
+		})}
 	}
 	srv := xrootd.NewServer(cfg)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
