@@ -2,17 +2,23 @@
 // directory of OpenSSL's hashed layout, user certificates and RFC 3820
 // proxies (and deliberately broken ones), written as the files grid
 // clients read (X509_USER_PROXY: the proxy, its key, then the chain).
+// Keys are ECDSA P-256, or RSA 2048 below a CA made by NewRSACA (what the
+// gsi protocol and grid tools need).
 package x509test
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"encoding/pem"
+	"fmt"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -24,8 +30,9 @@ import (
 // the CA excluded).
 type Cred struct {
 	Cert  *x509.Certificate
-	Key   *ecdsa.PrivateKey
+	Key   crypto.Signer       // *ecdsa.PrivateKey or *rsa.PrivateKey
 	Chain []*x509.Certificate // Cert first
+	rsa   bool                // what it issues has RSA keys
 }
 
 var oidDC = asn1.ObjectIdentifier{0, 9, 2342, 19200300, 100, 1, 25}
@@ -38,7 +45,14 @@ func Name(org, cn string) pkix.Name {
 		{Type: asn1.ObjectIdentifier{2, 5, 4, 3}, Value: cn}}}
 }
 
-func key() *ecdsa.PrivateKey {
+func key(useRSA bool) crypto.Signer {
+	if useRSA {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			panic(err)
+		}
+		return k
+	}
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		panic(err)
@@ -51,7 +65,7 @@ func serial() *big.Int {
 	return n
 }
 
-func sign(tmpl, parent *x509.Certificate, pub any, signer *ecdsa.PrivateKey) *x509.Certificate {
+func sign(tmpl, parent *x509.Certificate, pub any, signer crypto.Signer) *x509.Certificate {
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, signer)
 	if err != nil {
 		panic(err)
@@ -64,33 +78,58 @@ func sign(tmpl, parent *x509.Certificate, pub any, signer *ecdsa.PrivateKey) *x5
 }
 
 // NewCA is a self-signed CA named /DC=org/DC=kaon-test/O=<org>/CN=<org> CA.
-func NewCA(org string) *Cred {
-	k := key()
+func NewCA(org string) *Cred { return newCA(org, false) }
+
+// NewRSACA is NewCA with RSA keys for it and everything it issues.
+func NewRSACA(org string) *Cred { return newCA(org, true) }
+
+func newCA(org string, useRSA bool) *Cred {
+	k := key(useRSA)
 	now := time.Now()
 	tmpl := &x509.Certificate{SerialNumber: serial(), Subject: Name(org, org+" CA"),
 		NotBefore: now.Add(-24 * time.Hour), NotAfter: now.Add(365 * 24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign}
 	c := sign(tmpl, tmpl, k.Public(), k)
-	return &Cred{Cert: c, Key: k}
+	return &Cred{Cert: c, Key: k, rsa: useRSA}
 }
 
 // User is an end-entity certificate for cn issued by ca, valid from
 // 24 h ago for 30 days.
 func (ca *Cred) User(cn string) *Cred {
-	k := key()
+	k := key(ca.rsa)
 	now := time.Now()
 	tmpl := &x509.Certificate{SerialNumber: serial(), Subject: Name("Users", cn),
 		NotBefore: now.Add(-24 * time.Hour), NotAfter: now.Add(30 * 24 * time.Hour),
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	c := sign(tmpl, ca.Cert, k.Public(), ca.Key)
-	return &Cred{Cert: c, Key: k, Chain: []*x509.Certificate{c}}
+	return &Cred{Cert: c, Key: k, Chain: []*x509.Certificate{c}, rsa: ca.rsa}
+}
+
+// Host is a host certificate for the names (DNS names or IP addresses)
+// issued by ca: CN the first name, server and client authentication.
+func (ca *Cred) Host(names ...string) *Cred {
+	k := key(ca.rsa)
+	now := time.Now()
+	tmpl := &x509.Certificate{SerialNumber: serial(), Subject: Name("Hosts", names[0]),
+		NotBefore: now.Add(-24 * time.Hour), NotAfter: now.Add(30 * 24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, n)
+		}
+	}
+	c := sign(tmpl, ca.Cert, k.Public(), ca.Key)
+	return &Cred{Cert: c, Key: k, Chain: []*x509.Certificate{c}, rsa: ca.rsa}
 }
 
 // ProxyOpts varies a proxy, to make broken ones.
 type ProxyOpts struct {
-	NotBefore, NotAfter time.Time // zero: from 1 h ago to 12 h from now
-	SignWith            *ecdsa.PrivateKey
+	NotBefore, NotAfter time.Time // zero: from 1 h ago to 12 h from now, within the issuer's
+	SignWith            crypto.Signer
 	CN                  string                // default: a serial number
 	Language            asn1.ObjectIdentifier // default id-ppl-inheritAll
 	PathLen             int                   // pCPathLenConstraint, with HasPathLen
@@ -102,15 +141,22 @@ type ProxyOpts struct {
 
 // Proxy is an RFC 3820 proxy of c.
 func (c *Cred) Proxy(o ProxyOpts) *Cred {
-	k := key()
+	k := key(c.rsa)
 	now := time.Now()
-	if o.NotBefore.IsZero() {
+	if o.NotBefore.IsZero() { // within the issuer's validity, as proxy tools make them
 		o.NotBefore = now.Add(-time.Hour)
+		if o.NotBefore.Before(c.Cert.NotBefore) {
+			o.NotBefore = c.Cert.NotBefore
+		}
 	}
 	if o.NotAfter.IsZero() {
 		o.NotAfter = now.Add(12 * time.Hour)
+		if o.NotAfter.After(c.Cert.NotAfter) {
+			o.NotAfter = c.Cert.NotAfter
+		}
 	}
-	if o.SignWith == nil {
+	forged := o.SignWith != nil
+	if !forged {
 		o.SignWith = c.Key
 	}
 	if o.Language == nil {
@@ -152,13 +198,13 @@ func (c *Cred) Proxy(o ProxyOpts) *Cred {
 		tmpl.ExtraExtensions = []pkix.Extension{{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 1, 14}, Critical: true, Value: val}}
 	}
 	parent := c.Cert
-	if o.SignWith != c.Key { // a forgery: the issuer's name, another key
+	if forged { // a forgery: the issuer's name, another key
 		fake := *c.Cert
 		fake.PublicKey = o.SignWith.Public()
 		parent = &fake
 	}
 	p := sign(tmpl, parent, k.Public(), o.SignWith)
-	return &Cred{Cert: p, Key: k, Chain: append([]*x509.Certificate{p}, c.Chain...)}
+	return &Cred{Cert: p, Key: k, Chain: append([]*x509.Certificate{p}, c.Chain...), rsa: c.rsa}
 }
 
 // WriteCADir writes the CAs into dir in the hashed layout (<hash>.0).
@@ -181,12 +227,12 @@ func WriteCADir(dir string, cas ...*Cred) error {
 // WriteProxyFile writes c as grid clients read X509_USER_PROXY: the
 // certificate, its key, then the rest of the chain (mode 0600).
 func (c *Cred) WriteProxyFile(path string) error {
-	kb, err := x509.MarshalECPrivateKey(c.Key)
+	kb, err := c.KeyPEM()
 	if err != nil {
 		return err
 	}
 	out := pemCert(c.Cert)
-	out = append(out, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})...)
+	out = append(out, kb...)
 	for _, x := range c.Chain[1:] {
 		out = append(out, pemCert(x)...)
 	}
@@ -196,7 +242,7 @@ func (c *Cred) WriteProxyFile(path string) error {
 // WriteCertKey writes c's certificate (with its chain) and key to two
 // files (curl --cert/--key).
 func (c *Cred) WriteCertKey(certPath, keyPath string) error {
-	kb, err := x509.MarshalECPrivateKey(c.Key)
+	kb, err := c.KeyPEM()
 	if err != nil {
 		return err
 	}
@@ -207,7 +253,23 @@ func (c *Cred) WriteCertKey(certPath, keyPath string) error {
 	if err := os.WriteFile(certPath, out, 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	return os.WriteFile(keyPath, kb, 0o600)
+}
+
+// KeyPEM is c's key as grid tools write it: "RSA PRIVATE KEY" (PKCS #1)
+// or "EC PRIVATE KEY".
+func (c *Cred) KeyPEM() ([]byte, error) {
+	switch k := c.Key.(type) {
+	case *rsa.PrivateKey:
+		return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}), nil
+	case *ecdsa.PrivateKey:
+		kb, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			return nil, err
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), nil
+	}
+	return nil, fmt.Errorf("x509test: unknown key type %T", c.Key)
 }
 
 func pemCert(c *x509.Certificate) []byte {
