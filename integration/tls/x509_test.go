@@ -16,10 +16,10 @@ import (
 
 // TestX509Proxies: curl, davix and gfal with an RFC 3820 proxy
 // (X509_USER_PROXY) are the local user the grid-mapfile maps the DN to,
-// and get no more than that user; an unmapped DN is nobody (a valid
-// certificate, no local account); an expired proxy, a proxy signed by the
-// wrong key and a certificate from an unknown CA are refused (403 naming
-// why), even from a loopback client that would otherwise be its unix user.
+// and get no more than that user; an unmapped DN (a valid certificate, no
+// local account), an expired proxy, a proxy signed by the wrong key and a
+// certificate from an unknown CA are refused (403 naming why), even from
+// a loopback client that would otherwise be its unix user.
 func TestX509Proxies(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Fatal("this test runs kaon as root and maps a DN to the local user daemon")
@@ -84,7 +84,7 @@ func TestX509Proxies(t *testing.T) {
 	if code, m, out := whoami(good); code != 200 || m["name"] != "daemon" || m["method"] != "x509" {
 		t.Fatalf("whoami with Alice's proxy: %s", out)
 	}
-	if code, m, out := whoami(unmapped); code != 200 || m["name"] != "nobody" {
+	if code, _, out := whoami(unmapped); code != http.StatusForbidden || !strings.Contains(out, "/CN=Bob is not in the grid-mapfile") {
 		t.Fatalf("whoami with an unmapped DN: %s", out)
 	}
 	for name, p := range bad {
@@ -116,7 +116,7 @@ func TestX509Proxies(t *testing.T) {
 	if o, err := run(t, nil, "curl", "-sSfL", "--cacert", ep.CA, "--cert", good, "--key", good, "-T", src, ep.HTTPS+"/rootonly/x"); err == nil {
 		t.Fatalf("Alice's proxy wrote into root's directory: %s", o)
 	}
-	// Nobody (unmapped DN), although the loopback client is root.
+	// Refused (unmapped DN), although the loopback client is root.
 	if o, err := run(t, nil, "curl", "-sSfL", "--cacert", ep.CA, "--cert", unmapped, "--key", unmapped, ep.HTTPS+"/alice/c"); err == nil {
 		t.Fatalf("an unmapped DN read daemon's file: %s", o)
 	}

@@ -56,20 +56,22 @@ func (a AuthConfig) issuerURL(endpoint string) string {
 // chain builds the authenticators of --auth (x509 from sec's TLS setup).
 // A bearer token, when a request carries one, is tried first, then a
 // client certificate, then the unix peer; the order of the flag's values
-// does not matter.
+// does not matter here (it orders root://'s security protocols: gsi's
+// certificates reach the x509 method through the gsi handshake,
+// Security.xrootd).
 func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, sec *Security, log *slog.Logger) (auth.Chain, error) {
 	has := map[string]bool{}
 	for _, m := range strings.Split(a.Methods, ",") {
 		switch m = strings.TrimSpace(m); m {
-		case "unix", "token", "x509":
+		case "unix", "token", "x509", "gsi":
 			has[m] = true
 		case "":
 		default:
-			return nil, fmt.Errorf("--auth: unknown method %q (want unix, token, x509)", m)
+			return nil, fmt.Errorf("--auth: unknown method %q (want unix, token, x509, gsi)", m)
 		}
 	}
 	if len(has) == 0 {
-		return nil, fmt.Errorf("--auth: name at least one method (unix, token, x509)")
+		return nil, fmt.Errorf("--auth: name at least one method (unix, token, x509, gsi)")
 	}
 	var c auth.Chain
 	if has["token"] {
@@ -90,7 +92,23 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, s
 	if has["unix"] {
 		return append(c, auth.Unix{}), nil
 	}
-	return append(c, auth.HostRoot{}, auth.Refuse{Reason: "a bearer token is required"}), nil
+	return append(c, auth.HostRoot{}, auth.Refuse{Reason: required(has)}), nil
+}
+
+// required is why a server without unix refuses a client that brought
+// none of the credentials its methods take.
+func required(has map[string]bool) string {
+	var what []string
+	if has["token"] {
+		what = append(what, "a bearer token")
+	}
+	if has["x509"] {
+		what = append(what, "a client certificate (https)")
+	}
+	if has["gsi"] {
+		what = append(what, "a grid proxy (root:// gsi: X509_USER_PROXY)")
+	}
+	return strings.Join(what, " or ") + " is required"
 }
 
 // verifier trusts this instance's own tokens and those of --token-issuer.

@@ -120,7 +120,7 @@ type JoinConfig struct {
 // AuthConfig is how a namespace server authenticates clients: the
 // accepted methods, the token issuers it trusts, and its own issuer.
 type AuthConfig struct {
-	Methods   string        // --auth: unix, token, x509 (comma-separated)
+	Methods   string        // --auth: unix, token, x509, gsi (comma-separated; orders root://'s protocols)
 	Issuers   []string      // --token-issuer ISSUER[=JWKS][,base=/p][,user=U][,map=FILE]
 	Audiences []string      // --token-audience
 	IssuerURL string        // --issuer-url: iss of this instance's tokens

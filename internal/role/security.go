@@ -16,13 +16,17 @@ import (
 	"github.com/kaon-storage/kaon/internal/tlsconf"
 	"github.com/kaon-storage/kaon/internal/xrdkaon"
 	"github.com/kaon-storage/kaon/internal/xrootd"
+	"github.com/kaon-storage/kaon/internal/xrootd/gsi"
 )
 
 // Security is a role's TLS material and what --auth asks of it.
 type Security struct {
-	tls    *tlsconf.Material  // nil without --tls
-	x509   auth.Authenticator // the x509 method, when --auth lists it
-	tokens bool               // --auth lists token: root:// TLS logins offer ztn
+	tls  *tlsconf.Material  // nil without --tls
+	x509 auth.Authenticator // certificate chains, when --auth lists x509 or gsi
+	gsi  *gsi.Server        // root://'s gsi, when --auth lists it
+	// protocols are the root:// security protocols of --auth, in its
+	// order ("token": ztn on TLS connections, "gsi").
+	protocols []string
 }
 
 // setup loads the TLS material (hosts: the listen hosts the generated host
@@ -35,9 +39,12 @@ func (s SecurityConfig) setup(data, methods string, hosts ...string) (*Security,
 	}
 	has := map[string]bool{}
 	for _, m := range strings.Split(methods, ",") {
-		has[strings.TrimSpace(m)] = true
+		m = strings.TrimSpace(m)
+		if (m == "token" || m == "gsi") && !has[m] {
+			sec.protocols = append(sec.protocols, m)
+		}
+		has[m] = true
 	}
-	sec.tokens = has["token"]
 	if s.TLS {
 		dir := s.TLSDir
 		if strings.HasPrefix(dir, "DATA") {
@@ -46,21 +53,31 @@ func (s SecurityConfig) setup(data, methods string, hosts ...string) (*Security,
 			}
 			dir = filepath.Join(data, strings.TrimPrefix(dir, "DATA"))
 		}
-		m, err := tlsconf.Setup(tlsconf.Options{Require: s.Require, Cert: s.Cert, Key: s.Key, CADir: s.CADir, Dir: dir, Hosts: hosts})
+		m, err := tlsconf.Setup(tlsconf.Options{Require: s.Require, Cert: s.Cert, Key: s.Key, CADir: s.CADir, Dir: dir, Hosts: hosts, GSI: has["gsi"]})
 		if err != nil {
 			return nil, err
 		}
 		sec.tls = m
 	}
-	if has["x509"] {
-		if sec.tls == nil {
-			return nil, fmt.Errorf("--auth x509 needs --tls (client certificates come with the TLS handshake)")
-		}
+	if has["x509"] && sec.tls == nil {
+		return nil, fmt.Errorf("--auth x509 needs --tls (client certificates come with the TLS handshake)")
+	}
+	if has["gsi"] && sec.tls == nil {
+		return nil, fmt.Errorf("--auth gsi needs --tls (the host certificate and the CA directory; root:// stays open beside roots://)")
+	}
+	if has["x509"] || has["gsi"] {
 		x, err := x509auth.New(sec.tls.CADir, s.GridMap)
 		if err != nil {
 			return nil, err
 		}
 		sec.x509 = x
+	}
+	if has["gsi"] {
+		g, err := gsi.NewServer(gsi.Config{Cert: sec.tls.GSICert, Key: sec.tls.GSIKey, Authenticate: xrdkaon.AuthenticateCerts(sec.x509)})
+		if err != nil {
+			return nil, err
+		}
+		sec.gsi = g
 	}
 	return sec, nil
 }
@@ -99,9 +116,11 @@ func (s *Security) clientTLS() *tls.Config {
 	return s.tls.Client
 }
 
-// xrootd sets a listener's TLS and, on a namespace listener of a server
-// accepting tokens, ztn: TLS logins ask for it and the token goes through
-// chain (data listeners need no identity: the capability authorizes).
+// xrootd sets a listener's TLS and, on a namespace listener, the
+// security protocols of --auth in its order: ztn (TLS logins; the token
+// goes through chain), gsi (the chain whose key the client proved goes
+// through the x509 method). Data listeners need no identity: the
+// capability authorizes.
 func (s *Security) xrootd(cfg *xrootd.Config, chain auth.Chain) {
 	if s == nil {
 		return
@@ -109,8 +128,16 @@ func (s *Security) xrootd(cfg *xrootd.Config, chain auth.Chain) {
 	if s.tls != nil {
 		cfg.TLS, cfg.RequireTLS = s.tls.Server, s.tls.Require
 	}
-	if cfg.Namespace != nil && s.tokens {
-		cfg.Security = append(cfg.Security, xrootd.Ztn(xrdkaon.AuthenticateToken(chain)))
+	if cfg.Namespace == nil {
+		return
+	}
+	for _, p := range s.protocols {
+		switch p {
+		case "token":
+			cfg.Security = append(cfg.Security, xrootd.Ztn(xrdkaon.AuthenticateToken(chain)))
+		case "gsi":
+			cfg.Security = append(cfg.Security, s.gsi)
+		}
 	}
 }
 

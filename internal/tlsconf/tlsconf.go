@@ -13,6 +13,7 @@
 package tlsconf
 
 import (
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -37,6 +38,10 @@ type Options struct {
 	// Hosts are the names and addresses the generated host certificate
 	// covers besides 127.0.0.1, ::1, localhost and the hostname.
 	Hosts []string
+	// GSI asks for an RSA host certificate (root://'s gsi signs with
+	// RSA): the site's certificate if it is RSA, else one the local CA
+	// issues beside the generated host certificate.
+	GSI bool
 }
 
 // Material is a process's TLS setup.
@@ -47,6 +52,9 @@ type Material struct {
 	CADir   string      // the trusted CAs (hashed layout)
 	CAs     *x509.CertPool
 	Require bool
+	// GSICert and GSIKey are the RSA host certificate with Options.GSI.
+	GSICert *x509.Certificate
+	GSIKey  *rsa.PrivateKey
 }
 
 // Setup loads or generates the TLS material o describes.
@@ -77,6 +85,30 @@ func Setup(o Options) (*Material, error) {
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("tls: host certificate %s: %w", certFile, err)
+	}
+	if o.GSI {
+		gc, gk := cert, certFile
+		if _, isRSA := cert.PrivateKey.(*rsa.PrivateKey); !isRSA {
+			if o.Cert != "" {
+				return nil, fmt.Errorf("tls: gsi needs an RSA host certificate; %s has another key type", certFile)
+			}
+			lc, err := LocalCA(o.Dir)
+			if err != nil {
+				return nil, err
+			}
+			cf, kf, err := lc.GSICert(o.Hosts)
+			if err != nil {
+				return nil, err
+			}
+			if gc, err = tls.LoadX509KeyPair(cf, kf); err != nil {
+				return nil, fmt.Errorf("tls: gsi host certificate %s: %w", cf, err)
+			}
+			gk = cf
+		}
+		if m.GSICert, err = x509.ParseCertificate(gc.Certificate[0]); err != nil {
+			return nil, fmt.Errorf("tls: host certificate %s: %w", gk, err)
+		}
+		m.GSIKey = gc.PrivateKey.(*rsa.PrivateKey)
 	}
 	pool, n, err := LoadCADir(m.CADir)
 	if err != nil {

@@ -7,6 +7,8 @@ package xrdkaon
 
 import (
 	"context"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -52,6 +54,29 @@ func AuthenticateToken(chain auth.Chain) func(ctx context.Context, user string, 
 		if err != nil {
 			return xrootd.Identity{}, err
 		}
+		return xrootd.Identity{User: p.Name, UID: p.UID, GID: p.GID, Principal: p}, nil
+	}
+}
+
+// AuthenticateCerts says who a gsi login is: the certificate chain whose
+// key the client proved it holds goes to the x509 method (the same CA directory,
+// proxy checks and grid-mapfile as HTTPS client certificates); the
+// principal's method is "gsi". Its refusal refuses the login with the
+// reason.
+func AuthenticateCerts(x509m auth.Authenticator) func(ctx context.Context, p xrootd.Peer, chain []*x509.Certificate) (xrootd.Identity, error) {
+	return func(ctx context.Context, peer xrootd.Peer, chain []*x509.Certificate) (xrootd.Identity, error) {
+		p, ok, err := x509m.Authenticate(ctx, &auth.Request{Remote: peer.Remote, Local: peer.Local, Certs: chain, Login: peer.User})
+		if err != nil {
+			var ke *kerr.Error
+			if errors.As(err, &ke) && ke.Msg != "" {
+				return xrootd.Identity{}, errors.New(ke.Msg)
+			}
+			return xrootd.Identity{}, err
+		}
+		if !ok {
+			return xrootd.Identity{}, errors.New("no certificate")
+		}
+		p.Method = "gsi"
 		return xrootd.Identity{User: p.Name, UID: p.UID, GID: p.GID, Principal: p}, nil
 	}
 }

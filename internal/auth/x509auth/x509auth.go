@@ -10,8 +10,12 @@
 // CA, no certificate signing, a policy language that inherits the issuer's
 // rights, path length constraints. A chain that fails any check refuses
 // the request (a client that sent a bad certificate is not quietly
-// anonymous); a valid chain whose DN the grid-mapfile does not name is
-// nobody, so certificates can still read what anyone may.
+// anonymous), and so does a valid chain whose DN the grid-mapfile does
+// not name: a DN removed from it is how a site revokes a user.
+//
+// The same method authenticates HTTPS client certificates (the TLS
+// handshake proved the key) and root://'s gsi logins (the gsi handshake
+// did, xrootd/gsi).
 package x509auth
 
 import (
@@ -34,8 +38,9 @@ import (
 // DefaultGridMapfile is where grid hosts keep the DN → user map.
 const DefaultGridMapfile = "/etc/grid-security/grid-mapfile"
 
-// reloadEvery is how often the CA directory and the grid-mapfile are
-// looked at again (both change while a server runs: CA updates, new users).
+// reloadEvery is how often the CA directory is read again (CAs change
+// while a server runs). The grid-mapfile is looked at on every
+// authentication (one stat): a DN removed from it is refused at once.
 const reloadEvery = time.Minute
 
 // X509 is the x509 authentication method.
@@ -49,6 +54,7 @@ type X509 struct {
 	roots    *x509.CertPool
 	gridmap  map[string]string
 	mapStamp time.Time
+	mapSize  int64
 }
 
 var _ auth.Authenticator = (*X509)(nil)
@@ -70,41 +76,41 @@ func (x *X509) now() time.Time {
 	return time.Now()
 }
 
-// state returns the CA pool and grid-mapfile, reloading them when due.
+// state returns the CA pool and grid-mapfile, reloading them when due. A
+// CA directory or grid-mapfile that cannot be read keeps the last good
+// one.
 func (x *X509) state() (*x509.CertPool, map[string]string, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.roots != nil && time.Since(x.loaded) < reloadEvery {
-		return x.roots, x.gridmap, nil
-	}
-	pool, n, err := tlsconf.LoadCADir(x.CADir)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("no CA certificate in %s", x.CADir)
-	}
-	if err != nil {
-		if x.roots != nil { // keep serving with what was good
-			return x.roots, x.gridmap, nil
+	if x.roots == nil || time.Since(x.loaded) >= reloadEvery {
+		pool, n, err := tlsconf.LoadCADir(x.CADir)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("no CA certificate in %s", x.CADir)
 		}
-		return nil, nil, fmt.Errorf("x509: %w", err)
+		switch {
+		case err == nil:
+			x.roots, x.loaded = pool, time.Now()
+		case x.roots == nil:
+			return nil, nil, fmt.Errorf("x509: %w", err)
+		}
 	}
 	st, err := os.Stat(x.GridMap)
 	if err != nil {
-		if x.roots != nil {
+		if x.gridmap != nil {
 			return x.roots, x.gridmap, nil
 		}
 		return nil, nil, fmt.Errorf("x509: grid-mapfile: %w", err)
 	}
-	if x.gridmap == nil || !st.ModTime().Equal(x.mapStamp) {
+	if x.gridmap == nil || !st.ModTime().Equal(x.mapStamp) || st.Size() != x.mapSize {
 		m, err := ReadGridMapfile(x.GridMap)
 		if err != nil {
-			if x.roots != nil {
+			if x.gridmap != nil {
 				return x.roots, x.gridmap, nil
 			}
 			return nil, nil, err
 		}
-		x.gridmap, x.mapStamp = m, st.ModTime()
+		x.gridmap, x.mapStamp, x.mapSize = m, st.ModTime(), st.Size()
 	}
-	x.roots, x.loaded = pool, time.Now()
 	return x.roots, x.gridmap, nil
 }
 
@@ -124,9 +130,7 @@ func (x *X509) Authenticate(_ context.Context, r *auth.Request) (auth.Principal,
 	}
 	name, ok := gridmap[dn]
 	if !ok {
-		p := auth.Nobody
-		p.Method = "x509"
-		return p, true, nil
+		return auth.Nobody, true, kerr.New(kerr.Permission, "authenticate", "", "client certificate refused: "+dn+" is not in the grid-mapfile")
 	}
 	p, err := localUser(name)
 	if err != nil {

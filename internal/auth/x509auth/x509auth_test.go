@@ -83,10 +83,11 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
-// TestAuthenticate: a mapped DN is its local user and no more; an
-// unmapped valid DN is nobody; a bad chain refuses the request; a DN
-// mapped to root or to an unknown user refuses; no certificate: the
-// method does not apply.
+// TestAuthenticate: a mapped DN is its local user and no more; a valid
+// DN the grid-mapfile does not name (never added, or removed: revoked)
+// is refused, naming it; a bad chain refuses the request; a DN mapped to
+// root or to an unknown user refuses; no certificate: the method does
+// not apply.
 func TestAuthenticate(t *testing.T) {
 	local, err := user.Lookup("daemon")
 	if err != nil {
@@ -119,13 +120,19 @@ func TestAuthenticate(t *testing.T) {
 		t.Fatal("a certificate principal carries scopes")
 	}
 	p, ok, err = x.Authenticate(ctx, &auth.Request{Certs: ca.User("Bob").Chain})
-	if err != nil || !ok || p.UID != auth.Nobody.UID || p.Method != "x509" {
+	if err == nil || !ok || p.UID != auth.Nobody.UID || !strings.Contains(err.Error(), "/CN=Bob is not in the grid-mapfile") {
 		t.Fatalf("unmapped DN: %+v %v %v", p, ok, err)
 	}
 	for _, cn := range []string{"Root", "Ghost"} {
 		if p, _, err := x.Authenticate(ctx, &auth.Request{Certs: ca.User(cn).Chain}); err == nil {
 			t.Fatalf("%s: %+v", cn, p)
 		}
+	}
+	// A DN removed from the grid-mapfile is refused at once (revoked).
+	os.WriteFile(gm, []byte(`"/DC=org/DC=kaon-test/O=Users/CN=Root" root`+"\n"), 0o644)
+	if p, _, err := x.Authenticate(ctx, &auth.Request{Certs: ca.User("Alice").Proxy(x509test.ProxyOpts{}).Chain}); err == nil ||
+		!strings.Contains(err.Error(), aliceDN+" is not in the grid-mapfile") {
+		t.Fatalf("a DN removed from the grid-mapfile: %+v %v", p, err)
 	}
 	expired := ca.User("Alice").Proxy(x509test.ProxyOpts{NotBefore: time.Now().Add(-2 * time.Hour), NotAfter: time.Now().Add(-time.Hour)})
 	if p, _, err := x.Authenticate(ctx, &auth.Request{Certs: expired.Chain}); err == nil || p.UID != auth.Nobody.UID {
