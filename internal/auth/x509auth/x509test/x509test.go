@@ -12,6 +12,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha1"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -66,6 +67,10 @@ func serial() *big.Int {
 }
 
 func sign(tmpl, parent *x509.Certificate, pub any, signer crypto.Signer) *x509.Certificate {
+	if der, err := x509.MarshalPKIXPublicKey(pub); err == nil && tmpl.SubjectKeyId == nil {
+		sum := sha1.Sum(der) // a key identifier, as CAs set them (voms-proxy-fake needs the issuer's)
+		tmpl.SubjectKeyId = sum[:]
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, signer)
 	if err != nil {
 		panic(err)
