@@ -83,8 +83,15 @@ func run(t *testing.T, asNobody bool, env []string, name string, args ...string)
 }
 
 // httpDriver speaks WebDAV with the real curl (with a bearer token in
-// the Authorization header when token is set).
-type httpDriver struct{ base, token string }
+// the Authorization header when token is set). With certs, the client
+// presents certs[0] (as root) or certs[1] (as "nobody": a DN mapped to
+// the local user nobody), files holding a certificate chain and its key,
+// and trusts cacert.
+type httpDriver struct {
+	base, token string
+	certs       [2]string
+	cacert      string
+}
 
 func (httpDriver) Name() string { return "http" }
 
@@ -127,8 +134,17 @@ func (d httpDriver) Do(t *testing.T, nobody bool, op string, a ...string) Result
 		if d.token != "" {
 			full = append(full, "-H", "Authorization: Bearer "+d.token)
 		}
+		asNobody := nobody
+		if d.certs[0] != "" {
+			c := d.certs[0]
+			if nobody {
+				c = d.certs[1]
+			}
+			full = append(full, "--cacert", d.cacert, "--cert", c, "--key", c)
+			asNobody = false
+		}
 		full = append(full, args...)
-		out, errs, _ := run(t, nobody, nil, "curl", full...)
+		out, errs, _ := run(t, asNobody, nil, "curl", full...)
 		i := strings.LastIndexByte(out, '\n')
 		code, _ := strconv.Atoi(strings.TrimSpace(out[i+1:]))
 		return code, out[:max(i, 0)], errs
@@ -189,18 +205,29 @@ func (d httpDriver) Do(t *testing.T, nobody bool, op string, a ...string) Result
 }
 
 // xrdDriver speaks root:// through the Python XRootD bindings (XrdCl),
-// with env added to the client's environment (BEARER_TOKEN=...).
+// with env added to the client's environment (BEARER_TOKEN=...). With
+// proxies, the client authenticates with gsi with proxies[0] (as root)
+// or proxies[1] (as "nobody": a DN mapped to the local user nobody).
 type xrdDriver struct {
 	url, script string
 	env         []string
+	proxies     [2]string
 }
 
 func (xrdDriver) Name() string { return "root" }
 
 func (d xrdDriver) Do(t *testing.T, nobody bool, op string, a ...string) Result {
 	t.Helper()
-	out, errs, _ := run(t, nobody, append([]string{"XRD_REQUESTTIMEOUT=60", "XRD_CONNECTIONRETRY=1"}, d.env...),
-		"/usr/bin/python3", append([]string{d.script, d.url, op}, a...)...)
+	env := append([]string{"XRD_REQUESTTIMEOUT=60", "XRD_CONNECTIONRETRY=1"}, d.env...)
+	asNobody := nobody
+	if d.proxies[0] != "" {
+		p := d.proxies[0]
+		if nobody {
+			p = d.proxies[1]
+		}
+		env, asNobody = append(env, "X509_USER_PROXY="+p), false
+	}
+	out, errs, _ := run(t, asNobody, env, "/usr/bin/python3", append([]string{d.script, d.url, op}, a...)...)
 	var j struct {
 		Errno int      `json:"errno"`
 		Msg   string   `json:"msg"`
@@ -241,7 +268,29 @@ func TestConformance(t *testing.T) {
 		t.Fatal("this suite needs root to act as another user")
 	}
 	k := harness.Up(t)
-	// Local sources and the driver script, readable by nobody.
+	fs, script := newInputs(t)
+	drivers := []Driver{
+		httpDriver{base: k.EP.HTTP},
+		xrdDriver{url: k.EP.XRootD, script: script},
+	}
+	for _, d := range drivers {
+		t.Run(d.Name(), func(t *testing.T) {
+			scenarios(t, k, d, "/conf-"+d.Name(), "", fs)
+		})
+	}
+}
+
+// inputs are the local files the scenarios upload.
+type inputs struct {
+	local, local2 string // data, small
+	data, small   []byte
+	adler         string // of data
+}
+
+// newInputs writes the scenarios' local sources (and the root:// driver
+// script) into a directory nobody can read; it returns them and the
+// script's path.
+func newInputs(t *testing.T) (inputs, string) {
 	src, err := os.MkdirTemp("", "kaon-conformance-")
 	if err != nil {
 		t.Fatal(err)
@@ -254,93 +303,97 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(src, "xrd_driver.py"), script, 0o644)
-	drivers := []Driver{
-		httpDriver{base: k.EP.HTTP},
-		xrdDriver{url: k.EP.XRootD, script: filepath.Join(src, "xrd_driver.py")},
-	}
 	data := bytes.Repeat([]byte("0123456789abcdef"), 80000) // 1.25 MB
 	data = append(data, "tail"...)
 	small := []byte("replaced content")
 	local, local2 := filepath.Join(src, "data"), filepath.Join(src, "small")
 	os.WriteFile(local, data, 0o644)
 	os.WriteFile(local2, small, 0o644)
-	adler := fmt.Sprintf("%08x", adler32.Checksum(data))
-	for _, d := range drivers {
-		t.Run(d.Name(), func(t *testing.T) {
-			base := "/conf-" + d.Name()
-			k.MustKaon("mkdir", base)
-			k.MustKaon("mkdir", base+"/private")
-			k.MustKaon("chmod", "700", base+"/private")
-			want := func(name string, r Result, outcome string) {
-				t.Helper()
-				if r.Outcome != outcome {
-					t.Fatalf("%s: %s, want %s (%s)", name, r.Outcome, outcome, r.Detail)
-				}
-			}
-			f := base + "/f"
-			// create, read, ranges, stat, list, checksum
-			want("create", d.Do(t, false, "put", local, f), OK)
-			if r := d.Do(t, false, "read", f, "0", "-1"); r.Outcome != OK || !bytes.Equal(r.Data, data) {
-				t.Fatalf("read back: %s, %d bytes equal=%v (%s)", r.Outcome, len(r.Data), bytes.Equal(r.Data, data), r.Detail)
-			}
-			for _, rg := range [][2]int{{0, 1}, {12345, 100000}, {len(data) - 4, 4}} {
-				r := d.Do(t, false, "read", f, strconv.Itoa(rg[0]), strconv.Itoa(rg[1]))
-				if r.Outcome != OK || !bytes.Equal(r.Data, data[rg[0]:rg[0]+rg[1]]) {
-					t.Fatalf("range %v: %s (%s)", rg, r.Outcome, r.Detail)
-				}
-			}
-			if r := d.Do(t, false, "stat", f); r.Outcome != OK || r.Size != int64(len(data)) || r.Dir {
-				t.Fatalf("stat file: %+v", r)
-			}
-			if r := d.Do(t, false, "stat", base); r.Outcome != OK || !r.Dir {
-				t.Fatalf("stat dir: %+v", r)
-			}
-			if r := d.Do(t, false, "ls", base); r.Outcome != OK || strings.Join(r.Names, ",") != "f,private" {
-				t.Fatalf("list: %+v", r)
-			}
-			if r := d.Do(t, false, "checksum", f); r.Outcome != OK || r.Sum != adler {
-				t.Fatalf("checksum: %+v, want %s", r, adler)
-			}
-			// an upload replaces a file atomically
-			want("replace", d.Do(t, false, "put", local2, f), OK)
-			if r := d.Do(t, false, "read", f, "0", "-1"); !bytes.Equal(r.Data, small) {
-				t.Fatalf("read after replace: %q (%s)", r.Data, r.Detail)
-			}
-			// an upload creates missing parents
-			want("create below missing parents", d.Do(t, false, "put", local2, base+"/new/sub/g"), OK)
-			// rename and delete
-			want("rename", d.Do(t, false, "mv", f, base+"/g"), OK)
-			want("stat renamed-away", d.Do(t, false, "stat", f), NotFound)
-			if r := d.Do(t, false, "stat", base+"/g"); r.Outcome != OK || r.Size != int64(len(small)) {
-				t.Fatalf("stat renamed: %+v", r)
-			}
-			want("delete", d.Do(t, false, "rm", base+"/g"), OK)
-			want("read deleted", d.Do(t, false, "read", base+"/g", "0", "-1"), NotFound)
-			// not found, exists, is a directory, not a directory
-			want("stat missing", d.Do(t, false, "stat", base+"/missing"), NotFound)
-			want("read missing", d.Do(t, false, "read", base+"/missing", "0", "-1"), NotFound)
-			want("delete missing", d.Do(t, false, "rm", base+"/missing"), NotFound)
-			want("rename missing", d.Do(t, false, "mv", base+"/missing", base+"/x"), NotFound)
-			want("mkdir", d.Do(t, false, "mkdir", base+"/d"), OK)
-			want("mkdir existing", d.Do(t, false, "mkdir", base+"/d"), Exists)
-			want("mkdir without parent", d.Do(t, false, "mkdir", base+"/no/such"), NotFound)
-			want("upload onto a directory", d.Do(t, false, "put", local2, base+"/d"), IsDir)
-			want("file as directory", d.Do(t, false, "stat", base+"/new/sub/g/x"), Conflict)
-			want("rmdir", d.Do(t, false, "rmdir", base+"/d"), OK)
-			// permission denied, for another user
-			want("create as root in private", d.Do(t, false, "put", local2, base+"/private/p"), OK)
-			k.MustKaon("chmod", "600", base+"/new/sub/g")
-			want("nobody reads a 0600 file", d.Do(t, true, "read", base+"/new/sub/g", "0", "-1"), Permission)
-			want("nobody checksums a 0600 file", d.Do(t, true, "checksum", base+"/new/sub/g"), Permission)
-			want("nobody stats below a 0700 dir", d.Do(t, true, "stat", base+"/private/p"), Permission)
-			want("nobody lists a 0700 dir", d.Do(t, true, "ls", base+"/private"), Permission)
-			want("nobody writes into a 0755 root dir", d.Do(t, true, "put", local2, base+"/nob"), Permission)
-			want("nobody mkdirs in a 0755 root dir", d.Do(t, true, "mkdir", base+"/nobdir"), Permission)
-			want("nobody deletes a root file", d.Do(t, true, "rm", base+"/new/sub/g"), Permission)
-			want("nobody renames a root file", d.Do(t, true, "mv", base+"/new/sub/g", base+"/new/sub/h"), Permission)
-			if r := d.Do(t, true, "stat", base+"/new/sub/g"); r.Outcome != OK || r.Size != int64(len(small)) {
-				t.Fatalf("nobody stats a 0600 file in a 0755 dir: %+v", r)
-			}
-		})
+	return inputs{local: local, local2: local2, data: data, small: small, adler: fmt.Sprintf("%08x", adler32.Checksum(data))},
+		filepath.Join(src, "xrd_driver.py")
+}
+
+// scenarios runs every scenario through d below base (made as root, then
+// given to owner "UID:GID" when not empty: d's first identity, when it
+// cannot be root), and checks the outcomes.
+func scenarios(t *testing.T, k *harness.Process, d Driver, base, owner string, in inputs) {
+	t.Helper()
+	local, local2, data, small, adler := in.local, in.local2, in.data, in.small, in.adler
+	k.MustKaon("mkdir", base)
+	k.MustKaon("mkdir", base+"/private")
+	k.MustKaon("chmod", "700", base+"/private")
+	if owner != "" {
+		k.MustKaon("chown", owner, base)
+		k.MustKaon("chown", owner, base+"/private")
+	}
+	want := func(name string, r Result, outcome string) {
+		t.Helper()
+		if r.Outcome != outcome {
+			t.Fatalf("%s: %s, want %s (%s)", name, r.Outcome, outcome, r.Detail)
+		}
+	}
+	f := base + "/f"
+	// create, read, ranges, stat, list, checksum
+	want("create", d.Do(t, false, "put", local, f), OK)
+	if r := d.Do(t, false, "read", f, "0", "-1"); r.Outcome != OK || !bytes.Equal(r.Data, data) {
+		t.Fatalf("read back: %s, %d bytes equal=%v (%s)", r.Outcome, len(r.Data), bytes.Equal(r.Data, data), r.Detail)
+	}
+	for _, rg := range [][2]int{{0, 1}, {12345, 100000}, {len(data) - 4, 4}} {
+		r := d.Do(t, false, "read", f, strconv.Itoa(rg[0]), strconv.Itoa(rg[1]))
+		if r.Outcome != OK || !bytes.Equal(r.Data, data[rg[0]:rg[0]+rg[1]]) {
+			t.Fatalf("range %v: %s (%s)", rg, r.Outcome, r.Detail)
+		}
+	}
+	if r := d.Do(t, false, "stat", f); r.Outcome != OK || r.Size != int64(len(data)) || r.Dir {
+		t.Fatalf("stat file: %+v", r)
+	}
+	if r := d.Do(t, false, "stat", base); r.Outcome != OK || !r.Dir {
+		t.Fatalf("stat dir: %+v", r)
+	}
+	if r := d.Do(t, false, "ls", base); r.Outcome != OK || strings.Join(r.Names, ",") != "f,private" {
+		t.Fatalf("list: %+v", r)
+	}
+	if r := d.Do(t, false, "checksum", f); r.Outcome != OK || r.Sum != adler {
+		t.Fatalf("checksum: %+v, want %s", r, adler)
+	}
+	// an upload replaces a file atomically
+	want("replace", d.Do(t, false, "put", local2, f), OK)
+	if r := d.Do(t, false, "read", f, "0", "-1"); !bytes.Equal(r.Data, small) {
+		t.Fatalf("read after replace: %q (%s)", r.Data, r.Detail)
+	}
+	// an upload creates missing parents
+	want("create below missing parents", d.Do(t, false, "put", local2, base+"/new/sub/g"), OK)
+	// rename and delete
+	want("rename", d.Do(t, false, "mv", f, base+"/g"), OK)
+	want("stat renamed-away", d.Do(t, false, "stat", f), NotFound)
+	if r := d.Do(t, false, "stat", base+"/g"); r.Outcome != OK || r.Size != int64(len(small)) {
+		t.Fatalf("stat renamed: %+v", r)
+	}
+	want("delete", d.Do(t, false, "rm", base+"/g"), OK)
+	want("read deleted", d.Do(t, false, "read", base+"/g", "0", "-1"), NotFound)
+	// not found, exists, is a directory, not a directory
+	want("stat missing", d.Do(t, false, "stat", base+"/missing"), NotFound)
+	want("read missing", d.Do(t, false, "read", base+"/missing", "0", "-1"), NotFound)
+	want("delete missing", d.Do(t, false, "rm", base+"/missing"), NotFound)
+	want("rename missing", d.Do(t, false, "mv", base+"/missing", base+"/x"), NotFound)
+	want("mkdir", d.Do(t, false, "mkdir", base+"/d"), OK)
+	want("mkdir existing", d.Do(t, false, "mkdir", base+"/d"), Exists)
+	want("mkdir without parent", d.Do(t, false, "mkdir", base+"/no/such"), NotFound)
+	want("upload onto a directory", d.Do(t, false, "put", local2, base+"/d"), IsDir)
+	want("file as directory", d.Do(t, false, "stat", base+"/new/sub/g/x"), Conflict)
+	want("rmdir", d.Do(t, false, "rmdir", base+"/d"), OK)
+	// permission denied, for another user
+	want("create as root in private", d.Do(t, false, "put", local2, base+"/private/p"), OK)
+	k.MustKaon("chmod", "600", base+"/new/sub/g")
+	want("nobody reads a 0600 file", d.Do(t, true, "read", base+"/new/sub/g", "0", "-1"), Permission)
+	want("nobody checksums a 0600 file", d.Do(t, true, "checksum", base+"/new/sub/g"), Permission)
+	want("nobody stats below a 0700 dir", d.Do(t, true, "stat", base+"/private/p"), Permission)
+	want("nobody lists a 0700 dir", d.Do(t, true, "ls", base+"/private"), Permission)
+	want("nobody writes into a 0755 root dir", d.Do(t, true, "put", local2, base+"/nob"), Permission)
+	want("nobody mkdirs in a 0755 root dir", d.Do(t, true, "mkdir", base+"/nobdir"), Permission)
+	want("nobody deletes a root file", d.Do(t, true, "rm", base+"/new/sub/g"), Permission)
+	want("nobody renames a root file", d.Do(t, true, "mv", base+"/new/sub/g", base+"/new/sub/h"), Permission)
+	if r := d.Do(t, true, "stat", base+"/new/sub/g"); r.Outcome != OK || r.Size != int64(len(small)) {
+		t.Fatalf("nobody stats a 0600 file in a 0755 dir: %+v", r)
 	}
 }
