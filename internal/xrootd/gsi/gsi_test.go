@@ -377,3 +377,56 @@ func TestRealClient(t *testing.T) {
 		t.Fatal("a private key is in the log")
 	}
 }
+
+// BenchmarkServerLogin is the server's part of one login (both steps,
+// the chain check included), with the DH key pair of the minute
+// (DESIGN-NOTES: gsi) and, as xrootd does, a new one for every login.
+func BenchmarkServerLogin(b *testing.B) {
+	for _, fresh := range []bool{false, true} {
+		name := "dh-per-minute"
+		if fresh {
+			name = "dh-per-login"
+		}
+		b.Run(name, func(b *testing.B) {
+			ca, host, alice := creds()
+			roots := x509.NewCertPool()
+			roots.AddCert(ca.Cert)
+			var clock time.Time
+			srv, err := NewServer(Config{Cert: host.Cert, Key: host.Key.(*rsa.PrivateKey),
+				Now: func() time.Time { return clock },
+				Authenticate: func(_ context.Context, _ xrootd.Peer, chain []*x509.Certificate) (xrootd.Identity, error) {
+					_, err := x509auth.VerifyChain(chain, roots, time.Now())
+					return xrootd.Identity{}, err
+				}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			cl := &Client{Cred: cred(alice.Proxy(x509test.ProxyOpts{})), Roots: roots}
+			params, _ := srv.Params(false)
+			var server time.Duration
+			for i := 0; i < b.N; i++ {
+				if fresh {
+					clock = clock.Add(2 * dhLifetime)
+				}
+				x, msg, _ := cl.Start(params, "localhost")
+				ex := srv.Begin(xrootd.Peer{})
+				t0 := time.Now()
+				more, _, err := ex.Step(context.Background(), msg)
+				server += time.Since(t0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				msg, err = x.Next(more)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t0 = time.Now()
+				if _, _, err := ex.Step(context.Background(), msg); err != nil {
+					b.Fatal(err)
+				}
+				server += time.Since(t0)
+			}
+			b.ReportMetric(float64(server.Microseconds())/float64(b.N), "server-µs/login")
+		})
+	}
+}
