@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/tlsconf"
+	"github.com/kaon-storage/kaon/internal/xrootd"
 )
 
 // Credential is what a client authenticates with: a certificate chain
@@ -318,4 +319,14 @@ func checkGroup(p *dhParams) error {
 		return errors.New("gsi: the server's DH group is not a safe prime of 512 bits or more")
 	}
 	return nil
+}
+
+var _ xrootd.ClientAuth = (*Client)(nil)
+
+// Name implements xrootd.ClientAuth.
+func (c *Client) Name() string { return "gsi" }
+
+// Begin implements xrootd.ClientAuth.
+func (c *Client) Begin(params, host string) (xrootd.ClientAuthExchange, []byte, error) {
+	return c.Start(params, host)
 }
