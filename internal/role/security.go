@@ -3,6 +3,7 @@ package role
 import (
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -53,7 +54,7 @@ func (s SecurityConfig) setup(data, methods string, hosts ...string) (*Security,
 			}
 			dir = filepath.Join(data, strings.TrimPrefix(dir, "DATA"))
 		}
-		m, err := tlsconf.Setup(tlsconf.Options{Require: s.Require, Cert: s.Cert, Key: s.Key, CADir: s.CADir, Dir: dir, Hosts: hosts, GSI: has["gsi"]})
+		m, err := tlsconf.Setup(tlsconf.Options{Require: s.Require, Cert: s.Cert, Key: s.Key, CADir: s.CADir, Dir: dir, Hosts: hosts})
 		if err != nil {
 			return nil, err
 		}
@@ -73,7 +74,11 @@ func (s SecurityConfig) setup(data, methods string, hosts ...string) (*Security,
 		sec.x509 = x
 	}
 	if has["gsi"] {
-		g, err := gsi.NewServer(gsi.Config{Cert: sec.tls.GSICert, Key: sec.tls.GSIKey, Authenticate: xrdkaon.AuthenticateCerts(sec.x509)})
+		chain, key, err := sec.tls.GSI()
+		if err != nil {
+			return nil, err
+		}
+		g, err := gsi.NewServer(gsi.Config{Cert: chain[0], Key: key, Authenticate: xrdkaon.AuthenticateCerts(sec.x509)})
 		if err != nil {
 			return nil, err
 		}
@@ -139,6 +144,24 @@ func (s *Security) xrootd(cfg *xrootd.Config, chain auth.Chain) {
 			cfg.Security = append(cfg.Security, s.gsi)
 		}
 	}
+}
+
+// tpcAuth is how a storage server's third-party copies log in to root://
+// sources that ask for gsi: with the host certificate (as a user
+// certificate; the source site maps the host's DN in its grid-mapfile),
+// trusting the CA directory for the source's host certificate. Without
+// TLS, or without an RSA host certificate, sources are logged in to as
+// unix only.
+func (s *Security) tpcAuth(log *slog.Logger) []xrootd.ClientAuth {
+	if s == nil || s.tls == nil {
+		return nil
+	}
+	chain, key, err := s.tls.GSI()
+	if err != nil {
+		log.Warn("third-party copies from root:// sources that require gsi are not possible", "err", err)
+		return nil
+	}
+	return []xrootd.ClientAuth{&gsi.Client{Cred: &gsi.Credential{Chain: chain, Key: key}, Roots: s.tls.CAs}}
 }
 
 // endpoints adds the TLS URLs and the CA to ep (with --require-tls the

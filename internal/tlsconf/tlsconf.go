@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // DefaultCADir is where grid hosts keep their trusted CAs.
@@ -38,10 +39,6 @@ type Options struct {
 	// Hosts are the names and addresses the generated host certificate
 	// covers besides 127.0.0.1, ::1, localhost and the hostname.
 	Hosts []string
-	// GSI asks for an RSA host certificate (root://'s gsi signs with
-	// RSA): the site's certificate if it is RSA, else one the local CA
-	// issues beside the generated host certificate.
-	GSI bool
 }
 
 // Material is a process's TLS setup.
@@ -52,9 +49,12 @@ type Material struct {
 	CADir   string      // the trusted CAs (hashed layout)
 	CAs     *x509.CertPool
 	Require bool
-	// GSICert and GSIKey are the RSA host certificate with Options.GSI.
-	GSICert *x509.Certificate
-	GSIKey  *rsa.PrivateKey
+
+	opts     Options
+	hostCert tls.Certificate
+	gsiOnce  sync.Once
+	gsi      tls.Certificate
+	gsiErr   error
 }
 
 // Setup loads or generates the TLS material o describes.
@@ -86,30 +86,7 @@ func Setup(o Options) (*Material, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tls: host certificate %s: %w", certFile, err)
 	}
-	if o.GSI {
-		gc, gk := cert, certFile
-		if _, isRSA := cert.PrivateKey.(*rsa.PrivateKey); !isRSA {
-			if o.Cert != "" {
-				return nil, fmt.Errorf("tls: gsi needs an RSA host certificate; %s has another key type", certFile)
-			}
-			lc, err := LocalCA(o.Dir)
-			if err != nil {
-				return nil, err
-			}
-			cf, kf, err := lc.GSICert(o.Hosts)
-			if err != nil {
-				return nil, err
-			}
-			if gc, err = tls.LoadX509KeyPair(cf, kf); err != nil {
-				return nil, fmt.Errorf("tls: gsi host certificate %s: %w", cf, err)
-			}
-			gk = cf
-		}
-		if m.GSICert, err = x509.ParseCertificate(gc.Certificate[0]); err != nil {
-			return nil, fmt.Errorf("tls: host certificate %s: %w", gk, err)
-		}
-		m.GSIKey = gc.PrivateKey.(*rsa.PrivateKey)
-	}
+	m.opts, m.hostCert = o, cert
 	pool, n, err := LoadCADir(m.CADir)
 	if err != nil {
 		return nil, err
@@ -126,6 +103,49 @@ func Setup(o Options) (*Material, error) {
 	}
 	m.Client = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 	return m, nil
+}
+
+// GSI is the host certificate (with the chain its file holds, leaf
+// first) and key for root://'s gsi, which signs with RSA: the host
+// certificate when its key is RSA, else (a generated one) an RSA
+// certificate the local CA issues for the same names (gsicert.pem); a
+// site's certificate of another key type has none.
+func (m *Material) GSI() ([]*x509.Certificate, *rsa.PrivateKey, error) {
+	m.gsiOnce.Do(func() {
+		m.gsi = m.hostCert
+		if _, ok := m.gsi.PrivateKey.(*rsa.PrivateKey); ok {
+			return
+		}
+		if m.opts.Cert != "" {
+			m.gsiErr = fmt.Errorf("tls: gsi needs an RSA host certificate; %s has another key type", m.opts.Cert)
+			return
+		}
+		lc, err := LocalCA(m.opts.Dir)
+		if err != nil {
+			m.gsiErr = err
+			return
+		}
+		cf, kf, err := lc.GSICert(m.opts.Hosts)
+		if err != nil {
+			m.gsiErr = err
+			return
+		}
+		if m.gsi, err = tls.LoadX509KeyPair(cf, kf); err != nil {
+			m.gsiErr = fmt.Errorf("tls: gsi host certificate %s: %w", cf, err)
+		}
+	})
+	if m.gsiErr != nil {
+		return nil, nil, m.gsiErr
+	}
+	var chain []*x509.Certificate
+	for _, der := range m.gsi.Certificate {
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return nil, nil, err
+		}
+		chain = append(chain, c)
+	}
+	return chain, m.gsi.PrivateKey.(*rsa.PrivateKey), nil
 }
 
 // hashedName is a CA file in OpenSSL's hashed layout (<hash>.<n>).

@@ -263,11 +263,22 @@ func (x *ClientExchange) cert(in *buffer) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The digest is only named (gsi uses it to sign requests, which
+	// Kaon does not ask for): the first of the server's list known.
+	md := "sha256"
+	if mds, ok := in.get(bkMDAlg); ok {
+		for _, m := range strings.Split(string(mds), ":") {
+			if m == "sha256" || m == "sha1" || m == "md5" {
+				md = m
+				break
+			}
+		}
+	}
 	mods, _ := in.get(bkCryptoMod)
 	out := &buffer{proto: "gsi", step: stepCert}
 	out.add(bkCryptoMod, mods)
 	out.add(bkCipherAlg, []byte(cipherName+"#"+strconv.Itoa(ivLen)))
-	out.add(bkMDAlg, []byte("sha256"))
+	out.add(bkMDAlg, []byte(md))
 	out.add(bkCipher, mySigned)
 	out.add(bkPublicKey, publicKeyPEM(&key.PublicKey))
 	out.add(bkMain, enc)
