@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
@@ -25,9 +25,9 @@ func newACLCmd() *cobra.Command {
 	// name is the attribute --user picks.
 	name := func(user bool) string {
 		if user {
-			return namespace.AttrUserACL
+			return nsapi.AttrUserACL
 		}
-		return namespace.AttrACL
+		return nsapi.AttrACL
 	}
 	const userHelp = "the owner's user.acl (evaluated where sys.eval.useracl is set) instead of sys.acl (root)"
 	var setUser, rmUser bool
@@ -64,7 +64,7 @@ func newACLCmd() *cobra.Command {
 		}
 		for _, kv := range attrs {
 			switch kv[0] {
-			case namespace.AttrACL, namespace.AttrUserACL, namespace.AttrEvalACL:
+			case nsapi.AttrACL, nsapi.AttrUserACL, nsapi.AttrEvalACL:
 				fmt.Printf("%s=%s\n", kv[0], kv[1])
 			}
 		}

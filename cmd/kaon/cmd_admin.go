@@ -11,6 +11,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
@@ -19,8 +20,6 @@ func init() {
 	addVerb(newFileCmd)
 	addVerb(newAttrCmd)
 }
-
-func urlPathEscape(s string) string { return url.PathEscape(s) }
 
 func human(b uint64) string {
 	const unit = 1024
@@ -142,7 +141,7 @@ func newFsCmd() *cobra.Command {
 		tw.Flush()
 		return 0
 	})
-	var nf client.NewFilesystem
+	var nf nsapi.NewFilesystem
 	var rados bool
 	var pool, rns, conf, user string
 	add := leaf("add --node N (--path DIR | --rados --pool P)", "add a filesystem of a storage server: a directory or a RADOS pool", func(c *cobra.Command, args []string) int {
@@ -178,7 +177,11 @@ func newFsCmd() *cobra.Command {
 		if !ok {
 			return fail("fs config", fmt.Errorf("want key=value, got %q", args[1]))
 		}
-		if err := newAPI(urlOf(c)).ConfigFilesystem(ctx(), args[0], k, v); err != nil {
+		id, err := nsapi.ParseFsID("fs config", args[0])
+		if err == nil {
+			err = newAPI(urlOf(c)).ConfigFilesystem(ctx(), id, k, v)
+		}
+		if err != nil {
 			return fail("fs config", err)
 		}
 		return 0
@@ -189,7 +192,11 @@ func newFsCmd() *cobra.Command {
 			fmt.Fprintln(os.Stderr, fsUsage)
 			return 2
 		}
-		st, err := newAPI(urlOf(c)).FsStatus(ctx(), args[0])
+		id, err := nsapi.ParseFsID("fs status", args[0])
+		var st nsapi.FsStatus
+		if err == nil {
+			st, err = newAPI(urlOf(c)).FsStatus(ctx(), id)
+		}
 		if err != nil {
 			return fail("fs status", err)
 		}
@@ -201,7 +208,11 @@ func newFsCmd() *cobra.Command {
 			fmt.Fprintln(os.Stderr, "usage: kaon fs reinit ID (the storage server creates the filesystem again, on an empty directory)")
 			return 2
 		}
-		if err := newAPI(urlOf(c)).ReinitFilesystem(ctx(), args[0]); err != nil {
+		id, err := nsapi.ParseFsID("fs reinit", args[0])
+		if err == nil {
+			err = newAPI(urlOf(c)).ReinitFilesystem(ctx(), id)
+		}
+		if err != nil {
 			return fail("fs reinit", err)
 		}
 		return 0

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
@@ -123,7 +124,7 @@ func newFsckCmd() *cobra.Command {
 
 // findingLine is one finding as `fsck report` prints it: class, ids, the
 // path and the physical file, then what is wrong.
-func findingLine(f client.FsckFinding) string {
+func findingLine(f nsapi.FsckFinding) string {
 	stripe, fs := "-", "-"
 	if f.Stripe >= 0 {
 		stripe = strconv.Itoa(f.Stripe)
@@ -134,7 +135,7 @@ func findingLine(f client.FsckFinding) string {
 	return fmt.Sprintf("%s fid=%08x fsid=%s stripe=%s path=%s phys=%s: %s", f.Class, f.Fid, fs, stripe, f.Path, dash(f.Phys), f.Detail)
 }
 
-func printFsckStat(st client.FsckStatus) {
+func printFsckStat(st nsapi.FsckStatus) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "class\tcount\tmeaning")
 	for _, c := range st.Classes {

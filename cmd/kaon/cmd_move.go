@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // Data movement commands: drain progress in fs ls and fs status, groups
@@ -38,7 +38,7 @@ func etaCol(sec float64) string {
 }
 
 // drainColumns are fs ls's drain, left, rate, eta and failed columns.
-func drainColumns(f client.Filesystem) string {
+func drainColumns(f nsapi.Filesystem) string {
 	if f.Drain == "" {
 		return "-\t-\t-\t-\t-"
 	}
@@ -46,7 +46,7 @@ func drainColumns(f client.Filesystem) string {
 	return fmt.Sprintf("%s\t%s\t%s\t%s\t%d", f.Drain, left, rateCol(f.DrainRate), etaCol(f.DrainETA), f.DrainFailures)
 }
 
-func printFsStatus(st client.FsStatus) {
+func printFsStatus(st nsapi.FsStatus) {
 	f := st.Filesystem
 	limit := "none"
 	if f.DrainRateLimit > 0 {
@@ -68,7 +68,7 @@ func printFsStatus(st client.FsStatus) {
 	printFailures(st.Failures)
 }
 
-func printFailures(fs []client.MoveFailure) {
+func printFailures(fs []nsapi.MoveFailure) {
 	for _, m := range fs {
 		what := m.Path
 		if m.Stripe >= 0 {

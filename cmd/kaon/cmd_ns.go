@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
@@ -79,7 +80,7 @@ func orNone(s string) string {
 // printNSStatus writes `kaon ns status`: the active server first (one
 // line: "active URL"), then the engine and its members, then every server
 // with its role and how far its replica lags.
-func printNSStatus(w io.Writer, st client.NSStatus, now time.Time) {
+func printNSStatus(w io.Writer, st nsapi.NSStatus, now time.Time) {
 	fmt.Fprintf(w, "active    %s\n", orNone(st.Active))
 	eng := st.Engine.Name
 	if st.Engine.Revision > 0 {

@@ -8,6 +8,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
@@ -82,7 +84,7 @@ func newQuotaCmd() *cobra.Command {
 		if err1 != nil || err2 != nil {
 			return fail("quota set", fmt.Errorf("%v %v", err1, err2))
 		}
-		if err := newAPI(urlOf(c)).SetQuota(ctx(), setPath, kind, id, b, f); err != nil {
+		if err := newAPI(urlOf(c)).SetQuota(ctx(), setPath, nsapi.QuotaKey{Kind: nsapi.QuotaKind(kind), ID: id}, nsapi.Amount{Bytes: b, Files: f}); err != nil {
 			return fail("quota set", err)
 		}
 		return 0
@@ -98,7 +100,7 @@ func newQuotaCmd() *cobra.Command {
 		if !ok || rmPath == "" {
 			return usage()
 		}
-		if err := newAPI(urlOf(c)).RemoveQuota(ctx(), rmPath, kind, id); err != nil {
+		if err := newAPI(urlOf(c)).RemoveQuota(ctx(), rmPath, nsapi.QuotaKey{Kind: nsapi.QuotaKind(kind), ID: id}); err != nil {
 			return fail("quota rm", err)
 		}
 		return 0

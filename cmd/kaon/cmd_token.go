@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kaon-storage/kaon/internal/auth/token"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
@@ -32,7 +33,7 @@ func newTokenCmd() *cobra.Command {
 		for _, s := range scopes {
 			sc = append(sc, strings.Split(s, ",")...)
 		}
-		tok, err := newAPI(urlOf(c)).IssueToken(ctx(), user, paths, sc, aud, ttl)
+		tok, err := newAPI(urlOf(c)).IssueToken(ctx(), nsapi.TokenRequest{User: user, Paths: paths, Scopes: sc, Audience: aud, TTL: nsapi.Duration(ttl)})
 		if err != nil {
 			return fail("token issue", err)
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -13,8 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kaon-storage/kaon/internal/checksum"
-	"github.com/kaon-storage/kaon/internal/client"
-	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() {
@@ -149,7 +147,7 @@ func oneArg(c *cobra.Command, args []string) (string, bool) {
 	return args[0], true
 }
 
-func modeString(e client.Entry) string {
+func modeString(e nsapi.Entry) string {
 	s := []byte("-rwxrwxrwx")
 	if e.IsDir {
 		s[0] = 'd'
@@ -246,7 +244,7 @@ func (p *progress) finish() {
 }
 
 func runCp(u, src, dst string) int {
-	base := serverURL(u)
+	api := newAPI(u)
 	srcRemote, dstRemote := strings.HasPrefix(src, "kaon:"), strings.HasPrefix(dst, "kaon:")
 	switch {
 	case !srcRemote && dstRemote:
@@ -267,21 +265,17 @@ func runCp(u, src, dst string) int {
 			dpath += st.Name()
 		}
 		pr := newProgress(src, st.Size())
-		if err := putFile(base, dpath, io.TeeReader(f, pr), st.Size()); err != nil {
+		if err := api.Put(ctx(), dpath, io.TeeReader(f, pr), st.Size()); err != nil {
 			return fail("cp", err)
 		}
 		pr.finish()
 	case srcRemote && !dstRemote:
 		spath := strings.TrimPrefix(src, "kaon:")
-		resp, err := http.Get(base + escapePath(spath))
+		body, size, err := api.Get(ctx(), spath)
 		if err != nil {
 			return fail("cp", err)
 		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			return fail("cp", fmt.Errorf("%s", strings.TrimSpace(string(msg))))
-		}
+		defer body.Close()
 		if st, err := os.Stat(dst); err == nil && st.IsDir() {
 			dst = strings.TrimRight(dst, "/") + "/" + spath[strings.LastIndexByte(spath, '/')+1:]
 		}
@@ -289,8 +283,8 @@ func runCp(u, src, dst string) int {
 		if err != nil {
 			return fail("cp", err)
 		}
-		pr := newProgress(spath, resp.ContentLength)
-		if _, err := io.Copy(io.MultiWriter(out, pr), resp.Body); err != nil {
+		pr := newProgress(spath, size)
+		if _, err := io.Copy(io.MultiWriter(out, pr), body); err != nil {
 			out.Close()
 			os.Remove(dst)
 			return fail("cp", err)
@@ -303,50 +297,4 @@ func runCp(u, src, dst string) int {
 		return fail("cp", fmt.Errorf("exactly one of SRC and DST must be a Kaon path (kaon:/...)"))
 	}
 	return 0
-}
-
-// putFile uploads through the namespace redirect: ask first (no body),
-// then stream the body to the storage server.
-func putFile(base, p string, body io.Reader, size int64) error {
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	var resp *http.Response
-	var msg []byte
-	for hop := 0; ; hop++ {
-		req, _ := http.NewRequest(http.MethodPut, base+escapePath(p), http.NoBody)
-		var err error
-		if resp, err = client.Do(req); err != nil {
-			return err
-		}
-		msg, _ = io.ReadAll(io.LimitReader(resp.Body, 4096))
-		resp.Body.Close()
-		// A standby namespace server sends us to the active one first.
-		active := resp.Header.Get(httpfront.ActiveHeader)
-		if resp.StatusCode != http.StatusTemporaryRedirect || active == "" || hop == 4 {
-			break
-		}
-		base = strings.TrimRight(active, "/")
-	}
-	if resp.StatusCode != http.StatusTemporaryRedirect {
-		return fmt.Errorf("%s", strings.TrimSpace(string(msg)))
-	}
-	req, _ := http.NewRequest(http.MethodPut, resp.Header.Get("Location"), body)
-	req.ContentLength = size
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("%s", strings.TrimSpace(string(msg)))
-	}
-	return nil
-}
-
-func escapePath(p string) string {
-	parts := strings.Split(p, "/")
-	for i, s := range parts {
-		parts[i] = urlPathEscape(s)
-	}
-	return strings.Join(parts, "/")
 }

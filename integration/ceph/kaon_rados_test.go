@@ -10,7 +10,7 @@ import (
 
 	"github.com/kaon-storage/kaon/integration/cephtest"
 	"github.com/kaon-storage/kaon/integration/harness"
-	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // addRados registers n RADOS filesystems of pool in space and waits for
@@ -37,7 +37,7 @@ func TestKaonOnRados(t *testing.T) {
 	rep := addRados(t, c, k, node, c.RadosPool, "rados", 2, "4M")
 	ec := addRados(t, c, k, node, c.ECPool, "radosec", 2, "16M")
 	for _, part := range []string{rep, ec} {
-		for _, f := range waitFs(t, k, part, "booted as rados", func(f client.Filesystem) bool { return booted(f) && f.Kind == "rados" }) {
+		for _, f := range waitFs(t, k, part, "booted as rados", func(f nsapi.Filesystem) bool { return booted(f) && f.Kind == "rados" }) {
 			if !strings.HasPrefix(f.BackendHealth, "HEALTH_") || !strings.HasPrefix(f.Backend, "rados:"+c.FSID+"/") {
 				t.Fatalf("fs %d: backend %q health %q", f.ID, f.Backend, f.BackendHealth)
 			}
@@ -87,7 +87,7 @@ func TestRadosDownAndFull(t *testing.T) {
 		t.Fatalf("upload to a frozen cluster: HTTP %s %v, want 503", code, err)
 	}
 	step("upload refused")
-	waitFs(t, k, part, "offline", func(f client.Filesystem) bool { return f.BootStatus == "offline" })
+	waitFs(t, k, part, "offline", func(f nsapi.Filesystem) bool { return f.BootStatus == "offline" })
 	step("offline shown")
 	c.Thaw(t)
 	step("thawed, cluster ready")
@@ -109,7 +109,7 @@ func TestRadosDownAndFull(t *testing.T) {
 	if out, err := putXrd(t, k, f[3].local, f[3].path); err == nil || !strings.Contains(out, "3009") {
 		t.Fatalf("xrdcp to a full pool: %v %s, want kXR_NoSpace (3009)", err, out)
 	}
-	waitFs(t, k, part, "full", func(f client.Filesystem) bool { return strings.Contains(f.Health, "full") })
+	waitFs(t, k, part, "full", func(f nsapi.Filesystem) bool { return strings.Contains(f.Health, "full") })
 	step("full shown")
 	admin("remove the pool quota", "osd", "pool", "set-quota", c.RadosPool, "max_bytes", "0")
 	waitPoolFlag(t, c, c.RadosPool, "full", false)

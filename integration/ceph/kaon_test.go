@@ -15,6 +15,7 @@ import (
 	"github.com/kaon-storage/kaon/integration/cephtest"
 	"github.com/kaon-storage/kaon/integration/harness"
 	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // Kaon on the project's Ceph cluster: filesystems inside a CephFS mount
@@ -41,12 +42,12 @@ func api(k *harness.Process) *client.Client { return client.New(k.EP.HTTP) }
 
 // waitFs waits until cond holds for the filesystems whose path contains
 // part, and returns them.
-func waitFs(t *testing.T, k *harness.Process, part, what string, cond func(client.Filesystem) bool) []client.Filesystem {
+func waitFs(t *testing.T, k *harness.Process, part, what string, cond func(nsapi.Filesystem) bool) []nsapi.Filesystem {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		fss, err := api(k).Filesystems(context.Background())
-		var match []client.Filesystem
+		var match []nsapi.Filesystem
 		ok := err == nil
 		for _, f := range fss {
 			if strings.Contains(f.Path, part) {
@@ -64,7 +65,7 @@ func waitFs(t *testing.T, k *harness.Process, part, what string, cond func(clien
 	}
 }
 
-func booted(f client.Filesystem) bool { return f.BootStatus == "booted" && f.Health == "ok" }
+func booted(f nsapi.Filesystem) bool { return f.BootStatus == "booted" && f.Health == "ok" }
 
 // run runs a client tool with a deadline naming the step and returns its
 // combined output and error.
@@ -225,7 +226,7 @@ func TestKaonOnCephFS(t *testing.T) {
 			k.MustKaon("fs", "add", "--node", node, "--path", filepath.Join(top, fmt.Sprintf("%s%d", sp, i)), "--space", sp)
 		}
 	}
-	fss := waitFs(t, k, top, "booted as cephfs", func(f client.Filesystem) bool { return booted(f) && f.Kind == "cephfs" })
+	fss := waitFs(t, k, top, "booted as cephfs", func(f nsapi.Filesystem) bool { return booted(f) && f.Kind == "cephfs" })
 	for _, f := range fss {
 		if f.IOInUse != "buffered" || !strings.HasPrefix(f.Backend, "cephfs:"+c.FSID) || f.BackendHealth == "" {
 			t.Fatalf("fs %d on CephFS: io %q, backend %q, backend health %q; want buffered, cephfs:%s, a health",
@@ -306,7 +307,7 @@ func TestCephFSHangs(t *testing.T) {
 	if out, err := putXrd(t, k, f[2].local, f[2].path); err == nil {
 		t.Fatalf("xrdcp to a frozen CephFS succeeded: %s", out)
 	}
-	waitFs(t, k, top, "offline", func(f client.Filesystem) bool { return f.BootStatus == "offline" })
+	waitFs(t, k, top, "offline", func(f nsapi.Filesystem) bool { return f.BootStatus == "offline" })
 	c.Thaw(t)
 	waitFs(t, k, top, "booted again", booted)
 	if err := f[1].put(t, k); err != nil {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/integration/cephtest"
-	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // TestConvertToCephFS: files on the old local disk (the default space)
@@ -28,7 +28,7 @@ func TestConvertToCephFS(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		k.MustKaon("fs", "add", "--node", node, "--path", filepath.Join(top, fmt.Sprint(i)), "--space", "ceph")
 	}
-	waitFs(t, k, top, "booted as cephfs", func(f client.Filesystem) bool { return booted(f) && f.Kind == "cephfs" })
+	waitFs(t, k, top, "booted as cephfs", func(f nsapi.Filesystem) bool { return booted(f) && f.Kind == "cephfs" })
 	k.MustKaon("mkdir", "-p", "/old/sub")
 	files := makeFiles(t, []string{"/old", "/old/sub"}, 4, 6<<20)
 	for _, f := range files {

@@ -58,14 +58,16 @@ var adminRoutes = map[string]adminRoute{
 var userRoutes = []string{"stat", "ls", "mkdir", "chmod", "chown", "touch", "rm", "mv", "attr/set", "attr/rm", "attr/ls",
 	"fileinfo", "quota/ls", "recycle/ls", "recycle/restore", "recycle/purge", "whoami", "file/versions", "file/restore-version"}
 
-// apiRoutes are the routes the admin API's sources register.
+// apiRoutes are the routes the admin API's sources register: the
+// entries of its route table ({"ROUTE", get|post, ...}) and the routes
+// served on their own (HandleFunc("/api/v1/ROUTE", ...)).
 func apiRoutes(t *testing.T) []string {
 	t.Helper()
 	files, _ := filepath.Glob("../../internal/httpfront/api*.go")
 	if len(files) == 0 {
 		t.Fatal("no internal/httpfront/api*.go: run from integration/tokens")
 	}
-	re := regexp.MustCompile(`(?:handle\("|HandleFunc\("/api/v1/)([a-z/-]+)"`)
+	re := regexp.MustCompile(`(?:\{"([a-z/-]+)", (?:get|post),|HandleFunc\("/api/v1/([a-z/-]+)")`)
 	var out []string
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -73,7 +75,7 @@ func apiRoutes(t *testing.T) []string {
 			t.Fatal(err)
 		}
 		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
-			out = append(out, m[1])
+			out = append(out, m[1]+m[2])
 		}
 	}
 	return out

@@ -77,7 +77,7 @@ func noTokens(t *testing.T, k *harness.Process, tokens []string) {
 
 // TestRealClients: tokens issued by `kaon token issue` and by an external
 // issuer work with curl (header and ?authz=), davix and gfal; the CLI
-// sends BEARER_TOKEN; only root issues, never with a token.
+// sends BEARER_TOKEN (kaon cp too); only root issues, never with a token.
 func TestRealClients(t *testing.T) {
 	src := t.TempDir()
 	os.Chmod(src, 0o755)
@@ -139,6 +139,25 @@ func TestRealClients(t *testing.T) {
 	os.WriteFile(tf, []byte(ext+"\n"), 0o600)
 	if w, _, _ := kaonCLI(t, k, []string{"BEARER_TOKEN_FILE=" + tf}, 0, "whoami"); !strings.Contains(w, "scopes=read:/rc,create:/rc") {
 		t.Fatalf("whoami with BEARER_TOKEN_FILE: %q", w)
+	}
+	// kaon cp sends BEARER_TOKEN to the namespace server: the copy acts
+	// as the token's user, within its scopes.
+	env := []string{"BEARER_TOKEN=" + own}
+	if _, errs, code := kaonCLI(t, k, env, 0, "cp", local, "kaon:/rc/cli"); code != 0 {
+		t.Fatalf("kaon cp to Kaon with a token: %d %s", code, errs)
+	}
+	if st := k.MustKaon("stat", "/rc/cli"); !strings.Contains(st, "Uid: 4242") {
+		t.Fatalf("kaon cp with a token of user 4242 wrote:\n%s", st)
+	}
+	back := filepath.Join(t.TempDir(), "cli")
+	if _, errs, code := kaonCLI(t, k, env, 0, "cp", "kaon:/rc/cli", back); code != 0 {
+		t.Fatalf("kaon cp from Kaon with a token: %d %s", code, errs)
+	}
+	if b, _ := os.ReadFile(back); !bytes.Equal(b, content) {
+		t.Fatalf("kaon cp back with a token: %q", b)
+	}
+	if _, errs, code := kaonCLI(t, k, env, 0, "cp", local, "kaon:/outside"); code == 0 || !strings.Contains(errs, "scopes do not allow") {
+		t.Fatalf("kaon cp outside the token's scopes: %d %s", code, errs)
 	}
 	insp := k.MustKaon("token", "inspect", own)
 	for _, s := range []string{`"wlcg.ver": "1.0"`, `"alg": "ES256"`, `"scope": "storage.read:/rc storage.modify:/rc"`, "expires in", "method=token"} {

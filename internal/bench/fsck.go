@@ -11,7 +11,6 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -278,7 +277,7 @@ func fsckRun(cfg FsckConfig, throttled bool) (FsckRun, error) {
 		nsRate = "default"
 	}
 	for i := range cfg.Filesystems {
-		if err := api.ConfigFilesystem(ctx, strconv.Itoa(i+1), "scan_ns_rate", nsRate); err != nil {
+		if err := api.ConfigFilesystem(ctx, uint32(i+1), "scan_ns_rate", nsRate); err != nil {
 			return r, err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // TokenConfig is `kaon bench token`: small requests at a running server's
@@ -47,7 +48,7 @@ func Token(c TokenConfig) (TokenResult, error) {
 	if resp.StatusCode >= 300 {
 		return TokenResult{}, fmt.Errorf("PUT /bench-token/f: %s", resp.Status)
 	}
-	tok, err := api.IssueToken(ctx, c.User, []string{"/bench-token"}, []string{"storage.read"}, nil, time.Hour)
+	tok, err := api.IssueToken(ctx, nsapi.TokenRequest{User: c.User, Paths: []string{"/bench-token"}, Scopes: []string{"storage.read"}, TTL: nsapi.Duration(time.Hour)})
 	if err != nil {
 		return TokenResult{}, fmt.Errorf("issue a token (run as root on the server's host): %w", err)
 	}

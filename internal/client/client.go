@@ -1,25 +1,37 @@
-// Package client is a Go client of the namespace server's admin API
-// (/api/v1/...) with its wire types: the CLI and the tests use it, and so
-// will the caching mount.
+// Package client is the Go client of a Kaon namespace server: its admin
+// API (/api/v1/..., one typed method per route) and data transfers (Put,
+// Get) through the namespace server's redirects to storage servers. It
+// speaks the service's vocabulary (nsapi). The CLI and the tests use it,
+// and so will the caching mount.
+//
+// Every error a method returns is a *kerr.Error: the server's kind and
+// message (which names the path and the reason), so callers test it with
+// kerr.Is or errors.As as they would the service's own errors.
 package client
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
-// Client calls one namespace server.
+// Client calls one namespace server. A standby of a replicated instance
+// sends it to the active server (nsapi.ActiveHeader), which it follows
+// with its credentials.
 type Client struct {
-	Base  string // http(s)://host:port
-	HTTP  *http.Client
-	Token string // a bearer token sent with every call ("": none)
+	Base  string       // http(s)://host:port
+	HTTP  *http.Client // its CheckRedirect is the client's own
+	Token string       // a bearer token sent to the namespace servers ("": none)
 }
 
 // New returns a client of the namespace server at base.
@@ -27,279 +39,241 @@ func New(base string) *Client {
 	return &Client{Base: strings.TrimRight(base, "/"), HTTP: &http.Client{}}
 }
 
-// Error is an error the server returned; its message already names the
-// path and the reason.
-type Error struct {
-	Status int    // HTTP status
-	Kind   int    // the server's error kind (kerr.Kind)
-	Msg    string // the server's message
+// do sends req to the namespace server with the client's credentials,
+// following the redirects of standbys to the active server; any other
+// redirect (to a storage server) is the answer.
+func (c *Client) do(req *http.Request) (*http.Response, error) {
+	c.authorize(req)
+	hc := *c.HTTP
+	hc.CheckRedirect = func(next *http.Request, via []*http.Request) error {
+		if next.Response == nil || next.Response.Header.Get(nsapi.ActiveHeader) == "" {
+			return http.ErrUseLastResponse
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects between namespace servers")
+		}
+		c.authorize(next) // the active server of the same instance
+		return nil
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, &kerr.Error{Kind: kerr.Unavailable, Msg: "cannot reach Kaon at " + c.Base, Err: err}
+	}
+	return resp, nil
 }
 
-func (e *Error) Error() string { return e.Msg }
-
-// Call invokes route with args: GET with query parameters when out is
-// read-only (write false), POST with a JSON body otherwise; the JSON
-// answer is decoded into out when out is not nil.
-func (c *Client) Call(ctx context.Context, write bool, route string, args map[string]any, out any) error {
-	u := c.Base + "/api/v1/" + route
-	var body io.Reader
-	method := http.MethodGet
-	if write {
-		method = http.MethodPost
-		b, _ := json.Marshal(args)
-		body = bytes.NewReader(b)
-	} else if len(args) > 0 {
-		q := url.Values{}
-		for k, v := range args {
-			q.Set(k, fmt.Sprint(v))
-		}
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return err
-	}
-	if write {
-		req.Header.Set("Content-Type", "application/json")
-	}
+func (c *Client) authorize(req *http.Request) {
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	resp, err := c.HTTP.Do(req)
+}
+
+// call invokes route with request req: GET with its fields as query
+// parameters, or POST (write) with it as the JSON body; the JSON answer
+// is decoded into out when out is not nil.
+func (c *Client) call(ctx context.Context, write bool, route string, req, out any) error {
+	u := c.Base + "/api/v1/" + route
+	body, err := json.Marshal(req)
 	if err != nil {
-		return fmt.Errorf("cannot reach Kaon at %s: %w", c.Base, err)
+		return kerr.Wrap(kerr.Invalid, route, "", err)
+	}
+	method := http.MethodGet
+	if write {
+		method = http.MethodPost
+	} else {
+		args, err := nsapi.ArgsOf(nil, body)
+		if err != nil {
+			return kerr.Wrap(kerr.Invalid, route, "", err)
+		}
+		q := url.Values{}
+		for k, v := range args {
+			q.Set(k, v)
+		}
+		if len(q) > 0 {
+			u += "?" + q.Encode()
+		}
+		body = nil
+	}
+	hr, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
+	if err != nil {
+		return kerr.Wrap(kerr.Invalid, route, "", err)
+	}
+	if write {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.do(hr)
+	if err != nil {
+		return err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
-		return err
+		return &kerr.Error{Kind: kerr.Unavailable, Msg: "reading the answer of " + u, Err: err}
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e ErrorBody
+		var e nsapi.ErrorBody
 		if json.Unmarshal(data, &e) == nil && e.Message != "" {
-			return &Error{Status: resp.StatusCode, Kind: e.Kind, Msg: e.Message}
+			return &kerr.Error{Kind: e.Kind, Msg: e.Message}
 		}
-		return &Error{Status: resp.StatusCode, Msg: fmt.Sprintf("%s %s: HTTP %d", method, route, resp.StatusCode)}
+		return &kerr.Error{Kind: kerr.KindOfHTTP(resp.StatusCode), Msg: fmt.Sprintf("%s %s: HTTP %d", method, route, resp.StatusCode)}
 	}
 	if out != nil {
-		return json.Unmarshal(data, out)
+		if err := json.Unmarshal(data, out); err != nil {
+			return &kerr.Error{Kind: kerr.Internal, Msg: "bad answer from " + u, Err: err}
+		}
 	}
 	return nil
 }
 
-func (c *Client) get(ctx context.Context, route string, args map[string]any, out any) error {
-	return c.Call(ctx, false, route, args, out)
+// get calls a GET route and returns its answer.
+func get[T any](ctx context.Context, c *Client, route string, req any) (T, error) {
+	var out T
+	err := c.call(ctx, false, route, req, &out)
+	return out, err
 }
 
-func (c *Client) post(ctx context.Context, route string, args map[string]any) error {
-	return c.Call(ctx, true, route, args, nil)
+// post calls a POST route and returns its answer.
+func post[T any](ctx context.Context, c *Client, route string, req any) (T, error) {
+	var out T
+	err := c.call(ctx, true, route, req, &out)
+	return out, err
+}
+
+// change calls a POST route whose answer tells nothing.
+func (c *Client) change(ctx context.Context, route string, req any) error {
+	return c.call(ctx, true, route, req, nil)
 }
 
 // Stat returns the entry at path.
-func (c *Client) Stat(ctx context.Context, path string) (Entry, error) {
-	var e Entry
-	err := c.get(ctx, "stat", map[string]any{"path": path}, &e)
-	return e, err
+func (c *Client) Stat(ctx context.Context, path string) (nsapi.Entry, error) {
+	return get[nsapi.Entry](ctx, c, "stat", nsapi.PathRequest{Path: path})
 }
 
 // List returns the entries of a directory (a file lists as itself).
-func (c *Client) List(ctx context.Context, path string) ([]Entry, error) {
-	var es []Entry
-	err := c.get(ctx, "ls", map[string]any{"path": path}, &es)
-	return es, err
+func (c *Client) List(ctx context.Context, path string) ([]nsapi.Entry, error) {
+	return get[[]nsapi.Entry](ctx, c, "ls", nsapi.PathRequest{Path: path})
 }
 
 // FileInfo returns a file's entry with its stripes.
-func (c *Client) FileInfo(ctx context.Context, path string) (Entry, error) {
-	var e Entry
-	err := c.get(ctx, "fileinfo", map[string]any{"path": path}, &e)
-	return e, err
+func (c *Client) FileInfo(ctx context.Context, path string) (nsapi.Entry, error) {
+	return get[nsapi.Entry](ctx, c, "fileinfo", nsapi.PathRequest{Path: path})
 }
 
 // Mkdir creates a directory (mode 0 = 0755).
 func (c *Client) Mkdir(ctx context.Context, path string, mode uint32, parents bool) error {
-	args := map[string]any{"path": path, "parents": parents}
-	if mode != 0 {
-		args["mode"] = fmt.Sprintf("%o", mode)
-	}
-	return c.post(ctx, "mkdir", args)
+	return c.change(ctx, "mkdir", nsapi.MkdirRequest{Path: path, Mode: nsapi.Mode(mode), Parents: parents})
 }
 
 // Remove removes a file or an empty directory, or a tree when recursive.
 func (c *Client) Remove(ctx context.Context, path string, recursive bool) error {
-	return c.post(ctx, "rm", map[string]any{"path": path, "recursive": recursive})
+	return c.change(ctx, "rm", nsapi.RemoveRequest{Path: path, Recursive: recursive})
 }
 
 // Rename moves from to to.
 func (c *Client) Rename(ctx context.Context, from, to string, overwrite bool) error {
-	return c.post(ctx, "mv", map[string]any{"from": from, "to": to, "overwrite": overwrite})
+	return c.change(ctx, "mv", nsapi.RenameRequest{From: from, To: to, Overwrite: overwrite})
 }
 
 // Chmod sets permission bits.
 func (c *Client) Chmod(ctx context.Context, path string, mode uint32) error {
-	return c.post(ctx, "chmod", map[string]any{"path": path, "mode": fmt.Sprintf("%o", mode)})
+	return c.change(ctx, "chmod", nsapi.ChmodRequest{Path: path, Mode: nsapi.Mode(mode)})
 }
 
 // Chown sets owner and group.
 func (c *Client) Chown(ctx context.Context, path string, uid, gid uint32) error {
-	return c.post(ctx, "chown", map[string]any{"path": path, "uid": fmt.Sprint(uid), "gid": fmt.Sprint(gid)})
-}
-
-// Touch creates an empty file.
-func (c *Client) Touch(ctx context.Context, path string, exclusive bool) error {
-	return c.post(ctx, "touch", map[string]any{"path": path, "exclusive": exclusive})
+	return c.change(ctx, "chown", nsapi.ChownRequest{Path: path, UID: uid, GID: gid})
 }
 
 // SetAttr sets an extended attribute.
 func (c *Client) SetAttr(ctx context.Context, path, name, value string) error {
-	return c.post(ctx, "attr/set", map[string]any{"path": path, "name": name, "value": value})
+	return c.change(ctx, "attr/set", nsapi.AttrRequest{Path: path, Name: name, Value: value})
 }
 
 // RemoveAttr removes an extended attribute.
 func (c *Client) RemoveAttr(ctx context.Context, path, name string) error {
-	return c.post(ctx, "attr/rm", map[string]any{"path": path, "name": name})
+	return c.change(ctx, "attr/rm", nsapi.AttrRequest{Path: path, Name: name})
 }
 
 // Attrs lists extended attributes as name/value pairs sorted by name.
 func (c *Client) Attrs(ctx context.Context, path string) ([][2]string, error) {
-	var out [][2]string
-	err := c.get(ctx, "attr/ls", map[string]any{"path": path}, &out)
-	return out, err
+	return get[[][2]string](ctx, c, "attr/ls", nsapi.PathRequest{Path: path})
 }
 
-// Filesystems lists the filesystems (`fs ls`).
-func (c *Client) Filesystems(ctx context.Context) ([]Filesystem, error) {
-	var out []Filesystem
-	err := c.get(ctx, "fs/ls", nil, &out)
-	return out, err
+// Versions lists the versions kept of the file at path, oldest first.
+func (c *Client) Versions(ctx context.Context, path string) ([]nsapi.Version, error) {
+	return get[[]nsapi.Version](ctx, c, "file/versions", nsapi.PathRequest{Path: path})
 }
 
-// NewFilesystem is what AddFilesystem registers (empty fields: defaults).
-type NewFilesystem struct {
-	Node, Path   string
-	Group, Space string
-	IO           string // auto, direct, buffered
-	ObjectSize   string // RADOS object size, e.g. 16M
+// RestoreVersion makes version id the content of the file at path again
+// (the current content becomes a version) and returns the file.
+func (c *Client) RestoreVersion(ctx context.Context, path, id string) (nsapi.Entry, error) {
+	return post[nsapi.Entry](ctx, c, "file/restore-version", nsapi.RestoreVersionRequest{Path: path, Version: id})
 }
 
-// AddFilesystem registers a filesystem on a storage server node: a
-// directory, or rados://[USER@]POOL[/NAMESPACE][?conf=FILE].
-func (c *Client) AddFilesystem(ctx context.Context, f NewFilesystem) error {
-	return c.post(ctx, "fs/add", map[string]any{"node": f.Node, "path": f.Path, "group": f.Group, "space": f.Space,
-		"io": f.IO, "object-size": f.ObjectSize})
-}
-
-// ConfigFilesystem sets key=value on filesystem id.
-func (c *Client) ConfigFilesystem(ctx context.Context, id, key, value string) error {
-	return c.post(ctx, "fs/config", map[string]any{"id": id, "key": key, "value": value})
-}
-
-// ReinitFilesystem lets the storage server create filesystem id anew.
-func (c *Client) ReinitFilesystem(ctx context.Context, id string) error {
-	return c.post(ctx, "fs/reinit", map[string]any{"id": id})
-}
-
-// DefineSpace defines a space.
-func (c *Client) DefineSpace(ctx context.Context, name string) error {
-	return c.post(ctx, "space/define", map[string]any{"name": name})
-}
-
-// ConfigSpace sets key=value on a space (cephfs.pool, cephfs.object-size).
-func (c *Client) ConfigSpace(ctx context.Context, name, key, value string) error {
-	return c.post(ctx, "space/config", map[string]any{"name": name, "key": key, "value": value})
-}
-
-// Spaces lists the spaces (`space ls`).
-func (c *Client) Spaces(ctx context.Context) ([]Space, error) {
-	var out []Space
-	err := c.get(ctx, "space/ls", nil, &out)
-	return out, err
-}
-
-// SetQuota sets a limit (kind user, group or project) on a directory.
-func (c *Client) SetQuota(ctx context.Context, path, kind string, id uint32, bytes, files int64) error {
-	return c.post(ctx, "quota/set", map[string]any{"path": path, "kind": kind, "id": fmt.Sprint(id),
-		"bytes": fmt.Sprint(bytes), "files": fmt.Sprint(files)})
+// SetQuota sets a limit on a directory (0: none).
+func (c *Client) SetQuota(ctx context.Context, path string, key nsapi.QuotaKey, limit nsapi.Amount) error {
+	return c.change(ctx, "quota/set", nsapi.QuotaSetRequest{QuotaKeyRequest: nsapi.QuotaKeyRequest{Path: path, Kind: key.Kind, ID: key.ID},
+		Bytes: limit.Bytes, Files: limit.Files})
 }
 
 // RemoveQuota removes a limit from a directory.
-func (c *Client) RemoveQuota(ctx context.Context, path, kind string, id uint32) error {
-	return c.post(ctx, "quota/rm", map[string]any{"path": path, "kind": kind, "id": fmt.Sprint(id)})
+func (c *Client) RemoveQuota(ctx context.Context, path string, key nsapi.QuotaKey) error {
+	return c.change(ctx, "quota/rm", nsapi.QuotaKeyRequest{Path: path, Kind: key.Kind, ID: key.ID})
 }
 
 // Quotas lists the limits of the quota nodes at or below path.
-func (c *Client) Quotas(ctx context.Context, path string) ([]Quota, error) {
-	var out []Quota
-	err := c.get(ctx, "quota/ls", map[string]any{"path": path}, &out)
-	return out, err
+func (c *Client) Quotas(ctx context.Context, path string) ([]nsapi.Quota, error) {
+	return get[[]nsapi.Quota](ctx, c, "quota/ls", nsapi.QuotaListRequest{Path: path})
 }
 
 // RecycleList lists the recycled entries the caller may see.
-func (c *Client) RecycleList(ctx context.Context) ([]RecycleEntry, error) {
-	var out []RecycleEntry
-	err := c.get(ctx, "recycle/ls", nil, &out)
-	return out, err
+func (c *Client) RecycleList(ctx context.Context) ([]nsapi.RecycleEntry, error) {
+	return get[[]nsapi.RecycleEntry](ctx, c, "recycle/ls", nsapi.None{})
 }
 
 // RecycleRestore restores entry key and returns the path restored to.
 func (c *Client) RecycleRestore(ctx context.Context, key string, forceRename bool) (string, error) {
-	var out struct {
-		Path string `json:"path"`
-	}
-	err := c.Call(ctx, true, "recycle/restore", map[string]any{"key": key, "force_rename": forceRename}, &out)
+	out, err := post[nsapi.RecycleRestored](ctx, c, "recycle/restore", nsapi.RecycleRestoreRequest{Key: key, ForceRename: forceRename})
 	return out.Path, err
 }
 
 // RecyclePurge purges entry key ("" = all the caller may see; olderThan >
 // 0 = only those deleted longer ago) and returns how many.
 func (c *Client) RecyclePurge(ctx context.Context, key string, olderThan time.Duration) (int, error) {
-	var out struct {
-		Purged int `json:"purged"`
-	}
-	err := c.Call(ctx, true, "recycle/purge", map[string]any{"key": key, "older_than": olderThan.String()}, &out)
+	out, err := post[nsapi.RecyclePurged](ctx, c, "recycle/purge", nsapi.RecyclePurgeRequest{Key: key, OlderThan: nsapi.Duration(olderThan)})
 	return out.Purged, err
 }
 
-// Versions lists the versions kept of the file at path, oldest first.
-func (c *Client) Versions(ctx context.Context, path string) ([]Version, error) {
-	var out []Version
-	err := c.get(ctx, "file/versions", map[string]any{"path": path}, &out)
-	return out, err
-}
-
-// RestoreVersion makes version id the content of the file at path again
-// (the current content becomes a version) and returns the file.
-func (c *Client) RestoreVersion(ctx context.Context, path, id string) (Entry, error) {
-	var e Entry
-	err := c.Call(ctx, true, "file/restore-version", map[string]any{"path": path, "version": id}, &e)
-	return e, err
-}
-
 // Whoami asks who the server thinks the caller is.
-func (c *Client) Whoami(ctx context.Context) (Whoami, error) {
-	var w Whoami
-	err := c.get(ctx, "whoami", nil, &w)
-	return w, err
+func (c *Client) Whoami(ctx context.Context) (nsapi.Whoami, error) {
+	return get[nsapi.Whoami](ctx, c, "whoami", nsapi.None{})
 }
 
 // IssueToken asks for a bearer token of the server's own issuer (root only).
-func (c *Client) IssueToken(ctx context.Context, user string, paths, scopes, audience []string, ttl time.Duration) (string, error) {
-	var out Token
-	err := c.Call(ctx, true, "token/issue", map[string]any{"user": user, "paths": paths, "scopes": scopes,
-		"audience": audience, "ttl": ttl.String()}, &out)
+func (c *Client) IssueToken(ctx context.Context, r nsapi.TokenRequest) (string, error) {
+	out, err := post[nsapi.Token](ctx, c, "token/issue", r)
 	return out.Token, err
 }
 
-// RotateTokenKey makes the server sign new tokens with a new key (root only).
+// RotateTokenKey makes the server sign new tokens with a new key (root
+// only) and returns its id.
 func (c *Client) RotateTokenKey(ctx context.Context) (string, error) {
-	var out TokenKey
-	err := c.Call(ctx, true, "token/rotate", nil, &out)
+	out, err := post[nsapi.TokenKey](ctx, c, "token/rotate", nsapi.None{})
 	return out.KID, err
 }
 
 // TokenKeys lists the server's token signing keys, newest first.
-func (c *Client) TokenKeys(ctx context.Context) ([]TokenKey, error) {
-	var out []TokenKey
-	err := c.get(ctx, "token/keys", nil, &out)
-	return out, err
+func (c *Client) TokenKeys(ctx context.Context) ([]nsapi.TokenKey, error) {
+	return get[[]nsapi.TokenKey](ctx, c, "token/keys", nsapi.None{})
+}
+
+// NSStatus asks the server for the namespace's status.
+func (c *Client) NSStatus(ctx context.Context) (nsapi.NSStatus, error) {
+	return get[nsapi.NSStatus](ctx, c, "ns/status", nsapi.None{})
+}
+
+// StepDown asks the active namespace server of a replicated instance to
+// hand its role to a standby (root only); a standby sends the request on.
+func (c *Client) StepDown(ctx context.Context) error {
+	return c.change(ctx, "ns/step-down", nsapi.None{})
 }

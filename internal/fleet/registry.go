@@ -26,6 +26,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // FsState is a filesystem as operators see it in `fs ls`: its
@@ -399,7 +400,7 @@ var fsKeys = []FsKey{
 		return nil
 	}},
 	{Name: "object-size", Set: func(c *namespace.Filesystem, v string) (err error) {
-		c.ObjectSize, err = ParseSize(v)
+		c.ObjectSize, err = nsapi.ParseSize(v)
 		return err
 	}},
 }

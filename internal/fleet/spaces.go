@@ -9,6 +9,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // Spaces and the settings of filesystems. A space is a set of
@@ -45,29 +46,6 @@ func checkGroup(g string) error {
 		return fmt.Errorf("bad group %q: want SPACE.N", g)
 	}
 	return nil
-}
-
-// ParseSize reads a byte count with an optional binary suffix (K, M, G:
-// 16M is 16 MiB).
-func ParseSize(s string) (int64, error) {
-	mult := int64(1)
-	t := strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "IB")
-	t = strings.TrimSuffix(t, "B")
-	if t != "" {
-		switch t[len(t)-1] {
-		case 'K':
-			mult, t = 1<<10, t[:len(t)-1]
-		case 'M':
-			mult, t = 1<<20, t[:len(t)-1]
-		case 'G':
-			mult, t = 1<<30, t[:len(t)-1]
-		}
-	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n < 0 || n > (1<<40)/mult {
-		return 0, fmt.Errorf("bad size %q (e.g. 4M, 16M, 64M)", s)
-	}
-	return n * mult, nil
 }
 
 // isRados says whether a filesystem path names a RADOS pool.
@@ -212,7 +190,7 @@ func (r *Registry) ConfigSpace(name, key, value string) error {
 		}
 		sp.CephPool = value
 	case "cephfs.object-size":
-		n, err := ParseSize(value)
+		n, err := nsapi.ParseSize(value)
 		if err == nil && n > 0 && n%(64<<10) != 0 {
 			err = fmt.Errorf("object size %d is not a multiple of 64 KiB (CephFS needs that)", n)
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/kv/memkv"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // TestVersionsAcrossFailover: versions are ordinary namespace keys
@@ -19,7 +20,7 @@ func TestVersionsAcrossFailover(t *testing.T) {
 	if err := nsA.Mkdir(namespace.Root, "/v", 0o755, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := nsA.SetXAttr(namespace.Root, "/v", namespace.AttrVersioning, "2"); err != nil {
+	if err := nsA.SetXAttr(namespace.Root, "/v", nsapi.AttrVersioning, "2"); err != nil {
 		t.Fatal(err)
 	}
 	var gen []*namespace.Inode

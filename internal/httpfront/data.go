@@ -1,8 +1,7 @@
-// Package httpfront is Kaon's HTTP front end: it authenticates and
-// translates, the services decide. data*.go is the client data endpoint
-// of a storage server (where the namespace server redirects clients with
-// a capability); accesslog.go logs every request.
 package httpfront
+
+// The client data endpoint of a storage server, where the namespace
+// server redirects clients with a capability.
 
 import (
 	"fmt"
@@ -31,11 +30,9 @@ const DataPath = "/kaon/v1/data/"
 // it queues (the client's TCP window does the rest).
 const httpAdmitWait = 2 * time.Minute
 
-// Data serves the client data endpoint of storage server s.
-func Data(s *storage.Server, log *slog.Logger) http.Handler { return DataWithTPC(s, log, TPCConfig{}) }
-
-// DataWithTPC is Data that also runs third-party copies (COPY, tpc.go).
-func DataWithTPC(s *storage.Server, log *slog.Logger, tpc TPCConfig) http.Handler {
+// Data serves the client data endpoint of storage server s, and the
+// third-party copies tpc enables (COPY, tpc.go).
+func Data(s *storage.Server, log *slog.Logger, tpc TPCConfig) http.Handler {
 	d := &data{s: s, log: log, tpc: tpc}
 	return http.HandlerFunc(d.serve)
 }

@@ -76,7 +76,7 @@ func start(t *testing.T) *fixture {
 		t.Fatal("storage server not registered within 10s")
 	}
 	mux := http.NewServeMux()
-	mux.Handle(DataPath, Data(s, log))
+	mux.Handle(DataPath, Data(s, log, TPCConfig{}))
 	hs := httptest.NewServer(AccessLog(mux, log))
 	t.Cleanup(hs.Close)
 	fx.url = hs.URL

@@ -15,15 +15,14 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
-	"github.com/kaon-storage/kaon/internal/namespace"
-	"github.com/kaon-storage/kaon/internal/nsserver"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // dataURL is where a grant sends the HTTP client of r: over TLS when r
 // came over TLS, in plaintext when it did not (a storage server serves
 // both on one port unless TLS is required, and then so does this one).
-func dataURL(r *http.Request, g *nsserver.Grant) string {
-	base := g.Entry.HTTP
+func dataURL(r *http.Request, g *nsapi.Grant) string {
+	base := g.Server.HTTP
 	if i := strings.Index(base, "://"); i >= 0 {
 		scheme := "http"
 		if r.TLS != nil {
@@ -31,11 +30,11 @@ func dataURL(r *http.Request, g *nsserver.Grant) string {
 		}
 		base = scheme + base[i:]
 	}
-	return fmt.Sprintf("%s%s%x?cap=%s", base, DataPath, g.Inode.ID, url.QueryEscape(g.Token))
+	return fmt.Sprintf("%s%s%x?cap=%s", base, DataPath, g.File.ID, url.QueryEscape(g.Token))
 }
 
 func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
-	p, err := namespace.CleanPath(r.URL.Path)
+	p, err := nsapi.CleanPath(r.URL.Path)
 	if err != nil {
 		textError(w, kerr.WithOp(err, r.Method), 0)
 		return
@@ -62,7 +61,7 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 			textError(w, err, 0)
 			return
 		}
-		g, err := f.NS.Open(ctx, c, p, nsserver.OpenRequest{Write: true, Create: true, Truncate: true, MkPath: true, Size: max(r.ContentLength, 0)})
+		g, err := f.NS.Open(ctx, c, p, nsapi.OpenRequest{Write: true, Create: true, Truncate: true, MkPath: true, Size: max(r.ContentLength, 0)})
 		if kerr.Is(err, kerr.NotFound) {
 			textError(w, err, http.StatusConflict) // no parent collection (RFC 4918 9.7.1)
 			return
@@ -73,7 +72,7 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 		}
 		http.Redirect(w, r, dataURL(r, g), http.StatusTemporaryRedirect)
 	case http.MethodDelete:
-		if err := f.NS.Remove(ctx, c, p, namespace.RemoveOptions{Recursive: true}); err != nil {
+		if err := f.NS.Remove(ctx, c, p, nsapi.RemoveOptions{Recursive: true}); err != nil {
 			textError(w, err, 0)
 			return
 		}
@@ -114,7 +113,7 @@ func (f *Namespace) davGet(w http.ResponseWriter, r *http.Request, c auth.Princi
 		return
 	}
 	h := w.Header()
-	h.Set("Last-Modified", time.Unix(0, n.MTime).UTC().Format(http.TimeFormat))
+	h.Set("Last-Modified", n.MTime.UTC().Format(http.TimeFormat))
 	if n.IsDir {
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		if r.Method == http.MethodHead {
@@ -146,7 +145,7 @@ func (f *Namespace) davGet(w http.ResponseWriter, r *http.Request, c auth.Princi
 		SetDigest(w, r, n.Checksums)
 		return
 	}
-	g, err := f.NS.Open(ctx, c, p, nsserver.OpenRequest{})
+	g, err := f.NS.Open(ctx, c, p, nsapi.OpenRequest{})
 	if err != nil {
 		textError(w, err, 0)
 		return
@@ -166,16 +165,9 @@ func (f *Namespace) htmlListing(w http.ResponseWriter, r *http.Request, c auth.P
 		if e.IsDir {
 			name += "/"
 		}
-		fmt.Fprintf(w, "<li><a href=\"%s\">%s</a> %d</li>\n", html.EscapeString(hrefOf(path.Join(p, e.Name), e.IsDir)), html.EscapeString(name), sizeOf(e))
+		fmt.Fprintf(w, "<li><a href=\"%s\">%s</a> %d</li>\n", html.EscapeString(hrefOf(e.Path, e.IsDir)), html.EscapeString(name), e.Size)
 	}
 	fmt.Fprintln(w, "</ul>")
-}
-
-func sizeOf(n *namespace.Inode) int64 {
-	if n.IsDir {
-		return n.TreeSize
-	}
-	return n.Size
 }
 
 func hrefOf(p string, dir bool) string {
@@ -201,7 +193,7 @@ func (f *Namespace) davMove(w http.ResponseWriter, r *http.Request, c auth.Princ
 		textError(w, kerr.New(kerr.Unsupported, "MOVE", from, "destination on another server"), http.StatusBadGateway)
 		return
 	}
-	to, err := namespace.CleanPath(u.Path)
+	to, err := nsapi.CleanPath(u.Path)
 	if err != nil {
 		textError(w, kerr.WithOp(err, "MOVE"), 0)
 		return
@@ -211,7 +203,7 @@ func (f *Namespace) davMove(w http.ResponseWriter, r *http.Request, c auth.Princ
 	case to == from:
 		textError(w, kerr.New(kerr.Permission, "MOVE", from, "source and destination are the same"), http.StatusForbidden)
 		return
-	case namespace.IsAncestor(from, to):
+	case nsapi.IsAncestor(from, to):
 		textError(w, kerr.New(kerr.Invalid, "MOVE", to, "cannot move a directory into its own subtree"), http.StatusConflict)
 		return
 	}
@@ -260,14 +252,14 @@ type davProp struct {
 	TreeMTime     string   `xml:"K:treemtime,omitempty"`
 }
 
-func propsOf(p string, n *namespace.Inode) propResponse {
+func propsOf(n nsapi.Entry) propResponse {
 	var r propResponse
-	r.Href = hrefOf(p, n.IsDir)
+	r.Href = hrefOf(n.Path, n.IsDir)
 	r.Propstat.Status = "HTTP/1.1 200 OK"
 	pr := &r.Propstat.Prop
-	pr.DisplayName = path.Base(p)
-	pr.LastModified = time.Unix(0, n.MTime).UTC().Format(http.TimeFormat)
-	pr.CreationDate = time.Unix(0, n.BTime).UTC().Format(time.RFC3339)
+	pr.DisplayName = path.Base(n.Path)
+	pr.LastModified = n.MTime.UTC().Format(http.TimeFormat)
+	pr.CreationDate = n.BTime.UTC().Format(time.RFC3339)
 	pr.ETag = fmt.Sprintf("\"%x\"", n.ID)
 	pr.Fid = n.ID
 	// LCGDM-style mode (davix reads it): octal with the file type bits.
@@ -283,7 +275,7 @@ func propsOf(p string, n *namespace.Inode) propResponse {
 		pr.ResourceType.Collection = &struct{}{}
 		ts, tf, td := n.TreeSize, n.TreeFiles, n.TreeDirs
 		pr.QuotaUsed, pr.TreeSize, pr.TreeFiles, pr.TreeDirs = &ts, &ts, &tf, &td
-		pr.TreeMTime = time.Unix(0, n.TreeMTime).UTC().Format(time.RFC3339Nano)
+		pr.TreeMTime = n.TreeMTime.UTC().Format(time.RFC3339Nano)
 	} else {
 		size := n.Size
 		pr.ContentLength = &size
@@ -314,7 +306,7 @@ func (f *Namespace) davPropfind(w http.ResponseWriter, r *http.Request, c auth.P
 		textError(w, err, 0)
 		return
 	}
-	resps := []propResponse{propsOf(p, n)}
+	resps := []propResponse{propsOf(n)}
 	if depth == "1" && n.IsDir {
 		ents, err := f.NS.List(r.Context(), c, p)
 		if err != nil {
@@ -322,7 +314,7 @@ func (f *Namespace) davPropfind(w http.ResponseWriter, r *http.Request, c auth.P
 			return
 		}
 		for _, e := range ents {
-			resps = append(resps, propsOf(path.Join(p, e.Name), e))
+			resps = append(resps, propsOf(e))
 		}
 	}
 	w.Header().Set("Content-Type", "application/xml; charset=utf-8")

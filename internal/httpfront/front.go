@@ -1,9 +1,3 @@
-// Package httpfront is Kaon's HTTP front end: the namespace endpoint
-// (WebDAV, the admin JSON API under /api/v1/, the internal protocol under
-// /internal/v1/) and the storage servers' data endpoint. It authenticates
-// clients, translates requests into calls of the namespace service and
-// the storage server, and answers with the one HTTP mapping of Kaon's
-// errors (kerr.HTTPStatus). It decides nothing itself.
 package httpfront
 
 import (

@@ -6,13 +6,8 @@ import (
 	"strings"
 
 	"github.com/kaon-storage/kaon/internal/auth"
-	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
-
-// ActiveHeader names the active namespace server on a standby's redirect,
-// so a client that follows redirects itself (kaon cp) can tell it from a
-// storage server's.
-const ActiveHeader = "Kaon-Active"
 
 // HA serves the namespace endpoint of one namespace server of a
 // replicated instance (internal/ha): requests go to this server's handler
@@ -26,7 +21,7 @@ type HA struct {
 	// Route returns this server's handler when it is active; else the
 	// active server's URL, or why there is none.
 	Route  func() (h http.Handler, active string, err error)
-	Status func(ctx context.Context) client.NSStatus
+	Status func(ctx context.Context) nsapi.NSStatus
 	Auth   auth.Chain // nil: loopback clients by their socket's owner
 }
 
@@ -44,7 +39,7 @@ func (f *HA) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case h != nil:
 		h.ServeHTTP(w, r)
 	case active != "":
-		w.Header().Set(ActiveHeader, active)
+		w.Header().Set(nsapi.ActiveHeader, active)
 		http.Redirect(w, r, strings.TrimRight(active, "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 	default:
 		if strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/internal/") {
@@ -66,10 +61,11 @@ func (f *Namespace) serveNSStatus(w http.ResponseWriter, r *http.Request) {
 	if r.TLS != nil {
 		self = "https://" + r.Host
 	}
-	writeJSON(w, client.NSStatus{Engine: client.NSEngine{Name: "pebble"}, Active: self, Self: self,
-		Servers: []client.NSServer{{ID: r.Host, HTTP: self, Role: "active"}}})
+	writeJSON(w, nsapi.NSStatus{Engine: nsapi.NSEngine{Name: "pebble"}, Active: self, Self: self,
+		Servers: []nsapi.NSServer{{ID: r.Host, HTTP: self, Role: "active"}}})
 }
 
-func (f *Namespace) stepDown(ctx context.Context, p auth.Principal, _ apiArgs) (any, error) {
-	return nil, f.NS.StepDown(ctx, p)
+// stepDown hands the active role to a standby (answered with null).
+func (a api) stepDown(ctx context.Context, p auth.Principal, _ nsapi.None) (any, error) {
+	return nil, a.ns.StepDown(ctx, p)
 }

@@ -16,7 +16,7 @@ import (
 // data endpoint (zero: COPY refused).
 func Storage(fst *storage.Server, key *capability.Key, tpc TPCConfig, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(DataPath, AccessLog(DataWithTPC(fst, log, tpc), log))
+	mux.Handle(DataPath, AccessLog(Data(fst, log, tpc), log))
 	internal := cluster.StorageHandler(fst, key.Internal(), log)
 	mux.Handle(cluster.StripePath, internal)
 	mux.Handle(cluster.ReadFilePath, internal)

@@ -30,7 +30,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/kerr"
-	"github.com/kaon-storage/kaon/internal/nsserver"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/transfer"
 	"github.com/kaon-storage/kaon/internal/transfer/remote"
 )
@@ -98,7 +98,7 @@ func (f *Namespace) davCopy(w http.ResponseWriter, r *http.Request, c auth.Princ
 		return
 	}
 	var pol remote.Policy // URL checks only; addresses are checked where the copy runs
-	var g *nsserver.Grant
+	var g *nsapi.Grant
 	var err error
 	switch {
 	case src != "" && dst != "":
@@ -110,7 +110,7 @@ func (f *Namespace) davCopy(w http.ResponseWriter, r *http.Request, c auth.Princ
 			return
 		}
 		overwrite := !strings.EqualFold(strings.TrimSpace(r.Header.Get("Overwrite")), "F")
-		g, err = f.NS.Open(r.Context(), c, p, nsserver.OpenRequest{Write: true, Create: true, Truncate: overwrite,
+		g, err = f.NS.Open(r.Context(), c, p, nsapi.OpenRequest{Write: true, Create: true, Truncate: overwrite,
 			Exclusive: !overwrite, MkPath: true})
 		if kerr.Is(err, kerr.Exists) {
 			copyRefused(w, err, http.StatusPreconditionFailed)
@@ -126,7 +126,7 @@ func (f *Namespace) davCopy(w http.ResponseWriter, r *http.Request, c auth.Princ
 			copyRefused(w, kerr.New(kerr.Unsupported, "COPY", p, "copying within this server is not supported (Destination names this server)"), http.StatusNotImplemented)
 			return
 		}
-		g, err = f.NS.Open(r.Context(), c, p, nsserver.OpenRequest{})
+		g, err = f.NS.Open(r.Context(), c, p, nsapi.OpenRequest{})
 		if err != nil {
 			copyRefused(w, err, 0)
 			return

@@ -222,6 +222,18 @@ func HTTPStatus(k Kind) int {
 	return 500
 }
 
+// KindOfHTTP is the Kind a client tells from an HTTP status that came
+// without Kaon's error body (a data endpoint's text, a proxy): the first
+// Kind HTTPStatus maps to it, Internal for a status none maps to.
+func KindOfHTTP(status int) Kind {
+	for k := Kind(0); int(k) < len(kindNames); k++ {
+		if HTTPStatus(k) == status {
+			return k
+		}
+	}
+	return Internal
+}
+
 // RetryAfter is the HTTP Retry-After (seconds) that goes with a Kind's
 // status, 0 for none: every 503 asks the client to come back (the
 // condition passes: an election, a member back, an upload sent again).

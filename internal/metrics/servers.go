@@ -67,7 +67,7 @@ func (c *namespaceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- gauge(c.used, float64(f.Used), id)
 		ch <- gauge(c.files, float64(f.Files), id)
 		ch <- gauge(c.slow, slow, id)
-		latencies(ch, c.latency, f.Latency, id)
+		latencies(ch, c.latency, (*message.Latency)(f.Latency), id)
 	}
 	fc := c.ns.FsckCounters()
 	for class, n := range fc.Findings {

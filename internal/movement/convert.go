@@ -28,6 +28,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // ConvertSweep is how often the conversion policies are applied anew
@@ -163,8 +164,8 @@ func (m *Service) convertOne(ctx context.Context, f *namespace.Inode, path strin
 
 // Policy attributes: a directory's files are converted to these.
 const (
-	AttrConvertLayout = namespace.AttrConvertLayout
-	AttrConvertSpace  = namespace.AttrConvertSpace
+	AttrConvertLayout = nsapi.AttrConvertLayout
+	AttrConvertSpace  = nsapi.AttrConvertSpace
 )
 
 // runPolicies applies the conversion policies at start, when one is set

@@ -24,6 +24,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // DrainProgress is where the drain of one filesystem stands.
@@ -387,7 +388,7 @@ var drainKeys = []fleet.FsKey{
 // parseRate reads a byte rate per second: "0" (no cap) or a size with
 // K, M, G (100M is 100 MiB/s); at least 1 MiB/s.
 func parseRate(v string) (int64, error) {
-	n, err := fleet.ParseSize(v)
+	n, err := nsapi.ParseSize(v)
 	if err != nil {
 		return 0, fmt.Errorf("bad rate %q (bytes per second, e.g. 100M; 0 = no cap)", v)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // Access control lists on directories, in the form EOS operators know.
@@ -24,11 +25,8 @@ import (
 // it; new directories inherit it (sys.* and user.acl are copied on
 // mkdir). An ACL adds to what the mode bits allow, and its denials take
 // away from both (root is never denied).
-const (
-	AttrACL     = "sys.acl"
-	AttrUserACL = "user.acl"
-	AttrEvalACL = "sys.eval.useracl"
-)
+//
+// The attributes: nsapi.AttrACL, nsapi.AttrUserACL, nsapi.AttrEvalACL.
 
 // ACLEntry is one entry of an ACL.
 type ACLEntry struct {
@@ -115,10 +113,10 @@ func ACLRights(c Caller, dir *Inode) (grant, deny uint32) {
 			}
 		}
 	}
-	if v := dir.XAttrs[AttrACL]; v != "" {
+	if v := dir.XAttrs[nsapi.AttrACL]; v != "" {
 		apply(v)
 	}
-	if v := dir.XAttrs[AttrUserACL]; v != "" && dir.XAttrs[AttrEvalACL] != "" {
+	if v := dir.XAttrs[nsapi.AttrUserACL]; v != "" && dir.XAttrs[nsapi.AttrEvalACL] != "" {
 		apply(v)
 	}
 	return grant &^ deny, deny

@@ -9,6 +9,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // update applies fn to the inode at path and stores it.
@@ -103,29 +104,29 @@ func (ns *Namespace) SetXAttr(c Caller, path, name, value string) error {
 			return kerr.New(kerr.Invalid, "", path, "attribute value longer than 64 KiB")
 		}
 		switch name {
-		case AttrLayout, AttrConvertLayout:
+		case nsapi.AttrLayout, nsapi.AttrConvertLayout:
 			l, err := layout.Parse(value)
 			if err != nil {
 				return kerr.New(kerr.Invalid, "", path, err.Error())
 			}
 			value = l.String()
-		case AttrACL, AttrUserACL:
+		case nsapi.AttrACL, nsapi.AttrUserACL:
 			if _, err := ParseACL(value); err != nil {
 				return kerr.New(kerr.Invalid, "", path, err.Error())
 			}
-		case AttrSpace, AttrConvertSpace:
+		case nsapi.AttrSpace, nsapi.AttrConvertSpace:
 			if err := CheckSpaceName(value); err != nil {
 				return kerr.New(kerr.Invalid, "", path, err.Error())
 			}
-		case AttrVersioning:
+		case nsapi.AttrVersioning:
 			if err := checkVersioning(value); err != nil {
 				return kerr.New(kerr.Invalid, "", path, err.Error())
 			}
-		case AttrMkPath:
+		case nsapi.AttrMkPath:
 			if value != "on" && value != "off" {
-				return kerr.New(kerr.Invalid, "", path, AttrMkPath+" must be on or off")
+				return kerr.New(kerr.Invalid, "", path, nsapi.AttrMkPath+" must be on or off")
 			}
-		case AttrChecksums:
+		case nsapi.AttrChecksums:
 			for _, s := range strings.Split(value, ",") {
 				if !checksum.Valid(s) {
 					return kerr.New(kerr.Invalid, "", path, fmt.Sprintf("unknown checksum %q", s))

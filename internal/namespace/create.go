@@ -10,6 +10,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/layout"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // CreateOptions says how BeginCreate behaves.
@@ -21,7 +22,7 @@ type CreateOptions struct {
 }
 
 // Placement chooses one filesystem per stripe for a new file, in space
-// (the parent's AttrSpace; "" when it has none).
+// (the parent's nsapi.AttrSpace; "" when it has none).
 type Placement func(l layout.Layout, space string) ([]uint32, error)
 
 // prepareCreate validates a create of path and builds the new file's inode
@@ -54,7 +55,7 @@ func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptio
 	}
 	ls := o.Layout
 	if ls == "" {
-		ls = parent.XAttrs[AttrLayout]
+		ls = parent.XAttrs[nsapi.AttrLayout]
 	}
 	if ls == "" {
 		ls = "plain"
@@ -64,12 +65,12 @@ func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptio
 		return nil, nil, nil, kerr.WithOp(err, "create")
 	}
 	sums := DefaultChecksums
-	if v := parent.XAttrs[AttrChecksums]; v != "" {
+	if v := parent.XAttrs[nsapi.AttrChecksums]; v != "" {
 		sums = strings.Split(v, ",")
 	}
 	var locs []uint32
 	if place != nil {
-		if locs, err = place(l, parent.XAttrs[AttrSpace]); err != nil {
+		if locs, err = place(l, parent.XAttrs[nsapi.AttrSpace]); err != nil {
 			var ke *kerr.Error
 			if errors.As(err, &ke) {
 				ke.Op, ke.Path = "create", p

@@ -7,6 +7,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/kv/memkv"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // A storage server that lost the answer to its commit (the namespace
@@ -137,7 +138,7 @@ func TestRemoveLargeTreeInSteps(t *testing.T) {
 	if err := ns.Mkdir(Root, "/keep", 0o755, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := ns.SetXAttr(Root, "/", AttrLayout, "replica:3"); err != nil {
+	if err := ns.SetXAttr(Root, "/", nsapi.AttrLayout, "replica:3"); err != nil {
 		t.Fatal(err)
 	}
 	files := 0

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // resolve walks a clean path checking search permission on every container
@@ -45,7 +46,7 @@ func (ns *Namespace) resolve(c Caller, op, p string) (n, parent *Inode, err erro
 
 // lookup cleans path and resolves it.
 func (ns *Namespace) lookup(c Caller, op, path string) (string, *Inode, *Inode, error) {
-	p, err := CleanPath(path)
+	p, err := nsapi.CleanPath(path)
 	if err != nil {
 		return "", nil, nil, kerr.WithOp(err, op)
 	}
@@ -115,7 +116,7 @@ func (ns *Namespace) Lookup(c Caller, parent uint64, name string) (*Inode, error
 	switch {
 	case name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00"):
 		return nil, kerr.New(kerr.Invalid, "lookup", what, "bad name")
-	case len(name) > MaxName:
+	case len(name) > nsapi.MaxName:
 		return nil, kerr.New(kerr.NameTooLong, "lookup", what, "name longer than 255 bytes")
 	}
 	ns.mu.RLock()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // deletions returns the stripes queued on fsid that are due now.
@@ -30,7 +31,7 @@ func TestMoveSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns.Mkdir(Root, "/d", 0o755, false)
-	ns.SetXAttr(Root, "/d", AttrLayout, "replica:2")
+	ns.SetXAttr(Root, "/d", nsapi.AttrLayout, "replica:2")
 	f := create(t, ns, "/d/f", 100) // on fs 1 and 2
 	m := Move{Fid: f.ID, Stripe: 1, From: 2, To: 5}
 	if _, err := ns.BeginMove(Move{Fid: f.ID, Stripe: 1, From: 2, To: 1}); !kerr.Is(err, kerr.Exists) {

@@ -36,22 +36,10 @@ import (
 // RootID is the container id of "/".
 const RootID = 1
 
-// Attribute names the namespace itself interprets.
-const (
-	AttrLayout    = "sys.forced.layout"    // layout of new files below
-	AttrChecksums = "sys.forced.checksums" // comma list of checksums computed on write
-	AttrMkPath    = "sys.mkpath"           // "off": uploads below do not create missing directories
-	AttrSpace     = "sys.forced.space"     // space new files below are placed on (default "default")
-	// Conversion policy: files below are converted to this layout or
-	// space by the namespace service (existing ones too).
-	AttrConvertLayout = "sys.convert.layout"
-	AttrConvertSpace  = "sys.convert.space"
-)
-
 // DefaultChecksums are computed while writing when no attribute says
 // otherwise: checksum.DefaultTypes, the cheap ones. Others are computed on
 // first request (AddChecksums) unless a directory asks for them with
-// AttrChecksums.
+// nsapi.AttrChecksums.
 var DefaultChecksums = checksum.DefaultTypes
 
 // Caller is the identity an operation runs as.

@@ -15,6 +15,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/kv/memkv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
 	"github.com/kaon-storage/kaon/internal/layout"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func place(l layout.Layout, _ string) ([]uint32, error) {
@@ -53,34 +54,6 @@ func create(t *testing.T, ns *Namespace, p string, size int64) *Inode {
 		t.Fatal(err)
 	}
 	return f
-}
-
-func TestCleanPath(t *testing.T) {
-	long := make([]byte, 256)
-	for i := range long {
-		long[i] = 'a'
-	}
-	cases := map[string]kerr.Kind{
-		"/a/../b": kerr.Invalid, "/..": kerr.Invalid, "//a/..//b": kerr.Invalid, "a/b": kerr.Invalid, "": kerr.Invalid,
-		"/a\x00b": kerr.Invalid, "/" + string(long): kerr.NameTooLong,
-	}
-	for p, k := range cases {
-		_, err := CleanPath(p)
-		mustKind(t, err, k)
-	}
-	deep := ""
-	for len(deep) <= MaxPath {
-		deep += "/abcdefgh"
-	}
-	_, err := CleanPath(deep)
-	mustKind(t, err, kerr.NameTooLong)
-	// Empty and "." components are dropped, as root:// and POSIX do.
-	for in, want := range map[string]string{"/": "/", "/a/b/": "/a/b", "/x": "/x", "//a//b": "/a/b",
-		"/a/./b/.": "/a/b", "//": "/", "/./": "/", "/a/...": "/a/..."} {
-		if got, err := CleanPath(in); err != nil || got != want {
-			t.Fatalf("CleanPath(%q) = %q, %v", in, got, err)
-		}
-	}
 }
 
 func TestPendingInvisibleUntilCommit(t *testing.T) {
@@ -172,9 +145,9 @@ func TestErrors(t *testing.T) {
 	mustKind(t, err, kerr.Exists)
 	_, err = ns.BeginCreate(Root, "/d/x", CreateOptions{Layout: "raid7"}, place)
 	mustKind(t, err, kerr.Invalid)
-	mustKind(t, ns.SetXAttr(Root, "/d", AttrLayout, "ec:0+2"), kerr.Invalid)
+	mustKind(t, ns.SetXAttr(Root, "/d", nsapi.AttrLayout, "ec:0+2"), kerr.Invalid)
 	user := Caller{UID: 1000, GID: 1000}
-	mustKind(t, ns.SetXAttr(user, "/d", AttrLayout, "plain"), kerr.Permission)
+	mustKind(t, ns.SetXAttr(user, "/d", nsapi.AttrLayout, "plain"), kerr.Permission)
 	mustKind(t, ns.Mkdir(user, "/d/u", 0o755, false), kerr.Permission)
 	mustKind(t, ns.Remove(Root, "/d", RemoveOptions{}), kerr.IsDir)
 }
@@ -182,7 +155,7 @@ func TestErrors(t *testing.T) {
 func TestLayoutInheritance(t *testing.T) {
 	ns := newNS(t)
 	_ = ns.Mkdir(Root, "/ec", 0o755, false)
-	if err := ns.SetXAttr(Root, "/ec", AttrLayout, "ec:4+2"); err != nil {
+	if err := ns.SetXAttr(Root, "/ec", nsapi.AttrLayout, "ec:4+2"); err != nil {
 		t.Fatal(err)
 	}
 	_ = ns.Mkdir(Root, "/ec/sub", 0o755, false)
@@ -722,7 +695,7 @@ func TestRecycle(t *testing.T) {
 	ns, _ := Open(eng, Options{})
 	alice := Caller{UID: 1000, GID: 1000}
 	ns.Mkdir(Root, "/r", 0o777, false)
-	ns.SetXAttr(Root, "/r", AttrRecycle, "on")
+	ns.SetXAttr(Root, "/r", nsapi.AttrRecycle, "on")
 	ns.SetQuota(Root, "/r", QuotaKey{QuotaProject, 0}, Amount{Bytes: 1 << 20})
 	ns.Mkdir(alice, "/r/tree/sub", 0o755, true)
 	f, _ := ns.BeginCreate(alice, "/r/tree/sub/f", CreateOptions{}, place)

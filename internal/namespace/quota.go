@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // Quotas. A quota node is a directory with limits on the bytes and files
@@ -510,7 +511,7 @@ func (ns *Namespace) Quotas(c Caller, path string) ([]QuotaReport, error) {
 			continue
 		}
 		qp, err := ns.pathOf(qd)
-		if err != nil || !IsAncestor(p, qp) {
+		if err != nil || !nsapi.IsAncestor(p, qp) {
 			continue
 		}
 		r := QuotaReport{Path: qp, Limits: map[QuotaKey]Amount{}, Used: map[QuotaKey]Amount{}, Booked: map[QuotaKey]Amount{}}

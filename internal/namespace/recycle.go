@@ -11,6 +11,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // The recycle bin. A directory with sys.recycle set (new directories below
@@ -19,8 +20,8 @@ import (
 // and described by a record ("R" key). Its data stays on the storage
 // servers and keeps counting against the quota node it came from until it
 // is purged (by its owner, by root, or by the lifetime and size limits the
-// namespace server enforces); restore moves it back.
-const AttrRecycle = "sys.recycle"
+// namespace server enforces); restore moves it back. nsapi.AttrRecycle
+// turns it on.
 
 // RecycleEntry describes one recycled file or tree.
 type RecycleEntry struct {
@@ -98,7 +99,7 @@ func (ns *Namespace) bin(tx *txn) (*Inode, error) {
 
 // recycling reports whether deletes in container parent are recycled.
 func recycling(parent *Inode) bool {
-	v := parent.XAttrs[AttrRecycle]
+	v := parent.XAttrs[nsapi.AttrRecycle]
 	return v != "" && v != "off"
 }
 

@@ -10,7 +10,7 @@ import (
 
 // Space is the persistent definition of a space ("N" keys, JSON): a named
 // set of filesystems new files are placed on (their groups are SPACE.N;
-// a directory chooses one with AttrSpace), with settings its storage
+// a directory chooses one with nsapi.AttrSpace), with settings its storage
 // servers apply to every filesystem of it. A space also exists without a
 // definition as soon as a filesystem's group names it.
 type Space struct {

@@ -7,13 +7,14 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // Mkdir creates a container; with parents, missing ancestors too and an
 // existing container is not an error. New containers inherit the parent's
 // sys.* attributes (layout policy) like EOS.
 func (ns *Namespace) Mkdir(c Caller, path string, mode uint32, parents bool) error {
-	p, err := CleanPath(path)
+	p, err := nsapi.CleanPath(path)
 	if err != nil {
 		return kerr.WithOp(err, "mkdir")
 	}
@@ -64,7 +65,7 @@ func (ns *Namespace) Mkdir(c Caller, path string, mode uint32, parents bool) err
 			d := &Inode{ID: ns.allocID(tx), Parent: cur.ID, Name: name, IsDir: true, Mode: mode & 0o7777,
 				UID: c.UID, GID: c.GID, CTime: now, MTime: now, BTime: now, TreeMTime: now}
 			for k, v := range cur.XAttrs {
-				if strings.HasPrefix(k, "sys.") || k == AttrUserACL {
+				if strings.HasPrefix(k, "sys.") || k == nsapi.AttrUserACL {
 					if d.XAttrs == nil {
 						d.XAttrs = map[string]string{}
 					}
@@ -327,7 +328,7 @@ func (ns *Namespace) Rename(c Caller, from, to string, overwrite bool) (replaced
 		if err != nil {
 			return err
 		}
-		tp, err := CleanPath(to)
+		tp, err := nsapi.CleanPath(to)
 		if err != nil {
 			return kerr.WithOp(err, "mv")
 		}
@@ -338,7 +339,7 @@ func (ns *Namespace) Rename(c Caller, from, to string, overwrite bool) (replaced
 			return kerr.New(kerr.Permission, "mv", fp, "cannot move the root")
 		case fp == tp:
 			return kerr.New(kerr.Invalid, "mv", fp, "source and destination are the same")
-		case n.IsDir && IsAncestor(fp, tp):
+		case n.IsDir && nsapi.IsAncestor(fp, tp):
 			return kerr.New(kerr.Invalid, "mv", tp, "cannot move a directory into its own subtree")
 		}
 		old, tparent, err := ns.resolve(c, "mv", tp)

@@ -31,15 +31,12 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
-const (
-	// AttrVersioning on a directory: how many replaced contents of each
-	// file below are kept (0 or absent: none).
-	AttrVersioning = "sys.versioning"
-	// VersionPrefix starts the name of a file's version folder.
-	VersionPrefix = ".sys.v#."
-)
+// VersionPrefix starts the name of a file's version folder
+// (nsapi.AttrVersioning says how many versions it keeps).
+const VersionPrefix = ".sys.v#."
 
 // IsVersionDir reports whether name is the name of a version folder.
 func IsVersionDir(name string) bool { return strings.HasPrefix(name, VersionPrefix) }
@@ -55,7 +52,7 @@ func VersionsPath(p string) string {
 func checkVersioning(v string) error {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 || n > maxVersions {
-		return fmt.Errorf("%s must be a number of versions from 0 to %d, not %q", AttrVersioning, maxVersions, v)
+		return fmt.Errorf("%s must be a number of versions from 0 to %d, not %q", nsapi.AttrVersioning, maxVersions, v)
 	}
 	return nil
 }
@@ -67,7 +64,7 @@ const maxVersions = 1000
 // keepVersions is how many versions directory d keeps of each file (0:
 // none).
 func keepVersions(d *Inode) int {
-	n, err := strconv.Atoi(d.XAttrs[AttrVersioning])
+	n, err := strconv.Atoi(d.XAttrs[nsapi.AttrVersioning])
 	if err != nil || n < 0 {
 		return 0
 	}
@@ -137,7 +134,7 @@ func (ns *Namespace) versionPlan(parent *Inode, name string, keep int) (vdir *In
 		// lose its entry to the folder: refuse the replacement.
 		if n, err := ns.child(parent.ID, VersionPrefix+name); err != nil || n != nil {
 			if err == nil {
-				err = kerr.New(kerr.Exists, "", VersionPrefix+name, "a file has the name of the version folder "+AttrVersioning+" keeps; rename it")
+				err = kerr.New(kerr.Exists, "", VersionPrefix+name, "a file has the name of the version folder "+nsapi.AttrVersioning+" keeps; rename it")
 			}
 			return nil, nil, err
 		}
@@ -194,7 +191,7 @@ func (ns *Namespace) lowerFloor(cid uint64, name string) {
 func (ns *Namespace) makeVersionFolder(tx *txn, parent, f *Inode, now int64) (*Inode, error) {
 	d := &Inode{ID: ns.allocID(tx), Parent: parent.ID, Name: VersionPrefix + f.Name, IsDir: true,
 		Mode: parent.Mode, UID: f.UID, GID: f.GID, CTime: now, MTime: now, BTime: now, TreeMTime: now}
-	for _, k := range []string{AttrACL, AttrUserACL, AttrEvalACL, AttrRecycle} {
+	for _, k := range []string{nsapi.AttrACL, nsapi.AttrUserACL, nsapi.AttrEvalACL, nsapi.AttrRecycle} {
 		if v, ok := parent.XAttrs[k]; ok {
 			if d.XAttrs == nil {
 				d.XAttrs = map[string]string{}
@@ -223,7 +220,7 @@ func (ns *Namespace) chargeFiles(tx *txn, fs []*Inode, sign int64) {
 func reserved(op, p string, parent *Inode) error {
 	switch {
 	case IsVersionDir(parent.Name):
-		return kerr.New(kerr.Permission, op, p, "version folders are kept by the namespace ("+AttrVersioning+"); nothing can be put in one")
+		return kerr.New(kerr.Permission, op, p, "version folders are kept by the namespace ("+nsapi.AttrVersioning+"); nothing can be put in one")
 	case IsVersionDir(baseName(p)):
 		return kerr.New(kerr.Invalid, op, p, "names starting with "+VersionPrefix+" are reserved for version folders")
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv/memkv"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // tickingNS is a namespace whose clock advances one second per reading,
@@ -101,7 +102,7 @@ func versionedDir(t *testing.T, ns *Namespace, dir string, keep int) {
 	if err := ns.Mkdir(Root, dir, 0o777, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := ns.SetXAttr(Root, dir, AttrVersioning, fmt.Sprint(keep)); err != nil {
+	if err := ns.SetXAttr(Root, dir, nsapi.AttrVersioning, fmt.Sprint(keep)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -218,7 +219,7 @@ func TestRestoreVersion(t *testing.T) {
 		t.Fatalf("versions after overwriting a restored file: %v", idsOf(vs))
 	}
 	// A lowered setting is applied by a restore too.
-	ns.SetXAttr(Root, "/v", AttrVersioning, "1")
+	ns.SetXAttr(Root, "/v", nsapi.AttrVersioning, "1")
 	if _, err := ns.RestoreVersion(Root, "/v/f", versionID(g2)); err != nil {
 		t.Fatal(err)
 	}
@@ -298,8 +299,8 @@ func TestVersionsAccess(t *testing.T) {
 	mustKind(t, errOf(ns.CreateEmpty(alice, "/v/.sys.v#.f/e", CreateOptions{})), kerr.Permission)
 	mustKind(t, errOf(ns.Rename(Root, "/v/.sys.v#.f", "/v/other", false)), kerr.Permission)
 	mustKind(t, errOf(ns.Rename(alice, "/v/f", "/v/.sys.v#.f/in", false)), kerr.Permission)
-	mustKind(t, ns.SetXAttr(Root, "/v", AttrVersioning, "-1"), kerr.Invalid)
-	mustKind(t, ns.SetXAttr(Root, "/v", AttrVersioning, "many"), kerr.Invalid)
+	mustKind(t, ns.SetXAttr(Root, "/v", nsapi.AttrVersioning, "-1"), kerr.Invalid)
+	mustKind(t, ns.SetXAttr(Root, "/v", nsapi.AttrVersioning, "many"), kerr.Invalid)
 	mustKind(t, ns.SetQuota(Root, "/v/.sys.v#.f", QuotaKey{QuotaProject, 0}, Amount{Bytes: 1}), kerr.Invalid)
 	// A version can be taken out of the folder as a file of its own.
 	if _, err := ns.Rename(alice, vp, "/v/f.old", false); err != nil {
@@ -326,7 +327,7 @@ func mustStat(t *testing.T, ns *Namespace, p string) *Inode {
 func TestVersionsFollowTheirFile(t *testing.T) {
 	ns := tickingNS(t)
 	versionedDir(t, ns, "/r", 2)
-	ns.SetXAttr(Root, "/r", AttrRecycle, "on")
+	ns.SetXAttr(Root, "/r", nsapi.AttrRecycle, "on")
 	ns.SetQuota(Root, "/r", QuotaKey{QuotaProject, 0}, Amount{Bytes: 1 << 20})
 	for _, s := range []int64{1, 2, 3} {
 		create(t, ns, "/r/f", s)
@@ -421,7 +422,7 @@ func BenchmarkOverwrite(b *testing.B) {
 	for _, keep := range []string{"0", "2"} {
 		b.Run("versioning="+keep, func(b *testing.B) {
 			ns := benchNS(b)
-			ns.SetXAttr(Root, "/d", AttrVersioning, keep)
+			ns.SetXAttr(Root, "/d", nsapi.AttrVersioning, keep)
 			sums := map[string]string{"adler32": "00000001"}
 			for i := 0; i < b.N; i++ {
 				f, err := ns.BeginCreate(Root, "/d/f", CreateOptions{}, place)
@@ -451,7 +452,7 @@ func TestVersionFloor(t *testing.T) {
 	eng := memkv.New()
 	ns, _ := Open(eng, Options{Now: clock})
 	versionedDir(t, ns, "/v", 2)
-	ns.SetXAttr(Root, "/v", AttrRecycle, "on")
+	ns.SetXAttr(Root, "/v", nsapi.AttrRecycle, "on")
 	var gen []*Inode
 	for i := range 4 {
 		gen = append(gen, create(t, ns, "/v/f", int64(i)))
@@ -490,7 +491,7 @@ func TestVersionsBoundedCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	versionedDir(t, ns, "/v", 40)
-	ns.SetXAttr(Root, "/v", AttrLayout, "replica:3")
+	ns.SetXAttr(Root, "/v", nsapi.AttrLayout, "replica:3")
 	for i := range 41 {
 		create(t, ns, "/v/f", int64(i))
 	}
@@ -504,7 +505,7 @@ func TestVersionsBoundedCommits(t *testing.T) {
 	if n := count(); n != 40 {
 		t.Fatalf("%d versions, want 40", n)
 	}
-	ns.SetXAttr(Root, "/v", AttrVersioning, "1")
+	ns.SetXAttr(Root, "/v", nsapi.AttrVersioning, "1")
 	prev, written := 40, 41
 	for prev > 1 {
 		create(t, ns, "/v/f", 100)
@@ -515,7 +516,7 @@ func TestVersionsBoundedCommits(t *testing.T) {
 		}
 		prev = n
 	}
-	ns.SetXAttr(Root, "/v", AttrVersioning, "40")
+	ns.SetXAttr(Root, "/v", nsapi.AttrVersioning, "40")
 	for range 30 {
 		create(t, ns, "/v/f", 7)
 		written++

@@ -9,31 +9,39 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/kerr"
-	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // Filesystems lists the registry (`fs ls`), with the progress of drains
 // (admin only: nodes, disk paths, uuids).
-func (s *Server) Filesystems(_ context.Context, p auth.Principal) ([]FsState, error) {
+func (s *Server) Filesystems(_ context.Context, p auth.Principal) ([]nsapi.Filesystem, error) {
 	if err := requireRoot(p, "fs ls"); err != nil {
 		return nil, err
 	}
-	fss := s.reg.List()
-	out := make([]FsState, 0, len(fss))
-	for _, f := range fss {
-		out = append(out, FsState{FsState: f, DrainProgress: s.mv.DrainProgress(f)})
+	var out []nsapi.Filesystem
+	for _, f := range s.reg.List() {
+		out = append(out, filesystemOf(f, s.mv.DrainProgress(f)))
 	}
 	return out, nil
 }
 
 // AddFilesystem registers a new filesystem on a storage server node.
-func (s *Server) AddFilesystem(ctx context.Context, p auth.Principal, nf NewFilesystem) (f FsState, err error) {
+func (s *Server) AddFilesystem(ctx context.Context, p auth.Principal, nf nsapi.NewFilesystem) (f nsapi.Filesystem, err error) {
 	defer func() { err = s.audit(ctx, p, "fs add", nf.Node+":"+nf.Path, "", err) }()
 	if err := requireRoot(p, "fs add"); err != nil {
-		return FsState{}, err
+		return nsapi.Filesystem{}, err
 	}
-	added, err := s.reg.Add(nf)
-	return FsState{FsState: added}, err
+	add := fleet.NewFilesystem{Node: nf.Node, Path: nf.Path, Group: nf.Group, Space: nf.Space, IO: nf.IO}
+	if nf.ObjectSize != "" {
+		if add.ObjectSize, err = nsapi.ParseSize(nf.ObjectSize); err != nil {
+			return nsapi.Filesystem{}, kerr.New(kerr.Invalid, "fs add", nf.ObjectSize, err.Error())
+		}
+	}
+	added, err := s.reg.Add(add)
+	if err != nil {
+		return nsapi.Filesystem{}, err
+	}
+	return filesystemOf(added, nil), nil
 }
 
 // ConfigFilesystem sets a filesystem key (configstatus, group).
@@ -58,41 +66,36 @@ func (s *Server) ReinitFilesystem(ctx context.Context, p auth.Principal, id uint
 	return s.audit(ctx, p, "fs reinit", what, "", s.reg.Reinit(id))
 }
 
-// Stripe describes one physical file of a logical file.
-type Stripe struct {
-	Index    int
-	FsID     uint32
-	Node     string // storage server data endpoint (admin only)
-	PhysPath string // as the filesystem's backend names it (admin only)
-}
-
-// FileInfo returns a file's inode and its stripes; where they are (node,
+// FileInfo returns a file's entry with its stripes; where they are (node,
 // physical path) only to the admin.
-func (s *Server) FileInfo(_ context.Context, p auth.Principal, path string) (*namespace.Inode, []Stripe, error) {
+func (s *Server) FileInfo(_ context.Context, p auth.Principal, path string) (nsapi.Entry, error) {
 	if err := scope(p, auth.ScopeRead, path, "file info"); err != nil {
-		return nil, nil, err
+		return nsapi.Entry{}, err
 	}
 	n, err := s.ns.Stat(caller(p), path)
-	if err != nil || n.IsDir {
-		return n, nil, err
+	if err != nil {
+		return nsapi.Entry{}, err
+	}
+	out := entryOf(clean(path), n)
+	if n.IsDir {
+		return out, nil
 	}
 	admin := requireRoot(p, "file info") == nil
-	var out []Stripe
 	for i, fsid := range n.Locations {
-		st := Stripe{Index: i, FsID: fsid}
+		st := nsapi.Stripe{Index: i, FsID: fsid}
 		if fs, ok := s.reg.Filesystem(fsid); ok && admin {
 			st.Node = s.reg.Node(fsid).HTTP
 			if s.phys != nil {
 				st.PhysPath = s.phys(fs, n.ID)
 			}
 		}
-		out = append(out, st)
+		out.Stripes = append(out.Stripes, st)
 	}
-	return n, out, nil
+	return out, nil
 }
 
 // Locate returns the storage servers holding the file at path.
-func (s *Server) Locate(ctx context.Context, p auth.Principal, path string) ([]Node, error) {
+func (s *Server) Locate(ctx context.Context, p auth.Principal, path string) ([]nsapi.Node, error) {
 	if err := scope(p, auth.ScopeRead, path, "locate"); err != nil {
 		return nil, err
 	}
@@ -104,42 +107,34 @@ func (s *Server) Locate(ctx context.Context, p auth.Principal, path string) ([]N
 		return nil, kerr.New(kerr.IsDir, "locate", path, "is a directory")
 	}
 	seen := map[string]bool{}
-	var out []Node
+	var out []nsapi.Node
 	for _, fsid := range n.Locations {
 		if nd := s.reg.Node(fsid); nd.Name != "" && !seen[nd.Name] {
 			seen[nd.Name] = true
-			out = append(out, nd)
+			out = append(out, nodeOf(nd))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
-// SpaceStats is the capacity behind a path (for statfs-like requests).
-type SpaceStats struct {
-	Space       string
-	Total, Free uint64
-	MaxFree     uint64 // the largest free space on one filesystem
-	Filesystems int
-}
-
 // StatFS sums the writable filesystems of the space new files below path
 // go to (its directory's sys.forced.space), each backend once.
-func (s *Server) StatFS(_ context.Context, p auth.Principal, path string) (SpaceStats, error) {
+func (s *Server) StatFS(_ context.Context, p auth.Principal, path string) (nsapi.SpaceStats, error) {
 	if err := scope(p, auth.ScopeRead, path, "statfs"); err != nil {
-		return SpaceStats{}, err
+		return nsapi.SpaceStats{}, err
 	}
 	n, err := s.ns.Stat(caller(p), path)
 	if err != nil {
-		return SpaceStats{}, err
+		return nsapi.SpaceStats{}, err
 	}
 	if !n.IsDir { // a file: the space of its directory
 		if n, err = s.ns.Stat(caller(p), pathpkg.Dir(path)); err != nil {
-			return SpaceStats{}, err
+			return nsapi.SpaceStats{}, err
 		}
 	}
-	st := SpaceStats{Space: fleet.DefaultSpace}
-	if sp := n.XAttrs[namespace.AttrSpace]; sp != "" {
+	st := nsapi.SpaceStats{Space: fleet.DefaultSpace}
+	if sp := n.XAttrs[nsapi.AttrSpace]; sp != "" {
 		st.Space = sp
 	}
 	seen := map[string]bool{}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/kv/memkv"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // stuckFile is an audit file on a disk that does not answer until
@@ -56,7 +57,7 @@ func TestAuditDoesNotWaitForTheDisk(t *testing.T) {
 				return
 			}
 		}
-		_, err := s.Open(context.Background(), root, "/a/b/c/f", OpenRequest{Write: true, Create: true})
+		_, err := s.Open(context.Background(), root, "/a/b/c/f", nsapi.OpenRequest{Write: true, Create: true})
 		done <- err
 	}()
 	select {

@@ -6,6 +6,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // Authorization happens here, for every protocol. The namespace asks
@@ -55,7 +56,7 @@ func scope(p auth.Principal, op, path, what string) error {
 	if p.Scopes == nil {
 		return nil
 	}
-	cp, err := namespace.CleanPath(path)
+	cp, err := nsapi.CleanPath(path)
 	if err != nil {
 		return kerr.WithOp(err, what)
 	}

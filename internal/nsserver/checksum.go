@@ -10,9 +10,10 @@ import (
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
-// Checksum returns the inode at path with a value for checksum type typ.
+// Checksum returns the entry at path with a value for checksum type typ.
 // A checksum describes the content, so it needs the read permission.
 // Types the upload did not compute (md5 and sha256 by default) are
 // computed now from the stored data, read through a storage server like
@@ -20,12 +21,20 @@ import (
 // answered from the record. The same pass recomputes the types stored at
 // write time and refuses to answer if they no longer match: a checksum is
 // never derived from silently damaged data.
-func (s *Server) Checksum(ctx context.Context, pr auth.Principal, p, typ string) (n *namespace.Inode, err error) {
+func (s *Server) Checksum(ctx context.Context, pr auth.Principal, p, typ string) (e nsapi.Entry, err error) {
 	defer func() { err = s.refused(ctx, pr, "checksum", p, err) }()
+	n, err := s.checksum(ctx, pr, p, typ)
+	if err != nil {
+		return nsapi.Entry{}, err
+	}
+	return entryOf(clean(p), n), nil
+}
+
+func (s *Server) checksum(ctx context.Context, pr auth.Principal, p, typ string) (*namespace.Inode, error) {
 	if err := scope(pr, auth.ScopeRead, p, "checksum"); err != nil {
 		return nil, err
 	}
-	n, err = s.ns.Stat(caller(pr), p)
+	n, err := s.ns.Stat(caller(pr), p)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +64,7 @@ func (s *Server) Checksum(ctx context.Context, pr auth.Principal, p, typ string)
 		if call.err != nil {
 			return nil, call.err
 		}
-		return s.Checksum(ctx, pr, p, typ) // now answered from the record
+		return s.checksum(ctx, pr, p, typ) // now answered from the record
 	}
 	call := &sumCall{done: make(chan struct{})}
 	s.sumPending[key] = call
@@ -88,7 +97,7 @@ func (s *Server) computeChecksum(ctx context.Context, pr auth.Principal, p strin
 		if s.data == nil {
 			return nil, kerr.New(kerr.Unsupported, "checksum", p, "this namespace server cannot read file data")
 		}
-		rc, err := s.data.ReadFile(ctx, g.Entry.HTTP, g.Token)
+		rc, err := s.data.ReadFile(ctx, g.Server.HTTP, g.Token)
 		if err != nil {
 			return nil, kerr.WithOp(err, "checksum")
 		}

@@ -37,7 +37,7 @@ func TestFsConfigKeys(t *testing.T) {
 	if err := s.ConfigFilesystem(ctx, root, 9, "io", "direct"); err == nil || err.Error() != "fs config fs 9: no such filesystem" {
 		t.Errorf("unknown filesystem: %v", err)
 	}
-	fss, _ := s.Filesystems(ctx, root)
+	fss := s.reg.List()
 	if f := fss[0]; f.ConfigStatus != "ro" || f.DrainRate != 100<<20 || f.Fsck.DiskInterval.Hours() != 48 {
 		t.Errorf("settings not kept: %+v", f.Filesystem)
 	}

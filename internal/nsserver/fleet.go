@@ -6,42 +6,20 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/fleet"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
-// The fleet's vocabulary, as the service's callers use it (package fleet
-// keeps the registry, spaces, placement and slow disks).
-type (
-	// Node is a storage server, as clients reach it.
-	Node = fleet.Node
-	// NewFilesystem is what `fs add` registers.
-	NewFilesystem = fleet.NewFilesystem
-	// SpaceState summarizes a space for `space ls`.
-	SpaceState = fleet.SpaceState
-	// SlowPolicy configures slow-disk detection.
-	SlowPolicy = fleet.SlowPolicy
-)
+// The fleet's settings, as the service's configuration takes them
+// (package fleet keeps the registry, spaces, placement and slow disks).
 
-// FsState is a filesystem as operators see it in `fs ls`: its
-// registration, what its storage server last reported, and its drain.
-type FsState struct {
-	fleet.FsState
-	// DrainProgress is set while the filesystem drains or once drained
-	// (Filesystems, DrainStatus).
-	DrainProgress *DrainProgress
-}
-
-// DefaultSpace is where files go whose directory names no space.
-const DefaultSpace = fleet.DefaultSpace
+// SlowPolicy configures slow-disk detection.
+type SlowPolicy = fleet.SlowPolicy
 
 // Defaults of SlowPolicy.
 const (
 	DefaultSlowFactor = fleet.DefaultSlowFactor
 	DefaultSlowMin    = fleet.DefaultSlowMin
 )
-
-// ParseSize reads a byte count with an optional binary suffix (K, M, G:
-// 16M is 16 MiB).
-func ParseSize(s string) (int64, error) { return fleet.ParseSize(s) }
 
 // DefineSpace defines a space (`space define NAME`); defining one that
 // exists is not an error.
@@ -64,9 +42,13 @@ func (s *Server) ConfigSpace(ctx context.Context, p auth.Principal, name, key, v
 
 // Spaces aggregates the registry per space, defined ones included (admin
 // only).
-func (s *Server) Spaces(_ context.Context, p auth.Principal) ([]SpaceState, error) {
+func (s *Server) Spaces(_ context.Context, p auth.Principal) ([]nsapi.Space, error) {
 	if err := requireRoot(p, "space ls"); err != nil {
 		return nil, err
 	}
-	return s.reg.Spaces(), nil
+	var out []nsapi.Space
+	for _, sp := range s.reg.Spaces() {
+		out = append(out, nsapi.Space(sp))
+	}
+	return out, nil
 }

@@ -7,22 +7,14 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/fsck"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // fsck's calls (package fsck compares, keeps the findings and plans
-// repairs), and its vocabulary as the service's callers use it.
-type (
-	// FsckStatus is the state of fsck (`fsck stat`).
-	FsckStatus = fsck.Status
-	// FsckFsStatus is the scan state of one filesystem.
-	FsckFsStatus = fsck.FsStatus
-	// PassStatus is the state of the namespace pass.
-	PassStatus = fsck.PassStatus
-	// RepairOutcome is what a repair did about one finding.
-	RepairOutcome = fsck.RepairOutcome
-	// FsckCounters are fsck's counters for metrics.
-	FsckCounters = fsck.Counters
-)
+// repairs), and its settings and counters.
+
+// FsckCounters are fsck's counters for metrics.
+type FsckCounters = fsck.Counters
 
 // Defaults of the namespace side of fsck.
 const (
@@ -36,20 +28,28 @@ var _ message.Fsck = (*Server)(nil)
 func (s *Server) FsckScan(ctx context.Context, m message.FsckScan) error { return s.fsck.Scan(ctx, m) }
 
 // FsckStat reports the findings per class and the scans.
-func (s *Server) FsckStat(_ context.Context, p auth.Principal) (FsckStatus, error) {
+func (s *Server) FsckStat(_ context.Context, p auth.Principal) (nsapi.FsckStatus, error) {
 	if err := requireRoot(p, "fsck stat"); err != nil {
-		return FsckStatus{}, err
+		return nsapi.FsckStatus{}, err
 	}
-	return s.fsck.Stat(), nil
+	return fsckStatusOf(s.fsck.Stat()), nil
 }
 
 // FsckReport lists the findings of class (all with ""), of filesystem
 // fsid (all with 0).
-func (s *Server) FsckReport(_ context.Context, p auth.Principal, class string, fsid uint32) ([]fsck.Finding, error) {
+func (s *Server) FsckReport(_ context.Context, p auth.Principal, class string, fsid uint32) ([]nsapi.FsckFinding, error) {
 	if err := requireRoot(p, "fsck report"); err != nil {
 		return nil, err
 	}
-	return s.fsck.Report(class, fsid)
+	fs, err := s.fsck.Report(class, fsid)
+	if err != nil {
+		return nil, err
+	}
+	out := []nsapi.FsckFinding{}
+	for _, x := range fs {
+		out = append(out, findingOf(x))
+	}
+	return out, nil
 }
 
 // FsckRun asks the storage servers to scan filesystem fsid (every
@@ -71,12 +71,20 @@ func (s *Server) FsckRun(ctx context.Context, p auth.Principal, fsid uint32, scr
 // stripes are rebuilt in place from the file's healthy ones, orphans older
 // than the grace time and copies no file registers are queued for
 // deletion. It returns when every repair has ended.
-func (s *Server) FsckRepair(ctx context.Context, p auth.Principal, class string, fsid uint32) (out []RepairOutcome, err error) {
+func (s *Server) FsckRepair(ctx context.Context, p auth.Principal, class string, fsid uint32) (out []nsapi.FsckRepair, err error) {
 	defer func() { err = s.audit(ctx, p, "fsck repair", class, "", err) }()
 	if err := requireRoot(p, "fsck repair"); err != nil {
 		return nil, err
 	}
-	return s.fsck.Repair(ctx, class, fsid)
+	rs, err := s.fsck.Repair(ctx, class, fsid)
+	if err != nil {
+		return nil, err
+	}
+	out = []nsapi.FsckRepair{}
+	for _, r := range rs {
+		out = append(out, nsapi.FsckRepair{FsckFinding: findingOf(r.Finding), Result: r.Result, Why: r.Why})
+	}
+	return out, nil
 }
 
 // FsckCounters returns fsck's counters (no authorization: for metrics).

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // TestConfigDuringCreates: filesystem settings changed while files are
@@ -23,7 +25,7 @@ func TestConfigDuringCreates(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < 300; i++ {
-			if _, err := s.Open(ctx, root, fmt.Sprintf("/f%d", i), OpenRequest{Write: true, Create: true, Truncate: true}); err != nil {
+			if _, err := s.Open(ctx, root, fmt.Sprintf("/f%d", i), nsapi.OpenRequest{Write: true, Create: true, Truncate: true}); err != nil {
 				t.Error(err)
 				return
 			}

@@ -16,10 +16,8 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
-	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/kaontest"
-	"github.com/kaon-storage/kaon/internal/namespace"
-	"github.com/kaon-storage/kaon/internal/nsserver"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // Service-level tests of data movement: the whole stack in one process
@@ -41,7 +39,7 @@ func fill(t *testing.T, st *kaontest.Stack, layouts []string, n int, maxSize int
 		if err := st.Client.Mkdir(ctx, dir, 0, false); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.Client.SetAttr(ctx, dir, namespace.AttrLayout, l); err != nil {
+		if err := st.Client.SetAttr(ctx, dir, nsapi.AttrLayout, l); err != nil {
 			t.Fatal(err)
 		}
 		for i := range n {
@@ -79,7 +77,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func fsRow(t *testing.T, st *kaontest.Stack, id uint32) client.Filesystem {
+func fsRow(t *testing.T, st *kaontest.Stack, id uint32) nsapi.Filesystem {
 	t.Helper()
 	fss, err := st.Client.Filesystems(context.Background())
 	if err != nil {
@@ -91,7 +89,7 @@ func fsRow(t *testing.T, st *kaontest.Stack, id uint32) client.Filesystem {
 		}
 	}
 	t.Fatalf("no fs %d", id)
-	return client.Filesystem{}
+	return nsapi.Filesystem{}
 }
 
 // stripesIn lists the stripe files under a filesystem root.
@@ -157,7 +155,7 @@ func TestDrain(t *testing.T) {
 	}
 	rec := &recorder{moved: map[string]int{}, progress: map[string][3]int64{}}
 	st.NS.ReportMovement(rec)
-	if err := st.Client.ConfigFilesystem(ctx, "1", "configstatus", "drain"); err != nil {
+	if err := st.Client.ConfigFilesystem(ctx, 1, "configstatus", "drain"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 60*time.Second, "fs 1 to show drained", func() bool { return fsRow(t, st, 1).Drain == "drained" })
@@ -172,7 +170,7 @@ func TestDrain(t *testing.T) {
 			t.Fatalf("%s still has a stripe on fs 1: %v", f.path, n.Locations)
 		}
 	}
-	s, err := st.Client.FsStatus(ctx, "1")
+	s, err := st.Client.FsStatus(ctx, 1)
 	if err != nil || s.FilesMoved < int64(on1) || s.DrainFilesLeft != 0 || len(s.Failures) != 0 {
 		t.Fatalf("fs status after the drain: %+v %v (want >= %d moved, none left)", s, err, on1)
 	}
@@ -187,7 +185,7 @@ func TestDrain(t *testing.T) {
 	}
 	rec.mu.Unlock()
 	// Back to rw: the drain state is gone.
-	if err := st.Client.ConfigFilesystem(ctx, "1", "configstatus", "rw"); err != nil {
+	if err := st.Client.ConfigFilesystem(ctx, 1, "configstatus", "rw"); err != nil {
 		t.Fatal(err)
 	}
 	if f := fsRow(t, st, 1); f.Drain != "" {
@@ -202,29 +200,29 @@ func TestDrain(t *testing.T) {
 func TestDrainWaitsForUploads(t *testing.T) {
 	st := kaontest.New(t, kaontest.Options{Filesystems: 7, CapabilityTTL: time.Second})
 	ctx := context.Background()
-	var g *nsserver.Grant
-	for i := 0; g == nil || !slices.Contains(g.Inode.Locations, 1); i++ {
+	var g *nsapi.Grant
+	for i := 0; g == nil || !slices.Contains(g.File.Locations, 1); i++ {
 		if i == 50 {
 			t.Fatal("50 uploads placed none on fs 1")
 		}
 		var err error
-		if g, err = st.NS.Open(ctx, auth.Root, fmt.Sprintf("/up%d", i), nsserver.OpenRequest{Write: true, Create: true, Truncate: true}); err != nil {
+		if g, err = st.NS.Open(ctx, auth.Root, fmt.Sprintf("/up%d", i), nsapi.OpenRequest{Write: true, Create: true, Truncate: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := st.Client.ConfigFilesystem(ctx, "1", "configstatus", "drain"); err != nil {
+	if err := st.Client.ConfigFilesystem(ctx, 1, "configstatus", "drain"); err != nil {
 		t.Fatal(err)
 	}
-	var s client.FsStatus
+	var s nsapi.FsStatus
 	waitFor(t, 30*time.Second, "fs 1's drain to end or to wait for the upload", func() bool {
 		var err error
-		s, err = st.Client.FsStatus(ctx, "1")
+		s, err = st.Client.FsStatus(ctx, 1)
 		return err == nil && (s.Drain == "drained" || strings.Contains(s.DrainPhase, "upload"))
 	})
 	if s.Drain == "drained" {
-		t.Fatalf("fs 1 drained while upload fid %d placed on it is pending: %+v", g.Inode.ID, s)
+		t.Fatalf("fs 1 drained while upload fid %d placed on it is pending: %+v", g.File.ID, s)
 	}
-	if err := st.NS.Abort(ctx, g.Inode.ID); err != nil {
+	if err := st.NS.Abort(ctx, g.File.ID); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "fs 1 to show drained after the upload was aborted", func() bool { return fsRow(t, st, 1).Drain == "drained" })
@@ -237,13 +235,13 @@ func TestDrainGroupCannotHold(t *testing.T) {
 	st := kaontest.New(t, kaontest.Options{Filesystems: 6})
 	ctx := context.Background()
 	files := fill(t, st, []string{"ec:4+2:65536"}, 1, 300<<10)
-	if err := st.Client.ConfigFilesystem(ctx, "2", "configstatus", "drain"); err != nil {
+	if err := st.Client.ConfigFilesystem(ctx, 2, "configstatus", "drain"); err != nil {
 		t.Fatal(err)
 	}
-	var s client.FsStatus
+	var s nsapi.FsStatus
 	waitFor(t, 30*time.Second, "fs 2's drain to report a failure", func() bool {
 		var err error
-		s, err = st.Client.FsStatus(ctx, "2")
+		s, err = st.Client.FsStatus(ctx, 2)
 		return err == nil && len(s.Failures) > 0
 	})
 	if r := s.Failures[0].Reason; !strings.Contains(r, "group default.0 cannot hold it") || !strings.Contains(r, "holds stripe") {
@@ -272,7 +270,7 @@ func TestConvert(t *testing.T) {
 	}
 	checkFiles(t, st, files)
 	// Another space: fs 5-7 become space "fast".
-	for _, id := range []string{"5", "6", "7"} {
+	for _, id := range []uint32{5, 6, 7} {
 		if err := st.Client.ConfigFilesystem(ctx, id, "space", "fast"); err != nil {
 			t.Fatal(err)
 		}
@@ -309,7 +307,7 @@ func TestConvertPolicy(t *testing.T) {
 	st := kaontest.New(t, kaontest.Options{Filesystems: 6})
 	ctx := context.Background()
 	files := fill(t, st, []string{"replica:3"}, 3, 1<<20)
-	if err := st.Client.SetAttr(ctx, "/replica3", namespace.AttrConvertLayout, "ec:2+1"); err != nil {
+	if err := st.Client.SetAttr(ctx, "/replica3", nsapi.AttrConvertLayout, "ec:2+1"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 60*time.Second, "the policy to convert the files", func() bool {
@@ -325,7 +323,7 @@ func TestConvertPolicy(t *testing.T) {
 	if err != nil || cs.Converted != 3 || len(cs.Failures) != 0 {
 		t.Fatalf("convert status: %+v %v", cs, err)
 	}
-	if err := st.Client.SetAttr(ctx, "/replica3", namespace.AttrConvertLayout, "ec:bad"); err == nil {
+	if err := st.Client.SetAttr(ctx, "/replica3", nsapi.AttrConvertLayout, "ec:bad"); err == nil {
 		t.Fatal("a bad policy layout was accepted")
 	}
 }
@@ -335,7 +333,7 @@ func TestConvertPolicy(t *testing.T) {
 func TestGroups(t *testing.T) {
 	st := kaontest.New(t, kaontest.Options{Filesystems: 7, CapabilityTTL: time.Second})
 	ctx := context.Background()
-	for _, id := range []string{"4", "5", "6", "7"} {
+	for _, id := range []uint32{4, 5, 6, 7} {
 		if err := st.Client.ConfigFilesystem(ctx, id, "group", "default.1"); err != nil {
 			t.Fatal(err)
 		}
@@ -362,7 +360,7 @@ func TestGroups(t *testing.T) {
 	if on4 == 0 {
 		t.Fatal("nothing on fs 4: the test proves nothing")
 	}
-	if err := st.Client.ConfigFilesystem(ctx, "4", "configstatus", "drain"); err != nil {
+	if err := st.Client.ConfigFilesystem(ctx, 4, "configstatus", "drain"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 60*time.Second, "fs 4 to show drained", func() bool { return fsRow(t, st, 4).Drain == "drained" })
@@ -386,7 +384,7 @@ func TestGroups(t *testing.T) {
 func TestReadGrantedBeforeSwitch(t *testing.T) {
 	st := kaontest.New(t, kaontest.Options{Filesystems: 2, CapabilityTTL: time.Minute})
 	ctx := context.Background()
-	if err := st.Client.ConfigFilesystem(ctx, "2", "configstatus", "ro"); err != nil {
+	if err := st.Client.ConfigFilesystem(ctx, 2, "configstatus", "ro"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second) // two heartbeats: the storage server knows fs 2 is ro
@@ -405,10 +403,10 @@ func TestReadGrantedBeforeSwitch(t *testing.T) {
 	if resp.StatusCode != http.StatusTemporaryRedirect || loc == "" {
 		t.Fatalf("GET /f: %d, Location %q", resp.StatusCode, loc)
 	}
-	if err := st.Client.ConfigFilesystem(ctx, "2", "configstatus", "rw"); err != nil {
+	if err := st.Client.ConfigFilesystem(ctx, 2, "configstatus", "rw"); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Client.ConfigFilesystem(ctx, "1", "configstatus", "drain"); err != nil {
+	if err := st.Client.ConfigFilesystem(ctx, 1, "configstatus", "drain"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "/f to move off fs 1", func() bool {
@@ -417,11 +415,11 @@ func TestReadGrantedBeforeSwitch(t *testing.T) {
 	})
 	// fs 2 became rw just before the drain started, before its storage
 	// server's next heartbeat: the moves onto it are not refused as "ro".
-	if s, err := st.Client.FsStatus(ctx, "1"); err != nil || s.Failed != 0 {
+	if s, err := st.Client.FsStatus(ctx, 1); err != nil || s.Failed != 0 {
 		t.Fatalf("drain onto a filesystem just made rw: %d failed attempts %v (%v)", s.Failed, s.Failures, err)
 	}
 	time.Sleep(3 * time.Second) // three heartbeats: a deletion due now would have been carried out
-	if s, err := st.Client.FsStatus(ctx, "1"); err != nil || s.Drain != "draining" || !strings.Contains(s.DrainPhase, "delete") {
+	if s, err := st.Client.FsStatus(ctx, 1); err != nil || s.Drain != "draining" || !strings.Contains(s.DrainPhase, "delete") {
 		t.Fatalf("fs 1 with the old stripe still on it: drain %q, phase %q (%v), want draining, waiting for the deletion", s.Drain, s.DrainPhase, err)
 	}
 	resp, err = http.Get(loc)

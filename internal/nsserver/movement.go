@@ -8,34 +8,18 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/movement"
-	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // Data movement's calls (package movement schedules drains, balancers
-// and conversions), and its vocabulary as the service's callers use it.
+// and conversions), and what it reports for metrics.
 type (
-	// DrainProgress is where the drain of one filesystem stands.
-	DrainProgress = movement.DrainProgress
-	// BalanceProgress is where the balancer of a group stands.
-	BalanceProgress = movement.BalanceProgress
-	// ConvertProgress is where the conversion policies stand.
-	ConvertProgress = movement.ConvertProgress
-	// MoveFailure is a stripe that could not be moved, and why.
-	MoveFailure = movement.MoveFailure
 	// MoveCounters count what a kind of movement did since the start.
 	MoveCounters = movement.MoveCounters
 	// Movement is what the service says about data movement.
 	Movement = movement.Movement
 	// MoveReporter is told about data movement as it happens.
 	MoveReporter = movement.MoveReporter
-	// GroupState is a row of `group ls`.
-	GroupState = movement.GroupState
-)
-
-// Drain states (namespace.Filesystem.Drain, fs ls).
-const (
-	DrainDraining = movement.DrainDraining
-	DrainDrained  = movement.DrainDrained
 )
 
 // ReportMovement makes the service tell r about data movement (nil: no
@@ -48,30 +32,36 @@ func (s *Server) Movement() Movement { return s.mv.Movement() }
 // DrainStatus returns the drain progress of fs id (`fs status`): the
 // running (or just ended) drain's, or, for a filesystem drained before
 // this process started, its recorded state (admin only).
-func (s *Server) DrainStatus(_ context.Context, p auth.Principal, id uint32) (FsState, *DrainProgress, error) {
-	var st FsState
+func (s *Server) DrainStatus(_ context.Context, p auth.Principal, id uint32) (nsapi.FsStatus, error) {
 	if err := requireRoot(p, "fs status"); err != nil {
-		return st, nil, err
+		return nsapi.FsStatus{}, err
 	}
-	found := false
 	for _, f := range s.reg.List() {
-		if f.ID == id {
-			st, found = FsState{FsState: f}, true
+		if f.ID != id {
+			continue
 		}
+		d := s.mv.DrainProgress(f)
+		out := nsapi.FsStatus{Filesystem: filesystemOf(f, d)}
+		if d != nil {
+			out.DrainPhase, out.DrainStarted, out.FilesMoved, out.BytesMoved = d.Phase, d.Started, d.FilesMoved, d.BytesMoved
+			out.InFlight, out.Failures, out.Failed = d.InFlight, failuresOf(d.Failures), d.Failed
+		}
+		return out, nil
 	}
-	if !found {
-		return st, nil, kerr.New(kerr.NotFound, "fs status", "fs "+strconv.FormatUint(uint64(id), 10), "no such filesystem")
-	}
-	return st, s.mv.DrainProgress(st.FsState), nil
+	return nsapi.FsStatus{}, kerr.New(kerr.NotFound, "fs status", "fs "+strconv.FormatUint(uint64(id), 10), "no such filesystem")
 }
 
 // Groups lists every group (those filesystems name and those with
 // settings; admin only).
-func (s *Server) Groups(_ context.Context, p auth.Principal) ([]GroupState, error) {
+func (s *Server) Groups(_ context.Context, p auth.Principal) ([]nsapi.Group, error) {
 	if err := requireRoot(p, "group ls"); err != nil {
 		return nil, err
 	}
-	return s.mv.Groups(), nil
+	out := []nsapi.Group{}
+	for _, g := range s.mv.Groups() {
+		out = append(out, groupOf(g))
+	}
+	return out, nil
 }
 
 // SetGroup sets a group's key (`group set G key=value`): balancer=on|off,
@@ -92,36 +82,40 @@ func (s *Server) SetGroup(ctx context.Context, p auth.Principal, name, key, valu
 // ConvertFile converts the file at path to layout and space ("": keep
 // the file's) and returns it as it is afterwards. Root only: it moves
 // data between the operator's spaces.
-func (s *Server) ConvertFile(ctx context.Context, p auth.Principal, path, space, lay string) (n *namespace.Inode, err error) {
+func (s *Server) ConvertFile(ctx context.Context, p auth.Principal, path, space, lay string) (e nsapi.Entry, err error) {
 	what := fmt.Sprintf("%s space=%s layout=%s", path, space, lay)
 	defer func() { err = s.audit(ctx, p, "file convert", what, "", err) }()
 	if err := requireRoot(p, "file convert"); err != nil {
 		if ke, ok := err.(*kerr.Error); ok {
 			ke.Path = path
 		}
-		return nil, err
+		return nsapi.Entry{}, err
 	}
 	f, err := s.ns.Stat(caller(p), path)
 	if err != nil {
-		return nil, err
+		return nsapi.Entry{}, err
 	}
 	if f.IsDir {
-		return nil, kerr.New(kerr.IsDir, "file convert", path, "is a directory (set sys.convert.space or sys.convert.layout on it to convert the files below)")
+		return nsapi.Entry{}, kerr.New(kerr.IsDir, "file convert", path, "is a directory (set sys.convert.space or sys.convert.layout on it to convert the files below)")
 	}
 	converted, err := s.mv.Convert(ctx, f, path, space, lay)
-	switch {
-	case err != nil:
-		return nil, err
-	case !converted:
-		return f, nil // nothing to move (an empty file has no stripes)
+	if err != nil {
+		return nsapi.Entry{}, err
 	}
-	return s.ns.Stat(caller(p), path)
+	if converted { // else nothing moved (an empty file has no stripes)
+		if f, err = s.ns.Stat(caller(p), path); err != nil {
+			return nsapi.Entry{}, err
+		}
+	}
+	return entryOf(clean(path), f), nil
 }
 
 // ConvertStatus reports the conversion policies' progress (admin only).
-func (s *Server) ConvertStatus(_ context.Context, p auth.Principal) (ConvertProgress, error) {
+func (s *Server) ConvertStatus(_ context.Context, p auth.Principal) (nsapi.ConvertStatus, error) {
 	if err := requireRoot(p, "file convert status"); err != nil {
-		return ConvertProgress{}, err
+		return nsapi.ConvertStatus{}, err
 	}
-	return s.mv.ConvertStatus(), nil
+	st := s.mv.ConvertStatus()
+	return nsapi.ConvertStatus{LastSweep: st.LastSweep, Pending: st.Pending, Converted: st.Converted,
+		Failures: failuresOf(st.Failures), Failed: st.Failed}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/kv/memkv"
 	"github.com/kaon-storage/kaon/internal/layout"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 var root = auth.Root
@@ -131,36 +132,36 @@ func TestGrantCapabilities(t *testing.T) {
 	s := newServer(t)
 	register(t, s, 2, 3)
 	_ = s.Mkdir(ctx, root, "/ec", 0o755, false)
-	_ = s.SetXAttr(ctx, root, "/ec", namespace.AttrLayout, "ec:4+2")
-	g, err := s.Open(ctx, root, "/ec/f", OpenRequest{Write: true, Create: true, Truncate: true})
+	_ = s.SetXAttr(ctx, root, "/ec", nsapi.AttrLayout, "ec:4+2")
+	g, err := s.Open(ctx, root, "/ec/f", nsapi.OpenRequest{Write: true, Create: true, Truncate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c, err := s.key.Verify(g.Token, time.Now(), capability.Access{Write: true})
-	if err != nil || !c.Write || len(c.Targets) != 6 || c.Path != "/ec/f" || c.Targets[0].Addr != g.Entry.HTTP {
+	if err != nil || !c.Write || len(c.Targets) != 6 || c.Path != "/ec/f" || c.Targets[0].Addr != g.Server.HTTP {
 		t.Fatalf("write capability %+v %v", c, err)
 	}
 	if err := s.Commit(ctx, message.Commit{Fid: c.Fid, Size: 5, Checksums: map[string]string{"adler32": "01"}}); err != nil {
 		t.Fatal(err)
 	}
-	rg, err := s.Open(ctx, root, "/ec/f", OpenRequest{})
-	if err != nil || rg.Inode.Size != 5 {
+	rg, err := s.Open(ctx, root, "/ec/f", nsapi.OpenRequest{})
+	if err != nil || rg.File.Size != 5 {
 		t.Fatal(err)
 	}
 	rc, _ := s.key.Verify(rg.Token, time.Now(), capability.Access{})
 	if rc.Write || rc.Size != 5 || rc.Sums["adler32"] != "01" {
 		t.Fatalf("read capability %+v", rc)
 	}
-	if _, err := s.Open(ctx, root, "/ec", OpenRequest{}); kerr.KindOf(err) != kerr.IsDir {
+	if _, err := s.Open(ctx, root, "/ec", nsapi.OpenRequest{}); kerr.KindOf(err) != kerr.IsDir {
 		t.Fatalf("read of a directory: %v", err)
 	}
 	// Committed files are immutable: no open for update.
-	if _, err := s.Open(ctx, root, "/ec/f", OpenRequest{Write: true}); !kerr.Is(err, kerr.Unsupported) {
+	if _, err := s.Open(ctx, root, "/ec/f", nsapi.OpenRequest{Write: true}); !kerr.Is(err, kerr.Unsupported) {
 		t.Fatalf("open for update: %v", err)
 	}
 	// A file another user may not read is not granted to them.
 	s.Chmod(ctx, root, "/ec/f", 0o600)
-	if _, err := s.Open(ctx, auth.Nobody, "/ec/f", OpenRequest{}); !kerr.Is(err, kerr.Permission) {
+	if _, err := s.Open(ctx, auth.Nobody, "/ec/f", nsapi.OpenRequest{}); !kerr.Is(err, kerr.Permission) {
 		t.Fatalf("read of a 0600 file by nobody: %v", err)
 	}
 	if _, err := s.Checksum(ctx, auth.Nobody, "/ec/f", "adler32"); !kerr.Is(err, kerr.Permission) {
@@ -179,11 +180,11 @@ func TestACLs(t *testing.T) {
 	bob := auth.Principal{UID: 1002, GID: 1002, Name: "bob", Method: "test"}
 	carol := auth.Principal{UID: 1003, GID: 500, Groups: []uint32{600}, Name: "carol", Method: "test"}
 	create := func(p auth.Principal, path string) error {
-		g, err := s.Open(ctx, p, path, OpenRequest{Write: true, Create: true, Truncate: true})
+		g, err := s.Open(ctx, p, path, nsapi.OpenRequest{Write: true, Create: true, Truncate: true})
 		if err != nil {
 			return err
 		}
-		return s.Commit(ctx, message.Commit{Fid: g.Inode.ID, Size: 3, Checksums: map[string]string{"adler32": "1"}})
+		return s.Commit(ctx, message.Commit{Fid: g.File.ID, Size: 3, Checksums: map[string]string{"adler32": "1"}})
 	}
 	must := func(what string, err error) {
 		t.Helper()
@@ -199,13 +200,13 @@ func TestACLs(t *testing.T) {
 	}
 	must("mkdir", s.Mkdir(ctx, root, "/proj", 0o755, false))
 	denied("alice creates without ACL", create(alice, "/proj/a"))
-	if err := s.SetXAttr(ctx, root, "/proj", namespace.AttrACL, "u:1001:rwx!d,g:600:rx"); err != nil {
+	if err := s.SetXAttr(ctx, root, "/proj", nsapi.AttrACL, "u:1001:rwx!d,g:600:rx"); err != nil {
 		t.Fatal(err)
 	}
 	must("alice creates with u:1001:rwx", create(alice, "/proj/a"))
 	must("alice mkdir", s.Mkdir(ctx, alice, "/proj/sub", 0o700, false))
 	denied("bob creates", create(bob, "/proj/b"))
-	denied("alice deletes under !d", s.Remove(ctx, alice, "/proj/a", namespace.RemoveOptions{}))
+	denied("alice deletes under !d", s.Remove(ctx, alice, "/proj/a", nsapi.RemoveOptions{}))
 	denied("alice renames away under !d", errOnly(s.Rename(ctx, alice, "/proj/a", "/proj/a2", false)))
 	must("alice replaces her file (w implies u)", create(alice, "/proj/a"))
 	// Inherited: /proj/sub got the ACL, so carol (group 600) may list it
@@ -216,26 +217,26 @@ func TestACLs(t *testing.T) {
 	denied("bob lists 0700 /proj/sub", errOnly(s.List(ctx, bob, "/proj/sub")))
 	// The directory's ACL applies to its files: r lets carol read a 0600 file.
 	must("chmod", s.Chmod(ctx, root, "/proj/a", 0o600))
-	if _, err := s.Open(ctx, carol, "/proj/a", OpenRequest{}); err != nil {
+	if _, err := s.Open(ctx, carol, "/proj/a", nsapi.OpenRequest{}); err != nil {
 		t.Fatalf("carol reads a 0600 file in a g:600:r directory: %v", err)
 	}
-	denied("bob reads the 0600 file", errOnly(s.Open(ctx, bob, "/proj/a", OpenRequest{})))
+	denied("bob reads the 0600 file", errOnly(s.Open(ctx, bob, "/proj/a", nsapi.OpenRequest{})))
 	// !u: new files yes, replacing no.
-	must("set", s.SetXAttr(ctx, root, "/proj", namespace.AttrACL, "u:1002:rw!u"))
+	must("set", s.SetXAttr(ctx, root, "/proj", nsapi.AttrACL, "u:1002:rw!u"))
 	must("bob creates under rw!u", create(bob, "/proj/bob"))
 	denied("bob replaces under !u", create(bob, "/proj/bob"))
 	// user.acl counts only with sys.eval.useracl.
 	must("user dir", s.Mkdir(ctx, root, "/home-alice", 0o700, false))
 	must("chown", s.Chown(ctx, root, "/home-alice", 1001, 1001))
-	must("alice sets user.acl", s.SetXAttr(ctx, alice, "/home-alice", namespace.AttrUserACL, "u:1002:rx"))
+	must("alice sets user.acl", s.SetXAttr(ctx, alice, "/home-alice", nsapi.AttrUserACL, "u:1002:rx"))
 	denied("bob lists without sys.eval.useracl", errOnly(s.List(ctx, bob, "/home-alice")))
-	must("eval", s.SetXAttr(ctx, root, "/home-alice", namespace.AttrEvalACL, "1"))
+	must("eval", s.SetXAttr(ctx, root, "/home-alice", nsapi.AttrEvalACL, "1"))
 	if _, err := s.List(ctx, bob, "/home-alice"); err != nil {
 		t.Fatalf("bob lists with user.acl u:1002:rx: %v", err)
 	}
-	denied("alice sets sys.acl", s.SetXAttr(ctx, alice, "/home-alice", namespace.AttrACL, "z:rwx"))
+	denied("alice sets sys.acl", s.SetXAttr(ctx, alice, "/home-alice", nsapi.AttrACL, "z:rwx"))
 	for _, bad := range []string{"u:bob:rx", "x:1:r", "u:1:rq", "z:!x", "u::r"} {
-		if err := s.SetXAttr(ctx, root, "/proj", namespace.AttrACL, bad); !kerr.Is(err, kerr.Invalid) {
+		if err := s.SetXAttr(ctx, root, "/proj", nsapi.AttrACL, bad); !kerr.Is(err, kerr.Invalid) {
 			t.Fatalf("ACL %q accepted: %v", bad, err)
 		}
 	}
@@ -254,9 +255,9 @@ func TestMoveRefusalsSayWhat(t *testing.T) {
 	alice := auth.Principal{UID: 1001, GID: 1001, Name: "alice", Method: "test"}
 	create := func(p auth.Principal, path string) {
 		t.Helper()
-		g, err := s.Open(ctx, p, path, OpenRequest{Write: true, Create: true, Truncate: true})
+		g, err := s.Open(ctx, p, path, nsapi.OpenRequest{Write: true, Create: true, Truncate: true})
 		if err == nil {
-			err = s.Commit(ctx, message.Commit{Fid: g.Inode.ID, Size: 3, Checksums: map[string]string{"adler32": "1"}})
+			err = s.Commit(ctx, message.Commit{Fid: g.File.ID, Size: 3, Checksums: map[string]string{"adler32": "1"}})
 		}
 		if err != nil {
 			t.Fatalf("create %s: %v", path, err)
@@ -270,7 +271,7 @@ func TestMoveRefusalsSayWhat(t *testing.T) {
 	if err := s.Chown(ctx, root, "/home", 1001, 1001); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetXAttr(ctx, root, "/proj", namespace.AttrACL, "u:1001:rwx!d"); err != nil {
+	if err := s.SetXAttr(ctx, root, "/proj", nsapi.AttrACL, "u:1001:rwx!d"); err != nil {
 		t.Fatal(err)
 	}
 	create(alice, "/proj/a")
@@ -301,11 +302,11 @@ func TestTokenScopes(t *testing.T) {
 		s.Mkdir(ctx, root, d, 0o777, false)
 	}
 	put := func(p auth.Principal, path string) error {
-		g, err := s.Open(ctx, p, path, OpenRequest{Write: true, Create: true, Truncate: true})
+		g, err := s.Open(ctx, p, path, nsapi.OpenRequest{Write: true, Create: true, Truncate: true})
 		if err != nil {
 			return err
 		}
-		return s.Commit(ctx, message.Commit{Fid: g.Inode.ID, Size: 1})
+		return s.Commit(ctx, message.Commit{Fid: g.File.ID, Size: 1})
 	}
 	for _, f := range []string{"/foo/x", "/foobar/x", "/rw/a"} {
 		if err := put(root, f); err != nil {
@@ -326,25 +327,25 @@ func TestTokenScopes(t *testing.T) {
 			t.Fatalf("%s: %v, want permission denied", what, err)
 		}
 	}
-	ok("read /foo/x", errOnly(s.Open(ctx, tok, "/foo/x", OpenRequest{})))
-	no("read /foobar/x", errOnly(s.Open(ctx, tok, "/foobar/x", OpenRequest{})))
+	ok("read /foo/x", errOnly(s.Open(ctx, tok, "/foo/x", nsapi.OpenRequest{})))
+	no("read /foobar/x", errOnly(s.Open(ctx, tok, "/foobar/x", nsapi.OpenRequest{})))
 	no("stat /foobar/x", errOnly(s.Stat(ctx, tok, "/foobar/x")))
 	no("list /", errOnly(s.List(ctx, tok, "/")))
 	no("write /foo/y with a read scope", put(tok, "/foo/y"))
-	no("delete /foo/x with a read scope", s.Remove(ctx, tok, "/foo/x", namespace.RemoveOptions{}))
+	no("delete /foo/x with a read scope", s.Remove(ctx, tok, "/foo/x", nsapi.RemoveOptions{}))
 	ok("create /up/new", put(tok, "/up/new"))
 	ok("mkdir /up/d", s.Mkdir(ctx, tok, "/up/d", 0, false))
 	no("overwrite /up/new with create", put(tok, "/up/new"))
-	no("delete /up/new with create", s.Remove(ctx, tok, "/up/new", namespace.RemoveOptions{}))
-	no("read /up/new with create", errOnly(s.Open(ctx, tok, "/up/new", OpenRequest{})))
+	no("delete /up/new with create", s.Remove(ctx, tok, "/up/new", nsapi.RemoveOptions{}))
+	no("read /up/new with create", errOnly(s.Open(ctx, tok, "/up/new", nsapi.OpenRequest{})))
 	ok("overwrite /rw/a with modify", put(tok, "/rw/a"))
 	ok("rename /rw/a to /up/b", errOnly(s.Rename(ctx, tok, "/rw/a", "/up/b", false)))
 	no("rename /up/b back", errOnly(s.Rename(ctx, tok, "/up/b", "/rw/c", false)))
-	ok("delete with modify", s.Remove(ctx, tok, "/rw", namespace.RemoveOptions{Recursive: true}))
+	ok("delete with modify", s.Remove(ctx, tok, "/rw", nsapi.RemoveOptions{Recursive: true}))
 	no("chmod outside", s.Chmod(ctx, tok, "/foo/x", 0o600))
 	no("fs config with a token mapped to root", s.ConfigFilesystem(ctx, tok, 1, "configstatus", "ro"))
-	no("quota set with a token mapped to root", s.SetQuota(ctx, tok, "/up", namespace.QuotaKey{Kind: namespace.QuotaProject}, namespace.Amount{Bytes: 1}))
-	if _, err := s.Open(ctx, tok, "/foo/../foobar/x", OpenRequest{}); err == nil {
+	no("quota set with a token mapped to root", s.SetQuota(ctx, tok, "/up", nsapi.QuotaKey{Kind: nsapi.QuotaProject}, nsapi.Amount{Bytes: 1}))
+	if _, err := s.Open(ctx, tok, "/foo/../foobar/x", nsapi.OpenRequest{}); err == nil {
 		t.Fatal("a .. path escaped the scope")
 	}
 }
@@ -356,22 +357,22 @@ func TestUnfinishedStripesUnknownOnly(t *testing.T) {
 	ctx := context.Background()
 	s := newServer(t)
 	register(t, s, 1, 1)
-	g, err := s.Open(ctx, root, "/committed", OpenRequest{Write: true, Create: true})
+	g, err := s.Open(ctx, root, "/committed", nsapi.OpenRequest{Write: true, Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Claim(ctx, g.Inode.ID); err != nil {
+	if err := s.Claim(ctx, g.File.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Commit(ctx, message.Commit{Fid: g.Inode.ID, Size: 0, Checksums: map[string]string{}}); err != nil {
+	if err := s.Commit(ctx, message.Commit{Fid: g.File.ID, Size: 0, Checksums: map[string]string{}}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.Open(ctx, root, "/pending", OpenRequest{Write: true, Create: true})
+	p, err := s.Open(ctx, root, "/pending", nsapi.OpenRequest{Write: true, Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	unknown := p.Inode.ID + 1000
-	r, err := s.Unfinished(ctx, message.Unfinished{Node: "node0", FsID: 1, Fids: []uint64{g.Inode.ID, p.Inode.ID, unknown}})
+	unknown := p.File.ID + 1000
+	r, err := s.Unfinished(ctx, message.Unfinished{Node: "node0", FsID: 1, Fids: []uint64{g.File.ID, p.File.ID, unknown}})
 	if err != nil || len(r.Unknown) != 1 || r.Unknown[0] != unknown {
 		t.Fatalf("unknown %v (%v), want only %d", r.Unknown, err, unknown)
 	}

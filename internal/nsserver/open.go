@@ -6,34 +6,16 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
-
-// OpenRequest is what a client asks of a file, in any protocol.
-type OpenRequest struct {
-	Write     bool   // open for writing
-	Create    bool   // create if missing
-	Truncate  bool   // replace an existing file
-	Exclusive bool   // fail if the file exists
-	MkPath    bool   // create missing parent directories (unless sys.mkpath=off)
-	Mode      uint32 // permission bits of a new file (default 0644)
-	Size      int64  // the size the client announced (booked against quota), 0 if unknown
-}
-
-// Grant is a client's access to one file's data: where to go and the
-// signed capability to show there.
-type Grant struct {
-	Inode *namespace.Inode // the file (for a write: the pending upload)
-	Token string           // the signed capability
-	Cap   *capability.Capability
-	Entry Node // the storage server that serves (reads) or receives (writes) it
-}
 
 // Open authorizes p to read or write path and returns the grant. Committed
 // files are immutable: opening one for writing without create or truncate
 // is refused; a write replaces the file atomically at commit.
-func (s *Server) Open(ctx context.Context, p auth.Principal, path string, r OpenRequest) (*Grant, error) {
+func (s *Server) Open(ctx context.Context, p auth.Principal, path string, r nsapi.OpenRequest) (*nsapi.Grant, error) {
 	if !r.Write && !r.Create && !r.Truncate {
 		if err := scope(p, auth.ScopeRead, path, "read"); err != nil {
 			return nil, s.refused(ctx, p, "read", path, err)
@@ -54,7 +36,7 @@ func (s *Server) Open(ctx context.Context, p auth.Principal, path string, r Open
 	return g, s.audit(ctx, p, "write", path, "", err)
 }
 
-func (s *Server) open(p auth.Principal, path string, r OpenRequest) (*Grant, error) {
+func (s *Server) open(p auth.Principal, path string, r nsapi.OpenRequest) (*nsapi.Grant, error) {
 	c := caller(p)
 	if !r.Create && !r.Truncate {
 		if _, err := s.ns.Stat(c, path); err == nil {
@@ -67,9 +49,9 @@ func (s *Server) open(p auth.Principal, path string, r OpenRequest) (*Grant, err
 // openWrite starts an upload of path. With mkpath, missing parent
 // directories are created first (as XRootD does for uploads), unless the
 // nearest existing one has sys.mkpath=off.
-func (s *Server) openWrite(pr auth.Principal, path string, o namespace.CreateOptions, mkpath bool) (*Grant, error) {
+func (s *Server) openWrite(pr auth.Principal, path string, o namespace.CreateOptions, mkpath bool) (*nsapi.Grant, error) {
 	c := caller(pr)
-	p, err := namespace.CleanPath(path)
+	p, err := nsapi.CleanPath(path)
 	if err != nil {
 		return nil, kerr.WithOp(err, "create")
 	}
@@ -90,7 +72,7 @@ func (s *Server) openWrite(pr auth.Principal, path string, o namespace.CreateOpt
 	for _, fsid := range f.Locations {
 		cp.Targets = append(cp.Targets, capability.Target{FsID: fsid, Addr: s.reg.Node(fsid).HTTP})
 	}
-	return &Grant{Inode: f, Token: s.key.Sign(cp), Cap: cp, Entry: s.reg.Node(f.Locations[0])}, nil
+	return &nsapi.Grant{File: entryOf(p, f), Token: s.key.Sign(cp), Server: nodeOf(s.reg.Node(f.Locations[0]))}, nil
 }
 
 // makeParents creates the missing directories above clean path p; the
@@ -108,8 +90,8 @@ func (s *Server) makeParents(c namespace.Caller, p string) error {
 		if !n.IsDir {
 			return kerr.New(kerr.NotDir, "create", p, anc+" is not a directory")
 		}
-		if n.XAttrs[namespace.AttrMkPath] == "off" {
-			return kerr.New(kerr.NotFound, "create", p, "parent directory does not exist ("+anc+" has "+namespace.AttrMkPath+"=off)")
+		if n.XAttrs[nsapi.AttrMkPath] == "off" {
+			return kerr.New(kerr.NotFound, "create", p, "parent directory does not exist ("+anc+" has "+nsapi.AttrMkPath+"=off)")
 		}
 		break
 	}
@@ -119,7 +101,7 @@ func (s *Server) makeParents(c namespace.Caller, p string) error {
 // openRead authorizes a read of path and picks the storage server to
 // serve it: the first readable replica, or for EC the first readable
 // stripe's server (it gathers the rest).
-func (s *Server) openRead(pr auth.Principal, path string) (*Grant, error) {
+func (s *Server) openRead(pr auth.Principal, path string) (*nsapi.Grant, error) {
 	n, err := s.ns.Stat(caller(pr), path)
 	if err != nil {
 		return nil, err
@@ -130,10 +112,10 @@ func (s *Server) openRead(pr auth.Principal, path string) (*Grant, error) {
 	if !s.canRead(pr, n) {
 		return nil, kerr.New(kerr.Permission, "read", path, "read permission denied")
 	}
-	p, _ := namespace.CleanPath(path)
+	p, _ := nsapi.CleanPath(path)
 	cp := &capability.Capability{Fid: n.ID, Path: p, Layout: n.Layout, Size: n.Size, Sums: n.Checksums,
 		UID: pr.UID, GID: pr.GID, Expires: s.now().Add(s.ttl).Unix()}
-	var entry Node
+	var entry fleet.Node
 	for _, fsid := range n.Locations {
 		if node, ok := s.reg.Readable(fsid); ok && entry.HTTP == "" {
 			entry = node
@@ -146,5 +128,5 @@ func (s *Server) openRead(pr auth.Principal, path string) (*Grant, error) {
 	if entry.HTTP == "" {
 		return nil, kerr.New(kerr.Unavailable, "read", p, "no storage server holding this file is reachable")
 	}
-	return &Grant{Inode: n, Token: s.key.Sign(cp), Cap: cp, Entry: entry}, nil
+	return &nsapi.Grant{File: entryOf(p, n), Token: s.key.Sign(cp), Server: nodeOf(entry)}, nil
 }

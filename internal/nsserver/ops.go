@@ -8,49 +8,69 @@ import (
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/movement"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
-// Stat returns the inode at path.
-func (s *Server) Stat(ctx context.Context, p auth.Principal, path string) (*namespace.Inode, error) {
+// Stat returns the entry at path.
+func (s *Server) Stat(ctx context.Context, p auth.Principal, path string) (nsapi.Entry, error) {
 	if err := scope(p, auth.ScopeRead, path, "stat"); err != nil {
-		return nil, s.refused(ctx, p, "stat", path, err)
+		return nsapi.Entry{}, s.refused(ctx, p, "stat", path, err)
 	}
 	n, err := s.ns.Stat(caller(p), path)
-	return n, s.refused(ctx, p, "stat", path, err)
+	if err != nil {
+		return nsapi.Entry{}, s.refused(ctx, p, "stat", path, err)
+	}
+	return entryOf(clean(path), n), nil
 }
 
 // List returns the entries of the directory at path with their
 // attributes, sorted by name.
-func (s *Server) List(ctx context.Context, p auth.Principal, path string) ([]*namespace.Inode, error) {
+func (s *Server) List(ctx context.Context, p auth.Principal, path string) ([]nsapi.Entry, error) {
 	if err := scope(p, auth.ScopeRead, path, "list"); err != nil {
 		return nil, s.refused(ctx, p, "list", path, err)
 	}
 	ns, err := s.ns.List(caller(p), path)
-	return ns, s.refused(ctx, p, "list", path, err)
+	if err != nil {
+		return nil, s.refused(ctx, p, "list", path, err)
+	}
+	return entriesOf(clean(path), ns), nil
 }
 
-// Lookup returns entry name of directory parent.
-func (s *Server) Lookup(_ context.Context, p auth.Principal, parent uint64, name string) (*namespace.Inode, error) {
+// Lookup returns entry name of directory parent (without its path).
+func (s *Server) Lookup(_ context.Context, p auth.Principal, parent uint64, name string) (nsapi.Entry, error) {
 	if err := s.scopeIno(p, auth.ScopeRead, parent, name, "lookup"); err != nil {
-		return nil, err
+		return nsapi.Entry{}, err
 	}
-	return s.ns.Lookup(caller(p), parent, name)
+	n, err := s.ns.Lookup(caller(p), parent, name)
+	if err != nil {
+		return nsapi.Entry{}, err
+	}
+	return entryOf("", n), nil
 }
 
-// GetAttr returns inode ino.
-func (s *Server) GetAttr(_ context.Context, p auth.Principal, ino uint64) (*namespace.Inode, error) {
+// GetAttr returns inode ino (without its path).
+func (s *Server) GetAttr(_ context.Context, p auth.Principal, ino uint64) (nsapi.Entry, error) {
 	if err := s.scopeIno(p, auth.ScopeRead, ino, "", "getattr"); err != nil {
-		return nil, err
+		return nsapi.Entry{}, err
 	}
-	return s.ns.GetAttr(caller(p), ino)
+	n, err := s.ns.GetAttr(caller(p), ino)
+	if err != nil {
+		return nsapi.Entry{}, err
+	}
+	return entryOf("", n), nil
 }
 
-// ReadDir returns the entries of directory ino with their attributes.
-func (s *Server) ReadDir(_ context.Context, p auth.Principal, ino uint64) ([]*namespace.Inode, error) {
+// ReadDir returns the entries of directory ino with their attributes
+// (without their paths).
+func (s *Server) ReadDir(_ context.Context, p auth.Principal, ino uint64) ([]nsapi.Entry, error) {
 	if err := s.scopeIno(p, auth.ScopeRead, ino, "", "list"); err != nil {
 		return nil, err
 	}
-	return s.ns.ReadDir(caller(p), ino)
+	ns, err := s.ns.ReadDir(caller(p), ino)
+	if err != nil {
+		return nil, err
+	}
+	return entriesOf("", ns), nil
 }
 
 // Mkdir creates a directory (with parents, missing ancestors too).
@@ -65,11 +85,12 @@ func (s *Server) Mkdir(ctx context.Context, p auth.Principal, path string, mode 
 }
 
 // Remove unlinks a file, a directory or a tree as o says.
-func (s *Server) Remove(ctx context.Context, p auth.Principal, path string, o namespace.RemoveOptions) error {
+func (s *Server) Remove(ctx context.Context, p auth.Principal, path string, o nsapi.RemoveOptions) error {
 	if err := scope(p, auth.ScopeModify, path, "rm"); err != nil {
 		return s.audit(ctx, p, "remove", path, "", err)
 	}
-	return s.audit(ctx, p, "remove", path, "", s.ns.Remove(caller(p), path, o))
+	err := s.ns.Remove(caller(p), path, namespace.RemoveOptions{Dir: o.Dir, Any: o.Any, Recursive: o.Recursive})
+	return s.audit(ctx, p, "remove", path, "", err)
 }
 
 // Rename moves from to to; replaced says whether something was there.
@@ -111,7 +132,7 @@ func (s *Server) SetXAttr(ctx context.Context, p auth.Principal, path, name, val
 	if err := scope(p, auth.ScopeModify, path, "attr set"); err != nil {
 		return s.audit(ctx, p, "attr set "+name, path, "", err)
 	}
-	if (name == namespace.AttrSpace || name == namespace.AttrConvertSpace) && namespace.CheckSpaceName(value) == nil {
+	if (name == nsapi.AttrSpace || name == nsapi.AttrConvertSpace) && namespace.CheckSpaceName(value) == nil {
 		if !s.reg.SpaceExists(value) {
 			return s.audit(ctx, p, "attr set "+name, path, "", kerr.New(kerr.Invalid, "attr set", path,
 				fmt.Sprintf("no space %q (kaon space define %s, or fs add --space %s)", value, value, value)))
@@ -143,7 +164,7 @@ func (s *Server) XAttrs(ctx context.Context, p auth.Principal, path string) ([][
 
 // Touch creates an empty file (or replaces a file by an empty one unless
 // exclusive) in one step.
-func (s *Server) Touch(ctx context.Context, p auth.Principal, path string, exclusive bool, mode uint32) (*namespace.Inode, error) {
+func (s *Server) Touch(ctx context.Context, p auth.Principal, path string, exclusive bool, mode uint32) (nsapi.Entry, error) {
 	op := auth.ScopeCreate
 	if p.Scopes != nil && !exclusive {
 		if _, err := s.ns.Stat(caller(p), path); err == nil {
@@ -151,10 +172,13 @@ func (s *Server) Touch(ctx context.Context, p auth.Principal, path string, exclu
 		}
 	}
 	if err := scope(p, op, path, "create"); err != nil {
-		return nil, s.audit(ctx, p, "create", path, "", err)
+		return nsapi.Entry{}, s.audit(ctx, p, "create", path, "", err)
 	}
 	n, err := s.ns.CreateEmpty(caller(p), path, namespace.CreateOptions{Exclusive: exclusive, Mode: mode})
-	return n, s.audit(ctx, p, "create", path, "", err)
+	if err = s.audit(ctx, p, "create", path, "", err); err != nil {
+		return nsapi.Entry{}, err
+	}
+	return entryOf(clean(path), n), nil
 }
 
 // Truncate supports emptying a file (its data is queued for deletion):

@@ -5,15 +5,24 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
-	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // RecycleList lists the recycled entries p may see.
-func (s *Server) RecycleList(_ context.Context, p auth.Principal) ([]namespace.RecycleEntry, error) {
+func (s *Server) RecycleList(_ context.Context, p auth.Principal) ([]nsapi.RecycleEntry, error) {
 	if err := unrestricted(p, "recycle ls"); err != nil {
 		return nil, err
 	}
-	return s.ns.RecycleList(caller(p))
+	es, err := s.ns.RecycleList(caller(p))
+	if err != nil {
+		return nil, err
+	}
+	out := []nsapi.RecycleEntry{}
+	for _, e := range es {
+		out = append(out, nsapi.RecycleEntry{Key: e.Key, Path: e.Path, Dir: e.Dir, UID: e.UID, GID: e.GID,
+			Size: e.Size, Files: e.Files, Time: time.Unix(0, e.Time)})
+	}
+	return out, nil
 }
 
 // RecycleRestore puts a recycled entry back and returns where.

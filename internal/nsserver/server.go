@@ -179,10 +179,6 @@ func (s *Server) Run(ctx context.Context) {
 	s.expireRecycled(ctx, s.cfg.RecycleLifetime, s.cfg.RecycleMaxBytes)
 }
 
-// Namespace is the model the service owns, for trusted in-process
-// callers (benchmarks, tests) that bypass authorization on purpose.
-func (s *Server) Namespace() *namespace.Namespace { return s.ns }
-
 var _ message.Namespace = (*Server)(nil)
 
 // Heartbeat implements message.Namespace: it records what a storage

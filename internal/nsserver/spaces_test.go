@@ -6,9 +6,10 @@ import (
 	"testing"
 
 	"github.com/kaon-storage/kaon/internal/cluster/message"
+	"github.com/kaon-storage/kaon/internal/fleet"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
-	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // beat reports fs from node as its storage server would.
@@ -84,13 +85,13 @@ func TestForcedSpace(t *testing.T) {
 	ctx := context.Background()
 	s := newServer(t)
 	beat(t, s, "n1", report("/d1", "dev:1", 1<<40, 0), report("/d2", "dev:2", 1<<40, 0))
-	if _, err := s.AddFilesystem(ctx, root, NewFilesystem{Node: "n1", Path: "/ceph/a", Space: "ceph"}); err != nil {
+	if _, err := s.AddFilesystem(ctx, root, nsapi.NewFilesystem{Node: "n1", Path: "/ceph/a", Space: "ceph"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AddFilesystem(ctx, root, NewFilesystem{Node: "n1", Path: "/ceph/b", Group: "ceph.1"}); err != nil {
+	if _, err := s.AddFilesystem(ctx, root, nsapi.NewFilesystem{Node: "n1", Path: "/ceph/b", Group: "ceph.1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AddFilesystem(ctx, root, NewFilesystem{Node: "n1", Path: "/x", Group: "ceph.1", Space: "other"}); !kerr.Is(err, kerr.Invalid) {
+	if _, err := s.AddFilesystem(ctx, root, nsapi.NewFilesystem{Node: "n1", Path: "/x", Group: "ceph.1", Space: "other"}); !kerr.Is(err, kerr.Invalid) {
 		t.Fatalf("fs add with a group outside its space: %v", err)
 	}
 	beat(t, s, "n1", report("/d1", "dev:1", 1<<40, 0), report("/d2", "dev:2", 1<<40, 0),
@@ -104,31 +105,31 @@ func TestForcedSpace(t *testing.T) {
 	if err := s.Mkdir(ctx, root, "/c", 0o755, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetXAttr(ctx, root, "/c", namespace.AttrSpace, "nosuch"); !kerr.Is(err, kerr.Invalid) || !strings.Contains(err.Error(), "nosuch") {
+	if err := s.SetXAttr(ctx, root, "/c", nsapi.AttrSpace, "nosuch"); !kerr.Is(err, kerr.Invalid) || !strings.Contains(err.Error(), "nosuch") {
 		t.Fatalf("sys.forced.space=nosuch: %v", err)
 	}
-	if err := s.SetXAttr(ctx, root, "/c", namespace.AttrSpace, "bad.name"); !kerr.Is(err, kerr.Invalid) {
+	if err := s.SetXAttr(ctx, root, "/c", nsapi.AttrSpace, "bad.name"); !kerr.Is(err, kerr.Invalid) {
 		t.Fatalf("sys.forced.space=bad.name: %v", err)
 	}
-	if err := s.SetXAttr(ctx, root, "/c", namespace.AttrSpace, "ceph"); err != nil {
+	if err := s.SetXAttr(ctx, root, "/c", nsapi.AttrSpace, "ceph"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Mkdir(ctx, root, "/c/sub", 0o755, false); err != nil { // inherits the policy
 		t.Fatal(err)
 	}
 	spaceOfFile := func(path string) string {
-		g, err := s.Open(ctx, root, path, OpenRequest{Write: true, Create: true})
+		g, err := s.Open(ctx, root, path, nsapi.OpenRequest{Write: true, Create: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, _ := s.reg.Filesystem(g.Inode.Locations[0])
+		f, _ := s.reg.Filesystem(g.File.Locations[0])
 		return f.Space
 	}
 	for i := range 20 {
 		if sp := spaceOfFile("/c/sub/f" + string(rune('a'+i))); sp != "ceph" {
 			t.Fatalf("file below sys.forced.space=ceph placed in space %s", sp)
 		}
-		if sp := spaceOfFile("/g" + string(rune('a'+i))); sp != DefaultSpace {
+		if sp := spaceOfFile("/g" + string(rune('a'+i))); sp != fleet.DefaultSpace {
 			t.Fatalf("file without a space policy placed in space %s", sp)
 		}
 	}
@@ -136,10 +137,10 @@ func TestForcedSpace(t *testing.T) {
 	if err := s.DefineSpace(ctx, root, "empty"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetXAttr(ctx, root, "/c", namespace.AttrSpace, "empty"); err != nil {
+	if err := s.SetXAttr(ctx, root, "/c", nsapi.AttrSpace, "empty"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.Open(ctx, root, "/c/f", OpenRequest{Write: true, Create: true})
+	_, err := s.Open(ctx, root, "/c/f", nsapi.OpenRequest{Write: true, Create: true})
 	if !kerr.Is(err, kerr.NoSpace) || !strings.Contains(err.Error(), "space empty") {
 		t.Fatalf("upload into an empty space: %v", err)
 	}
@@ -200,18 +201,18 @@ func TestRadosPlaces(t *testing.T) {
 	ctx := context.Background()
 	s := newServer(t)
 	beat(t, s, "n1")
-	f, err := s.AddFilesystem(ctx, root, NewFilesystem{Node: "n1", Path: "rados://kaon@kaon-rados?conf=%2Fetc%2Fceph%2Fceph.conf", Space: "rados", ObjectSize: 16 << 20})
+	f, err := s.AddFilesystem(ctx, root, nsapi.NewFilesystem{Node: "n1", Path: "rados://kaon@kaon-rados?conf=%2Fetc%2Fceph%2Fceph.conf", Space: "rados", ObjectSize: "16M"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.Path != "rados://kaon@kaon-rados/kaon-fs1?conf=%2Fetc%2Fceph%2Fceph.conf" || f.ObjectSize != 16<<20 {
 		t.Fatalf("registered %q object size %d", f.Path, f.ObjectSize)
 	}
-	if _, err := s.AddFilesystem(ctx, root, NewFilesystem{Node: "n1", Path: "rados://p/ns"}); err != nil {
+	if _, err := s.AddFilesystem(ctx, root, nsapi.NewFilesystem{Node: "n1", Path: "rados://p/ns"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{"rados:///ns", "rados://p/ns?keyring=x", "relative/dir"} {
-		if _, err := s.AddFilesystem(ctx, root, NewFilesystem{Node: "n1", Path: bad}); !kerr.Is(err, kerr.Invalid) {
+		if _, err := s.AddFilesystem(ctx, root, nsapi.NewFilesystem{Node: "n1", Path: bad}); !kerr.Is(err, kerr.Invalid) {
 			t.Fatalf("fs add %s: %v", bad, err)
 		}
 	}

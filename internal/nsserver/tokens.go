@@ -3,12 +3,11 @@ package nsserver
 import (
 	"context"
 	"strings"
-	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/kerr"
-	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // Kaon's own bearer tokens. Who may have one is decided here: only root,
@@ -18,17 +17,8 @@ import (
 // most the issuer's MaxTTL. Each issue and rotation is one audit line
 // (never the token itself).
 
-// TokenRequest is what `kaon token issue` asks for.
-type TokenRequest struct {
-	User     string   // local user name or uid the token acts as ("": the caller)
-	Paths    []string // absolute namespace paths
-	Scopes   []string // storage.read, storage.create, storage.modify, read, write
-	TTL      time.Duration
-	Audience []string // default: the issuer's URL
-}
-
 // IssueToken signs a token for r.
-func (s *Server) IssueToken(ctx context.Context, p auth.Principal, r TokenRequest) (tok string, err error) {
+func (s *Server) IssueToken(ctx context.Context, p auth.Principal, r nsapi.TokenRequest) (tok string, err error) {
 	what := strings.Join(r.Scopes, ",") + ":" + strings.Join(r.Paths, ",")
 	defer func() { err = s.audit(ctx, p, "token issue", what, "user "+r.User, err) }()
 	if err := requireRoot(p, "token issue"); err != nil {
@@ -53,14 +43,14 @@ func (s *Server) IssueToken(ctx context.Context, p auth.Principal, r TokenReques
 			return "", kerr.New(kerr.Invalid, "token issue", sc, "unknown scope (want one of "+strings.Join(token.ScopeNames, ", ")+")")
 		}
 		for _, raw := range r.Paths {
-			cp, err := namespace.CleanPath(raw)
+			cp, err := nsapi.CleanPath(raw)
 			if err != nil || cp != raw && cp+"/" != raw {
 				return "", kerr.New(kerr.Invalid, "token issue", raw, "want an absolute path without . or .. components")
 			}
 			scopes = append(scopes, token.ScopeString(sc, cp))
 		}
 	}
-	tok, err = s.cfg.Tokens.Issue(token.IssueRequest{Subject: u.Name, Scopes: scopes, Audience: r.Audience, TTL: r.TTL})
+	tok, err = s.cfg.Tokens.Issue(token.IssueRequest{Subject: u.Name, Scopes: scopes, Audience: r.Audience, TTL: r.TTL.Duration()})
 	if err != nil {
 		return "", kerr.New(kerr.Invalid, "token issue", what, err.Error())
 	}
@@ -86,11 +76,15 @@ func (s *Server) RotateTokenKey(ctx context.Context, p auth.Principal) (kid stri
 
 // TokenKeys lists the signing keys, with when they were made and retired
 // (admin only; the public keys themselves are published: the JWKS).
-func (s *Server) TokenKeys(_ context.Context, p auth.Principal) ([]token.KeyInfo, error) {
+func (s *Server) TokenKeys(_ context.Context, p auth.Principal) ([]nsapi.TokenKey, error) {
 	if err := requireRoot(p, "token keys"); err != nil || s.cfg.Tokens == nil {
 		return nil, err
 	}
-	return s.cfg.Tokens.Keys(), nil
+	var out []nsapi.TokenKey
+	for _, k := range s.cfg.Tokens.Keys() {
+		out = append(out, nsapi.TokenKey{KID: k.KID, Created: k.Created, Retired: k.Retired, Next: k.Next})
+	}
+	return out, nil
 }
 
 // TokenIssuer is this instance's issuer (nil: none), whose public

@@ -13,6 +13,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv/memkv"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // testClock is a clock the test moves.
@@ -59,11 +60,11 @@ func TestSweeperAbortsUploadsNobodyWrites(t *testing.T) {
 	}
 	open := func(p string, size int64) uint64 {
 		t.Helper()
-		g, err := s.Open(ctx, root, p, OpenRequest{Write: true, Create: true, Truncate: true, Size: size})
+		g, err := s.Open(ctx, root, p, nsapi.OpenRequest{Write: true, Create: true, Truncate: true, Size: size})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return g.Inode.ID
+		return g.File.ID
 	}
 	beat := func(fids ...uint64) {
 		t.Helper()
@@ -146,15 +147,15 @@ func TestInheritedUploadsCommitOnTheNewServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	register(t, a, 2, 2)
-	g, err := a.Open(ctx, root, "/f", OpenRequest{Write: true, Create: true, Truncate: true, Size: 5})
+	g, err := a.Open(ctx, root, "/f", nsapi.OpenRequest{Write: true, Create: true, Truncate: true, Size: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Claim(ctx, g.Inode.ID); err != nil {
+	if err := a.Claim(ctx, g.File.ID); err != nil {
 		t.Fatal(err)
 	}
 	in := a.HandOver()
-	if err := a.Claim(ctx, g.Inode.ID); !kerr.Is(err, kerr.Busy) {
+	if err := a.Claim(ctx, g.File.ID); !kerr.Is(err, kerr.Busy) {
 		t.Fatalf("claim after the handover: %v, want busy", err)
 	}
 	b, err := New(Config{Engine: eng, Key: key, Inherit: &in})
@@ -162,17 +163,17 @@ func TestInheritedUploadsCommitOnTheNewServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	register(t, b, 2, 2)
-	if err := b.Claim(ctx, g.Inode.ID); !kerr.Is(err, kerr.Permission) {
+	if err := b.Claim(ctx, g.File.ID); !kerr.Is(err, kerr.Permission) {
 		t.Fatalf("second claim on the new server: %v, want refused", err)
 	}
-	if err := b.Commit(ctx, message.Commit{Fid: g.Inode.ID, Size: 5}); err != nil {
+	if err := b.Commit(ctx, message.Commit{Fid: g.File.ID, Size: 5}); err != nil {
 		t.Fatalf("commit on the new server: %v", err)
 	}
 	if st, err := b.ns.Stat(namespace.Root, "/f"); err != nil || st.Size != 5 {
 		t.Fatalf("/f after the commit: %+v %v", st, err)
 	}
 	// Without a handover (a crash) the new server aborts it.
-	g2, err := b.Open(ctx, root, "/g", OpenRequest{Write: true, Create: true, Truncate: true})
+	g2, err := b.Open(ctx, root, "/g", nsapi.OpenRequest{Write: true, Create: true, Truncate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,10 +182,10 @@ func TestInheritedUploadsCommitOnTheNewServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Its storage server is told why, as something to send again.
-	if err := c.Claim(ctx, g2.Inode.ID); !kerr.Is(err, kerr.Aborted) || !strings.Contains(err.Error(), "failover") {
+	if err := c.Claim(ctx, g2.File.ID); !kerr.Is(err, kerr.Aborted) || !strings.Contains(err.Error(), "failover") {
 		t.Fatalf("claim after a takeover without handover: %v, want aborted by a failover", err)
 	}
-	if err := c.Commit(ctx, message.Commit{Fid: g2.Inode.ID}); !kerr.Is(err, kerr.Aborted) || !strings.Contains(err.Error(), "failover") {
+	if err := c.Commit(ctx, message.Commit{Fid: g2.File.ID}); !kerr.Is(err, kerr.Aborted) || !strings.Contains(err.Error(), "failover") {
 		t.Fatalf("commit after a takeover without handover: %v, want aborted by a failover", err)
 	}
 }

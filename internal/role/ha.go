@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/ha"
 	"github.com/kaon-storage/kaon/internal/httpfront"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -20,7 +19,8 @@ import (
 	"github.com/kaon-storage/kaon/internal/kv/etcdkv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
 	"github.com/kaon-storage/kaon/internal/namespace"
-	"github.com/kaon-storage/kaon/internal/xrdkaon"
+	"github.com/kaon-storage/kaon/internal/nsapi"
+	"github.com/kaon-storage/kaon/internal/xrdfront"
 	"github.com/kaon-storage/kaon/internal/xrootd"
 )
 
@@ -119,11 +119,11 @@ func startReplicated(s *Server, c MGMConfig, files *namespaceFiles, sec *Securit
 			}
 			return nil, active.HTTP, err
 		},
-		Status: func(ctx context.Context) client.NSStatus { return nsStatus(node.Status(ctx), self) },
+		Status: func(ctx context.Context) nsapi.NSStatus { return nsStatus(node.Status(ctx), self) },
 		Auth:   chain,
 	}
 	if xl != nil {
-		xs := serveNamespaceXRootD(xl, xrdkaon.HA{Route: func() (xrootd.Namespace, string, error) {
+		xs := serveNamespaceXRootD(xl, xrdfront.HA{Route: func() (xrootd.Namespace, string, error) {
 			ns, active, err := route()
 			if ns != nil {
 				return ns.XRootD, "", nil
@@ -152,15 +152,15 @@ func startReplicated(s *Server, c MGMConfig, files *namespaceFiles, sec *Securit
 }
 
 // nsStatus is the wire form of a replicated namespace's status.
-func nsStatus(st ha.Status, self ha.Member) client.NSStatus {
-	out := client.NSStatus{Engine: client.NSEngine{Name: st.Engine.Engine, Revision: st.Engine.Revision},
+func nsStatus(st ha.Status, self ha.Member) nsapi.NSStatus {
+	out := nsapi.NSStatus{Engine: nsapi.NSEngine{Name: st.Engine.Engine, Revision: st.Engine.Revision},
 		Active: st.Active.HTTP, Self: self.HTTP, Error: st.Err}
 	for _, m := range st.Engine.Members {
-		out.Engine.Members = append(out.Engine.Members, client.NSEngineMember{Name: m.Name, Endpoint: m.Endpoint, Healthy: m.Healthy,
+		out.Engine.Members = append(out.Engine.Members, nsapi.NSEngineMember{Name: m.Name, Endpoint: m.Endpoint, Healthy: m.Healthy,
 			Leader: m.Leader, Version: m.Version, DBSize: m.DBSize, DBInUse: m.DBInUse, Error: m.Err})
 	}
 	for _, s := range st.Servers {
-		out.Servers = append(out.Servers, client.NSServer{ID: s.ID, HTTP: s.HTTP, XRootD: s.XRootD, Role: string(s.Role), Since: s.Since,
+		out.Servers = append(out.Servers, nsapi.NSServer{ID: s.ID, HTTP: s.HTTP, XRootD: s.XRootD, Role: string(s.Role), Since: s.Since,
 			Applied: s.Applied, Committed: s.Committed, Updated: s.Updated, Error: s.Error})
 	}
 	return out

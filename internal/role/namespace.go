@@ -21,7 +21,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/metrics"
 	"github.com/kaon-storage/kaon/internal/namespace"
 	"github.com/kaon-storage/kaon/internal/nsserver"
-	"github.com/kaon-storage/kaon/internal/xrdkaon"
+	"github.com/kaon-storage/kaon/internal/xrdfront"
 	"github.com/kaon-storage/kaon/internal/xrootd"
 )
 
@@ -85,7 +85,7 @@ func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
 	srv.ReportMovement(metrics.NewMovement(reg))
 	front := &httpfront.Namespace{NS: srv, Key: p.Key, Log: p.Log, Auth: p.Auth}
 	h := metrics.Serve(metrics.NewHTTP(reg, "mgm", metrics.NamespaceRoute).Instrument(front), reg, p.MetricsAllow)
-	return &Namespace{Service: srv, HTTP: h, XRootD: xrdkaon.Namespace{NS: srv}, Key: p.Key, Auth: p.Auth, log: p.Log}, nil
+	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Key: p.Key, Auth: p.Auth, log: p.Log}, nil
 }
 
 // Endpoint is n's namespace endpoint as served, access-logged.

@@ -15,7 +15,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/httpfront"
 	"github.com/kaon-storage/kaon/internal/tlsconf"
-	"github.com/kaon-storage/kaon/internal/xrdkaon"
+	"github.com/kaon-storage/kaon/internal/xrdfront"
 	"github.com/kaon-storage/kaon/internal/xrootd"
 	"github.com/kaon-storage/kaon/internal/xrootd/gsi"
 )
@@ -78,7 +78,7 @@ func (s SecurityConfig) setup(data, methods string, hosts ...string) (*Security,
 		if err != nil {
 			return nil, err
 		}
-		g, err := gsi.NewServer(gsi.Config{Cert: chain[0], Key: key, Authenticate: xrdkaon.AuthenticateCerts(sec.x509)})
+		g, err := gsi.NewServer(gsi.Config{Cert: chain[0], Key: key, Authenticate: xrdfront.AuthenticateCerts(sec.x509)})
 		if err != nil {
 			return nil, err
 		}
@@ -139,7 +139,7 @@ func (s *Security) xrootd(cfg *xrootd.Config, chain auth.Chain) {
 	for _, p := range s.protocols {
 		switch p {
 		case "token":
-			cfg.Security = append(cfg.Security, xrootd.Ztn(xrdkaon.AuthenticateToken(chain)))
+			cfg.Security = append(cfg.Security, xrootd.Ztn(xrdfront.AuthenticateToken(chain)))
 		case "gsi":
 			cfg.Security = append(cfg.Security, s.gsi)
 		}

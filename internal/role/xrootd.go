@@ -12,7 +12,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/metrics"
 	"github.com/kaon-storage/kaon/internal/storage"
 	"github.com/kaon-storage/kaon/internal/transfer/remote"
-	"github.com/kaon-storage/kaon/internal/xrdkaon"
+	"github.com/kaon-storage/kaon/internal/xrdfront"
 	"github.com/kaon-storage/kaon/internal/xrootd"
 )
 
@@ -44,7 +44,7 @@ func (x *XRootDServers) list() []*xrootd.Server {
 // (an embedded service's binding, or the HA router), identifying clients
 // through chain.
 func serveNamespaceXRootD(l net.Listener, ns xrootd.Namespace, chain auth.Chain, sec *Security, servers *XRootDServers, log *slog.Logger) *xrootd.Server {
-	cfg := xrootd.Config{Namespace: ns, IdentifyConn: xrdkaon.Identifier(chain), Logger: log.With("role", "xrootd-mgm")}
+	cfg := xrootd.Config{Namespace: ns, IdentifyConn: xrdfront.Identifier(chain), Logger: log.With("role", "xrootd-mgm")}
 	sec.xrootd(&cfg, chain)
 	srv := xrootd.NewServer(cfg)
 	servers.add(srv)
@@ -59,9 +59,9 @@ func serveNamespaceXRootD(l net.Listener, ns xrootd.Namespace, chain auth.Chain,
 func serveStorageXRootD(l net.Listener, manager string, fst *storage.Server, tpc *remote.Policy, sec *Security, servers *XRootDServers, log *slog.Logger) *xrootd.Server {
 	// Request buffers in flight share the storage server's stream budget
 	// figure: root:// clients cannot make it hold more than HTTP ones.
-	cfg := xrootd.Config{Data: xrdkaon.Data{S: fst}, Manager: manager,
+	cfg := xrootd.Config{Data: xrdfront.Data{S: fst}, Manager: manager,
 		GlobalBudget: fst.StreamMemory(), Logger: log.With("role", "xrootd-fst"),
-		TPC: xrdkaon.TPC{Remote: &remote.XRootD{Policy: tpc, Auth: sec.tpcAuth(log)}, Log: log}}
+		TPC: xrdfront.TPC{Remote: &remote.XRootD{Policy: tpc, Auth: sec.tpcAuth(log)}, Log: log}}
 	sec.xrootd(&cfg, nil)
 	srv := xrootd.NewServer(cfg)
 	servers.add(srv)

@@ -101,14 +101,6 @@ type Progress struct {
 	Elapsed time.Duration // since the copy started
 }
 
-// Rate is the average rate so far in bytes per second.
-func (p Progress) Rate() float64 {
-	if p.Elapsed <= 0 {
-		return 0
-	}
-	return float64(p.Bytes) / p.Elapsed.Seconds()
-}
-
 // Options tune a copy; the zero value is usable.
 type Options struct {
 	// Checksum is the type verified end to end (default adler32). When

@@ -3,6 +3,7 @@ package xrootd
 import (
 	"bytes"
 	"encoding/binary"
+	"io"
 	"testing"
 )
 
@@ -113,4 +114,16 @@ func FuzzSplitPath(f *testing.F) {
 			}
 		}
 	})
+}
+
+// readFrame reads one request as the server does: header, then body. The body length is checked
+// against max before any allocation, so a hostile length costs nothing. alloc
+// supplies the body buffer (a pool, or make).
+func readFrame(r io.Reader, hdr []byte, max int, alloc func(int) []byte) (reqHeader, []byte, error) {
+	if _, err := io.ReadFull(r, hdr[:reqHeaderLen]); err != nil {
+		return reqHeader{}, nil, err
+	}
+	h := parseReqHeader(hdr)
+	body, err := readBody(r, &h, max, alloc)
+	return h, body, err
 }

@@ -14,111 +14,157 @@ import (
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
-// dispatch handles one request. Session-setup requests run inline on the
-// reader goroutine (they change connection state); everything else runs
-// concurrently. It returns false when the connection must be dropped.
+// dispatch handles one request, by family: session setup (setup) runs
+// inline on the reader goroutine, as it changes connection state; the
+// requests on an open file (onHandle) and those naming a path (onPath)
+// run concurrently, each holding an inflight slot. It returns false when
+// the connection must be dropped.
 func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
-	sid := h.StreamID
-	switch h.ReqID {
-	case kXR_protocol:
+	if isSetup(h.ReqID) {
 		defer release()
-		return c.doProtocol(h) == nil
-	case kXR_login:
-		defer release()
-		c.loginPID = decodeLoginPID(h)
-		return c.doLogin(h, body)
-	case kXR_bind:
-		defer release()
-		return c.doBind(h)
-	case kXR_ping:
-		release()
-		return c.send(sid, kXR_ok) == nil
-	case kXR_endsess:
-		defer release()
-		return c.doEndsess(h)
-	case kXR_auth:
-		defer release()
-		return c.doAuth(h, body)
+		return c.setup(h, body)
 	}
-	if c.sess == nil {
+	if why := c.refusal(); why != "" {
 		release()
-		return c.sendErr(sid, kXR_NotAuthorized, reqName(h.ReqID)+": login required") == nil
-	}
-	if c.sess.pending.Load() {
-		release()
-		return c.sendErr(sid, kXR_NotAuthorized, reqName(h.ReqID)+": authentication required") == nil
-	}
-	if err := c.sess.ident.Err; err != nil {
-		release()
-		return c.sendErr(sid, kXR_NotAuthorized, reqName(h.ReqID)+": "+err.Error()) == nil
+		return c.sendErr(h.StreamID, kXR_NotAuthorized, reqName(h.ReqID)+": "+why) == nil
 	}
 	// Take the inflight slot before pinning any handle: an operation that
 	// close/sync may wait for is then always one that can run, so a client
 	// cannot wedge its connection by filling the slots with waiters.
-	c.slots <- struct{}{}
-	spawned := false
-	defer func() {
-		if !spawned {
-			<-c.slots
-		}
-	}()
-	spawn := func(fn func()) {
-		spawned = true
-		c.wg.Add(1)
-		go func() {
-			defer func() {
-				<-c.slots
-				c.wg.Done()
-			}()
-			fn()
-		}()
-	}
+	s := c.takeSlot()
+	defer s.giveBack()
 	hh := *h
+	if handled, ok := c.onHandle(&hh, body, release, s); handled {
+		return ok
+	}
+	s.spawn(func() {
+		defer release()
+		c.onPath(&hh, body)
+	})
+	return true
+}
+
+// isSetup says whether request id sets the session up.
+func isSetup(id uint16) bool {
+	switch id {
+	case kXR_protocol, kXR_login, kXR_bind, kXR_ping, kXR_endsess, kXR_auth:
+		return true
+	}
+	return false
+}
+
+// setup serves a session-setup request.
+func (c *conn) setup(h *reqHeader, body []byte) bool {
+	switch h.ReqID {
+	case kXR_protocol:
+		return c.doProtocol(h) == nil
+	case kXR_login:
+		c.loginPID = decodeLoginPID(h)
+		return c.doLogin(h, body)
+	case kXR_bind:
+		return c.doBind(h)
+	case kXR_ping:
+		return c.send(h.StreamID, kXR_ok) == nil
+	case kXR_endsess:
+		return c.doEndsess(h)
+	}
+	return c.doAuth(h, body)
+}
+
+// refusal is why the connection's requests beyond setup are refused
+// ("": they are not).
+func (c *conn) refusal() string {
+	switch {
+	case c.sess == nil:
+		return "login required"
+	case c.sess.pending.Load():
+		return "authentication required"
+	case c.sess.ident.Err != nil:
+		return c.sess.ident.Err.Error()
+	}
+	return ""
+}
+
+// slot is a request's inflight slot (conn.slots): the goroutine spawn
+// starts gives it back when it ends, giveBack when nothing was spawned.
+type slot struct {
+	c       *conn
+	spawned bool
+}
+
+func (c *conn) takeSlot() *slot {
+	c.slots <- struct{}{}
+	return &slot{c: c}
+}
+
+// spawn runs fn on its own goroutine, holding the slot.
+func (s *slot) spawn(fn func()) {
+	s.spawned = true
+	s.c.wg.Add(1)
+	go func() {
+		defer func() {
+			<-s.c.slots
+			s.c.wg.Done()
+		}()
+		fn()
+	}()
+}
+
+func (s *slot) giveBack() {
+	if !s.spawned {
+		<-s.c.slots
+	}
+}
+
+// onHandle serves the requests on an open file (read, write, readv,
+// close, sync, truncate of a handle): it pins the file and spawns the
+// operation, or answers at once when the handle is not open. handled is
+// false for the other requests.
+func (c *conn) onHandle(h *reqHeader, body []byte, release func(), s *slot) (handled, ok bool) {
+	sid := h.StreamID
 	switch h.ReqID {
 	case kXR_read, kXR_pgread:
 		fh := decodeFH(h)
 		f, seq := c.sess.file(fh)
 		if f == nil {
 			release()
-			return c.badHandle(sid, reqName(h.ReqID), fh)
+			return true, c.badHandle(sid, reqName(h.ReqID), fh)
 		}
-		spawn(func() {
+		s.spawn(func() {
 			defer f.done(seq)
-			if hh.ReqID == kXR_read {
-				c.doRead(&hh, body, f, release)
+			if h.ReqID == kXR_read {
+				c.doRead(h, body, f, release)
 			} else {
-				c.doPgread(&hh, body, f, release)
+				c.doPgread(h, body, f, release)
 			}
 		})
-		return true
 	case kXR_write, kXR_pgwrite:
 		fh := decodeFH(h)
 		f, seq := c.sess.file(fh)
 		if f == nil {
 			release()
-			return c.badHandle(sid, reqName(h.ReqID), fh)
+			return true, c.badHandle(sid, reqName(h.ReqID), fh)
 		}
-		spawn(func() {
+		s.spawn(func() {
 			defer f.done(seq)
 			defer release()
-			if hh.ReqID == kXR_write {
-				c.doWrite(&hh, body, f)
+			if h.ReqID == kXR_write {
+				c.doWrite(h, body, f)
 			} else {
-				c.doPgwrite(&hh, body, f)
+				c.doPgwrite(h, body, f)
 			}
 		})
-		return true
 	case kXR_readv:
 		elems, err := decodeReadv(body)
 		release()
 		if err != nil {
-			return c.sendErr(sid, kXR_ArgInvalid, "readv: "+err.Error()) == nil
+			return true, c.sendErr(sid, kXR_ArgInvalid, "readv: "+err.Error()) == nil
 		}
 		files, bad := c.readvFiles(elems)
 		if bad != nil {
-			return c.badHandle(sid, "readv", *bad)
+			return true, c.badHandle(sid, "readv", *bad)
 		}
-		spawn(func() {
+		s.spawn(func() {
 			defer func() {
 				for _, pf := range files {
 					pf.f.done(pf.seq)
@@ -126,63 +172,65 @@ func (c *conn) dispatch(h *reqHeader, body []byte, release func()) bool {
 			}()
 			c.doReadv(sid, elems, files)
 		})
-		return true
 	case kXR_close:
 		fh := decodeFH(h)
 		f := c.sess.take(fh)
 		release()
 		if f == nil {
-			return c.badHandle(sid, "close", fh)
+			return true, c.badHandle(sid, "close", fh)
 		}
 		seq := f.begin() // after everything sent before the close
-		spawn(func() { c.doClose(sid, f, seq) })
-		return true
+		s.spawn(func() { c.doClose(sid, f, seq) })
 	case kXR_sync:
 		fh := decodeFH(h)
 		f, seq := c.sess.file(fh)
 		release()
 		if f == nil {
-			return c.badHandle(sid, "sync", fh)
+			return true, c.badHandle(sid, "sync", fh)
 		}
-		spawn(func() {
-			defer f.done(seq)
-			f.waitBefore(seq)
-			if err := f.df.Sync(); err != nil {
-				c.fail(sid, "sync", f.path, err)
-				return
-			}
-			c.send(sid, kXR_ok)
-		})
-		return true
+		s.spawn(func() { c.doSync(sid, f, seq) })
 	case kXR_truncate:
 		t := decodeTruncate(h, body)
-		if len(cstring(t.Path)) == 0 {
-			release()
-			f, seq := c.sess.file(t.FH)
-			if f == nil {
-				return c.badHandle(sid, "truncate", t.FH)
-			}
-			spawn(func() {
-				defer f.done(seq)
-				f.waitBefore(seq)
-				if t.Offset < 0 {
-					c.sendErr(sid, kXR_ArgInvalid, "truncate "+f.path+": negative size")
-					return
-				}
-				if err := f.df.Truncate(t.Offset); err != nil {
-					c.fail(sid, "truncate", f.path, err)
-					return
-				}
-				c.send(sid, kXR_ok)
-			})
-			return true
+		if len(cstring(t.Path)) != 0 {
+			return false, true // a path: the namespace's
 		}
+		release()
+		f, seq := c.sess.file(t.FH)
+		if f == nil {
+			return true, c.badHandle(sid, "truncate", t.FH)
+		}
+		s.spawn(func() { c.doTruncateHandle(sid, f, seq, t.Offset) })
+	default:
+		return false, true
 	}
-	spawn(func() {
-		defer release()
-		c.handleOther(&hh, body)
-	})
-	return true
+	return true, true
+}
+
+// doSync syncs an open file once what was sent before has run.
+func (c *conn) doSync(sid [2]byte, f *openFile, seq uint64) {
+	defer f.done(seq)
+	f.waitBefore(seq)
+	if err := f.df.Sync(); err != nil {
+		c.fail(sid, "sync", f.path, err)
+		return
+	}
+	c.send(sid, kXR_ok)
+}
+
+// doTruncateHandle truncates an open file once what was sent before has
+// run.
+func (c *conn) doTruncateHandle(sid [2]byte, f *openFile, seq uint64, size int64) {
+	defer f.done(seq)
+	f.waitBefore(seq)
+	if size < 0 {
+		c.sendErr(sid, kXR_ArgInvalid, "truncate "+f.path+": negative size")
+		return
+	}
+	if err := f.df.Truncate(size); err != nil {
+		c.fail(sid, "truncate", f.path, err)
+		return
+	}
+	c.send(sid, kXR_ok)
 }
 
 func (c *conn) badHandle(sid [2]byte, op string, fh fhandle) bool {
@@ -548,9 +596,12 @@ func (c *conn) doClose(sid [2]byte, f *openFile, seq uint64) {
 
 // --- everything with a path ---
 
-func (c *conn) handleOther(h *reqHeader, body []byte) {
+// onPath serves the requests naming a path: open, stat and query on any
+// listener; the namespace's (dirlist, mkdir, rm, rmdir, chmod, mv,
+// truncate, locate) on a listener with a namespace, sent to the manager
+// by the others.
+func (c *conn) onPath(h *reqHeader, body []byte) {
 	sid := h.StreamID
-	ns := c.srv.cfg.Namespace
 	switch h.ReqID {
 	case kXR_open:
 		c.doOpen(h, body)
@@ -562,10 +613,6 @@ func (c *conn) handleOther(h *reqHeader, body []byte) {
 		c.doStat(h, body)
 		return
 	case kXR_dirlist, kXR_mkdir, kXR_rm, kXR_rmdir, kXR_chmod, kXR_mv, kXR_locate, kXR_truncate:
-		if ns == nil {
-			c.redirectToManager(sid, reqName(h.ReqID))
-			return
-		}
 	case kXR_sigver:
 		c.sendErr(sid, kXR_Unsupported, reqName(h.ReqID)+": this server requires no authentication")
 		return
@@ -573,171 +620,213 @@ func (c *conn) handleOther(h *reqHeader, body []byte) {
 		c.sendErr(sid, kXR_Unsupported, reqName(h.ReqID)+" is not supported by this server")
 		return
 	}
+	ns := c.srv.cfg.Namespace
+	if ns == nil {
+		c.redirectToManager(sid, reqName(h.ReqID))
+		return
+	}
 	ctx, cancel := c.reqCtx()
 	defer cancel()
-	id := c.sess.ident
 	switch h.ReqID {
 	case kXR_dirlist:
-		opts, raw := decodeDirlist(h, body)
-		p, _, err := splitPath("dirlist", raw)
-		if err != nil {
-			c.fail(sid, "dirlist", "", err)
-			return
-		}
-		list, err := ns.List(ctx, id, p)
-		if err != nil {
-			c.fail(sid, "dirlist", p, err)
-			return
-		}
-		var sb strings.Builder
-		if opts&(kXR_dstat|kXR_dcksm) != 0 {
-			sb.WriteString(".\n0 0 0 0")
-			for _, e := range list {
-				sb.WriteByte('\n')
-				sb.WriteString(e.Name)
-				sb.WriteByte('\n')
-				sb.WriteString(statString(e))
-				if opts&kXR_dcksm != 0 { // xrdfs ls -C: " [ adler32:<hex>|none ]"
-					sum := "none"
-					if !e.IsDir {
-						if v, err := ns.Checksum(ctx, id, path.Join(p, e.Name), "adler32"); err == nil && v != "" {
-							sum = v
-						}
-					}
-					sb.WriteString(" [ adler32:" + sum + " ]")
-				}
-			}
-		} else {
-			for i, e := range list {
-				if i > 0 {
-					sb.WriteByte('\n')
-				}
-				sb.WriteString(e.Name)
-			}
-		}
-		sb.WriteByte(0)
-		c.send(sid, kXR_ok, []byte(sb.String()))
+		c.doDirlist(ctx, ns, h, body)
 	case kXR_mkdir:
-		m := decodeMkdir(h, body)
-		p, _, err := splitPath("mkdir", m.Path)
-		if err != nil {
-			c.fail(sid, "mkdir", "", err)
-			return
-		}
-		mode := uint32(m.Mode) & 0o7777
-		if mode == 0 {
-			mode = 0o755
-		}
-		if err := ns.Mkdir(ctx, id, p, mode, m.Options&kXR_mkdirpath != 0); err != nil {
-			c.fail(sid, "mkdir", p, err)
-			return
-		}
-		c.send(sid, kXR_ok)
+		c.doMkdir(ctx, ns, h, body)
 	case kXR_rm, kXR_rmdir:
-		op := reqName(h.ReqID)
-		p, _, err := splitPath(op, body)
-		if err != nil {
-			c.fail(sid, op, "", err)
-			return
-		}
-		if p == "/" {
-			c.sendErr(sid, kXR_NotAuthorized, op+" /: the root cannot be removed")
-			return
-		}
-		if h.ReqID == kXR_rm {
-			err = ns.Remove(ctx, id, p)
-		} else {
-			err = ns.Rmdir(ctx, id, p)
-		}
-		if err != nil {
-			c.fail(sid, op, p, err)
-			return
-		}
-		c.send(sid, kXR_ok)
+		c.doRemove(ctx, ns, h, body)
 	case kXR_chmod:
-		p, _, err := splitPath("chmod", body)
-		if err != nil {
-			c.fail(sid, "chmod", "", err)
-			return
-		}
-		if err := ns.Chmod(ctx, id, p, uint32(decodeChmodMode(h))&0o7777); err != nil {
-			c.fail(sid, "chmod", p, err)
-			return
-		}
-		c.send(sid, kXR_ok)
+		c.doChmod(ctx, ns, h, body)
 	case kXR_mv:
-		rf, rt, err := decodeMv(h, body)
-		if err != nil {
-			c.sendErr(sid, kXR_ArgMissing, "mv: "+err.Error())
-			return
-		}
-		from, _, err := splitPath("mv", rf)
-		if err != nil {
-			c.fail(sid, "mv", "", err)
-			return
-		}
-		to, _, err := splitPath("mv", rt)
-		if err != nil {
-			c.fail(sid, "mv", "", err)
-			return
-		}
-		if err := ns.Rename(ctx, id, from, to); err != nil {
-			c.fail(sid, "mv", from, err)
-			return
-		}
-		c.send(sid, kXR_ok)
+		c.doMv(ctx, ns, h, body)
 	case kXR_truncate:
-		t := decodeTruncate(h, body)
-		p, _, err := splitPath("truncate", t.Path)
-		if err != nil {
-			c.fail(sid, "truncate", "", err)
-			return
-		}
-		if t.Offset < 0 {
-			c.sendErr(sid, kXR_ArgInvalid, "truncate "+p+": negative size")
-			return
-		}
-		if err := ns.Truncate(ctx, id, p, t.Offset); err != nil {
-			c.fail(sid, "truncate", p, err)
-			return
-		}
-		c.send(sid, kXR_ok)
+		c.doTruncatePath(ctx, ns, h, body)
 	case kXR_locate:
-		_, raw := decodeLocate(h, body)
-		for len(raw) > 0 && raw[0] == '*' { // "*path": any server able to serve path
-			raw = raw[1:]
+		c.doLocate(ctx, ns, h, body)
+	}
+}
+
+func (c *conn) doDirlist(ctx context.Context, ns Namespace, h *reqHeader, body []byte) {
+	sid, id := h.StreamID, c.sess.ident
+	opts, raw := decodeDirlist(h, body)
+	p, _, err := splitPath("dirlist", raw)
+	if err != nil {
+		c.fail(sid, "dirlist", "", err)
+		return
+	}
+	list, err := ns.List(ctx, id, p)
+	if err != nil {
+		c.fail(sid, "dirlist", p, err)
+		return
+	}
+	var sb strings.Builder
+	if opts&(kXR_dstat|kXR_dcksm) != 0 {
+		sb.WriteString(".\n0 0 0 0")
+		for _, e := range list {
+			sb.WriteByte('\n')
+			sb.WriteString(e.Name)
+			sb.WriteByte('\n')
+			sb.WriteString(statString(e))
+			if opts&kXR_dcksm != 0 { // xrdfs ls -C: " [ adler32:<hex>|none ]"
+				sum := "none"
+				if !e.IsDir {
+					if v, err := ns.Checksum(ctx, id, path.Join(p, e.Name), "adler32"); err == nil && v != "" {
+						sum = v
+					}
+				}
+				sb.WriteString(" [ adler32:" + sum + " ]")
+			}
 		}
-		p, _, err := splitPath("locate", raw)
-		if err != nil {
-			c.fail(sid, "locate", "", err)
-			return
+	} else {
+		for i, e := range list {
+			if i > 0 {
+				sb.WriteByte('\n')
+			}
+			sb.WriteString(e.Name)
 		}
-		fi, err := ns.Stat(ctx, id, p)
-		if err != nil {
+	}
+	sb.WriteByte(0)
+	c.send(sid, kXR_ok, []byte(sb.String()))
+}
+
+func (c *conn) doMkdir(ctx context.Context, ns Namespace, h *reqHeader, body []byte) {
+	sid := h.StreamID
+	m := decodeMkdir(h, body)
+	p, _, err := splitPath("mkdir", m.Path)
+	if err != nil {
+		c.fail(sid, "mkdir", "", err)
+		return
+	}
+	mode := uint32(m.Mode) & 0o7777
+	if mode == 0 {
+		mode = 0o755
+	}
+	if err := ns.Mkdir(ctx, c.sess.ident, p, mode, m.Options&kXR_mkdirpath != 0); err != nil {
+		c.fail(sid, "mkdir", p, err)
+		return
+	}
+	c.send(sid, kXR_ok)
+}
+
+// doRemove serves kXR_rm and kXR_rmdir.
+func (c *conn) doRemove(ctx context.Context, ns Namespace, h *reqHeader, body []byte) {
+	sid := h.StreamID
+	op := reqName(h.ReqID)
+	p, _, err := splitPath(op, body)
+	if err != nil {
+		c.fail(sid, op, "", err)
+		return
+	}
+	if p == "/" {
+		c.sendErr(sid, kXR_NotAuthorized, op+" /: the root cannot be removed")
+		return
+	}
+	if h.ReqID == kXR_rm {
+		err = ns.Remove(ctx, c.sess.ident, p)
+	} else {
+		err = ns.Rmdir(ctx, c.sess.ident, p)
+	}
+	if err != nil {
+		c.fail(sid, op, p, err)
+		return
+	}
+	c.send(sid, kXR_ok)
+}
+
+func (c *conn) doChmod(ctx context.Context, ns Namespace, h *reqHeader, body []byte) {
+	sid := h.StreamID
+	p, _, err := splitPath("chmod", body)
+	if err != nil {
+		c.fail(sid, "chmod", "", err)
+		return
+	}
+	if err := ns.Chmod(ctx, c.sess.ident, p, uint32(decodeChmodMode(h))&0o7777); err != nil {
+		c.fail(sid, "chmod", p, err)
+		return
+	}
+	c.send(sid, kXR_ok)
+}
+
+func (c *conn) doMv(ctx context.Context, ns Namespace, h *reqHeader, body []byte) {
+	sid := h.StreamID
+	rf, rt, err := decodeMv(h, body)
+	if err != nil {
+		c.sendErr(sid, kXR_ArgMissing, "mv: "+err.Error())
+		return
+	}
+	from, _, err := splitPath("mv", rf)
+	if err != nil {
+		c.fail(sid, "mv", "", err)
+		return
+	}
+	to, _, err := splitPath("mv", rt)
+	if err != nil {
+		c.fail(sid, "mv", "", err)
+		return
+	}
+	if err := ns.Rename(ctx, c.sess.ident, from, to); err != nil {
+		c.fail(sid, "mv", from, err)
+		return
+	}
+	c.send(sid, kXR_ok)
+}
+
+// doTruncatePath serves kXR_truncate of a path (onHandle serves that of
+// an open file).
+func (c *conn) doTruncatePath(ctx context.Context, ns Namespace, h *reqHeader, body []byte) {
+	sid := h.StreamID
+	t := decodeTruncate(h, body)
+	p, _, err := splitPath("truncate", t.Path)
+	if err != nil {
+		c.fail(sid, "truncate", "", err)
+		return
+	}
+	if t.Offset < 0 {
+		c.sendErr(sid, kXR_ArgInvalid, "truncate "+p+": negative size")
+		return
+	}
+	if err := ns.Truncate(ctx, c.sess.ident, p, t.Offset); err != nil {
+		c.fail(sid, "truncate", p, err)
+		return
+	}
+	c.send(sid, kXR_ok)
+}
+
+func (c *conn) doLocate(ctx context.Context, ns Namespace, h *reqHeader, body []byte) {
+	sid, id := h.StreamID, c.sess.ident
+	_, raw := decodeLocate(h, body)
+	for len(raw) > 0 && raw[0] == '*' { // "*path": any server able to serve path
+		raw = raw[1:]
+	}
+	p, _, err := splitPath("locate", raw)
+	if err != nil {
+		c.fail(sid, "locate", "", err)
+		return
+	}
+	fi, err := ns.Stat(ctx, id, p)
+	if err != nil {
+		c.fail(sid, "locate", p, err)
+		return
+	}
+	var locs []string
+	if !fi.IsDir {
+		if locs, err = ns.Locate(ctx, id, p); err != nil {
 			c.fail(sid, "locate", p, err)
 			return
 		}
-		var locs []string
-		if !fi.IsDir {
-			if locs, err = ns.Locate(ctx, id, p); err != nil {
-				c.fail(sid, "locate", p, err)
-				return
-			}
-		}
-		if len(locs) == 0 { // directories (and files without replicas) are served here
-			locs = []string{c.nc.LocalAddr().String()}
-		}
-		var sb strings.Builder
-		for i, l := range locs {
-			if i > 0 {
-				sb.WriteByte(' ')
-			}
-			sb.WriteString("Sw")
-			sb.WriteString(l)
-		}
-		sb.WriteByte(0)
-		c.send(sid, kXR_ok, []byte(sb.String()))
 	}
+	if len(locs) == 0 { // directories (and files without replicas) are served here
+		locs = []string{c.nc.LocalAddr().String()}
+	}
+	var sb strings.Builder
+	for i, l := range locs {
+		if i > 0 {
+			sb.WriteByte(' ')
+		}
+		sb.WriteString("Sw")
+		sb.WriteString(l)
+	}
+	sb.WriteByte(0)
+	c.send(sid, kXR_ok, []byte(sb.String()))
 }
 
 // redirectToManager sends namespace requests arriving at a data listener to

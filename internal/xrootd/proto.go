@@ -175,18 +175,6 @@ func parseReqHeader(b []byte) reqHeader {
 	return h
 }
 
-// readFrame reads one request: header and body. The body length is checked
-// against max before any allocation, so a hostile length costs nothing. alloc
-// supplies the body buffer (a pool, or make).
-func readFrame(r io.Reader, hdr []byte, max int, alloc func(int) []byte) (reqHeader, []byte, error) {
-	if _, err := io.ReadFull(r, hdr[:reqHeaderLen]); err != nil {
-		return reqHeader{}, nil, err
-	}
-	h := parseReqHeader(hdr)
-	body, err := readBody(r, &h, max, alloc)
-	return h, body, err
-}
-
 // readBody reads the body announced by h, refusing lengths over max.
 func readBody(r io.Reader, h *reqHeader, max int, alloc func(int) []byte) ([]byte, error) {
 	if h.Dlen < 0 || int(h.Dlen) > max {

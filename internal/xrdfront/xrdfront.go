@@ -1,9 +1,10 @@
-// Package xrdkaon binds the XRootD protocol server to Kaon: on a namespace
+// Package xrdfront is Kaon's root:// front end, beside httpfront: it binds
+// the XRootD protocol server (internal/xrootd) to Kaon. On a namespace
 // server's listener it translates requests into calls of the namespace
 // service (opens are redirected to a storage server's root:// listener with
 // the capability as opaque data); on a storage server's listener it serves
 // bytes for a verified capability.
-package xrdkaon
+package xrdfront
 
 import (
 	"context"
@@ -21,7 +22,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
-	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/storage"
 	"github.com/kaon-storage/kaon/internal/xrootd"
@@ -29,13 +30,6 @@ import (
 
 // OpaqueCap is the opaque key carrying the capability in redirects.
 const OpaqueCap = "kaon.cap"
-
-// Identify authenticates a root:// login like the HTTP endpoint does: a
-// loopback client is the local user owning its socket (the kernel says so,
-// not the client's claimed login name); anyone else is nobody.
-func Identify(user string, remote, local net.Addr) xrootd.Identity {
-	return Identifier(auth.Chain{auth.Unix{}})(user, remote, local)
-}
 
 // Identifier authenticates root:// logins with chain (the methods of
 // --auth); a login the chain refuses is refused.
@@ -92,14 +86,12 @@ func principal(id xrootd.Identity) auth.Principal {
 	return auth.Principal{UID: id.UID, GID: id.GID, Name: id.User, Method: "xrootd"}
 }
 
-func info(n *namespace.Inode) xrootd.FileInfo {
-	fi := xrootd.FileInfo{Name: n.Name, IsDir: n.IsDir, Size: n.Size, Mode: n.Mode, ID: n.ID,
-		MTime: time.Unix(0, n.MTime), CTime: time.Unix(0, n.CTime), ATime: time.Unix(0, n.MTime),
-		Owner: strconv.FormatUint(uint64(n.UID), 10), Group: strconv.FormatUint(uint64(n.GID), 10)}
-	if n.IsDir {
-		fi.Size = n.TreeSize
-	}
-	return fi
+// info is what root:// says of an entry (a directory's size is its
+// subtree's).
+func info(e nsapi.Entry) xrootd.FileInfo {
+	return xrootd.FileInfo{Name: e.Name, IsDir: e.IsDir, Size: e.Size, Mode: e.Mode, ID: e.ID,
+		MTime: e.MTime, CTime: e.CTime, ATime: e.MTime,
+		Owner: strconv.FormatUint(uint64(e.UID), 10), Group: strconv.FormatUint(uint64(e.GID), 10)}
 }
 
 // Namespace serves the manager listener from the namespace service.
@@ -132,11 +124,11 @@ func (n Namespace) Mkdir(ctx context.Context, id xrootd.Identity, p string, mode
 }
 
 func (n Namespace) Remove(ctx context.Context, id xrootd.Identity, p string) error {
-	return n.NS.Remove(rctx(ctx), principal(id), p, namespace.RemoveOptions{})
+	return n.NS.Remove(rctx(ctx), principal(id), p, nsapi.RemoveOptions{})
 }
 
 func (n Namespace) Rmdir(ctx context.Context, id xrootd.Identity, p string) error {
-	return n.NS.Remove(rctx(ctx), principal(id), p, namespace.RemoveOptions{Dir: true})
+	return n.NS.Remove(rctx(ctx), principal(id), p, nsapi.RemoveOptions{Dir: true})
 }
 
 // Rename replaces an existing destination file, as POSIX rename does.
@@ -202,15 +194,15 @@ func (n Namespace) Open(ctx context.Context, id xrootd.Identity, p string, req x
 	// xrdcp announces an upload's size as oss.asize: it is booked against
 	// quota before any byte moves.
 	size, _ := strconv.ParseInt(req.Opaque.Get("oss.asize"), 10, 64)
-	g, err := n.NS.Open(rctx(ctx), principal(id), p, nsserver.OpenRequest{Write: req.Write, Create: req.Create,
+	g, err := n.NS.Open(rctx(ctx), principal(id), p, nsapi.OpenRequest{Write: req.Write, Create: req.Create,
 		Truncate: req.Truncate, Exclusive: req.Exclusive, MkPath: req.MkPath, Mode: req.Mode, Size: max(size, 0)})
 	if err != nil {
 		return xrootd.Redirect{}, err
 	}
-	if g.Entry.XRootD == "" {
+	if g.Server.XRootD == "" {
 		return xrootd.Redirect{}, kerr.New(kerr.Unsupported, "open", p, "the storage server holding this file has no root:// endpoint")
 	}
-	host, port, err := net.SplitHostPort(g.Entry.XRootD)
+	host, port, err := net.SplitHostPort(g.Server.XRootD)
 	if err != nil {
 		return xrootd.Redirect{}, kerr.Wrap(kerr.Internal, "open", p, err)
 	}
@@ -230,7 +222,7 @@ type Data struct {
 var _ xrootd.DataStore = Data{}
 
 func (d Data) Open(ctx context.Context, id xrootd.Identity, p string, req xrootd.OpenRequest) (xrootd.DataFile, error) {
-	clean, err := namespace.CleanPath(p)
+	clean, err := nsapi.CleanPath(p)
 	if err != nil {
 		return nil, err
 	}

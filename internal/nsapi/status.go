@@ -1,9 +1,6 @@
-package client
+package nsapi
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // NSStatus is `kaon ns status`: the namespace's engine and its servers,
 // as the server asked sees them (every server of a replicated instance
@@ -46,17 +43,4 @@ type NSServer struct {
 	Committed uint64    `json:"committed,omitempty"` // active: revision of its last commit
 	Updated   time.Time `json:"updated"`             // when it last reported
 	Error     string    `json:"error,omitempty"`
-}
-
-// NSStatus asks the server for the namespace's status.
-func (c *Client) NSStatus(ctx context.Context) (NSStatus, error) {
-	var s NSStatus
-	err := c.get(ctx, "ns/status", nil, &s)
-	return s, err
-}
-
-// StepDown asks the active namespace server of a replicated instance to
-// hand its role to a standby (root only); a standby sends the request on.
-func (c *Client) StepDown(ctx context.Context) error {
-	return c.post(ctx, "ns/step-down", nil)
 }

@@ -1,4 +1,4 @@
-package xrdkaon
+package xrdfront
 
 import (
 	"context"

@@ -1,0 +1,124 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
+)
+
+// fakeInstance is a standby and an active namespace server and a storage
+// server, recording the credentials each one was sent.
+type fakeInstance struct {
+	standby, active, storage *httptest.Server
+
+	mu    sync.Mutex
+	auth  map[string][]string // server → Authorization headers seen
+	bytes []byte              // what the storage server received
+}
+
+func newFake(t *testing.T) *fakeInstance {
+	f := &fakeInstance{auth: map[string][]string{}}
+	seen := func(name string, r *http.Request) {
+		f.mu.Lock()
+		f.auth[name] = append(f.auth[name], r.Header.Get("Authorization"))
+		f.mu.Unlock()
+	}
+	f.storage = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen("storage", r)
+		switch r.Method {
+		case http.MethodPut:
+			b, _ := io.ReadAll(r.Body)
+			f.mu.Lock()
+			f.bytes = b
+			f.mu.Unlock()
+			w.WriteHeader(http.StatusCreated)
+		case http.MethodGet:
+			io.WriteString(w, "content of "+r.URL.Path)
+		}
+	}))
+	f.active = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen("active", r)
+		switch {
+		case r.Header.Get("Authorization") != "Bearer tok":
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, r.Method+" "+r.URL.Path+": a bearer token is required\n")
+		case r.URL.Path == "/api/v1/stat":
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"kind":1,"message":"stat `+r.URL.Query().Get("path")+`: not found"}`)
+		case r.URL.Path == "/missing":
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, "GET /missing: not found\n")
+		default:
+			http.Redirect(w, r, f.storage.URL+"/kaon/v1/data/1?cap=c", http.StatusTemporaryRedirect)
+		}
+	}))
+	f.standby = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen("standby", r)
+		w.Header().Set(nsapi.ActiveHeader, f.active.URL)
+		http.Redirect(w, r, f.active.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(func() { f.standby.Close(); f.active.Close(); f.storage.Close() })
+	return f
+}
+
+// TestDataFollowsRedirects: Put and Get go from a standby to the active
+// namespace server with the credentials, then to the storage server
+// without them; what the client sent or got is the file's content.
+func TestDataFollowsRedirects(t *testing.T) {
+	f := newFake(t)
+	c := New(f.standby.URL)
+	c.Token = "tok"
+	ctx := context.Background()
+	if err := c.Put(ctx, "/d/a b", strings.NewReader("hello"), 5); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	body, size, err := c.Get(ctx, "/d/a b")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	got, _ := io.ReadAll(body)
+	body.Close()
+	if string(f.bytes) != "hello" || string(got) != "content of /kaon/v1/data/1" || size != int64(len(got)) {
+		t.Fatalf("put %q, got %q (size %d)", f.bytes, got, size)
+	}
+	for server, want := range map[string]string{"standby": "Bearer tok", "active": "Bearer tok", "storage": ""} {
+		if h := f.auth[server]; len(h) != 2 || h[0] != want || h[1] != want {
+			t.Errorf("%s saw Authorization %q, want %q twice", server, h, want)
+		}
+	}
+}
+
+// TestErrorsAreKerr: what the server refuses comes back as a *kerr.Error
+// with its kind and message, from the admin API and from data requests.
+func TestErrorsAreKerr(t *testing.T) {
+	f := newFake(t)
+	c := New(f.active.URL)
+	ctx := context.Background()
+	_, err := c.Whoami(ctx) // no token
+	var ke *kerr.Error
+	if !errors.As(err, &ke) || ke.Kind != kerr.Unauthenticated || err.Error() != "GET whoami: HTTP 401" {
+		t.Errorf("admin API without a token: %#v", err)
+	}
+	if err := c.Put(ctx, "/f", strings.NewReader("x"), 1); !kerr.Is(err, kerr.Unauthenticated) || err.Error() != "PUT /f: a bearer token is required" {
+		t.Errorf("Put without a token: %v", err)
+	}
+	c.Token = "tok"
+	if _, err := c.Stat(ctx, "/nothing"); !kerr.Is(err, kerr.NotFound) || err.Error() != "stat /nothing: not found" {
+		t.Errorf("Stat of nothing: %v", err)
+	}
+	if _, _, err := c.Get(ctx, "/missing"); !kerr.Is(err, kerr.NotFound) || err.Error() != "GET /missing: not found" {
+		t.Errorf("Get of nothing: %v", err)
+	}
+	f.active.Close()
+	if _, err := c.Stat(ctx, "/x"); !kerr.Is(err, kerr.Unavailable) || !strings.HasPrefix(err.Error(), "cannot reach Kaon at "+f.active.URL+": ") {
+		t.Errorf("Stat of a server that is gone: %v", err)
+	}
+}

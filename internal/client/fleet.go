@@ -1,0 +1,72 @@
+package client
+
+import (
+	"context"
+
+	"github.com/kaon-storage/kaon/internal/nsapi"
+)
+
+// Filesystems, spaces and data movement.
+
+// Filesystems lists the filesystems (`fs ls`).
+func (c *Client) Filesystems(ctx context.Context) ([]nsapi.Filesystem, error) {
+	return get[[]nsapi.Filesystem](ctx, c, "fs/ls", nsapi.None{})
+}
+
+// AddFilesystem registers a filesystem on a storage server node: a
+// directory, or rados://[USER@]POOL[/NAMESPACE][?conf=FILE].
+func (c *Client) AddFilesystem(ctx context.Context, f nsapi.NewFilesystem) error {
+	return c.change(ctx, "fs/add", f)
+}
+
+// ConfigFilesystem sets key=value on filesystem id.
+func (c *Client) ConfigFilesystem(ctx context.Context, id uint32, key, value string) error {
+	return c.change(ctx, "fs/config", nsapi.FsConfigRequest{ID: id, Key: key, Value: value})
+}
+
+// ReinitFilesystem lets the storage server create filesystem id anew.
+func (c *Client) ReinitFilesystem(ctx context.Context, id uint32) error {
+	return c.change(ctx, "fs/reinit", nsapi.FsReinitRequest{ID: id})
+}
+
+// FsStatus returns filesystem id with its drain progress.
+func (c *Client) FsStatus(ctx context.Context, id uint32) (nsapi.FsStatus, error) {
+	return get[nsapi.FsStatus](ctx, c, "fs/status", nsapi.FsStatusRequest{ID: id})
+}
+
+// DefineSpace defines a space.
+func (c *Client) DefineSpace(ctx context.Context, name string) error {
+	return c.change(ctx, "space/define", nsapi.NameRequest{Name: name})
+}
+
+// ConfigSpace sets key=value on a space (cephfs.pool, cephfs.object-size).
+func (c *Client) ConfigSpace(ctx context.Context, name, key, value string) error {
+	return c.change(ctx, "space/config", nsapi.ConfigRequest{Name: name, Key: key, Value: value})
+}
+
+// Spaces lists the spaces (`space ls`).
+func (c *Client) Spaces(ctx context.Context) ([]nsapi.Space, error) {
+	return get[[]nsapi.Space](ctx, c, "space/ls", nsapi.None{})
+}
+
+// Groups lists the scheduling groups.
+func (c *Client) Groups(ctx context.Context) ([]nsapi.Group, error) {
+	return get[[]nsapi.Group](ctx, c, "group/ls", nsapi.None{})
+}
+
+// SetGroup sets key=value on group name (balancer, threshold,
+// balancer.rate, balancer.parallel).
+func (c *Client) SetGroup(ctx context.Context, name, key, value string) error {
+	return c.change(ctx, "group/set", nsapi.ConfigRequest{Name: name, Key: key, Value: value})
+}
+
+// ConvertFile converts the file at path to space and layout ("": keep)
+// and returns it as it is afterwards.
+func (c *Client) ConvertFile(ctx context.Context, path, space, layout string) (nsapi.Entry, error) {
+	return post[nsapi.Entry](ctx, c, "file/convert", nsapi.ConvertRequest{Path: path, Space: space, Layout: layout})
+}
+
+// ConvertStatus reports the conversion policies' progress.
+func (c *Client) ConvertStatus(ctx context.Context) (nsapi.ConvertStatus, error) {
+	return get[nsapi.ConvertStatus](ctx, c, "file/convert/status", nsapi.None{})
+}

@@ -1,0 +1,82 @@
+package httpfront
+
+import (
+	"context"
+
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
+)
+
+// Admin API: entries and their attributes, versions.
+
+func (a api) stat(ctx context.Context, c auth.Principal, r nsapi.PathRequest) (nsapi.Entry, error) {
+	return a.ns.Stat(ctx, c, r.Path)
+}
+
+// list lists a directory; a file lists as itself.
+func (a api) list(ctx context.Context, c auth.Principal, r nsapi.PathRequest) ([]nsapi.Entry, error) {
+	p, err := nsapi.CleanPath(r.Path)
+	if err != nil {
+		return nil, kerr.WithOp(err, "ls")
+	}
+	e, err := a.ns.Stat(ctx, c, p)
+	if err != nil {
+		return nil, err
+	}
+	if !e.IsDir {
+		return []nsapi.Entry{e}, nil
+	}
+	return a.ns.List(ctx, c, p)
+}
+
+func (a api) fileInfo(ctx context.Context, c auth.Principal, r nsapi.PathRequest) (nsapi.Entry, error) {
+	return a.ns.FileInfo(ctx, c, r.Path)
+}
+
+func (a api) mkdir(ctx context.Context, c auth.Principal, r nsapi.MkdirRequest) (done, error) {
+	return done{}, a.ns.Mkdir(ctx, c, r.Path, uint32(r.Mode), r.Parents)
+}
+
+func (a api) chmod(ctx context.Context, c auth.Principal, r nsapi.ChmodRequest) (done, error) {
+	return done{}, a.ns.Chmod(ctx, c, r.Path, uint32(r.Mode))
+}
+
+func (a api) chown(ctx context.Context, c auth.Principal, r nsapi.ChownRequest) (done, error) {
+	return done{}, a.ns.Chown(ctx, c, r.Path, r.UID, r.GID)
+}
+
+func (a api) touch(ctx context.Context, c auth.Principal, r nsapi.TouchRequest) (done, error) {
+	_, err := a.ns.Touch(ctx, c, r.Path, r.Exclusive, 0)
+	return done{}, err
+}
+
+func (a api) remove(ctx context.Context, c auth.Principal, r nsapi.RemoveRequest) (done, error) {
+	return done{}, a.ns.Remove(ctx, c, r.Path, nsapi.RemoveOptions{Any: true, Recursive: r.Recursive})
+}
+
+func (a api) rename(ctx context.Context, c auth.Principal, r nsapi.RenameRequest) (done, error) {
+	_, err := a.ns.Rename(ctx, c, r.From, r.To, r.Overwrite)
+	return done{}, err
+}
+
+func (a api) setAttr(ctx context.Context, c auth.Principal, r nsapi.AttrRequest) (done, error) {
+	return done{}, a.ns.SetXAttr(ctx, c, r.Path, r.Name, r.Value)
+}
+
+func (a api) removeAttr(ctx context.Context, c auth.Principal, r nsapi.AttrRequest) (done, error) {
+	return done{}, a.ns.RemoveXAttr(ctx, c, r.Path, r.Name)
+}
+
+// attrs lists extended attributes as name/value pairs sorted by name.
+func (a api) attrs(ctx context.Context, c auth.Principal, r nsapi.PathRequest) ([][2]string, error) {
+	return a.ns.XAttrs(ctx, c, r.Path)
+}
+
+func (a api) versions(ctx context.Context, c auth.Principal, r nsapi.PathRequest) ([]nsapi.Version, error) {
+	return a.ns.Versions(ctx, c, r.Path)
+}
+
+func (a api) restoreVersion(ctx context.Context, c auth.Principal, r nsapi.RestoreVersionRequest) (nsapi.Entry, error) {
+	return a.ns.RestoreVersion(ctx, c, r.Path, r.Version)
+}

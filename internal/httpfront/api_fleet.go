@@ -1,0 +1,38 @@
+package httpfront
+
+import (
+	"context"
+
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/nsapi"
+)
+
+// Admin API: filesystems and spaces.
+
+func (a api) filesystems(ctx context.Context, c auth.Principal, _ nsapi.None) ([]nsapi.Filesystem, error) {
+	return a.ns.Filesystems(ctx, c)
+}
+
+func (a api) addFilesystem(ctx context.Context, c auth.Principal, r nsapi.NewFilesystem) (nsapi.Filesystem, error) {
+	return a.ns.AddFilesystem(ctx, c, r)
+}
+
+func (a api) configFilesystem(ctx context.Context, c auth.Principal, r nsapi.FsConfigRequest) (done, error) {
+	return done{}, a.ns.ConfigFilesystem(ctx, c, r.ID, r.Key, r.Value)
+}
+
+func (a api) reinitFilesystem(ctx context.Context, c auth.Principal, r nsapi.FsReinitRequest) (done, error) {
+	return done{}, a.ns.ReinitFilesystem(ctx, c, r.ID)
+}
+
+func (a api) defineSpace(ctx context.Context, c auth.Principal, r nsapi.NameRequest) (done, error) {
+	return done{}, a.ns.DefineSpace(ctx, c, r.Name)
+}
+
+func (a api) configSpace(ctx context.Context, c auth.Principal, r nsapi.ConfigRequest) (done, error) {
+	return done{}, a.ns.ConfigSpace(ctx, c, r.Name, r.Key, r.Value)
+}
+
+func (a api) spaces(ctx context.Context, c auth.Principal, _ nsapi.None) ([]nsapi.Space, error) {
+	return a.ns.Spaces(ctx, c)
+}

@@ -1,0 +1,110 @@
+package nsapi
+
+import "time"
+
+// Attr is what a client knows of a file or directory: identity,
+// ownership, permission bits and times; for a file its size, layout,
+// checksums and the filesystems holding its stripes; for a directory the
+// accounting of its subtree (its Size is then TreeSize).
+type Attr struct {
+	ID        uint64            `json:"id"` // inode number: a rewritten or converted file gets a new one
+	IsDir     bool              `json:"dir"`
+	Mode      uint32            `json:"mode"` // permission bits
+	UID       uint32            `json:"uid"`
+	GID       uint32            `json:"gid"`
+	Size      int64             `json:"size"`
+	MTime     time.Time         `json:"mtime"`
+	CTime     time.Time         `json:"ctime"`
+	BTime     time.Time         `json:"btime"` // creation
+	Layout    string            `json:"layout,omitempty"`
+	Checksums map[string]string `json:"checksums,omitempty"` // type → lowercase hex
+	Locations []uint32          `json:"locations,omitempty"` // filesystem ids, index = stripe or replica
+	TreeSize  int64             `json:"treesize,omitempty"`
+	TreeFiles int64             `json:"files,omitempty"`
+	TreeDirs  int64             `json:"dirs,omitempty"`
+	TreeMTime *time.Time        `json:"treemtime,omitempty"` // latest change below (directories)
+	XAttrs    map[string]string `json:"xattrs,omitempty"`
+}
+
+// Entry is a file or directory under its name (stat, ls, file info).
+type Entry struct {
+	Path string `json:"path"` // "" when it was asked for by inode
+	Name string `json:"name"`
+	Attr
+	Stripes []Stripe `json:"stripes,omitempty"` // file info only
+}
+
+// Stripe is one physical file of a logical file. Where it is (node,
+// physical path) is told to the admin only.
+type Stripe struct {
+	Index    int    `json:"index"`
+	FsID     uint32 `json:"fsid"`
+	Node     string `json:"node"`     // its storage server's data endpoint
+	PhysPath string `json:"physpath"` // as the filesystem's backend names it
+}
+
+// Version is a kept content of a file (`file versions`): its id names it
+// in the file's version folder, Path reads it.
+type Version struct {
+	ID        string            `json:"id"`
+	Path      string            `json:"path"`
+	Fid       uint64            `json:"fid"`
+	Size      int64             `json:"size"`
+	MTime     time.Time         `json:"mtime"`
+	Checksums map[string]string `json:"checksums,omitempty"`
+}
+
+// RecycleEntry is a recycled file or tree (`recycle ls`).
+type RecycleEntry struct {
+	Key   string    `json:"key"`
+	Path  string    `json:"path"` // where it was deleted from
+	Dir   bool      `json:"dir"`
+	UID   uint32    `json:"uid"`
+	GID   uint32    `json:"gid"`
+	Size  int64     `json:"size"`
+	Files int64     `json:"files"`
+	Time  time.Time `json:"time"` // when it was deleted
+}
+
+// OpenRequest is what a client asks of a file, in any protocol.
+type OpenRequest struct {
+	Write     bool   // open for writing
+	Create    bool   // create if missing
+	Truncate  bool   // replace an existing file
+	Exclusive bool   // fail if the file exists
+	MkPath    bool   // create missing parent directories (unless sys.mkpath=off)
+	Mode      uint32 // permission bits of a new file (default 0644)
+	Size      int64  // the size the client announced (booked against quota), 0 if unknown
+}
+
+// Grant is a client's access to one file's data: where to go and the
+// signed capability to show there. Committed files are immutable: a
+// write is an upload that replaces the file when it commits.
+type Grant struct {
+	File   Entry  // the file (for a write: the pending upload)
+	Token  string // the signed capability
+	Server Node   // the storage server that serves (reads) or receives (writes) it
+}
+
+// Node is a storage server, as clients reach it.
+type Node struct {
+	Name   string // node name in the registry
+	HTTP   string // data endpoint base URL (http://host:port)
+	XRootD string // root:// host:port, "" if none
+}
+
+// RemoveOptions says what a removal may remove.
+type RemoveOptions struct {
+	Dir       bool // the path must be a directory (rmdir); otherwise a file (rm)
+	Any       bool // a file or an empty directory
+	Recursive bool // a file or a whole tree (WebDAV DELETE)
+}
+
+// SpaceStats is the capacity behind a path (statfs): the space new files
+// below it go to.
+type SpaceStats struct {
+	Space       string
+	Total, Free uint64
+	MaxFree     uint64 // the largest free space on one filesystem
+	Filesystems int
+}

@@ -1,0 +1,35 @@
+package nsapi
+
+// EventKind says what changed.
+type EventKind string
+
+// Event kinds.
+const (
+	EventCreated   EventKind = "created"   // an upload began: a pending file (not visible yet)
+	EventCommitted EventKind = "committed" // a file became visible (upload committed, or empty file created)
+	EventMkdir     EventKind = "mkdir"     // a directory was created
+	EventRemoved   EventKind = "removed"   // a file or directory was unlinked (also a file replaced by another)
+	EventRenamed   EventKind = "renamed"   // an entry moved (From/FromName → Parent/Name)
+	EventAttr      EventKind = "attr"      // mode, owner, extended attributes or checksums changed
+)
+
+// Event is one change of the namespace, in commit order: what a client
+// that caches entries (a mount) is told to invalidate.
+//
+// Rev numbers the events of one incarnation of the active namespace
+// service from 1; Term names the incarnation (the HA term: the
+// leadership revision of a replicated namespace's active server, 0 for a
+// namespace in an embedded engine, where a restart is a new process). A
+// client that sees another Term, or a Rev that does not follow the last
+// one it saw, has missed events: it drops what it caches and reads again.
+type Event struct {
+	Term     uint64    `json:"term"`
+	Rev      uint64    `json:"rev"`
+	Kind     EventKind `json:"kind"`
+	Ino      uint64    `json:"ino"`    // the inode concerned
+	Parent   uint64    `json:"parent"` // its directory (the destination of a rename)
+	Name     string    `json:"name"`
+	IsDir    bool      `json:"dir,omitempty"`
+	From     uint64    `json:"from,omitempty"`      // a rename's source directory
+	FromName string    `json:"from_name,omitempty"` // and name
+}
