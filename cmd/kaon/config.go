@@ -107,6 +107,8 @@ func bindSecurity(fl *pflag.FlagSet, s *role.SecurityConfig) {
 	fl.StringVar(&s.CADir, "tls-ca-dir", d.CADir, "trusted CA certificates, hashed layout (client certificates, peers; default: the local CA's, or "+tlsconf.DefaultCADir+" with --tls-cert)")
 	fl.StringVar(&s.TLSDir, "tls-dir", d.TLSDir, "where the local CA and the generated host certificate live (share it with storage servers, as the capability key)")
 	fl.StringVar(&s.GridMap, "grid-mapfile", d.GridMap, "certificate DN → local user map (x509 and gsi authentication; a DN it does not name is refused)")
+	fl.StringVar(&s.VOMSDir, "voms-dir", d.VOMSDir, "VOMS servers trusted per VO (<dir>/<vo>/<host>.lsc): whose attributes in proxies are read (x509, gsi)")
+	fl.StringVar(&s.VOMSMap, "voms-mapfile", d.VOMSMap, "VOMS FQAN → local user map (\"/vo/Role=r\" user, \"/vo/group/*\" user), asked before the grid-mapfile")
 }
 
 func bindMeta(fl *pflag.FlagSet, m *role.MetaConfig) {

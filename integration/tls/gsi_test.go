@@ -16,7 +16,8 @@ import (
 // the Python bindings, gfal) are the user the grid-mapfile maps the DN
 // to, with every way a proxy is made (x509test's RFC 3820 proxy,
 // xrdgsiproxy init, grid-proxy-init, voms-proxy-init, voms-proxy-fake
-// with VOMS attributes) and with a
+// with VOMS attributes, whose role the voms-mapfile maps to another
+// user) and with a
 // certificate alone (XrdSecGSICREATEPROXY=0); a forged proxy, a
 // certificate of an unknown CA, a DN the grid-mapfile does not name and
 // one removed from it are refused with kXR_NotAuthorized naming why; a
@@ -43,8 +44,17 @@ func TestGSI(t *testing.T) {
 	aliceLine := `"/DC=org/DC=kaon-test/O=Users/CN=Alice" daemon` + "\n"
 	os.WriteFile(gridmap, []byte(aliceLine), 0o644)
 
+	// voms-proxy-fake's attributes are signed by vomsCred, which the VOMS
+	// directory vouches for; its production role is the local user bin.
+	vomsCred := grid.Host("voms.kaon.test")
+	vomsDir := filepath.Join(dir, "vomsdir")
+	if err := x509test.WriteLSC(vomsDir, "kaontest", vomsCred); err != nil {
+		t.Fatal(err)
+	}
+	vomsMap := filepath.Join(dir, "voms-mapfile")
+	os.WriteFile(vomsMap, []byte(`"/kaontest/Role=production" bin`+"\n"), 0o644)
 	k := harness.Start(t, dir, "up", "--data", dir, "--http", "127.0.0.1:0", "--xrootd", "127.0.0.1:0", "--tls",
-		"--auth", "gsi,x509", "--tls-ca-dir", caDir, "--grid-mapfile", gridmap)
+		"--auth", "gsi,x509", "--tls-ca-dir", caDir, "--grid-mapfile", gridmap, "--voms-dir", vomsDir, "--voms-mapfile", vomsMap)
 	ep := readEP(t, dir)
 	// The client checks the host certificate's name: localhost, not the
 	// address.
@@ -53,6 +63,8 @@ func TestGSI(t *testing.T) {
 	k.MustKaon("mkdir", "/alice")
 	k.MustKaon("chown", "1:1", "/alice")
 	k.MustKaon("chmod", "700", "/alice")
+	k.MustKaon("mkdir", "/vo")
+	k.MustKaon("chown", "2:2", "/vo")
 
 	creds := t.TempDir()
 	os.Chmod(creds, 0o755)
@@ -61,7 +73,7 @@ func TestGSI(t *testing.T) {
 		t.Fatal(err)
 	}
 	vomsCert, vomsKey := filepath.Join(creds, "vomscert.pem"), filepath.Join(creds, "vomskey.pem")
-	if err := grid.Host("voms.kaon.test").WriteCertKey(vomsCert, vomsKey); err != nil {
+	if err := vomsCred.WriteCertKey(vomsCert, vomsKey); err != nil {
 		t.Fatal(err)
 	}
 	proxy := func(name string, c *x509test.Cred) string {
@@ -96,10 +108,14 @@ func TestGSI(t *testing.T) {
 	out := t.TempDir()
 	for tool, p := range proxies {
 		penv := env("X509_USER_PROXY=" + p)
-		must(t, penv, "xrdcp", "-f", src, xrd+"//alice/"+tool)
-		must(t, penv, "xrdcp", "-f", xrd+"//alice/"+tool, filepath.Join(out, tool))
+		d := "/alice/"
+		if tool == "voms-proxy-fake" { // the production role: bin's directory
+			d = "/vo/"
+		}
+		must(t, penv, "xrdcp", "-f", src, xrd+"/"+d+tool)
+		must(t, penv, "xrdcp", "-f", xrd+"/"+d+tool, filepath.Join(out, tool))
 		sameFile(t, src, filepath.Join(out, tool))
-		if st := must(t, penv, "xrdfs", xrd, "stat", "/alice/"+tool); !strings.Contains(st, "Size:   3145728") {
+		if st := must(t, penv, "xrdfs", xrd, "stat", d+tool); !strings.Contains(st, "Size:   3145728") {
 			t.Fatalf("%s: xrdfs stat:\n%s", tool, st)
 		}
 	}
@@ -131,10 +147,14 @@ assert st.ok, st.message
 	must(t, penv, "gfal-copy", "-f", xrd+"//alice/gfal", "file://"+filepath.Join(out, "gfal"))
 	sameFile(t, src, filepath.Join(out, "gfal"))
 	// Everything written belongs to daemon (uid 1).
-	for _, f := range []string{"x509test", "xrdgsiproxy", "grid-proxy-init", "voms-proxy-init", "voms-proxy-fake", "roots", "cert-only", "python", "gfal"} {
+	for _, f := range []string{"x509test", "xrdgsiproxy", "grid-proxy-init", "voms-proxy-init", "roots", "cert-only", "python", "gfal"} {
 		if st := k.MustKaon("stat", "/alice/"+f); !strings.Contains(st, "Uid: 1 ") {
 			t.Fatalf("/alice/%s is not daemon's (uid 1):\n%s", f, st)
 		}
+	}
+	// The VOMS production role mapped the fake VOMS proxy to bin (uid 2).
+	if st := k.MustKaon("stat", "/vo/voms-proxy-fake"); !strings.Contains(st, "Uid: 2 ") {
+		t.Fatalf("/vo/voms-proxy-fake is not bin's (uid 2):\n%s", st)
 	}
 
 	// Refusals: the command fails with kXR_NotAuthorized and the reason.

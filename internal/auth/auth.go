@@ -28,6 +28,10 @@ type Principal struct {
 	// allows (a bearer token's storage.read:/p ...): nil means no
 	// restriction, an empty list means nothing at all.
 	Scopes []Scope
+	// FQANs are the VOMS attributes of a grid proxy (verified, the
+	// primary first): what the user may do as a member of a virtual
+	// organisation, beside the local identity they map to.
+	FQANs []string
 }
 
 // Operations a scope allows.

@@ -141,11 +141,13 @@ type SecurityConfig struct {
 	CADir   string
 	TLSDir  string // "DATA/..." is below the data directory
 	GridMap string
+	VOMSDir string // trusted VOMS servers per VO (.lsc files)
+	VOMSMap string // FQAN → user, before the grid-mapfile ("": none)
 }
 
 // DefaultSecurity is the TLS settings given no flags.
 func DefaultSecurity() SecurityConfig {
-	return SecurityConfig{TLSDir: "DATA/tls", GridMap: x509auth.DefaultGridMapfile}
+	return SecurityConfig{TLSDir: "DATA/tls", GridMap: x509auth.DefaultGridMapfile, VOMSDir: x509auth.DefaultVOMSDir}
 }
 
 // MetaConfig says where the namespace lives: the embedded Pebble store

@@ -71,6 +71,7 @@ func (s SecurityConfig) setup(data, methods string, hosts ...string) (*Security,
 		if err != nil {
 			return nil, err
 		}
+		x.VOMSDir, x.VOMSMap = s.VOMSDir, s.VOMSMap
 		sec.x509 = x
 	}
 	if has["gsi"] {

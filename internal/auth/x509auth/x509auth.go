@@ -22,6 +22,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -47,6 +48,13 @@ const reloadEvery = time.Minute
 type X509 struct {
 	CADir   string
 	GridMap string
+	// VOMSDir holds the VOMS servers trusted per VO (voms.go; "": none,
+	// VOMS attributes are not read). VOMSMap, when set, is a voms-mapfile:
+	// lines `"FQAN" user` (a pattern "/vo/group/*" names every FQAN below
+	// the group); the first line naming one of a proxy's FQANs, the
+	// primary first, maps it, before the grid-mapfile is asked.
+	VOMSDir string
+	VOMSMap string
 	Now     func() time.Time // tests
 
 	mu       sync.Mutex
@@ -55,6 +63,9 @@ type X509 struct {
 	gridmap  map[string]string
 	mapStamp time.Time
 	mapSize  int64
+	vomsmap  [][2]string
+	vStamp   time.Time
+	vSize    int64
 }
 
 var _ auth.Authenticator = (*X509)(nil)
@@ -114,6 +125,24 @@ func (x *X509) state() (*x509.CertPool, map[string]string, error) {
 	return x.roots, x.gridmap, nil
 }
 
+// vomsRules returns the voms-mapfile's lines, read again when it changed
+// (nil without one; the last good ones when it cannot be read).
+func (x *X509) vomsRules() [][2]string {
+	if x.VOMSMap == "" {
+		return nil
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	st, err := os.Stat(x.VOMSMap)
+	if err != nil || (x.vomsmap != nil && st.ModTime().Equal(x.vStamp) && st.Size() == x.vSize) {
+		return x.vomsmap
+	}
+	if rules, err := readMapLines(x.VOMSMap); err == nil {
+		x.vomsmap, x.vStamp, x.vSize = rules, st.ModTime(), st.Size()
+	}
+	return x.vomsmap
+}
+
 // Authenticate implements auth.Authenticator: it applies to requests
 // carrying a client certificate chain.
 func (x *X509) Authenticate(_ context.Context, r *auth.Request) (auth.Principal, bool, error) {
@@ -124,18 +153,42 @@ func (x *X509) Authenticate(_ context.Context, r *auth.Request) (auth.Principal,
 	if err != nil {
 		return auth.Nobody, true, kerr.Wrap(kerr.Internal, "authenticate", "", err)
 	}
-	dn, err := VerifyChain(r.Certs, roots, x.now())
+	now := x.now()
+	dn, ee, err := verifyChain(r.Certs, roots, now)
 	if err != nil {
 		return auth.Nobody, true, kerr.New(kerr.Permission, "authenticate", "", "client certificate refused: "+err.Error())
 	}
-	name, ok := gridmap[dn]
-	if !ok {
-		return auth.Nobody, true, kerr.New(kerr.Permission, "authenticate", "", "client certificate refused: "+dn+" is not in the grid-mapfile")
+	var fqans []string
+	var ignored []error
+	if x.VOMSDir != "" {
+		fqans, ignored = VOMSAttributes(r.Certs, ee, roots, x.VOMSDir, now)
+	}
+	name, by := "", "grid-mapfile"
+	for _, f := range fqans {
+		for _, rule := range x.vomsRules() {
+			if name == "" && matchFQAN(rule[0], f) {
+				name, by = rule[1], "voms-mapfile ("+f+")"
+			}
+		}
+	}
+	if name == "" {
+		var ok bool
+		if name, ok = gridmap[dn]; !ok {
+			msg := "client certificate refused: " + dn + " is not in the grid-mapfile"
+			if x.VOMSMap != "" {
+				msg += " and the voms-mapfile names none of its VOMS attributes " + fmt.Sprint(fqans)
+			}
+			if len(ignored) > 0 {
+				msg += " (VOMS attributes ignored: " + errors.Join(ignored...).Error() + ")"
+			}
+			return auth.Nobody, true, kerr.New(kerr.Permission, "authenticate", "", msg)
+		}
 	}
 	p, err := localUser(name)
 	if err != nil {
-		return auth.Nobody, true, kerr.New(kerr.Permission, "authenticate", "", fmt.Sprintf("grid-mapfile maps %q to %q: %v", dn, name, err))
+		return auth.Nobody, true, kerr.New(kerr.Permission, "authenticate", "", fmt.Sprintf("%s maps %q to %q: %v", by, dn, name, err))
 	}
+	p.FQANs = fqans
 	return p, true, nil
 }
 
@@ -168,39 +221,53 @@ func localUser(name string) (auth.Principal, error) {
 // ReadGridMapfile reads a grid-mapfile: lines `"DN" user[,user...]`
 // (the first user counts), # comments, blank lines.
 func ReadGridMapfile(path string) (map[string]string, error) {
+	lines, err := readMapLines(path)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for _, l := range lines {
+		if _, dup := m[l[0]]; !dup {
+			m[l[0]] = l[1]
+		}
+	}
+	return m, nil
+}
+
+// readMapLines reads a grid-mapfile or voms-mapfile, in order: lines
+// `"KEY" user[,user...]` or `KEY user` (the first user counts).
+func readMapLines(path string) ([][2]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("x509: grid-mapfile: %w", err)
+		return nil, fmt.Errorf("x509: %w", err)
 	}
 	defer f.Close()
-	m := map[string]string{}
+	var out [][2]string
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || line[0] == '#' {
 			continue
 		}
-		var dn, rest string
+		var key, rest string
 		if line[0] == '"' {
 			end := strings.IndexByte(line[1:], '"')
 			if end < 0 {
-				return nil, fmt.Errorf("x509: grid-mapfile %s line %d: unterminated DN", path, n)
+				return nil, fmt.Errorf("x509: %s line %d: unterminated quote", path, n)
 			}
-			dn, rest = line[1:1+end], line[2+end:]
+			key, rest = line[1:1+end], line[2+end:]
 		} else {
 			i := strings.IndexAny(line, " \t")
 			if i < 0 {
-				return nil, fmt.Errorf("x509: grid-mapfile %s line %d: no user", path, n)
+				return nil, fmt.Errorf("x509: %s line %d: no user", path, n)
 			}
-			dn, rest = line[:i], line[i:]
+			key, rest = line[:i], line[i:]
 		}
 		users := strings.Split(strings.TrimSpace(rest), ",")
 		if users[0] == "" {
-			return nil, fmt.Errorf("x509: grid-mapfile %s line %d: no user for %q", path, n, dn)
+			return nil, fmt.Errorf("x509: %s line %d: no user for %q", path, n, key)
 		}
-		if _, dup := m[dn]; !dup {
-			m[dn] = strings.TrimSpace(users[0])
-		}
+		out = append(out, [2]string{key, strings.TrimSpace(users[0])})
 	}
-	return m, sc.Err()
+	return out, sc.Err()
 }

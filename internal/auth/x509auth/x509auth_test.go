@@ -163,3 +163,81 @@ func TestGridMapfile(t *testing.T) {
 		t.Fatal("an unterminated DN was accepted")
 	}
 }
+
+// TestVOMS: a proxy's VOMS attributes are read when a VOMS server the
+// VOMS directory vouches for signed them for the proxy's end-entity
+// certificate and they are valid now; the voms-mapfile maps the first
+// FQAN it names (the primary first) before the grid-mapfile is asked;
+// attributes of an unknown server, a forged signature, another holder or
+// out of their validity are ignored (the proxy is its DN), and a refusal
+// says why.
+func TestVOMS(t *testing.T) {
+	for _, name := range []string{"daemon", "bin"} {
+		if _, err := user.Lookup(name); err != nil {
+			t.Fatalf("the test needs the local user %s", name)
+		}
+	}
+	ca := x509test.NewCA("Grid")
+	server := ca.Host("voms.kaon.test")
+	rogue := x509test.NewCA("Rogue").Host("voms.kaon.test")
+	dir := t.TempDir()
+	x509test.WriteCADir(filepath.Join(dir, "certificates"), ca)
+	gm := filepath.Join(dir, "grid-mapfile")
+	os.WriteFile(gm, []byte(`"`+aliceDN+`" daemon`+"\n"), 0o644)
+	vm := filepath.Join(dir, "voms-mapfile")
+	os.WriteFile(vm, []byte(`"/kaontest/Role=production" bin
+"/other/*" bin
+`), 0o644)
+	vomsDir := filepath.Join(dir, "vomsdir")
+	if err := x509test.WriteLSC(vomsDir, "kaontest", server); err != nil {
+		t.Fatal(err)
+	}
+	x, err := x509auth.New(filepath.Join(dir, "certificates"), gm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.VOMSDir, x.VOMSMap = vomsDir, vm
+	alice, bob := ca.User("Alice"), ca.User("Bob")
+	with := func(u *x509test.Cred, v x509test.VOMS) []*x509.Certificate {
+		if v.Server == nil {
+			v.Server = server
+		}
+		if v.VO == "" {
+			v.VO = "kaontest"
+		}
+		return u.Proxy(x509test.ProxyOpts{VOMS: &v}).Chain
+	}
+	ctx := context.Background()
+	auth1 := func(chain []*x509.Certificate) (auth.Principal, error) {
+		p, _, err := x.Authenticate(ctx, &auth.Request{Certs: chain})
+		return p, err
+	}
+	// Attributes read; no mapping for them: the DN's user.
+	p, err := auth1(with(alice, x509test.VOMS{FQANs: []string{"/kaontest/Role=NULL/Capability=NULL", "/kaontest/analysis/Role=NULL/Capability=NULL"}}))
+	if err != nil || p.Name != "daemon" || strings.Join(p.FQANs, ",") != "/kaontest/Role=NULL/Capability=NULL,/kaontest/analysis/Role=NULL/Capability=NULL" {
+		t.Fatalf("alice with VOMS attributes: %+v %v", p, err)
+	}
+	// The production role maps, before the grid-mapfile (and an unmapped DN).
+	for _, u := range []*x509test.Cred{alice, bob} {
+		if p, err := auth1(with(u, x509test.VOMS{FQANs: []string{"/kaontest/Role=production/Capability=NULL"}})); err != nil || p.Name != "bin" {
+			t.Fatalf("%s with the production role: %+v %v", u.Cert.Subject, p, err)
+		}
+	}
+	now := time.Now()
+	for what, v := range map[string]x509test.VOMS{
+		"an unknown server":     {Server: rogue},
+		"a forged signature":    {SignWith: rogue.Key},
+		"another holder":        {Holder: alice.Cert},
+		"expired attributes":    {NotBefore: now.Add(-3 * time.Hour), NotAfter: now.Add(-time.Hour)},
+		"a VO nobody vouch for": {VO: "other"},
+	} {
+		v.FQANs = []string{"/kaontest/Role=production/Capability=NULL"}
+		if what == "a VO nobody vouch for" {
+			v.FQANs = []string{"/other/Role=NULL/Capability=NULL"}
+		}
+		p, err := auth1(with(bob, v))
+		if err == nil || len(p.FQANs) > 0 || !strings.Contains(err.Error(), "VOMS attributes ignored") {
+			t.Fatalf("%s: %+v %v", what, p, err)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha1"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -139,9 +140,20 @@ type ProxyOpts struct {
 	Language            asn1.ObjectIdentifier // default id-ppl-inheritAll
 	PathLen             int                   // pCPathLenConstraint, with HasPathLen
 	HasPathLen          bool
-	CA                  bool // marks the proxy a CA
-	Legacy              bool // Globus legacy proxy: CN=proxy, no extension
-	OtherSubject        bool // subject not derived from the issuer's
+	CA                  bool  // marks the proxy a CA
+	Legacy              bool  // Globus legacy proxy: CN=proxy, no extension
+	OtherSubject        bool  // subject not derived from the issuer's
+	VOMS                *VOMS // VOMS attributes to carry
+}
+
+// VOMS is an attribute certificate a VOMS server signs for a proxy.
+type VOMS struct {
+	Server              *Cred  // the VOMS server's credential (a Host)
+	VO                  string // "vo" of "vo://host:port"
+	FQANs               []string
+	NotBefore, NotAfter time.Time         // zero: the proxy's validity
+	Holder              *x509.Certificate // zero: the proxy chain's end-entity certificate
+	SignWith            crypto.Signer     // zero: Server.Key
 }
 
 // Proxy is an RFC 3820 proxy of c.
@@ -189,6 +201,9 @@ func (c *Cred) Proxy(o ProxyOpts) *Cred {
 	if o.CA {
 		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
 	}
+	if o.VOMS != nil {
+		tmpl.ExtraExtensions = append(tmpl.ExtraExtensions, vomsExtension(o.VOMS, c.Chain[len(c.Chain)-1], o.NotBefore, o.NotAfter))
+	}
 	if !o.Legacy {
 		type policy struct{ Language asn1.ObjectIdentifier }
 		var val []byte
@@ -200,7 +215,7 @@ func (c *Cred) Proxy(o ProxyOpts) *Cred {
 		} else {
 			val, _ = asn1.Marshal(struct{ Policy policy }{policy{o.Language}})
 		}
-		tmpl.ExtraExtensions = []pkix.Extension{{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 1, 14}, Critical: true, Value: val}}
+		tmpl.ExtraExtensions = append(tmpl.ExtraExtensions, pkix.Extension{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 1, 14}, Critical: true, Value: val})
 	}
 	parent := c.Cert
 	if forged { // a forgery: the issuer's name, another key
@@ -279,4 +294,104 @@ func (c *Cred) KeyPEM() ([]byte, error) {
 
 func pemCert(c *x509.Certificate) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+}
+
+// vomsExtension is the proxy extension carrying one attribute certificate
+// (RFC 5755) for ee, as voms-proxy-init writes it.
+func vomsExtension(v *VOMS, ee *x509.Certificate, nb, na time.Time) pkix.Extension {
+	must := func(b []byte, err error) []byte {
+		if err != nil {
+			panic(err)
+		}
+		return b
+	}
+	ctx := func(tag int, b []byte) asn1.RawValue {
+		return asn1.RawValue{Class: asn1.ClassContextSpecific, Tag: tag, IsCompound: true, Bytes: b}
+	}
+	names := func(rawName []byte) []byte { // GeneralNames with one directoryName
+		return must(asn1.Marshal([]asn1.RawValue{ctx(4, rawName)}))
+	}
+	if v.Holder == nil {
+		v.Holder = ee
+	}
+	if v.NotBefore.IsZero() {
+		v.NotBefore = nb
+	}
+	if v.NotAfter.IsZero() {
+		v.NotAfter = na
+	}
+	signer := v.SignWith
+	if signer == nil {
+		signer = v.Server.Key
+	}
+	issuerSerial := append(append([]byte{}, names(v.Holder.RawIssuer)...), must(asn1.Marshal(v.Holder.SerialNumber))...)
+	holder := must(asn1.Marshal(struct{ Base asn1.RawValue }{ctx(0, issuerSerial)}))
+	var values []asn1.RawValue
+	for _, f := range v.FQANs {
+		values = append(values, asn1.RawValue{Tag: asn1.TagOctetString, Bytes: []byte(f)})
+	}
+	uri := must(asn1.Marshal(asn1.RawValue{Class: asn1.ClassContextSpecific, Tag: 6, Bytes: []byte(v.VO + "://" + v.Server.Cert.DNSNames[0] + ":15000")}))
+	ietf := must(asn1.Marshal(struct {
+		Authority asn1.RawValue
+		Values    []asn1.RawValue
+	}{ctx(0, uri), values}))
+	attr := struct {
+		Type   asn1.ObjectIdentifier
+		Values []asn1.RawValue `asn1:"set"`
+	}{asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 8005, 100, 100, 4}, []asn1.RawValue{{FullBytes: ietf}}}
+	certseq := must(asn1.Marshal(struct{ Certs []asn1.RawValue }{[]asn1.RawValue{{FullBytes: v.Server.Cert.Raw}}}))
+	sigAlg := pkix.AlgorithmIdentifier{Algorithm: asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 1, 11}, Parameters: asn1.NullRawValue}
+	if _, ok := signer.(*ecdsa.PrivateKey); ok {
+		sigAlg = pkix.AlgorithmIdentifier{Algorithm: asn1.ObjectIdentifier{1, 2, 840, 10045, 4, 3, 2}}
+	}
+	info := must(asn1.Marshal(struct {
+		Version  int
+		Holder   asn1.RawValue
+		Issuer   asn1.RawValue
+		Alg      pkix.AlgorithmIdentifier
+		Serial   *big.Int
+		Validity struct {
+			NotBefore, NotAfter time.Time `asn1:"generalized"`
+		}
+		Attributes []any
+		Extensions []pkix.Extension
+	}{1, asn1.RawValue{FullBytes: holder}, ctx(0, names(v.Server.Cert.RawSubject)), sigAlg, serial(),
+		struct {
+			NotBefore, NotAfter time.Time `asn1:"generalized"`
+		}{v.NotBefore.UTC(), v.NotAfter.UTC()},
+		[]any{attr}, []pkix.Extension{{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 8005, 100, 100, 10}, Value: certseq}}}))
+	sum := sha256.Sum256(info)
+	sig, err := signer.Sign(rand.Reader, sum[:], crypto.SHA256)
+	if err != nil {
+		panic(err)
+	}
+	ac := must(asn1.Marshal(struct {
+		Info asn1.RawValue
+		Alg  pkix.AlgorithmIdentifier
+		Sig  asn1.BitString
+	}{asn1.RawValue{FullBytes: info}, sigAlg, asn1.BitString{Bytes: sig, BitLength: 8 * len(sig)}}))
+	acseq := must(asn1.Marshal([]asn1.RawValue{{FullBytes: must(asn1.Marshal([]asn1.RawValue{{FullBytes: ac}}))}}))
+	return pkix.Extension{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 8005, 100, 100, 5}, Value: acseq}
+}
+
+// WriteLSC writes dir/<vo>/<host>.lsc vouching for server (a Host) in
+// the VOMS directory dir.
+func WriteLSC(dir, vo string, server *Cred) error {
+	if err := os.MkdirAll(filepath.Join(dir, vo), 0o755); err != nil {
+		return err
+	}
+	dn := func(raw []byte) string {
+		var rdns pkix.RDNSequence
+		asn1.Unmarshal(raw, &rdns)
+		var b []byte
+		for _, rdn := range rdns {
+			for _, atv := range rdn {
+				name := map[string]string{"2.5.4.3": "CN", "2.5.4.10": "O", "0.9.2342.19200300.100.1.25": "DC"}[atv.Type.String()]
+				b = fmt.Appendf(b, "/%s=%v", name, atv.Value)
+			}
+		}
+		return string(b)
+	}
+	return os.WriteFile(filepath.Join(dir, vo, server.Cert.DNSNames[0]+".lsc"),
+		[]byte(dn(server.Cert.RawSubject)+"\n"+dn(server.Cert.RawIssuer)+"\n"), 0o644)
 }
