@@ -125,16 +125,6 @@ func (b *buffer) setInt32(typ int32, v int32) {
 	b.set(typ, binary.BigEndian.AppendUint32(nil, uint32(v)))
 }
 
-// drop removes the first bucket of type typ.
-func (b *buffer) drop(typ int32) {
-	for i := range b.buckets {
-		if b.buckets[i].typ == typ {
-			b.buckets = append(b.buckets[:i], b.buckets[i+1:]...)
-			return
-		}
-	}
-}
-
 func (b *buffer) marshal() []byte {
 	n := len(b.proto) + 1 + 4 + 4
 	for _, k := range b.buckets {
