@@ -13,6 +13,9 @@
 // anonymous), and so does a valid chain whose DN the grid-mapfile does
 // not name: a DN removed from it is how a site revokes a user.
 //
+// Certificates a CRL of the CA directory revokes (<hash>.r0, as fetch-crl
+// writes them, signed by their CA) are refused.
+//
 // The same method authenticates HTTPS client certificates (the TLS
 // handshake proved the key) and root://'s gsi logins (the gsi handshake
 // did, xrootd/gsi).
@@ -20,12 +23,15 @@ package x509auth
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,8 +45,8 @@ import (
 // DefaultGridMapfile is where grid hosts keep the DN → user map.
 const DefaultGridMapfile = "/etc/grid-security/grid-mapfile"
 
-// reloadEvery is how often the CA directory is read again (CAs change
-// while a server runs). The grid-mapfile is looked at on every
+// reloadEvery is how often the CA directory (CAs and their CRLs) is read
+// again (both change while a server runs; fetch-crl updates CRLs). The grid-mapfile is looked at on every
 // authentication (one stat): a DN removed from it is refused at once.
 const reloadEvery = time.Minute
 
@@ -63,6 +69,7 @@ type X509 struct {
 	gridmap  map[string]string
 	mapStamp time.Time
 	mapSize  int64
+	revoked  map[string]bool // issuer DER + serial of certificates CRLs revoke
 	vomsmap  [][2]string
 	vStamp   time.Time
 	vSize    int64
@@ -94,13 +101,17 @@ func (x *X509) state() (*x509.CertPool, map[string]string, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.roots == nil || time.Since(x.loaded) >= reloadEvery {
-		pool, n, err := tlsconf.LoadCADir(x.CADir)
-		if err == nil && n == 0 {
+		cas, err := tlsconf.ReadCADir(x.CADir)
+		if err == nil && len(cas) == 0 {
 			err = fmt.Errorf("no CA certificate in %s", x.CADir)
 		}
 		switch {
 		case err == nil:
-			x.roots, x.loaded = pool, time.Now()
+			pool := x509.NewCertPool()
+			for _, c := range cas {
+				pool.AddCert(c)
+			}
+			x.roots, x.revoked, x.loaded = pool, readCRLs(x.CADir, cas), time.Now()
 		case x.roots == nil:
 			return nil, nil, fmt.Errorf("x509: %w", err)
 		}
@@ -143,6 +154,51 @@ func (x *X509) vomsRules() [][2]string {
 	return x.vomsmap
 }
 
+// readCRLs reads the CRLs of a CA directory (<hash>.r<n>, PEM or DER, as
+// fetch-crl writes them): the certificates they revoke, from each CRL
+// whose signature its CA's key verifies (others are ignored). A CRL past
+// its next update still counts: what it revokes stays revoked.
+func readCRLs(dir string, cas []*x509.Certificate) map[string]bool {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.r[0-9]*"))
+	revoked := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if blk, _ := pem.Decode(b); blk != nil {
+			b = blk.Bytes
+		}
+		crl, err := x509.ParseRevocationList(b)
+		if err != nil {
+			continue
+		}
+		for _, ca := range cas {
+			if bytes.Equal(ca.RawSubject, crl.RawIssuer) && crl.CheckSignatureFrom(ca) == nil {
+				for _, e := range crl.RevokedCertificateEntries {
+					revoked[string(crl.RawIssuer)+"#"+e.SerialNumber.String()] = true
+				}
+				break
+			}
+		}
+	}
+	return revoked
+}
+
+// checkRevoked refuses a chain (from the end-entity up) with a
+// certificate a CRL revokes.
+func (x *X509) checkRevoked(chain []*x509.Certificate) error {
+	x.mu.Lock()
+	revoked := x.revoked
+	x.mu.Unlock()
+	for _, c := range chain {
+		if revoked[string(c.RawIssuer)+"#"+c.SerialNumber.String()] {
+			return fmt.Errorf("%s (serial %s) is revoked by its CA's CRL", DN(c), c.SerialNumber)
+		}
+	}
+	return nil
+}
+
 // Authenticate implements auth.Authenticator: it applies to requests
 // carrying a client certificate chain.
 func (x *X509) Authenticate(_ context.Context, r *auth.Request) (auth.Principal, bool, error) {
@@ -155,6 +211,9 @@ func (x *X509) Authenticate(_ context.Context, r *auth.Request) (auth.Principal,
 	}
 	now := x.now()
 	dn, ee, err := verifyChain(r.Certs, roots, now)
+	if err == nil {
+		err = x.checkRevoked(r.Certs[ee:])
+	}
 	if err != nil {
 		return auth.Nobody, true, kerr.New(kerr.Permission, "authenticate", "", "client certificate refused: "+err.Error())
 	}

@@ -241,3 +241,50 @@ func TestVOMS(t *testing.T) {
 		}
 	}
 }
+
+// TestCRL: a certificate its CA's CRL (<hash>.r0 in the CA directory, as
+// fetch-crl writes it) revokes is refused, with its proxies; a CRL not
+// signed by the CA it names is ignored; others are not affected.
+func TestCRL(t *testing.T) {
+	if _, err := user.Lookup("daemon"); err != nil {
+		t.Fatal("the test needs the local user daemon")
+	}
+	ca, rogue := x509test.NewCA("Grid"), x509test.NewCA("Grid")
+	dir := t.TempDir()
+	certs := filepath.Join(dir, "certificates")
+	x509test.WriteCADir(certs, ca)
+	gm := filepath.Join(dir, "grid-mapfile")
+	os.WriteFile(gm, []byte(`"`+aliceDN+`" daemon
+"/DC=org/DC=kaon-test/O=Users/CN=Bob" daemon
+"/DC=org/DC=kaon-test/O=Users/CN=Carol" daemon
+`), 0o644)
+	alice, bob, carol := ca.User("Alice"), ca.User("Bob"), ca.User("Carol")
+	if err := ca.WriteCRL(certs, bob); err != nil {
+		t.Fatal(err)
+	}
+	x, err := x509auth.New(certs, gm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, _, err := x.Authenticate(ctx, &auth.Request{Certs: alice.Proxy(x509test.ProxyOpts{}).Chain}); err != nil {
+		t.Fatalf("alice: %v", err)
+	}
+	_, _, err = x.Authenticate(ctx, &auth.Request{Certs: bob.Proxy(x509test.ProxyOpts{}).Chain})
+	if err == nil || !strings.Contains(err.Error(), "/CN=Bob") || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("bob, revoked by the CRL: %v", err)
+	}
+	// A CRL of the same name signed by another key revokes nothing.
+	dir2 := t.TempDir()
+	x509test.WriteCADir(dir2, ca)
+	if err := rogue.WriteCRL(dir2, carol); err != nil {
+		t.Fatal(err)
+	}
+	y, err := x509auth.New(dir2, gm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := y.Authenticate(ctx, &auth.Request{Certs: carol.Chain}); err != nil {
+		t.Fatalf("carol, listed by a forged CRL: %v", err)
+	}
+}

@@ -395,3 +395,23 @@ func WriteLSC(dir, vo string, server *Cred) error {
 	return os.WriteFile(filepath.Join(dir, vo, server.Cert.DNSNames[0]+".lsc"),
 		[]byte(dn(server.Cert.RawSubject)+"\n"+dn(server.Cert.RawIssuer)+"\n"), 0o644)
 }
+
+// WriteCRL writes ca's CRL revoking the certificates given into the CA
+// directory dir, as fetch-crl does (<hash>.r0, PEM).
+func (ca *Cred) WriteCRL(dir string, revoked ...*Cred) error {
+	now := time.Now()
+	tmpl := &x509.RevocationList{Number: serial(), ThisUpdate: now.Add(-time.Hour), NextUpdate: now.Add(24 * time.Hour)}
+	for _, r := range revoked {
+		tmpl.RevokedCertificateEntries = append(tmpl.RevokedCertificateEntries,
+			x509.RevocationListEntry{SerialNumber: r.Cert.SerialNumber, RevocationTime: now.Add(-time.Minute)})
+	}
+	der, err := x509.CreateRevocationList(rand.Reader, tmpl, ca.Cert, ca.Key)
+	if err != nil {
+		return err
+	}
+	h, err := tlsconf.SubjectHash(ca.Cert)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, h+".r0"), pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: der}), 0o644)
+}
