@@ -19,8 +19,9 @@ import (
 // with VOMS attributes, whose role the voms-mapfile maps to another
 // user) and with a
 // certificate alone (XrdSecGSICREATEPROXY=0); a forged proxy, a
-// certificate of an unknown CA, a DN the grid-mapfile does not name and
-// one removed from it are refused with kXR_NotAuthorized naming why; a
+// certificate of an unknown CA or revoked by its CA's CRL, a DN the
+// grid-mapfile does not name and one removed from it are refused with
+// kXR_NotAuthorized naming why; a
 // client without a usable proxy (none, expired: the client does not send
 // it) is told what is required. No key reaches a log.
 func TestGSI(t *testing.T) {
@@ -39,10 +40,13 @@ func TestGSI(t *testing.T) {
 	}
 	b, _ := os.ReadFile(filepath.Join(local.HashDir, mustHash(t, local)+".0"))
 	os.WriteFile(filepath.Join(caDir, mustHash(t, local)+".0"), b, 0o644)
-	alice := grid.User("Alice")
+	alice, dave := grid.User("Alice"), grid.User("Dave")
+	if err := grid.WriteCRL(caDir, dave); err != nil { // Dave's certificate is revoked
+		t.Fatal(err)
+	}
 	gridmap := filepath.Join(dir, "grid-mapfile")
 	aliceLine := `"/DC=org/DC=kaon-test/O=Users/CN=Alice" daemon` + "\n"
-	os.WriteFile(gridmap, []byte(aliceLine), 0o644)
+	os.WriteFile(gridmap, []byte(aliceLine+`"/DC=org/DC=kaon-test/O=Users/CN=Dave" daemon`+"\n"), 0o644)
 
 	// voms-proxy-fake's attributes are signed by vomsCred, which the VOMS
 	// directory vouches for; its production role is the local user bin.
@@ -172,6 +176,8 @@ assert st.ok, st.message
 		env("X509_USER_PROXY="+proxy("other", other.User("Alice").Proxy(x509test.ProxyOpts{}))))
 	refused("a DN not in the grid-mapfile", "/CN=Bob is not in the grid-mapfile",
 		env("X509_USER_PROXY="+proxy("bob", grid.User("Bob").Proxy(x509test.ProxyOpts{}))))
+	refused("a certificate its CA's CRL revokes", "/CN=Dave (serial",
+		env("X509_USER_PROXY="+proxy("dave", dave.Proxy(x509test.ProxyOpts{}))))
 	const required = "a client certificate (https) or a grid proxy (root:// gsi: X509_USER_PROXY) is required"
 	refused("no proxy", required, env())
 	refused("an expired proxy", required,
