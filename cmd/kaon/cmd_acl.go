@@ -87,6 +87,9 @@ func runWhoami(u string) int {
 	if w.Scopes != nil {
 		fmt.Printf(" scopes=%s", strings.Join(w.Scopes, ","))
 	}
+	if w.FQANs != nil {
+		fmt.Printf(" fqans=%s", strings.Join(w.FQANs, ","))
+	}
 	fmt.Println()
 	return 0
 }
