@@ -74,7 +74,7 @@ func newACLCmd() *cobra.Command {
 		withURL(set), withURL(get), withURL(rm))
 }
 
-func runWhoami(u string) int {
+func runWhoami(u server) int {
 	w, err := newAPI(u).Whoami(ctx())
 	if err != nil {
 		return fail("whoami", err)

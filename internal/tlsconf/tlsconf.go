@@ -45,7 +45,7 @@ type Options struct {
 type Material struct {
 	Server  *tls.Config // for listeners: TLS >= 1.2, client certificates requested
 	Client  *tls.Config // for internal clients: trusts CADir
-	CAFile  string      // the local CA's certificate ("" with a site certificate)
+	CAFile  string      // the certificate of the CA that signed the host's (the local CA, or a file of CADir; "" if none did)
 	CADir   string      // the trusted CAs (hashed layout)
 	CAs     *x509.CertPool
 	Require bool
@@ -95,6 +95,9 @@ func Setup(o Options) (*Material, error) {
 		return nil, fmt.Errorf("tls: no CA certificate in %s", m.CADir)
 	}
 	m.CAs = pool
+	if m.CAFile == "" {
+		m.CAFile = issuerFile(m.CADir, cert)
+	}
 	m.Server = &tls.Config{
 		MinVersion:   tls.VersionTLS12,
 		Certificates: []tls.Certificate{cert},
@@ -146,6 +149,41 @@ func (m *Material) GSI() ([]*x509.Certificate, *rsa.PrivateKey, error) {
 		chain = append(chain, c)
 	}
 	return chain, m.gsi.PrivateKey.(*rsa.PrivateKey), nil
+}
+
+// issuerFile is the file of dir holding the CA that signed the last
+// certificate of cert's chain (the host certificate, or the top of the
+// intermediates its file holds), so that clients told of one file trust
+// the right CA; "" when none did.
+func issuerFile(dir string, cert tls.Certificate) string {
+	if len(cert.Certificate) == 0 {
+		return ""
+	}
+	top, err := x509.ParseCertificate(cert.Certificate[len(cert.Certificate)-1])
+	if err != nil {
+		return ""
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !hashedName.MatchString(name) && !strings.HasSuffix(name, ".pem") && !strings.HasSuffix(name, ".crt") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			continue
+		}
+		certs, _ := parsePEMCerts(b)
+		for _, c := range certs {
+			if c.IsCA && top.CheckSignatureFrom(c) == nil {
+				return filepath.Join(dir, name)
+			}
+		}
+	}
+	return ""
 }
 
 // hashedName is a CA file in OpenSSL's hashed layout (<hash>.<n>).

@@ -116,6 +116,37 @@ func TestGSICert(t *testing.T) {
 	}
 }
 
+// TestSiteCertCAFile: with a site's certificate, CAFile (what the banner
+// and endpoints.json tell clients to trust) is the file of the CA
+// directory whose CA signed it, not another CA's nor none.
+func TestSiteCertCAFile(t *testing.T) {
+	a, b, cadir := t.TempDir(), t.TempDir(), t.TempDir()
+	for _, d := range []string{a, b} {
+		m, err := Setup(Options{Dir: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ents, _ := os.ReadDir(m.CADir)
+		for _, e := range ents {
+			pem, _ := os.ReadFile(filepath.Join(m.CADir, e.Name()))
+			if err := os.WriteFile(filepath.Join(cadir, filepath.Base(d)+"-"+e.Name()+".pem"), pem, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, d := range []string{a, b} {
+		m, err := Setup(Options{Cert: filepath.Join(d, "hostcert.pem"), Key: filepath.Join(d, "hostkey.pem"), CADir: cadir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(m.CAFile)
+		want, _ := os.ReadFile(filepath.Join(d, "ca.pem"))
+		if m.CAFile == "" || string(got) != string(want) {
+			t.Fatalf("site certificate of %s: CA file %q is not its CA's", d, m.CAFile)
+		}
+	}
+}
+
 // TestSubjectHash agrees with openssl x509 -hash on names that need
 // canonicalization (case, inner and outer spaces, DC and multi-RDN names).
 func TestSubjectHash(t *testing.T) {
