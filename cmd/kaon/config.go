@@ -62,6 +62,7 @@ func bindAuth(fl *pflag.FlagSet, a *role.AuthConfig) {
 		"trusted token issuer ISSUER=JWKS (JWKS: a file or an https:// URL; ISSUER alone: its discovery document), options ,base=/PATH ,user=LOCALUSER ,map=FILE (repeatable)")
 	fl.StringArrayVar(&a.Audiences, "token-audience", nil, "token audience this service accepts besides its own URL and the WLCG/SciTokens 'any' (repeatable)")
 	fl.StringVar(&a.IssuerURL, "issuer-url", d.IssuerURL, "iss of the tokens this instance issues, where it publishes its keys (default: its HTTP URL)")
+	fl.StringVar(&a.Plaintext, "auth-plaintext", d.Plaintext, "bearer tokens over plaintext http: refuse or allow (default: refuse with --tls, a token sent in the clear is a leaked one; allow without)")
 	fl.DurationVar(&a.MaxTTL, "token-max-ttl", d.MaxTTL, "longest lifetime of the tokens this instance issues, and of any issuer's tokens it accepts (exp - iat; exp - now without iat)")
 }
 

@@ -99,6 +99,9 @@ type Request struct {
 	// chain itself is verified by the x509 method (proxies included).
 	Certs []*x509.Certificate
 	Login string // the name the client claims (display only)
+	// TLS says the connection is TLS (https, or root:// after the TLS
+	// upgrade); a bearer credential without it travelled in the clear.
+	TLS bool
 	// Admin says the request is for the admin API (HostRoot applies only
 	// there).
 	Admin bool
@@ -143,6 +146,19 @@ func Protocol(ctx context.Context) string {
 		return p
 	}
 	return "internal"
+}
+
+// RefusePlaintextBearer heads the chain of an instance that takes bearer
+// credentials (tokens, macaroons) over TLS only: one that travelled in
+// plaintext is a leaked credential, refused rather than used.
+type RefusePlaintextBearer struct{}
+
+// Authenticate implements Authenticator.
+func (RefusePlaintextBearer) Authenticate(_ context.Context, r *Request) (Principal, bool, error) {
+	if r.Bearer == "" || r.TLS {
+		return Principal{}, false, nil
+	}
+	return Nobody, true, kerr.New(kerr.Permission, "", "", "a bearer token over plaintext is refused (this instance takes tokens over TLS only: use https, roots://)")
 }
 
 // Refuse ends a chain that admits no anonymous client: it applies to

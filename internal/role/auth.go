@@ -54,8 +54,9 @@ func (a AuthConfig) issuerURL(endpoint string) string {
 }
 
 // chain builds the authenticators of --auth (x509 from sec's TLS setup).
-// A bearer token, when a request carries one, is tried first, then a
-// client certificate, then the unix peer; the order of the flag's values
+// A bearer credential that came in plaintext is refused unless
+// --auth-plaintext allows it; one that came over TLS is tried first, then
+// a client certificate, then the unix peer; the order of the flag's values
 // does not matter here (it orders root://'s security protocols: gsi's
 // certificates reach the x509 method through the gsi handshake,
 // Security.xrootd).
@@ -74,6 +75,20 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, s
 		return nil, fmt.Errorf("--auth: name at least one method (unix, token, x509, gsi)")
 	}
 	var c auth.Chain
+	switch a.Plaintext {
+	case "refuse":
+		if sec == nil || sec.tls == nil {
+			return nil, fmt.Errorf("--auth-plaintext=refuse needs --tls (without it tokens can only come in plaintext)")
+		}
+		c = append(c, auth.RefusePlaintextBearer{})
+	case "":
+		if sec != nil && sec.tls != nil {
+			c = append(c, auth.RefusePlaintextBearer{})
+		}
+	case "allow":
+	default:
+		return nil, fmt.Errorf("--auth-plaintext: %q is neither refuse nor allow", a.Plaintext)
+	}
 	if has["token"] {
 		v, err := a.verifier(ctx, dir, self, sec.keysClient(), log)
 		if err != nil {

@@ -125,6 +125,9 @@ type AuthConfig struct {
 	Audiences []string      // --token-audience
 	IssuerURL string        // --issuer-url: iss of this instance's tokens
 	MaxTTL    time.Duration // --token-max-ttl: issued and accepted tokens' longest lifetime
+	// Plaintext is --auth-plaintext: "refuse" or "allow" bearer tokens
+	// over plaintext HTTP ("": refuse with --tls, allow without).
+	Plaintext string
 }
 
 // DefaultAuth is the authentication settings given no flags.

@@ -42,9 +42,10 @@ func Identifier(chain auth.Chain) func(user string, remote, local net.Addr) xroo
 
 // AuthenticateToken authenticates a ztn bearer token through chain (the
 // token method reads auth.Request.Bearer); its refusal refuses the session.
+// ztn is offered on TLS connections only (xrootd.Ztn).
 func AuthenticateToken(chain auth.Chain) func(ctx context.Context, user string, remote, local net.Addr, token string) (xrootd.Identity, error) {
 	return func(ctx context.Context, user string, remote, local net.Addr, token string) (xrootd.Identity, error) {
-		p, err := chain.Authenticate(ctx, &auth.Request{Remote: remote, Local: local, Bearer: token, Login: user})
+		p, err := chain.Authenticate(ctx, &auth.Request{Remote: remote, Local: local, Bearer: token, Login: user, TLS: true})
 		if err != nil {
 			return xrootd.Identity{}, err
 		}
