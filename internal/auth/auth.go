@@ -115,6 +115,14 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, r *Request) (Principal, bool, error)
 }
 
+// BearerMethod is an Authenticator of bearer credentials (tokens,
+// macaroons): front ends look at a request's bearer credential only when
+// the chain has one.
+type BearerMethod interface {
+	Authenticator
+	TakesBearer()
+}
+
 // Chain tries authenticators in order; a request none applies to is Nobody.
 type Chain []Authenticator
 

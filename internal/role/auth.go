@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/macaroon"
 	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/auth/token/remote"
+	"github.com/kaon-storage/kaon/internal/capability"
 )
 
 // keysClient fetches issuers' keys: over TLS trusting the system's CAs
@@ -55,12 +57,13 @@ func (a AuthConfig) issuerURL(endpoint string) string {
 
 // chain builds the authenticators of --auth (x509 from sec's TLS setup).
 // A bearer credential that came in plaintext is refused unless
-// --auth-plaintext allows it; one that came over TLS is tried first, then
-// a client certificate, then the unix peer; the order of the flag's values
+// --auth-plaintext allows it; one that came over TLS is tried first (a
+// macaroon, with token or x509, then a token), then a client certificate,
+// then the unix peer; the order of the flag's values
 // does not matter here (it orders root://'s security protocols: gsi's
 // certificates reach the x509 method through the gsi handshake,
 // Security.xrootd).
-func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, sec *Security, log *slog.Logger) (auth.Chain, error) {
+func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, key *capability.Key, sec *Security, log *slog.Logger) (auth.Chain, error) {
 	has := map[string]bool{}
 	for _, m := range strings.Split(a.Methods, ",") {
 		switch m = strings.TrimSpace(m); m {
@@ -88,6 +91,11 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, s
 	case "allow":
 	default:
 		return nil, fmt.Errorf("--auth-plaintext: %q is neither refuse nor allow", a.Plaintext)
+	}
+	if has["token"] || has["x509"] {
+		// Macaroons: what grid clients with certificates hand third-party
+		// copies (minted by httpfront for the chain's Service).
+		c = append(c, &macaroon.Service{Key: key.Derive("kaon-macaroon-v1"), Location: self.URL, MaxValidity: a.MaxTTL})
 	}
 	if has["token"] {
 		v, err := a.verifier(ctx, dir, self, sec.keysClient(), log)
