@@ -39,7 +39,7 @@ func TestTokenConformance(t *testing.T) {
 	os.WriteFile(local, content, 0o644)
 	os.WriteFile(local2, small, 0o644)
 	drivers := []func(tok string) Driver{
-		func(tok string) Driver { return httpDriver{base: k.EP.HTTP, token: tok} },
+		func(tok string) Driver { return httpDriver{base: ep.HTTPS, token: tok, cacert: ep.CA} }, // tokens over TLS only
 		func(tok string) Driver {
 			env := []string{"X509_CERT_DIR=" + ep.CADir}
 			if tok != "" {
