@@ -16,6 +16,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/backend/memstore"
 	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/storage/storagetest"
 )
@@ -88,6 +89,10 @@ func (p directPeers) ProbeStripe(_ context.Context, addr string, fid uint64, idx
 		return err
 	}
 	return r.Close()
+}
+
+func (p directPeers) Repair(ctx context.Context, addr string, job message.RepairJob) error {
+	return p[addr].Repair(ctx, job)
 }
 
 // memServers starts n storage servers with nfs in-memory filesystems each,

@@ -164,6 +164,9 @@ type filesystem struct {
 	scanned, scrubbed            atomic.Int64 // by the scan running now
 	lastScanDone                 atomic.Int64 // unix ns
 
+	// bitrot (heal.go): bad blocks found in its stripes, and repairs.
+	bitrot bitrotCounters
+
 	// leftovers: its stripes left unfinished by a previous run were
 	// looked at (leftover.go); 2 while that runs, 1 once done.
 	leftovers atomic.Int32
@@ -200,6 +203,7 @@ type Server struct {
 
 	budget  *budget
 	writing writing // uploads claimed and not finished, for heartbeats
+	heal    *healer // repairs of bad copies reads found (heal.go)
 
 	ready chan struct{}
 	once  sync.Once
@@ -223,7 +227,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.IOTimeout = 0
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, fs: map[uint32]*filesystem{}, mounts: map[string]*mount{},
-		ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory)}
+		ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory), heal: newHealer()}
 	for _, p := range cfg.Paths {
 		m, err := s.offer(p)
 		if err != nil {
@@ -300,6 +304,7 @@ func (s *Server) Ready() <-chan struct{} { return s.ready }
 // Run heartbeats until ctx ends; it also probes the latency of idle
 // filesystems and runs their fsck scans (when the namespace takes them).
 func (s *Server) Run(ctx context.Context) {
+	s.heal.setContext(ctx)
 	if s.cfg.LatencyProbe >= 0 {
 		go s.probeLatency(ctx, cmp.Or(s.cfg.LatencyProbe, DefaultLatencyProbe))
 	}
