@@ -134,13 +134,16 @@ func (d httpDriver) Do(t *testing.T, nobody bool, op string, a ...string) Result
 		if d.token != "" {
 			full = append(full, "-H", "Authorization: Bearer "+d.token)
 		}
+		if d.cacert != "" {
+			full = append(full, "--cacert", d.cacert)
+		}
 		asNobody := nobody
 		if d.certs[0] != "" {
 			c := d.certs[0]
 			if nobody {
 				c = d.certs[1]
 			}
-			full = append(full, "--cacert", d.cacert, "--cert", c, "--key", c)
+			full = append(full, "--cert", c, "--key", c)
 			asNobody = false
 		}
 		full = append(full, args...)
