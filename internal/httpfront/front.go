@@ -14,6 +14,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 )
 
@@ -41,7 +42,8 @@ func (f *Namespace) init() {
 	})
 }
 
-// ServeHTTP routes: the internal protocol, the admin API, WebDAV.
+// ServeHTTP routes: the internal protocol, the admin API, the session
+// channel (session.go), WebDAV.
 func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.init()
 	r = takeBearer(r.WithContext(auth.WithProtocol(r.Context(), "http")))
@@ -53,6 +55,8 @@ func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.internal.ServeHTTP(w, r)
 	case strings.HasPrefix(r.URL.Path, "/api/v1/"):
 		f.api.ServeHTTP(w, r)
+	case r.URL.Path == nsapi.SessionPath:
+		f.serveSession(w, r)
 	default:
 		f.serveDAV(w, r)
 	}

@@ -329,9 +329,21 @@ func listen(addr string, s *Server) (net.Listener, string, error) {
 }
 
 // HTTPServer is the HTTP server every endpoint of a role is served by (a
-// test may serve it through httptest).
+// test may serve it through httptest). It speaks HTTP/1.1 and HTTP/2:
+// over TLS when a client offers only h2 (ALPN prefers http/1.1, so
+// curl, davix and gfal keep HTTP/1.1), in plaintext with prior knowledge
+// (h2c); the session channel needs HTTP/2, and carries many sessions'
+// streams over one connection.
 func HTTPServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: httpfront.ConnContext}
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	// Frames of HTTP/2's default size: Go's client keeps a buffer of the
+	// size the server takes for every stream it sends a body on (512 KiB
+	// with Go's server default), which a client of many sessions pays.
+	return &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: httpfront.ConnContext, Protocols: &p,
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 100000, MaxReadFrameSize: 16 << 10}}
 }
 
 func serveHTTP(l net.Listener, h http.Handler) *http.Server {
