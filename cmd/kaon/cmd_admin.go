@@ -246,7 +246,7 @@ func newFileCmd() *cobra.Command {
 		withURL(info), withURL(newConvertCmd()), withURL(newVersionsCmd()), withURL(newRestoreVersionCmd()))
 }
 
-func runFileInfo(u, p string) int {
+func runFileInfo(u server, p string) int {
 	e, err := newAPI(u).FileInfo(ctx(), p)
 	if err != nil {
 		return fail("file info", err)

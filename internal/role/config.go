@@ -124,11 +124,14 @@ type JoinConfig struct {
 // AuthConfig is how a namespace server authenticates clients: the
 // accepted methods, the token issuers it trusts, and its own issuer.
 type AuthConfig struct {
-	Methods   string        // --auth: unix, token, x509 (comma-separated)
+	Methods   string        // --auth: unix, token, x509, gsi (comma-separated; orders root://'s protocols)
 	Issuers   []string      // --token-issuer ISSUER[=JWKS][,base=/p][,user=U][,map=FILE]
 	Audiences []string      // --token-audience
 	IssuerURL string        // --issuer-url: iss of this instance's tokens
 	MaxTTL    time.Duration // --token-max-ttl: issued and accepted tokens' longest lifetime
+	// Plaintext is --auth-plaintext: "refuse" or "allow" bearer tokens
+	// over plaintext HTTP ("": refuse with --tls, allow without).
+	Plaintext string
 }
 
 // DefaultAuth is the authentication settings given no flags.
@@ -145,11 +148,13 @@ type SecurityConfig struct {
 	CADir   string
 	TLSDir  string // "DATA/..." is below the data directory
 	GridMap string
+	VOMSDir string // trusted VOMS servers per VO (.lsc files)
+	VOMSMap string // FQAN → user, before the grid-mapfile ("": none)
 }
 
 // DefaultSecurity is the TLS settings given no flags.
 func DefaultSecurity() SecurityConfig {
-	return SecurityConfig{TLSDir: "DATA/tls", GridMap: x509auth.DefaultGridMapfile}
+	return SecurityConfig{TLSDir: "DATA/tls", GridMap: x509auth.DefaultGridMapfile, VOMSDir: x509auth.DefaultVOMSDir}
 }
 
 // MetaConfig says where the namespace lives: the embedded Pebble store
