@@ -9,9 +9,9 @@
 // partition of a namespace server from etcd beyond its lease (etcd's
 // members run in a network namespace the test makes, each namespace
 // server reaches it through a veth link of its own, taken down:
-// harness.Netns), a slow
-// disk, and once a disk whose every operation fails with EIO (it
-// is declared lost and rebuilt). Every operation is recorded with what
+// harness.Netns; the suite needs root), a slow disk, and once a disk
+// whose every operation fails with EIO (it is declared lost and
+// rebuilt). Every operation is recorded with what
 // the client was told. At the end, once healed, the checker (not the
 // scheduler) decides: every path must hold exactly what the last
 // acknowledged operation left (an acknowledged write byte-exact with its
@@ -109,8 +109,11 @@ func startCluster(t *testing.T) *cluster {
 		c.http = append(c.http, fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]))
 		c.xrd = append(c.xrd, fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]))
 		dir := t.TempDir()
-		meta := "etcd://" + strings.Join(c.etcd.EndpointsAt(c.links[i].Inside), ",")
-		meta = strings.ReplaceAll(meta, "http://", "")
+		var hosts []string
+		for _, ep := range c.etcd.EndpointsAt(c.links[i].Inside) {
+			hosts = append(hosts, strings.TrimPrefix(ep, "http://"))
+		}
+		meta := "etcd://" + strings.Join(hosts, ",")
 		args := []string{"mgm", "--data", dir, "--http", strings.TrimPrefix(c.http[i], "http://"), "--xrootd", c.xrd[i],
 			"--meta", meta, "--meta-lease", lease.String(), "--meta-txn-ops", strconv.Itoa(etcdtest.MaxTxnOps),
 			"--meta-request-bytes", strconv.Itoa(etcdtest.MaxRequestBytes), "--rebuild-after", "5s", "--cap-ttl", "10s"}

@@ -12,11 +12,12 @@ import (
 )
 
 // Netns is a network namespace a test made (`ip netns add`, root only):
-// a role started through Command runs inside it and reaches the rest of
-// the host, and is reached, only through the veth pairs Link adds, each
-// a point-to-point link of its own addresses; taking one down is a
-// network partition of exactly that link (nothing arrives, nothing
-// fails, as when packets are dropped). The namespace and its links are
+// a role run inside it (its command line through Wrap, as
+// etcdtest.Options.Wrap does) reaches the rest of the host, and is
+// reached, only through the veth pairs Link adds, each a point-to-point
+// link of its own addresses; taking one down is a network partition of
+// exactly that link (nothing arrives, nothing fails, as when packets
+// are dropped). The namespace and its links are
 // deleted when the test ends, after the processes started later (test
 // cleanups run last first), whether it passed or not.
 type Netns struct {
@@ -69,14 +70,8 @@ func (n *Netns) ip(args ...string) {
 	}
 }
 
-// Command is an exec.Cmd running name inside the namespace (nsenter
-// execs it: its pid is name's own).
-func (n *Netns) Command(name string, args ...string) *exec.Cmd {
-	return exec.Command("nsenter", append([]string{"--net=" + n.path, "--", name}, args...)...)
-}
-
-// Wrap is Command's arguments: name and args turned into the command
-// line that runs them inside the namespace.
+// Wrap turns the command line name args into one that runs it inside
+// the namespace (nsenter execs it: its pid is name's own).
 func (n *Netns) Wrap(name string, args []string) (string, []string) {
 	return "nsenter", append([]string{"--net=" + n.path, "--", name}, args...)
 }
