@@ -118,7 +118,8 @@ func (s subnet) hostAddr(i byte) string { return net.IPv4(s[0], s[1], s[2], s[3]
 var subnetMu sync.Mutex
 
 // freeSubnet picks a random /30 in 10.0.0.0/8 that overlaps no address
-// on this host's interfaces.
+// on this host's interfaces and no route (a network reached through
+// it).
 func freeSubnet(t testing.TB) subnet {
 	t.Helper()
 	subnetMu.Lock()
@@ -126,10 +127,15 @@ func freeSubnet(t testing.TB) subnet {
 	for range 100 {
 		r := rand.Uint32()
 		s := subnet{10, byte(r >> 16), byte(r >> 8), byte(r) &^ 3}
-		out, err := exec.Command("ip", "-4", "-o", "addr", "show").Output()
+		addrs, err := exec.Command("ip", "-4", "-o", "addr", "show").Output()
 		if err != nil {
 			t.Fatalf("ip addr show: %v", err)
 		}
+		routes, err := exec.Command("ip", "-4", "route", "show", "table", "all").Output()
+		if err != nil {
+			t.Fatalf("ip route show: %v", err)
+		}
+		out := append(addrs, routes...)
 		ours := &net.IPNet{IP: net.IP(s[:]), Mask: net.CIDRMask(30, 32)}
 		free := true
 		for _, f := range strings.Fields(string(out)) {
