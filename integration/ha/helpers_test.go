@@ -43,6 +43,7 @@ type instance struct {
 	xrd   []string // their root:// host:port
 	fst   *harness.Process
 	fsDir []string
+	links []*harness.NetLink // with options.netns: namespace server i reaches etcd through links[i]
 }
 
 // options change what newInstanceWith starts.
@@ -51,6 +52,9 @@ type options struct {
 	meta      func(in *instance, i int) string // --meta of namespace server i (default in.meta)
 	lease     time.Duration                    // --meta-lease (default lease)
 	mgmFlags  []string                         // added to every namespace server's command line
+	// netns runs etcd in a network namespace of its own, reached by each
+	// namespace server through a link of its own (instance.links).
+	netns bool
 }
 
 // newInstance starts etcd, n namespace servers (the first one alone, so it
@@ -58,12 +62,26 @@ type options struct {
 func newInstance(t *testing.T, n int) *instance { return newInstanceWith(t, n, options{}) }
 
 func newInstanceWith(t *testing.T, n int, o options) *instance {
-	in := &instance{t: t, etcd: etcdtest.Start(t, 3, o.etcdFlags...)}
-	var hosts []string
-	for _, ep := range in.etcd.Endpoints() {
-		hosts = append(hosts, strings.TrimPrefix(ep, "http://"))
+	in := &instance{t: t}
+	metaAt := func(eps []string) string {
+		var hosts []string
+		for _, ep := range eps {
+			hosts = append(hosts, strings.TrimPrefix(ep, "http://"))
+		}
+		return "etcd://" + strings.Join(hosts, ",")
 	}
-	in.meta = "etcd://" + strings.Join(hosts, ",")
+	if o.netns {
+		ns := harness.NewNetns(t)
+		own := ns.Link()
+		for range n {
+			in.links = append(in.links, ns.Link())
+		}
+		in.etcd = etcdtest.StartWith(t, 3, etcdtest.Options{Flags: o.etcdFlags, Wrap: ns.Wrap, Host: own.Inside})
+		o.meta = func(in *instance, i int) string { return metaAt(in.etcd.EndpointsAt(in.links[i].Inside)) }
+	} else {
+		in.etcd = etcdtest.Start(t, 3, o.etcdFlags...)
+	}
+	in.meta = metaAt(in.etcd.Endpoints())
 	ports := harness.FreePorts(t, 2*n)
 	for i := 0; i < n; i++ {
 		in.http = append(in.http, fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]))
