@@ -127,6 +127,13 @@ type BearerMethod interface {
 	TakesBearer()
 }
 
+// Challenger is an Authenticator whose credential HTTP clients send only
+// when asked: a 401 names its scheme ("Negotiate") in WWW-Authenticate.
+type Challenger interface {
+	Authenticator
+	Challenge() string
+}
+
 // Chain tries authenticators in order; a request none applies to is Nobody.
 type Chain []Authenticator
 

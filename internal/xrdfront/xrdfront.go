@@ -53,6 +53,26 @@ func AuthenticateToken(chain auth.Chain) func(ctx context.Context, user string, 
 	}
 }
 
+// AuthenticateKerberos says who a krb5 login is: its AP-REQ goes to the
+// krb5 method (the same keytab and principal mapping as https's
+// Negotiate). Its refusal refuses the login with the reason.
+func AuthenticateKerberos(krb5m auth.Authenticator) func(ctx context.Context, p xrootd.Peer, apreq []byte) (xrootd.Identity, error) {
+	return func(ctx context.Context, peer xrootd.Peer, apreq []byte) (xrootd.Identity, error) {
+		p, ok, err := krb5m.Authenticate(ctx, &auth.Request{Remote: peer.Remote, Local: peer.Local, Kerberos: apreq, Login: peer.User, TLS: peer.TLS})
+		if err != nil {
+			var ke *kerr.Error
+			if errors.As(err, &ke) && ke.Msg != "" {
+				return xrootd.Identity{}, errors.New(ke.Msg)
+			}
+			return xrootd.Identity{}, err
+		}
+		if !ok {
+			return xrootd.Identity{}, errors.New("no Kerberos ticket")
+		}
+		return xrootd.Identity{User: p.Name, UID: p.UID, GID: p.GID, Principal: p}, nil
+	}
+}
+
 // AuthenticateCerts says who a gsi login is: the certificate chain whose
 // key the client proved it holds goes to the x509 method (the same CA directory,
 // proxy checks and grid-mapfile as HTTPS client certificates); the
