@@ -16,8 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os/user"
-	"strconv"
 	"strings"
 	"time"
 
@@ -177,28 +175,7 @@ func why(a *messages.APReq, err error) string {
 	return err.Error()
 }
 
-// localUser is the principal of a local account; a ticket never maps to
-// the superuser (administration stays with local root).
+// localUser is the principal of a local account (never root).
 func localUser(name string) (auth.Principal, error) {
-	u, err := user.Lookup(name)
-	if err != nil {
-		return auth.Principal{}, errors.New("no such local user")
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err1 != nil || err2 != nil {
-		return auth.Principal{}, errors.New("unusable uid/gid")
-	}
-	if uid == 0 {
-		return auth.Principal{}, errors.New("a ticket never maps to the superuser")
-	}
-	p := auth.Principal{UID: uint32(uid), GID: uint32(gid), Name: u.Username, Method: "krb5"}
-	if gids, err := u.GroupIds(); err == nil {
-		for _, s := range gids {
-			if g, err := strconv.ParseUint(s, 10, 32); err == nil {
-				p.Groups = append(p.Groups, uint32(g))
-			}
-		}
-	}
-	return p, nil
+	return auth.LocalAccount(name, "krb5", "a ticket")
 }

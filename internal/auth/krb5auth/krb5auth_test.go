@@ -113,3 +113,21 @@ func TestLocalUserNeverRoot(t *testing.T) {
 		t.Fatalf("root: %v", err)
 	}
 }
+
+// BenchmarkVerify: one AP-REQ verified and mapped (a new authenticator
+// each time, minted outside the timer; the local user is daemon).
+func BenchmarkVerify(b *testing.B) {
+	t := &testing.T{}
+	kt := serviceKeytab(t, "service-secret")
+	m, _ := fromKeytab(kt, "bench")
+	remote := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4000}
+	now := time.Now()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		cred := mintAPReq(t, kt, "daemon", realm, now, now.Add(time.Hour))
+		b.StartTimer()
+		if _, _, err := m.Authenticate(context.Background(), &auth.Request{Remote: remote, Kerberos: cred}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
