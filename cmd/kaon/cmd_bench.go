@@ -25,8 +25,8 @@ import (
 
 func init() {
 	addVerb(func() *cobra.Command {
-		return group("bench", "benchmarks: bench stream | bench ns | bench fsck | bench token",
-			newBenchStreamCmd(), newBenchNSCmd(), newBenchFsckCmd(), newBenchTokenCmd())
+		return group("bench", "benchmarks: bench stream | bench ns | bench fsck | bench token | bench sessions | bench locks | bench session-wire",
+			newBenchStreamCmd(), newBenchNSCmd(), newBenchFsckCmd(), newBenchTokenCmd(), newBenchSessionsCmd(), newBenchLocksCmd(), newBenchSessionWireCmd())
 	})
 }
 
@@ -295,7 +295,7 @@ func benchActive(meta role.MetaConfig, dir string, files int) (bench.NSStore, er
 	node, err := ha.New(ha.Config{Remote: remote, Local: local, Lease: meta.Lease, KeepHistory: meta.KeepHistory,
 		Self:   ha.Member{ID: "bench", HTTP: "http://bench"},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Serve:  func(_ context.Context, s kv.Store, _ []byte) (any, error) { return s, nil }})
+		Serve:  func(_ context.Context, s kv.Store, _ uint64, _ []byte) (any, error) { return s, nil }})
 	if err != nil {
 		remote.Close()
 		local.Close()

@@ -51,6 +51,12 @@ func bindNamespace(fl *pflag.FlagSet, n *role.NamespaceConfig) {
 	fl.Float64Var(&n.SlowFactor, "slow-factor", d.SlowFactor, "a filesystem whose p90 I/O latency is this many times the median of its group's filesystems on other disks is slow (0 = no slow-disk detection)")
 	fl.DurationVar(&n.SlowMin, "slow-min", d.SlowMin, "... and above this for small operations (10x for large ones)")
 	fl.BoolVar(&n.SlowPlacement, "slow-placement", d.SlowPlacement, "keep placing new files on slow filesystems (they are only marked and warned about)")
+	fl.DurationVar(&n.Sessions.Heartbeat, "session-heartbeat", d.Sessions.Heartbeat, "client sessions: the heartbeat clients keep (volatile after 1.5 of them)")
+	fl.DurationVar(&n.Sessions.Lease, "session-lease", d.Sessions.Lease, "client sessions: how long a lease (subscription) lasts unless renewed")
+	fl.DurationVar(&n.Sessions.Offline, "session-offline", d.Sessions.Offline, "client sessions: offline after this long without a heartbeat")
+	fl.DurationVar(&n.Sessions.Evict, "session-evict", d.Sessions.Evict, "client sessions: evicted (locks released) after this long without a heartbeat")
+	fl.DurationVar(&n.Sessions.Grace, "session-grace", d.Sessions.Grace, "client sessions: after a takeover, how long locks wait for the previous active server's sessions to reclaim theirs")
+	fl.IntVar(&n.Sessions.MaxAudience, "session-max-audience", d.Sessions.MaxAudience, "client sessions: size and mtime updates are not pushed to a directory with more subscribers than this (0: always pushed)")
 	bindAuth(fl, &n.Auth)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/kaon-storage/kaon/integration/harness"
 	"github.com/kaon-storage/kaon/internal/auth/x509auth/x509test"
+	"github.com/kaon-storage/kaon/internal/frontendtest"
 	"github.com/kaon-storage/kaon/internal/tlsconf"
 )
 
@@ -56,21 +58,26 @@ func TestX509Conformance(t *testing.T) {
 		return p
 	}
 	alice, bob := proxy("alice", grid.User("Alice").Proxy(x509test.ProxyOpts{})), proxy("bob", grid.User("Bob").Proxy(x509test.ProxyOpts{}))
-	in, script := newInputs(t)
+	// The driver script and a local file, readable by nobody.
+	src := frontendtest.LocalDir(t)
+	_, file, _, _ := runtime.Caller(0)
+	sb, err := os.ReadFile(filepath.Join(filepath.Dir(file), "xrd_driver.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, small := filepath.Join(src, "xrd_driver.py"), filepath.Join(src, "small")
+	os.WriteFile(script, sb, 0o644)
+	os.WriteFile(small, []byte("refused content"), 0o644)
 	// gsi clients check the host certificate's name: localhost.
 	_, port, _ := strings.Cut(strings.TrimPrefix(k.EP.XRootD, "root://"), ":")
 	xrdURL := "root://localhost:" + port
-	mk := func(creds [2]string) []Driver {
-		return []Driver{
+	mk := func(creds [2]string) []frontendtest.Driver {
+		return []frontendtest.Driver{
 			httpDriver{base: k.EP.HTTPS, certs: creds, cacert: k.EP.CA},
 			xrdDriver{url: xrdURL, script: script, env: []string{"X509_CERT_DIR=" + caDir}, proxies: creds},
 		}
 	}
-	for _, d := range mk([2]string{alice, bob}) {
-		t.Run(d.Name(), func(t *testing.T) {
-			scenarios(t, k, d, "/x509-"+d.Name(), "1:1", in)
-		})
-	}
+	frontendtest.ConformanceAs(t, cli{k}, mk([2]string{alice, bob}), "/x509-", &[2]uint32{1, 1})
 
 	// Refused credentials: nothing read, nothing written.
 	now := time.Now()
@@ -83,12 +90,12 @@ func TestX509Conformance(t *testing.T) {
 	target := "/x509-http/new/sub/g" // daemon's, 0600 (the scenarios left it)
 	for what, p := range bad {
 		for _, d := range mk([2]string{p, p}) {
-			refused := Permission // 403, kXR_NotAuthorized
-			if r := d.Do(t, false, "read", target, "0", "-1"); r.Outcome != refused || bytes.Contains(r.Data, in.small) {
+			refused := frontendtest.Permission // 403, kXR_NotAuthorized
+			if r := d.Do(t, false, "read", target, "0", "-1"); r.Outcome != refused || bytes.Contains(r.Data, []byte("replaced content")) { // what the scenarios left in it
 				t.Fatalf("%s %s reads: %s (%s)", d.Name(), what, r.Outcome, r.Detail)
 			}
 			w := "/x509-http/forged-" + d.Name() + "-" + strconv.Itoa(len(what))
-			if r := d.Do(t, false, "put", in.local2, w); r.Outcome != refused {
+			if r := d.Do(t, false, "put", small, w); r.Outcome != refused {
 				t.Fatalf("%s %s writes: %s (%s)", d.Name(), what, r.Outcome, r.Detail)
 			}
 			if _, _, code := k.Kaon("stat", w); code == 0 {

@@ -12,7 +12,9 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 )
 
@@ -40,7 +42,8 @@ func (f *Namespace) init() {
 	})
 }
 
-// ServeHTTP routes: the internal protocol, the admin API, WebDAV.
+// ServeHTTP routes: the internal protocol, the admin API, the session
+// channel (session.go), WebDAV.
 func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.init()
 	r = takeBearer(r.WithContext(auth.WithProtocol(r.Context(), "http")))
@@ -55,6 +58,8 @@ func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.internal.ServeHTTP(w, r)
 	case strings.HasPrefix(r.URL.Path, "/api/v1/"):
 		f.api.ServeHTTP(w, r)
+	case r.URL.Path == nsapi.SessionPath:
+		f.serveSession(w, r)
 	default:
 		f.serveDAV(w, r)
 	}
@@ -120,7 +125,7 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 		req := &auth.Request{Remote: ca.remote, Local: ca.local, Kerberos: cred, Admin: admin, TLS: r.TLS != nil}
 		p, err := chain.Authenticate(r.Context(), req)
 		if err == nil {
-			SetPrincipal(r, p.Name+"/"+p.Method)
+			httpserve.SetPrincipal(r, p.Name+"/"+p.Method)
 		}
 		return p, err
 	}
@@ -131,7 +136,7 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 		}
 		p, err := chain.Authenticate(r.Context(), req)
 		if err == nil {
-			SetPrincipal(r, p.Name+"/"+p.Method)
+			httpserve.SetPrincipal(r, p.Name+"/"+p.Method)
 		}
 		return p, err
 	}
@@ -147,7 +152,7 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 		cr.p, cr.err = chain.Authenticate(r.Context(), req)
 	})
 	if cr.err == nil {
-		SetPrincipal(r, cr.p.Name+"/"+cr.p.Method)
+		httpserve.SetPrincipal(r, cr.p.Name+"/"+cr.p.Method)
 	}
 	return cr.p, cr.err
 }

@@ -2,7 +2,10 @@ package nsserver
 
 import (
 	"context"
+	"strings"
 	"testing"
+
+	"github.com/kaon-storage/kaon/internal/namespace"
 )
 
 // TestFsConfigKeys: `fs config` keys come from the subsystems that own
@@ -70,5 +73,16 @@ func TestGroupSetKeys(t *testing.T) {
 	gs, _ := s.Groups(ctx, root)
 	if len(gs) != 1 || gs[0].Threshold != 7 || gs[0].Parallel != 3 || gs[0].Balancer {
 		t.Errorf("settings not kept: %+v", gs)
+	}
+}
+
+// TestEveryEventKindIsPushed: every kind of the model's change events has
+// its name in the vocabulary (a new kind would otherwise reach sessions
+// as an empty one).
+func TestEveryEventKindIsPushed(t *testing.T) {
+	for k := namespace.EventKind(1); !strings.HasPrefix(k.String(), "event("); k++ {
+		if eventKinds[k] == "" {
+			t.Errorf("change event kind %s has no name in nsapi", k)
+		}
 	}
 }

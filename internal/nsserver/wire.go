@@ -46,6 +46,21 @@ func entriesOf(dir string, ns []*namespace.Inode) []nsapi.Entry {
 	return out
 }
 
+// eventsOf are the model's change events in the vocabulary (the term is
+// the sessions' to add).
+func eventsOf(evs []namespace.Event) []nsapi.Event {
+	out := make([]nsapi.Event, len(evs))
+	for i, e := range evs {
+		out[i] = nsapi.Event{Rev: e.Rev, Kind: eventKinds[e.Kind], Ino: e.Ino, Parent: e.Parent, Name: e.Name, IsDir: e.IsDir,
+			From: e.From, FromName: e.FromName, Size: e.Size, MTime: e.MTime}
+	}
+	return out
+}
+
+var eventKinds = map[namespace.EventKind]nsapi.EventKind{namespace.Created: nsapi.EventCreated, namespace.Committed: nsapi.EventCommitted,
+	namespace.Mkdir: nsapi.EventMkdir, namespace.Removed: nsapi.EventRemoved, namespace.Renamed: nsapi.EventRenamed,
+	namespace.AttrChanged: nsapi.EventAttr}
+
 // clean is the canonical form of a path the namespace has just accepted.
 func clean(p string) string {
 	c, _ := nsapi.CleanPath(p)

@@ -11,7 +11,9 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth/x509auth"
 	"github.com/kaon-storage/kaon/internal/ha"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/nsserver"
+	"github.com/kaon-storage/kaon/internal/sessions"
 	"github.com/kaon-storage/kaon/internal/storage"
 )
 
@@ -56,7 +58,8 @@ type NamespaceConfig struct {
 	SlowMin         time.Duration
 	SlowPlacement   bool
 	Auth            AuthConfig
-	KeyFile         string // capability key shared by the servers of an instance (mgm --key); default DATA/keys/capability.key
+	KeyFile         string              // capability key shared by the servers of an instance (mgm --key); default DATA/keys/capability.key
+	Sessions        nsapi.SessionConfig // client sessions' timing (fusex conf changes it at run time)
 }
 
 // DefaultNamespace is the namespace settings of a server given no flags.
@@ -65,7 +68,7 @@ func DefaultNamespace() NamespaceConfig {
 		RecycleLifetime: 30 * 24 * time.Hour, AuditLog: "DATA/audit.log",
 		FsckRate: nsserver.DefaultFsckRate, OrphanGrace: nsserver.DefaultOrphanGrace,
 		SlowFactor: nsserver.DefaultSlowFactor, SlowMin: nsserver.DefaultSlowMin,
-		Auth: DefaultAuth()}
+		Auth: DefaultAuth(), Sessions: sessions.Defaults()}
 }
 
 // slowPolicy is the slow-disk detection the settings ask for.

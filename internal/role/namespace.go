@@ -16,6 +16,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/backend/rados"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
 	"github.com/kaon-storage/kaon/internal/metrics"
@@ -47,6 +48,11 @@ type NamespaceParts struct {
 	// and what its predecessor handed over (nsserver.Config).
 	StepDown func(ctx context.Context) error
 	Inherit  *namespace.InFlight
+	// Term is the active role's HA term (0: an embedded engine); Takeover
+	// starts a grace window for the previous incarnation's sessions to
+	// reclaim their locks.
+	Term     uint64
+	Takeover bool
 }
 
 // Namespace is one namespace service with its front ends' bindings: what
@@ -62,6 +68,7 @@ type Namespace struct {
 	XRootD xrootd.Namespace
 	Key    *capability.Key
 	Auth   auth.Chain
+	xrd    *XRootDServers
 	log    *slog.Logger
 }
 
@@ -74,7 +81,8 @@ func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
 		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: p.Audit, Tokens: p.Tokens,
 		Data: peers, Mover: peers, PhysName: physName, Repair: peers,
 		FsckRate: negativeIfNone(c.FsckRate), FsckOrphanGrace: negativeIfNone(c.OrphanGrace),
-		Slow: c.slowPolicy(), StepDown: p.StepDown, Inherit: p.Inherit}
+		Slow: c.slowPolicy(), StepDown: p.StepDown, Inherit: p.Inherit, Sessions: c.Sessions, Term: p.Term, Takeover: p.Takeover}
+	cfg.Sessions.MaxAudience = negativeIfNone(c.Sessions.MaxAudience) // 0 there is the default
 	srv, err := nsserver.New(cfg)
 	if err != nil {
 		return nil, err
@@ -85,7 +93,8 @@ func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
 	srv.ReportMovement(metrics.NewMovement(reg))
 	front := &httpfront.Namespace{NS: srv, Key: p.Key, Log: p.Log, Auth: p.Auth}
 	h := metrics.Serve(metrics.NewHTTP(reg, "mgm", metrics.NamespaceRoute).Instrument(front), reg, p.MetricsAllow)
-	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Key: p.Key, Auth: p.Auth, log: p.Log}, nil
+	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Key: p.Key, Auth: p.Auth,
+		xrd: p.XRootD, log: p.Log}, nil
 }
 
 // Endpoint is n's namespace endpoint as served, access-logged.
@@ -94,7 +103,7 @@ func (n *Namespace) Endpoint() http.Handler { return accessLogged(n.HTTP, n.log)
 // accessLogged logs the requests h serves but the internal protocol's
 // (storage servers' heartbeats every second).
 func accessLogged(h http.Handler, log *slog.Logger) http.Handler {
-	logged := httpfront.AccessLog(h, log)
+	logged := httpserve.AccessLog(h, log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/internal/v1/") {
 			h.ServeHTTP(w, r)

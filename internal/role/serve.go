@@ -130,9 +130,9 @@ func StartUp(c UpConfig, log *slog.Logger) (_ *Server, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("xrootd: %w", err)
 		}
-		xs := serveNamespaceXRootD(xl, ns.XRootD, chain, sec, &mgmX, log)
+		xs := ns.ServeXRootD(xl, sec)
 		s.onClose(func() { xs.Close() })
-		fxs := serveStorageXRootD(fxl, xaddr, fst.Server, policy, sec, &fstX, log)
+		fxs := fst.ServeXRootD(fxl, xaddr, sec)
 		s.onClose(func() { fxs.Close() })
 		ep.XRootD, ep.FSTXrd = "root://"+xaddr, "root://"+fxaddr
 		policy.AddSelf(xaddr, fxaddr)
@@ -216,7 +216,7 @@ func StartMGM(c MGMConfig, log *slog.Logger) (_ *Server, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("xrootd: %w", err)
 		}
-		xs := serveNamespaceXRootD(xl, ns.XRootD, chain, sec, &x, log)
+		xs := ns.ServeXRootD(xl, sec)
 		s.onClose(func() { xs.Close() })
 		ep.XRootD = "root://" + xaddr
 	}
@@ -276,7 +276,7 @@ func StartFST(c FSTConfig, log *slog.Logger) (_ *Server, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("xrootd: %w", err)
 		}
-		xs := serveStorageXRootD(xl, c.Join.MGMXRootD, fst.Server, policy, sec, &x, log)
+		xs := fst.ServeXRootD(xl, c.Join.MGMXRootD, sec)
 		s.onClose(func() { xs.Close() })
 		ep.FSTXrd = "root://" + xaddr
 		policy.AddSelf(xaddr)
@@ -329,9 +329,21 @@ func listen(addr string, s *Server) (net.Listener, string, error) {
 }
 
 // HTTPServer is the HTTP server every endpoint of a role is served by (a
-// test may serve it through httptest).
+// test may serve it through httptest). It speaks HTTP/1.1 and HTTP/2:
+// over TLS when a client offers only h2 (ALPN prefers http/1.1, so
+// curl, davix and gfal keep HTTP/1.1), in plaintext with prior knowledge
+// (h2c); the session channel needs HTTP/2, and carries many sessions'
+// streams over one connection.
 func HTTPServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: httpfront.ConnContext}
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	// Frames of HTTP/2's default size: Go's client keeps a buffer of the
+	// size the server takes for every stream it sends a body on (512 KiB
+	// with Go's server default), which a client of many sessions pays.
+	return &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: httpfront.ConnContext, Protocols: &p,
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 100000, MaxReadFrameSize: 16 << 10}}
 }
 
 func serveHTTP(l net.Listener, h http.Handler) *http.Server {

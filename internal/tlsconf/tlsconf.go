@@ -102,7 +102,7 @@ func Setup(o Options) (*Material, error) {
 		MinVersion:   tls.VersionTLS12,
 		Certificates: []tls.Certificate{cert},
 		ClientAuth:   tls.RequestClientCert,
-		NextProtos:   []string{"http/1.1"},
+		NextProtos:   []string{"http/1.1", "h2"}, // h2 only for clients that offer nothing else (sessions)
 	}
 	m.Client = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 	return m, nil
