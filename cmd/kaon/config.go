@@ -48,6 +48,8 @@ func bindNamespace(fl *pflag.FlagSet, n *role.NamespaceConfig) {
 	fl.StringVar(&n.AuditLog, "audit-log", d.AuditLog, "audit log: one JSON line per mutation and refused request (empty = off)")
 	fl.IntVar(&n.FsckRate, "fsck-rate", d.FsckRate, "fsck: files per second of the namespace pass after scans (0 = unthrottled)")
 	fl.DurationVar(&n.OrphanGrace, "fsck-orphan-grace", d.OrphanGrace, "fsck repair drops an orphan stripe only once it was found this long ago")
+	fl.DurationVar(&n.RebuildAfter, "rebuild-after", d.RebuildAfter,
+		"a filesystem unreadable this long (I/O errors, its storage server dead) is declared lost and everything it held is rebuilt on the others of its group (0 = only by hand: fs config ID configstatus=lost)")
 	fl.Float64Var(&n.SlowFactor, "slow-factor", d.SlowFactor, "a filesystem whose p90 I/O latency is this many times the median of its group's filesystems on other disks is slow (0 = no slow-disk detection)")
 	fl.DurationVar(&n.SlowMin, "slow-min", d.SlowMin, "... and above this for small operations (10x for large ones)")
 	fl.BoolVar(&n.SlowPlacement, "slow-placement", d.SlowPlacement, "keep placing new files on slow filesystems (they are only marked and warned about)")

@@ -54,6 +54,7 @@ type NamespaceConfig struct {
 	AuditLog        string // "DATA/..." is below the data directory
 	FsckRate        int
 	OrphanGrace     time.Duration
+	RebuildAfter    time.Duration // 0: only by hand
 	SlowFactor      float64
 	SlowMin         time.Duration
 	SlowPlacement   bool
@@ -66,7 +67,7 @@ type NamespaceConfig struct {
 func DefaultNamespace() NamespaceConfig {
 	return NamespaceConfig{Sync: true, CapTTL: 5 * time.Minute, MetaCacheMB: pebblekv.DefaultCacheBytes >> 20,
 		RecycleLifetime: 30 * 24 * time.Hour, AuditLog: "DATA/audit.log",
-		FsckRate: nsserver.DefaultFsckRate, OrphanGrace: nsserver.DefaultOrphanGrace,
+		FsckRate: nsserver.DefaultFsckRate, OrphanGrace: nsserver.DefaultOrphanGrace, RebuildAfter: nsserver.DefaultRebuildAfter,
 		SlowFactor: nsserver.DefaultSlowFactor, SlowMin: nsserver.DefaultSlowMin,
 		Auth: DefaultAuth(), Sessions: sessions.Defaults()}
 }
