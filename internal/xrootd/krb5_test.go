@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kaon-storage/kaon/internal/xrootd"
@@ -21,14 +22,17 @@ import (
 // an empty ticket is refused as such. The AP-REQ never reaches the log.
 func TestKrb5Wire(t *testing.T) {
 	logs := &lockedBuf{}
-	var got []byte
+	var mu sync.Mutex
+	var got []byte // what the verifier was given (by the server's goroutine)
 	cfg := xrootd.Config{Namespace: whoNS{&xrdtest.Backend{Root: t.TempDir()}},
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		IdentifyConn: func(user string, remote, local net.Addr) xrootd.Identity {
 			return xrootd.Identity{User: user, UID: 4242, GID: 4242}
 		},
 		Security: []xrootd.SecProtocol{xrootd.Krb5("xrootd/localhost@KAON.TEST", func(_ context.Context, p xrootd.Peer, apreq []byte) (xrootd.Identity, error) {
-			got = apreq
+			mu.Lock()
+			got = append([]byte(nil), apreq...)
+			mu.Unlock()
 			if string(apreq) != "\x6egood-ap-req" {
 				return xrootd.Identity{}, errors.New("Kerberos ticket refused: not sealed with this server's keys")
 			}
@@ -51,8 +55,11 @@ func TestKrb5Wire(t *testing.T) {
 	if r := w.auth("krb5", []byte("krb5\x00\x6egood-ap-req")); r.status != 0 {
 		t.Fatalf("auth with a good AP-REQ: %+v %q", r, r.body)
 	}
-	if string(got) != "\x6egood-ap-req" {
-		t.Fatalf("the verifier got %q, want the AP-REQ after krb5\\0", got)
+	mu.Lock()
+	given := string(got)
+	mu.Unlock()
+	if given != "\x6egood-ap-req" {
+		t.Fatalf("the verifier got %q, want the AP-REQ after krb5\\0", given)
 	}
 	if _, uid := w.statUID(); uid != "1" {
 		t.Fatalf("session uid %s, want the ticket's 1", uid)
