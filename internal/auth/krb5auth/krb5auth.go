@@ -61,6 +61,9 @@ func fromKeytab(kt *keytab.Keytab, path string) (*Method, error) {
 	m := &Method{kt: kt, lookup: localUser}
 	for _, e := range kt.Entries {
 		name := strings.Join(e.Principal.Components, "/") + "@" + e.Principal.Realm
+		if len(e.Principal.Components) == 0 {
+			continue
+		}
 		if m.Service == "" || (e.Principal.Components[0] == "xrootd" && !strings.HasPrefix(m.Service, "xrootd/")) {
 			m.Service, m.Realm = name, e.Principal.Realm
 		}
