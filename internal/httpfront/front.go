@@ -47,6 +47,9 @@ func (f *Namespace) init() {
 func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.init()
 	r = takeBearer(r.WithContext(auth.WithProtocol(r.Context(), "http")))
+	if cs := challenges(f.Auth); len(cs) > 0 {
+		w = &challengeWriter{ResponseWriter: w, schemes: cs}
+	}
 	if f.serveWellKnown(w, r) {
 		return
 	}
@@ -117,6 +120,14 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 	ca, ok := r.Context().Value(connKey{}).(*connAuth)
 	if !ok {
 		return auth.Nobody, nil
+	}
+	if cred, ok := negotiation(r); ok && len(challenges(chain)) > 0 {
+		req := &auth.Request{Remote: ca.remote, Local: ca.local, Kerberos: cred, Admin: admin, TLS: r.TLS != nil}
+		p, err := chain.Authenticate(r.Context(), req)
+		if err == nil {
+			httpserve.SetPrincipal(r, p.Name+"/"+p.Method)
+		}
+		return p, err
 	}
 	if tok := bearer(r); tok != "" && acceptsTokens(chain) {
 		req := &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok, Admin: admin, TLS: r.TLS != nil}
