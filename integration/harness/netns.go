@@ -17,9 +17,10 @@ import (
 // reached, only through the veth pairs Link adds, each a point-to-point
 // link of its own addresses; taking one down is a network partition of
 // exactly that link (nothing arrives, nothing fails, as when packets
-// are dropped). The namespace and its links are
-// deleted when the test ends, after the processes started later (test
-// cleanups run last first), whether it passed or not.
+// are dropped). The namespace and its links are deleted when the test
+// ends, after the processes started later (test cleanups run last
+// first), whether it passed or not; a test binary killed before its
+// cleanups leaves them (`ip netns list`: kaon<pid>-*).
 type Netns struct {
 	t    testing.TB
 	Name string
