@@ -67,7 +67,7 @@ func (f *Namespace) serveWeb(w http.ResponseWriter, r *http.Request) bool {
 		f.webError(w, r, webview.Viewer{}, p, err)
 		return true
 	}
-	v, c, err := f.viewer(w, r)
+	v, id, c, err := f.viewer(w, r)
 	if err != nil {
 		f.webError(w, r, v, p, authError(err, "GET", p))
 		return true
@@ -89,22 +89,21 @@ func (f *Namespace) serveWeb(w http.ResponseWriter, r *http.Request) bool {
 		f.webError(w, r, v, p, err)
 		return true
 	}
-	id := f.web.Ensure(w, r)
 	webview.RenderDir(w, http.StatusOK, webview.Dir{Viewer: v, Path: p, Entries: ents, Message: f.web.TakeFlash(id)})
 	return true
 }
 
 // viewer authenticates r's client for a page and starts its browser
-// session (the CSRF token its forms carry).
-func (f *Namespace) viewer(w http.ResponseWriter, r *http.Request) (webview.Viewer, auth.Principal, error) {
-	v := webview.Viewer{CSRF: f.web.CSRF(f.web.Ensure(w, r)), Token: f.web.Token(r) != ""}
-	c, err := f.principal(r)
-	if err != nil {
-		return v, c, err
+// session (id; the CSRF token its forms carry).
+func (f *Namespace) viewer(w http.ResponseWriter, r *http.Request) (v webview.Viewer, id string, c auth.Principal, err error) {
+	id = f.web.Ensure(w, r)
+	v = webview.Viewer{CSRF: f.web.CSRF(id), Token: f.web.Token(r) != ""}
+	if c, err = f.principal(r); err != nil {
+		return v, id, c, err
 	}
 	v.Name, v.Method = c.Name, c.Method
 	v.Admin = Admin(f.Auth, r, "status") == nil
-	return v, c, nil
+	return v, id, c, nil
 }
 
 // webError answers err as a page with the status kerr maps it to.
