@@ -59,6 +59,12 @@ func chromeArgs(profile string) []string {
 // startDriver starts chromedriver and one browser session, both ended
 // when the test ends.
 func startDriver(t *testing.T) *driver {
+	return startDriverWith(t, nil)
+}
+
+// startDriverWith starts a session with extra capabilities (e.g.
+// acceptInsecureCerts for a server with a local CA).
+func startDriverWith(t *testing.T, extra map[string]any) *driver {
 	t.Helper()
 	browser, chromedriver := chromium(t)
 	port := harness.FreePort(t)
@@ -86,10 +92,14 @@ func startDriver(t *testing.T) *driver {
 		return resp.StatusCode == http.StatusOK
 	})
 	d := &driver{t: t, base: root, browser: browser}
-	caps := map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
+	always := map[string]any{
 		"browserName":        "chrome",
 		"goog:chromeOptions": map[string]any{"binary": browser, "args": chromeArgs(t.TempDir())},
-	}}}
+	}
+	for k, v := range extra {
+		always[k] = v
+	}
+	caps := map[string]any{"capabilities": map[string]any{"alwaysMatch": always}}
 	var sess struct {
 		SessionID string `json:"sessionId"`
 	}
@@ -205,4 +215,19 @@ func (d *driver) screenshot() []byte {
 		d.t.Fatalf("screenshot: %v", err)
 	}
 	return b
+}
+
+// cookie is a browser cookie as WebDriver tells it.
+type cookie struct {
+	Name     string `json:"name"`
+	Value    string `json:"value"`
+	HTTPOnly bool   `json:"httpOnly"`
+	Secure   bool   `json:"secure"`
+	SameSite string `json:"sameSite"`
+}
+
+func (d *driver) cookies() []cookie {
+	var cs []cookie
+	d.call(http.MethodGet, "/cookie", nil, &cs)
+	return cs
 }
