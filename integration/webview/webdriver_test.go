@@ -174,7 +174,9 @@ func (d *driver) waitText(css, want, step string) string {
 	return ""
 }
 
-func (d *driver) open(url string) { d.call(http.MethodPost, "/url", map[string]string{"url": url}, nil) }
+func (d *driver) open(url string) {
+	d.call(http.MethodPost, "/url", map[string]string{"url": url}, nil)
+}
 
 func (d *driver) source() string {
 	var s string
