@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -89,7 +90,8 @@ func (f *Namespace) serveWeb(w http.ResponseWriter, r *http.Request) bool {
 		f.webError(w, r, v, p, err)
 		return true
 	}
-	webview.RenderDir(w, http.StatusOK, webview.Dir{Viewer: v, Path: p, Entries: ents, Message: f.web.TakeFlash(id)})
+	page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+	webview.RenderDir(w, http.StatusOK, webview.Dir{Viewer: v, Path: p, Entries: ents, Page: page, Message: f.web.TakeFlash(id)})
 	return true
 }
 

@@ -30,11 +30,13 @@ const StylePath = "/.kaon/style.css"
 const CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"size":  humanSize,
-	"date":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
-	"pct":   func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "%" },
-	"owner": ownerName,
-	"group": groupName,
+	"size":   humanSize,
+	"date":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"pct":    func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "%" },
+	"owner":  ownerName,
+	"group":  groupName,
+	"add":    func(a, b int) int { return a + b },
+	"minus1": func(a int) int { return a - 1 },
 }).ParseFS(files, "templates/*.html"))
 
 // Wants says whether r asks for a page: a browser's GET, whose Accept
@@ -83,24 +85,37 @@ type Dir struct {
 	Viewer
 	Path    string
 	Entries []nsapi.Entry
+	Page    int    // which PageSize rows are shown (0: the first)
 	Message string // what the last action did, or why it failed
 }
+
+// PageSize is how many entries a page shows: a directory of a million
+// files is browsed page by page (?page=N), not sent as one page.
+const PageSize = 1000
 
 type crumb struct{ Name, Href string }
 
 type dirPage struct {
 	Dir
-	Crumbs []crumb
-	Rows   []row
-	Files  int
-	Dirs   int
-	Bytes  int64
+	Crumbs     []crumb
+	Rows       []row
+	Files      int
+	Dirs       int
+	Bytes      int64
+	First      int // 1-based number of the first row shown
+	Prev, Next string
 }
 
+// row is an entry as a table row (flat: the template finds fields of
+// embedded structs by reflection, row by row).
 type row struct {
-	nsapi.Entry
-	Href      string
-	Checksums []string // "type:value", sorted
+	Name, Href string
+	IsDir      bool
+	Size       int64
+	UID, GID   uint32
+	Mode       uint32
+	MTime      time.Time
+	Checksums  []string // "type:value", sorted
 }
 
 // RenderDir writes d as a page with status.
@@ -123,17 +138,29 @@ func RenderDir(w http.ResponseWriter, status int, d Dir) {
 		return ents[i].Name < ents[j].Name
 	})
 	for _, e := range ents {
-		rw := row{Entry: e, Href: Href(path.Join(d.Path, e.Name), e.IsDir)}
-		for t, v := range e.Checksums {
-			rw.Checksums = append(rw.Checksums, t+":"+v)
-		}
-		sort.Strings(rw.Checksums)
 		if e.IsDir {
 			pg.Dirs++
 		} else {
 			pg.Files++
 			pg.Bytes += e.Size
 		}
+	}
+	from := min(max(d.Page, 0)*PageSize, len(ents))
+	to := min(from+PageSize, len(ents))
+	pg.First = from + 1
+	if from > 0 {
+		pg.Prev = "?page=" + strconv.Itoa(d.Page-1)
+	}
+	if to < len(ents) {
+		pg.Next = "?page=" + strconv.Itoa(d.Page+1)
+	}
+	for _, e := range ents[from:to] {
+		rw := row{Name: e.Name, Href: Href(path.Join(d.Path, e.Name), e.IsDir), IsDir: e.IsDir, Size: e.Size,
+			UID: e.UID, GID: e.GID, Mode: e.Mode, MTime: e.MTime}
+		for t, v := range e.Checksums {
+			rw.Checksums = append(rw.Checksums, t+":"+v)
+		}
+		sort.Strings(rw.Checksums)
 		pg.Rows = append(pg.Rows, rw)
 	}
 	render(w, status, "dir.html", pg)
