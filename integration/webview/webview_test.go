@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,10 +91,24 @@ func TestBrowserBrowsesUploadsMakesAndDeletes(t *testing.T) {
 		t.Fatalf("screenshot of the directory page: %d bytes, not a PNG", len(png))
 	}
 
+	// A refusal for the status page: another local user may not list
+	// root's 0700 directory.
+	up.MustKaon("mkdir", "/locked")
+	up.MustKaon("chmod", "700", "/locked")
+	nobody := exec.Command("curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", base+"/locked/")
+	nobody.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, err := nobody.Output(); err != nil || string(out) != "403" {
+		t.Fatalf("curl as nobody GET /locked/: %s %v, want 403", out, err)
+	}
+
 	// The admin's status page (root, as kaon up's unix authentication
-	// sees this browser): filesystems and nodes, reloading itself.
+	// sees this browser): filesystems and nodes, the refusal, reloading
+	// itself.
 	d.open(base + "/?status")
 	fs := d.waitText("#filesystems", "booted", "the status page")
+	if ref := d.waitText("#refusals", "/locked", "the refusal on the status page"); !strings.Contains(ref, "nobody") {
+		t.Errorf("the refusal does not name who was refused:\n%s", ref)
+	}
 	if !strings.Contains(fs, "booted") || !strings.Contains(fs, "%") {
 		t.Errorf("the status page's filesystems:\n%s", fs)
 	}

@@ -325,6 +325,8 @@ func (f *Namespace) webStatus(w http.ResponseWriter, r *http.Request, v webview.
 		note("fsck", err)
 	}
 	st.HA = f.nsStatus(r)
+	st.Refusals, err = f.NS.RecentRefusals(ctx, c)
+	note("refusals", err)
 	fss, err := f.NS.Filesystems(ctx, c)
 	note("filesystems", err)
 	nodes := map[string]*webview.NodeRow{}

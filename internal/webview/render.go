@@ -178,6 +178,7 @@ type Status struct {
 	HA          nsapi.NSStatus
 	Fsck        *nsapi.FsckStatus
 	InFlight    int      // stripe moves in flight across draining filesystems
+	Refusals    []nsapi.Refusal
 	Errors      []string // parts that could not be gathered, and why
 }
 
