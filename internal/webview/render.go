@@ -177,7 +177,7 @@ type Status struct {
 	Groups      []nsapi.Group
 	HA          nsapi.NSStatus
 	Fsck        *nsapi.FsckStatus
-	InFlight    int      // stripe moves in flight across draining filesystems
+	InFlight    int // stripe moves in flight across draining filesystems
 	Refusals    []nsapi.Refusal
 	Errors      []string // parts that could not be gathered, and why
 }
