@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"path"
 	"strconv"
@@ -198,6 +199,10 @@ func (f *Namespace) webLogin(w http.ResponseWriter, r *http.Request, p string) {
 		f.webError(w, r, webview.Viewer{}, p, kerr.New(kerr.Invalid, "login", p, "this server accepts no bearer tokens, or none was pasted"))
 		return
 	}
+	if r.TLS == nil && !loopback(r.RemoteAddr) {
+		f.webError(w, r, webview.Viewer{}, p, kerr.New(kerr.Permission, "login", p, "a token is pasted over https only (or on loopback): it would cross the network in clear"))
+		return
+	}
 	c, err := authenticate(f.Auth, r.WithContext(context.WithValue(r.Context(), bearerKey{}, tok)), false)
 	if err != nil {
 		f.webError(w, r, webview.Viewer{}, p, authError(err, "login", p))
@@ -287,7 +292,7 @@ func (f *Namespace) relayUpload(r *http.Request, p string, body io.Reader) error
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return kerr.New(kerr.IO, "upload", p, fmt.Sprintf("storage server answered %s: %s", resp.Status, strings.TrimSpace(string(msg))))
+		return kerr.New(kerr.KindOfHTTP(resp.StatusCode), "upload", p, fmt.Sprintf("storage server answered %s: %s", resp.Status, strings.TrimSpace(string(msg))))
 	}
 	return nil
 }
@@ -382,4 +387,11 @@ func (f *Namespace) nsStatus(r *http.Request) nsapi.NSStatus {
 	}
 	return nsapi.NSStatus{Engine: nsapi.NSEngine{Name: "pebble"}, Active: self, Self: self,
 		Servers: []nsapi.NSServer{{ID: r.Host, HTTP: self, Role: "active"}}}
+}
+
+// loopback says whether addr (host:port) is a loopback address.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsLoopback()
 }
