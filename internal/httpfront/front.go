@@ -133,7 +133,11 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 		return auth.Nobody, nil
 	}
 	if tok := bearer(r); tok != "" && acceptsTokens(chain) {
-		p, err := chain.Authenticate(r.Context(), &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok, Admin: admin})
+		req := &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok, Admin: admin, TLS: r.TLS != nil}
+		if r.TLS != nil {
+			req.Certs = r.TLS.PeerCertificates // a bearer credential no method takes leaves the certificate's identity
+		}
+		p, err := chain.Authenticate(r.Context(), req)
 		if err == nil {
 			httpserve.SetPrincipal(r, p.Name+"/"+p.Method)
 		}
@@ -144,7 +148,7 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 		cr = &ca.admin
 	}
 	cr.once.Do(func() {
-		req := &auth.Request{Remote: ca.remote, Local: ca.local, Admin: admin}
+		req := &auth.Request{Remote: ca.remote, Local: ca.local, Admin: admin, TLS: r.TLS != nil}
 		if r.TLS != nil {
 			req.Certs = r.TLS.PeerCertificates // the x509 method verifies them
 		}

@@ -78,6 +78,11 @@ type Config struct {
 	// DefaultOrphanGrace, negative: none).
 	FsckRate        int
 	FsckOrphanGrace time.Duration
+	// RebuildAfter is how long a filesystem may be unreadable before it
+	// is declared lost and everything it held is rebuilt on the others
+	// (0: DefaultRebuildAfter, negative: only when an operator declares
+	// it lost).
+	RebuildAfter time.Duration
 	// Slow configures slow-disk detection (fleet.SlowPolicy).
 	Slow SlowPolicy
 	// Tokens signs this instance's bearer tokens (tokens.go); nil: none.
@@ -176,7 +181,15 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.sess = sessions.New(sessions.Config{SessionConfig: cfg.Sessions, Term: cfg.Term, Takeover: cfg.Takeover, Now: cfg.Now, Log: cfg.Logger})
-	s.mv = movement.New(movement.Config{NS: ns, Fleet: s.reg, Mover: cfg.Mover, Key: cfg.Key, TTL: cfg.CapabilityTTL, Now: cfg.Now, Log: cfg.Logger})
+	rebuildAfter := cfg.RebuildAfter
+	switch {
+	case rebuildAfter == 0:
+		rebuildAfter = DefaultRebuildAfter
+	case rebuildAfter < 0:
+		rebuildAfter = 0
+	}
+	s.mv = movement.New(movement.Config{NS: ns, Fleet: s.reg, Mover: cfg.Mover, Key: cfg.Key, TTL: cfg.CapabilityTTL,
+		RebuildAfter: rebuildAfter, Now: cfg.Now, Log: cfg.Logger})
 	s.fsck = fsck.NewService(fsck.Config{NS: ns, Fleet: s.reg, Repairer: cfg.Repair, Key: cfg.Key, TTL: cfg.CapabilityTTL,
 		Rate: cfg.FsckRate, OrphanGrace: cfg.FsckOrphanGrace, PhysName: cfg.PhysName, Now: cfg.Now, Log: cfg.Logger})
 	return s, nil

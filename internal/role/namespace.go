@@ -84,7 +84,7 @@ func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
 	cfg := nsserver.Config{Engine: p.Store, Sync: c.Sync, Key: p.Key, CapabilityTTL: c.CapTTL, Logger: p.Log,
 		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: p.Audit, Tokens: p.Tokens,
 		Data: peers, Mover: peers, PhysName: physName, Repair: peers,
-		FsckRate: negativeIfNone(c.FsckRate), FsckOrphanGrace: negativeIfNone(c.OrphanGrace),
+		FsckRate: negativeIfNone(c.FsckRate), FsckOrphanGrace: negativeIfNone(c.OrphanGrace), RebuildAfter: negativeIfNone(c.RebuildAfter),
 		Slow: c.slowPolicy(), StepDown: p.StepDown, Inherit: p.Inherit, Sessions: c.Sessions, Term: p.Term, Takeover: p.Takeover}
 	cfg.Sessions.MaxAudience = negativeIfNone(c.Sessions.MaxAudience) // 0 there is the default
 	srv, err := nsserver.New(cfg)
