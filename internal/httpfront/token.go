@@ -102,7 +102,7 @@ func authError(err error, method, p string) error {
 // token is ignored and the connection's authentication (cached) applies.
 func acceptsTokens(chain auth.Chain) bool {
 	for _, a := range chain {
-		if _, ok := a.(*token.Verifier); ok {
+		if _, ok := auth.Unwrapped(a).(*token.Verifier); ok {
 			return true
 		}
 	}

@@ -57,7 +57,8 @@ func (a AuthConfig) issuerURL(endpoint string) string {
 // A bearer token, when a request carries one, is tried first, then a
 // client certificate, then the unix peer; the order of the flag's values
 // does not matter.
-func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, sec *Security, log *slog.Logger) (auth.Chain, error) {
+// Each method's refusals are counted in refused (nil: not counted).
+func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, sec *Security, refused *auth.Refusals, log *slog.Logger) (auth.Chain, error) {
 	has := map[string]bool{}
 	for _, m := range strings.Split(a.Methods, ",") {
 		switch m = strings.TrimSpace(m); m {
@@ -77,7 +78,7 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, s
 		if err != nil {
 			return nil, err
 		}
-		c = append(c, v)
+		c = append(c, auth.Counted("token", v, refused))
 	} else if len(a.Issuers) > 0 {
 		return nil, fmt.Errorf("--token-issuer given but --auth %q does not accept tokens", a.Methods)
 	}
@@ -85,12 +86,12 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, s
 		if sec == nil || sec.x509 == nil {
 			return nil, fmt.Errorf("--auth x509 needs --tls (client certificates come with the TLS handshake)")
 		}
-		c = append(c, sec.x509)
+		c = append(c, auth.Counted("x509", sec.x509, refused))
 	}
 	if has["unix"] {
-		return append(c, auth.Unix{}), nil
+		return append(c, auth.Counted("unix", auth.Unix{}, refused)), nil
 	}
-	return append(c, auth.HostRoot{}, auth.Refuse{Reason: "a bearer token is required"}), nil
+	return append(c, auth.HostRoot{}, auth.Counted("none", auth.Refuse{Reason: "a bearer token is required"}, refused)), nil
 }
 
 // verifier trusts this instance's own tokens and those of --token-issuer.

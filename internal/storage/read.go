@@ -32,6 +32,15 @@ func (emptyFile) Close() error { return nil }
 // local first (replica.go); an EC file is decoded from any K healthy
 // stripes, once the memory its decoding needs is free (waiting up to wait).
 func (s *Server) Open(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (File, error) {
+	f, err := s.open(ctx, c, token, wait)
+	if err != nil {
+		return nil, err
+	}
+	s.act.reads.Add(1)
+	return &countedFile{File: f, n: &s.act.reads}, nil
+}
+
+func (s *Server) open(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (File, error) {
 	l, err := layout.Parse(c.Layout)
 	if err != nil {
 		return nil, err

@@ -204,6 +204,7 @@ type Server struct {
 	budget  *budget
 	writing writing // uploads claimed and not finished, for heartbeats
 	heal    *healer // repairs of bad copies reads found (heal.go)
+	act     activity
 
 	ready chan struct{}
 	once  sync.Once
