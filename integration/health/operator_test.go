@@ -153,6 +153,11 @@ func TestOperatorMetrics(t *testing.T) {
 	// Probes give every filesystem latency percentiles (gauges promtool
 	// once refused for their "quantile" label).
 	k := harness.Up(t, "--latency-probe", "100ms", "--tpc-allow-loopback", "--auth", "unix,token")
+	for _, path := range []string{"/healthz", "/readyz"} { // an embedded namespace is always ready
+		if code := statusOf(t, k.EP.HTTP+path, "Accept: */*"); code != 200 {
+			t.Errorf("GET %s of kaon up: %d, want 200", path, code)
+		}
+	}
 	k.MustKaon("mkdir", "-p", "/q")
 	k.MustKaon("quota", "set", "--path", "/q", "-u", "0", "--bytes", "1G", "--files", "1000")
 	text0, m0 := scrapeText(t, k.EP.HTTP)
