@@ -11,6 +11,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/kaon-storage/kaon/integration/harness"
 )
 
 // get is a GET of url without following redirects: status and body.
@@ -109,6 +111,14 @@ func TestHealthOfReplicatedServers(t *testing.T) {
 		return term
 	}
 	term0 := check(a, 1-a, "health and metrics with server 0 active")
+	// The Grafana dashboard's HA panels read what a standby serves.
+	_, families := harness.DashboardQueries(t)
+	_, body := get(t, in.http[1-a]+"/metrics")
+	for _, name := range families {
+		if strings.HasPrefix(name, "kaon_ha_") && !strings.Contains(body, "\n"+name) {
+			t.Errorf("the dashboard queries %s, which a standby does not serve", name)
+		}
+	}
 	if o, e, code := in.kaon(in.http[a], "ns", "step-down"); code != 0 {
 		t.Fatalf("kaon ns step-down: %s %s", o, e)
 	}

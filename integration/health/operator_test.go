@@ -3,6 +3,7 @@ package health
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -266,6 +267,39 @@ func TestOperatorMetrics(t *testing.T) {
 	}
 	if pushed.Len() != len(data) {
 		t.Errorf("the push delivered %d bytes, want %d", pushed.Len(), len(data))
+	}
+
+	// Every metric the Grafana dashboard queries is in a real scrape (a
+	// drain gives the movement series; kaon_ha_* are a replicated
+	// server's, checked in integration/ha), and every query parses.
+	k.MustKaon("fs", "config", stripes(t, k, "/q/f")[0].fsid, "configstatus=drain")
+	exprs, families := harness.DashboardQueries(t)
+	var m2 map[string]*dto.MetricFamily
+	harness.WaitFor(t, 60*time.Second, "the drain to move /q/f's stripe (kaon_move_files_total)", func() bool {
+		_, m2 = scrapeText(t, k.EP.HTTP)
+		v, _ := value(m2, "kaon_move_files_total", map[string]string{"kind": "drain", "result": "done"})
+		return v >= 1
+	})
+	for _, name := range families {
+		if m2[name] == nil && !strings.HasPrefix(name, "kaon_ha_") {
+			t.Errorf("the dashboard queries %s, which kaon up does not serve", name)
+		}
+	}
+	promqlCheck(t, exprs)
+}
+
+// promqlCheck parses every expression with promtool (as recording rules).
+func promqlCheck(t *testing.T, exprs []string) {
+	t.Helper()
+	var rules strings.Builder
+	rules.WriteString("groups:\n- name: dashboard\n  rules:\n")
+	for i, e := range exprs {
+		fmt.Fprintf(&rules, "  - record: dashboard:query%d\n    expr: %q\n", i, e)
+	}
+	f := filepath.Join(t.TempDir(), "rules.yml")
+	os.WriteFile(f, []byte(rules.String()), 0o644)
+	if out, err := exec.Command("promtool", "check", "rules", f).CombinedOutput(); err != nil {
+		t.Errorf("promtool check rules of the dashboard's queries: %v\n%s", err, out)
 	}
 }
 

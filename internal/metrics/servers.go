@@ -87,7 +87,18 @@ func (c *namespaceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- gauge(c.findings, float64(n), string(class))
 	}
 	ch <- counter(c.checked, float64(fc.Checked))
+	// Every class and result has a series from the start (rates and
+	// dashboards need one), those repairs ran besides.
+	repairs := map[string]int64{}
+	for class := range fc.Findings {
+		for _, result := range []string{"repaired", "dropped", "skipped", "failed"} {
+			repairs[string(class)+"/"+result] = 0
+		}
+	}
 	for k, n := range fc.Repairs {
+		repairs[k] = n
+	}
+	for k, n := range repairs {
 		class, result, _ := strings.Cut(k, "/")
 		ch <- counter(c.repairs, float64(n), class, result)
 	}
