@@ -7,18 +7,29 @@ import (
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
-// Refusals counts the requests an authentication method refused, by
-// method and reason, for metrics. The zero value is ready.
+// Refusals counts the requests the methods of a Chain refused, by method
+// and reason, for metrics. Placed in the chain (anywhere: it applies to
+// no request, and the chain's other methods keep their own types for
+// whoever looks for them), it is told of every refusal Chain.Authenticate
+// returns.
 type Refusals struct {
+	// Name names a method ("token", "x509", "unix", "none": a client
+	// without the credential required, ...).
+	Name func(Authenticator) string
+
 	mu sync.Mutex
 	n  map[Refusal]int64
 }
 
-// Refusal is what was refused: the method ("token", "x509", "unix",
-// "none": a client that brought no credential where one is required) and
-// the reason, a small fixed set: "expired", "unauthenticated" (a
-// credential that does not verify, or none), "denied", "error".
+// Refusal is what was refused: the method and the reason, a small fixed
+// set: "expired", "unauthenticated" (a credential that does not verify,
+// or none), "denied", "error".
 type Refusal struct{ Method, Reason string }
+
+// Authenticate implements Authenticator: it applies to no request.
+func (r *Refusals) Authenticate(context.Context, *Request) (Principal, bool, error) {
+	return Nobody, false, nil
+}
 
 // Counts are the refusals so far.
 func (r *Refusals) Counts() map[Refusal]int64 {
@@ -31,7 +42,7 @@ func (r *Refusals) Counts() map[Refusal]int64 {
 	return out
 }
 
-func (r *Refusals) add(method string, err error) {
+func (r *Refusals) add(a Authenticator, err error) {
 	reason := "error"
 	switch kerr.KindOf(err) {
 	case kerr.Expired:
@@ -41,6 +52,10 @@ func (r *Refusals) add(method string, err error) {
 	case kerr.Permission:
 		reason = "denied"
 	}
+	method := "other"
+	if r.Name != nil {
+		method = r.Name(a)
+	}
 	r.mu.Lock()
 	if r.n == nil {
 		r.n = map[Refusal]int64{}
@@ -49,38 +64,11 @@ func (r *Refusals) add(method string, err error) {
 	r.mu.Unlock()
 }
 
-// Counted is a, whose refusals are counted in r under method.
-func Counted(method string, a Authenticator, r *Refusals) Authenticator {
-	if r == nil {
-		return a
-	}
-	return counted{a, method, r}
-}
-
-type counted struct {
-	Authenticator
-	method string
-	r      *Refusals
-}
-
-func (c counted) Authenticate(ctx context.Context, req *Request) (Principal, bool, error) {
-	p, ok, err := c.Authenticator.Authenticate(ctx, req)
-	if err != nil {
-		c.r.add(c.method, err)
-	}
-	return p, ok, err
-}
-
-// Unwrap is the authenticator counted.
-func (c counted) Unwrap() Authenticator { return c.Authenticator }
-
-// Unwrapped is a without the wrappers around it (Counted).
-func Unwrapped(a Authenticator) Authenticator {
-	for {
-		u, ok := a.(interface{ Unwrap() Authenticator })
-		if !ok {
-			return a
+// refused tells the chain's Refusals that a refused a request.
+func (c Chain) refused(a Authenticator, err error) {
+	for _, x := range c {
+		if r, ok := x.(*Refusals); ok {
+			r.add(a, err)
 		}
-		a = u.Unwrap()
 	}
 }

@@ -12,7 +12,9 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 )
 
@@ -40,10 +42,14 @@ func (f *Namespace) init() {
 	})
 }
 
-// ServeHTTP routes: the internal protocol, the admin API, WebDAV.
+// ServeHTTP routes: the internal protocol, the admin API, the session
+// channel (session.go), WebDAV.
 func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.init()
 	r = takeBearer(r.WithContext(auth.WithProtocol(r.Context(), "http")))
+	if cs := challenges(f.Auth); len(cs) > 0 {
+		w = &challengeWriter{ResponseWriter: w, schemes: cs}
+	}
 	if f.serveWellKnown(w, r) {
 		return
 	}
@@ -52,6 +58,8 @@ func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.internal.ServeHTTP(w, r)
 	case strings.HasPrefix(r.URL.Path, "/api/v1/"):
 		f.api.ServeHTTP(w, r)
+	case r.URL.Path == nsapi.SessionPath:
+		f.serveSession(w, r)
 	default:
 		f.serveDAV(w, r)
 	}
@@ -113,10 +121,22 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 	if !ok {
 		return auth.Nobody, nil
 	}
-	if tok := bearer(r); tok != "" && acceptsTokens(chain) {
-		p, err := chain.Authenticate(r.Context(), &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok, Admin: admin})
+	if cred, ok := negotiation(r); ok && len(challenges(chain)) > 0 {
+		req := &auth.Request{Remote: ca.remote, Local: ca.local, Kerberos: cred, Admin: admin, TLS: r.TLS != nil}
+		p, err := chain.Authenticate(r.Context(), req)
 		if err == nil {
-			SetPrincipal(r, p.Name+"/"+p.Method)
+			httpserve.SetPrincipal(r, p.Name+"/"+p.Method)
+		}
+		return p, err
+	}
+	if tok := bearer(r); tok != "" && acceptsTokens(chain) {
+		req := &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok, Admin: admin, TLS: r.TLS != nil}
+		if r.TLS != nil {
+			req.Certs = r.TLS.PeerCertificates // a bearer credential no method takes leaves the certificate's identity
+		}
+		p, err := chain.Authenticate(r.Context(), req)
+		if err == nil {
+			httpserve.SetPrincipal(r, p.Name+"/"+p.Method)
 		}
 		return p, err
 	}
@@ -125,14 +145,14 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 		cr = &ca.admin
 	}
 	cr.once.Do(func() {
-		req := &auth.Request{Remote: ca.remote, Local: ca.local, Admin: admin}
+		req := &auth.Request{Remote: ca.remote, Local: ca.local, Admin: admin, TLS: r.TLS != nil}
 		if r.TLS != nil {
 			req.Certs = r.TLS.PeerCertificates // the x509 method verifies them
 		}
 		cr.p, cr.err = chain.Authenticate(r.Context(), req)
 	})
 	if cr.err == nil {
-		SetPrincipal(r, cr.p.Name+"/"+cr.p.Method)
+		httpserve.SetPrincipal(r, cr.p.Name+"/"+cr.p.Method)
 	}
 	return cr.p, cr.err
 }

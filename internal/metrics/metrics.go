@@ -36,7 +36,11 @@
 //	  kaon_fsck_repairs_total{class,result}                repaired, dropped, skipped, failed
 //	  kaon_fsck_scan_progress_ratio{fsid}                  scans running: fraction walked
 //	  kaon_fsck_namespace_pass_files                       files seen by the last (or running) pass
-//	  kaon_move_*{kind,fsid}                               drain, balance, conversion (Movement)
+//	  kaon_fs_lost{fsid}                                   1 while the filesystem is lost (configstatus lost)
+//	  kaon_files_at_risk{class}, kaon_bytes_at_risk{class} unreadable, one_failure_from_loss, degraded, rebuilding
+//	  kaon_rebuild_stripes_total, kaon_rebuild_bytes_total rebuilt since start
+//	  kaon_rebuild_stripes_remaining, _bytes_remaining, kaon_rebuild_rate_bytes, kaon_rebuild_eta_seconds
+//	  kaon_move_*{kind,fsid}                               drain, rebuild, balance, conversion (Movement)
 //	  kaon_ha_role{role}, kaon_ha_term, kaon_ha_applied_revision, kaon_ha_standby_lag_revisions   replicated instances
 //	storage server (role fst)
 //	  kaon_fst_uploads_in_flight, kaon_fst_downloads_in_flight   uploads and reads open now

@@ -184,11 +184,11 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // of two roles share one registry, each request under its role.
 func TestRefusalsAndRoles(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	r := &auth.Refusals{}
+	r := &auth.Refusals{Name: func(auth.Authenticator) string { return "token" }}
 	RegisterRefusals(reg, r, "token", "none")
-	a := auth.Counted("token", failing{kerr.New(kerr.Expired, "", "", "token expired")}, r)
-	a.Authenticate(context.Background(), &auth.Request{})
-	a.Authenticate(context.Background(), &auth.Request{})
+	chain := auth.Chain{r, failing{kerr.New(kerr.Expired, "", "", "token expired")}}
+	chain.Authenticate(context.Background(), &auth.Request{})
+	chain.Authenticate(context.Background(), &auth.Request{})
 	x := RegisterXRootD(reg)
 	x.Role("mgm", func() []*xrootd.Server { return nil }).Observe("open", "kXR_redirect", time.Millisecond)
 	x.Role("fst", func() []*xrootd.Server { return nil }).Observe("open", "ok", time.Millisecond)

@@ -18,6 +18,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/backend/rados"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
 	"github.com/kaon-storage/kaon/internal/metrics"
@@ -41,6 +42,9 @@ type NamespaceParts struct {
 	Security *Security
 	// MetricsAllow is who may read /metrics (nil: every client).
 	MetricsAllow func(*http.Request) error
+	// XRootD are the role's root:// servers (ServeXRootD adds them; nil:
+	// none).
+	XRootD *XRootDServers
 	// Metrics are the process's metrics /metrics shows besides the
 	// namespace's (the Go runtime, root:// listeners, the embedded storage
 	// server's; nil: none).
@@ -50,6 +54,11 @@ type NamespaceParts struct {
 	// and what its predecessor handed over (nsserver.Config).
 	StepDown func(ctx context.Context) error
 	Inherit  *namespace.InFlight
+	// Term is the active role's HA term (0: an embedded engine); Takeover
+	// starts a grace window for the previous incarnation's sessions to
+	// reclaim their locks.
+	Term     uint64
+	Takeover bool
 }
 
 // Namespace is one namespace service with its front ends' bindings: what
@@ -68,6 +77,7 @@ type Namespace struct {
 	Registry *prometheus.Registry
 	Key      *capability.Key
 	Auth     auth.Chain
+	xrd      *XRootDServers
 	log      *slog.Logger
 }
 
@@ -79,8 +89,9 @@ func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
 	cfg := nsserver.Config{Engine: p.Store, Sync: c.Sync, Key: p.Key, CapabilityTTL: c.CapTTL, Logger: p.Log,
 		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: p.Audit, Tokens: p.Tokens,
 		Data: peers, Mover: peers, PhysName: physName, Repair: peers,
-		FsckRate: negativeIfNone(c.FsckRate), FsckOrphanGrace: negativeIfNone(c.OrphanGrace),
-		Slow: c.slowPolicy(), StepDown: p.StepDown, Inherit: p.Inherit}
+		FsckRate: negativeIfNone(c.FsckRate), FsckOrphanGrace: negativeIfNone(c.OrphanGrace), RebuildAfter: negativeIfNone(c.RebuildAfter),
+		Slow: c.slowPolicy(), StepDown: p.StepDown, Inherit: p.Inherit, Sessions: c.Sessions, Term: p.Term, Takeover: p.Takeover}
+	cfg.Sessions.MaxAudience = negativeIfNone(c.Sessions.MaxAudience) // 0 there is the default
 	srv, err := nsserver.New(cfg)
 	if err != nil {
 		return nil, err
@@ -90,7 +101,8 @@ func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
 	srv.ReportMovement(metrics.NewMovement(reg))
 	front := &httpfront.Namespace{NS: srv, Key: p.Key, Log: p.Log, Auth: p.Auth}
 	h := metrics.Serve(metrics.NewHTTP(reg, "mgm", metrics.NamespaceRoute).Instrument(front), gatherers(p.Metrics, reg), p.MetricsAllow)
-	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Registry: reg, Key: p.Key, Auth: p.Auth, log: p.Log}, nil
+	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Registry: reg, Key: p.Key, Auth: p.Auth,
+		xrd: p.XRootD, log: p.Log}, nil
 }
 
 // Endpoint is n's namespace endpoint as served by a server with an
@@ -103,7 +115,7 @@ func (n *Namespace) Endpoint() http.Handler {
 // accessLogged logs the requests h serves but the internal protocol's
 // (storage servers' heartbeats every second).
 func accessLogged(h http.Handler, log *slog.Logger) http.Handler {
-	logged := httpfront.AccessLog(h, log)
+	logged := httpserve.AccessLog(h, log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/internal/v1/") {
 			h.ServeHTTP(w, r)

@@ -18,7 +18,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/kaon-storage/kaon/internal/auth"
-	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/httpfront"
@@ -100,7 +99,7 @@ func StartUp(c UpConfig, log *slog.Logger) (_ *Server, err error) {
 	// shows the storage server's (one address for every role), which its
 	// own endpoint shows too.
 	proc := metrics.NewRegistry()
-	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files.tokens, sec.scheme()+nsAddr, sec, proc, log)
+	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files, sec.scheme()+nsAddr, sec, proc, log)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +107,7 @@ func StartUp(c UpConfig, log *slog.Logger) (_ *Server, err error) {
 	mgmX, fstX := newXRootDServers(xm, "mgm"), newXRootDServers(xm, "fst")
 	var fstMetrics prometheus.Gatherer // set before anything is served
 	ns, err := NewNamespace(c.Namespace, NamespaceParts{Store: eng, Key: files.key, Tokens: files.tokens, Audit: files.auditWriter(),
-		Auth: chain, Security: sec, MetricsAllow: allow, Log: log,
+		Auth: chain, Security: sec, MetricsAllow: allow, XRootD: mgmX, Log: log,
 		Metrics: prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return gatherers(proc, fstMetrics).Gather() })})
 	if err != nil {
 		return nil, err
@@ -127,7 +126,7 @@ func StartUp(c UpConfig, log *slog.Logger) (_ *Server, err error) {
 	policy := &remote.Policy{AllowLoopback: c.Storage.TPC.AllowLoopback}
 	policy.AddSelf(nsAddr, fstAddr)
 	fst, err := NewStorage(c.Storage, StorageParts{Node: nodeName, URL: sec.scheme() + fstAddr, Key: files.key, Namespace: ns.Service,
-		Paths: paths, TPC: policy, Security: sec, MetricsAllow: allow, Metrics: proc, Log: log})
+		Paths: paths, TPC: policy, Security: sec, MetricsAllow: allow, XRootD: fstX, Metrics: proc, Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -144,9 +143,9 @@ func StartUp(c UpConfig, log *slog.Logger) (_ *Server, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("xrootd: %w", err)
 		}
-		xs := serveNamespaceXRootD(xl, ns.XRootD, chain, sec, mgmX, log)
+		xs := ns.ServeXRootD(xl, sec)
 		s.onClose(func() { xs.Close() })
-		fxs := serveStorageXRootD(fxl, xaddr, fst.Server, policy, sec, fstX, log)
+		fxs := fst.ServeXRootD(fxl, xaddr, sec)
 		s.onClose(func() { fxs.Close() })
 		ep.XRootD, ep.FSTXrd = "root://"+xaddr, "root://"+fxaddr
 		policy.AddSelf(xaddr, fxaddr)
@@ -214,13 +213,13 @@ func StartMGM(c MGMConfig, log *slog.Logger) (_ *Server, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.onClose(cancel)
 	proc := metrics.NewRegistry()
-	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files.tokens, sec.scheme()+addr, sec, proc, log)
+	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files, sec.scheme()+addr, sec, proc, log)
 	if err != nil {
 		return nil, err
 	}
 	x := newXRootDServers(metrics.RegisterXRootD(proc), "mgm")
 	ns, err := NewNamespace(c.Namespace, NamespaceParts{Store: eng, Key: files.key, Tokens: files.tokens, Audit: files.auditWriter(),
-		Auth: chain, Security: sec, MetricsAllow: allow, Metrics: proc, Log: log})
+		Auth: chain, Security: sec, MetricsAllow: allow, XRootD: x, Metrics: proc, Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +230,7 @@ func StartMGM(c MGMConfig, log *slog.Logger) (_ *Server, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("xrootd: %w", err)
 		}
-		xs := serveNamespaceXRootD(xl, ns.XRootD, chain, sec, x, log)
+		xs := ns.ServeXRootD(xl, sec)
 		s.onClose(func() { xs.Close() })
 		ep.XRootD = "root://" + xaddr
 	}
@@ -280,7 +279,7 @@ func StartFST(c FSTConfig, log *slog.Logger) (_ *Server, err error) {
 	proc := metrics.NewRegistry()
 	x := newXRootDServers(metrics.RegisterXRootD(proc), "fst")
 	fst, err := NewStorage(c.Storage, StorageParts{Node: c.Join.Node, URL: sec.scheme() + addr, Key: key, Namespace: mgm,
-		Paths: c.Join.FS, TPC: policy, Security: sec, MetricsAllow: allow, Metrics: proc, Log: log})
+		Paths: c.Join.FS, TPC: policy, Security: sec, MetricsAllow: allow, XRootD: x, Metrics: proc, Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +291,7 @@ func StartFST(c FSTConfig, log *slog.Logger) (_ *Server, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("xrootd: %w", err)
 		}
-		xs := serveStorageXRootD(xl, c.Join.MGMXRootD, fst.Server, policy, sec, x, log)
+		xs := fst.ServeXRootD(xl, c.Join.MGMXRootD, sec)
 		s.onClose(func() { xs.Close() })
 		ep.FSTXrd = "root://" + xaddr
 		policy.AddSelf(xaddr)
@@ -312,13 +311,14 @@ func StartFST(c FSTConfig, log *slog.Logger) (_ *Server, err error) {
 // authenticate names this instance's token issuer after the URL its
 // namespace endpoint got, and builds the authenticators of --auth (their
 // refusals counted on reg) and the check of who may read /metrics.
-func authenticate(ctx context.Context, c Common, a AuthConfig, dir string, tokens *token.Issuer, endpoint string, sec *Security, reg prometheus.Registerer, log *slog.Logger) (auth.Chain, func(*http.Request) error, error) {
-	tokens.URL = a.issuerURL(endpoint)
-	refused := &auth.Refusals{}
-	chain, err := a.chain(ctx, dir, tokens, sec, refused, log)
+func authenticate(ctx context.Context, c Common, a AuthConfig, dir string, files *namespaceFiles, endpoint string, sec *Security, reg prometheus.Registerer, log *slog.Logger) (auth.Chain, func(*http.Request) error, error) {
+	files.tokens.URL = a.issuerURL(endpoint)
+	chain, err := a.chain(ctx, dir, files.tokens, files.key, sec, log)
 	if err != nil {
 		return nil, nil, err
 	}
+	refused := &auth.Refusals{Name: methodName}
+	chain = append(auth.Chain{refused}, chain...)
 	allow, err := c.MetricsAllow(a.Methods, chain)
 	if err != nil {
 		return nil, nil, err
@@ -351,9 +351,21 @@ func listen(addr string, s *Server) (net.Listener, string, error) {
 }
 
 // HTTPServer is the HTTP server every endpoint of a role is served by (a
-// test may serve it through httptest).
+// test may serve it through httptest). It speaks HTTP/1.1 and HTTP/2:
+// over TLS when a client offers only h2 (ALPN prefers http/1.1, so
+// curl, davix and gfal keep HTTP/1.1), in plaintext with prior knowledge
+// (h2c); the session channel needs HTTP/2, and carries many sessions'
+// streams over one connection.
 func HTTPServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: httpfront.ConnContext}
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	// Frames of HTTP/2's default size: Go's client keeps a buffer of the
+	// size the server takes for every stream it sends a body on (512 KiB
+	// with Go's server default), which a client of many sessions pays.
+	return &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: httpfront.ConnContext, Protocols: &p,
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 100000, MaxReadFrameSize: 16 << 10}}
 }
 
 func serveHTTP(l net.Listener, h http.Handler) *http.Server {

@@ -60,15 +60,3 @@ func (s *Server) Copies() map[TPCKind]TPCCount {
 	}
 	return out
 }
-
-// countedFile is a file open for reading, counted until closed.
-type countedFile struct {
-	File
-	n    *atomic.Int64
-	once sync.Once
-}
-
-func (f *countedFile) Close() error {
-	f.once.Do(func() { f.n.Add(-1) })
-	return f.File.Close()
-}

@@ -7,7 +7,7 @@
 // server's data movement orders (move.go: stripes copied or rebuilt,
 // conversions staged), and reports to the namespace server through
 // message.Namespace. Protocols are elsewhere: the HTTP data
-// endpoint in httpfront, root:// in xrdfront, the internal RPC in cluster
+// endpoint in datafront, root:// in xrdfront, the internal RPC in cluster
 // (this package depends only on its transport-free message vocabulary).
 package storage
 
@@ -202,9 +202,10 @@ type Server struct {
 	done   []message.Deletion
 
 	budget  *budget
-	writing writing // uploads claimed and not finished, for heartbeats
-	heal    *healer // repairs of bad copies reads found (heal.go)
-	act     activity
+	bg      *background // copies that give way to client streams
+	writing writing     // uploads claimed and not finished, for heartbeats
+	heal    *healer     // repairs of bad copies reads found (heal.go)
+	act     activity    // uploads and reads in flight, third-party copies (activity.go)
 
 	ready chan struct{}
 	once  sync.Once
@@ -228,7 +229,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.IOTimeout = 0
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, fs: map[uint32]*filesystem{}, mounts: map[string]*mount{},
-		ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory), heal: newHealer()}
+		ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory), bg: newBackground(), heal: newHealer()}
 	for _, p := range cfg.Paths {
 		m, err := s.offer(p)
 		if err != nil {
