@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
@@ -16,15 +17,23 @@ import (
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/nsserver"
+	"github.com/kaon-storage/kaon/internal/webview"
 )
 
 // Namespace serves the namespace endpoint of a namespace server.
 type Namespace struct {
-	NS       *nsserver.Server
-	Key      *capability.Key // for the internal protocol's shared secret
-	Auth     auth.Chain      // how clients are authenticated (default: unix peers)
-	Log      *slog.Logger
+	NS   *nsserver.Server
+	Key  *capability.Key // for the internal protocol's shared secret
+	Auth auth.Chain      // how clients are authenticated (default: unix peers)
+	Log  *slog.Logger
+	// DataClient relays the web view's uploads to storage servers
+	// (nil: http.DefaultClient; over TLS one that trusts them).
+	DataClient *http.Client
+	// NSStatus is the status of a replicated instance's namespace
+	// servers, for the web view's status page (nil: this one server).
+	NSStatus func(context.Context) nsapi.NSStatus
 	internal http.Handler
+	web      *webview.Sessions
 	api      http.Handler
 	once     sync.Once
 }
@@ -39,11 +48,12 @@ func (f *Namespace) init() {
 		}
 		f.internal = cluster.Handler(f.NS, f.Key.Internal())
 		f.api = f.apiHandler()
+		f.web = webview.NewSessions(12*time.Hour, 10000)
 	})
 }
 
 // ServeHTTP routes: the internal protocol, the admin API, the session
-// channel (session.go), WebDAV.
+// channel (session.go), the web view (web.go) for browsers, WebDAV.
 func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.init()
 	r = takeBearer(r.WithContext(auth.WithProtocol(r.Context(), "http")))
@@ -61,6 +71,10 @@ func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == nsapi.SessionPath:
 		f.serveSession(w, r)
 	default:
+		r = f.webSessionBearer(r)
+		if f.serveWeb(w, r) {
+			return
+		}
 		f.serveDAV(w, r)
 	}
 }
