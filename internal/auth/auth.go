@@ -28,6 +28,11 @@ type Principal struct {
 	// allows (a bearer token's storage.read:/p ...): nil means no
 	// restriction, an empty list means nothing at all.
 	Scopes []Scope
+	// Host is the client's address (IP) as its connection shows it, and
+	// Subject the bearer token's subject ("" without a token): what
+	// access rules name besides the identity (nsserver, kaon access).
+	Host    string
+	Subject string
 }
 
 // Operations a scope allows.
@@ -119,10 +124,25 @@ func (c Chain) Authenticate(ctx context.Context, r *Request) (Principal, error) 
 			return Nobody, err
 		}
 		if ok {
+			p.Host = hostOf(r.Remote)
 			return p, nil
 		}
 	}
-	return Nobody, nil
+	p := Nobody
+	p.Host = hostOf(r.Remote)
+	return p, nil
+}
+
+// hostOf is the IP of a connection's remote address ("" if none).
+func hostOf(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	h, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return h
 }
 
 type protocolKey struct{}

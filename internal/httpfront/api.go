@@ -22,7 +22,7 @@ import (
 // in one file: api_files.go (entries and attributes, versions),
 // api_quota.go (quota, recycle bin), api_fleet.go (filesystems and
 // spaces), api_move.go (drain status, groups, conversion), api_fsck.go,
-// api_access.go (whoami, tokens) and ha.go (ns status, step-down).
+// api_access.go (whoami, tokens, access rules, who) and ha.go (ns status, step-down).
 
 // Methods of a route.
 const (
@@ -79,6 +79,16 @@ var apiRoutes = []apiRoute{
 	{"token/keys", get, typed(api.tokenKeys)},
 
 	{"ns/step-down", post, typed(api.stepDown)},
+
+	{"access/ls", get, typed(api.accessRules)},
+	{"access/ban", post, accessVerb("ban")},
+	{"access/unban", post, accessVerb("unban")},
+	{"access/allow", post, accessVerb("allow")},
+	{"access/unallow", post, accessVerb("unallow")},
+	{"access/stall", post, accessVerb("stall")},
+	{"access/redirect", post, accessVerb("redirect")},
+	{"access/limit", post, accessVerb("limit")},
+	{"who", get, typed(api.who)},
 	// ns/status: serveNSStatus (ha.go), also answered by standbys.
 }
 
@@ -129,8 +139,13 @@ func (f *Namespace) apiHandler() http.Handler {
 				return
 			}
 			p, err := f.principal(r)
+			if err == nil {
+				err = f.NS.Admit(r.Context(), p)
+			}
 			if err != nil {
-				writeJSONError(w, err)
+				if !redirected(w, r, err) {
+					writeJSONError(w, err)
+				}
 				return
 			}
 			out, err := rt.serve(a, r.Context(), p, args)

@@ -2,6 +2,7 @@ package httpfront
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 )
 
@@ -135,6 +137,18 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 		SetPrincipal(r, cr.p.Name+"/"+cr.p.Method)
 	}
 	return cr.p, cr.err
+}
+
+// redirected answers a request an access rule sends to another server
+// (nsapi.Redirect with an HTTP target) with a 307 there, and reports
+// whether it did.
+func redirected(w http.ResponseWriter, r *http.Request, err error) bool {
+	var rd *nsapi.Redirect
+	if !errors.As(err, &rd) || rd.HTTP == "" {
+		return false
+	}
+	http.Redirect(w, r, rd.HTTP+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	return true
 }
 
 // textError answers err as text naming the path and the reason, with the

@@ -16,7 +16,8 @@
 // Files: server.go (this: configuration, cluster protocol), authz.go,
 // audit.go, ops.go (metadata operations), open.go (data access: grants),
 // checksum.go, uploads.go (pending uploads nobody writes), tokens.go,
-// recycle.go, quota.go, versions.go, ha.go, admin.go (filesystems, file
+// recycle.go, quota.go, versions.go, ha.go, access.go (access rules,
+// rate limits, who is connected), admin.go (filesystems, file
 // info, statfs), and the schedulers' calls: fleet.go, movement.go,
 // fsck.go.
 package nsserver
@@ -119,6 +120,8 @@ type Server struct {
 
 	writers writers     // uploads storage servers report writing (uploads.go)
 	sweep   sweepTiming // of the pending uploads nobody writes
+
+	access access // access rules, rate limits, clients (access.go)
 }
 
 // New opens the namespace in cfg.Engine and the filesystem registry, and
@@ -144,6 +147,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.ns = ns
+	if err := s.loadAccess(); err != nil {
+		return nil, err
+	}
 	if cfg.Inherit != nil {
 		n, err := ns.Adopt(*cfg.Inherit)
 		if err != nil {
