@@ -1,4 +1,4 @@
-package httpfront
+package datafront
 
 // The client data endpoint of a storage server, where the namespace
 // server redirects clients with a capability.
@@ -13,16 +13,11 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/capability"
-	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/storage"
 )
-
-// DataPath is the URL prefix clients are redirected to:
-//
-//	GET|HEAD|PUT /kaon/v1/data/<fid hex>?cap=C
-const DataPath = "/kaon/v1/data/"
 
 // httpAdmitWait is how long an HTTP stream waits for buffer memory: HTTP
 // has no way to tell a client to come back later that clients honour, so
@@ -49,7 +44,7 @@ func (d *data) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (d *data) serve(w http.ResponseWriter, r *http.Request) {
-	fid, err := strconv.ParseUint(strings.TrimPrefix(r.URL.Path, DataPath), 16, 64)
+	fid, err := strconv.ParseUint(strings.TrimPrefix(r.URL.Path, httpserve.DataPath), 16, 64)
 	if err != nil {
 		d.fail(w, r, kerr.New(kerr.Invalid, r.Method, r.URL.Path, "bad file id"))
 		return
@@ -72,7 +67,7 @@ func (d *data) serve(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	SetPrincipal(r, fmt.Sprintf("uid=%d gid=%d", c.UID, c.GID))
+	httpserve.SetPrincipal(r, fmt.Sprintf("uid=%d gid=%d", c.UID, c.GID))
 	if r.Method == "COPY" {
 		d.copy(w, r, c, token)
 		return
@@ -81,15 +76,6 @@ func (d *data) serve(w http.ResponseWriter, r *http.Request) {
 		d.put(w, r, c, token)
 	} else {
 		d.get(w, r, c, token)
-	}
-}
-
-// SetDigest answers Want-Digest with checksums stored at write time.
-func SetDigest(w http.ResponseWriter, r *http.Request, sums map[string]string) {
-	if want := r.Header.Get("Want-Digest"); want != "" {
-		if v, ok := checksum.DigestHeaderValue(want, sums); ok {
-			w.Header().Set("Digest", v)
-		}
 	}
 }
 
@@ -103,7 +89,7 @@ func (d *data) get(w http.ResponseWriter, r *http.Request, c *capability.Capabil
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("ETag", fmt.Sprintf("\"%x\"", c.Fid))
-	SetDigest(w, r, c.Sums)
+	httpserve.SetDigest(w, r, c.Sums)
 	if storage.Striped(f) && r.Header.Get("Range") == "" {
 		// Whole-file read of an EC file: stream rows straight out. Decode the
 		// first row before answering so an unreadable file gets an error
@@ -176,22 +162,8 @@ func dropEmptySuffixes(r *http.Request) bool {
 	return true
 }
 
-// rangedPut refuses a PUT that carries Content-Range (a partial update):
-// files are written whole, and RFC 9110 (14.5) wants 400 from a server
-// that would not apply the range, as its bytes are likely part of the
-// file mistakenly PUT as all of it (writing them replaced the file with
-// the range). Both endpoints a PUT reaches ask here, the namespace's
-// before it starts an upload and the data endpoint before it writes one;
-// ranged updates, when files can be updated in place, start here.
-func rangedPut(r *http.Request, path string) error {
-	if r.Header.Get("Content-Range") == "" {
-		return nil
-	}
-	return kerr.New(kerr.Invalid, "PUT", path, "Content-Range: a partial update of a file is not supported (PUT the whole file)")
-}
-
 func (d *data) put(w http.ResponseWriter, r *http.Request, c *capability.Capability, token string) {
-	if err := rangedPut(r, c.Path); err != nil {
+	if err := httpserve.RangedPut(r, c.Path); err != nil {
 		d.fail(w, r, err)
 		return
 	}
