@@ -8,6 +8,21 @@ import (
 
 // Filesystems, spaces and data movement.
 
+// Nodes lists the storage servers (`node ls`).
+func (c *Client) Nodes(ctx context.Context) ([]nsapi.NodeRow, error) {
+	return get[[]nsapi.NodeRow](ctx, c, "node/ls", nsapi.None{})
+}
+
+// ConfigNode sets key=value on every filesystem of a storage server.
+func (c *Client) ConfigNode(ctx context.Context, node, key, value string) error {
+	return c.change(ctx, "node/config", nsapi.NodeConfigRequest{Name: node, Key: key, Value: value})
+}
+
+// NSStat returns the namespace's figures (`ns stat`).
+func (c *Client) NSStat(ctx context.Context) (nsapi.NSStat, error) {
+	return get[nsapi.NSStat](ctx, c, "ns/stat", nsapi.None{})
+}
+
 // Filesystems lists the filesystems (`fs ls`).
 func (c *Client) Filesystems(ctx context.Context) ([]nsapi.Filesystem, error) {
 	return get[[]nsapi.Filesystem](ctx, c, "fs/ls", nsapi.None{})

@@ -68,6 +68,24 @@ func (f *FsState) BackendID() string {
 type node struct {
 	addr, xrd string
 	lastBeat  time.Time
+	release   string
+	io        message.NodeIO // as last reported
+	rates     NodeRates      // between its last two reports
+}
+
+// NodeRates are a storage server's I/O rates (per second) between its
+// last two heartbeats.
+type NodeRates struct{ Read, Write, Ops float64 }
+
+// NodeState is a storage server as `node ls` shows it.
+type NodeState struct {
+	Node
+	Alive       bool
+	LastBeat    time.Time
+	Release     string
+	Filesystems int // registered on it
+	Booted      int // of which booted
+	Rates       NodeRates
 }
 
 // Node is a storage server, as clients reach it.
@@ -248,7 +266,14 @@ func (r *Registry) Heartbeat(hb message.Heartbeat) ([]message.FsAssignment, erro
 		n = &node{}
 		r.nodes[hb.Node] = n
 	}
-	n.addr, n.xrd, n.lastBeat = hb.Addr, hb.XrdAddr, now
+	if hb.IO != nil {
+		if d := now.Sub(n.lastBeat).Seconds(); !n.lastBeat.IsZero() && d > 0 && hb.IO.Ops >= n.io.Ops {
+			n.rates = NodeRates{Read: float64(hb.IO.ReadBytes-n.io.ReadBytes) / d, Write: float64(hb.IO.WriteBytes-n.io.WriteBytes) / d,
+				Ops: float64(hb.IO.Ops-n.io.Ops) / d}
+		}
+		n.io = *hb.IO
+	}
+	n.addr, n.xrd, n.lastBeat, n.release = hb.Addr, hb.XrdAddr, now, hb.Release
 	for _, rep := range hb.Filesystems {
 		// A filesystem is known by the id in its marker file: a storage server
 		// that comes back under another name or port keeps its filesystems.
@@ -350,6 +375,41 @@ func (r *Registry) List() []FsState {
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Nodes returns the storage servers that reported to this server or
+// hold registered filesystems, by name.
+func (r *Registry) Nodes() []NodeState {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	byName := map[string]*NodeState{}
+	get := func(name string) *NodeState {
+		st := byName[name]
+		if st == nil {
+			st = &NodeState{Node: r.nodeOf(name), Alive: r.nodeAlive(name)}
+			if n := r.nodes[name]; n != nil {
+				st.LastBeat, st.Release, st.Rates = n.lastBeat, n.release, n.rates
+			}
+			byName[name] = st
+		}
+		return st
+	}
+	for name := range r.nodes {
+		get(name)
+	}
+	for _, f := range r.fs {
+		st := get(f.Node)
+		st.Filesystems++
+		if st.Alive && f.BootStatus == "booted" {
+			st.Booted++
+		}
+	}
+	out := make([]NodeState, 0, len(byName))
+	for _, st := range byName {
+		out = append(out, *st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 

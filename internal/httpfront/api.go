@@ -89,6 +89,9 @@ var apiRoutes = []apiRoute{
 	{"access/redirect", post, accessVerb("redirect")},
 	{"access/limit", post, accessVerb("limit")},
 	{"who", get, typed(api.who)},
+	{"node/ls", get, typed(api.nodes)},
+	{"node/config", post, typed(api.configNode)},
+	{"ns/stat", get, typed(api.nsStat)},
 	// ns/status: serveNSStatus (ha.go), also answered by standbys.
 }
 

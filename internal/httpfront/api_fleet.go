@@ -9,6 +9,18 @@ import (
 
 // Admin API: filesystems and spaces.
 
+func (a api) nodes(ctx context.Context, c auth.Principal, _ nsapi.None) ([]nsapi.NodeRow, error) {
+	return a.ns.Nodes(ctx, c)
+}
+
+func (a api) configNode(ctx context.Context, c auth.Principal, r nsapi.NodeConfigRequest) (done, error) {
+	return done{}, a.ns.ConfigNode(ctx, c, r.Name, r.Key, r.Value)
+}
+
+func (a api) nsStat(ctx context.Context, c auth.Principal, _ nsapi.None) (nsapi.NSStat, error) {
+	return a.ns.NSStat(ctx, c)
+}
+
 func (a api) filesystems(ctx context.Context, c auth.Principal, _ nsapi.None) ([]nsapi.Filesystem, error) {
 	return a.ns.Filesystems(ctx, c)
 }

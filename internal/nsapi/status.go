@@ -44,3 +44,16 @@ type NSServer struct {
 	Updated   time.Time `json:"updated"`             // when it last reported
 	Error     string    `json:"error,omitempty"`
 }
+
+// NSStat is `kaon ns stat`: the namespace's counts, the requests per
+// second over the last minute by protocol, and the engine's size on disk
+// (0: the engine does not tell).
+type NSStat struct {
+	Files          int64              `json:"files"`
+	Directories    int64              `json:"directories"`
+	Bytes          int64              `json:"bytes"`
+	PendingUploads int                `json:"pending_uploads"`
+	Rates          map[string]float64 `json:"rates"`
+	Requests       map[string]int64   `json:"requests"`
+	EngineBytes    int64              `json:"engine_bytes,omitempty"`
+}

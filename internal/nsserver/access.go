@@ -313,8 +313,37 @@ const whoWindow = 5 * time.Minute
 // clients are who the service served lately, by protocol, method,
 // identity and host.
 type clients struct {
-	mu sync.Mutex
-	m  map[clientKey]*nsapi.Client
+	mu    sync.Mutex
+	m     map[clientKey]*nsapi.Client
+	rates map[string]*minute // requests by protocol
+}
+
+// minute counts requests over the last minute in one-second slots.
+type minute struct {
+	total  int64
+	counts [60]int64
+	secs   [60]int64 // the unix second each slot counts
+}
+
+func (m *minute) add(now time.Time) {
+	sec := now.Unix()
+	i := sec % 60
+	if m.secs[i] != sec {
+		m.secs[i], m.counts[i] = sec, 0
+	}
+	m.counts[i]++
+	m.total++
+}
+
+// rate is the requests per second over the minute before now.
+func (m *minute) rate(now time.Time) float64 {
+	var n int64
+	for i, sec := range m.secs {
+		if d := now.Unix() - sec; d >= 0 && d < 60 {
+			n += m.counts[i]
+		}
+	}
+	return float64(n) / 60
 }
 
 type clientKey struct {
@@ -328,8 +357,14 @@ func (c *clients) note(protocol string, p auth.Principal, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[clientKey]*nsapi.Client{}
+		c.m, c.rates = map[clientKey]*nsapi.Client{}, map[string]*minute{}
 	}
+	r := c.rates[protocol]
+	if r == nil {
+		r = &minute{}
+		c.rates[protocol] = r
+	}
+	r.add(now)
 	e := c.m[k]
 	if e == nil {
 		if len(c.m) >= 4096 {

@@ -16,6 +16,10 @@ import (
 	"github.com/kaon-storage/kaon/internal/transfer/remote"
 )
 
+// Release is the software version storage servers report in their
+// heartbeats (kaon node ls); the binary sets it.
+var Release string
+
 // StorageParts are what a storage server is assembled from besides its
 // settings.
 type StorageParts struct {
@@ -57,7 +61,8 @@ func NewStorage(c StorageConfig, p StorageParts) (*Storage, error) {
 	}
 	srv, err := storage.New(storage.Config{Node: p.Node, Addr: p.URL, Key: p.Key, Namespace: p.Namespace, Paths: p.Paths,
 		Store: c.stores(), Peers: storageClient(p.Key, p.Security), IOTimeout: negativeIfNone(c.IOTimeout),
-		StreamMemory: c.StreamMemoryMB << 20, LatencyWindow: c.LatencyWindow, LatencyProbe: negativeIfNone(c.LatencyProbe), Logger: p.Log})
+		StreamMemory: c.StreamMemoryMB << 20, LatencyWindow: c.LatencyWindow, LatencyProbe: negativeIfNone(c.LatencyProbe), Logger: p.Log,
+		Release: Release})
 	if err != nil {
 		return nil, err
 	}

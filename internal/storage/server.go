@@ -34,6 +34,7 @@ type Config struct {
 	Node      string // stable node name, normally host:port of Addr
 	Addr      string // advertised HTTP base URL, http://host:port
 	XrdAddr   string // advertised root:// host:port, if any
+	Release   string // software version, reported in heartbeats (kaon node ls)
 	Key       *capability.Key
 	Namespace message.Namespace
 	Paths     []string // filesystem roots to offer at start
@@ -359,8 +360,9 @@ func (s *Server) beat(ctx context.Context) (reply message.HeartbeatReply, initia
 	}
 	wg.Wait()
 
+	io := s.nodeIO()
 	s.mu.RLock()
-	hb := message.Heartbeat{Node: s.cfg.Node, Addr: s.cfg.Addr, XrdAddr: s.cfg.XrdAddr}
+	hb := message.Heartbeat{Node: s.cfg.Node, Addr: s.cfg.Addr, XrdAddr: s.cfg.XrdAddr, Release: s.cfg.Release, IO: &io}
 	for _, m := range mounts {
 		hb.Filesystems = append(hb.Filesystems, s.report(m))
 	}

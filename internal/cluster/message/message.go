@@ -49,6 +49,17 @@ type Heartbeat struct {
 	// Uploads are the uploads it is writing (claimed, not yet committed or
 	// aborted): the namespace keeps them pending however long they take.
 	Uploads []uint64 `json:"uploads,omitempty"`
+	// Release is the storage server's software version; IO its I/O on
+	// all its filesystems since it started (kaon node ls: rates).
+	Release string  `json:"release,omitempty"`
+	IO      *NodeIO `json:"io,omitempty"`
+}
+
+// NodeIO counts a storage server's I/O since it started.
+type NodeIO struct {
+	ReadBytes  int64 `json:"read_bytes"`
+	WriteBytes int64 `json:"write_bytes"`
+	Ops        int64 `json:"ops"`
 }
 
 // FsAssignment tells a storage server which filesystems to serve and how.

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func init() { addVerb(newNodeCmd) }
+
+const nodeUsage = `usage: kaon node ls
+       kaon node config NODE key=value   (any key of fs config, set on every filesystem of the node:
+                                          configstatus=rw|ro|drain|off, io=..., drain.rate=..., ...)`
+
+func newNodeCmd() *cobra.Command {
+	ls := leaf("ls", "storage servers: state, heartbeat age, version, filesystems, I/O rates", func(c *cobra.Command, args []string) int {
+		if len(args) != 0 {
+			fmt.Fprintln(os.Stderr, nodeUsage)
+			return 2
+		}
+		nodes, err := newAPI(urlOf(c)).Nodes(ctx())
+		if err != nil {
+			return fail("node ls", err)
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "node\tstate\theartbeat\tversion\tfs\tbooted\tread/s\twrite/s\tops/s\thttp\txrootd")
+		now := time.Now()
+		for _, n := range nodes {
+			age := "-"
+			if !n.LastBeat.IsZero() {
+				age = now.Sub(n.LastBeat).Round(100*time.Millisecond).String() + " ago"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%.1f\t%s\t%s\n", n.Name, n.State, age, orDash(n.Release), n.Filesystems, n.Booted,
+				human(uint64(n.ReadRate)), human(uint64(n.WriteRate)), n.OpRate, orDash(n.HTTP), orDash(n.XRootD))
+		}
+		tw.Flush()
+		return 0
+	})
+	config := leaf("config NODE key=value", "set a key of fs config on every filesystem of a storage server", func(c *cobra.Command, args []string) int {
+		if len(args) != 2 {
+			fmt.Fprintln(os.Stderr, nodeUsage)
+			return 2
+		}
+		k, v, ok := strings.Cut(args[1], "=")
+		if !ok {
+			return fail("node config", fmt.Errorf("want key=value, got %q", args[1]))
+		}
+		if err := newAPI(urlOf(c)).ConfigNode(ctx(), args[0], k, v); err != nil {
+			return fail("node config", err)
+		}
+		return 0
+	})
+	return group("node", "storage servers: node ls | node config NODE key=value", withURL(ls), withURL(config))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// sortedKeys are m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
