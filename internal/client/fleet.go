@@ -23,6 +23,21 @@ func (c *Client) NSStat(ctx context.Context) (nsapi.NSStat, error) {
 	return get[nsapi.NSStat](ctx, c, "ns/stat", nsapi.None{})
 }
 
+// SaveConfig saves the runtime settings as the next version of name.
+func (c *Client) SaveConfig(ctx context.Context, name string) (nsapi.SavedConfig, error) {
+	return post[nsapi.SavedConfig](ctx, c, "config/save", nsapi.ConfigRef{Name: name})
+}
+
+// LoadConfig applies version v (0: the latest) of saved configuration name.
+func (c *Client) LoadConfig(ctx context.Context, name string, v uint64) (nsapi.ConfigLoaded, error) {
+	return post[nsapi.ConfigLoaded](ctx, c, "config/load", nsapi.ConfigRef{Name: name, Version: v})
+}
+
+// SavedConfigs lists the saved configurations' versions (`config ls`).
+func (c *Client) SavedConfigs(ctx context.Context) ([]nsapi.SavedConfig, error) {
+	return get[[]nsapi.SavedConfig](ctx, c, "config/ls", nsapi.None{})
+}
+
 // Filesystems lists the filesystems (`fs ls`).
 func (c *Client) Filesystems(ctx context.Context) ([]nsapi.Filesystem, error) {
 	return get[[]nsapi.Filesystem](ctx, c, "fs/ls", nsapi.None{})

@@ -413,6 +413,88 @@ func (r *Registry) Nodes() []NodeState {
 	return out
 }
 
+// Settings are the registry's operator settings (kaon config save):
+// defined spaces, groups with settings, and the filesystems'
+// registrations.
+type Settings struct {
+	Spaces      []namespace.Space      `json:"spaces,omitempty"`
+	Groups      []namespace.Group      `json:"groups,omitempty"`
+	Filesystems []namespace.Filesystem `json:"filesystems,omitempty"`
+}
+
+// Settings returns the current settings.
+func (r *Registry) Settings() Settings {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var s Settings
+	for _, sp := range r.spaces {
+		s.Spaces = append(s.Spaces, sp)
+	}
+	for _, g := range r.groups {
+		s.Groups = append(s.Groups, g)
+	}
+	for _, f := range r.fs {
+		s.Filesystems = append(s.Filesystems, f.Filesystem)
+	}
+	slices.SortFunc(s.Spaces, func(a, b namespace.Space) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.Groups, func(a, b namespace.Group) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.Filesystems, func(a, b namespace.Filesystem) int { return int(a.ID) - int(b.ID) })
+	return s
+}
+
+// Restore applies saved settings (kaon config load): the spaces and
+// groups saved are written as saved (others are left as they are); each
+// saved filesystem still registered under its id (and on the same node
+// and path) gets back the operator's settings: group, configstatus, io,
+// object size, drain and fsck settings. A configstatus that changes does
+// as fs config's: drain starts a fresh drain, anything else ends one. It
+// returns the saved filesystems it could not restore, with why.
+func (r *Registry) Restore(s Settings) (skipped []string, err error) {
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
+	for _, sp := range s.Spaces {
+		if err := r.ns.SaveSpace(sp); err != nil {
+			return skipped, err
+		}
+		r.mu.Lock()
+		r.spaces[sp.Name] = sp
+		r.mu.Unlock()
+	}
+	for _, g := range s.Groups {
+		if err := r.ns.SaveGroup(g); err != nil {
+			return skipped, err
+		}
+		r.mu.Lock()
+		r.groups[g.Name] = g
+		r.mu.Unlock()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, saved := range s.Filesystems {
+		f := r.fs[saved.ID]
+		if f == nil || f.Node != saved.Node || f.Path != saved.Path {
+			skipped = append(skipped, fmt.Sprintf("fs %d (%s:%s): not registered any more", saved.ID, saved.Node, saved.Path))
+			continue
+		}
+		c := f.Filesystem
+		if c.ConfigStatus != saved.ConfigStatus {
+			c.Drain = ""
+			if saved.ConfigStatus == "drain" {
+				c.Drain = DrainDraining
+			}
+		}
+		c.Group, c.Space, c.ConfigStatus, c.IO, c.ObjectSize = saved.Group, saved.Space, saved.ConfigStatus, saved.IO, saved.ObjectSize
+		c.DrainRate, c.DrainParallel, c.Fsck = saved.DrainRate, saved.DrainParallel, saved.Fsck
+		if c == f.Filesystem {
+			continue
+		}
+		if err := r.save(f, c); err != nil {
+			return skipped, err
+		}
+	}
+	return skipped, nil
+}
+
 // FsKey is one key of `fs config`: Set checks value and applies it to
 // the registration c, or says why not. Each subsystem registers its own
 // (the registry's below, drain's drain.*, fsck's scan settings).

@@ -92,6 +92,9 @@ var apiRoutes = []apiRoute{
 	{"node/ls", get, typed(api.nodes)},
 	{"node/config", post, typed(api.configNode)},
 	{"ns/stat", get, typed(api.nsStat)},
+	{"config/save", post, typed(api.saveConfig)},
+	{"config/load", post, typed(api.loadConfig)},
+	{"config/ls", get, typed(api.savedConfigs)},
 	// ns/status: serveNSStatus (ha.go), also answered by standbys.
 }
 

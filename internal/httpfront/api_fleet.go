@@ -21,6 +21,18 @@ func (a api) nsStat(ctx context.Context, c auth.Principal, _ nsapi.None) (nsapi.
 	return a.ns.NSStat(ctx, c)
 }
 
+func (a api) saveConfig(ctx context.Context, c auth.Principal, r nsapi.ConfigRef) (nsapi.SavedConfig, error) {
+	return a.ns.SaveConfig(ctx, c, r.Name)
+}
+
+func (a api) loadConfig(ctx context.Context, c auth.Principal, r nsapi.ConfigRef) (nsapi.ConfigLoaded, error) {
+	return a.ns.LoadConfig(ctx, c, r.Name, r.Version)
+}
+
+func (a api) savedConfigs(ctx context.Context, c auth.Principal, _ nsapi.None) ([]nsapi.SavedConfig, error) {
+	return a.ns.SavedConfigs(ctx, c)
+}
+
 func (a api) filesystems(ctx context.Context, c auth.Principal, _ nsapi.None) ([]nsapi.Filesystem, error) {
 	return a.ns.Filesystems(ctx, c)
 }

@@ -177,3 +177,46 @@ func ParseTarget(op, s string) (AccessTarget, error) {
 	}
 	return t, nil
 }
+
+// SavedConfig is a row of `kaon config ls`: one saved version of a named
+// configuration, when and by whom it was saved, and what it holds.
+type SavedConfig struct {
+	Name        string    `json:"name"`
+	Version     uint64    `json:"version"`
+	Saved       time.Time `json:"saved"`
+	By          string    `json:"by"`
+	Spaces      int       `json:"spaces"`
+	Groups      int       `json:"groups"`
+	Filesystems int       `json:"filesystems"`
+	Rules       int       `json:"access_rules"`
+	Quotas      int       `json:"quotas"`
+}
+
+// ConfigRef names a saved configuration (POST config/save, config/load):
+// its version (0: the latest, for load).
+type ConfigRef struct {
+	Name    string `json:"name"`
+	Version uint64 `json:"version,omitempty,string"`
+}
+
+// FromArgs reads r from a.
+func (r *ConfigRef) FromArgs(a Args) error {
+	r.Name = a["name"]
+	if a["version"] == "" {
+		return nil
+	}
+	v, err := strconv.ParseUint(a["version"], 10, 64)
+	if err != nil {
+		return kerr.New(kerr.Invalid, "config", a["version"], "want a version number (kaon config ls)")
+	}
+	r.Version = v
+	return nil
+}
+
+// ConfigLoaded is the answer of config/load: the version applied and
+// what of it could not be (a filesystem no longer registered, a quota
+// node gone).
+type ConfigLoaded struct {
+	SavedConfig
+	Skipped []string `json:"skipped,omitempty"`
+}
