@@ -74,3 +74,23 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+func init() { addVerb(newDebugCmd) }
+
+func newDebugCmd() *cobra.Command {
+	var role string
+	c := leaf("debug LEVEL [--role mgm|fst]", "set the log level (debug, info, warn, error) of the namespace server, the storage servers, or both, at runtime",
+		func(c *cobra.Command, args []string) int {
+			if len(args) != 1 {
+				return usageError(c)
+			}
+			l, err := newAPI(urlOf(c)).Debug(ctx(), args[0], role)
+			if err != nil {
+				return fail("debug", err)
+			}
+			fmt.Printf("log level: namespace server %s, storage servers %s\n", l.MGM, orDash(l.FST))
+			return 0
+		})
+	c.Flags().StringVar(&role, "role", "", "mgm (the namespace server) or fst (every storage server, at its next heartbeat); default: both")
+	return withURL(c)
+}

@@ -38,6 +38,11 @@ func (c *Client) SavedConfigs(ctx context.Context) ([]nsapi.SavedConfig, error) 
 	return get[[]nsapi.SavedConfig](ctx, c, "config/ls", nsapi.None{})
 }
 
+// Debug sets the log level of a role (mgm, fst; "": both).
+func (c *Client) Debug(ctx context.Context, level, role string) (nsapi.DebugLevels, error) {
+	return post[nsapi.DebugLevels](ctx, c, "debug", nsapi.DebugRequest{Level: level, Role: role})
+}
+
 // Filesystems lists the filesystems (`fs ls`).
 func (c *Client) Filesystems(ctx context.Context) ([]nsapi.Filesystem, error) {
 	return get[[]nsapi.Filesystem](ctx, c, "fs/ls", nsapi.None{})

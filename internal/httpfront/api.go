@@ -95,6 +95,7 @@ var apiRoutes = []apiRoute{
 	{"config/save", post, typed(api.saveConfig)},
 	{"config/load", post, typed(api.loadConfig)},
 	{"config/ls", get, typed(api.savedConfigs)},
+	{"debug", post, typed(api.debug)},
 	// ns/status: serveNSStatus (ha.go), also answered by standbys.
 }
 

@@ -33,6 +33,10 @@ func (a api) savedConfigs(ctx context.Context, c auth.Principal, _ nsapi.None) (
 	return a.ns.SavedConfigs(ctx, c)
 }
 
+func (a api) debug(ctx context.Context, c auth.Principal, r nsapi.DebugRequest) (nsapi.DebugLevels, error) {
+	return a.ns.SetLogLevel(ctx, c, r)
+}
+
 func (a api) filesystems(ctx context.Context, c auth.Principal, _ nsapi.None) ([]nsapi.Filesystem, error) {
 	return a.ns.Filesystems(ctx, c)
 }

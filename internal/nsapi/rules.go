@@ -178,6 +178,23 @@ func ParseTarget(op, s string) (AccessTarget, error) {
 	return t, nil
 }
 
+// DebugRequest is POST debug: the log level (debug, info, warn, error)
+// of a role (mgm, fst; "": both).
+type DebugRequest struct {
+	Level string `json:"level"`
+	Role  string `json:"role,omitempty"`
+}
+
+// FromArgs reads r from a.
+func (r *DebugRequest) FromArgs(a Args) error { r.Level, r.Role = a["level"], a["role"]; return nil }
+
+// DebugLevels are the log levels in force: the namespace server's, and
+// the one it sends the storage servers ("" if never set).
+type DebugLevels struct {
+	MGM string `json:"mgm"`
+	FST string `json:"fst,omitempty"`
+}
+
 // SavedConfig is a row of `kaon config ls`: one saved version of a named
 // configuration, when and by whom it was saved, and what it holds.
 type SavedConfig struct {

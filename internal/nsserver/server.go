@@ -17,7 +17,8 @@
 // audit.go, ops.go (metadata operations), open.go (data access: grants),
 // checksum.go, uploads.go (pending uploads nobody writes), tokens.go,
 // recycle.go, quota.go, versions.go, ha.go, access.go (access rules,
-// rate limits, who is connected), admin.go (filesystems, file
+// rate limits, who is connected), stat.go (node ls, ns stat),
+// savedconfig.go (config save|load), debug.go (log levels), admin.go (filesystems, file
 // info, statfs), and the schedulers' calls: fleet.go, movement.go,
 // fsck.go.
 package nsserver
@@ -28,6 +29,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
@@ -89,6 +91,9 @@ type Config struct {
 	// servers commit them here. Nil: every pending upload is aborted at
 	// start (a restart, or a takeover after a crash: nobody writes them).
 	Inherit *namespace.InFlight
+	// LogLevel is the level of Logger, which kaon debug sets at runtime
+	// (nil: it cannot be).
+	LogLevel *slog.LevelVar
 }
 
 // DataReader reads the whole content of the file a read capability names
@@ -121,7 +126,8 @@ type Server struct {
 	writers writers     // uploads storage servers report writing (uploads.go)
 	sweep   sweepTiming // of the pending uploads nobody writes
 
-	access access // access rules, rate limits, clients (access.go)
+	access   access       // access rules, rate limits, clients (access.go)
+	fstLevel atomic.Value // string: the storage servers' log level (debug.go)
 }
 
 // New opens the namespace in cfg.Engine and the filesystem registry, and
@@ -206,6 +212,7 @@ func (s *Server) Heartbeat(_ context.Context, hb message.Heartbeat) (message.Hea
 	s.reg.JudgeSlow()
 	s.fsck.Assign(as)
 	reply := message.HeartbeatReply{Filesystems: as, Interval: s.reg.Interval()}
+	reply.LogLevel, _ = s.fstLevel.Load().(string)
 	for _, a := range as {
 		ds, err := s.ns.Deletions(a.ID, 1000)
 		if err != nil {

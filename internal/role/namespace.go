@@ -70,13 +70,14 @@ type Namespace struct {
 // NewNamespace assembles the namespace service c describes over p.Store;
 // the caller runs it (Service.Run).
 func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
-	p.Log = orDiscard(p.Log)
+	var level *slog.LevelVar
+	p.Log, level = leveled(orDiscard(p.Log))
 	peers := storageClient(p.Key, p.Security)
 	cfg := nsserver.Config{Engine: p.Store, Sync: c.Sync, Key: p.Key, CapabilityTTL: c.CapTTL, Logger: p.Log,
 		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: p.Audit, Tokens: p.Tokens,
 		Data: peers, Mover: peers, PhysName: physName, Repair: peers,
 		FsckRate: negativeIfNone(c.FsckRate), FsckOrphanGrace: negativeIfNone(c.OrphanGrace),
-		Slow: c.slowPolicy(), StepDown: p.StepDown, Inherit: p.Inherit}
+		Slow: c.slowPolicy(), StepDown: p.StepDown, Inherit: p.Inherit, LogLevel: level}
 	srv, err := nsserver.New(cfg)
 	if err != nil {
 		return nil, err

@@ -35,6 +35,9 @@ type Config struct {
 	Addr      string // advertised HTTP base URL, http://host:port
 	XrdAddr   string // advertised root:// host:port, if any
 	Release   string // software version, reported in heartbeats (kaon node ls)
+	// LogLevel is the level of Logger, which the namespace server sets
+	// (kaon debug); nil: it stays.
+	LogLevel *slog.LevelVar
 	Key       *capability.Key
 	Namespace message.Namespace
 	Paths     []string // filesystem roots to offer at start
@@ -378,7 +381,18 @@ func (s *Server) beat(ctx context.Context) (reply message.HeartbeatReply, initia
 		s.doneMu.Unlock()
 		return reply, false, err
 	}
+	s.setLogLevel(reply.LogLevel)
 	return reply, s.apply(reply.Filesystems), nil
+}
+
+// setLogLevel applies the log level the namespace sent ("": none).
+func (s *Server) setLogLevel(level string) {
+	var l slog.Level
+	if level == "" || s.cfg.LogLevel == nil || l.UnmarshalText([]byte(level)) != nil || l == s.cfg.LogLevel.Level() {
+		return
+	}
+	s.cfg.LogLevel.Set(l)
+	s.log.Info("log level set by the namespace server (kaon debug)", "level", l)
 }
 
 // report is what the heartbeat says about m. Caller holds s.mu.

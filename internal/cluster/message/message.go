@@ -92,6 +92,10 @@ type HeartbeatReply struct {
 	Filesystems []FsAssignment `json:"filesystems"`
 	Deletions   []Deletion     `json:"deletions,omitempty"`
 	Interval    time.Duration  `json:"interval"`
+	// LogLevel is the log level the operator set for storage servers
+	// (kaon debug LEVEL --role fst: debug, info, warn, error); "" leaves
+	// theirs.
+	LogLevel string `json:"log_level,omitempty"`
 }
 
 // Commit reports a completed upload.
