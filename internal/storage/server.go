@@ -31,13 +31,13 @@ import (
 
 // Config configures a storage server.
 type Config struct {
-	Node      string // stable node name, normally host:port of Addr
-	Addr      string // advertised HTTP base URL, http://host:port
-	XrdAddr   string // advertised root:// host:port, if any
-	Release   string // software version, reported in heartbeats (kaon node ls)
+	Node    string // stable node name, normally host:port of Addr
+	Addr    string // advertised HTTP base URL, http://host:port
+	XrdAddr string // advertised root:// host:port, if any
+	Release string // software version, reported in heartbeats (kaon node ls)
 	// LogLevel is the level of Logger, which the namespace server sets
 	// (kaon debug); nil: it stays.
-	LogLevel *slog.LevelVar
+	LogLevel  *slog.LevelVar
 	Key       *capability.Key
 	Namespace message.Namespace
 	Paths     []string // filesystem roots to offer at start
