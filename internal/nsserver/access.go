@@ -96,23 +96,27 @@ func (s *Server) Admit(ctx context.Context, p auth.Principal) error {
 			return &nsapi.Redirect{XRootD: rd.XRootD, HTTP: rd.HTTP}
 		}
 	}
-	if len(r.Limits) == 0 {
-		return nil
-	}
-	s.access.mu.Lock()
-	defer s.access.mu.Unlock()
 	for _, l := range r.Limits {
-		if !matches(l.Subject, p) {
-			continue
+		if matches(l.Subject, p) {
+			if err := s.access.take(l, now); err != nil {
+				return err
+			}
 		}
-		b := s.access.buckets[l.Subject]
-		if b == nil || b.rate != l.Rate {
-			b = newBucket(l.Rate, now)
-			s.access.buckets[l.Subject] = b
-		}
-		if !b.take(now) {
-			return kerr.New(kerr.Busy, "", "", fmt.Sprintf("rate limit of %s: %g operations per second, retry", l.Subject, l.Rate))
-		}
+	}
+	return nil
+}
+
+// take takes a request from the bucket of limit l, or says why not.
+func (a *access) take(l nsapi.AccessLimit, now time.Time) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b := a.buckets[l.Subject]
+	if b == nil || b.rate != l.Rate {
+		b = newBucket(l.Rate, now)
+		a.buckets[l.Subject] = b
+	}
+	if !b.take(now) {
+		return kerr.New(kerr.Busy, "", "", fmt.Sprintf("rate limit of %s: %g operations per second, retry", l.Subject, l.Rate))
 	}
 	return nil
 }
@@ -121,7 +125,8 @@ func (s *Server) Admit(ctx context.Context, p auth.Principal) error {
 func matches(x nsapi.Subject, p auth.Principal) bool {
 	switch x.Kind {
 	case nsapi.SubjectUser:
-		return x.Value == strconv.FormatUint(uint64(p.UID), 10)
+		uid, err := strconv.ParseUint(x.Value, 10, 32)
+		return err == nil && uint32(uid) == p.UID
 	case nsapi.SubjectGroup:
 		gid, err := strconv.ParseUint(x.Value, 10, 32)
 		return err == nil && (uint32(gid) == p.GID || slices.Contains(p.Groups, uint32(gid)))

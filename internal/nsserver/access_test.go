@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,34 @@ func TestAccessLimit(t *testing.T) {
 	}
 	if err := s.SetAccess(ctx, root, "limit", nsapi.AccessRequest{Kind: "host", Value: "10.0.0.1", Arg: "5"}); !kerr.Is(err, kerr.Invalid) {
 		t.Errorf("limit on a host: %v", err)
+	}
+}
+
+// BenchmarkAdmit: what a request pays for the access rules, without
+// rules and with 10 bans and a rate limit it is not subject to.
+func BenchmarkAdmit(b *testing.B) {
+	ctx := auth.WithProtocol(context.Background(), "http")
+	key, _ := capability.NewKey(bytes.Repeat([]byte("k"), 32))
+	p := auth.Principal{UID: 1001, GID: 100, Name: "alice", Method: "token", Host: "10.0.0.1", Subject: "sub-a"}
+	for _, rules := range []int{0, 10} {
+		s, err := New(Config{Engine: memkv.New(), Key: key})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range rules {
+			s.SetAccess(ctx, root, "ban", nsapi.AccessRequest{Kind: "user", Value: fmt.Sprint(2000 + i)})
+		}
+		if rules > 0 {
+			s.SetAccess(ctx, root, "limit", nsapi.AccessRequest{Kind: "user", Value: "3000", Arg: "10"})
+		}
+		b.Run(fmt.Sprintf("rules=%d", rules), func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := s.Admit(ctx, p); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
 	}
 }
