@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 func init() { addVerb(newNodeCmd) }
@@ -93,4 +95,35 @@ func newDebugCmd() *cobra.Command {
 		})
 	c.Flags().StringVar(&role, "role", "", "mgm (the namespace server) or fst (every storage server, at its next heartbeat); default: both")
 	return withURL(c)
+}
+
+func init() { addVerb(newIOCmd) }
+
+func newIOCmd() *cobra.Command {
+	var r nsapi.IOStatRequest
+	stat := leaf("stat [--user U] [--app A]", "bytes and files read and written by user, group and application over the last 1 min, 5 min and 1 h",
+		func(c *cobra.Command, args []string) int {
+			if len(args) != 0 {
+				return usageError(c)
+			}
+			rows, err := newAPI(urlOf(c)).IOStat(ctx(), r)
+			if err != nil {
+				return fail("io stat", err)
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "uid\tgid\tapp\twindow\tread\twritten\tfiles read\tfiles written\tread/s\twrite/s")
+			for _, x := range rows {
+				for _, w := range x.Windows {
+					secs := float64(max(w.Seconds, 1))
+					fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", x.UID, x.GID, x.App, time.Duration(w.Seconds)*time.Second,
+						human(uint64(w.ReadBytes)), human(uint64(w.WriteBytes)), w.Reads, w.Writes,
+						human(uint64(float64(w.ReadBytes)/secs)), human(uint64(float64(w.WriteBytes)/secs)))
+				}
+			}
+			tw.Flush()
+			return 0
+		})
+	stat.Flags().StringVar(&r.User, "user", "", "one user (uid or local name)")
+	stat.Flags().StringVar(&r.App, "app", "", "one application (eos.app, or the client: curl, xrootd, ...)")
+	return group("io", "I/O accounting: io stat [--user U] [--app A]", withURL(stat))
 }

@@ -57,6 +57,7 @@ var adminRoutes = map[string]adminRoute{
 	"node/ls":         {},
 	"ns/stat":         {},
 	"config/ls":       {},
+	"io/stat":         {},
 	"access/ban":      {post: true, args: map[string]any{"kind": "user"}},
 	"access/unban":    {post: true, args: map[string]any{"kind": "user"}},
 	"access/allow":    {post: true, args: map[string]any{"kind": "user"}},

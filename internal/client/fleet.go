@@ -43,6 +43,11 @@ func (c *Client) Debug(ctx context.Context, level, role string) (nsapi.DebugLeve
 	return post[nsapi.DebugLevels](ctx, c, "debug", nsapi.DebugRequest{Level: level, Role: role})
 }
 
+// IOStat returns the I/O by user, group and application (`io stat`).
+func (c *Client) IOStat(ctx context.Context, r nsapi.IOStatRequest) ([]nsapi.IORow, error) {
+	return get[[]nsapi.IORow](ctx, c, "io/stat", r)
+}
+
 // Filesystems lists the filesystems (`fs ls`).
 func (c *Client) Filesystems(ctx context.Context) ([]nsapi.Filesystem, error) {
 	return get[[]nsapi.Filesystem](ctx, c, "fs/ls", nsapi.None{})

@@ -96,6 +96,7 @@ var apiRoutes = []apiRoute{
 	{"config/load", post, typed(api.loadConfig)},
 	{"config/ls", get, typed(api.savedConfigs)},
 	{"debug", post, typed(api.debug)},
+	{"io/stat", get, typed(api.ioStat)},
 	// ns/status: serveNSStatus (ha.go), also answered by standbys.
 }
 

@@ -37,6 +37,10 @@ func (a api) debug(ctx context.Context, c auth.Principal, r nsapi.DebugRequest) 
 	return a.ns.SetLogLevel(ctx, c, r)
 }
 
+func (a api) ioStat(ctx context.Context, c auth.Principal, r nsapi.IOStatRequest) ([]nsapi.IORow, error) {
+	return a.ns.IOStat(ctx, c, r)
+}
+
 func (a api) filesystems(ctx context.Context, c auth.Principal, _ nsapi.None) ([]nsapi.Filesystem, error) {
 	return a.ns.Filesystems(ctx, c)
 }

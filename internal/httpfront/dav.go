@@ -67,7 +67,7 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 			textError(w, err, 0)
 			return
 		}
-		g, err := f.NS.Open(ctx, c, p, nsapi.OpenRequest{Write: true, Create: true, Truncate: true, MkPath: true, Size: max(r.ContentLength, 0)})
+		g, err := f.NS.Open(ctx, c, p, nsapi.OpenRequest{Write: true, Create: true, Truncate: true, MkPath: true, Size: max(r.ContentLength, 0), App: appOf(r)})
 		if kerr.Is(err, kerr.NotFound) {
 			textError(w, err, http.StatusConflict) // no parent collection (RFC 4918 9.7.1)
 			return
@@ -151,7 +151,7 @@ func (f *Namespace) davGet(w http.ResponseWriter, r *http.Request, c auth.Princi
 		httpserve.SetDigest(w, r, n.Checksums)
 		return
 	}
-	g, err := f.NS.Open(ctx, c, p, nsapi.OpenRequest{})
+	g, err := f.NS.Open(ctx, c, p, nsapi.OpenRequest{App: appOf(r)})
 	if err != nil {
 		textError(w, err, 0)
 		return

@@ -140,6 +140,13 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 	return cr.p, cr.err
 }
 
+// appOf is the application a request comes from, for I/O accounting:
+// its eos.app query parameter, else its User-Agent's product.
+func appOf(r *http.Request) string {
+	ua, _, _ := strings.Cut(r.UserAgent(), "/")
+	return nsapi.AppName(r.URL.Query().Get("eos.app"), nsapi.AppName(ua, "http"))
+}
+
 // redirected answers a request an access rule sends to another server
 // (nsapi.Redirect with an HTTP target) with a 307 there, and reports
 // whether it did.

@@ -237,3 +237,33 @@ type ConfigLoaded struct {
 	SavedConfig
 	Skipped []string `json:"skipped,omitempty"`
 }
+
+// IOStatRequest is GET io/stat: the I/O of one user (uid or name) and
+// one application, when given.
+type IOStatRequest struct {
+	User string `json:"user,omitempty"`
+	App  string `json:"app,omitempty"`
+}
+
+// FromArgs reads r from a.
+func (r *IOStatRequest) FromArgs(a Args) error { r.User, r.App = a["user"], a["app"]; return nil }
+
+// IORow is a row of `kaon io stat`: what the storage servers served one
+// user (uid, gid) through one application, over the last minute, 5
+// minutes and hour.
+type IORow struct {
+	UID     uint32     `json:"uid"`
+	GID     uint32     `json:"gid"`
+	App     string     `json:"app"`
+	Windows []IOWindow `json:"windows"`
+}
+
+// IOWindow is the I/O of a window of Seconds: bytes read and written,
+// files read (closed) and uploads committed.
+type IOWindow struct {
+	Seconds    int   `json:"seconds"`
+	ReadBytes  int64 `json:"read_bytes"`
+	WriteBytes int64 `json:"write_bytes"`
+	Reads      int64 `json:"reads"`
+	Writes     int64 `json:"writes"`
+}

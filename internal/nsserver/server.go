@@ -18,7 +18,8 @@
 // checksum.go, uploads.go (pending uploads nobody writes), tokens.go,
 // recycle.go, quota.go, versions.go, ha.go, access.go (access rules,
 // rate limits, who is connected), stat.go (node ls, ns stat),
-// savedconfig.go (config save|load), debug.go (log levels), admin.go (filesystems, file
+// savedconfig.go (config save|load), debug.go (log levels),
+// iostat.go (io stat), admin.go (filesystems, file
 // info, statfs), and the schedulers' calls: fleet.go, movement.go,
 // fsck.go.
 package nsserver
@@ -128,6 +129,7 @@ type Server struct {
 
 	access   access       // access rules, rate limits, clients (access.go)
 	fstLevel atomic.Value // string: the storage servers' log level (debug.go)
+	iostat   ioStats      // I/O by user and application (iostat.go)
 }
 
 // New opens the namespace in cfg.Engine and the filesystem registry, and
@@ -197,6 +199,7 @@ var _ message.Namespace = (*Server)(nil)
 // server reports and answers with its filesystems and pending deletions.
 func (s *Server) Heartbeat(_ context.Context, hb message.Heartbeat) (message.HeartbeatReply, error) {
 	s.writers.note(hb.Node, hb.Uploads, s.now())
+	s.iostat.note(hb.Node, hb.Accounting, s.now())
 	var done []namespace.Deletion
 	for _, d := range hb.Done {
 		done = append(done, namespace.Deletion(d))

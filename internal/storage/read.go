@@ -32,6 +32,14 @@ func (emptyFile) Close() error { return nil }
 // local first (replica.go); an EC file is decoded from any K healthy
 // stripes, once the memory its decoding needs is free (waiting up to wait).
 func (s *Server) Open(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (File, error) {
+	f, err := s.open(ctx, c, token, wait)
+	if err != nil || c.Move != nil {
+		return f, err
+	}
+	return accountedFile{File: f, acc: s.acct.of(c)}, nil
+}
+
+func (s *Server) open(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (File, error) {
 	l, err := layout.Parse(c.Layout)
 	if err != nil {
 		return nil, err

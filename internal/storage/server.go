@@ -206,8 +206,9 @@ type Server struct {
 	done   []message.Deletion
 
 	budget  *budget
-	writing writing // uploads claimed and not finished, for heartbeats
-	heal    *healer // repairs of bad copies reads found (heal.go)
+	acct    accounting // I/O by user and application (accounting.go)
+	writing writing    // uploads claimed and not finished, for heartbeats
+	heal    *healer    // repairs of bad copies reads found (heal.go)
 
 	ready chan struct{}
 	once  sync.Once
@@ -365,7 +366,8 @@ func (s *Server) beat(ctx context.Context) (reply message.HeartbeatReply, initia
 
 	io := s.nodeIO()
 	s.mu.RLock()
-	hb := message.Heartbeat{Node: s.cfg.Node, Addr: s.cfg.Addr, XrdAddr: s.cfg.XrdAddr, Release: s.cfg.Release, IO: &io}
+	hb := message.Heartbeat{Node: s.cfg.Node, Addr: s.cfg.Addr, XrdAddr: s.cfg.XrdAddr, Release: s.cfg.Release, IO: &io,
+		Accounting: s.acct.report()}
 	for _, m := range mounts {
 		hb.Filesystems = append(hb.Filesystems, s.report(m))
 	}

@@ -233,7 +233,7 @@ func (n Namespace) Open(ctx context.Context, id xrootd.Identity, p string, req x
 	if err != nil {
 		return xrootd.Redirect{}, err
 	}
-	g, err := n.NS.Open(ctx, c, p, nsapi.OpenRequest{Write: req.Write, Create: req.Create,
+	g, err := n.NS.Open(ctx, c, p, nsapi.OpenRequest{App: nsapi.AppName(req.Opaque.Get("eos.app"), "xrootd"), Write: req.Write, Create: req.Create,
 		Truncate: req.Truncate, Exclusive: req.Exclusive, MkPath: req.MkPath, Mode: req.Mode, Size: max(size, 0)})
 	if err != nil {
 		return xrootd.Redirect{}, err

@@ -53,6 +53,21 @@ type Heartbeat struct {
 	// all its filesystems since it started (kaon node ls: rates).
 	Release string  `json:"release,omitempty"`
 	IO      *NodeIO `json:"io,omitempty"`
+	// Accounting is its I/O by user and application since it started.
+	Accounting []IOAccount `json:"accounting,omitempty"`
+}
+
+// IOAccount counts the bytes and files a storage server served one user
+// (uid, gid) through one application since it started: reads of
+// committed files and committed uploads (kaon io stat).
+type IOAccount struct {
+	UID        uint32 `json:"uid"`
+	GID        uint32 `json:"gid"`
+	App        string `json:"app"`
+	ReadBytes  int64  `json:"read_bytes"`
+	WriteBytes int64  `json:"write_bytes"`
+	Reads      int64  `json:"reads"`
+	Writes     int64  `json:"writes"`
 }
 
 // NodeIO counts a storage server's I/O since it started.
