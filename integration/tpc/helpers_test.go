@@ -35,10 +35,30 @@ func run(t *testing.T, step string, timeout time.Duration, name string, args ...
 
 func runCmd(t *testing.T, step string, timeout time.Duration, cred *syscall.Credential, name string, args ...string) (string, error) {
 	t.Helper()
+	return runWith(t, step, timeout, cred, nil, name, args...)
+}
+
+// runEnv is run with env added to the client's environment.
+func runEnv(t *testing.T, step string, timeout time.Duration, env []string, name string, args ...string) (string, error) {
+	t.Helper()
+	return runWith(t, step, timeout, nil, env, name, args...)
+}
+
+func mustRunEnv(t *testing.T, step string, timeout time.Duration, env []string, name string, args ...string) string {
+	t.Helper()
+	out, err := runEnv(t, step, timeout, env, name, args...)
+	if err != nil {
+		t.Fatalf("%s: %s %v: %v\n%s", step, name, args, err, out)
+	}
+	return out
+}
+
+func runWith(t *testing.T, step string, timeout time.Duration, cred *syscall.Credential, env []string, name string, args ...string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), "GFAL_PYTHONBIN=/usr/bin/python3")
+	cmd.Env = append(append(os.Environ(), "GFAL_PYTHONBIN=/usr/bin/python3"), env...)
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		cmd.Dir = "/"
@@ -134,7 +154,12 @@ func hostport(u string) string {
 
 // xrootdServer starts Debian's xrootd exporting a fresh directory with TPC
 // (its copy program is xrdcp --server) and returns its host:port.
-func xrootdServer(t *testing.T) string {
+func xrootdServer(t *testing.T) string { return xrootdServerWith(t, nil) }
+
+// xrootdServerWith is xrootdServer with more configuration: extra writes
+// what it needs into the server's directory (made the xrootd user's
+// afterwards) and returns configuration lines.
+func xrootdServerWith(t *testing.T, extra func(dir string) string) string {
 	t.Helper()
 	if _, err := exec.LookPath("xrootd"); err != nil {
 		t.Fatal("xrootd (xrootd-server) is not installed: run scripts/deps.sh")
@@ -156,6 +181,9 @@ all.pidpath %s/run
 xrootd.chksum adler32
 ofs.tpc logok pgm /usr/bin/xrdcp --server
 `, port, dir, dir, dir)
+	if extra != nil {
+		cfg += extra(dir)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "xrd.cfg"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,10 @@ type Event struct {
 	IsDir    bool
 	From     uint64 // a rename's source container
 	FromName string // and name
+	// Size and MTime (unix ns) of a file whose content became visible
+	// (Committed): what a cache of its attributes needs.
+	Size  int64
+	MTime int64
 }
 
 // feed keeps the newest events in a ring for readers that poll.

@@ -11,6 +11,7 @@ const (
 	EventRemoved   EventKind = "removed"   // a file or directory was unlinked (also a file replaced by another)
 	EventRenamed   EventKind = "renamed"   // an entry moved (From/FromName → Parent/Name)
 	EventAttr      EventKind = "attr"      // mode, owner, extended attributes or checksums changed
+	EventModified  EventKind = "modified"  // a file's content changed in place (size, mtime, data version)
 )
 
 // Event is one change of the namespace, in commit order: what a client
@@ -32,4 +33,20 @@ type Event struct {
 	IsDir    bool      `json:"dir,omitempty"`
 	From     uint64    `json:"from,omitempty"`      // a rename's source directory
 	FromName string    `json:"from_name,omitempty"` // and name
+	// A file whose content became visible or changed (committed,
+	// modified): its size, mtime (unix ns) and data version (0 where
+	// files have none).
+	Size        int64  `json:"size,omitempty"`
+	MTime       int64  `json:"mtime,omitempty"`
+	DataVersion uint64 `json:"data_version,omitempty"`
 }
+
+// Pushed reports whether sessions are told of events of kind k: pending
+// uploads (created) are not visible yet.
+func (k EventKind) Pushed() bool { return k != EventCreated }
+
+// Suppressible reports whether events of kind k only update a file's
+// size, mtime or data version: above a directory's broadcast audience
+// (SessionConfig.MaxAudience) they are not pushed, while creations,
+// removals, renames and attribute changes always are.
+func (k EventKind) Suppressible() bool { return k == EventModified }

@@ -46,6 +46,21 @@ func entriesOf(dir string, ns []*namespace.Inode) []nsapi.Entry {
 	return out
 }
 
+// eventsOf are the model's change events in the vocabulary (the term is
+// the sessions' to add).
+func eventsOf(evs []namespace.Event) []nsapi.Event {
+	out := make([]nsapi.Event, len(evs))
+	for i, e := range evs {
+		out[i] = nsapi.Event{Rev: e.Rev, Kind: eventKinds[e.Kind], Ino: e.Ino, Parent: e.Parent, Name: e.Name, IsDir: e.IsDir,
+			From: e.From, FromName: e.FromName, Size: e.Size, MTime: e.MTime}
+	}
+	return out
+}
+
+var eventKinds = map[namespace.EventKind]nsapi.EventKind{namespace.Created: nsapi.EventCreated, namespace.Committed: nsapi.EventCommitted,
+	namespace.Mkdir: nsapi.EventMkdir, namespace.Removed: nsapi.EventRemoved, namespace.Renamed: nsapi.EventRenamed,
+	namespace.AttrChanged: nsapi.EventAttr}
+
 // clean is the canonical form of a path the namespace has just accepted.
 func clean(p string) string {
 	c, _ := nsapi.CleanPath(p)
@@ -61,7 +76,7 @@ func filesystemOf(f fleet.FsState, d *movement.DrainProgress) nsapi.Filesystem {
 		UUID: f.UUID, Initialized: f.Initialized, Addr: f.Addr, BootStatus: f.BootStatus, Capacity: f.Capacity,
 		Used: f.Used, Files: f.Files, Health: f.Health, LastBeat: f.LastBeat,
 		IO: f.IO, ObjectSize: f.ObjectSize, Kind: f.Kind, Backend: f.Backend, IOInUse: f.IOInUse, FsType: f.FsType,
-		BackendHealth: f.BackendHealth, Slow: f.Slow}
+		BackendHealth: f.BackendHealth, Slow: f.Slow, Location: f.Location, DownSince: f.DownSince, DownWhy: f.DownWhy}
 	if f.Latency != nil {
 		l := nsapi.Latency(*f.Latency)
 		out.Latency = &l
@@ -71,6 +86,12 @@ func filesystemOf(f fleet.FsState, d *movement.DrainProgress) nsapi.Filesystem {
 		out.DrainETA, out.DrainFailures, out.DrainRateLimit, out.DrainParallel = d.ETA.Seconds(), len(d.Failures), d.RateLimit, d.Parallel
 	}
 	return out
+}
+
+// atRiskOf is the wire form of files at risk.
+func atRiskOf(r movement.RiskCounts, rebuilding movement.FileCount) nsapi.AtRisk {
+	return nsapi.AtRisk{Unreadable: nsapi.Count(r.Unreadable), Critical: nsapi.Count(r.Critical), Degraded: nsapi.Count(r.Degraded),
+		Rebuilding: nsapi.Count(rebuilding)}
 }
 
 func failuresOf(fs []movement.MoveFailure) []nsapi.MoveFailure {

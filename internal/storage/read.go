@@ -28,17 +28,9 @@ type emptyFile struct{ *strings.Reader }
 
 func (emptyFile) Close() error { return nil }
 
-// Open opens the committed file a read capability names. Replicas are tried
+// open opens the committed file a read capability names. Replicas are tried
 // local first (replica.go); an EC file is decoded from any K healthy
 // stripes, once the memory its decoding needs is free (waiting up to wait).
-func (s *Server) Open(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (File, error) {
-	f, err := s.open(ctx, c, token, wait)
-	if err != nil || c.Move != nil {
-		return f, err
-	}
-	return accountedFile{File: f, acc: s.acct.of(c)}, nil
-}
-
 func (s *Server) open(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (File, error) {
 	l, err := layout.Parse(c.Layout)
 	if err != nil {
@@ -188,7 +180,7 @@ func (e *ecFile) closeStripes() {
 
 // Striped reports whether f is decoded from erasure-coded stripes (whole
 // reads of it are best streamed with Copy, ranges with ReadAt).
-func Striped(f File) bool { _, ok := f.(*ecFile); return ok }
+func Striped(f File) bool { _, ok := unwrapClient(f).(*ecFile); return ok }
 
 // CheckReadable reads the first byte of f, so that a file that cannot be
 // read (an erasure-coded one whose first row does not decode) fails before
@@ -204,11 +196,14 @@ func CheckReadable(f File) error {
 	return err
 }
 
-// Copy writes the whole of f to w the cheapest way: erasure-coded rows
-// straight out (read ahead while written), a local file without block
-// sums through w's ReadFrom (sendfile to a socket), anything else in 1
-// MiB pieces, each read (and verified) before it is written.
-func Copy(w io.Writer, f File) (int64, error) {
+// Copy writes the whole of client (an Open file) to w the cheapest way:
+// erasure-coded rows straight out (read ahead while written), a local
+// file without block sums through w's ReadFrom (sendfile to a socket),
+// anything else in 1 MiB pieces, each read (and verified) before it is
+// written; the bytes are accounted to the client (Served).
+func Copy(w io.Writer, client File) (n int64, err error) {
+	defer func() { Served(client, n) }() // f's reads below are not the client file's
+	f := unwrapClient(client)
 	if ec, ok := f.(*ecFile); ok {
 		return ec.WriteRange(w, 0, ec.Size())
 	}
@@ -221,7 +216,6 @@ func Copy(w io.Writer, f File) (int64, error) {
 	}
 	bp := pieceBufs.Get().(*[]byte)
 	defer pieceBufs.Put(bp)
-	var n int64
 	for n < f.Size() {
 		m, err := f.ReadAt((*bp)[:min(int64(len(*bp)), f.Size()-n)], n)
 		if m > 0 {
