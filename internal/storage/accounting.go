@@ -43,7 +43,9 @@ func (a *accounting) report() []message.IOAccount {
 			WriteBytes: acc.writeBytes.Load(), Reads: acc.reads.Load(), Writes: acc.writes.Load()})
 		return true
 	})
-	sort.Slice(out, func(i, j int) bool { return out[i].UID < out[j].UID || out[i].UID == out[j].UID && out[i].App < out[j].App })
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].UID < out[j].UID || out[i].UID == out[j].UID && out[i].App < out[j].App
+	})
 	return out
 }
 
