@@ -13,7 +13,7 @@ import (
 )
 
 // TestIOStat: what user nobody uploads with curl (eos.app=ingest) and
-// reads back with xrdcp shows in `kaon io stat --user 65534` under its
+// reads back with xrdcp and curl shows in `kaon io stat --user 65534` under its
 // application, bytes and files, in every window; --app narrows it.
 func TestIOStat(t *testing.T) {
 	needRoot(t)
@@ -41,7 +41,14 @@ func TestIOStat(t *testing.T) {
 	if got, _ := os.ReadFile(dst); !bytes.Equal(got, data) {
 		t.Fatal("xrdcp read back other bytes")
 	}
+	if out, err := asNobody(t, "curl", "-sSf", "-L", "-o", dst, k.EP.HTTP+"/pub/f"); err != nil {
+		t.Fatalf("curl GET as nobody: %v %s", err, out)
+	}
+	if got, _ := os.ReadFile(dst); !bytes.Equal(got, data) {
+		t.Fatal("curl read back other bytes")
+	}
 	want := []string{
+		"65534  65534  curl    1m0s    3.00 MiB  0 B       1           0",
 		"65534  65534  ingest  1m0s    0 B       3.00 MiB  0           1",
 		"65534  65534  ingest  1h0m0s  0 B       3.00 MiB  0           1",
 		"65534  65534  xrootd  5m0s    3.00 MiB  0 B       1           0",
