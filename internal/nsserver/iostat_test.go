@@ -21,7 +21,7 @@ func TestIOStatWindows(t *testing.T) {
 	s := newServer(t)
 	s.now = func() time.Time { return now }
 	report := func(read, reads int64) {
-		s.iostat.note("n1", []message.IOAccount{{UID: 5, GID: 6, App: "curl", ReadBytes: read, Reads: reads},
+		s.iostat.Note("n1", []message.IOAccount{{UID: 5, GID: 6, App: "curl", ReadBytes: read, Reads: reads},
 			{UID: 7, GID: 6, App: "xrootd", WriteBytes: read, Writes: reads}}, now)
 	}
 	report(1000, 1) // baseline

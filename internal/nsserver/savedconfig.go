@@ -60,7 +60,7 @@ func (s *Server) SaveConfig(ctx context.Context, p auth.Principal, name string) 
 	if err := checkConfigName("config save", name); err != nil {
 		return out, err
 	}
-	sn := snapshot{Format: snapshotFormat, Saved: s.now().UTC(), By: p.Name, Fleet: s.reg.Settings(), Access: *s.access.rules.Load()}
+	sn := snapshot{Format: snapshotFormat, Saved: s.now().UTC(), By: p.Name, Fleet: s.reg.Settings(), Access: s.access.Rules()}
 	qs, err := s.ns.Quotas(namespace.Caller{}, "/")
 	if err != nil {
 		return out, err
@@ -126,9 +126,9 @@ func (s *Server) LoadConfig(ctx context.Context, p auth.Principal, name string, 
 	if out.Skipped, err = s.reg.Restore(sn.Fleet); err != nil {
 		return out, err
 	}
-	s.access.mu.Lock()
+	s.accessMu.Lock()
 	err = s.storeAccess(sn.Access)
-	s.access.mu.Unlock()
+	s.accessMu.Unlock()
 	if err != nil {
 		return out, err
 	}

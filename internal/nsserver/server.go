@@ -34,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/access"
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/capability"
@@ -143,9 +144,10 @@ type Server struct {
 	writers writers           // uploads storage servers report writing (uploads.go)
 	sweep   sweepTiming       // of the pending uploads nobody writes
 
-	access   access       // access rules, rate limits, clients (access.go)
-	fstLevel atomic.Value // string: the storage servers' log level (debug.go)
-	iostat   ioStats      // I/O by user and application (iostat.go)
+	access   *access.Service  // access rules, rate limits, clients (access.go)
+	accessMu sync.Mutex       // changes of the access rules (read, change, store)
+	fstLevel atomic.Value     // string: the storage servers' log level (debug.go)
+	iostat   fleet.Accounting // I/O by user and application (iostat.go)
 }
 
 // New opens the namespace in cfg.Engine and the filesystem registry, and
@@ -226,7 +228,7 @@ var _ message.Namespace = (*Server)(nil)
 // server reports and answers with its filesystems and pending deletions.
 func (s *Server) Heartbeat(_ context.Context, hb message.Heartbeat) (message.HeartbeatReply, error) {
 	s.writers.note(hb.Node, hb.Uploads, s.now())
-	s.iostat.note(hb.Node, hb.Accounting, s.now())
+	s.iostat.Note(hb.Node, hb.Accounting, s.now())
 	var done []namespace.Deletion
 	for _, d := range hb.Done {
 		done = append(done, namespace.Deletion(d))

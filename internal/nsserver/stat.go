@@ -70,19 +70,13 @@ func (s *Server) NSStat(_ context.Context, p auth.Principal) (nsapi.NSStat, erro
 		return nsapi.NSStat{}, err
 	}
 	// The root's subtree accounting: every file and directory below it.
-	out := nsapi.NSStat{Files: root.TreeFiles, Directories: root.TreeDirs, Bytes: root.TreeSize,
-		Rates: map[string]float64{}, Requests: map[string]int64{}}
+	out := nsapi.NSStat{Files: root.TreeFiles, Directories: root.TreeDirs, Bytes: root.TreeSize}
 	pending, err := s.ns.PendingUploads(s.now().Add(time.Hour))
 	if err != nil {
 		return out, err
 	}
 	out.PendingUploads = len(pending)
-	c := &s.access.seen
-	c.mu.Lock()
-	for proto, m := range c.rates {
-		out.Rates[proto], out.Requests[proto] = m.rate(s.now()), m.total
-	}
-	c.mu.Unlock()
+	out.Rates, out.Requests = s.access.Requests(s.now())
 	if d, ok := s.cfg.Engine.(diskUser); ok {
 		out.EngineBytes, _ = d.DiskUsage()
 	}
