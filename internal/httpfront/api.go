@@ -155,9 +155,6 @@ func (f *Namespace) apiHandler() http.Handler {
 				return
 			}
 			p, err := f.principal(r)
-			if err == nil {
-				err = f.NS.Admit(r.Context(), p)
-			}
 			if err != nil {
 				if !redirected(w, r, err) {
 					writeJSONError(w, err)

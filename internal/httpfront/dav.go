@@ -41,9 +41,6 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, err := f.principal(r)
-	if err == nil {
-		err = f.NS.Admit(r.Context(), c)
-	}
 	if err != nil {
 		if !redirected(w, r, err) {
 			textError(w, authError(err, r.Method, p), 0)

@@ -57,3 +57,15 @@ type NSStat struct {
 	Requests       map[string]int64   `json:"requests"`
 	EngineBytes    int64              `json:"engine_bytes,omitempty"`
 }
+
+// Refusal is a request the namespace service refused (permission,
+// expiry, quota): the admin's status page lists the latest.
+type Refusal struct {
+	Time     time.Time `json:"time"`
+	User     string    `json:"user"`
+	Method   string    `json:"method"`
+	Protocol string    `json:"protocol"`
+	Op       string    `json:"op"`
+	Path     string    `json:"path"`
+	Reason   string    `json:"reason"`
+}
