@@ -22,7 +22,15 @@ type accountKey struct {
 // account counts one key's I/O.
 type account struct{ readBytes, writeBytes, reads, writes atomic.Int64 }
 
-type accounting struct{ m sync.Map } // accountKey -> *account
+type accounting struct {
+	m sync.Map     // accountKey -> *account
+	n atomic.Int64 // accounts in m
+}
+
+// maxAccounts bounds the accounts a server keeps (and reports in every
+// heartbeat): clients name their application, so beyond it new ones
+// count as application "other".
+const maxAccounts = 1024
 
 // of is the account of capability c's client.
 func (a *accounting) of(c *capability.Capability) *account {
@@ -30,7 +38,16 @@ func (a *accounting) of(c *capability.Capability) *account {
 	if v, ok := a.m.Load(k); ok {
 		return v.(*account)
 	}
-	v, _ := a.m.LoadOrStore(k, &account{})
+	if a.n.Load() >= maxAccounts {
+		k.app = "other"
+		if v, ok := a.m.Load(k); ok {
+			return v.(*account)
+		}
+	}
+	v, loaded := a.m.LoadOrStore(k, &account{})
+	if !loaded {
+		a.n.Add(1)
+	}
 	return v.(*account)
 }
 
