@@ -147,7 +147,12 @@ func (s *Server) Open(ctx context.Context, c *capability.Capability, token strin
 	if err != nil {
 		return nil, err
 	}
-	cf := &clientFile{File: f, done: s.bg.client(), acc: s.acct.of(c)}
+	// A client stream (background copies give way), a read in flight
+	// (InFlight) and, once closed, a file read by its client (accounting).
+	s.act.reads.Add(1)
+	var once sync.Once
+	done, acc := s.bg.client(), s.acct.of(c)
+	cf := &clientFile{File: f, acc: acc, done: func() { once.Do(func() { done(); s.act.reads.Add(-1); acc.reads.Add(1) }) }}
 	if of, ok := f.(backend.OSFile); ok {
 		return clientOSFile{cf, of}, nil // sendfile still applies
 	}
@@ -169,7 +174,6 @@ func (f *clientFile) ReadAt(p []byte, off int64) (int, error) {
 
 func (f *clientFile) Close() error {
 	f.done()
-	f.acc.reads.Add(1)
 	return f.File.Close()
 }
 
