@@ -146,13 +146,59 @@ func waitBlockedOpen(t *testing.T, pid int, what string) {
 	}
 }
 
+// stopAll stops pid (SIGSTOP) and waits until it is stopped: until
+// then it may still act. kill(2) returns once the stop is pending, but
+// the kernel tells one thread, and the others only once that one is
+// scheduled and enters the stop: under load the others run on meanwhile
+// (and a daemon whose keeper dies then takes its mount down). pid is
+// stopped when every thread is: in the stop ("T"), or waiting for the
+// answer of a FUSE request in its killable wait ("D" in
+// request_wait_answer), which it enters only once told of a signal and
+// leaves only into the stop.
+func stopAll(t *testing.T, pid int) {
+	t.Helper()
+	must(t, syscall.Kill(pid, syscall.SIGSTOP))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		running := threadsRunning(t, pid)
+		if len(running) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timeout (30s): pid %d never stopped after SIGSTOP; threads not stopped: %v", pid, running)
+		}
+	}
+}
+
+// threadsRunning lists the threads of pid neither stopped nor held in a
+// FUSE request's killable wait, with their state and wait channel.
+func threadsRunning(t *testing.T, pid int) []string {
+	t.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	must(t, err)
+	var out []string
+	for _, task := range tasks {
+		dir := fmt.Sprintf("/proc/%d/task/%s/", pid, task.Name())
+		stat, _ := os.ReadFile(dir + "stat")
+		wchan, _ := os.ReadFile(dir + "wchan")
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		state := ""
+		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+			state = string(stat[i+2])
+		}
+		if state != "T" && !(state == "D" && string(wchan) == "request_wait_answer") {
+			out = append(out, fmt.Sprintf("%s %s %s", task.Name(), state, wchan))
+		}
+	}
+	return out
+}
+
 // killAll kills the daemon and every process it started at once, as a
 // SIGKILL of its whole cgroup would: it is stopped first, so it cannot
 // react to its children's deaths.
 func killAll(t *testing.T, d *daemon) {
 	t.Helper()
 	pid := d.cmd.Process.Pid
-	must(t, syscall.Kill(pid, syscall.SIGSTOP))
+	stopAll(t, pid)
 	for _, c := range children(t, pid) {
 		syscall.Kill(c, syscall.SIGKILL)
 	}
@@ -222,7 +268,7 @@ func TestKernelModeDaemonKilled(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("timeout (30s): the daemon's copy of gated never read the tree below:\n%s", d.output())
 	}
-	must(t, syscall.Kill(pid, syscall.SIGSTOP))
+	stopAll(t, pid) // else it might yet fill the open queued next
 	queued := start(t, "cat", filepath.Join(mnt, "lib/libfoo.so.1.2"))
 	waitBlockedOpen(t, queued.cmd.Process.Pid, "cat lib/libfoo.so.1.2")
 	must(t, syscall.Kill(pid, syscall.SIGKILL))
@@ -284,7 +330,7 @@ func TestKernelModeStaleView(t *testing.T) {
 			defer unix.Close(dirfd)
 			killAll(t, d)
 			if !isMounted(mnt) {
-				t.Fatalf("nothing left on %s after killing the daemon and its keeper together", mnt)
+				t.Fatalf("nothing left on %s after killing the daemon and its keeper together; daemon output:\n%s", mnt, d.output())
 			}
 			t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
 
