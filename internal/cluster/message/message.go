@@ -100,3 +100,34 @@ type Namespace interface {
 	Commit(ctx context.Context, c Commit) error
 	Abort(ctx context.Context, fid uint64) error
 }
+
+// UpdateCommit reports an update of a committed file (its journals
+// prepared on every stripe in Locations but the Stale ones): the file
+// goes from data version Base to Base+1.
+type UpdateCommit struct {
+	Fid       uint64            `json:"fid"`
+	Base      uint64            `json:"base"`
+	Size      int64             `json:"size"`
+	Locations []uint32          `json:"locations"`
+	Stale     []int             `json:"stale,omitempty"`
+	Checksums map[string]string `json:"checksums,omitempty"` // of the new content, where known
+}
+
+// UpdateResult is the file's data version after a committed update.
+type UpdateResult struct {
+	DataVersion uint64 `json:"data_version"`
+}
+
+// Updates is what a storage server running update sessions needs from
+// the namespace server.
+type Updates interface {
+	// CommitUpdate records an update (kerr.Busy: the file changed since
+	// Base or its stripes moved; prepare again from the file's version).
+	CommitUpdate(ctx context.Context, u UpdateCommit) (UpdateResult, error)
+	// MarkStale records that stripe of fid did not take the update that
+	// gave it data version version.
+	MarkStale(ctx context.Context, fid, version uint64, stripe int) error
+	// DataVersion is file fid's data version (to resolve a journal a
+	// crash left: rolled forward when the file is at its version).
+	DataVersion(ctx context.Context, fid uint64) (uint64, error)
+}
