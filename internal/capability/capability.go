@@ -185,7 +185,7 @@ func (k *Key) Verify(token string, now time.Time, a Access) (*Capability, error)
 		return nil, kerr.New(kerr.Permission, "capability", name, "capability is for another file")
 	case a.Write && !c.Write:
 		return nil, kerr.New(kerr.Permission, "write", c.Path, "capability does not allow writing")
-	case !a.Write && c.Write:
+	case !a.Write && c.Write && !c.Update: // an update session reads what it changes
 		return nil, kerr.New(kerr.Permission, "read", c.Path, "capability is for writing")
 	case c.Internal() && !a.Internal:
 		return nil, kerr.New(kerr.Permission, "capability", c.Path, "capability is for storage servers only")

@@ -5,7 +5,7 @@ package cluster
 //
 //	POST /internal/v1/update/commit   message.UpdateCommit → message.UpdateResult
 //	POST /internal/v1/update/stale    {Fid, Version, Stripe}
-//	POST /internal/v1/update/version  {Fid} → {DataVersion}
+//	POST /internal/v1/update/version  {Fid} → message.FileVersion
 //
 // Storage side, for the entry server of an update session (the
 // capability is the session's):
@@ -73,11 +73,11 @@ func handleUpdates(mux *http.ServeMux, ns message.Namespace, auth func(h func(w 
 		if err := decode(r, &a); err != nil {
 			return err
 		}
-		v, err := u.DataVersion(r.Context(), a.Fid)
+		v, err := u.FileVersion(r.Context(), a.Fid)
 		if err != nil {
 			return err
 		}
-		return WriteJSON(w, message.UpdateResult{DataVersion: v})
+		return WriteJSON(w, v)
 	}))
 }
 
@@ -89,8 +89,8 @@ type staleArgs struct {
 var _ message.Updates = (*Client)(nil)
 
 // CommitUpdate implements message.Updates.
-func (c *Client) CommitUpdate(ctx context.Context, u message.UpdateCommit) (message.UpdateResult, error) {
-	var r message.UpdateResult
+func (c *Client) CommitUpdate(ctx context.Context, u message.UpdateCommit) (message.FileVersion, error) {
+	var r message.FileVersion
 	err := c.call(ctx, "update/commit", u, &r)
 	return r, err
 }
@@ -100,11 +100,11 @@ func (c *Client) MarkStale(ctx context.Context, fid, version uint64, stripe int)
 	return c.call(ctx, "update/stale", staleArgs{fid, version, stripe}, nil)
 }
 
-// DataVersion implements message.Updates.
-func (c *Client) DataVersion(ctx context.Context, fid uint64) (uint64, error) {
-	var r message.UpdateResult
+// FileVersion implements message.Updates.
+func (c *Client) FileVersion(ctx context.Context, fid uint64) (message.FileVersion, error) {
+	var r message.FileVersion
 	err := c.call(ctx, "update/version", struct{ Fid uint64 }{fid}, &r)
-	return r.DataVersion, err
+	return r, err
 }
 
 // StorageUpdates is the storage server core's part in update sessions

@@ -22,6 +22,9 @@ type File struct {
 	Checksums map[string]string
 	Locations []uint32  // filesystem of each stripe
 	Changed   time.Time // its ctime: commit or later change, never set back by a client
+	// DataVersion is the file's; Stale its stripes that missed an update.
+	DataVersion uint64
+	Stale       []int
 }
 
 // Lookup is what the namespace knows about the fid of a stripe found on

@@ -147,15 +147,3 @@ func (ns *Namespace) setStale(fid, version uint64, idx int, stale bool) error {
 		return nil
 	})
 }
-
-// DataVersion is file fid's data version (for storage servers resolving
-// a journal left by a crash).
-func (ns *Namespace) DataVersion(fid uint64) (uint64, error) {
-	ns.mu.RLock()
-	defer ns.mu.RUnlock()
-	n, err := ns.inode(fid, "update")
-	if err != nil {
-		return 0, err
-	}
-	return n.DataVersion, nil
-}

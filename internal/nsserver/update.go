@@ -72,7 +72,7 @@ func (s *Server) openUpdate(pr auth.Principal, p string, n *namespace.Inode) (*n
 
 // CommitUpdate implements message.Updates: the file gets its next data
 // version.
-func (s *Server) CommitUpdate(ctx context.Context, u message.UpdateCommit) (message.UpdateResult, error) {
+func (s *Server) CommitUpdate(ctx context.Context, u message.UpdateCommit) (message.FileVersion, error) {
 	f, err := s.ns.CommitUpdate(namespace.DataUpdate{Fid: u.Fid, Base: u.Base, Size: u.Size, Locations: u.Locations,
 		Stale: u.Stale, Sums: u.Checksums})
 	what := "fid " + strconv.FormatUint(u.Fid, 10)
@@ -82,9 +82,9 @@ func (s *Server) CommitUpdate(ctx context.Context, u message.UpdateCommit) (mess
 		owner.UID, owner.GID, owner.Name = f.UID, f.GID, strconv.FormatUint(uint64(f.UID), 10)
 	}
 	if err := s.audit(ctx, owner, "update", what, "", err); err != nil {
-		return message.UpdateResult{}, err
+		return message.FileVersion{}, err
 	}
-	return message.UpdateResult{DataVersion: f.DataVersion}, nil
+	return versionOf(f), nil
 }
 
 // MarkStale implements message.Updates.
@@ -92,9 +92,20 @@ func (s *Server) MarkStale(_ context.Context, fid, version uint64, stripe int) e
 	return s.ns.MarkStale(fid, version, stripe)
 }
 
-// DataVersion implements message.Updates.
-func (s *Server) DataVersion(_ context.Context, fid uint64) (uint64, error) {
-	return s.ns.DataVersion(fid)
+// FileVersion implements message.Updates.
+func (s *Server) FileVersion(_ context.Context, fid uint64) (message.FileVersion, error) {
+	f, _, err := s.ns.ByID(fid)
+	if err != nil {
+		return message.FileVersion{}, err
+	}
+	if f.IsDir {
+		return message.FileVersion{}, kerr.New(kerr.IsDir, "update", "fid "+strconv.FormatUint(fid, 10), "is a directory")
+	}
+	return versionOf(f), nil
+}
+
+func versionOf(f *namespace.Inode) message.FileVersion {
+	return message.FileVersion{DataVersion: f.DataVersion, Size: f.Size, Locations: f.Locations, Stale: f.Stale}
 }
 
 // truncate changes the size of committed file n at p in place: an update

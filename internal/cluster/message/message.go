@@ -113,9 +113,13 @@ type UpdateCommit struct {
 	Checksums map[string]string `json:"checksums,omitempty"` // of the new content, where known
 }
 
-// UpdateResult is the file's data version after a committed update.
-type UpdateResult struct {
-	DataVersion uint64 `json:"data_version"`
+// FileVersion is what a file's data is at now: its data version, size,
+// filesystems and stale stripes.
+type FileVersion struct {
+	DataVersion uint64   `json:"data_version"`
+	Size        int64    `json:"size"`
+	Locations   []uint32 `json:"locations,omitempty"`
+	Stale       []int    `json:"stale,omitempty"`
 }
 
 // Updates is what a storage server running update sessions needs from
@@ -123,11 +127,12 @@ type UpdateResult struct {
 type Updates interface {
 	// CommitUpdate records an update (kerr.Busy: the file changed since
 	// Base or its stripes moved; prepare again from the file's version).
-	CommitUpdate(ctx context.Context, u UpdateCommit) (UpdateResult, error)
+	CommitUpdate(ctx context.Context, u UpdateCommit) (FileVersion, error)
 	// MarkStale records that stripe of fid did not take the update that
 	// gave it data version version.
 	MarkStale(ctx context.Context, fid, version uint64, stripe int) error
-	// DataVersion is file fid's data version (to resolve a journal a
-	// crash left: rolled forward when the file is at its version).
-	DataVersion(ctx context.Context, fid uint64) (uint64, error)
+	// FileVersion is what file fid is at now (a commit refused as Busy
+	// is prepared again from it; a journal a crash left rolls forward
+	// when the file is at its version).
+	FileVersion(ctx context.Context, fid uint64) (FileVersion, error)
 }
