@@ -55,8 +55,8 @@ type OpenRequest struct {
 	Read, Write, Create, Truncate, Exclusive, MkPath, POSC bool
 	// Append (kXR_open_apnd): every write of the open file goes to its end.
 	Append bool
-	Mode                                                   uint32
-	Opaque                                                 url.Values
+	Mode   uint32
+	Opaque url.Values
 }
 
 // Redirect tells the client where to go for data.

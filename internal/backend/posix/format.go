@@ -54,7 +54,7 @@ const (
 	xaLayout    = "user.kaon.layout"
 	xaSize      = "user.kaon.size" // logical file size, decimal
 	xaChecksums = "user.kaon.checksums"
-	xaPath      = "user.kaon.path" // path at write time, a hint for fsck only
+	xaPath      = "user.kaon.path"    // path at write time, a hint for fsck only
 	xaVersion   = "user.kaon.version" // data version, decimal; absent: 0 (never updated)
 )
 
