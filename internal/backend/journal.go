@@ -72,10 +72,15 @@ const MaxOpData = 16 << 20
 
 // EncodeWrite appends a write of p at off to b.
 func EncodeWrite(b []byte, off int64, p []byte) []byte {
+	return append(EncodeWriteHeader(b, off, len(p)), p...)
+}
+
+// EncodeWriteHeader appends the start of a write of n bytes at off to b:
+// the n bytes follow it.
+func EncodeWriteHeader(b []byte, off int64, n int) []byte {
 	b = append(b, opWrite)
 	b = binary.BigEndian.AppendUint64(b, uint64(off))
-	b = binary.BigEndian.AppendUint32(b, uint32(len(p)))
-	return append(b, p...)
+	return binary.BigEndian.AppendUint32(b, uint32(n))
 }
 
 // EncodeTruncate appends a truncation to size to b.

@@ -175,7 +175,7 @@ func (u *Update) WriteFrom(r io.Reader, off int64) (int64, error) {
 }
 
 func (u *Update) spoolWrite(p []byte, off int64) error {
-	op := backend.EncodeWrite(nil, off, nil)
+	op := backend.EncodeWriteHeader(nil, off, len(p))
 	if _, err := u.buf.Write(op); err != nil {
 		return err
 	}

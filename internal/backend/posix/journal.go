@@ -104,7 +104,7 @@ func (s *Store) readJournal(fid uint64) (*os.File, backend.JournalHead, int64, e
 		return fail("no trailer")
 	}
 	crc := crc32.New(castagnoli)
-	if _, err := io.Copy(crc, io.NewSectionReader(f, 0, size-8)); err != nil {
+	if _, err := io.Copy(crc, io.NewSectionReader(f, 0, size-12)); err != nil {
 		return fail(err.Error())
 	}
 	if crc.Sum32() != binary.BigEndian.Uint32(tail[:4]) {
