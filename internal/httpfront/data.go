@@ -253,7 +253,7 @@ func (d *data) put(w http.ResponseWriter, r *http.Request, c *capability.Capabil
 // update session of one write, committed (the file's next data version)
 // before the answer.
 func (d *data) putRange(w http.ResponseWriter, r *http.Request, c *capability.Capability, token string, first, last int64) {
-	u, err := d.s.NewUpdate(r.Context(), c, token, false)
+	u, err := d.s.NewUpdate(r.Context(), c, token)
 	if err != nil {
 		d.fail(w, r, err)
 		return

@@ -143,7 +143,7 @@ func (s *Server) TruncateFile(ctx context.Context, token string, size int64) err
 	if err != nil {
 		return err
 	}
-	u, err := s.NewUpdate(ctx, c, token, false)
+	u, err := s.NewUpdate(ctx, c, token)
 	if err != nil {
 		return err
 	}

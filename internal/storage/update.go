@@ -1,7 +1,7 @@
 package storage
 
 // Update sessions: a committed file changed in place (root://
-// kXR_open_updt/kXR_open_apnd, an HTTP PUT with Content-Range, a
+// kXR_open_updt or kXR_open_apnd, an HTTP PUT with Content-Range, a
 // truncation by path).
 //
 // A session runs on one storage server, its entry. Writes and
@@ -57,7 +57,6 @@ import (
 type Update struct {
 	s     *Server
 	l     layout.Layout
-	apnd  bool // every write goes to the end (kXR_open_apnd)
 	path  string
 	store message.Updates
 
@@ -83,9 +82,8 @@ type Update struct {
 // spool offset at.
 type extent struct{ off, n, at int64 }
 
-// NewUpdate starts an update session for an update capability. apnd makes
-// every write an append.
-func (s *Server) NewUpdate(ctx context.Context, c *capability.Capability, token string, apnd bool) (*Update, error) {
+// NewUpdate starts an update session for an update capability.
+func (s *Server) NewUpdate(ctx context.Context, c *capability.Capability, token string) (*Update, error) {
 	if !c.Update || !c.Write {
 		return nil, kerr.New(kerr.Permission, "update", c.Path, "capability is not for an update")
 	}
@@ -115,7 +113,7 @@ func (s *Server) NewUpdate(ctx context.Context, c *capability.Capability, token 
 		return nil, kerr.Wrap(kerr.IO, "update", c.Path, err)
 	}
 	os.Remove(sp.Name()) // unnamed: gone with the process
-	return &Update{s: s, l: l, apnd: apnd, path: c.Path, store: ns, cap: c, token: token,
+	return &Update{s: s, l: l, path: c.Path, store: ns, cap: c, token: token,
 		baseSize: c.Size, cut: c.Size, size: c.Size, trunc: -1, spool: sp, buf: bufio.NewWriterSize(sp, 1<<20)}, nil
 }
 
@@ -144,7 +142,7 @@ func (u *Update) usable() error {
 	return nil
 }
 
-// WriteAt writes p at off (at the end in append mode).
+// WriteAt writes p at off.
 func (u *Update) WriteAt(p []byte, off int64) (int, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -153,9 +151,6 @@ func (u *Update) WriteAt(p []byte, off int64) (int, error) {
 	}
 	if off < 0 {
 		return 0, kerr.New(kerr.Invalid, "write", u.path, "negative offset")
-	}
-	if u.apnd {
-		off = u.size
 	}
 	for done := 0; done < len(p); {
 		n := min(len(p)-done, backend.MaxOpData)
@@ -404,7 +399,13 @@ func (u *Update) committed(v message.FileVersion) {
 	}
 	u.baseSize, u.cut, u.size, u.trunc, u.endAfter = v.Size, v.Size, v.Size, -1, 0
 	u.ext, u.spoolLen, u.changed = nil, 0, false
-	u.spool.Truncate(0)
+	err := u.spool.Truncate(0)
+	if err == nil {
+		_, err = u.spool.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		u.failed = kerr.Wrap(kerr.IO, "commit", u.path, err) // committed; what follows cannot be
+	}
 	u.buf.Reset(u.spool)
 }
 

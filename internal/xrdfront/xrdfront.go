@@ -208,7 +208,7 @@ func (d Data) Open(ctx context.Context, id xrootd.Identity, p string, req xrootd
 		return nil, err
 	}
 	if c.Update {
-		u, err := d.S.NewUpdate(ctx, c, token, req.Append)
+		u, err := d.S.NewUpdate(ctx, c, token)
 		if err != nil {
 			return nil, err
 		}
@@ -250,8 +250,11 @@ func (w *writeFile) Checksum(string) (string, error) {
 func (w *writeFile) Close() error { return w.u.Commit(context.Background()) }
 func (w *writeFile) Abort() error { w.u.Abort(context.Background()); return nil }
 
-// updateFile is a committed file open for an update in place: kXR_sync
-// and the close commit what was written (the file's next data version).
+// updateFile is a committed file open for an update in place
+// (kXR_open_updt, or kXR_open_apnd: as with Debian's xrootd, a write goes
+// where its offset says, and a client appends by writing at the size):
+// kXR_sync and the close commit what was written (the file's next data
+// version).
 type updateFile struct {
 	u *storage.Update
 	c *capability.Capability

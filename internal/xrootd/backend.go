@@ -53,8 +53,6 @@ type StatFS struct {
 // OpenRequest is the decoded kXR_open intent.
 type OpenRequest struct {
 	Read, Write, Create, Truncate, Exclusive, MkPath, POSC bool
-	// Append (kXR_open_apnd): every write of the open file goes to its end.
-	Append bool
 	Mode   uint32
 	Opaque url.Values
 }

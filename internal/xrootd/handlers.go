@@ -872,7 +872,6 @@ func (c *conn) doOpen(h *reqHeader, body []byte) {
 	// (xrdcp without -p relies on it), so creation implies MkPath.
 	req.MkPath = opt&kXR_mkpath != 0 || req.Create
 	req.POSC = opt&kXR_posc != 0
-	req.Append = opt&kXR_open_apnd != 0
 	if req.Create && req.Mode == 0 {
 		req.Mode = 0o644
 	}
