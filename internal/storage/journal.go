@@ -101,7 +101,7 @@ func (s *Server) PrepareStripe(token string, fid uint64, idx int, h backend.Jour
 		return err
 	}
 	h.Meta.Fid, h.Meta.Path, h.Meta.Stripe = fid, c.Path, idx
-	return stripeError("prepare", c.Path, f.store.(backend.Updater).Prepare(fid, h, ops))
+	return journalError("prepare", c.Path, f.store.(backend.Updater).Prepare(fid, h, ops))
 }
 
 // ApplyStripe rolls forward the prepared journal of stripe idx.
@@ -110,7 +110,7 @@ func (s *Server) ApplyStripe(token string, fid uint64, idx int) error {
 	if err != nil {
 		return err
 	}
-	return stripeError("apply", c.Path, f.store.(backend.Updater).Apply(fid))
+	return journalError("apply", c.Path, f.store.(backend.Updater).Apply(fid))
 }
 
 // DiscardStripe drops the prepared journal of stripe idx.
@@ -119,7 +119,15 @@ func (s *Server) DiscardStripe(token string, fid uint64, idx int) error {
 	if err != nil {
 		return err
 	}
-	return stripeError("discard", c.Path, f.store.(backend.Updater).Discard(fid))
+	return journalError("discard", c.Path, f.store.(backend.Updater).Discard(fid))
+}
+
+// journalError names the file a journal call failed for (nil: none).
+func journalError(op, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return stripeError(op, path, err)
 }
 
 func (s *Server) updateTarget(token string, fid uint64, idx int) (*capability.Capability, *filesystem, error) {

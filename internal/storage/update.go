@@ -351,12 +351,15 @@ func (u *Update) commitLocked(ctx context.Context) error {
 			u.committed(v)
 			return nil
 		}
-		if !kerr.Is(err, kerr.Busy) || try == maxRebase {
+		if try == maxRebase {
 			return err
 		}
-		// Another session committed first: go on from its version.
+		// Refused because another session committed first (Busy), or
+		// failed reading rows that session changed meanwhile (an
+		// erasure-coded file's stripes at its version): go on from the
+		// file's version.
 		fv, verr := u.store.FileVersion(ctx, u.cap.Fid)
-		if verr != nil {
+		if verr != nil || fv.DataVersion == u.cap.DataVersion {
 			return err
 		}
 		u.rebase(fv)
