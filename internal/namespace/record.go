@@ -47,8 +47,9 @@ package namespace
 //	xattrs                      count, then name and value strings
 //	locations                   count, then uvarint filesystem ids
 //	[data]                      with flag 4 (files updated in place): data
-//	                            version (uvarint), then the stale stripes:
-//	                            count, then uvarint stripe indexes
+//	                            version (uvarint), the tag of the update
+//	                            that made it (uvarint), then the stale
+//	                            stripes: count, then uvarint stripe indexes
 
 import (
 	"encoding/binary"
@@ -83,6 +84,10 @@ type Inode struct {
 	// DataVersion counts the committed changes of the file's bytes (0 as
 	// uploaded; each update session closed, each truncation: one more).
 	DataVersion uint64
+	// DataTag is the tag the storage server gave the update that made
+	// DataVersion (so it can tell, after losing the answer, whether its
+	// own commit went through).
+	DataTag uint64
 	// Stale are the stripes (indexes into Locations) that missed an
 	// update: never read, rebuilt by fsck from current ones.
 	Stale []int
@@ -176,6 +181,7 @@ func (n *Inode) encodeRecord(b []byte, named bool) []byte {
 	}
 	if flags&flagData != 0 {
 		b = binary.AppendUvarint(b, n.DataVersion)
+		b = binary.AppendUvarint(b, n.DataTag)
 		b = binary.AppendUvarint(b, uint64(len(n.Stale)))
 		for _, i := range n.Stale {
 			b = binary.AppendUvarint(b, uint64(i))
@@ -300,6 +306,7 @@ func decodeInode(b []byte) (*Inode, error) {
 	n.Locations = d.locations()
 	if flags&flagData != 0 {
 		n.DataVersion = d.uvarint()
+		n.DataTag = d.uvarint()
 		cnt := d.uvarint()
 		if cnt > uint64(len(d.b)) {
 			return n, errCorrupt

@@ -22,6 +22,7 @@ import (
 type DataUpdate struct {
 	Fid  uint64
 	Base uint64 // data version the update was made from
+	Tag  uint64 // the storage server's name for the update (Inode.DataTag)
 	Size int64  // the file's size after it
 	// Locations are the file's filesystems the update was made on; a file
 	// without stripes (empty) gets them here.
@@ -94,7 +95,7 @@ func (ns *Namespace) CommitUpdate(u DataUpdate) (f *Inode, err error) {
 		now := ns.opts.Now().UnixNano()
 		c := n.clone()
 		c.Size, c.MTime, c.CTime = u.Size, now, now
-		c.DataVersion = u.Base + 1
+		c.DataVersion, c.DataTag = u.Base+1, u.Tag
 		c.Locations, c.Stale = locs, stale
 		for t := range c.Checksums {
 			c.Checksums[t] = u.Sums[t] // "" : out of date, computed on request

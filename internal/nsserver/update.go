@@ -73,7 +73,7 @@ func (s *Server) openUpdate(pr auth.Principal, p string, n *namespace.Inode) (*n
 // CommitUpdate implements message.Updates: the file gets its next data
 // version.
 func (s *Server) CommitUpdate(ctx context.Context, u message.UpdateCommit) (message.FileVersion, error) {
-	f, err := s.ns.CommitUpdate(namespace.DataUpdate{Fid: u.Fid, Base: u.Base, Size: u.Size, Locations: u.Locations,
+	f, err := s.ns.CommitUpdate(namespace.DataUpdate{Fid: u.Fid, Base: u.Base, Tag: u.Tag, Size: u.Size, Locations: u.Locations,
 		Stale: u.Stale, Sums: u.Checksums})
 	what := "fid " + strconv.FormatUint(u.Fid, 10)
 	owner := auth.Principal{Method: "update"}
@@ -105,7 +105,7 @@ func (s *Server) FileVersion(_ context.Context, fid uint64) (message.FileVersion
 }
 
 func versionOf(f *namespace.Inode) message.FileVersion {
-	return message.FileVersion{DataVersion: f.DataVersion, Size: f.Size, Locations: f.Locations, Stale: f.Stale}
+	return message.FileVersion{DataVersion: f.DataVersion, Tag: f.DataTag, Size: f.Size, Locations: f.Locations, Stale: f.Stale}
 }
 
 // truncate changes the size of committed file n at p in place: an update

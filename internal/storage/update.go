@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sort"
@@ -492,13 +493,24 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 	for i, t := range c.Targets {
 		locs[i] = t.FsID
 	}
-	res, err := u.store.CommitUpdate(ctx, message.UpdateCommit{Fid: c.Fid, Base: c.DataVersion, Size: size, Locations: locs, Stale: stale})
-	if err != nil && !kerr.Is(err, kerr.Busy) && !kerr.Is(err, kerr.Quota) && !kerr.Is(err, kerr.Unavailable) &&
-		!kerr.Is(err, kerr.Permission) && !kerr.Is(err, kerr.NotFound) && !kerr.Is(err, kerr.Invalid) {
-		// Not answered (the namespace server failed over or crashed): ask
-		// whether the commit went through.
-		if fv, verr := u.store.FileVersion(context.WithoutCancel(ctx), c.Fid); verr == nil && fv.DataVersion == meta.Version && fv.Size == size {
+	tag := rand.Uint64()
+	res, err := u.store.CommitUpdate(ctx, message.UpdateCommit{Fid: c.Fid, Base: c.DataVersion, Tag: tag, Size: size, Locations: locs, Stale: stale})
+	if err != nil {
+		// Refused, or not answered (the namespace server crashed or
+		// failed over with the commit applied or not): the file's version
+		// says whether this commit went through. Until that is known the
+		// journals stay: dropping those of a commit that went through
+		// would leave no stripe at the file's version.
+		fv, known := u.outcome(ctx, c.Fid)
+		switch {
+		case known && fv.DataVersion == meta.Version && fv.Tag == tag:
 			res, err = fv, nil
+		case !known:
+			if ke, ok := err.(*kerr.Error); ok {
+				ke.Path = c.Path
+			}
+			return message.FileVersion{}, kerr.Wrap(kerr.KindOf(err), "commit", c.Path,
+				fmt.Errorf("the namespace server did not answer, and whether the update committed is not known: %w", err))
 		}
 	}
 	if err != nil {
@@ -539,6 +551,29 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 		return nil
 	})
 	return res, nil
+}
+
+// outcomeWait bounds how long a commit whose answer was lost asks the
+// namespace server (restarting, failing over) what became of it.
+const outcomeWait = 30 * time.Second
+
+// outcome asks the file's version after a commit failed; known is false
+// when the namespace server did not answer within outcomeWait.
+func (u *Update) outcome(ctx context.Context, fid uint64) (fv message.FileVersion, known bool) {
+	ctx = context.WithoutCancel(ctx)
+	deadline := time.Now().Add(outcomeWait)
+	for {
+		fv, err := u.store.FileVersion(ctx, fid)
+		switch {
+		case err == nil:
+			return fv, true
+		case !kerr.Is(err, kerr.Busy) && !kerr.Is(err, kerr.Unavailable) && !kerr.Is(err, kerr.Down) && !kerr.Is(err, kerr.Aborted):
+			return message.FileVersion{}, true // answered: the file is gone (or never was)
+		case time.Now().After(deadline):
+			return message.FileVersion{}, false
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // eachStripe runs fn for every job at once and records its error.

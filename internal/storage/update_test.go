@@ -254,3 +254,29 @@ func TestConcurrentUpdates(t *testing.T) {
 		})
 	}
 }
+
+// TestUpdateAnswerLost: the namespace committed an update but its answer
+// was lost (it crashed): the session finds out from the file's version
+// and rolls its journals forward instead of dropping them, so the file
+// reads at its new version; an update the namespace refused leaves
+// nothing of itself.
+func TestUpdateAnswerLost(t *testing.T) {
+	servers, ns, key, _ := memServers(t, 2, 3)
+	c := spread(63, "replica:2", 2, 2)
+	uploaded(t, servers, key, c, []byte("0123456789"))
+	ns.LoseUpdateAnswers = 1
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.WriteAt([]byte("AB"), 3)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatalf("a commit whose answer was lost: %v", err)
+	}
+	for i := range servers {
+		if got, err := readAll(t, servers[i], key, readCap(t, ns, c)); err != nil || string(got) != "012AB56789" {
+			t.Fatalf("server %d reads %q %v", i, got, err)
+		}
+	}
+}

@@ -107,6 +107,7 @@ type Namespace interface {
 type UpdateCommit struct {
 	Fid       uint64            `json:"fid"`
 	Base      uint64            `json:"base"`
+	Tag       uint64            `json:"tag"` // random: FileVersion tells whether this commit went through
 	Size      int64             `json:"size"`
 	Locations []uint32          `json:"locations"`
 	Stale     []int             `json:"stale,omitempty"`
@@ -117,6 +118,7 @@ type UpdateCommit struct {
 // filesystems and stale stripes.
 type FileVersion struct {
 	DataVersion uint64   `json:"data_version"`
+	Tag         uint64   `json:"tag"` // of the update that made DataVersion
 	Size        int64    `json:"size"`
 	Locations   []uint32 `json:"locations,omitempty"`
 	Stale       []int    `json:"stale,omitempty"`

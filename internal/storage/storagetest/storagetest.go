@@ -22,6 +22,10 @@ type Namespace struct {
 	commits map[uint64]message.Commit
 	aborts  []uint64
 	files   map[uint64]message.FileVersion // data versions (updates)
+	// LoseUpdateAnswers makes the next commits of updates go through and
+	// fail all the same, as an answer lost with a crashed namespace
+	// server does.
+	LoseUpdateAnswers int
 }
 
 var (
@@ -85,7 +89,7 @@ func (n *Namespace) CommitUpdate(_ context.Context, u message.UpdateCommit) (mes
 	if f.DataVersion != u.Base {
 		return message.FileVersion{}, kerr.New(kerr.Busy, "update", "", "the file changed since the update began")
 	}
-	f.DataVersion, f.Size, f.Locations = u.Base+1, u.Size, u.Locations
+	f.DataVersion, f.Tag, f.Size, f.Locations = u.Base+1, u.Tag, u.Size, u.Locations
 	for _, i := range u.Stale {
 		if !slices.Contains(f.Stale, i) {
 			f.Stale = append(f.Stale, i)
@@ -95,6 +99,10 @@ func (n *Namespace) CommitUpdate(_ context.Context, u message.UpdateCommit) (mes
 		n.files = map[uint64]message.FileVersion{}
 	}
 	n.files[u.Fid] = f
+	if n.LoseUpdateAnswers > 0 {
+		n.LoseUpdateAnswers--
+		return message.FileVersion{}, kerr.New(kerr.Busy, "update", "", "namespace server unreachable")
+	}
 	return f, nil
 }
 
