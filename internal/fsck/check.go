@@ -94,6 +94,12 @@ func CheckStripe(fsid uint32, s message.FsckStripe, l Lookup) []Finding {
 		out.Stripe = idx
 		return []Finding{out}
 	}
+	if s.Version != f.DataVersion || slices.Contains(f.Stale, idx) {
+		// What else its metadata says is of an older content.
+		out := find(Stale, "stripe %d is at data version %d, the file at %d (it missed an update)", idx, s.Version, f.DataVersion)
+		out.Stripe = idx
+		return []Finding{out}
+	}
 	var out []Finding
 	switch {
 	case s.Stripe != idx:

@@ -37,6 +37,9 @@ type Namespace interface {
 	PathOf(n *namespace.Inode) (string, error)
 	ScanFiles(from []byte, max int, fn func(f *namespace.Inode)) (next []byte, err error)
 	QueueDeletions(ds []namespace.Deletion) error
+	// ClearStale records that a stale stripe was rebuilt at the file's
+	// data version.
+	ClearStale(fid, version uint64, idx int) error
 }
 
 // Config configures the service.
@@ -716,6 +719,11 @@ func (s *Service) rebuild(ctx context.Context, file *File, idx []int, todo []Fin
 					note(f, "failed", err.Error())
 				} else {
 					note(f, "repaired", fmt.Sprintf("stripe %d rebuilt on fs %d", i, f.FsID))
+				}
+			}
+			if err == nil && slices.Contains(file.Stale, i) {
+				if cerr := s.ns.ClearStale(file.Fid, file.DataVersion, i); cerr != nil {
+					s.log.Warn("fsck: a rebuilt stale stripe is still recorded stale", "path", file.Path, "stripe", i, "err", cerr)
 				}
 			}
 			if err == nil {

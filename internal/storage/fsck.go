@@ -243,6 +243,9 @@ var _ stripeSet = (*repairStripes)(nil)
 func (r *repairStripes) Open(ctx context.Context, i int) (io.ReaderAt, func(), error) {
 	t := r.c.Targets[i]
 	if f := r.s.local(t.FsID); f != nil {
+		if err := r.s.current(f, r.c, i); err != nil {
+			return nil, nil, err // a stale copy is never a source
+		}
 		rd, err := f.store.Open(r.c.Fid)
 		if err != nil {
 			return nil, nil, err
