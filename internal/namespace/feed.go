@@ -56,9 +56,12 @@ type Event struct {
 	IsDir    bool
 	From     uint64 // a rename's source container
 	FromName string // and name
-	// Modified: the file's new data version and size.
+	// Size and MTime (unix ns) of a file whose content became visible
+	// (Committed): what a cache of its attributes needs.
+	Size  int64
+	MTime int64
+	// DataVersion of a file whose content changed in place (Modified).
 	DataVersion uint64
-	Size        int64
 }
 
 // feed keeps the newest events in a ring for readers that poll.

@@ -101,7 +101,7 @@ func (ns *Namespace) CommitUpdate(u DataUpdate) (f *Inode, err error) {
 			c.Checksums[t] = u.Sums[t] // "" : out of date, computed on request
 		}
 		putFile(tx, c)
-		tx.emit(Event{Kind: Modified, Ino: c.ID, Parent: c.Parent, Name: c.Name, DataVersion: c.DataVersion, Size: c.Size})
+		tx.emit(Event{Kind: Modified, Ino: c.ID, Parent: c.Parent, Name: c.Name, DataVersion: c.DataVersion, Size: c.Size, MTime: c.MTime})
 		if err := ns.account(tx, c.Parent, d, 0, 0, now); err != nil {
 			return kerr.Wrap(kerr.Internal, "update", name, err)
 		}

@@ -11,10 +11,7 @@ const (
 	EventRemoved   EventKind = "removed"   // a file or directory was unlinked (also a file replaced by another)
 	EventRenamed   EventKind = "renamed"   // an entry moved (From/FromName → Parent/Name)
 	EventAttr      EventKind = "attr"      // mode, owner, extended attributes or checksums changed
-	// EventModified: a file's bytes changed in place (an update session
-	// or a truncation committed); DataVersion and Size are the new ones.
-	// A cache keeps a file's pages while its data version is unchanged.
-	EventModified EventKind = "modified"
+	EventModified  EventKind = "modified"  // a file's content changed in place (size, mtime, data version)
 )
 
 // Event is one change of the namespace, in commit order: what a client
@@ -36,7 +33,10 @@ type Event struct {
 	IsDir    bool      `json:"dir,omitempty"`
 	From     uint64    `json:"from,omitempty"`      // a rename's source directory
 	FromName string    `json:"from_name,omitempty"` // and name
-	// DataVersion and Size of the file after an EventModified.
-	DataVersion uint64 `json:"data_version,omitempty"`
+	// A file whose content became visible or changed (committed,
+	// modified): its size, mtime (unix ns) and data version (0 where
+	// files have none).
 	Size        int64  `json:"size,omitempty"`
+	MTime       int64  `json:"mtime,omitempty"`
+	DataVersion uint64 `json:"data_version,omitempty"`
 }

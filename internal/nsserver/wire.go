@@ -47,13 +47,6 @@ func currentSums(sums map[string]string) map[string]string {
 	return out
 }
 
-// eventOf is change e of the namespace as clients are told it, in
-// incarnation term.
-func eventOf(term uint64, e namespace.Event) nsapi.Event {
-	return nsapi.Event{Term: term, Rev: e.Rev, Kind: nsapi.EventKind(e.Kind.String()), Ino: e.Ino, Parent: e.Parent,
-		Name: e.Name, IsDir: e.IsDir, From: e.From, FromName: e.FromName, DataVersion: e.DataVersion, Size: e.Size}
-}
-
 // entryOf is inode n at path p ("": asked for by inode).
 func entryOf(p string, n *namespace.Inode) nsapi.Entry {
 	return nsapi.Entry{Path: p, Name: n.Name, Attr: attrOf(n)}
@@ -71,6 +64,21 @@ func entriesOf(dir string, ns []*namespace.Inode) []nsapi.Entry {
 	}
 	return out
 }
+
+// eventsOf are the model's change events in the vocabulary (the term is
+// the sessions' to add).
+func eventsOf(evs []namespace.Event) []nsapi.Event {
+	out := make([]nsapi.Event, len(evs))
+	for i, e := range evs {
+		out[i] = nsapi.Event{Rev: e.Rev, Kind: eventKinds[e.Kind], Ino: e.Ino, Parent: e.Parent, Name: e.Name, IsDir: e.IsDir,
+			From: e.From, FromName: e.FromName, Size: e.Size, MTime: e.MTime, DataVersion: e.DataVersion}
+	}
+	return out
+}
+
+var eventKinds = map[namespace.EventKind]nsapi.EventKind{namespace.Created: nsapi.EventCreated, namespace.Committed: nsapi.EventCommitted,
+	namespace.Mkdir: nsapi.EventMkdir, namespace.Removed: nsapi.EventRemoved, namespace.Renamed: nsapi.EventRenamed,
+	namespace.AttrChanged: nsapi.EventAttr, namespace.Modified: nsapi.EventModified}
 
 // clean is the canonical form of a path the namespace has just accepted.
 func clean(p string) string {
