@@ -53,8 +53,8 @@ type StatFS struct {
 // OpenRequest is the decoded kXR_open intent.
 type OpenRequest struct {
 	Read, Write, Create, Truncate, Exclusive, MkPath, POSC bool
-	Mode   uint32
-	Opaque url.Values
+	Mode                                                   uint32
+	Opaque                                                 url.Values
 }
 
 // Redirect tells the client where to go for data.
