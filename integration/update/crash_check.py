@@ -87,7 +87,6 @@ for i, tail, lengths in unsure:
 if len(relevant) > 10:
     fail("%d sessions of unknown outcome left visible traces: too many to check" % len(relevant))
 
-
 end = max([len(base)] + [units[u][0] + len(units[u][1]) for u in known])
 for choice in itertools.product(*[lengths for _, _, lengths in relevant]):
     b, size, applied = bytearray(state), end, []
