@@ -123,11 +123,11 @@ func serveStripe(s StorageServer, w http.ResponseWriter, r *http.Request, fail f
 			return
 		}
 		defer rd.Close()
-		var rs io.ReadSeeker = io.NewSectionReader(rd, 0, rd.Size())
 		if f, ok := rd.(backend.OSFile); ok {
-			rs = f.OSFile() // lets net/http use sendfile
+			http.ServeContent(w, r, "", time.Time{}, f.OSFile()) // sendfile: nothing to verify
+			return
 		}
-		http.ServeContent(w, r, "", time.Time{}, rs)
+		ServeContent(w, r, rd, rd.Size())
 	case http.MethodPut:
 		err := s.ReceiveStripe(token, fid, idx, r.Body, func() (backend.Meta, error) {
 			return decodeMeta(r.Trailer.Get(trailerMeta))

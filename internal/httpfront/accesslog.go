@@ -26,21 +26,32 @@ func AccessLog(h http.Handler, log *slog.Logger) http.Handler {
 			body = &countingBody{ReadCloser: r.Body}
 			r2.Body = body
 		}
+		defer func() {
+			// A handler that aborts its answer (http.ErrAbortHandler: a
+			// body that cannot be completed) is logged too.
+			aborted := recover()
+			status := lw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			var in int64
+			if body != nil {
+				in = body.n
+			}
+			attrs := []any{"method", r.Method, "path", r.URL.Path, "status", status, "in", in, "out", lw.n,
+				"dur", time.Since(start).Round(time.Microsecond)}
+			if rec.principal != "" {
+				attrs = append(attrs, "principal", rec.principal)
+			}
+			if aborted != nil {
+				attrs = append(attrs, "aborted", true)
+			}
+			log.Info("http", attrs...)
+			if aborted != nil {
+				panic(aborted)
+			}
+		}()
 		h.ServeHTTP(lw, r2)
-		status := lw.status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		var in int64
-		if body != nil {
-			in = body.n
-		}
-		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", status, "in", in, "out", lw.n,
-			"dur", time.Since(start).Round(time.Microsecond)}
-		if rec.principal != "" {
-			attrs = append(attrs, "principal", rec.principal)
-		}
-		log.Info("http", attrs...)
 	})
 }
 

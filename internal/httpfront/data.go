@@ -5,7 +5,6 @@ package httpfront
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -119,7 +118,8 @@ func (d *data) get(w http.ResponseWriter, r *http.Request, c *capability.Capabil
 			return
 		}
 		if _, err := storage.Copy(w, f); err != nil {
-			d.log.Warn("read failed mid-stream", "path", c.Path, "err", err)
+			d.log.Warn("read failed mid-stream; answer aborted", "path", c.Path, "err", err)
+			panic(http.ErrAbortHandler) // never a clean end
 		}
 		return
 	}
@@ -130,11 +130,14 @@ func (d *data) get(w http.ResponseWriter, r *http.Request, c *capability.Capabil
 			http.StatusRequestedRangeNotSatisfiable)
 		return
 	}
-	var rs io.ReadSeeker = io.NewSectionReader(f, 0, f.Size())
 	if of, ok := f.(backend.OSFile); ok {
-		rs = of.OSFile() // lets net/http use sendfile
+		// A local copy without block sums: sendfile.
+		http.ServeContent(w, r, "", time.Time{}, of.OSFile())
+		return
 	}
-	http.ServeContent(w, r, "", time.Time{}, rs)
+	// Verified as it is read, from whichever copy serves each range: an
+	// error before the first byte is an error status, after it an abort.
+	cluster.ServeContent(w, r, f, f.Size())
 }
 
 // dropEmptySuffixes removes the suffix ranges of zero bytes ("-0") from

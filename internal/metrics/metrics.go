@@ -36,6 +36,8 @@
 //	  kaon_fsck_scans_total{fsid,result}, kaon_fsck_scanned_stripes_total{fsid},
 //	  kaon_fsck_scrubbed_bytes_total{fsid}, kaon_fsck_scan_running{fsid},
 //	  kaon_fsck_last_scan_timestamp_seconds{fsid}
+//	  kaon_fst_bad_blocks_total{fsid,found}                bitrot met by reads, found by scrubs (read, scrub)
+//	  kaon_fst_heals_total{fsid,result}                    background repairs of what reads met (repaired, damaged, failed)
 //
 // Who may read them is the server's --metrics-access (Allow): anyone,
 // clients on its host, or the admin role.

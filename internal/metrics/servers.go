@@ -90,6 +90,7 @@ type storageCollector struct {
 
 	ops, errs, bytes, dur, latency          *prometheus.Desc
 	scans, stripes, scrubbed, running, last *prometheus.Desc
+	badBlocks, heals                        *prometheus.Desc
 }
 
 // RegisterStorage registers a storage server's metrics (I/O per
@@ -106,11 +107,16 @@ func RegisterStorage(reg prometheus.Registerer, s *storage.Server) {
 		scrubbed: desc("kaon_fsck_scrubbed_bytes_total", "Bytes re-read by fsck scrubs.", "fsid"),
 		running:  desc("kaon_fsck_scan_running", "1 while a scan of the filesystem runs.", "fsid"),
 		last:     desc("kaon_fsck_last_scan_timestamp_seconds", "When the last scan of the filesystem completed (unix time).", "fsid"),
+		badBlocks: desc("kaon_fst_bad_blocks_total", "Bad bytes found in stripes on the filesystem: reads that met a block failing its crc32c "+
+			"(an erasure-coded stripe found corrupt), blocks (frames) scrubs found failing.", "fsid", "found"),
+		heals: desc("kaon_fst_heals_total", "Background repairs of stripes on the filesystem a read found bad, by result "+
+			"(repaired, damaged: marked damaged beyond repair, failed).", "fsid", "result"),
 	})
 }
 
 func (c *storageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ops, c.errs, c.bytes, c.dur, c.latency, c.scans, c.stripes, c.scrubbed, c.running, c.last} {
+	for _, d := range []*prometheus.Desc{c.ops, c.errs, c.bytes, c.dur, c.latency, c.scans, c.stripes, c.scrubbed, c.running, c.last,
+		c.badBlocks, c.heals} {
 		ch <- d
 	}
 }
@@ -165,6 +171,14 @@ func (c *storageCollector) Collect(ch chan<- prometheus.Metric) {
 		if !st.LastDone.IsZero() {
 			ch <- gauge(c.last, float64(st.LastDone.UnixNano())/1e9, id)
 		}
+	}
+	for _, b := range c.s.BitrotStats() {
+		id := fmt.Sprint(b.FsID)
+		ch <- counter(c.badBlocks, float64(b.ReadBad), id, "read")
+		ch <- counter(c.badBlocks, float64(b.ScrubBad), id, "scrub")
+		ch <- counter(c.heals, float64(b.Repaired), id, "repaired")
+		ch <- counter(c.heals, float64(b.Damaged), id, "damaged")
+		ch <- counter(c.heals, float64(b.Failed), id, "failed")
 	}
 }
 

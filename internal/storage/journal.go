@@ -82,7 +82,7 @@ func (s *Server) current(f *filesystem, c *capability.Capability, idx int) error
 	}
 	if u, ok := f.store.(backend.Updater); ok && m.Version < c.DataVersion {
 		if h, err := u.Prepared(c.Fid); err == nil && h.Meta.Version == c.DataVersion && h.From == m.Version {
-			if err := u.Apply(c.Fid); err == nil {
+			if err := f.apply(c.Fid); err == nil {
 				return nil
 			}
 		}
@@ -110,7 +110,14 @@ func (s *Server) ApplyStripe(token string, fid uint64, idx int) error {
 	if err != nil {
 		return err
 	}
-	return journalError("apply", c.Path, f.store.(backend.Updater).Apply(fid))
+	return journalError("apply", c.Path, f.apply(fid))
+}
+
+// apply rolls the prepared update of the stripe of fid on f forward,
+// under the stripe's change lock (a repair of it waits).
+func (f *filesystem) apply(fid uint64) error {
+	defer f.lockStripe(fid)()
+	return f.store.(backend.Updater).Apply(fid)
 }
 
 // DiscardStripe drops the prepared journal of stripe idx.

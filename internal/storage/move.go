@@ -160,7 +160,7 @@ func (r *stripeSrc) Open(ctx context.Context) (transfer.Reader, error) {
 		if why := f.offlineReason(); why != "" {
 			return nil, kerr.New(kerr.Unavailable, "read", r.String(), "filesystem is offline: "+why)
 		}
-		rd, err := f.store.Open(r.c.Fid)
+		rd, err := r.s.openLocal(f, r.c, r.token, r.idx)
 		if err != nil {
 			return nil, err
 		}
@@ -294,7 +294,7 @@ func (d *stripeDest) Create(context.Context, int64) (transfer.Writer, error) {
 	if why := d.f.offlineReason(); why != "" {
 		return nil, kerr.New(kerr.Unavailable, "move", d.f.root, "filesystem is offline: "+why)
 	}
-	w, err := d.f.store.Create(d.c.Fid, backend.CreateOptions{Overlap: true})
+	w, err := d.f.store.Create(d.c.Fid, framed(d.c.Layout))
 	if err != nil {
 		return nil, err
 	}

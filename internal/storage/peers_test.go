@@ -16,6 +16,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/backend/memstore"
 	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/storage/storagetest"
 )
@@ -100,6 +101,10 @@ func (p directPeers) ApplyStripe(_ context.Context, addr string, fid uint64, idx
 
 func (p directPeers) DiscardStripe(_ context.Context, addr string, fid uint64, idx int, token string) error {
 	return p[addr].DiscardStripe(token, fid, idx)
+}
+
+func (p directPeers) Repair(ctx context.Context, addr string, job message.RepairJob) error {
+	return p[addr].Repair(ctx, job)
 }
 
 // memServers starts n storage servers with nfs in-memory filesystems each,

@@ -535,7 +535,7 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 		}
 		var err error
 		if j.f != nil {
-			err = j.f.store.(backend.Updater).Apply(c.Fid)
+			err = j.f.apply(c.Fid)
 		} else if p, perr := u.s.peers("update", c.Path); perr != nil {
 			err = perr
 		} else {

@@ -69,7 +69,7 @@ func readCap(t *testing.T, ns *storagetest.Namespace, c *capability.Capability) 
 	return &r
 }
 
-func readAll(t *testing.T, s *Server, key *capability.Key, c *capability.Capability) ([]byte, error) {
+func readUpdated(t *testing.T, s *Server, key *capability.Key, c *capability.Capability) ([]byte, error) {
 	t.Helper()
 	f, err := s.Open(context.Background(), c, key.Sign(c), time.Second)
 	if err != nil {
@@ -140,7 +140,7 @@ func TestUpdateSession(t *testing.T) {
 				}
 			}
 			check("before sync")
-			if got, err := readAll(t, servers[1], key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, before) {
+			if got, err := readUpdated(t, servers[1], key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, before) {
 				t.Fatalf("a reader before the commit: %v, equal to the committed content %v", err, bytes.Equal(got, before))
 			}
 			if err := u.Sync(context.Background()); err != nil {
@@ -160,7 +160,7 @@ func TestUpdateSession(t *testing.T) {
 				t.Fatalf("the namespace after the session: %+v, want version 2, %d bytes", fv, len(m.b))
 			}
 			for i, s := range servers {
-				if got, err := readAll(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.b) {
+				if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.b) {
 					t.Fatalf("a reader at server %d after the commit: %v, equal to the model %v", i, err, bytes.Equal(got, m.b))
 				}
 			}
@@ -193,7 +193,7 @@ func TestUpdateMissedByAStripe(t *testing.T) {
 		t.Fatalf("the namespace after an update one replica missed: %+v", fv)
 	}
 	want := append([]byte("NEW!"), old[4:]...)
-	if got, err := readAll(t, servers[1], key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, want) {
+	if got, err := readUpdated(t, servers[1], key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("read: %v, new content %v", err, bytes.Equal(got, want))
 	}
 	// The marker is back: the stale replica is still never read, even by
@@ -244,7 +244,7 @@ func TestConcurrentUpdates(t *testing.T) {
 			m.WriteAt(bytes.Repeat([]byte("A"), 10000), 0)
 			m.WriteAt(bytes.Repeat([]byte("a"), 100), 25000)
 			m.WriteAt(bytes.Repeat([]byte("B"), 10000), 5000)
-			got, err := readAll(t, servers[0], key, readCap(t, ns, c))
+			got, err := readUpdated(t, servers[0], key, readCap(t, ns, c))
 			if err != nil || !bytes.Equal(got, m.b) {
 				t.Fatalf("after both commits: %v, %d bytes, want %d, equal %v", err, len(got), len(m.b), bytes.Equal(got, m.b))
 			}
@@ -275,7 +275,7 @@ func TestUpdateAnswerLost(t *testing.T) {
 		t.Fatalf("a commit whose answer was lost: %v", err)
 	}
 	for i := range servers {
-		if got, err := readAll(t, servers[i], key, readCap(t, ns, c)); err != nil || string(got) != "012AB56789" {
+		if got, err := readUpdated(t, servers[i], key, readCap(t, ns, c)); err != nil || string(got) != "012AB56789" {
 			t.Fatalf("server %d reads %q %v", i, got, err)
 		}
 	}
