@@ -12,6 +12,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 )
@@ -116,7 +117,7 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 	if tok := bearer(r); tok != "" && acceptsTokens(chain) {
 		p, err := chain.Authenticate(r.Context(), &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok, Admin: admin})
 		if err == nil {
-			SetPrincipal(r, p.Name+"/"+p.Method)
+			httpserve.SetPrincipal(r, p.Name+"/"+p.Method)
 		}
 		return p, err
 	}
@@ -132,7 +133,7 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 		cr.p, cr.err = chain.Authenticate(r.Context(), req)
 	})
 	if cr.err == nil {
-		SetPrincipal(r, cr.p.Name+"/"+cr.p.Method)
+		httpserve.SetPrincipal(r, cr.p.Name+"/"+cr.p.Method)
 	}
 	return cr.p, cr.err
 }

@@ -141,7 +141,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, auditLog: newAuditor(cfg.Audit), key: cfg.Key, ttl: cfg.CapabilityTTL, data: cfg.Data, phys: cfg.PhysName, log: cfg.Logger, now: cfg.Now,
 		sumPending: map[string]*sumCall{}, sweep: defaultSweep}
-	ns, err := namespace.Open(cfg.Engine, namespace.Options{Sync: cfg.Sync, Now: cfg.Now, Permits: s.permits})
+	ns, err := namespace.Open(cfg.Engine, namespace.Options{Sync: cfg.Sync, Now: cfg.Now})
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/backend/rados"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
 	"github.com/kaon-storage/kaon/internal/metrics"
@@ -62,6 +63,7 @@ type Namespace struct {
 	XRootD xrootd.Namespace
 	Key    *capability.Key
 	Auth   auth.Chain
+	xrd    *XRootDServers
 	log    *slog.Logger
 }
 
@@ -85,7 +87,8 @@ func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
 	srv.ReportMovement(metrics.NewMovement(reg))
 	front := &httpfront.Namespace{NS: srv, Key: p.Key, Log: p.Log, Auth: p.Auth}
 	h := metrics.Serve(metrics.NewHTTP(reg, "mgm", metrics.NamespaceRoute).Instrument(front), reg, p.MetricsAllow)
-	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Key: p.Key, Auth: p.Auth, log: p.Log}, nil
+	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Key: p.Key, Auth: p.Auth,
+		xrd: p.XRootD, log: p.Log}, nil
 }
 
 // Endpoint is n's namespace endpoint as served, access-logged.
@@ -94,7 +97,7 @@ func (n *Namespace) Endpoint() http.Handler { return accessLogged(n.HTTP, n.log)
 // accessLogged logs the requests h serves but the internal protocol's
 // (storage servers' heartbeats every second).
 func accessLogged(h http.Handler, log *slog.Logger) http.Handler {
-	logged := httpfront.AccessLog(h, log)
+	logged := httpserve.AccessLog(h, log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/internal/v1/") {
 			h.ServeHTTP(w, r)

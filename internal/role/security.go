@@ -12,7 +12,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth/x509auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
-	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/tlsconf"
 	"github.com/kaon-storage/kaon/internal/xrdfront"
 	"github.com/kaon-storage/kaon/internal/xrootd"
@@ -66,10 +66,10 @@ func (s SecurityConfig) setup(data, methods string, hosts ...string) (*Security,
 }
 
 // listener wraps the TCP listener of an HTTP endpoint: connections close
-// lingering (httpfront.LingerListener), TLS is served (and plaintext
+// lingering (httpserve.LingerListener), TLS is served (and plaintext
 // unless required).
 func (s *Security) listener(l net.Listener) net.Listener {
-	l = httpfront.LingerListener(l) // under TLS: a TLS connection closes through it
+	l = httpserve.LingerListener(l) // under TLS: a TLS connection closes through it
 	if s == nil || s.tls == nil {
 		return l
 	}

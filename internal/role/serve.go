@@ -131,9 +131,9 @@ func StartUp(c UpConfig, log *slog.Logger) (_ *Server, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("xrootd: %w", err)
 		}
-		xs := serveNamespaceXRootD(xl, ns.XRootD, chain, sec, &mgmX, log)
+		xs := ns.ServeXRootD(xl, sec)
 		s.onClose(func() { xs.Close() })
-		fxs := serveStorageXRootD(fxl, xaddr, fst.Server, policy, sec, &fstX, log)
+		fxs := fst.ServeXRootD(fxl, xaddr, sec)
 		s.onClose(func() { fxs.Close() })
 		ep.XRootD, ep.FSTXrd = "root://"+xaddr, "root://"+fxaddr
 		policy.AddSelf(xaddr, fxaddr)
@@ -217,7 +217,7 @@ func StartMGM(c MGMConfig, log *slog.Logger) (_ *Server, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("xrootd: %w", err)
 		}
-		xs := serveNamespaceXRootD(xl, ns.XRootD, chain, sec, &x, log)
+		xs := ns.ServeXRootD(xl, sec)
 		s.onClose(func() { xs.Close() })
 		ep.XRootD = "root://" + xaddr
 	}
@@ -277,7 +277,7 @@ func StartFST(c FSTConfig, log *slog.Logger) (_ *Server, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("xrootd: %w", err)
 		}
-		xs := serveStorageXRootD(xl, c.Join.MGMXRootD, fst.Server, policy, sec, &x, log)
+		xs := fst.ServeXRootD(xl, c.Join.MGMXRootD, sec)
 		s.onClose(func() { xs.Close() })
 		ep.FSTXrd = "root://" + xaddr
 		policy.AddSelf(xaddr)

@@ -7,7 +7,7 @@
 // server's data movement orders (move.go: stripes copied or rebuilt,
 // conversions staged), and reports to the namespace server through
 // message.Namespace. Protocols are elsewhere: the HTTP data
-// endpoint in httpfront, root:// in xrdfront, the internal RPC in cluster
+// endpoint in datafront, root:// in xrdfront, the internal RPC in cluster
 // (this package depends only on its transport-free message vocabulary).
 package storage
 

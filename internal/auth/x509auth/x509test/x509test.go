@@ -193,23 +193,6 @@ func (c *Cred) WriteProxyFile(path string) error {
 	return os.WriteFile(path, out, 0o600)
 }
 
-// WriteCertKey writes c's certificate (with its chain) and key to two
-// files (curl --cert/--key).
-func (c *Cred) WriteCertKey(certPath, keyPath string) error {
-	kb, err := x509.MarshalECPrivateKey(c.Key)
-	if err != nil {
-		return err
-	}
-	var out []byte
-	for _, x := range c.Chain {
-		out = append(out, pemCert(x)...)
-	}
-	if err := os.WriteFile(certPath, out, 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
-}
-
 func pemCert(c *x509.Certificate) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 }

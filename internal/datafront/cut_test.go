@@ -1,4 +1,4 @@
-package httpfront
+package datafront
 
 import (
 	"crypto/rand"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/backend/posix"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 )
 
 // cutPut sends a chunked PUT of chunks to rawURL over a raw connection,
@@ -57,7 +58,7 @@ func TestDataCutChunkedPutIsNotCommitted(t *testing.T) {
 				half = piece
 			}
 			cutPut(t, fx.dataURL(w), [][]byte{piece, piece}, half)
-			line := fmt.Sprintf("method=PUT path=%s%x ", DataPath, fid)
+			line := fmt.Sprintf("method=PUT path=%s%x ", httpserve.DataPath, fid)
 			deadline := time.Now().Add(20 * time.Second)
 			for !strings.Contains(fx.log.String(), line) {
 				if time.Now().After(deadline) {

@@ -1,4 +1,4 @@
-package httpfront
+package httpserve
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package httpfront
+package datafront
 
 import (
 	"log/slog"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/storage"
 )
 
@@ -16,7 +17,7 @@ import (
 // data endpoint (zero: COPY refused).
 func Storage(fst *storage.Server, key *capability.Key, tpc TPCConfig, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(DataPath, AccessLog(Data(fst, log, tpc), log))
+	mux.Handle(httpserve.DataPath, httpserve.AccessLog(Data(fst, log, tpc), log))
 	internal := cluster.StorageHandler(fst, key.Internal(), log)
 	mux.Handle(cluster.StripePath, internal)
 	mux.Handle(cluster.ReadFilePath, internal)

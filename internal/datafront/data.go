@@ -1,4 +1,4 @@
-package httpfront
+package datafront
 
 // The client data endpoint of a storage server, where the namespace
 // server redirects clients with a capability.
@@ -13,16 +13,11 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/capability"
-	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/storage"
 )
-
-// DataPath is the URL prefix clients are redirected to:
-//
-//	GET|HEAD|PUT /kaon/v1/data/<fid hex>?cap=C
-const DataPath = "/kaon/v1/data/"
 
 // httpAdmitWait is how long an HTTP stream waits for buffer memory: HTTP
 // has no way to tell a client to come back later that clients honour, so
@@ -49,7 +44,7 @@ func (d *data) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (d *data) serve(w http.ResponseWriter, r *http.Request) {
-	fid, err := strconv.ParseUint(strings.TrimPrefix(r.URL.Path, DataPath), 16, 64)
+	fid, err := strconv.ParseUint(strings.TrimPrefix(r.URL.Path, httpserve.DataPath), 16, 64)
 	if err != nil {
 		d.fail(w, r, kerr.New(kerr.Invalid, r.Method, r.URL.Path, "bad file id"))
 		return
@@ -72,7 +67,7 @@ func (d *data) serve(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	SetPrincipal(r, fmt.Sprintf("uid=%d gid=%d", c.UID, c.GID))
+	httpserve.SetPrincipal(r, fmt.Sprintf("uid=%d gid=%d", c.UID, c.GID))
 	if r.Method == "COPY" {
 		d.copy(w, r, c, token)
 		return
@@ -81,15 +76,6 @@ func (d *data) serve(w http.ResponseWriter, r *http.Request) {
 		d.put(w, r, c, token)
 	} else {
 		d.get(w, r, c, token)
-	}
-}
-
-// SetDigest answers Want-Digest with checksums stored at write time.
-func SetDigest(w http.ResponseWriter, r *http.Request, sums map[string]string) {
-	if want := r.Header.Get("Want-Digest"); want != "" {
-		if v, ok := checksum.DigestHeaderValue(want, sums); ok {
-			w.Header().Set("Digest", v)
-		}
 	}
 }
 
@@ -103,7 +89,7 @@ func (d *data) get(w http.ResponseWriter, r *http.Request, c *capability.Capabil
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("ETag", fmt.Sprintf("\"%x\"", c.Fid))
-	SetDigest(w, r, c.Sums)
+	httpserve.SetDigest(w, r, c.Sums)
 	if storage.Striped(f) && r.Header.Get("Range") == "" {
 		// Whole-file read of an EC file: stream rows straight out. Decode the
 		// first row before answering so an unreadable file gets an error
@@ -176,47 +162,8 @@ func dropEmptySuffixes(r *http.Request) bool {
 	return true
 }
 
-// putRange reads the Content-Range of a PUT: a partial update writing
-// bytes FIRST-LAST of an existing file (as Apache mod_dav does), with the
-// file's length after the slash or "*". ok is false without the header.
-// RFC 9110 (14.5) wants 400 for a range the server would not apply, so a
-// malformed one is refused rather than taken for the whole file.
-func putRange(r *http.Request, path string) (first, last int64, ok bool, err error) {
-	v := r.Header.Get("Content-Range")
-	if v == "" {
-		return 0, 0, false, nil
-	}
-	bad := func(why string) (int64, int64, bool, error) {
-		return 0, 0, true, kerr.New(kerr.Invalid, "PUT", path, "Content-Range "+strconv.Quote(v)+": "+why)
-	}
-	spec, ok := strings.CutPrefix(strings.TrimSpace(v), "bytes ")
-	if !ok {
-		return bad("only byte ranges (bytes FIRST-LAST/LENGTH or /*) are supported")
-	}
-	rng, length, ok := strings.Cut(strings.TrimSpace(spec), "/")
-	a, b, ok2 := strings.Cut(rng, "-")
-	if !ok || !ok2 {
-		return bad("want bytes FIRST-LAST/LENGTH or bytes FIRST-LAST/*")
-	}
-	first, err1 := strconv.ParseInt(a, 10, 64)
-	last, err2 := strconv.ParseInt(b, 10, 64)
-	if err1 != nil || err2 != nil || first < 0 || last < first {
-		return bad("not a range of bytes FIRST-LAST with FIRST <= LAST")
-	}
-	if length != "*" {
-		n, err := strconv.ParseInt(length, 10, 64)
-		if err != nil || n <= last {
-			return bad("the length after the slash must be * or greater than LAST")
-		}
-	}
-	if r.ContentLength >= 0 && r.ContentLength != last-first+1 {
-		return bad(fmt.Sprintf("the range has %d bytes, the body (Content-Length) %d", last-first+1, r.ContentLength))
-	}
-	return first, last, true, nil
-}
-
 func (d *data) put(w http.ResponseWriter, r *http.Request, c *capability.Capability, token string) {
-	first, last, ranged, err := putRange(r, c.Path)
+	first, last, ranged, err := httpserve.PutRange(r, c.Path)
 	switch {
 	case err != nil:
 		d.fail(w, r, err)

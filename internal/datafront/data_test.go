@@ -1,4 +1,4 @@
-package httpfront
+package datafront
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/backend/posix"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/checksum"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/storage"
 	"github.com/kaon-storage/kaon/internal/storage/storagetest"
 )
@@ -76,8 +77,8 @@ func start(t *testing.T) *fixture {
 		t.Fatal("storage server not registered within 10s")
 	}
 	mux := http.NewServeMux()
-	mux.Handle(DataPath, Data(s, log, TPCConfig{}))
-	hs := httptest.NewServer(AccessLog(mux, log))
+	mux.Handle(httpserve.DataPath, Data(s, log, TPCConfig{}))
+	hs := httptest.NewServer(httpserve.AccessLog(mux, log))
 	t.Cleanup(hs.Close)
 	fx.url = hs.URL
 	return fx
@@ -104,7 +105,7 @@ func (fx *fixture) readCap(t *testing.T, w *capability.Capability, size int64) *
 }
 
 func (fx *fixture) dataURL(c *capability.Capability) string {
-	return fmt.Sprintf("%s%s%x?cap=%s", fx.url, DataPath, c.Fid, fx.key.Sign(c))
+	return fmt.Sprintf("%s%s%x?cap=%s", fx.url, httpserve.DataPath, c.Fid, fx.key.Sign(c))
 }
 
 func do(t *testing.T, method, url string, body []byte, hdr ...string) (*http.Response, []byte) {
@@ -216,7 +217,7 @@ func TestDataCapabilityRefusals(t *testing.T) {
 		{"PUT with a read capability", http.MethodPut, fx.dataURL(r), 403, "does not allow writing"},
 		{"capability of another file", http.MethodGet, wrongFid, 403, "another file"},
 		{"no capability", http.MethodGet, strings.Split(fx.dataURL(r), "?")[0], 403, "missing capability"},
-		{"bad file id", http.MethodGet, fx.url + DataPath + "xyz", 400, "bad file id"},
+		{"bad file id", http.MethodGet, fx.url + httpserve.DataPath + "xyz", 400, "bad file id"},
 		{"DELETE", http.MethodDelete, fx.dataURL(r), 501, "not allowed"},
 	} {
 		resp, b := do(t, tc.method, tc.url, []byte("replayed"))
@@ -240,8 +241,9 @@ func TestDataCapabilityRefusals(t *testing.T) {
 }
 
 // TestDataRangedPutRefused: a PUT with Content-Range (a partial update)
-// is refused with 400 naming the file before the upload starts: the
-// capability is still unused afterwards.
+// with an upload's capability, not an update's, is refused with 400
+// naming the file before the upload starts: the capability is still
+// unused afterwards.
 func TestDataRangedPutRefused(t *testing.T) {
 	fx := start(t)
 	w := fx.writeCap(11, "plain", 1)

@@ -1,4 +1,4 @@
-package httpfront
+package datafront
 
 import (
 	"bytes"

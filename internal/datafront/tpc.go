@@ -1,4 +1,4 @@
-package httpfront
+package datafront
 
 // HTTP third-party copy (WLCG HTTP-TPC): a WebDAV COPY whose Source
 // (pull: Kaon is the destination) or Destination (push: Kaon is the
@@ -27,10 +27,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/kerr"
-	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/transfer"
 	"github.com/kaon-storage/kaon/internal/transfer/remote"
 )
@@ -66,90 +65,14 @@ func transferHeaders(r *http.Request) http.Header {
 	return out
 }
 
-// copyRefused answers a COPY refused before any transfer started, with
-// the status kerr maps to and a "failure:" line clients show.
-func copyRefused(w http.ResponseWriter, err error, status int) {
-	if status == 0 {
-		status = kerr.HTTPStatus(transfer.KindOf(err))
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	fmt.Fprintln(w, "failure: "+oneLine(err.Error()))
-}
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-// checkCredential refuses credential delegation (GridSite), which Kaon
-// does not offer: tokens go in TransferHeaderAuthorization.
-func checkCredential(r *http.Request, p string) error {
-	if c := r.Header.Get("Credential"); c != "" && !strings.EqualFold(c, "none") {
-		return kerr.New(kerr.Unsupported, "COPY", p, fmt.Sprintf("credential delegation %q is not supported (send a token as TransferHeaderAuthorization and Credential: none)", c))
-	}
-	return nil
-}
-
-// davCopy authorizes a third-party copy and sends the client to the
-// storage server that will run it.
-func (f *Namespace) davCopy(w http.ResponseWriter, r *http.Request, c auth.Principal, p string) {
-	src, dst := r.Header.Get("Source"), r.Header.Get("Destination")
-	if err := checkCredential(r, p); err != nil {
-		copyRefused(w, err, http.StatusBadRequest)
-		return
-	}
-	var pol remote.Policy // URL checks only; addresses are checked where the copy runs
-	var g *nsapi.Grant
-	var err error
-	switch {
-	case src != "" && dst != "":
-		copyRefused(w, kerr.New(kerr.Invalid, "COPY", p, "both Source and Destination given"), http.StatusBadRequest)
-		return
-	case src != "":
-		if _, err := pol.CheckURL(src); err != nil {
-			copyRefused(w, kerr.WithOp(err, "COPY"), 0)
-			return
-		}
-		overwrite := !strings.EqualFold(strings.TrimSpace(r.Header.Get("Overwrite")), "F")
-		g, err = f.NS.Open(r.Context(), c, p, nsapi.OpenRequest{Write: true, Create: true, Truncate: overwrite,
-			Exclusive: !overwrite, MkPath: true})
-		if kerr.Is(err, kerr.Exists) {
-			copyRefused(w, err, http.StatusPreconditionFailed)
-			return
-		}
-	case dst != "":
-		u, err := pol.CheckURL(dst)
-		if err != nil {
-			copyRefused(w, kerr.WithOp(err, "COPY"), 0)
-			return
-		}
-		if strings.EqualFold(u.Host, r.Host) {
-			copyRefused(w, kerr.New(kerr.Unsupported, "COPY", p, "copying within this server is not supported (Destination names this server)"), http.StatusNotImplemented)
-			return
-		}
-		g, err = f.NS.Open(r.Context(), c, p, nsapi.OpenRequest{})
-		if err != nil {
-			copyRefused(w, err, 0)
-			return
-		}
-	default:
-		copyRefused(w, kerr.New(kerr.Invalid, "COPY", p, "third-party copy needs a Source or a Destination header"), http.StatusBadRequest)
-		return
-	}
-	if err != nil {
-		copyRefused(w, err, 0)
-		return
-	}
-	http.Redirect(w, r, dataURL(r, g), http.StatusTemporaryRedirect)
-}
-
 // copy runs a third-party copy on the storage server holding the grant.
 func (d *data) copy(w http.ResponseWriter, r *http.Request, c *capability.Capability, token string) {
 	if d.tpc.HTTP == nil {
-		copyRefused(w, kerr.New(kerr.Unsupported, "COPY", c.Path, "third-party copy is not enabled on this storage server"), http.StatusNotImplemented)
+		httpserve.CopyRefused(w, kerr.New(kerr.Unsupported, "COPY", c.Path, "third-party copy is not enabled on this storage server"), http.StatusNotImplemented)
 		return
 	}
-	if err := checkCredential(r, c.Path); err != nil {
-		copyRefused(w, err, http.StatusBadRequest)
+	if err := httpserve.CheckCredential(r, c.Path); err != nil {
+		httpserve.CopyRefused(w, err, http.StatusBadRequest)
 		return
 	}
 	pull := c.Write
@@ -159,7 +82,7 @@ func (d *data) copy(w http.ResponseWriter, r *http.Request, c *capability.Capabi
 	}
 	u, err := d.tpc.HTTP.Policy.CheckURL(raw)
 	if err != nil {
-		copyRefused(w, kerr.WithOp(err, "COPY"), 0)
+		httpserve.CopyRefused(w, kerr.WithOp(err, "COPY"), 0)
 		return
 	}
 	hdr := transferHeaders(r)
@@ -191,7 +114,7 @@ func (d *data) copy(w http.ResponseWriter, r *http.Request, c *capability.Capabi
 	}
 	if err != nil {
 		d.log.Warn("third-party copy failed", "mode", mode, "path", c.Path, "remote", remote.Redact(u), "err", err)
-		fmt.Fprintf(w, "failure: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(w, "failure: %s\n", httpserve.OneLine(err.Error()))
 		return
 	}
 	d.log.Info("third-party copy done", "mode", mode, "path", c.Path, "remote", remote.Redact(u), "bytes", res.Bytes,
