@@ -221,16 +221,16 @@ func (r *rebuiltStripe) Open(ctx context.Context) (transfer.Reader, error) {
 	var remote []int
 	avail := 0
 	for j, t := range r.c.Targets {
-		if j == r.idx {
+		if j == r.idx || r.c.IsStale(j) {
 			continue
 		}
 		f := r.s.local(t.FsID)
 		if f == nil {
-			remote = append(remote, j)
+			remote = append(remote, j) // the peer serves it only at the file's version
 			continue
 		}
-		if f.offlineReason() != "" {
-			continue
+		if f.offlineReason() != "" || r.s.current(f, r.c, j) != nil {
+			continue // a stale stripe's frames verify, but hold the version before
 		}
 		if rd, err := f.store.Open(r.c.Fid); err == nil {
 			shards[j] = rd

@@ -280,3 +280,46 @@ func TestUpdateAnswerLost(t *testing.T) {
 		}
 	}
 }
+
+// TestMoveNeverRebuildsFromAStaleStripe: an erasure-coded stripe rebuilt
+// for a move is decoded from current stripes only: one that missed an
+// update (its frames verify, its bytes are the version before) is never
+// a source, even under a capability that does not list it stale, so a
+// move that would need it fails instead of writing a stripe of mixed
+// versions.
+func TestMoveNeverRebuildsFromAStaleStripe(t *testing.T) {
+	servers, ns, key, stores := memServers(t, 2, 3)
+	c := spread(66, "ec:2+1:4096", 3, 2) // stripes on fs 1 (s0), 4 (s1), 2 (s0)
+	old := bytes.Repeat([]byte("old bytes "), 3000)
+	uploaded(t, servers, key, c, old)
+	stores["/s0/fs1"].SetMarker(nil) // stripe 2's filesystem misses the update
+	servers[0].beat(context.Background())
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.WriteAt(bytes.Repeat([]byte("N"), 20000), 1000)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fv, _ := ns.FileVersion(context.Background(), c.Fid); !slices.Equal(fv.Stale, []int{2}) {
+		t.Fatalf("the namespace after an update stripe 2 missed: %+v", fv)
+	}
+	id := backend.Identity{FsID: 2, UUID: "u"}
+	stores["/s0/fs1"].SetMarker(&id)
+	servers[0].beat(context.Background())
+	// Stripe 0's own copy is gone: a move must rebuild it from 1 and 2.
+	if err := stores["/s0/fs0"].Remove(c.Fid); err != nil {
+		t.Fatal(err)
+	}
+	rc := readCap(t, ns, c)
+	rc.Stale = nil
+	res, err := servers[0].MoveStripe(context.Background(), moveOrder(key, rc, 0, 3))
+	if err == nil {
+		t.Fatalf("stripe 0 was rebuilt with a stale stripe among its sources: %+v", res)
+	}
+	if _, err := stores["/s0/fs2"].ReadMeta(c.Fid); !kerr.Is(err, kerr.NotFound) {
+		t.Fatalf("a failed move left a stripe: %v", err)
+	}
+}
