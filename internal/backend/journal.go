@@ -39,6 +39,7 @@ package backend
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -233,7 +234,7 @@ func TouchedBlocks(r io.ReaderAt, n, oldLen int64, bs int) (*Touched, error) {
 
 // merge sorts ranges and joins those that overlap or touch.
 func merge(rs [][2]int64) [][2]int64 {
-	slices.SortFunc(rs, func(a, b [2]int64) int { return int(min(max(a[0]-b[0], -1), 1)) })
+	slices.SortFunc(rs, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
 	var out [][2]int64
 	for _, r := range rs {
 		if n := len(out); n > 0 && r[0] <= out[n-1][1] {

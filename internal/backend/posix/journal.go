@@ -84,6 +84,7 @@ func (s *Store) Prepare(fid uint64, jh backend.JournalHead, ops io.Reader) error
 	h := journalHead{JournalHead: jh}
 	var sums []byte
 	if err := func() error {
+		defer s.lockFid(fid)() // a repair's sums are not read half written
 		f, err := os.Open(PhysPath(s.root, fid))
 		if err != nil {
 			return err
