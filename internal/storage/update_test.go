@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -321,5 +322,56 @@ func TestMoveNeverRebuildsFromAStaleStripe(t *testing.T) {
 	}
 	if _, err := stores["/s0/fs2"].ReadMeta(c.Fid); !kerr.Is(err, kerr.NotFound) {
 		t.Fatalf("a failed move left a stripe: %v", err)
+	}
+}
+
+// flakyApply is directPeers whose ApplyStripe answers Unavailable the
+// first fails times (a peer restarting).
+type flakyApply struct {
+	directPeers
+	fails atomic.Int32
+}
+
+func (p *flakyApply) ApplyStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error {
+	if p.fails.Add(-1) >= 0 {
+		return kerr.New(kerr.Unavailable, "apply", addr, "storage server unreachable")
+	}
+	return p.directPeers.ApplyStripe(ctx, addr, fid, idx, token)
+}
+
+// TestApplyWaitsForARestartingPeer: a peer that cannot be reached for a
+// moment after the commit point (it restarts) still gets the update
+// applied to its stripe, which is then current, not stale.
+func TestApplyWaitsForARestartingPeer(t *testing.T) {
+	servers, ns, key, _ := memServers(t, 2, 3)
+	flaky := &flakyApply{directPeers: servers[0].cfg.Peers.(directPeers)}
+	flaky.fails.Store(3)
+	servers[0].cfg.Peers = flaky
+	applyPause = time.Millisecond
+	t.Cleanup(func() { applyPause = 250 * time.Millisecond })
+	c := spread(67, "replica:2", 2, 2)
+	old := bytes.Repeat([]byte("old "), 1000)
+	uploaded(t, servers, key, c, old)
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.WriteAt([]byte("NEW!"), 0)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 1 || len(fv.Stale) != 0 {
+		t.Fatalf("the namespace after an update a restarting peer took: %+v", fv)
+	}
+	want := append([]byte("NEW!"), old[4:]...)
+	b, err := servers[1].OpenStripe(key.Sign(readCap(t, ns, c)), c.Fid, 1)
+	if err != nil {
+		t.Fatalf("the peer's stripe at the new version: %v", err)
+	}
+	defer b.Close()
+	got := make([]byte, len(want))
+	if _, err := b.ReadAt(got, 0); err != nil && err != io.EOF || !bytes.Equal(got, want) {
+		t.Fatalf("the peer's stripe: %v, new content %v", err, bytes.Equal(got, want))
 	}
 }
