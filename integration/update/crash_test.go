@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kaon-storage/kaon/integration/harness"
+	"github.com/kaon-storage/kaon/internal/backend/posix"
 )
 
 // TestUpdatesThroughKill9: update sessions run without a pause on a
@@ -194,8 +196,8 @@ func checkStripesOnDisk(t *testing.T, m *harness.Process, path string, replica b
 		switch {
 		case v == version:
 			if replica {
-				if got, _ := os.ReadFile(f[3]); !bytes.Equal(got, want) {
-					t.Errorf("%s: stripe %s (%s) is at data version %d but differs from what clients read", path, f[0], f[3], v)
+				if err := sameReplica(f[3], want); err != nil {
+					t.Errorf("%s: stripe %s (%s) is at data version %d but %v", path, f[0], f[3], v, err)
 				}
 			}
 			current++
@@ -208,6 +210,32 @@ func checkStripesOnDisk(t *testing.T, m *harness.Process, path string, replica b
 		}
 	}
 	t.Logf("%s: data version %d, %d stripes current on disk, stale %v", path, version, current, stale)
+}
+
+// sameReplica checks that the replica file p holds want, every block of
+// it verifying against the block sums after its data (the updates kept
+// them current through the crashes).
+func sameReplica(p string, want []byte) error {
+	fid, err := strconv.ParseUint(filepath.Base(p), 16, 64)
+	if err != nil {
+		return err
+	}
+	r, err := posix.New(filepath.Dir(filepath.Dir(p)), posix.Options{}).Open(fid)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if !r.BlockSums() {
+		return fmt.Errorf("has no block sums")
+	}
+	got := make([]byte, r.Size())
+	if n, err := r.ReadAt(got, 0); n != len(got) || (err != nil && err != io.EOF) {
+		return fmt.Errorf("reads %d of %d bytes: %w", n, len(got), err)
+	}
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("differs from what clients read (%d bytes, they read %d)", len(got), len(want))
+	}
+	return nil
 }
 
 // stripeVersion is the user.kaon.version of a stripe file (0 without).
