@@ -91,7 +91,10 @@ func (s *Server) current(f *filesystem, c *capability.Capability, idx int) error
 }
 
 // PrepareStripe stores the journal of an update of stripe idx held here,
-// sent by the update session's entry server.
+// sent by the update session's entry server. The stripe must be at the
+// session's base version: a journal that takes it there (its update
+// committed, its entry server crashed before applying it) is applied
+// first, never replaced.
 func (s *Server) PrepareStripe(token string, fid uint64, idx int, h backend.JournalHead, ops io.Reader) error {
 	c, f, err := s.updateTarget(token, fid, idx)
 	if err != nil {
@@ -99,6 +102,9 @@ func (s *Server) PrepareStripe(token string, fid uint64, idx int, h backend.Jour
 	}
 	if err := f.writable(); err != nil {
 		return err
+	}
+	if err := s.current(f, c, idx); err != nil {
+		return err // at another version, or a journal of the version before is rolled forward first
 	}
 	h.Meta.Fid, h.Meta.Path, h.Meta.Stripe = fid, c.Path, idx
 	return journalError("prepare", c.Path, f.store.(backend.Updater).Prepare(fid, h, ops))

@@ -469,6 +469,9 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 			if err := j.f.writable(); err != nil {
 				return err
 			}
+			if err := u.s.current(j.f, c, j.idx); err != nil {
+				return err
+			}
 			return j.f.store.(backend.Updater).Prepare(c.Fid, h, j.ops())
 		}
 		p, err := u.s.peers("update", c.Path)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/storage/storagetest"
 )
@@ -373,5 +374,54 @@ func TestApplyWaitsForARestartingPeer(t *testing.T) {
 	got := make([]byte, len(want))
 	if _, err := b.ReadAt(got, 0); err != nil && err != io.EOF || !bytes.Equal(got, want) {
 		t.Fatalf("the peer's stripe: %v, new content %v", err, bytes.Equal(got, want))
+	}
+}
+
+// TestUpdateAfterAnUnappliedCommit: the entry server crashed after the
+// namespace recorded an update and before any stripe applied it (each
+// holds its journal); the next session, at the new version, rolls those
+// journals forward before it prepares its own over them, so neither the
+// first update nor the stripes are lost (preparing over them left every
+// stripe one version behind: all stale).
+func TestUpdateAfterAnUnappliedCommit(t *testing.T) {
+	servers, ns, key, stores := memServers(t, 2, 3)
+	c := spread(68, "replica:2", 2, 2)
+	old := bytes.Repeat([]byte("old "), 1000)
+	uploaded(t, servers, key, c, old)
+	var locs []uint32
+	for i, tg := range c.Targets {
+		st := storeOf(stores, c, i)
+		m, err := st.ReadMeta(c.Fid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Version, m.Checksums = 1, nil
+		if err := st.Prepare(c.Fid, backend.JournalHead{From: 0, Meta: m}, bytes.NewReader(backend.EncodeWrite(nil, 0, []byte("FIRST")))); err != nil {
+			t.Fatal(err)
+		}
+		locs = append(locs, tg.FsID)
+	}
+	if _, err := ns.CommitUpdate(context.Background(), message.UpdateCommit{Fid: c.Fid, Base: 0, Tag: 1, Size: int64(len(old)), Locations: locs}); err != nil {
+		t.Fatal(err)
+	}
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.WriteAt([]byte("SECOND"), 100)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 2 || len(fv.Stale) != 0 {
+		t.Fatalf("the namespace after the second update: %+v", fv)
+	}
+	want := bytes.Clone(old)
+	copy(want, "FIRST")
+	copy(want[100:], "SECOND")
+	for i, s := range servers {
+		if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("a reader at server %d: %v, both updates there %v", i, err, bytes.Equal(got, want))
+		}
 	}
 }
