@@ -26,6 +26,7 @@ require (
 	golang.org/x/sys v0.49.0
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/grpc v1.83.2
+	gopkg.in/macaroon.v2 v2.1.0
 )
 
 require (

@@ -18,6 +18,9 @@ go build -tags ceph -o /dev/null ./cmd/kaon
 unit=$(go list ./... | grep -v /integration/)
 go test -race -count=1 -timeout 30m $unit
 go test -count=1 -p 1 -timeout 40m $(go list ./integration/... | grep -v /integration/ceph)
+# The chaos suite, 20 s of faults (1.5 minutes in all; a random seed,
+# printed, replays a failure: scripts/chaos.sh --seconds 20 --seed S).
+scripts/chaos.sh --seconds 20
 
 # The Ceph tests share one cluster (started once, purged at the end):
 # the RADOS backend's suite and Kaon on CephFS and RADOS.

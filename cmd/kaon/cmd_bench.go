@@ -25,8 +25,8 @@ import (
 
 func init() {
 	addVerb(func() *cobra.Command {
-		return group("bench", "benchmarks: bench stream | bench ns | bench fsck | bench token",
-			newBenchStreamCmd(), newBenchNSCmd(), newBenchFsckCmd(), newBenchTokenCmd())
+		return group("bench", "benchmarks: bench stream | bench ns | bench fsck | bench rebuild | bench token | bench sessions | bench locks | bench session-wire",
+			newBenchStreamCmd(), newBenchNSCmd(), newBenchFsckCmd(), newBenchRebuildCmd(), newBenchTokenCmd(), newBenchSessionsCmd(), newBenchLocksCmd(), newBenchSessionWireCmd())
 	})
 }
 
@@ -208,6 +208,37 @@ func newBenchFsckCmd() *cobra.Command {
 	return c
 }
 
+func newBenchRebuildCmd() *cobra.Command {
+	var cfg bench.RebuildConfig
+	c := leaf("rebuild", "rebuild of a lost filesystem: time until no file is one failure from loss, and until it is empty (servers it starts)", func(*cobra.Command, []string) int {
+		if cfg.Dir == "" {
+			return fail("bench rebuild", fmt.Errorf("--data is required"))
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return fail("bench rebuild", err)
+		}
+		cfg.Kaon = exe
+		runs, err := bench.Rebuild(cfg, os.Stdout)
+		if err != nil {
+			return fail("bench rebuild", err)
+		}
+		bench.PrintRebuild(os.Stdout, cfg, runs)
+		return 0
+	})
+	fl := c.Flags()
+	fl.StringVar(&cfg.Dir, "data", "", "work directory (populated anew for every run)")
+	fl.StringVar(&cfg.Stripes, "stripes", "", "parent of the filesystems (default DATA/fs; a tmpfs such as /dev/shm/x holds them cheaply)")
+	fl.IntVar(&cfg.Files, "files", 100000, "files in the namespace")
+	fl.IntVar(&cfg.Dirs, "dirs", 100, "directories to spread them over")
+	fl.IntVar(&cfg.Filesystems, "filesystems", 5, "filesystems of the storage server (fs 1 is lost)")
+	fl.IntVar(&cfg.Size, "size", 4096, "bytes per file")
+	fl.StringSliceVar(&cfg.Layouts, "layouts", []string{"replica:2", "replica:3"}, "layouts of the files, in turn (plain or replica:N)")
+	fl.IntVar(&cfg.Parallel, "parallel", 0, "rebuild.parallel (0: the default)")
+	fl.IntVar(&cfg.Runs, "runs", 1, "runs")
+	return c
+}
+
 func newBenchTokenCmd() *cobra.Command {
 	var (
 		data, method, user string
@@ -295,7 +326,7 @@ func benchActive(meta role.MetaConfig, dir string, files int) (bench.NSStore, er
 	node, err := ha.New(ha.Config{Remote: remote, Local: local, Lease: meta.Lease, KeepHistory: meta.KeepHistory,
 		Self:   ha.Member{ID: "bench", HTTP: "http://bench"},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Serve:  func(_ context.Context, s kv.Store, _ []byte) (any, error) { return s, nil }})
+		Serve:  func(_ context.Context, s kv.Store, _ uint64, _ []byte) (any, error) { return s, nil }})
 	if err != nil {
 		remote.Close()
 		local.Close()

@@ -54,7 +54,13 @@ func run(t *testing.T, asNobody bool, env []string, name string, args ...string)
 
 // httpDriver speaks WebDAV with the real curl (with a bearer token in
 // the Authorization header when token is set).
-type httpDriver struct{ base, token string }
+// httpDriver is curl: with a token, or with client certificates (the
+// first identity's and nobody's proxy files), trusting cacert.
+type httpDriver struct {
+	base, token string
+	certs       [2]string
+	cacert      string
+}
 
 func (httpDriver) Name() string { return "http" }
 
@@ -65,8 +71,20 @@ func (d httpDriver) Do(t *testing.T, nobody bool, op string, a ...string) fronte
 		if d.token != "" {
 			full = append(full, "-H", "Authorization: Bearer "+d.token)
 		}
+		if d.cacert != "" {
+			full = append(full, "--cacert", d.cacert)
+		}
+		asNobody := nobody
+		if d.certs[0] != "" {
+			c := d.certs[0]
+			if nobody {
+				c = d.certs[1]
+			}
+			full = append(full, "--cert", c, "--key", c)
+			asNobody = false
+		}
 		full = append(full, args...)
-		out, errs, _ := run(t, nobody, nil, "curl", full...)
+		out, errs, _ := run(t, asNobody, nil, "curl", full...)
 		i := strings.LastIndexByte(out, '\n')
 		code, _ := strconv.Atoi(strings.TrimSpace(out[i+1:]))
 		return code, out[:max(i, 0)], errs
@@ -132,14 +150,23 @@ func (d httpDriver) Do(t *testing.T, nobody bool, op string, a ...string) fronte
 type xrdDriver struct {
 	url, script string
 	env         []string
+	proxies     [2]string // X509_USER_PROXY of the first identity and of nobody (gsi)
 }
 
 func (xrdDriver) Name() string { return "root" }
 
 func (d xrdDriver) Do(t *testing.T, nobody bool, op string, a ...string) frontendtest.Result {
 	t.Helper()
-	out, errs, _ := run(t, nobody, append([]string{"XRD_REQUESTTIMEOUT=60", "XRD_CONNECTIONRETRY=1"}, d.env...),
-		"/usr/bin/python3", append([]string{d.script, d.url, op}, a...)...)
+	env := append([]string{"XRD_REQUESTTIMEOUT=60", "XRD_CONNECTIONRETRY=1"}, d.env...)
+	asNobody := nobody
+	if d.proxies[0] != "" {
+		p := d.proxies[0]
+		if nobody {
+			p = d.proxies[1]
+		}
+		env, asNobody = append(env, "X509_USER_PROXY="+p), false
+	}
+	out, errs, _ := run(t, asNobody, env, "/usr/bin/python3", append([]string{d.script, d.url, op}, a...)...)
 	var j struct {
 		Errno int      `json:"errno"`
 		Msg   string   `json:"msg"`

@@ -48,6 +48,7 @@ type options struct {
 	etcdFlags []string                         // added to every etcd member's command line
 	meta      func(in *instance, i int) string // --meta of namespace server i (default in.meta)
 	lease     time.Duration                    // --meta-lease (default lease)
+	mgmFlags  []string                         // added to every namespace server's command line
 }
 
 // newInstance starts etcd, n namespace servers (the first one alone, so it
@@ -79,6 +80,7 @@ func newInstanceWith(t *testing.T, n int, o options) *instance {
 		args := []string{"mgm", "--data", dir, "--http", strings.TrimPrefix(in.http[i], "http://"), "--xrootd", in.xrd[i],
 			"--meta", meta, "--meta-lease", l, "--meta-txn-ops", strconv.Itoa(etcdtest.MaxTxnOps),
 			"--meta-request-bytes", strconv.Itoa(etcdtest.MaxRequestBytes)}
+		args = append(args, o.mgmFlags...)
 		if i == 0 {
 			in.key = filepath.Join(dir, "keys", "capability.key")
 		} else {

@@ -50,6 +50,12 @@ var adminRoutes = map[string]adminRoute{
 	"group/set":           {post: true, args: map[string]any{"name": "default.0", "key": "balancer", "value": "off"}},
 	"file/convert":        {post: true, args: map[string]any{"path": "/nosuch", "layout": "plain"}},
 	"ns/step-down":        {post: true},
+	"fusex/ls":            {},
+	"fusex/caps":          {},
+	"fusex/evict":         {post: true, args: map[string]any{"session": "nosuch"}},
+	"fusex/dropcaps":      {post: true, args: map[string]any{"session": "nosuch"}},
+	"fusex/droplocks":     {post: true, args: map[string]any{"path": "/nosuch"}},
+	"fusex/conf":          {post: true},
 }
 
 // userRoutes are the admin API's routes any client may call: the

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -32,6 +33,9 @@ type Client struct {
 	Base  string       // http(s)://host:port
 	HTTP  *http.Client // its CheckRedirect is the client's own
 	Token string       // a bearer token sent to the namespace servers ("": none)
+
+	h2once sync.Once
+	h2     *http.Client // HTTP/2 only, for sessions (session.go)
 }
 
 // New returns a client of the namespace server at base.

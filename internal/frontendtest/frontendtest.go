@@ -163,6 +163,14 @@ func LocalDir(t *testing.T) string {
 // Conformance runs every scenario over every driver, each below
 // /conf-<driver name>.
 func Conformance(t *testing.T, a Admin, drivers []Driver) {
+	ConformanceAs(t, a, drivers, "/conf-", nil)
+}
+
+// ConformanceAs runs every scenario over every driver, each below
+// prefix<driver name>, whose tree belongs to owner (uid, gid) when the
+// drivers' first identity is not root (grid credentials mapped to a
+// local user); nil: root's.
+func ConformanceAs(t *testing.T, a Admin, drivers []Driver, prefix string, owner *[2]uint32) {
 	src := LocalDir(t)
 	data := bytes.Repeat([]byte("0123456789abcdef"), 80000) // 1.25 MB
 	data = append(data, "tail"...)
@@ -173,10 +181,14 @@ func Conformance(t *testing.T, a Admin, drivers []Driver) {
 	adler := fmt.Sprintf("%08x", adler32.Checksum(data))
 	for _, d := range drivers {
 		t.Run(d.Name(), func(t *testing.T) {
-			base := "/conf-" + d.Name()
+			base := prefix + d.Name()
 			a.Mkdir(t, base)
 			a.Mkdir(t, base+"/private")
 			a.Chmod(t, base+"/private", 0o700)
+			if owner != nil {
+				a.Chown(t, base, owner[0], owner[1])
+				a.Chown(t, base+"/private", owner[0], owner[1])
+			}
 			want := func(name string, r Result, outcome string) {
 				t.Helper()
 				if r.Outcome != outcome {

@@ -46,7 +46,7 @@ func start(t *testing.T, remote kv.Engine, id string, local kv.Engine) *server {
 	}
 	n, err := New(Config{Remote: remote, Local: local, Lease: time.Second, Logger: testLog,
 		Self: Member{ID: id, HTTP: "http://" + id, XRootD: id + ":1094"},
-		Serve: func(ctx context.Context, s kv.Store, _ []byte) (any, error) {
+		Serve: func(ctx context.Context, s kv.Store, _ uint64, _ []byte) (any, error) {
 			return namespace.Open(s, namespace.Options{Sync: true})
 		}})
 	if err != nil {
@@ -360,7 +360,7 @@ func TestActiveServerCompactsHistory(t *testing.T) {
 	remote := &compactingEngine{Engine: memkv.New()}
 	n, err := New(Config{Remote: remote, Local: memkv.New(), Lease: time.Second, KeepHistory: 20 * time.Millisecond, Logger: testLog,
 		Self:  Member{ID: "a", HTTP: "http://a"},
-		Serve: func(context.Context, kv.Store, []byte) (any, error) { return "svc", nil }})
+		Serve: func(context.Context, kv.Store, uint64, []byte) (any, error) { return "svc", nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func startHandingOver(t *testing.T, remote kv.Engine, id string) *server {
 	t.Helper()
 	n, err := New(Config{Remote: remote, Local: memkv.New(), Lease: time.Second, Logger: testLog,
 		Self: Member{ID: id, HTTP: "http://" + id},
-		Serve: func(ctx context.Context, s kv.Store, handed []byte) (any, error) {
+		Serve: func(ctx context.Context, s kv.Store, _ uint64, handed []byte) (any, error) {
 			ns, err := namespace.Open(s, namespace.Options{Sync: true})
 			if err != nil {
 				return nil, err

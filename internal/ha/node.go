@@ -90,9 +90,11 @@ type Config struct {
 	// Serve opens the namespace service over store when this server
 	// becomes active, and returns what the front ends serve; ctx ends when
 	// the active role does (the service must stop its background work).
-	// handed is what the previous active server's HandOver returned when
-	// it stepped down cleanly (nil after a crash, or without HandOver).
-	Serve func(ctx context.Context, store kv.Store, handed []byte) (any, error)
+	// term names this active role (kv.Leadership.Rev: it grows with every
+	// election). handed is what the previous active server's HandOver
+	// returned when it stepped down cleanly (nil after a crash, or
+	// without HandOver).
+	Serve func(ctx context.Context, store kv.Store, term uint64, handed []byte) (any, error)
 	// HandOver, if set, is asked what the service svc hands its successor
 	// when this server steps down or shuts down, once its store took the
 	// last write (handover.go).
@@ -377,7 +379,7 @@ func (n *Node) lead(ctx context.Context, s kv.Session, l kv.Leadership) (resign 
 	}()
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	svc, err := n.cfg.Serve(sctx, p, handed)
+	svc, err := n.cfg.Serve(sctx, p, uint64(l.Rev()), handed)
 	if err != nil {
 		log.Error("elected, but the namespace service did not open", "err", err)
 		return true, nil

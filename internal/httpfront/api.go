@@ -22,7 +22,8 @@ import (
 // in one file: api_files.go (entries and attributes, versions),
 // api_quota.go (quota, recycle bin), api_fleet.go (filesystems and
 // spaces), api_move.go (drain status, groups, conversion), api_fsck.go,
-// api_access.go (whoami, tokens) and ha.go (ns status, step-down).
+// api_access.go (whoami, tokens), api_fusex.go (client sessions) and
+// ha.go (ns status, step-down).
 
 // Methods of a route.
 const (
@@ -77,6 +78,13 @@ var apiRoutes = []apiRoute{
 	{"token/issue", post, typed(api.issueToken)},
 	{"token/rotate", post, typed(api.rotateTokenKey)},
 	{"token/keys", get, typed(api.tokenKeys)},
+
+	{"fusex/ls", get, typed(api.fusexList)},
+	{"fusex/caps", get, typed(api.fusexCaps)},
+	{"fusex/evict", post, typed(api.fusexEvict)},
+	{"fusex/dropcaps", post, typed(api.fusexDropCaps)},
+	{"fusex/droplocks", post, typed(api.fusexDropLocks)},
+	{"fusex/conf", post, typed(api.fusexConf)},
 
 	{"ns/step-down", post, typed(api.stepDown)},
 	// ns/status: serveNSStatus (ha.go), also answered by standbys.

@@ -103,6 +103,8 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 		f.davCopy(w, r, c, p) // third-party copy (tpc.go)
 	case "PROPFIND":
 		f.davPropfind(w, r, c, p)
+	case http.MethodPost:
+		f.mintMacaroon(w, r, c, p) // macaroon.go
 	default:
 		w.Header().Set("Allow", "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, COPY, PROPFIND")
 		textError(w, kerr.New(kerr.Unsupported, r.Method, p, "method not supported"), http.StatusMethodNotAllowed)

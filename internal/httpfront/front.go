@@ -14,6 +14,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 )
 
@@ -41,7 +42,8 @@ func (f *Namespace) init() {
 	})
 }
 
-// ServeHTTP routes: the internal protocol, the admin API, WebDAV.
+// ServeHTTP routes: the internal protocol, the admin API, the session
+// channel (session.go), WebDAV.
 func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.init()
 	r = takeBearer(r.WithContext(auth.WithProtocol(r.Context(), "http")))
@@ -53,6 +55,8 @@ func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.internal.ServeHTTP(w, r)
 	case strings.HasPrefix(r.URL.Path, "/api/v1/"):
 		f.api.ServeHTTP(w, r)
+	case r.URL.Path == nsapi.SessionPath:
+		f.serveSession(w, r)
 	default:
 		f.serveDAV(w, r)
 	}
@@ -115,7 +119,11 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 		return auth.Nobody, nil
 	}
 	if tok := bearer(r); tok != "" && acceptsTokens(chain) {
-		p, err := chain.Authenticate(r.Context(), &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok, Admin: admin})
+		req := &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok, Admin: admin, TLS: r.TLS != nil}
+		if r.TLS != nil {
+			req.Certs = r.TLS.PeerCertificates // a bearer credential no method takes leaves the certificate's identity
+		}
+		p, err := chain.Authenticate(r.Context(), req)
 		if err == nil {
 			httpserve.SetPrincipal(r, p.Name+"/"+p.Method)
 		}
@@ -126,7 +134,7 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 		cr = &ca.admin
 	}
 	cr.once.Do(func() {
-		req := &auth.Request{Remote: ca.remote, Local: ca.local, Admin: admin}
+		req := &auth.Request{Remote: ca.remote, Local: ca.local, Admin: admin, TLS: r.TLS != nil}
 		if r.TLS != nil {
 			req.Certs = r.TLS.PeerCertificates // the x509 method verifies them
 		}

@@ -40,6 +40,9 @@ type Options struct {
 	// CapabilityTTL is the capabilities' lifetime, and so the grace
 	// before stripes replaced by a move are deleted (default 5m).
 	CapabilityTTL time.Duration
+	// RebuildAfter is how long a filesystem may be unreadable before it
+	// is declared lost and rebuilt (default: the binary's, 10m).
+	RebuildAfter time.Duration
 }
 
 // Stack is a running in-process Kaon.
@@ -74,6 +77,9 @@ func New(t testing.TB, o Options) *Stack {
 	nc := role.DefaultNamespace()
 	if o.CapabilityTTL > 0 {
 		nc.CapTTL = o.CapabilityTTL
+	}
+	if o.RebuildAfter > 0 {
+		nc.RebuildAfter = o.RebuildAfter
 	}
 	ns, err := role.NewNamespace(nc, role.NamespaceParts{Store: memkv.New(), Key: key, Auth: o.Auth,
 		XRootD: &role.XRootDServers{}, Log: o.Log})

@@ -49,10 +49,19 @@ const Down = Unauthenticated + 1
 // may succeed; HTTP 503 with Retry-After, kXR_Cancelled, EIO.
 const Aborted = Down + 1
 
+// Locked: a lock another owner holds is in the way (F_SETLK, flock
+// with LOCK_NB); EAGAIN, HTTP 423.
+const Locked = Aborted + 1
+
+// Deadlock: waiting for a lock would wait forever (its holder waits for
+// one the caller holds); EDEADLK, HTTP 409.
+const Deadlock = Locked + 1
+
 var kindNames = [...]string{"internal error", "not found", "exists", "not a directory",
 	"is a directory", "directory not empty", "permission denied", "invalid argument",
 	"name too long", "no space", "quota exceeded", "busy", "I/O error", "unsupported",
-	"read-only", "expired", "unavailable", "not authenticated", "namespace unavailable", "aborted"}
+	"read-only", "expired", "unavailable", "not authenticated", "namespace unavailable", "aborted",
+	"locked by another owner", "deadlock"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -140,6 +149,8 @@ func KindOf(err error) Kind {
 			return Quota
 		case syscall.EBUSY, syscall.EAGAIN:
 			return Busy
+		case syscall.EDEADLK:
+			return Deadlock
 		case syscall.EROFS:
 			return ReadOnly
 		case syscall.EIO:
@@ -189,6 +200,10 @@ func Errno(k Kind) syscall.Errno {
 		return syscall.EACCES
 	case Unavailable, Down, Aborted:
 		return syscall.EIO
+	case Locked:
+		return syscall.EAGAIN
+	case Deadlock:
+		return syscall.EDEADLK
 	}
 	return syscall.EIO
 }
@@ -218,6 +233,10 @@ func HTTPStatus(k Kind) int {
 		return 503
 	case Unsupported:
 		return 501
+	case Locked:
+		return 423 // Locked (WebDAV)
+	case Deadlock:
+		return 409
 	}
 	return 500
 }

@@ -189,7 +189,7 @@ func (ns *Namespace) link(tx *txn, parent, f, old *Inode) error {
 			tx.emit(Event{Kind: Removed, Ino: old.ID, Parent: parent.ID, Name: old.Name})
 		}
 	}
-	tx.emit(Event{Kind: Committed, Ino: f.ID, Parent: parent.ID, Name: f.Name})
+	tx.emit(Event{Kind: Committed, Ino: f.ID, Parent: parent.ID, Name: f.Name, Size: f.Size, MTime: f.MTime})
 	ns.touch(tx, parent, now)
 	if err := ns.account(tx, parent.ID, dSize, dFiles, 0, now); err != nil {
 		return kerr.Wrap(kerr.Internal, "create", f.Name, err)

@@ -300,7 +300,7 @@ func (ns *Namespace) FinishConvert(oldFid, newFid uint64, size int64, sums map[s
 			queueDeletionAt(tx, fs, oldFid, i, deleteAt)
 		}
 		tx.emit(Event{Kind: Removed, Ino: oldFid, Parent: n.Parent, Name: n.Name})
-		tx.emit(Event{Kind: Committed, Ino: newFid, Parent: n.Parent, Name: n.Name})
+		tx.emit(Event{Kind: Committed, Ino: newFid, Parent: n.Parent, Name: n.Name, Size: n.Size, MTime: n.MTime})
 		return nil
 	})
 }

@@ -259,7 +259,7 @@ func (ns *Namespace) RecycleRestore(c Caller, key string, forceRename bool) (res
 		if err := ns.account(tx, parent.ID, e.Size, e.Files, e.Dirs, now); err != nil {
 			return kerr.Wrap(kerr.Internal, "recycle restore", target, err)
 		}
-		ev := Event{Kind: Committed, Ino: n.ID, Parent: parent.ID, Name: name, IsDir: n.IsDir}
+		ev := Event{Kind: Committed, Ino: n.ID, Parent: parent.ID, Name: name, IsDir: n.IsDir, Size: n.Size, MTime: n.MTime}
 		if n.IsDir {
 			ev.Kind = Mkdir
 		}

@@ -40,3 +40,13 @@ type Event struct {
 	MTime       int64  `json:"mtime,omitempty"`
 	DataVersion uint64 `json:"data_version,omitempty"`
 }
+
+// Pushed reports whether sessions are told of events of kind k: pending
+// uploads (created) are not visible yet.
+func (k EventKind) Pushed() bool { return k != EventCreated }
+
+// Suppressible reports whether events of kind k only update a file's
+// size, mtime or data version: above a directory's broadcast audience
+// (SessionConfig.MaxAudience) they are not pushed, while creations,
+// removals, renames and attribute changes always are.
+func (k EventKind) Suppressible() bool { return k == EventModified }

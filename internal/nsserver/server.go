@@ -15,7 +15,8 @@
 //
 // Files: server.go (this: configuration, cluster protocol), authz.go,
 // audit.go, ops.go (metadata operations), open.go (data access: grants),
-// checksum.go, uploads.go (pending uploads nobody writes), tokens.go,
+// checksum.go, uploads.go (pending uploads nobody writes), sessions.go
+// (client sessions, leases and locks: package sessions), tokens.go,
 // recycle.go, quota.go, versions.go, ha.go, admin.go (filesystems, file
 // info, statfs), and the schedulers' calls: fleet.go, movement.go,
 // fsck.go.
@@ -39,6 +40,8 @@ import (
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/movement"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
+	"github.com/kaon-storage/kaon/internal/sessions"
 )
 
 // Config configures the namespace service.
@@ -75,6 +78,11 @@ type Config struct {
 	// DefaultOrphanGrace, negative: none).
 	FsckRate        int
 	FsckOrphanGrace time.Duration
+	// RebuildAfter is how long a filesystem may be unreadable before it
+	// is declared lost and everything it held is rebuilt on the others
+	// (0: DefaultRebuildAfter, negative: only when an operator declares
+	// it lost).
+	RebuildAfter time.Duration
 	// Slow configures slow-disk detection (fleet.SlowPolicy).
 	Slow SlowPolicy
 	// Tokens signs this instance's bearer tokens (tokens.go); nil: none.
@@ -88,6 +96,13 @@ type Config struct {
 	// servers commit them here. Nil: every pending upload is aborted at
 	// start (a restart, or a takeover after a crash: nobody writes them).
 	Inherit *namespace.InFlight
+	// Sessions configures client sessions (zero fields: sessions.Defaults).
+	Sessions nsapi.SessionConfig
+	// Term is this incarnation's HA term, which every pushed event
+	// carries (0: an embedded engine); Takeover says it follows another
+	// active server, whose sessions reclaim their locks in a grace window.
+	Term     uint64
+	Takeover bool
 }
 
 // DataReader reaches file data through the storage server at addr
@@ -119,8 +134,9 @@ type Server struct {
 	mv   *movement.Service // drains, balancers, conversions
 	fsck *fsck.Service     // checks, findings, repairs
 
-	writers writers     // uploads storage servers report writing (uploads.go)
-	sweep   sweepTiming // of the pending uploads nobody writes
+	sess    *sessions.Service // client sessions, leases, locks (sessions.go)
+	writers writers           // uploads storage servers report writing (uploads.go)
+	sweep   sweepTiming       // of the pending uploads nobody writes
 }
 
 // New opens the namespace in cfg.Engine and the filesystem registry, and
@@ -165,19 +181,30 @@ func New(cfg Config) (*Server, error) {
 	if s.reg, err = fleet.Load(ns, fleet.Config{Interval: cfg.HeartbeatInterval, Slow: cfg.Slow, Log: cfg.Logger}); err != nil {
 		return nil, err
 	}
-	s.mv = movement.New(movement.Config{NS: ns, Fleet: s.reg, Mover: cfg.Mover, Key: cfg.Key, TTL: cfg.CapabilityTTL, Now: cfg.Now, Log: cfg.Logger})
+	s.sess = sessions.New(sessions.Config{SessionConfig: cfg.Sessions, Term: cfg.Term, Takeover: cfg.Takeover, Now: cfg.Now, Log: cfg.Logger})
+	rebuildAfter := cfg.RebuildAfter
+	switch {
+	case rebuildAfter == 0:
+		rebuildAfter = DefaultRebuildAfter
+	case rebuildAfter < 0:
+		rebuildAfter = 0
+	}
+	s.mv = movement.New(movement.Config{NS: ns, Fleet: s.reg, Mover: cfg.Mover, Key: cfg.Key, TTL: cfg.CapabilityTTL,
+		RebuildAfter: rebuildAfter, Now: cfg.Now, Log: cfg.Logger})
 	s.fsck = fsck.NewService(fsck.Config{NS: ns, Fleet: s.reg, Repairer: cfg.Repair, Key: cfg.Key, TTL: cfg.CapabilityTTL,
 		Rate: cfg.FsckRate, OrphanGrace: cfg.FsckOrphanGrace, PhysName: cfg.PhysName, Now: cfg.Now, Log: cfg.Logger})
 	return s, nil
 }
 
 // Run does the service's background work (recycle bin expiry, fsck's
-// namespace pass, data movement, pending uploads nobody writes) until ctx
-// ends.
+// namespace pass, data movement, pending uploads nobody writes, client
+// sessions fed by the change feed) until ctx ends.
 func (s *Server) Run(ctx context.Context) {
 	go s.fsck.Run(ctx)
 	go s.mv.Run(ctx)
 	go s.sweepUploads(ctx, s.now())
+	go s.sess.Run(ctx)
+	go s.feedSessions(ctx)
 	s.expireRecycled(ctx, s.cfg.RecycleLifetime, s.cfg.RecycleMaxBytes)
 }
 

@@ -95,7 +95,7 @@ func filesystemOf(f fleet.FsState, d *movement.DrainProgress) nsapi.Filesystem {
 		UUID: f.UUID, Initialized: f.Initialized, Addr: f.Addr, BootStatus: f.BootStatus, Capacity: f.Capacity,
 		Used: f.Used, Files: f.Files, Health: f.Health, LastBeat: f.LastBeat,
 		IO: f.IO, ObjectSize: f.ObjectSize, Kind: f.Kind, Backend: f.Backend, IOInUse: f.IOInUse, FsType: f.FsType,
-		BackendHealth: f.BackendHealth, Slow: f.Slow}
+		BackendHealth: f.BackendHealth, Slow: f.Slow, Location: f.Location, DownSince: f.DownSince, DownWhy: f.DownWhy}
 	if f.Latency != nil {
 		l := nsapi.Latency(*f.Latency)
 		out.Latency = &l
@@ -105,6 +105,12 @@ func filesystemOf(f fleet.FsState, d *movement.DrainProgress) nsapi.Filesystem {
 		out.DrainETA, out.DrainFailures, out.DrainRateLimit, out.DrainParallel = d.ETA.Seconds(), len(d.Failures), d.RateLimit, d.Parallel
 	}
 	return out
+}
+
+// atRiskOf is the wire form of files at risk.
+func atRiskOf(r movement.RiskCounts, rebuilding movement.FileCount) nsapi.AtRisk {
+	return nsapi.AtRisk{Unreadable: nsapi.Count(r.Unreadable), Critical: nsapi.Count(r.Critical), Degraded: nsapi.Count(r.Degraded),
+		Rebuilding: nsapi.Count(rebuilding)}
 }
 
 func failuresOf(fs []movement.MoveFailure) []nsapi.MoveFailure {

@@ -11,7 +11,9 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth/x509auth"
 	"github.com/kaon-storage/kaon/internal/ha"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/nsserver"
+	"github.com/kaon-storage/kaon/internal/sessions"
 	"github.com/kaon-storage/kaon/internal/storage"
 )
 
@@ -52,20 +54,22 @@ type NamespaceConfig struct {
 	AuditLog        string // "DATA/..." is below the data directory
 	FsckRate        int
 	OrphanGrace     time.Duration
+	RebuildAfter    time.Duration // 0: only by hand
 	SlowFactor      float64
 	SlowMin         time.Duration
 	SlowPlacement   bool
 	Auth            AuthConfig
-	KeyFile         string // capability key shared by the servers of an instance (mgm --key); default DATA/keys/capability.key
+	KeyFile         string              // capability key shared by the servers of an instance (mgm --key); default DATA/keys/capability.key
+	Sessions        nsapi.SessionConfig // client sessions' timing (fusex conf changes it at run time)
 }
 
 // DefaultNamespace is the namespace settings of a server given no flags.
 func DefaultNamespace() NamespaceConfig {
 	return NamespaceConfig{Sync: true, CapTTL: 5 * time.Minute, MetaCacheMB: pebblekv.DefaultCacheBytes >> 20,
 		RecycleLifetime: 30 * 24 * time.Hour, AuditLog: "DATA/audit.log",
-		FsckRate: nsserver.DefaultFsckRate, OrphanGrace: nsserver.DefaultOrphanGrace,
+		FsckRate: nsserver.DefaultFsckRate, OrphanGrace: nsserver.DefaultOrphanGrace, RebuildAfter: nsserver.DefaultRebuildAfter,
 		SlowFactor: nsserver.DefaultSlowFactor, SlowMin: nsserver.DefaultSlowMin,
-		Auth: DefaultAuth()}
+		Auth: DefaultAuth(), Sessions: sessions.Defaults()}
 }
 
 // slowPolicy is the slow-disk detection the settings ask for.
@@ -120,11 +124,14 @@ type JoinConfig struct {
 // AuthConfig is how a namespace server authenticates clients: the
 // accepted methods, the token issuers it trusts, and its own issuer.
 type AuthConfig struct {
-	Methods   string        // --auth: unix, token, x509 (comma-separated)
+	Methods   string        // --auth: unix, token, x509, gsi (comma-separated; orders root://'s protocols)
 	Issuers   []string      // --token-issuer ISSUER[=JWKS][,base=/p][,user=U][,map=FILE]
 	Audiences []string      // --token-audience
 	IssuerURL string        // --issuer-url: iss of this instance's tokens
 	MaxTTL    time.Duration // --token-max-ttl: issued and accepted tokens' longest lifetime
+	// Plaintext is --auth-plaintext: "refuse" or "allow" bearer tokens
+	// over plaintext HTTP ("": refuse with --tls, allow without).
+	Plaintext string
 }
 
 // DefaultAuth is the authentication settings given no flags.
@@ -141,11 +148,13 @@ type SecurityConfig struct {
 	CADir   string
 	TLSDir  string // "DATA/..." is below the data directory
 	GridMap string
+	VOMSDir string // trusted VOMS servers per VO (.lsc files)
+	VOMSMap string // FQAN → user, before the grid-mapfile ("": none)
 }
 
 // DefaultSecurity is the TLS settings given no flags.
 func DefaultSecurity() SecurityConfig {
-	return SecurityConfig{TLSDir: "DATA/tls", GridMap: x509auth.DefaultGridMapfile}
+	return SecurityConfig{TLSDir: "DATA/tls", GridMap: x509auth.DefaultGridMapfile, VOMSDir: x509auth.DefaultVOMSDir}
 }
 
 // MetaConfig says where the namespace lives: the embedded Pebble store

@@ -61,7 +61,7 @@ func startReplicated(s *Server, c MGMConfig, files *namespaceFiles, sec *Securit
 	// The instance's own token keys: DATA/keys/token-keys.json, as on any
 	// namespace server (servers that issue tokens get the first one's
 	// copy, like the capability key, and the same --issuer-url).
-	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files.tokens, self.HTTP, sec, log)
+	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files, self.HTTP, sec, log)
 	if err != nil {
 		return err
 	}
@@ -79,9 +79,12 @@ func startReplicated(s *Server, c MGMConfig, files *namespaceFiles, sec *Securit
 		MetricsAllow: allow, XRootD: &x, Log: log}
 	var node *ha.Node
 	node, err = ha.New(ha.Config{Remote: remote, Local: local, Self: self, Lease: c.Meta.Lease, KeepHistory: c.Meta.KeepHistory, Logger: log,
-		Serve: func(ctx context.Context, store kv.Store, handed []byte) (any, error) {
+		Serve: func(ctx context.Context, store kv.Store, term uint64, handed []byte) (any, error) {
 			p := parts
-			p.Store, p.StepDown = store, node.StepDown
+			// Every active role follows another's (or none: a grace
+			// window at the instance's first start costs only its time),
+			// whose sessions reclaim their locks.
+			p.Store, p.StepDown, p.Term, p.Takeover = store, node.StepDown, term, true
 			if handed != nil {
 				var in namespace.InFlight
 				if err := json.Unmarshal(handed, &in); err != nil {

@@ -48,6 +48,11 @@ type NamespaceParts struct {
 	// and what its predecessor handed over (nsserver.Config).
 	StepDown func(ctx context.Context) error
 	Inherit  *namespace.InFlight
+	// Term is the active role's HA term (0: an embedded engine); Takeover
+	// starts a grace window for the previous incarnation's sessions to
+	// reclaim their locks.
+	Term     uint64
+	Takeover bool
 }
 
 // Namespace is one namespace service with its front ends' bindings: what
@@ -75,8 +80,9 @@ func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
 	cfg := nsserver.Config{Engine: p.Store, Sync: c.Sync, Key: p.Key, CapabilityTTL: c.CapTTL, Logger: p.Log,
 		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: p.Audit, Tokens: p.Tokens,
 		Data: peers, Mover: peers, PhysName: physName, Repair: peers,
-		FsckRate: negativeIfNone(c.FsckRate), FsckOrphanGrace: negativeIfNone(c.OrphanGrace),
-		Slow: c.slowPolicy(), StepDown: p.StepDown, Inherit: p.Inherit}
+		FsckRate: negativeIfNone(c.FsckRate), FsckOrphanGrace: negativeIfNone(c.OrphanGrace), RebuildAfter: negativeIfNone(c.RebuildAfter),
+		Slow: c.slowPolicy(), StepDown: p.StepDown, Inherit: p.Inherit, Sessions: c.Sessions, Term: p.Term, Takeover: p.Takeover}
+	cfg.Sessions.MaxAudience = negativeIfNone(c.Sessions.MaxAudience) // 0 there is the default
 	srv, err := nsserver.New(cfg)
 	if err != nil {
 		return nil, err

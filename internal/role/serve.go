@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
-	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/httpfront"
@@ -91,7 +90,7 @@ func StartUp(c UpConfig, log *slog.Logger) (_ *Server, err error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.onClose(cancel)
-	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files.tokens, sec.scheme()+nsAddr, sec, log)
+	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files, sec.scheme()+nsAddr, sec, log)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +199,7 @@ func StartMGM(c MGMConfig, log *slog.Logger) (_ *Server, err error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.onClose(cancel)
-	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files.tokens, sec.scheme()+addr, sec, log)
+	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files, sec.scheme()+addr, sec, log)
 	if err != nil {
 		return nil, err
 	}
@@ -297,9 +296,9 @@ func StartFST(c FSTConfig, log *slog.Logger) (_ *Server, err error) {
 // authenticate names this instance's token issuer after the URL its
 // namespace endpoint got, and builds the authenticators of --auth and the
 // check of who may read /metrics.
-func authenticate(ctx context.Context, c Common, a AuthConfig, dir string, tokens *token.Issuer, endpoint string, sec *Security, log *slog.Logger) (auth.Chain, func(*http.Request) error, error) {
-	tokens.URL = a.issuerURL(endpoint)
-	chain, err := a.chain(ctx, dir, tokens, sec, log)
+func authenticate(ctx context.Context, c Common, a AuthConfig, dir string, files *namespaceFiles, endpoint string, sec *Security, log *slog.Logger) (auth.Chain, func(*http.Request) error, error) {
+	files.tokens.URL = a.issuerURL(endpoint)
+	chain, err := a.chain(ctx, dir, files.tokens, files.key, sec, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -330,9 +329,21 @@ func listen(addr string, s *Server) (net.Listener, string, error) {
 }
 
 // HTTPServer is the HTTP server every endpoint of a role is served by (a
-// test may serve it through httptest).
+// test may serve it through httptest). It speaks HTTP/1.1 and HTTP/2:
+// over TLS when a client offers only h2 (ALPN prefers http/1.1, so
+// curl, davix and gfal keep HTTP/1.1), in plaintext with prior knowledge
+// (h2c); the session channel needs HTTP/2, and carries many sessions'
+// streams over one connection.
 func HTTPServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: httpfront.ConnContext}
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	// Frames of HTTP/2's default size: Go's client keeps a buffer of the
+	// size the server takes for every stream it sends a body on (512 KiB
+	// with Go's server default), which a client of many sessions pays.
+	return &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: httpfront.ConnContext, Protocols: &p,
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 100000, MaxReadFrameSize: 16 << 10}}
 }
 
 func serveHTTP(l net.Listener, h http.Handler) *http.Server {

@@ -78,7 +78,7 @@ func serveStorageXRootD(l net.Listener, manager string, fst *storage.Server, tpc
 	// figure: root:// clients cannot make it hold more than HTTP ones.
 	cfg := xrootd.Config{Data: xrdfront.Data{S: fst}, Manager: manager,
 		GlobalBudget: fst.StreamMemory(), Logger: log.With("role", "xrootd-fst"),
-		TPC: xrdfront.TPC{Remote: &remote.XRootD{Policy: tpc}, Log: log}}
+		TPC: xrdfront.TPC{Remote: &remote.XRootD{Policy: tpc, Auth: sec.tpcAuth(log)}, Log: log}}
 	sec.xrootd(&cfg, nil)
 	srv := xrootd.NewServer(cfg)
 	servers.add(srv)

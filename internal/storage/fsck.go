@@ -275,12 +275,13 @@ func (r *repairStripes) Open(ctx context.Context, i int) (io.ReaderAt, func(), e
 	if err != nil {
 		return nil, nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	if err := p.ProbeStripe(pctx, t.Addr, r.c.Fid, i, r.token); err != nil {
+	// Read through in one streamed request (the decoder and the mover
+	// read a stripe from its start to its end).
+	st, err := openPeerStream(ctx, p, t.Addr, r.c.Fid, i, r.token)
+	if err != nil {
 		return nil, nil, fmt.Errorf("fs %d on %s: %w", t.FsID, t.Addr, err)
 	}
-	return p.StripeReader(ctx, t.Addr, r.c.Fid, i, r.token), func() {}, nil
+	return st, func() { st.Close() }, nil
 }
 
 func (r *repairStripes) Replace(_ context.Context, i int) (backend.Writer, error) {

@@ -32,6 +32,11 @@ type Peers interface {
 	PrepareStripe(ctx context.Context, addr string, fid uint64, idx int, token string, h backend.JournalHead, ops io.Reader) error
 	ApplyStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error
 	DiscardStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error
+	// StreamStripe reads stripe idx of fid on the server at addr from
+	// offset off to its end in one streamed request (moves, rebuilds and
+	// repairs read stripes through); a missing stripe is
+	// fs.ErrNotExist.
+	StreamStripe(ctx context.Context, addr string, fid uint64, idx int, token string, off int64) (io.ReadCloser, error)
 	// Repair asks the server at addr to rebuild stripes of a file it
 	// holds (Server.Repair there); it returns when they are rebuilt.
 	Repair(ctx context.Context, addr string, job message.RepairJob) error

@@ -83,6 +83,20 @@ type readerAtFunc func([]byte, int64) (int, error)
 
 func (f readerAtFunc) ReadAt(b []byte, off int64) (int, error) { return f(b, off) }
 
+func (p directPeers) StreamStripe(_ context.Context, addr string, fid uint64, idx int, token string, off int64) (io.ReadCloser, error) {
+	r, err := p[addr].OpenStripe(token, fid, idx)
+	if kerr.Is(err, kerr.NotFound) {
+		return nil, fs.ErrNotExist
+	}
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.NewSectionReader(r, off, max(r.Size()-off, 0)), r}, nil
+}
+
 func (p directPeers) ProbeStripe(_ context.Context, addr string, fid uint64, idx int, token string) error {
 	r, err := p[addr].OpenStripe(token, fid, idx)
 	if err != nil {

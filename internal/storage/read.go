@@ -28,10 +28,10 @@ type emptyFile struct{ *strings.Reader }
 
 func (emptyFile) Close() error { return nil }
 
-// Open opens the committed file a read capability names. Replicas are tried
+// open opens the committed file a read capability names. Replicas are tried
 // local first (replica.go); an EC file is decoded from any K healthy
 // stripes, once the memory its decoding needs is free (waiting up to wait).
-func (s *Server) Open(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (File, error) {
+func (s *Server) open(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (File, error) {
 	l, err := layout.Parse(c.Layout)
 	if err != nil {
 		return nil, err
@@ -187,7 +187,7 @@ func (e *ecFile) closeStripes() {
 
 // Striped reports whether f is decoded from erasure-coded stripes (whole
 // reads of it are best streamed with Copy, ranges with ReadAt).
-func Striped(f File) bool { _, ok := f.(*ecFile); return ok }
+func Striped(f File) bool { _, ok := unwrapClient(f).(*ecFile); return ok }
 
 // CheckReadable reads the first byte of f, so that a file that cannot be
 // read (an erasure-coded one whose first row does not decode) fails before
@@ -208,6 +208,7 @@ func CheckReadable(f File) error {
 // sums through w's ReadFrom (sendfile to a socket), anything else in 1
 // MiB pieces, each read (and verified) before it is written.
 func Copy(w io.Writer, f File) (int64, error) {
+	f = unwrapClient(f)
 	if ec, ok := f.(*ecFile); ok {
 		return ec.WriteRange(w, 0, ec.Size())
 	}

@@ -215,8 +215,9 @@ type Server struct {
 	done   []message.Deletion
 
 	budget  *budget
-	writing writing // uploads claimed and not finished, for heartbeats
-	heal    *healer // repairs of bad copies reads found (heal.go)
+	bg      *background // copies that give way to client streams
+	writing writing     // uploads claimed and not finished, for heartbeats
+	heal    *healer     // repairs of bad copies reads found (heal.go)
 
 	ready chan struct{}
 	once  sync.Once
@@ -240,7 +241,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.IOTimeout = 0
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, fs: map[uint32]*filesystem{}, mounts: map[string]*mount{},
-		ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory), heal: newHealer()}
+		ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory), bg: newBackground(), heal: newHealer()}
 	for _, p := range cfg.Paths {
 		m, err := s.offer(p)
 		if err != nil {

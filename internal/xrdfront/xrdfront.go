@@ -8,6 +8,8 @@ package xrdfront
 
 import (
 	"context"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -40,12 +42,36 @@ func Identifier(chain auth.Chain) func(user string, remote, local net.Addr) xroo
 
 // AuthenticateToken authenticates a ztn bearer token through chain (the
 // token method reads auth.Request.Bearer); its refusal refuses the session.
+// ztn is offered on TLS connections only (xrootd.Ztn).
 func AuthenticateToken(chain auth.Chain) func(ctx context.Context, user string, remote, local net.Addr, token string) (xrootd.Identity, error) {
 	return func(ctx context.Context, user string, remote, local net.Addr, token string) (xrootd.Identity, error) {
-		p, err := chain.Authenticate(ctx, &auth.Request{Remote: remote, Local: local, Bearer: token, Login: user})
+		p, err := chain.Authenticate(ctx, &auth.Request{Remote: remote, Local: local, Bearer: token, Login: user, TLS: true})
 		if err != nil {
 			return xrootd.Identity{}, err
 		}
+		return xrootd.Identity{User: p.Name, UID: p.UID, GID: p.GID, Principal: p}, nil
+	}
+}
+
+// AuthenticateCerts says who a gsi login is: the certificate chain whose
+// key the client proved it holds goes to the x509 method (the same CA directory,
+// proxy checks and grid-mapfile as HTTPS client certificates); the
+// principal's method is "gsi". Its refusal refuses the login with the
+// reason.
+func AuthenticateCerts(x509m auth.Authenticator) func(ctx context.Context, p xrootd.Peer, chain []*x509.Certificate) (xrootd.Identity, error) {
+	return func(ctx context.Context, peer xrootd.Peer, chain []*x509.Certificate) (xrootd.Identity, error) {
+		p, ok, err := x509m.Authenticate(ctx, &auth.Request{Remote: peer.Remote, Local: peer.Local, Certs: chain, Login: peer.User})
+		if err != nil {
+			var ke *kerr.Error
+			if errors.As(err, &ke) && ke.Msg != "" {
+				return xrootd.Identity{}, errors.New(ke.Msg)
+			}
+			return xrootd.Identity{}, err
+		}
+		if !ok {
+			return xrootd.Identity{}, errors.New("no certificate")
+		}
+		p.Method = "gsi"
 		return xrootd.Identity{User: p.Name, UID: p.UID, GID: p.GID, Principal: p}, nil
 	}
 }

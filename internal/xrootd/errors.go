@@ -43,6 +43,8 @@ func xrdCode(k kerr.Kind) uint32 {
 		return kXR_ServerError // as xrootd answers when it has no server to send a client to
 	case kerr.Aborted:
 		return kXR_Cancelled
+	case kerr.Locked, kerr.Deadlock:
+		return kXR_FileLocked
 	}
 	return kXR_ServerError
 }

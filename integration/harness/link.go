@@ -1,4 +1,4 @@
-package ha
+package harness
 
 import (
 	"net"
@@ -8,13 +8,13 @@ import (
 	"time"
 )
 
-// link is a TCP proxy between one namespace server and one etcd member, a
-// network link the test can degrade: slow holds every byte etcd sends back
-// for a while (a congested link: requests still arrive at once), cut stops
+// Link is a TCP proxy between one namespace server and one etcd member, a
+// network link a test can degrade: Slow holds every byte etcd sends back
+// for a while (a congested link: requests still arrive at once), SetCut stops
 // both directions with the connections left open (a partition: nothing
-// arrives, nothing fails, as when packets are dropped), mend forwards
-// again what waited.
-type link struct {
+// arrives, nothing fails, as when packets are dropped); SetCut(false)
+// forwards again what waited.
+type Link struct {
 	l      net.Listener
 	target string
 
@@ -25,28 +25,29 @@ type link struct {
 	conns []net.Conn
 }
 
-// newLinks starts one link per etcd member and returns them with the
-// --meta that reaches the members through them.
-func newLinks(t *testing.T, in *instance) ([]*link, string) {
+// NewLinks starts one link per etcd member (endpoints: their client
+// URLs) and returns them with the --meta that reaches the members
+// through them. They close when the test ends.
+func NewLinks(t testing.TB, endpoints []string) ([]*Link, string) {
 	t.Helper()
-	var links []*link
+	var links []*Link
 	var hosts []string
-	for _, ep := range in.etcd.Endpoints() {
+	for _, ep := range endpoints {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		k := &link{l: l, target: strings.TrimPrefix(ep, "http://")}
+		k := &Link{l: l, target: strings.TrimPrefix(ep, "http://")}
 		k.cond = sync.NewCond(&k.mu)
 		go k.serve()
-		t.Cleanup(k.close)
+		t.Cleanup(k.Close)
 		links = append(links, k)
 		hosts = append(hosts, l.Addr().String())
 	}
 	return links, "etcd://" + strings.Join(hosts, ",")
 }
 
-func (k *link) serve() {
+func (k *Link) serve() {
 	for {
 		c, err := k.l.Accept()
 		if err != nil {
@@ -72,7 +73,7 @@ type chunk struct {
 
 // pump copies from src to dst, chunk by chunk, each once the link lets
 // it through (delayed: only the direction from etcd is slowed).
-func (k *link) pump(dst, src net.Conn, delayed bool) {
+func (k *Link) pump(dst, src net.Conn, delayed bool) {
 	ch := make(chan chunk, 4096)
 	go func() {
 		defer close(ch)
@@ -114,22 +115,25 @@ func (k *link) pump(dst, src net.Conn, delayed bool) {
 	}
 }
 
-func (k *link) slow(d time.Duration) {
+// Slow delays every byte etcd sends back by d (0: none).
+func (k *Link) Slow(d time.Duration) {
 	k.mu.Lock()
 	k.delay = d
 	k.mu.Unlock()
 }
 
-func (k *link) setCut(cut bool) {
+// SetCut cuts the link (true) or mends it (false).
+func (k *Link) SetCut(cut bool) {
 	k.mu.Lock()
 	k.cut = cut
 	k.cond.Broadcast()
 	k.mu.Unlock()
 }
 
-func (k *link) close() {
+// Close ends the link and its connections.
+func (k *Link) Close() {
 	k.l.Close()
-	k.setCut(false)
+	k.SetCut(false)
 	k.mu.Lock()
 	for _, c := range k.conns {
 		c.Close()

@@ -1,0 +1,574 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
+)
+
+// Sessions: a program (or the caching mount) that caches the namespace
+// opens a Session, subscribes to the directories and files it caches
+// (leases), and reads Invalidations: every change to what it subscribed
+// to, made through any protocol, and Full invalidations when it must drop
+// everything (its stream broke and reconnected, a sequence number was
+// skipped, the namespace service is a new incarnation, the server said
+// so). Locks (Lock, GetLk) are granted by the namespace service; a
+// blocked Lock with Wait returns when the lock is granted or ctx ends.
+//
+// A Session heartbeats on its own and reconnects when its stream breaks
+// (following a standby's redirect to the active server): it resumes the
+// same session, or after a takeover reclaims its locks in the new active
+// server's grace window. Locks that could not be kept are reported in
+// Invalidation.LostLocks.
+//
+//	s, err := c.OpenSession(ctx, client.SessionOptions{Host: "node1"})
+//	leases, err := s.Subscribe(ctx, "/data/run1")
+//	for inv := range s.Invalidations() { ... }
+//	err = s.Lock(ctx, nsapi.LockRequest{Path: "/data/run1/db", Type: nsapi.LockWrite, Owner: pid, Wait: true})
+//	err = s.Unlock(ctx, nsapi.LockRequest{Path: "/data/run1/db", Owner: pid})
+//	s.Close()
+
+// SessionOptions configure a session.
+type SessionOptions struct {
+	Host    string // the client's host name (fusex ls)
+	Version string // the client's version (fusex ls)
+	// Servers are the other namespace servers of a replicated instance:
+	// when the stream breaks and the server it went to does not answer,
+	// the session reconnects through them (a standby sends it on to the
+	// active server).
+	Servers []string
+	// Events is the capacity of the invalidation channel (default 4096);
+	// when it is full, invalidations are dropped and a Full one follows
+	// as soon as there is room.
+	Events int
+}
+
+// Invalidation is what a session is told: a change under one of its
+// leases, or (Full) that everything it caches is invalid.
+type Invalidation struct {
+	nsapi.Invalidation        // the change (zero when Full)
+	Full               bool   // drop everything cached; re-subscribe what is still wanted
+	Reason             string // why everything is invalid
+	// LostLocks are locks the session held and no longer does (not
+	// reclaimed after a takeover, or the session was evicted).
+	LostLocks []nsapi.Lock
+}
+
+// Session is a client session with the namespace service; safe for
+// concurrent use.
+type Session struct {
+	c    *Client
+	opts SessionOptions
+	hc   *http.Client
+	inv  chan Invalidation
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu        sync.Mutex
+	info      nsapi.SessionInfo
+	base      string // the server the stream goes to (the active one)
+	enc       *json.Encoder
+	body      *io.PipeWriter
+	nextID    uint64
+	pending   map[uint64]chan nsapi.SessionMessage
+	seq       uint64
+	owed      *Invalidation // a Full invalidation owed (the channel was full), sent by payOwed
+	owing     sync.WaitGroup
+	held      map[lockKey][]nsapi.Lock // locks held, per file, kind and owner (to reclaim them)
+	ready     chan struct{}            // closed while a stream is up; replaced when it breaks
+	down      chan struct{}            // closed when the current stream breaks
+	err       error                    // why the session ended
+	openFiles int
+}
+
+type lockKey struct {
+	ino   uint64
+	flock bool
+	owner uint64
+}
+
+// OpenSession opens a session with the namespace service; it returns
+// once the session is open.
+func (c *Client) OpenSession(ctx context.Context, opts SessionOptions) (*Session, error) {
+	if opts.Events <= 0 {
+		opts.Events = 4096
+	}
+	s := &Session{c: c, opts: opts, hc: c.sessionHTTP(), inv: make(chan Invalidation, opts.Events), base: c.Base,
+		pending: map[uint64]chan nsapi.SessionMessage{}, held: map[lockKey][]nsapi.Lock{}, done: make(chan struct{}), ready: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if err := s.connect(ctx); err != nil {
+		s.cancel()
+		return nil, err
+	}
+	go s.run()
+	return s, nil
+}
+
+// sessionHTTP is an HTTP client speaking only HTTP/2 (h2c for http://),
+// with the client's TLS settings; one per Client, so its sessions share
+// connections.
+func (c *Client) sessionHTTP() *http.Client {
+	c.h2once.Do(func() {
+		var t *http.Transport
+		if base, ok := c.HTTP.Transport.(*http.Transport); ok && base != nil {
+			t = base.Clone()
+		} else {
+			t = http.DefaultTransport.(*http.Transport).Clone()
+		}
+		var p http.Protocols
+		p.SetHTTP2(true)
+		p.SetUnencryptedHTTP2(true)
+		t.Protocols = &p
+		t.HTTP2 = &http.HTTP2Config{SendPingTimeout: 15 * time.Second, PingTimeout: 15 * time.Second}
+		c.h2 = &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	})
+	return c.h2
+}
+
+// ID is the session's id (as fusex ls shows it).
+func (s *Session) ID() string { s.mu.Lock(); defer s.mu.Unlock(); return s.info.ID }
+
+// Term is the incarnation of the namespace service the session is with.
+func (s *Session) Term() uint64 { s.mu.Lock(); defer s.mu.Unlock(); return s.info.Term }
+
+// Invalidations is the channel of what the session is told; it is closed
+// when the session ends.
+func (s *Session) Invalidations() <-chan Invalidation { return s.inv }
+
+// SetOpenFiles sets the count of open files the heartbeats report.
+func (s *Session) SetOpenFiles(n int) { s.mu.Lock(); s.openFiles = n; s.mu.Unlock() }
+
+// connect opens a stream to the active server and opens (or resumes) the
+// session on it.
+func (s *Session) connect(ctx context.Context) error {
+	for hops := 0; ; hops++ {
+		s.mu.Lock()
+		base := s.base
+		s.mu.Unlock()
+		pr, pw := io.Pipe()
+		req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, base+nsapi.SessionPath, pr)
+		if err != nil {
+			return kerr.Wrap(kerr.Invalid, "session", base, err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		s.c.authorize(req)
+		type answer struct {
+			resp *http.Response
+			err  error
+		}
+		got := make(chan answer, 1)
+		go func() { r, err := s.hc.Do(req); got <- answer{r, err} }()
+		var a answer
+		select {
+		case a = <-got:
+		case <-ctx.Done():
+			pw.CloseWithError(ctx.Err())
+			return kerr.Wrap(kerr.Unavailable, "session", base, ctx.Err())
+		}
+		if a.err != nil {
+			pw.Close()
+			return &kerr.Error{Kind: kerr.Unavailable, Op: "session", Msg: "cannot reach Kaon at " + base, Err: a.err}
+		}
+		resp := a.resp
+		if active := resp.Header.Get(nsapi.ActiveHeader); resp.StatusCode == http.StatusTemporaryRedirect && active != "" && hops < 10 {
+			resp.Body.Close()
+			pw.Close()
+			s.mu.Lock()
+			s.base = strings.TrimRight(active, "/")
+			s.mu.Unlock()
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			defer resp.Body.Close()
+			pw.Close()
+			data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			var e nsapi.ErrorBody
+			if json.Unmarshal(data, &e) == nil && e.Message != "" {
+				return &kerr.Error{Kind: e.Kind, Msg: e.Message}
+			}
+			return &kerr.Error{Kind: kerr.KindOfHTTP(resp.StatusCode), Op: "session", Path: base, Msg: "HTTP " + resp.Status}
+		}
+		return s.hello(ctx, pw, resp)
+	}
+}
+
+// hello opens or resumes the session on a new stream.
+func (s *Session) hello(ctx context.Context, pw *io.PipeWriter, resp *http.Response) error {
+	s.mu.Lock()
+	hello := nsapi.SessionHello{Host: s.opts.Host, Version: s.opts.Version, Resume: s.info.ID, Key: s.info.Key, Term: s.info.Term}
+	for _, ls := range s.held {
+		hello.Locks = append(hello.Locks, ls...)
+	}
+	s.enc, s.body, s.seq = json.NewEncoder(pw), pw, 0
+	reply := make(chan nsapi.SessionMessage, 1)
+	s.nextID++
+	id := s.nextID
+	s.pending[id] = reply
+	err := s.enc.Encode(nsapi.SessionRequest{ID: id, Op: nsapi.SessionOpen, Hello: &hello})
+	s.mu.Unlock()
+	stream := make(chan error, 1)
+	go func() { stream <- s.read(resp.Body) }()
+	var m nsapi.SessionMessage
+	if err == nil {
+		select {
+		case m = <-reply:
+		case err = <-stream:
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	if err == nil && m.Error != nil {
+		err = &kerr.Error{Kind: m.Error.Kind, Msg: m.Error.Message}
+	}
+	if err != nil {
+		pw.CloseWithError(err)
+		resp.Body.Close()
+		return kerr.Wrap(kerr.Unavailable, "session open", s.base, err)
+	}
+	s.mu.Lock()
+	prev := s.info
+	s.info = *m.Session
+	lost := m.Session.Lost
+	for _, l := range lost {
+		delete(s.held, lockKey{l.Ino, l.Kind == nsapi.LockFlock, l.Owner})
+	}
+	down := make(chan struct{})
+	s.down = down
+	close(s.ready)
+	s.mu.Unlock()
+	if prev.ID != "" || len(lost) > 0 {
+		why := "the session's stream was reconnected"
+		switch {
+		case prev.Term != m.Session.Term:
+			why = fmt.Sprintf("the namespace service is a new incarnation (term %d, was %d)", m.Session.Term, prev.Term)
+		case !m.Session.Resumed:
+			why = "the session was evicted meanwhile: a new one was opened"
+		}
+		s.deliver(Invalidation{Full: true, Reason: why, LostLocks: lost})
+	}
+	go func() {
+		err := <-stream
+		s.broken(pw, err)
+	}()
+	return nil
+}
+
+// read reads the stream's messages until it ends.
+func (s *Session) read(body io.ReadCloser) error {
+	defer body.Close()
+	dec := json.NewDecoder(body)
+	for {
+		var m nsapi.SessionMessage
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		switch m.Kind {
+		case nsapi.SessionReply:
+			s.mu.Lock()
+			ch := s.pending[m.ID]
+			delete(s.pending, m.ID)
+			s.mu.Unlock()
+			if ch != nil {
+				ch <- m
+			}
+		case nsapi.SessionEvent, nsapi.SessionFull, nsapi.SessionEvict:
+			s.mu.Lock()
+			gap := m.Seq != s.seq+1
+			s.seq = m.Seq
+			term := s.info.Term
+			s.mu.Unlock()
+			switch {
+			case m.Kind == nsapi.SessionEvict:
+				msg := "evicted"
+				if m.Error != nil {
+					msg = m.Error.Message
+				}
+				s.mu.Lock()
+				var lost []nsapi.Lock
+				for _, ls := range s.held {
+					lost = append(lost, ls...)
+				}
+				clear(s.held)
+				s.info.ID, s.info.Key = "", "" // a new session next time
+				s.mu.Unlock()
+				s.deliver(Invalidation{Full: true, Reason: msg, LostLocks: lost})
+				return errors.New(msg)
+			case gap:
+				s.deliver(Invalidation{Full: true, Reason: fmt.Sprintf("message %d came after %d: messages were lost", m.Seq, m.Seq-1)})
+			case m.Term != term:
+				s.deliver(Invalidation{Full: true, Reason: fmt.Sprintf("an event of term %d, the session's is %d", m.Term, term)})
+			case m.Kind == nsapi.SessionFull:
+				s.deliver(Invalidation{Full: true, Reason: "the server lost events for this session"})
+			default:
+				s.deliver(Invalidation{Invalidation: *m.Event})
+			}
+		}
+	}
+}
+
+// deliver queues inv on the invalidation channel without blocking. When
+// it is full, inv and what follows are dropped and a Full invalidation is
+// owed: it is sent as soon as the application makes room, and events
+// queue again after it.
+func (s *Session) deliver(inv Invalidation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return
+	}
+	if s.owed == nil {
+		select {
+		case s.inv <- inv:
+			return
+		default:
+		}
+		s.owed = &Invalidation{Full: true, Reason: "invalidations were dropped: the application did not read them fast enough"}
+		s.owing.Add(1)
+		go s.payOwed()
+	}
+	s.owed.LostLocks = append(s.owed.LostLocks, inv.LostLocks...)
+}
+
+// payOwed sends the Full invalidation owed once the channel has room.
+func (s *Session) payOwed() {
+	defer s.owing.Done()
+	for {
+		s.mu.Lock()
+		full := *s.owed
+		s.mu.Unlock()
+		select {
+		case s.inv <- full:
+		case <-s.ctx.Done():
+			return
+		}
+		s.mu.Lock()
+		if len(s.owed.LostLocks) == len(full.LostLocks) {
+			s.owed = nil
+			s.mu.Unlock()
+			return
+		}
+		// More locks were lost meanwhile: tell those too.
+		s.owed.LostLocks = s.owed.LostLocks[len(full.LostLocks):]
+		s.mu.Unlock()
+	}
+}
+
+// broken handles the end of a stream: requests waiting for a reply fail,
+// and the session reconnects (run).
+func (s *Session) broken(pw *io.PipeWriter, err error) {
+	pw.CloseWithError(err)
+	s.mu.Lock()
+	if s.body == pw {
+		s.body, s.enc = nil, nil
+		for id, ch := range s.pending {
+			ch <- nsapi.SessionMessage{Kind: nsapi.SessionReply, ID: id, Error: &nsapi.ErrorBody{Kind: kerr.Unavailable, Message: "the session's stream broke: " + err.Error()}}
+			delete(s.pending, id)
+		}
+		s.ready = make(chan struct{})
+		close(s.down)
+	}
+	s.mu.Unlock()
+}
+
+// run heartbeats and reconnects until the session is closed.
+func (s *Session) run() {
+	defer close(s.done)
+	for {
+		s.mu.Lock()
+		down, hb, up := s.down, s.info.Heartbeat, s.body != nil
+		s.mu.Unlock()
+		if !up {
+			backoff := 100 * time.Millisecond
+			servers := append([]string{s.base, s.c.Base}, s.opts.Servers...)
+			for try := 1; s.connect(s.ctx) != nil; try++ {
+				select {
+				case <-time.After(backoff + rand.N(backoff/2)):
+				case <-s.ctx.Done():
+					return
+				}
+				backoff = min(2*backoff, 2*time.Second)
+				s.mu.Lock()
+				s.base = strings.TrimRight(servers[try%len(servers)], "/")
+				s.mu.Unlock()
+			}
+			continue
+		}
+		select {
+		case <-time.After(hb):
+			s.mu.Lock()
+			open := s.openFiles
+			s.mu.Unlock()
+			_ = s.send(nsapi.SessionRequest{Op: nsapi.SessionHeartbeat, Open: open})
+		case <-down:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// send writes req on the current stream.
+func (s *Session) send(req nsapi.SessionRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.enc == nil {
+		return &kerr.Error{Kind: kerr.Unavailable, Op: "session " + req.Op, Msg: "the session is reconnecting"}
+	}
+	return s.enc.Encode(req)
+}
+
+// call sends req and waits for its reply; ctx ending gives up waiting
+// (onCancel, if set, is sent then).
+func (s *Session) call(ctx context.Context, req nsapi.SessionRequest) (nsapi.SessionMessage, error) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return nsapi.SessionMessage{}, s.err
+	}
+	ready := s.ready
+	s.mu.Unlock()
+	select { // wait for a stream while reconnecting
+	case <-ready:
+	case <-ctx.Done():
+		return nsapi.SessionMessage{}, kerr.Wrap(kerr.Unavailable, "session "+req.Op, "", ctx.Err())
+	case <-s.ctx.Done():
+		return nsapi.SessionMessage{}, kerr.New(kerr.Unavailable, "session "+req.Op, "", "the session is closed")
+	}
+	s.mu.Lock()
+	if s.enc == nil {
+		s.mu.Unlock()
+		return nsapi.SessionMessage{}, &kerr.Error{Kind: kerr.Unavailable, Op: "session " + req.Op, Msg: "the session is reconnecting"}
+	}
+	s.nextID++
+	req.ID = s.nextID
+	ch := make(chan nsapi.SessionMessage, 1)
+	s.pending[req.ID] = ch
+	err := s.enc.Encode(req)
+	s.mu.Unlock()
+	if err != nil {
+		s.mu.Lock()
+		delete(s.pending, req.ID)
+		s.mu.Unlock()
+		return nsapi.SessionMessage{}, &kerr.Error{Kind: kerr.Unavailable, Op: "session " + req.Op, Msg: "the session's stream broke", Err: err}
+	}
+	select {
+	case m := <-ch:
+		if m.Error != nil {
+			return m, &kerr.Error{Kind: m.Error.Kind, Msg: m.Error.Message}
+		}
+		return m, nil
+	case <-ctx.Done():
+		if req.Op == nsapi.SessionLock {
+			_ = s.send(nsapi.SessionRequest{Op: nsapi.SessionCancel, Cancel: req.ID})
+		}
+		return nsapi.SessionMessage{}, kerr.Wrap(kerr.Aborted, "session "+req.Op, "", ctx.Err())
+	}
+}
+
+// Subscribe takes (or renews) leases on paths: directories (their
+// entries and their attributes) and files (their attributes and data).
+// A path that cannot be subscribed has the reason in its Lease.
+func (s *Session) Subscribe(ctx context.Context, paths ...string) ([]nsapi.Lease, error) {
+	m, err := s.call(ctx, nsapi.SessionRequest{Op: nsapi.SessionSubscribe, Paths: paths})
+	return m.Leases, err
+}
+
+// Renew renews leases by inode.
+func (s *Session) Renew(ctx context.Context, inos ...uint64) ([]nsapi.Lease, error) {
+	m, err := s.call(ctx, nsapi.SessionRequest{Op: nsapi.SessionRenew, Inos: inos})
+	return m.Leases, err
+}
+
+// Unsubscribe drops leases by inode.
+func (s *Session) Unsubscribe(ctx context.Context, inos ...uint64) error {
+	_, err := s.call(ctx, nsapi.SessionRequest{Op: nsapi.SessionUnsubscribe, Inos: inos})
+	return err
+}
+
+// Lock sets a lock (or releases one: Type unlock). Without Wait a lock
+// in the way fails it with kerr.Locked (EAGAIN); with Wait it returns
+// once granted, or fails with kerr.Deadlock, or when ctx ends (the
+// request is withdrawn).
+func (s *Session) Lock(ctx context.Context, req nsapi.LockRequest) error {
+	m, err := s.call(ctx, nsapi.SessionRequest{Op: nsapi.SessionLock, Lock: &req})
+	if err != nil {
+		return err
+	}
+	s.noteHeld(req, m.Held)
+	return nil
+}
+
+func (s *Session) noteHeld(req nsapi.LockRequest, held []nsapi.Lock) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ino uint64
+	if len(held) > 0 {
+		ino = held[0].Ino
+	} else {
+		// Released everything: forget the owner's locks on the file,
+		// whatever its inode.
+		for k, ls := range s.held {
+			if k.flock == (req.Kind == nsapi.LockFlock) && k.owner == req.Owner && len(ls) > 0 && ls[0].Path == req.Path {
+				delete(s.held, k)
+			}
+		}
+		return
+	}
+	for i := range held {
+		held[i].Path = req.Path
+	}
+	s.held[lockKey{ino, req.Kind == nsapi.LockFlock, req.Owner}] = held
+}
+
+// Unlock releases req's range (F_UNLCK, LOCK_UN).
+func (s *Session) Unlock(ctx context.Context, req nsapi.LockRequest) error {
+	req.Type, req.Wait = nsapi.LockUnlock, false
+	return s.Lock(ctx, req)
+}
+
+// GetLk returns the lock in the way of req (F_GETLK), nil when none is.
+func (s *Session) GetLk(ctx context.Context, req nsapi.LockRequest) (*nsapi.Lock, error) {
+	m, err := s.call(ctx, nsapi.SessionRequest{Op: nsapi.SessionGetLk, Lock: &req})
+	return m.Lock, err
+}
+
+// Close ends the session: the server releases its leases and locks.
+func (s *Session) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.mu.Lock()
+	up := s.body != nil
+	s.mu.Unlock()
+	var err error
+	if up {
+		_, err = s.call(ctx, nsapi.SessionRequest{Op: nsapi.SessionClose})
+	}
+	s.cancel()
+	<-s.done
+	s.owing.Wait()
+	s.mu.Lock()
+	if s.body != nil {
+		s.body.Close()
+	}
+	s.err = kerr.New(kerr.Unavailable, "session", s.info.ID, "the session is closed")
+	close(s.inv)
+	s.mu.Unlock()
+	return err
+}
