@@ -272,7 +272,9 @@ func (s *Store) ReadMeta(fid uint64) (backend.Meta, error) {
 	if err != nil {
 		return backend.Meta{}, err
 	}
+	s.mu.Lock() // Apply replaces it
 	m := *st.meta
+	s.mu.Unlock()
 	m.Checksums = maps.Clone(m.Checksums)
 	return m, nil
 }
