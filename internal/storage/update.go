@@ -542,9 +542,20 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 		} else if p, perr := u.s.peers("update", c.Path); perr != nil {
 			err = perr
 		} else {
-			err = applyRemote(context.WithoutCancel(ctx), p, c.Targets[j.idx].Addr, c.Fid, j.idx, u.token)
+			err = p.ApplyStripe(context.WithoutCancel(ctx), c.Targets[j.idx].Addr, c.Fid, j.idx, u.token)
 		}
-		if err != nil {
+		switch {
+		case err == nil:
+		case j.f == nil && kerr.Is(err, kerr.Unavailable):
+			// The peer is away (crashed, restarting, cut off): its journal
+			// is durable there and takes the stripe to this version, which
+			// every open of it there rolls forward first (storage.current)
+			// — not stale. Marking it stale would lose it for good: an
+			// erasure-coded file whose server held more than M stripes
+			// would be left with fewer than K current ones.
+			u.s.log.Warn("update: a stripe's server did not answer the apply; its journal rolls forward when the stripe is next opened",
+				"path", c.Path, "fid", c.Fid, "stripe", j.idx, "err", err)
+		default:
 			u.s.log.Warn("update: a stripe could not take the committed update; marking it stale", "path", c.Path,
 				"fid", c.Fid, "stripe", j.idx, "err", err)
 			if merr := u.store.MarkStale(context.WithoutCancel(ctx), c.Fid, meta.Version, j.idx); merr == nil {
@@ -555,34 +566,6 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 	})
 	return res, nil
 }
-
-// applyRemote asks the server at addr to roll its prepared journal of
-// stripe idx forward, again while it is unreachable, for up to
-// applyRetry: the update committed and the journal is durable there, so
-// a server that restarts within seconds (a crash, kill -9) applies it
-// rather than leaving a stripe stale — an erasure-coded file whose server
-// held more than M of its stripes would otherwise be left with fewer
-// than K current ones, beyond fsck's repair.
-func applyRemote(ctx context.Context, p Peers, addr string, fid uint64, idx int, token string) error {
-	deadline := time.Now().Add(applyRetry)
-	for {
-		err := p.ApplyStripe(ctx, addr, fid, idx, token)
-		if err == nil || !kerr.Is(err, kerr.Unavailable) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(applyPause):
-		}
-	}
-}
-
-// applyRetry and applyPause pace applyRemote.
-var (
-	applyRetry = 10 * time.Second
-	applyPause = 250 * time.Millisecond
-)
 
 // outcomeWait bounds how long a commit whose answer was lost asks the
 // namespace server (restarting, failing over) what became of it.
