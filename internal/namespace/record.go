@@ -100,6 +100,22 @@ type Inode struct {
 }
 
 // clone returns a deep copy so callers never share cached state.
+// CurrentChecksums are those of n's checksums that describe its content
+// now: an update leaves the types it could not recompute empty until one
+// is computed again, and an empty value is never the file's checksum.
+func (n *Inode) CurrentChecksums() map[string]string {
+	var out map[string]string
+	for t, v := range n.Checksums {
+		if v != "" {
+			if out == nil {
+				out = make(map[string]string, len(n.Checksums))
+			}
+			out[t] = v
+		}
+	}
+	return out
+}
+
 func (n *Inode) clone() *Inode {
 	c := *n
 	c.XAttrs = cloneMap(n.XAttrs)

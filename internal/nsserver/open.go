@@ -124,15 +124,9 @@ func (s *Server) openRead(pr auth.Principal, path string) (*nsapi.Grant, error) 
 		return nil, kerr.New(kerr.Permission, "read", path, "read permission denied")
 	}
 	p, _ := nsapi.CleanPath(path)
-	cp := &capability.Capability{Fid: n.ID, Path: p, Layout: n.Layout, Size: n.Size, Sums: currentSums(n.Checksums),
+	cp := &capability.Capability{Fid: n.ID, Path: p, Layout: n.Layout, Size: n.Size, Sums: n.CurrentChecksums(),
 		DataVersion: n.DataVersion, Stale: n.Stale, UID: pr.UID, GID: pr.GID, Expires: s.now().Add(s.ttl).Unix()}
-	var entry fleet.Node
-	for i, fsid := range n.Locations {
-		if node, ok := s.reg.Readable(fsid); ok && entry.HTTP == "" && !cp.IsStale(i) {
-			entry = node
-		}
-		cp.Targets = append(cp.Targets, capability.Target{FsID: fsid, Addr: s.reg.Node(fsid).HTTP})
-	}
+	entry := s.targets(cp, n.Locations)
 	if entry.HTTP == "" && len(n.Locations) == 0 {
 		entry = s.reg.AnyNode() // an empty file has no stripes; any server answers
 	}
@@ -140,4 +134,17 @@ func (s *Server) openRead(pr auth.Principal, path string) (*nsapi.Grant, error) 
 		return nil, kerr.New(kerr.Unavailable, "read", p, "no storage server holding this file is reachable")
 	}
 	return &nsapi.Grant{File: entryOf(p, n), Token: s.key.Sign(cp), Server: nodeOf(entry)}, nil
+}
+
+// targets lists the filesystems locs as cp's targets and returns the
+// first reachable storage server holding a current stripe of them.
+func (s *Server) targets(cp *capability.Capability, locs []uint32) fleet.Node {
+	var entry fleet.Node
+	for i, fsid := range locs {
+		if node, ok := s.reg.Readable(fsid); ok && entry.HTTP == "" && !cp.IsStale(i) {
+			entry = node
+		}
+		cp.Targets = append(cp.Targets, capability.Target{FsID: fsid, Addr: s.reg.Node(fsid).HTTP})
+	}
+	return entry
 }

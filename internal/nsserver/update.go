@@ -57,17 +57,11 @@ func (s *Server) openUpdate(pr auth.Principal, p string, n *namespace.Inode) (*n
 		}
 		cp.Fresh = true
 	}
-	var entry nsapi.Node
-	for i, fsid := range locs {
-		if node, ok := s.reg.Readable(fsid); ok && entry.HTTP == "" && !cp.IsStale(i) {
-			entry = nodeOf(node)
-		}
-		cp.Targets = append(cp.Targets, capability.Target{FsID: fsid, Addr: s.reg.Node(fsid).HTTP})
-	}
+	entry := s.targets(cp, locs)
 	if entry.HTTP == "" {
 		return nil, kerr.New(kerr.Unavailable, "open", p, "no storage server holding a current stripe of this file is reachable")
 	}
-	return &nsapi.Grant{File: entryOf(p, n), Token: s.key.Sign(cp), Server: entry}, nil
+	return &nsapi.Grant{File: entryOf(p, n), Token: s.key.Sign(cp), Server: nodeOf(entry)}, nil
 }
 
 // CommitUpdate implements message.Updates: the file gets its next data

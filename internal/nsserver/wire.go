@@ -20,31 +20,13 @@ import (
 func attrOf(n *namespace.Inode) nsapi.Attr {
 	a := nsapi.Attr{ID: n.ID, IsDir: n.IsDir, Mode: n.Mode, UID: n.UID, GID: n.GID, Size: n.Size,
 		MTime: time.Unix(0, n.MTime), CTime: time.Unix(0, n.CTime), BTime: time.Unix(0, n.BTime),
-		Layout: n.Layout, Checksums: currentSums(n.Checksums), Locations: n.Locations, XAttrs: n.XAttrs,
+		Layout: n.Layout, Checksums: n.CurrentChecksums(), Locations: n.Locations, XAttrs: n.XAttrs,
 		DataVersion: n.DataVersion, Stale: n.Stale}
 	if n.IsDir {
 		t := time.Unix(0, n.TreeMTime)
 		a.Size, a.TreeSize, a.TreeFiles, a.TreeDirs, a.TreeMTime = n.TreeSize, n.TreeSize, n.TreeFiles, n.TreeDirs, &t
 	}
 	return a
-}
-
-// currentSums are the checksums of sums that describe the file's content
-// now: an update leaves the types it could not recompute empty until one
-// is asked for (Checksum computes it then), and an empty value is never
-// presented as the file's checksum.
-func currentSums(sums map[string]string) map[string]string {
-	var out map[string]string
-	for t, v := range sums {
-		if v == "" {
-			continue
-		}
-		if out == nil {
-			out = make(map[string]string, len(sums))
-		}
-		out[t] = v
-	}
-	return out
 }
 
 // entryOf is inode n at path p ("": asked for by inode).
