@@ -142,6 +142,7 @@ func (c Chain) Authenticate(ctx context.Context, r *Request) (Principal, error) 
 	for _, a := range c {
 		p, ok, err := a.Authenticate(ctx, r)
 		if err != nil {
+			c.refused(a, err)
 			return Nobody, err
 		}
 		if ok {

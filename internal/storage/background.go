@@ -147,7 +147,12 @@ func (s *Server) Open(ctx context.Context, c *capability.Capability, token strin
 	if err != nil {
 		return nil, err
 	}
-	cf := &clientFile{File: f, done: s.bg.client()}
+	// A client stream (background copies give way) and a read in flight
+	// (InFlight) until closed, once.
+	s.act.reads.Add(1)
+	var once sync.Once
+	done := s.bg.client()
+	cf := &clientFile{File: f, done: func() { once.Do(func() { done(); s.act.reads.Add(-1) }) }}
 	if of, ok := f.(backend.OSFile); ok {
 		return clientOSFile{cf, of}, nil // sendfile still applies
 	}

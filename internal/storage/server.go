@@ -218,6 +218,7 @@ type Server struct {
 	bg      *background // copies that give way to client streams
 	writing writing     // uploads claimed and not finished, for heartbeats
 	heal    *healer     // repairs of bad copies reads found (heal.go)
+	act     activity    // uploads and reads in flight, third-party copies (activity.go)
 
 	ready chan struct{}
 	once  sync.Once

@@ -82,6 +82,10 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 	if err != nil {
 		return nil, err
 	}
+	// In flight (InFlight) from admission to the end of the upload.
+	s.act.uploads.Add(1)
+	admitted := release
+	release = func() { admitted(); s.act.uploads.Add(-1) }
 	// One capability, one upload: refused once it was used, before any
 	// byte of any stripe is touched.
 	if !c.Staged {
