@@ -96,6 +96,13 @@ func (d httpDriver) Do(t *testing.T, nobody bool, op string, a ...string) fronte
 	switch op {
 	case "put":
 		code, body, errs = curl("-L", "-T", a[0], url(a[1]))
+	case "write": // write LOCAL PATH OFFSET: a ranged PUT updates in place
+		st, err := os.Stat(a[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		off, _ := strconv.ParseInt(a[2], 10, 64)
+		code, body, errs = curl("-L", "-T", a[0], "-H", fmt.Sprintf("Content-Range: bytes %d-%d/*", off, off+st.Size()-1), url(a[1]))
 	case "read":
 		args := []string{"-L", url(a[0])}
 		if n, _ := strconv.Atoi(a[2]); n >= 0 {

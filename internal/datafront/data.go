@@ -166,8 +166,16 @@ func dropEmptySuffixes(r *http.Request) bool {
 }
 
 func (d *data) put(w http.ResponseWriter, r *http.Request, c *capability.Capability, token string) {
-	if err := httpserve.RangedPut(r, c.Path); err != nil {
+	first, last, ranged, err := httpserve.PutRange(r, c.Path)
+	switch {
+	case err != nil:
 		d.fail(w, r, err)
+		return
+	case ranged != c.Update:
+		d.fail(w, r, kerr.New(kerr.Invalid, "PUT", c.Path, "a PUT with Content-Range writes through an update capability and one without through an upload capability; ask the namespace server with the same headers"))
+		return
+	case ranged:
+		d.putRange(w, r, c, token, first, last)
 		return
 	}
 	u, err := d.s.NewUpload(r.Context(), c, token, httpAdmitWait)
@@ -214,3 +222,31 @@ func (c *countingWriter) ReadFrom(r io.Reader) (int64, error) {
 }
 
 func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// putRange writes bytes first..last of a committed file in place: an
+// update session of one write, committed (the file's next data version)
+// before the answer.
+func (d *data) putRange(w http.ResponseWriter, r *http.Request, c *capability.Capability, token string, first, last int64) {
+	u, err := d.s.NewUpdate(r.Context(), c, token)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	n, err := u.WriteFrom(r.Body, first)
+	if err == nil && n != last-first+1 {
+		err = kerr.New(kerr.Invalid, "PUT", c.Path, fmt.Sprintf("body has %d bytes, Content-Range names %d", n, last-first+1))
+	}
+	if err != nil {
+		u.Abort()
+		if kerr.KindOf(err) == kerr.Internal {
+			err = kerr.Wrap(kerr.IO, "PUT", c.Path, err)
+		}
+		d.fail(w, r, err)
+		return
+	}
+	if err := u.Commit(r.Context()); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

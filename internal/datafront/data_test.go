@@ -241,8 +241,9 @@ func TestDataCapabilityRefusals(t *testing.T) {
 }
 
 // TestDataRangedPutRefused: a PUT with Content-Range (a partial update)
-// is refused with 400 naming the file before the upload starts: the
-// capability is still unused afterwards.
+// with an upload's capability, not an update's, is refused with 400
+// naming the file before the upload starts: the capability is still
+// unused afterwards.
 func TestDataRangedPutRefused(t *testing.T) {
 	fx := start(t)
 	w := fx.writeCap(11, "plain", 1)

@@ -55,6 +55,9 @@ type Result struct {
 //
 //	put LOCAL PATH         upload the local file LOCAL as PATH, replacing
 //	                       it, creating missing parents
+//	write LOCAL PATH OFF   write the bytes of LOCAL at OFF of the existing
+//	                       file PATH, in place (a PUT with Content-Range,
+//	                       kXR_open_updt)
 //	read PATH OFF LEN      LEN bytes from OFF (LEN -1: to the end)
 //	stat PATH              Size, Dir
 //	ls PATH                Names, sorted
@@ -221,6 +224,24 @@ func ConformanceAs(t *testing.T, a Admin, drivers []Driver, prefix string, owner
 			if r := d.Do(t, false, "read", f, "0", "-1"); !bytes.Equal(r.Data, small) {
 				t.Fatalf("read after replace: %q (%s)", r.Data, r.Detail)
 			}
+			// a write at an offset updates the file in place (inside, then
+			// past its end); the checksum describes the new content
+			model := append([]byte(nil), small...)
+			want("update inside", d.Do(t, false, "write", local2, f, "4"), OK)
+			model = append(model[:4], small...)
+			want("update past the end", d.Do(t, false, "write", local2, f, strconv.Itoa(len(model)+10)), OK)
+			model = append(append(model, make([]byte, 10)...), small...)
+			if r := d.Do(t, false, "read", f, "0", "-1"); r.Outcome != OK || !bytes.Equal(r.Data, model) {
+				t.Fatalf("read after updates: %q, want %q (%s)", r.Data, model, r.Detail)
+			}
+			if r := d.Do(t, false, "stat", f); r.Outcome != OK || r.Size != int64(len(model)) {
+				t.Fatalf("stat after updates: %+v, want %d bytes", r, len(model))
+			}
+			if r, sum := d.Do(t, false, "checksum", f), fmt.Sprintf("%08x", adler32.Checksum(model)); r.Outcome != OK || r.Sum != sum {
+				t.Fatalf("checksum after updates: %+v, want %s", r, sum)
+			}
+			want("nobody updates a 0644 root file", d.Do(t, true, "write", local2, f, "0"), Permission)
+			want("replace the updated file", d.Do(t, false, "put", local2, f), OK)
 			// an upload creates missing parents
 			want("create below missing parents", d.Do(t, false, "put", local2, base+"/new/sub/g"), OK)
 			// rename and delete

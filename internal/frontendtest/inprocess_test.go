@@ -184,6 +184,13 @@ func (d httpDriver) Do(t *testing.T, nobody bool, op string, a ...string) fronte
 			t.Fatal(err)
 		}
 		resp, body = do(http.MethodPut, a[1], data)
+	case "write":
+		data, err := os.ReadFile(a[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		off, _ := strconv.Atoi(a[2])
+		resp, body = do(http.MethodPut, a[1], data, "Content-Range", fmt.Sprintf("bytes %d-%d/*", off, off+len(data)-1))
 	case "read":
 		var hdr []string
 		if n, _ := strconv.Atoi(a[2]); n >= 0 {
@@ -242,7 +249,7 @@ func (d xrdDriver) Do(t *testing.T, nobody bool, op string, a ...string) fronten
 		user = "nobody"
 	}
 	addr := d.addr
-	if op == "put" {
+	if op == "put" || op == "write" {
 		addr = d.data
 	}
 	cli, err := xrootd.NewClient(ctx, addr, user)
@@ -261,6 +268,20 @@ func (d xrdDriver) Do(t *testing.T, nobody bool, op string, a ...string) fronten
 		f, err := fs.Open(ctx, a[1], xrdfs.OpenModeOwnerRead|xrdfs.OpenModeOwnerWrite, xrdfs.OpenOptionsDelete|xrdfs.OpenOptionsMkPath)
 		if err == nil {
 			_, err = cli.Send(ctx, nil, &inlineWrite{write.Request{Handle: f.Handle(), Data: data}})
+			if cerr := f.Close(ctx); err == nil {
+				err = cerr
+			}
+		}
+		r = outcome(err)
+	case "write":
+		data, err := os.ReadFile(a[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		off, _ := strconv.ParseInt(a[2], 10, 64)
+		f, err := fs.Open(ctx, a[1], 0, xrdfs.OpenOptionsOpenUpdate)
+		if err == nil {
+			_, err = cli.Send(ctx, nil, &inlineWrite{write.Request{Handle: f.Handle(), Offset: off, Data: data}})
 			if cerr := f.Close(ctx); err == nil {
 				err = cerr
 			}

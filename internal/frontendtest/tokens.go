@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -98,11 +99,33 @@ func Tokens(t *testing.T, a Admin, iss Issuer, drivers []func(tok string) Driver
 			want("delete with a create scope", cr.Do(t, false, "rm", b+"/up/existing"), Permission)
 			want("rename with a create scope", cr.Do(t, false, "mv", b+"/up/existing", b+"/up/moved"), Permission)
 			want("read with a create scope", cr.Do(t, false, "read", b+"/up/existing", "0", "-1"), Permission)
+			// storage.create may not change an existing file in place
+			// either: no ranged PUT, no kXR_open_updt/apnd, no truncation
+			// by path or by handle (the last three: drivers that have them)
+			want("update with a create scope", cr.Do(t, false, "write", local2, b+"/up/existing", "2"), Permission)
+			if name == "root" {
+				want("append with a create scope", cr.Do(t, false, "append", local2, b+"/up/existing"), Permission)
+				want("truncate with a create scope", cr.Do(t, false, "truncate", b+"/up/existing", "3"), Permission)
+				want("truncate by handle with a create scope", cr.Do(t, false, "ftruncate", b+"/up/existing", "3"), Permission)
+			}
 			unchanged("a create token's attempts", b+"/up/existing")
 			want("create outside its scope", cr.Do(t, false, "put", local2, b+"/rw/c"), Permission)
 
 			md := tok("storage.modify:" + b + "/rw")
 			want("upload with a modify scope", md.Do(t, false, "put", local2, b+"/rw/new"), OK)
+			want("update with a modify scope", md.Do(t, false, "write", local2, b+"/rw/old", "2"), OK)
+			model := append(append([]byte(nil), content[:2]...), small...)
+			model = append(model, content[2+len(small):]...)
+			if name == "root" {
+				want("append with a modify scope", md.Do(t, false, "append", local2, b+"/rw/old"), OK)
+				model = append(model, small...)
+				want("truncate by handle with a modify scope", md.Do(t, false, "ftruncate", b+"/rw/old", strconv.Itoa(len(model)-1)), OK)
+				want("truncate with a modify scope", md.Do(t, false, "truncate", b+"/rw/old", strconv.Itoa(len(model)-2)), OK)
+				model = model[:len(model)-2]
+			}
+			if r := root.Do(t, false, "read", b+"/rw/old", "0", "-1"); !bytes.Equal(r.Data, model) {
+				t.Fatalf("after changes with a modify scope: %q, want %q (%s)", r.Data, model, r.Detail)
+			}
 			want("overwrite with a modify scope", md.Do(t, false, "put", local2, b+"/rw/old"), OK)
 			want("rename with a modify scope", md.Do(t, false, "mv", b+"/rw/old", b+"/rw/older"), OK)
 			want("mkdir with a modify scope", md.Do(t, false, "mkdir", b+"/rw/d"), OK)

@@ -3,6 +3,7 @@ package httpserve
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/kaon-storage/kaon/internal/checksum"
@@ -25,18 +26,46 @@ func SetDigest(w http.ResponseWriter, r *http.Request, sums map[string]string) {
 	}
 }
 
-// RangedPut refuses a PUT that carries Content-Range (a partial update):
-// files are written whole, and RFC 9110 (14.5) wants 400 from a server
-// that would not apply the range, as its bytes are likely part of the
-// file mistakenly PUT as all of it (writing them replaced the file with
-// the range). Both endpoints a PUT reaches ask here, the namespace's
-// before it starts an upload and the data endpoint before it writes one;
-// ranged updates, when files can be updated in place, start here.
-func RangedPut(r *http.Request, path string) error {
-	if r.Header.Get("Content-Range") == "" {
-		return nil
+// PutRange reads the Content-Range of a PUT: a partial update writing
+// bytes FIRST-LAST of an existing file (as Apache mod_dav does), with the
+// file's length after the slash or "*". ok is false without the header.
+// RFC 9110 (14.5) wants 400 for a range the server would not apply, so a
+// malformed one is refused rather than taken for the whole file. Both
+// endpoints a PUT reaches ask here, the namespace's before it opens the
+// file (an update with the range, an upload without) and the data
+// endpoint before it writes.
+func PutRange(r *http.Request, path string) (first, last int64, ok bool, err error) {
+	v := r.Header.Get("Content-Range")
+	if v == "" {
+		return 0, 0, false, nil
 	}
-	return kerr.New(kerr.Invalid, "PUT", path, "Content-Range: a partial update of a file is not supported (PUT the whole file)")
+	bad := func(why string) (int64, int64, bool, error) {
+		return 0, 0, true, kerr.New(kerr.Invalid, "PUT", path, "Content-Range "+strconv.Quote(v)+": "+why)
+	}
+	spec, ok := strings.CutPrefix(strings.TrimSpace(v), "bytes ")
+	if !ok {
+		return bad("only byte ranges (bytes FIRST-LAST/LENGTH or /*) are supported")
+	}
+	rng, length, ok := strings.Cut(strings.TrimSpace(spec), "/")
+	a, b, ok2 := strings.Cut(rng, "-")
+	if !ok || !ok2 {
+		return bad("want bytes FIRST-LAST/LENGTH or bytes FIRST-LAST/*")
+	}
+	first, err1 := strconv.ParseInt(a, 10, 64)
+	last, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil || first < 0 || last < first {
+		return bad("not a range of bytes FIRST-LAST with FIRST <= LAST")
+	}
+	if length != "*" {
+		n, err := strconv.ParseInt(length, 10, 64)
+		if err != nil || n <= last {
+			return bad("the length after the slash must be * or greater than LAST")
+		}
+	}
+	if r.ContentLength >= 0 && r.ContentLength != last-first+1 {
+		return bad(fmt.Sprintf("the range has %d bytes, the body (Content-Length) %d", last-first+1, r.ContentLength))
+	}
+	return first, last, true, nil
 }
 
 // CopyRefused answers a third-party COPY refused before any transfer

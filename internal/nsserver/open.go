@@ -12,9 +12,10 @@ import (
 	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
-// Open authorizes p to read or write path and returns the grant. Committed
-// files are immutable: opening one for writing without create or truncate
-// is refused; a write replaces the file atomically at commit.
+// Open authorizes p to read or write path and returns the grant. A write
+// with truncate (or create, of a missing file) is an upload that replaces
+// the file atomically at commit; a write without them, or with Update,
+// of an existing file is an update session that changes it in place.
 func (s *Server) Open(ctx context.Context, p auth.Principal, path string, r nsapi.OpenRequest) (*nsapi.Grant, error) {
 	if !r.Write && !r.Create && !r.Truncate {
 		if err := scope(p, auth.ScopeRead, path, "read"); err != nil {
@@ -38,9 +39,19 @@ func (s *Server) Open(ctx context.Context, p auth.Principal, path string, r nsap
 
 func (s *Server) open(p auth.Principal, path string, r nsapi.OpenRequest) (*nsapi.Grant, error) {
 	c := caller(p)
-	if !r.Create && !r.Truncate {
-		if _, err := s.ns.Stat(c, path); err == nil {
-			return nil, kerr.New(kerr.Unsupported, "open", path, "committed files are immutable; open with truncate or as new")
+	if !r.Truncate && (r.Update || !r.Create) {
+		n, err := s.ns.Stat(c, path)
+		switch {
+		case err == nil:
+			return s.openUpdate(p, clean(path), n, r.App)
+		case !kerr.Is(err, kerr.NotFound) || !r.Create:
+			return nil, err
+		case r.Update:
+			// A ranged write of a missing file updates a new empty one.
+			if n, err = s.ns.CreateEmpty(c, path, namespace.CreateOptions{Mode: r.Mode}); err != nil {
+				return nil, err
+			}
+			return s.openUpdate(p, clean(path), n, r.App)
 		}
 	}
 	return s.openWrite(p, path, namespace.CreateOptions{Exclusive: r.Exclusive, Mode: r.Mode, SizeHint: r.Size}, r.MkPath, r.App)
@@ -113,15 +124,9 @@ func (s *Server) openRead(pr auth.Principal, path, app string) (*nsapi.Grant, er
 		return nil, kerr.New(kerr.Permission, "read", path, "read permission denied")
 	}
 	p, _ := nsapi.CleanPath(path)
-	cp := &capability.Capability{Fid: n.ID, Path: p, Layout: n.Layout, Size: n.Size, Sums: n.Checksums,
-		UID: pr.UID, GID: pr.GID, App: app, Expires: s.now().Add(s.ttl).Unix()}
-	var entry fleet.Node
-	for _, fsid := range n.Locations {
-		if node, ok := s.reg.Readable(fsid); ok && entry.HTTP == "" {
-			entry = node
-		}
-		cp.Targets = append(cp.Targets, capability.Target{FsID: fsid, Addr: s.reg.Node(fsid).HTTP})
-	}
+	cp := &capability.Capability{Fid: n.ID, Path: p, Layout: n.Layout, Size: n.Size, Sums: n.CurrentChecksums(),
+		DataVersion: n.DataVersion, Stale: n.Stale, UID: pr.UID, GID: pr.GID, App: app, Expires: s.now().Add(s.ttl).Unix()}
+	entry := s.targets(cp, n.Locations)
 	if entry.HTTP == "" && len(n.Locations) == 0 {
 		entry = s.reg.AnyNode() // an empty file has no stripes; any server answers
 	}
@@ -129,4 +134,17 @@ func (s *Server) openRead(pr auth.Principal, path, app string) (*nsapi.Grant, er
 		return nil, kerr.New(kerr.Unavailable, "read", p, "no storage server holding this file is reachable")
 	}
 	return &nsapi.Grant{File: entryOf(p, n), Token: s.key.Sign(cp), Server: nodeOf(entry)}, nil
+}
+
+// targets lists the filesystems locs as cp's targets and returns the
+// first reachable storage server holding a current stripe of them.
+func (s *Server) targets(cp *capability.Capability, locs []uint32) fleet.Node {
+	var entry fleet.Node
+	for i, fsid := range locs {
+		if node, ok := s.reg.Readable(fsid); ok && entry.HTTP == "" && !cp.IsStale(i) {
+			entry = node
+		}
+		cp.Targets = append(cp.Targets, capability.Target{FsID: fsid, Addr: s.reg.Node(fsid).HTTP})
+	}
+	return entry
 }

@@ -20,7 +20,8 @@ import (
 func attrOf(n *namespace.Inode) nsapi.Attr {
 	a := nsapi.Attr{ID: n.ID, IsDir: n.IsDir, Mode: n.Mode, UID: n.UID, GID: n.GID, Size: n.Size,
 		MTime: time.Unix(0, n.MTime), CTime: time.Unix(0, n.CTime), BTime: time.Unix(0, n.BTime),
-		Layout: n.Layout, Checksums: n.Checksums, Locations: n.Locations, XAttrs: n.XAttrs}
+		Layout: n.Layout, Checksums: n.CurrentChecksums(), Locations: n.Locations, XAttrs: n.XAttrs,
+		DataVersion: n.DataVersion, Stale: n.Stale}
 	if n.IsDir {
 		t := time.Unix(0, n.TreeMTime)
 		a.Size, a.TreeSize, a.TreeFiles, a.TreeDirs, a.TreeMTime = n.TreeSize, n.TreeSize, n.TreeFiles, n.TreeDirs, &t
@@ -52,14 +53,14 @@ func eventsOf(evs []namespace.Event) []nsapi.Event {
 	out := make([]nsapi.Event, len(evs))
 	for i, e := range evs {
 		out[i] = nsapi.Event{Rev: e.Rev, Kind: eventKinds[e.Kind], Ino: e.Ino, Parent: e.Parent, Name: e.Name, IsDir: e.IsDir,
-			From: e.From, FromName: e.FromName, Size: e.Size, MTime: e.MTime}
+			From: e.From, FromName: e.FromName, Size: e.Size, MTime: e.MTime, DataVersion: e.DataVersion}
 	}
 	return out
 }
 
 var eventKinds = map[namespace.EventKind]nsapi.EventKind{namespace.Created: nsapi.EventCreated, namespace.Committed: nsapi.EventCommitted,
 	namespace.Mkdir: nsapi.EventMkdir, namespace.Removed: nsapi.EventRemoved, namespace.Renamed: nsapi.EventRenamed,
-	namespace.AttrChanged: nsapi.EventAttr}
+	namespace.AttrChanged: nsapi.EventAttr, namespace.Modified: nsapi.EventModified}
 
 // clean is the canonical form of a path the namespace has just accepted.
 func clean(p string) string {

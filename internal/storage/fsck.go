@@ -203,7 +203,7 @@ func (s *Server) Repair(ctx context.Context, job message.RepairJob) error {
 	if err != nil {
 		return err
 	}
-	f := &stripedFile{Fid: c.Fid, Path: c.Path, Layout: c.Layout, Size: c.Size, Checksums: c.Sums}
+	f := &stripedFile{Fid: c.Fid, Path: c.Path, Layout: c.Layout, Size: c.Size, Checksums: c.Sums, Version: c.DataVersion}
 	for _, t := range c.Targets {
 		f.Locations = append(f.Locations, t.FsID)
 	}

@@ -141,11 +141,15 @@ func (h *healer) setContext(ctx context.Context) {
 }
 
 // openLocal opens stripe idx of the file c names, on f here, for
-// reading: a copy marked damaged is refused (kerr.IO wrapping a
-// *damagedError), and when a block of a plain or replicated file's
-// stripe fails while it is read, the stripe is repaired in the
-// background.
+// reading: a copy at another data version than c's is refused (stale:
+// it missed an update, storage.current), a copy marked damaged too
+// (kerr.IO wrapping a *damagedError), and when a block of a plain or
+// replicated file's stripe fails while it is read, the stripe is
+// repaired in the background.
 func (s *Server) openLocal(f *filesystem, c *capability.Capability, token string, idx int) (backend.Reader, error) {
+	if err := s.current(f, c, idx); err != nil {
+		return nil, err
+	}
 	r, err := f.store.Open(c.Fid)
 	if err != nil {
 		return nil, err
@@ -257,11 +261,14 @@ func (s *Server) repairBlocks(ctx context.Context, c *capability.Capability, tok
 	}
 }
 
-// stillThere reports whether f holds stripe idx of the file c names:
-// a repair never touches a stripe that has gone or is another's.
+// stillThere reports whether f holds stripe idx of the file c names, at
+// c's data version: a repair never touches a stripe that has gone, is
+// another's, or was updated since (the good bytes would be of the
+// version before).
 func (s *Server) stillThere(f *filesystem, c *capability.Capability, idx int) bool {
 	m, err := f.store.ReadMeta(c.Fid)
-	return err == nil && m.Fid == c.Fid && m.Stripe == idx && m.Layout == c.Layout && m.Size == c.Size
+	return err == nil && m.Fid == c.Fid && m.Stripe == idx && m.Layout == c.Layout && m.Size == c.Size &&
+		m.Version == c.DataVersion
 }
 
 // rewriteBlock reads the bad block be from another copy of the file and
@@ -279,8 +286,8 @@ func (s *Server) rewriteBlock(ctx context.Context, c *capability.Capability, tok
 			reasons = append(reasons, name+": "+reason(err))
 			continue
 		}
-		if err := f.store.Rewrite(c.Fid, be.Off, good); err != nil {
-			return "", "rewriting it: " + reason(err)
+		if why := s.rewrite(f, c, idx, be.Off, good); why != "" {
+			return "", why
 		}
 		// Read back through a fresh reader (its sums as now on disk).
 		r, err := f.store.Open(c.Fid)
@@ -297,6 +304,20 @@ func (s *Server) rewriteBlock(ctx context.Context, c *capability.Capability, tok
 		return "", "no other copy (layout " + c.Layout + ")"
 	}
 	return "", "no good copy (" + strings.Join(reasons, "; ") + ")"
+}
+
+// rewrite writes good, read from another copy at c's data version, over
+// stripe idx of c on f at off, unless the stripe was updated (or has
+// gone) meanwhile; it returns why not.
+func (s *Server) rewrite(f *filesystem, c *capability.Capability, idx int, off int64, good []byte) string {
+	defer f.lockStripe(c.Fid)()
+	if !s.stillThere(f, c, idx) {
+		return "the copy changed while the good bytes were read (updated, moved or removed)"
+	}
+	if err := f.store.Rewrite(c.Fid, off, good); err != nil {
+		return "rewriting it: " + reason(err)
+	}
+	return ""
 }
 
 // readCopy reads len(p) bytes at off of copy j of c, verified: a local

@@ -265,3 +265,107 @@ func TestScrubBlockSums(t *testing.T) {
 		t.Fatal("the stripe given sums reads differently")
 	}
 }
+
+// TestBitrotAfterUpdate: the blocks an update wrote carry current sums
+// (backend/journal.go): both copies of an updated replica:2 file rot,
+// each in other updated blocks; reads return the new content byte-exact
+// from the copy that verifies, never a rotten byte, and each server
+// mends its copy from the other, at the new version.
+func TestBitrotAfterUpdate(t *testing.T) {
+	servers, ns, key, stores := memServers(t, 2, 3)
+	const size = 200_000
+	c := spread(64, "replica:2", 2, 2)
+	m := &fileModel{b: make([]byte, size)}
+	rand.Read(m.b)
+	uploaded(t, servers, key, c, m.b)
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct{ off, n int64 }{{5000, 100}, {100_000, 30_000}, {size - 10, 20_000}} {
+		p := make([]byte, w.n)
+		rand.Read(p)
+		if _, err := u.WriteAt(p, w.off); err != nil {
+			t.Fatal(err)
+		}
+		m.WriteAt(p, w.off)
+	}
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rc := readCap(t, ns, c)
+	if rc.DataVersion != 1 || rc.Size != int64(len(m.b)) {
+		t.Fatalf("after the update: version %d, %d bytes", rc.DataVersion, rc.Size)
+	}
+	for i := range 2 {
+		if got, err := stripeBytes(t, stores, c, i); err != nil || !bytes.Equal(got, m.b) {
+			t.Fatalf("copy %d after the update: %v, equal %v", i, err, bytes.Equal(got, m.b))
+		}
+	}
+	storeOf(stores, c, 0).Corrupt(64, 5050)    // a block the first write changed in part
+	storeOf(stores, c, 1).Corrupt(64, 110_000) // one the second wrote whole
+	storeOf(stores, c, 1).Corrupt(64, size+5)  // the extension
+	for i := range 2 {
+		if _, err := stripeBytes(t, stores, c, i); err == nil {
+			t.Fatalf("copy %d reads clean after its updated blocks rotted", i)
+		}
+	}
+	readAll(t, servers[0], key, rc, m.b)
+	readAll(t, servers[1], key, rc, m.b)
+	for _, s := range servers {
+		s.heal.wg.Wait()
+	}
+	for i := range 2 {
+		if got, err := stripeBytes(t, stores, c, i); err != nil || !bytes.Equal(got, m.b) {
+			t.Fatalf("copy %d after the reads: %v, equal %v", i, err, bytes.Equal(got, m.b))
+		}
+		if b := bitrotOf(t, servers[i], c, i); b.Repaired != 1 || b.Damaged+b.Failed != 0 {
+			t.Fatalf("counters of copy %d's filesystem: %+v", i, b)
+		}
+	}
+}
+
+// TestHealOfAnOlderVersion: a repair asked with a capability of the
+// version before an update (a read that began before it) leaves the
+// copy alone: it neither puts back bytes of the old version nor marks
+// the copy damaged because no copy holds that version any more; a
+// repair at the new version mends it.
+func TestHealOfAnOlderVersion(t *testing.T) {
+	servers, ns, key, stores := memServers(t, 2, 3)
+	c := spread(65, "replica:2", 2, 2)
+	m := &fileModel{b: make([]byte, 50_000)}
+	rand.Read(m.b)
+	uploaded(t, servers, key, c, m.b)
+	old := readCap(t, ns, c)
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.WriteAt([]byte("new bytes"), 20_000); err != nil { // the size stays
+		t.Fatal(err)
+	}
+	m.WriteAt([]byte("new bytes"), 20_000)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	storeOf(stores, c, 0).Corrupt(65, 20_001)
+	servers[0].healReplica(old, key.Sign(old), 0, fmt.Errorf("a read of the old version met a bad block"))
+	servers[0].heal.wg.Wait()
+	r, err := storeOf(stores, c, 0).Open(65)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := r.Damaged()
+	r.Close()
+	if _, err := stripeBytes(t, stores, c, 0); err == nil || damaged != "" {
+		t.Fatalf("a repair at the old version touched the updated copy: read %v, damage mark %q", err, damaged)
+	}
+	rc := readCap(t, ns, c)
+	servers[0].healReplica(rc, key.Sign(rc), 0, fmt.Errorf("a bad block"))
+	servers[0].heal.wg.Wait()
+	if got, err := stripeBytes(t, stores, c, 0); err != nil || !bytes.Equal(got, m.b) {
+		t.Fatalf("after a repair at the new version: %v, equal %v", err, bytes.Equal(got, m.b))
+	}
+}

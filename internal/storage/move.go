@@ -253,16 +253,16 @@ func (r *rebuiltStripe) Open(ctx context.Context) (transfer.Reader, error) {
 	var remote []int
 	avail := 0
 	for j, t := range r.c.Targets {
-		if j == r.idx || r.avoid[j] {
+		if j == r.idx || r.avoid[j] || r.c.IsStale(j) {
 			continue
 		}
 		f := r.s.local(t.FsID)
 		if f == nil {
-			remote = append(remote, j)
+			remote = append(remote, j) // the peer serves it only at the file's version
 			continue
 		}
-		if f.offlineReason() != "" {
-			continue
+		if f.offlineReason() != "" || r.s.current(f, r.c, j) != nil {
+			continue // a stale stripe's frames verify, but hold the version before
 		}
 		if rd, err := f.store.Open(r.c.Fid); err == nil {
 			shards[j] = rd
@@ -371,7 +371,7 @@ func (w *stripeWriter) Commit(context.Context) error {
 		}
 	}
 	return w.w.Finish(backend.Meta{Fid: w.d.c.Fid, Stripe: w.d.idx, Layout: w.d.c.Layout, Size: w.d.c.Size,
-		Checksums: w.d.c.Sums, Path: w.d.c.Path})
+		Checksums: w.d.c.Sums, Path: w.d.c.Path, Version: w.d.c.DataVersion})
 }
 
 func (w *stripeWriter) Abort(context.Context) { w.w.Abort() }

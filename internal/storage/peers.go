@@ -27,6 +27,11 @@ type Peers interface {
 	// ProbeStripe says whether the server at addr can serve stripe idx of
 	// fid (nil) or why not.
 	ProbeStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error
+	// PrepareStripe, ApplyStripe and DiscardStripe are the journal calls
+	// of an update session (update.go) on stripe idx at addr.
+	PrepareStripe(ctx context.Context, addr string, fid uint64, idx int, token string, h backend.JournalHead, ops io.Reader) error
+	ApplyStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error
+	DiscardStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error
 	// StreamStripe reads stripe idx of fid on the server at addr from
 	// offset off to its end in one streamed request (moves, rebuilds and
 	// repairs read stripes through); a missing stripe is

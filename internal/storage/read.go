@@ -65,9 +65,16 @@ func (s *Server) openEC(ctx context.Context, c *capability.Capability, token str
 	var remote []int
 	avail := 0
 	for i, t := range c.Targets {
+		if c.IsStale(i) {
+			continue
+		}
 		f := s.local(t.FsID)
 		if f == nil {
 			remote = append(remote, i)
+			continue
+		}
+		if err := s.current(f, c, i); err != nil {
+			reasons = append(reasons, fmt.Sprintf("stripe %d (fs %d): %v", i, t.FsID, reason(err)))
 			continue
 		}
 		r, err := f.store.Open(c.Fid)

@@ -66,6 +66,10 @@ func (f *replicaFile) open(src *replicaSrc) (io.ReaderAt, error) {
 	}
 	src.opened = true
 	t := f.c.Targets[src.idx]
+	if f.c.IsStale(src.idx) {
+		src.err = errors.New("stale (it missed an update)")
+		return nil, src.err
+	}
 	if src.fs == nil {
 		p, err := f.s.peers("open", f.c.Path)
 		if err != nil {

@@ -174,6 +174,19 @@ type filesystem struct {
 	// leftovers: its stripes left unfinished by a previous run were
 	// looked at (leftover.go); 2 while that runs, 1 once done.
 	leftovers atomic.Int32
+
+	// changing serializes, by fid, the two ways a stripe's bytes change
+	// after it was written: an update rolled forward (journal.go apply)
+	// and a bad block rewritten from another copy (heal.go), which must
+	// never put back bytes of a version the stripe no longer holds.
+	changing [32]sync.Mutex
+}
+
+// lockStripe holds the change lock of the stripe of fid on f.
+func (f *filesystem) lockStripe(fid uint64) func() {
+	m := &f.changing[fid%uint64(len(f.changing))]
+	m.Lock()
+	return m.Unlock
 }
 
 func (f *filesystem) configStatus() string { s, _ := f.status.Load().(string); return s }

@@ -37,6 +37,12 @@ type Hooks struct {
 	// Legacy makes the stripe of fid what a store wrote before block
 	// sums existed; nil for a store that keeps none of its own.
 	Legacy func(t *testing.T, s backend.Store, fid uint64)
+	// CrashApply runs Updater.Apply of fid and stops it at step, leaving
+	// the stripe as a crash of the process there would (what it wrote is
+	// in place, nothing after); ApplySteps are the steps, in order. Nil
+	// for a store whose Apply changes a stripe all at once (memstore).
+	CrashApply func(t *testing.T, s backend.Store, fid uint64, step string)
+	ApplySteps []string
 }
 
 // Sizes are the stripe sizes every store must write and read back
@@ -187,6 +193,7 @@ func wantBadBlock(t *testing.T, s backend.Store, fid uint64, data []byte, at int
 
 // Run runs the suite.
 func Run(t *testing.T, h Hooks) {
+	t.Run("Journal", func(t *testing.T) { runJournal(t, h) })
 	t.Run("WriteReadBack", func(t *testing.T) {
 		s := initialized(t, h)
 		for i, size := range Sizes {

@@ -23,11 +23,12 @@ const Capacity = 1 << 40
 type Store struct {
 	name string
 
-	mu      sync.Mutex
-	stripes map[uint64]*stripe
-	marker  *backend.Identity
-	litter  bool   // holds something that is not a stripe
-	offline string // why Create is refused
+	mu       sync.Mutex
+	stripes  map[uint64]*stripe
+	marker   *backend.Identity
+	litter   bool   // holds something that is not a stripe
+	offline  string // why Create is refused
+	journals map[uint64]*journal
 }
 
 type stripe struct {
@@ -163,7 +164,7 @@ func (s *Store) Open(fid uint64) (backend.Reader, error) {
 	if st.sums != nil {
 		sums := st.sums
 		r.br = &checksum.BlockReader{R: bytes.NewReader(st.data), Len: int64(len(st.data)), Size: st.bs,
-			Sums: func(first, n int64) ([]uint32, error) { return sums[first : first+n], nil }}
+			Sums: table(sums)}
 	}
 	return r, nil
 }
@@ -225,7 +226,7 @@ func (s *Store) Rewrite(fid uint64, off int64, p []byte) error {
 		sums := st.sums
 		first, news, err := checksum.RewriteSums(st.bs, int64(len(st.data)), off, p,
 			func(b []byte, at int64) error { copy(b, st.data[at:]); return nil },
-			func(first, n int64) ([]uint32, error) { return sums[first : first+n], nil })
+			table(sums))
 		if err != nil {
 			return kerr.Wrap(kerr.IO, "rewrite", s.where(fid), err)
 		}
@@ -271,7 +272,9 @@ func (s *Store) ReadMeta(fid uint64) (backend.Meta, error) {
 	if err != nil {
 		return backend.Meta{}, err
 	}
+	s.mu.Lock() // Apply replaces it
 	m := *st.meta
+	s.mu.Unlock()
 	m.Checksums = maps.Clone(m.Checksums)
 	return m, nil
 }
@@ -365,4 +368,129 @@ func (s *Store) CheckIdentity(want backend.Identity) string {
 		s.offline = ""
 	}
 	return s.offline
+}
+
+var _ backend.Updater = (*Store)(nil)
+
+// journal is a prepared update held beside a stripe.
+type journal struct {
+	head backend.JournalHead
+	ops  []byte
+}
+
+func (s *Store) Prepare(fid uint64, h backend.JournalHead, ops io.Reader) error {
+	if _, err := s.get("prepare update", fid); err != nil {
+		return err
+	}
+	b, err := io.ReadAll(ops)
+	if err != nil {
+		return kerr.Wrap(kerr.IO, "prepare update", s.where(fid), err)
+	}
+	h.Meta.Checksums = maps.Clone(h.Meta.Checksums)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.journals == nil {
+		s.journals = map[uint64]*journal{}
+	}
+	s.journals[fid] = &journal{head: h, ops: b}
+	return nil
+}
+
+func (s *Store) Prepared(fid uint64) (backend.JournalHead, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.journals[fid]
+	if j == nil {
+		return backend.JournalHead{}, kerr.New(kerr.NotFound, "update", s.where(fid), "no prepared update")
+	}
+	return j.head, nil
+}
+
+// buffer is a stripe's bytes as operations see them.
+type buffer struct{ b []byte }
+
+func (t *buffer) WriteAt(p []byte, off int64) (int, error) {
+	if end := off + int64(len(p)); end > int64(len(t.b)) {
+		t.b = append(t.b, make([]byte, end-int64(len(t.b)))...)
+	}
+	return copy(t.b[off:], p), nil
+}
+
+func (t *buffer) Truncate(size int64) error {
+	if size <= int64(len(t.b)) {
+		t.b = t.b[:size]
+	} else {
+		t.b = append(t.b, make([]byte, size-int64(len(t.b)))...)
+	}
+	return nil
+}
+
+func (s *Store) Apply(fid uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, st := s.journals[fid], s.stripes[fid]
+	if j == nil {
+		return kerr.New(kerr.NotFound, "update", s.where(fid), "no prepared update")
+	}
+	delete(s.journals, fid)
+	if st == nil || st.meta == nil {
+		return kerr.New(kerr.NotFound, "update", s.where(fid), "no such stripe")
+	}
+	switch st.meta.Version {
+	case j.head.Meta.Version:
+		return nil
+	case j.head.From:
+	default:
+		return kerr.New(kerr.IO, "update", s.where(fid), fmt.Sprintf("stripe is at data version %d, the update is from %d (stale stripe)", st.meta.Version, j.head.From))
+	}
+	// With block sums: the touched blocks verified first, summed again
+	// after (backend/journal.go); the stripe is changed all at once.
+	var touched *backend.Touched
+	if st.sums != nil {
+		var err error
+		touched, err = backend.TouchedBlocks(bytes.NewReader(j.ops), int64(len(j.ops)), int64(len(st.data)), st.bs)
+		if err == nil {
+			err = touched.Verify(readFrom(st.data), table(st.sums))
+		}
+		if err != nil {
+			return kerr.Wrap(kerr.IO, "update", s.where(fid), err)
+		}
+	}
+	t := &buffer{b: bytes.Clone(st.data)} // readers hold the old slice
+	if err := backend.ReplayOps(bytes.NewReader(j.ops), t); err != nil {
+		return kerr.Wrap(kerr.IO, "update", s.where(fid), err)
+	}
+	if touched != nil {
+		sums, err := touched.Sums(table(st.sums), readFrom(t.b))
+		if err != nil {
+			return kerr.Wrap(kerr.IO, "update", s.where(fid), err)
+		}
+		st.sums = sums
+	}
+	m := j.head.Meta
+	m.Fid = fid
+	st.data, st.meta = t.b, &m
+	return nil
+}
+
+// readFrom reads data as a stripe's bytes.
+func readFrom(data []byte) func(p []byte, off int64) error {
+	return func(p []byte, off int64) error {
+		if copy(p, data[min(off, int64(len(data))):]) < len(p) {
+			return io.ErrUnexpectedEOF
+		}
+		return nil
+	}
+}
+
+// table is the SumsFunc of sums.
+func table(sums []uint32) checksum.SumsFunc {
+	return func(first, n int64) ([]uint32, error) { return sums[first : first+n], nil }
+}
+
+func (s *Store) Discard(fid uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.journals, fid)
+	return nil
 }

@@ -64,6 +64,8 @@ type Store struct {
 
 	rewriting [64]sync.Mutex // in-place changes, by fid (lockFid)
 
+	crashAt string // tests: the step of Apply that fails as a crash would (journal.go)
+
 	files   atomic.Int64
 	counted atomic.Bool // files is the count of this root's stripes
 	countMu sync.Mutex
@@ -388,7 +390,7 @@ func (r *summedReader) BlockSums() bool { return true }
 func (r *summedReader) Damaged() string { return r.damaged }
 
 // lockFid serializes the in-place changes of one stripe (Rewrite,
-// AddBlockSums).
+// AddBlockSums, Apply).
 func (s *Store) lockFid(fid uint64) func() {
 	m := &s.rewriting[fid%uint64(len(s.rewriting))]
 	m.Lock()

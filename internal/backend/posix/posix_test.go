@@ -3,6 +3,7 @@ package posix
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,6 +41,15 @@ func hooks(o Options) backendtest.Hooks {
 		Corrupt: func(t *testing.T, s backend.Store, fid uint64, off int64) {
 			flipByte(t, PhysPath(s.(*Store).Root(), fid), off)
 		},
+		CrashApply: func(t *testing.T, s backend.Store, fid uint64, step string) {
+			st := s.(*Store)
+			st.crashAt = step
+			defer func() { st.crashAt = "" }()
+			if err := st.Apply(fid); !errors.Is(err, errCrash) {
+				t.Fatalf("Apply stopped at %s: %v, want the crash", step, err)
+			}
+		},
+		ApplySteps: []string{"cut", "data", "sums", "footer"},
 		Legacy: func(t *testing.T, s backend.Store, fid uint64) {
 			// A version 1 stripe is its data alone.
 			r, err := s.Open(fid)

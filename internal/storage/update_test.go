@@ -1,0 +1,417 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/storage/storagetest"
+)
+
+// fileModel follows the acknowledged operations of an update.
+type fileModel struct{ b []byte }
+
+func (m *fileModel) WriteAt(p []byte, off int64) (int, error) {
+	if end := off + int64(len(p)); end > int64(len(m.b)) {
+		m.b = append(m.b, make([]byte, end-int64(len(m.b)))...)
+	}
+	return copy(m.b[off:], p), nil
+}
+
+func (m *fileModel) Truncate(size int64) error {
+	if size <= int64(len(m.b)) {
+		m.b = m.b[:size]
+	} else {
+		m.b = append(m.b, make([]byte, size-int64(len(m.b)))...)
+	}
+	return nil
+}
+
+// uploaded writes data as a new file through servers[0] and returns its
+// write capability.
+func uploaded(t *testing.T, servers []*Server, key *capability.Key, c *capability.Capability, data []byte) {
+	t.Helper()
+	u, err := servers[0].NewUpload(context.Background(), c, key.Sign(c), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.ReadFrom(bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// updateCap is the update capability of the file c wrote, at ns's version.
+func updateCap(t *testing.T, ns *storagetest.Namespace, c *capability.Capability) *capability.Capability {
+	t.Helper()
+	fv, err := ns.FileVersion(context.Background(), c.Fid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := *c
+	u.Update, u.Size, u.DataVersion, u.Stale = true, fv.Size, fv.DataVersion, fv.Stale
+	return &u
+}
+
+// readCap is the read capability of the file c wrote, at ns's version.
+func readCap(t *testing.T, ns *storagetest.Namespace, c *capability.Capability) *capability.Capability {
+	r := *updateCap(t, ns, c)
+	r.Write, r.Update = false, false
+	return &r
+}
+
+func readUpdated(t *testing.T, s *Server, key *capability.Key, c *capability.Capability) ([]byte, error) {
+	t.Helper()
+	f, err := s.Open(context.Background(), c, key.Sign(c), time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, f.Size())
+	if _, err := f.ReadAt(b, 0); err != nil && err != io.EOF {
+		return nil, err
+	}
+	return b, nil
+}
+
+// TestUpdateSession: writes at offsets (inside, across and past the end),
+// truncations (cut, extend) and a sync in the middle of a session, read
+// back through the session before it commits and by a new reader after,
+// for every layout with stripes on two servers; nothing the session wrote
+// is visible to a reader before it commits.
+func TestUpdateSession(t *testing.T) {
+	for _, tc := range []struct {
+		layout string
+		n      int
+	}{{"plain", 1}, {"replica:2", 2}, {"ec:2+1:4096", 3}} {
+		t.Run(tc.layout, func(t *testing.T) {
+			servers, ns, key, _ := memServers(t, 2, 3)
+			c := spread(60, tc.layout, tc.n, 2)
+			r := rand.New(rand.NewPCG(3, 4))
+			m := &fileModel{b: make([]byte, 50000)}
+			for i := range m.b {
+				m.b[i] = byte(r.Uint32())
+			}
+			uploaded(t, servers, key, c, m.b)
+			before := bytes.Clone(m.b)
+			uc := updateCap(t, ns, c)
+			u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := func(what string) {
+				t.Helper()
+				got := make([]byte, len(m.b)+100)
+				n, err := u.ReadAt(got, 0)
+				if err != io.EOF || !bytes.Equal(got[:n], m.b) {
+					t.Fatalf("%s: the session reads %d bytes (%v), the model has %d; equal=%v", what, n, err, len(m.b), bytes.Equal(got[:n], m.b))
+				}
+			}
+			for i := 0; i < 30; i++ {
+				p := make([]byte, 1+r.IntN(9000))
+				for j := range p {
+					p[j] = byte(r.Uint32())
+				}
+				off := int64(r.IntN(len(m.b) + 20000))
+				if _, err := u.WriteAt(p, off); err != nil {
+					t.Fatal(err)
+				}
+				m.WriteAt(p, off)
+				if i == 10 {
+					if err := u.Truncate(int64(len(m.b) / 3)); err != nil {
+						t.Fatal(err)
+					}
+					m.Truncate(int64(len(m.b) / 3))
+				}
+				if i == 20 {
+					if err := u.Truncate(int64(len(m.b) + 7000)); err != nil {
+						t.Fatal(err)
+					}
+					m.Truncate(int64(len(m.b) + 7000))
+				}
+			}
+			check("before sync")
+			if got, err := readUpdated(t, servers[1], key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, before) {
+				t.Fatalf("a reader before the commit: %v, equal to the committed content %v", err, bytes.Equal(got, before))
+			}
+			if err := u.Sync(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			check("after sync")
+			if _, err := u.WriteAt([]byte("after the sync"), 5); err != nil {
+				t.Fatal(err)
+			}
+			m.WriteAt([]byte("after the sync"), 5)
+			check("after a write past the sync")
+			if err := u.Commit(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			fv, _ := ns.FileVersion(context.Background(), c.Fid)
+			if fv.DataVersion != 2 || fv.Size != int64(len(m.b)) || len(fv.Stale) != 0 {
+				t.Fatalf("the namespace after the session: %+v, want version 2, %d bytes", fv, len(m.b))
+			}
+			for i, s := range servers {
+				if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.b) {
+					t.Fatalf("a reader at server %d after the commit: %v, equal to the model %v", i, err, bytes.Equal(got, m.b))
+				}
+			}
+		})
+	}
+}
+
+// TestUpdateMissedByAStripe: a replica whose filesystem cannot take an
+// update is reported stale with the commit, never read (a read of it at
+// the file's version is refused), and the file reads right from the other.
+func TestUpdateMissedByAStripe(t *testing.T) {
+	servers, ns, key, stores := memServers(t, 2, 3)
+	c := spread(61, "replica:2", 2, 2)
+	old := bytes.Repeat([]byte("old "), 1000)
+	uploaded(t, servers, key, c, old)
+	// The second replica's filesystem loses its identity marker: offline.
+	stores["/s1/fs0"].SetMarker(nil)
+	servers[1].beat(context.Background())
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.WriteAt([]byte("NEW!"), 0)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fv, _ := ns.FileVersion(context.Background(), c.Fid)
+	if fv.DataVersion != 1 || !slices.Equal(fv.Stale, []int{1}) {
+		t.Fatalf("the namespace after an update one replica missed: %+v", fv)
+	}
+	want := append([]byte("NEW!"), old[4:]...)
+	if got, err := readUpdated(t, servers[1], key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read: %v, new content %v", err, bytes.Equal(got, want))
+	}
+	// The marker is back: the stale replica is still never read, even by
+	// a capability that does not list it stale.
+	id := backend.Identity{FsID: 4, UUID: "u"}
+	stores["/s1/fs0"].SetMarker(&id)
+	servers[1].beat(context.Background())
+	rc := readCap(t, ns, c)
+	rc.Stale = nil
+	_, err = servers[1].OpenStripe(key.Sign(rc), c.Fid, 1)
+	if !kerr.Is(err, kerr.IO) {
+		t.Fatalf("the stale replica was opened at the file's version: %v", err)
+	}
+}
+
+// TestConcurrentUpdates: two sessions of one file commit one after the
+// other; the second, refused by the namespace at first (the file moved on),
+// is prepared again over the first's version: both sessions' ranges are in
+// the file, the later commit's bytes where they overlap.
+func TestConcurrentUpdates(t *testing.T) {
+	for _, lay := range []struct {
+		layout string
+		n      int
+	}{{"replica:2", 2}, {"ec:2+1:4096", 3}} {
+		t.Run(lay.layout, func(t *testing.T) {
+			servers, ns, key, _ := memServers(t, 2, 3)
+			c := spread(62, lay.layout, lay.n, 2)
+			m := &fileModel{b: bytes.Repeat([]byte("."), 20000)}
+			uploaded(t, servers, key, c, m.b)
+			uc := updateCap(t, ns, c)
+			a, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := servers[1].NewUpdate(context.Background(), uc, key.Sign(uc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.WriteAt(bytes.Repeat([]byte("A"), 10000), 0)
+			b.WriteAt(bytes.Repeat([]byte("B"), 10000), 5000)
+			a.WriteAt(bytes.Repeat([]byte("a"), 100), 25000) // extends the file
+			if err := a.Commit(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Commit(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			m.WriteAt(bytes.Repeat([]byte("A"), 10000), 0)
+			m.WriteAt(bytes.Repeat([]byte("a"), 100), 25000)
+			m.WriteAt(bytes.Repeat([]byte("B"), 10000), 5000)
+			got, err := readUpdated(t, servers[0], key, readCap(t, ns, c))
+			if err != nil || !bytes.Equal(got, m.b) {
+				t.Fatalf("after both commits: %v, %d bytes, want %d, equal %v", err, len(got), len(m.b), bytes.Equal(got, m.b))
+			}
+			if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 2 {
+				t.Fatalf("data version after two sessions: %d", fv.DataVersion)
+			}
+		})
+	}
+}
+
+// TestUpdateAnswerLost: the namespace committed an update but its answer
+// was lost (it crashed): the session finds out from the file's version
+// and rolls its journals forward instead of dropping them, so the file
+// reads at its new version; an update the namespace refused leaves
+// nothing of itself.
+func TestUpdateAnswerLost(t *testing.T) {
+	servers, ns, key, _ := memServers(t, 2, 3)
+	c := spread(63, "replica:2", 2, 2)
+	uploaded(t, servers, key, c, []byte("0123456789"))
+	ns.LoseUpdateAnswers = 1
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.WriteAt([]byte("AB"), 3)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatalf("a commit whose answer was lost: %v", err)
+	}
+	for i := range servers {
+		if got, err := readUpdated(t, servers[i], key, readCap(t, ns, c)); err != nil || string(got) != "012AB56789" {
+			t.Fatalf("server %d reads %q %v", i, got, err)
+		}
+	}
+}
+
+// TestMoveNeverRebuildsFromAStaleStripe: an erasure-coded stripe rebuilt
+// for a move is decoded from current stripes only: one that missed an
+// update (its frames verify, its bytes are the version before) is never
+// a source, even under a capability that does not list it stale, so a
+// move that would need it fails instead of writing a stripe of mixed
+// versions.
+func TestMoveNeverRebuildsFromAStaleStripe(t *testing.T) {
+	servers, ns, key, stores := memServers(t, 2, 3)
+	c := spread(66, "ec:2+1:4096", 3, 2) // stripes on fs 1 (s0), 4 (s1), 2 (s0)
+	old := bytes.Repeat([]byte("old bytes "), 3000)
+	uploaded(t, servers, key, c, old)
+	stores["/s0/fs1"].SetMarker(nil) // stripe 2's filesystem misses the update
+	servers[0].beat(context.Background())
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.WriteAt(bytes.Repeat([]byte("N"), 20000), 1000)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fv, _ := ns.FileVersion(context.Background(), c.Fid); !slices.Equal(fv.Stale, []int{2}) {
+		t.Fatalf("the namespace after an update stripe 2 missed: %+v", fv)
+	}
+	id := backend.Identity{FsID: 2, UUID: "u"}
+	stores["/s0/fs1"].SetMarker(&id)
+	servers[0].beat(context.Background())
+	// Stripe 0's own copy is gone: a move must rebuild it from 1 and 2.
+	if err := stores["/s0/fs0"].Remove(c.Fid); err != nil {
+		t.Fatal(err)
+	}
+	rc := readCap(t, ns, c)
+	rc.Stale = nil
+	res, err := servers[0].MoveStripe(context.Background(), moveOrder(key, rc, 0, 3))
+	if err == nil {
+		t.Fatalf("stripe 0 was rebuilt with a stale stripe among its sources: %+v", res)
+	}
+	if _, err := stores["/s0/fs2"].ReadMeta(c.Fid); !kerr.Is(err, kerr.NotFound) {
+		t.Fatalf("a failed move left a stripe: %v", err)
+	}
+}
+
+// unreachableApply is directPeers whose ApplyStripe never reaches the
+// peer (it crashed after the prepare, or is restarting).
+type unreachableApply struct{ directPeers }
+
+func (p unreachableApply) ApplyStripe(_ context.Context, addr string, _ uint64, _ int, _ string) error {
+	return kerr.New(kerr.Unavailable, "apply", addr, "storage server unreachable")
+}
+
+// TestApplyToAnUnreachablePeer: a peer that cannot be reached after the
+// commit point keeps its durable journal; its stripe is not marked stale,
+// and the next open of it at the new version rolls the journal forward
+// and reads the new content.
+func TestApplyToAnUnreachablePeer(t *testing.T) {
+	servers, ns, key, _ := memServers(t, 2, 3)
+	servers[0].cfg.Peers = unreachableApply{servers[0].cfg.Peers.(directPeers)}
+	c := spread(67, "replica:2", 2, 2)
+	old := bytes.Repeat([]byte("old "), 1000)
+	uploaded(t, servers, key, c, old)
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.WriteAt([]byte("NEW!"), 0)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 1 || len(fv.Stale) != 0 {
+		t.Fatalf("the namespace after an update whose apply did not reach a peer: %+v", fv)
+	}
+	want := append([]byte("NEW!"), old[4:]...)
+	b, err := servers[1].OpenStripe(key.Sign(readCap(t, ns, c)), c.Fid, 1)
+	if err != nil {
+		t.Fatalf("the peer's stripe at the new version: %v", err)
+	}
+	defer b.Close()
+	got := make([]byte, len(want))
+	if _, err := b.ReadAt(got, 0); err != nil && err != io.EOF || !bytes.Equal(got, want) {
+		t.Fatalf("the peer's stripe: %v, new content %v", err, bytes.Equal(got, want))
+	}
+}
+
+// TestUpdateAfterAnUnappliedCommit: the entry server crashed after the
+// namespace recorded an update and before any stripe applied it (each
+// holds its journal); the next session, at the new version, rolls those
+// journals forward before it prepares its own over them, so neither the
+// first update nor the stripes are lost (preparing over them left every
+// stripe one version behind: all stale).
+func TestUpdateAfterAnUnappliedCommit(t *testing.T) {
+	servers, ns, key, stores := memServers(t, 2, 3)
+	c := spread(68, "replica:2", 2, 2)
+	old := bytes.Repeat([]byte("old "), 1000)
+	uploaded(t, servers, key, c, old)
+	var locs []uint32
+	for i, tg := range c.Targets {
+		st := storeOf(stores, c, i)
+		m, err := st.ReadMeta(c.Fid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Version, m.Checksums = 1, nil
+		if err := st.Prepare(c.Fid, backend.JournalHead{From: 0, Meta: m}, bytes.NewReader(backend.EncodeWrite(nil, 0, []byte("FIRST")))); err != nil {
+			t.Fatal(err)
+		}
+		locs = append(locs, tg.FsID)
+	}
+	if _, err := ns.CommitUpdate(context.Background(), message.UpdateCommit{Fid: c.Fid, Base: 0, Tag: 1, Size: int64(len(old)), Locations: locs}); err != nil {
+		t.Fatal(err)
+	}
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.WriteAt([]byte("SECOND"), 100)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 2 || len(fv.Stale) != 0 {
+		t.Fatalf("the namespace after the second update: %+v", fv)
+	}
+	want := bytes.Clone(old)
+	copy(want, "FIRST")
+	copy(want[100:], "SECOND")
+	for i, s := range servers {
+		if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("a reader at server %d: %v, both updates there %v", i, err, bytes.Equal(got, want))
+		}
+	}
+}
