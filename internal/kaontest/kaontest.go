@@ -81,8 +81,9 @@ func New(t testing.TB, o Options) *Stack {
 	if o.RebuildAfter > 0 {
 		nc.RebuildAfter = o.RebuildAfter
 	}
+	proc, mgmX, fstX := role.NewProcessMetrics()
 	ns, err := role.NewNamespace(nc, role.NamespaceParts{Store: memkv.New(), Key: key, Auth: o.Auth,
-		XRootD: &role.XRootDServers{}, Log: o.Log})
+		XRootD: mgmX, Metrics: proc, Log: o.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func New(t testing.TB, o Options) *Stack {
 	sc := role.DefaultStorage()
 	sc.SyncData = false // the test's files need not survive a crash of the machine
 	fst, err := role.NewStorage(sc, role.StorageParts{Node: "kaontest", URL: "http://" + st.Data.Listener.Addr().String(),
-		Key: key, Namespace: ns.Service, Paths: paths, XRootD: &role.XRootDServers{}, Log: o.Log})
+		Key: key, Namespace: ns.Service, Paths: paths, XRootD: fstX, Metrics: proc, Log: o.Log})
 	if err != nil {
 		t.Fatal(err)
 	}

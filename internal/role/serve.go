@@ -98,13 +98,11 @@ func StartUp(c UpConfig, log *slog.Logger) (_ *Server, err error) {
 	// One registry for the process; the namespace endpoint's /metrics also
 	// shows the storage server's (one address for every role), which its
 	// own endpoint shows too.
-	proc := metrics.NewRegistry()
+	proc, mgmX, fstX := NewProcessMetrics()
 	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files, sec.scheme()+nsAddr, sec, proc, log)
 	if err != nil {
 		return nil, err
 	}
-	xm := metrics.RegisterXRootD(proc)
-	mgmX, fstX := newXRootDServers(xm, "mgm"), newXRootDServers(xm, "fst")
 	var fstMetrics prometheus.Gatherer // set before anything is served
 	ns, err := NewNamespace(c.Namespace, NamespaceParts{Store: eng, Key: files.key, Tokens: files.tokens, Audit: files.auditWriter(),
 		Auth: chain, Security: sec, MetricsAllow: allow, XRootD: mgmX, Log: log,

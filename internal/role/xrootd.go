@@ -35,6 +35,15 @@ func newXRootDServers(m *metrics.XRootD, role string) *XRootDServers {
 	return x
 }
 
+// NewProcessMetrics is a process's registry and the root:// servers of
+// its namespace and storage roles, counted in it as `kaon up` counts
+// them (for an assembly outside the binary: kaontest).
+func NewProcessMetrics() (proc *prometheus.Registry, mgm, fst *XRootDServers) {
+	proc = metrics.NewRegistry()
+	xm := metrics.RegisterXRootD(proc)
+	return proc, newXRootDServers(xm, "mgm"), newXRootDServers(xm, "fst")
+}
+
 // observe is the servers' Config.Observe.
 func (x *XRootDServers) observe() func(request, code string, took time.Duration) {
 	if x == nil || x.metrics == nil {
