@@ -67,7 +67,7 @@ func bindAuth(fl *pflag.FlagSet, a *role.AuthConfig) {
 	fl.StringVar(&a.Methods, "auth", d.Methods,
 		"accepted authentication methods, comma-separated: unix (loopback peers; others are nobody), token (bearer tokens), x509 (https client certificates), gsi (root:// grid proxies); root:// offers token and gsi in this order; without unix a client none applies to is refused")
 	fl.StringArrayVar(&a.Issuers, "token-issuer", nil,
-		"trusted token issuer ISSUER=JWKS (JWKS: a file or an https:// URL; ISSUER alone: its discovery document), options ,base=/PATH ,user=LOCALUSER ,map=FILE (repeatable)")
+		"trusted token issuer ISSUER=JWKS (JWKS: a file or an https:// URL; ISSUER alone: its discovery document), options ,base=/PATH ,user=LOCALUSER ,map=FILE (one of user= or map= is required) ,authz=user|capability (default user: the mapped user's mode bits and ACLs decide, scopes narrow; capability: the scopes authorize by themselves) (repeatable)")
 	fl.StringArrayVar(&a.Audiences, "token-audience", nil, "token audience this service accepts besides its own URL and the WLCG/SciTokens 'any' (repeatable)")
 	fl.StringVar(&a.IssuerURL, "issuer-url", d.IssuerURL, "iss of the tokens this instance issues, where it publishes its keys (default: its HTTP URL)")
 	fl.StringVar(&a.Plaintext, "auth-plaintext", d.Plaintext, "bearer tokens over plaintext http: refuse or allow (default: refuse with --tls, a token sent in the clear is a leaked one; allow without)")

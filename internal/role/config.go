@@ -125,7 +125,7 @@ type JoinConfig struct {
 // accepted methods, the token issuers it trusts, and its own issuer.
 type AuthConfig struct {
 	Methods   string        // --auth: unix, token, x509, gsi (comma-separated; orders root://'s protocols)
-	Issuers   []string      // --token-issuer ISSUER[=JWKS][,base=/p][,user=U][,map=FILE]
+	Issuers   []string      // --token-issuer ISSUER[=JWKS][,base=/p][,user=U][,map=FILE][,authz=user|capability]
 	Audiences []string      // --token-audience
 	IssuerURL string        // --issuer-url: iss of this instance's tokens
 	MaxTTL    time.Duration // --token-max-ttl: issued and accepted tokens' longest lifetime
