@@ -43,6 +43,7 @@ func bindNamespace(fl *pflag.FlagSet, n *role.NamespaceConfig) {
 	fl.BoolVar(&n.Sync, "sync", d.Sync, "make commits (and, in up, file data) durable before acknowledging (false: benchmarks only)")
 	fl.DurationVar(&n.CapTTL, "cap-ttl", d.CapTTL, "lifetime of redirect capabilities (each is good for one upload)")
 	fl.IntVar(&n.MetaCacheMB, "meta-cache", d.MetaCacheMB, "namespace engine block cache in MiB")
+	fl.StringVar(&n.SRRPath, "srr-path", d.SRRPath, "where the HTTP front serves the WLCG Storage Resource Report (JSON, to any client; \"\" = only through kaon srr)")
 	fl.DurationVar(&n.RecycleLifetime, "recycle-lifetime", d.RecycleLifetime, "recycle bin entries older than this are purged (0 = kept)")
 	fl.Int64Var(&n.RecycleSize, "recycle-size", d.RecycleSize, "the oldest recycle bin entries are purged while it holds more bytes than this (0 = no limit)")
 	fl.StringVar(&n.AuditLog, "audit-log", d.AuditLog, "audit log: one JSON line per mutation and refused request (empty = off)")

@@ -62,7 +62,8 @@ var adminRoutes = map[string]adminRoute{
 // namespace authorizes them per path (mode bits, ACLs, token scopes), and
 // they say nothing about the instance's servers and disks.
 var userRoutes = []string{"stat", "ls", "mkdir", "chmod", "chown", "touch", "rm", "mv", "attr/set", "attr/rm", "attr/ls",
-	"fileinfo", "quota/ls", "recycle/ls", "recycle/restore", "recycle/purge", "whoami", "file/versions", "file/restore-version"}
+	"fileinfo", "quota/ls", "recycle/ls", "recycle/restore", "recycle/purge", "whoami", "file/versions", "file/restore-version",
+	"srr"}
 
 // apiRoutes are the routes the admin API's sources register: the
 // entries of its route table ({"ROUTE", get|post, ...}) and the routes

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/nsapi"
+	"github.com/kaon-storage/kaon/internal/srr"
 )
 
 // Client calls one namespace server. A standby of a replicated instance
@@ -251,6 +252,11 @@ func (c *Client) RecyclePurge(ctx context.Context, key string, olderThan time.Du
 // Whoami asks who the server thinks the caller is.
 func (c *Client) Whoami(ctx context.Context) (nsapi.Whoami, error) {
 	return get[nsapi.Whoami](ctx, c, "whoami", nsapi.None{})
+}
+
+// StorageReport is the instance's WLCG Storage Resource Report.
+func (c *Client) StorageReport(ctx context.Context) (srr.Document, error) {
+	return get[srr.Document](ctx, c, "srr", nsapi.None{})
 }
 
 // IssueToken asks for a bearer token of the server's own issuer (root only).

@@ -88,6 +88,7 @@ var apiRoutes = []apiRoute{
 
 	{"ns/step-down", post, typed(api.stepDown)},
 	// ns/status: serveNSStatus (ha.go), also answered by standbys.
+	// srr: serveSRR (srr.go), the Storage Resource Report.
 }
 
 // api calls the namespace service for the admin API's routes.
@@ -150,6 +151,7 @@ func (f *Namespace) apiHandler() http.Handler {
 		})
 	}
 	mux.HandleFunc("/api/v1/ns/status", f.serveNSStatus)
+	mux.HandleFunc("/api/v1/srr", f.serveSRR) // kaon srr: the report of --srr-path (srr.go)
 	return mux
 }
 

@@ -20,10 +20,13 @@ import (
 
 // Namespace serves the namespace endpoint of a namespace server.
 type Namespace struct {
-	NS       *nsserver.Server
-	Key      *capability.Key // for the internal protocol's shared secret
-	Auth     auth.Chain      // how clients are authenticated (default: unix peers)
-	Log      *slog.Logger
+	NS   *nsserver.Server
+	Key  *capability.Key // for the internal protocol's shared secret
+	Auth auth.Chain      // how clients are authenticated (default: unix peers)
+	Log  *slog.Logger
+	// SRRPath is where the WLCG Storage Resource Report is served ("":
+	// only at the admin API's srr route).
+	SRRPath  string
 	internal http.Handler
 	api      http.Handler
 	once     sync.Once
@@ -42,8 +45,8 @@ func (f *Namespace) init() {
 	})
 }
 
-// ServeHTTP routes: the internal protocol, the admin API, the session
-// channel (session.go), WebDAV.
+// ServeHTTP routes: the Storage Resource Report (srr.go), the internal
+// protocol, the admin API, the session channel (session.go), WebDAV.
 func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.init()
 	r = takeBearer(r.WithContext(auth.WithProtocol(r.Context(), "http")))
@@ -51,6 +54,8 @@ func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case f.SRRPath != "" && r.URL.Path == f.SRRPath:
+		f.serveSRR(w, r)
 	case strings.HasPrefix(r.URL.Path, "/internal/v1/"):
 		f.internal.ServeHTTP(w, r)
 	case strings.HasPrefix(r.URL.Path, "/api/v1/"):

@@ -91,7 +91,7 @@ func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
 	metrics.RegisterNamespace(reg, srv)
 	metrics.RegisterXRootD(reg, "mgm", p.XRootD.list)
 	srv.ReportMovement(metrics.NewMovement(reg))
-	front := &httpfront.Namespace{NS: srv, Key: p.Key, Log: p.Log, Auth: p.Auth}
+	front := &httpfront.Namespace{NS: srv, Key: p.Key, Log: p.Log, Auth: p.Auth, SRRPath: c.SRRPath}
 	h := metrics.Serve(metrics.NewHTTP(reg, "mgm", metrics.NamespaceRoute).Instrument(front), reg, p.MetricsAllow)
 	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Key: p.Key, Auth: p.Auth,
 		xrd: p.XRootD, log: p.Log}, nil
