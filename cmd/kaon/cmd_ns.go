@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -26,8 +27,21 @@ func init() {
 		stepDown := leaf("step-down", "the active namespace server hands its role over to a standby", func(c *cobra.Command, _ []string) int {
 			return runStepDown(newAPI(urlOf(c)))
 		})
-		return group("ns", "the namespace's store, its servers (active, standbys), handing over: ns status | ns step-down [--url URL]",
-			withURL(status), withURL(stepDown))
+		var dumpPath string
+		dump := leaf("dump", "every file below --path, one path per line, streamed (Rucio's consistency checks; the admin only)", func(c *cobra.Command, _ []string) int {
+			out := bufio.NewWriterSize(os.Stdout, 64<<10)
+			err := newAPI(urlOf(c)).Dump(ctx(), dumpPath, out)
+			if ferr := out.Flush(); err == nil && ferr != nil {
+				err = ferr
+			}
+			if err != nil {
+				return fail("ns dump", err)
+			}
+			return 0
+		})
+		dump.Flags().StringVar(&dumpPath, "path", "/", "the directory to dump")
+		return group("ns", "the namespace's store, its servers (active, standbys), handing over, its file list: ns status | ns step-down | ns dump --path P [--url URL]",
+			withURL(status), withURL(stepDown), withURL(dump))
 	})
 }
 

@@ -36,6 +36,7 @@ var adminRoutes = map[string]adminRoute{
 	"file/convert/status": {},
 	"token/keys":          {},
 	"ns/status":           {},
+	"ns/dump":             {args: map[string]any{"path": "/"}},
 	"fs/add":              {post: true, args: map[string]any{"node": "nosuch", "path": "/nosuch"}},
 	"fs/config":           {post: true, args: map[string]any{"id": "1", "key": "drain.parallel", "value": "4"}},
 	"fs/reinit":           {post: true, args: map[string]any{"id": "999"}},

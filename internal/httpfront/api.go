@@ -89,6 +89,7 @@ var apiRoutes = []apiRoute{
 	{"ns/step-down", post, typed(api.stepDown)},
 	// ns/status: serveNSStatus (ha.go), also answered by standbys.
 	// srr: serveSRR (srr.go), the Storage Resource Report.
+	// ns/dump: serveDump (api_dump.go), streamed, the admin only.
 }
 
 // api calls the namespace service for the admin API's routes.
@@ -152,6 +153,7 @@ func (f *Namespace) apiHandler() http.Handler {
 	}
 	mux.HandleFunc("/api/v1/ns/status", f.serveNSStatus)
 	mux.HandleFunc("/api/v1/srr", f.serveSRR) // kaon srr: the report of --srr-path (srr.go)
+	mux.HandleFunc("/api/v1/ns/dump", f.serveDump)
 	return mux
 }
 

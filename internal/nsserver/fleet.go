@@ -76,3 +76,12 @@ func (s *Server) StorageShares(context.Context, auth.Principal) ([]nsapi.Space, 
 	}
 	return spaces, projects, nil
 }
+
+// Dump streams the path of every file below path to fn, one at a time
+// (namespace.Dump: Rucio's consistency checks); admin only, audited.
+func (s *Server) Dump(ctx context.Context, p auth.Principal, path string, fn func(path string) error) error {
+	if err := requireRoot(p, "ns dump"); err != nil {
+		return err
+	}
+	return s.audit(ctx, p, "ns dump", path, "", s.ns.Dump(caller(p), path, fn))
+}
