@@ -5,7 +5,7 @@
 // and the client's second request starts at the storage server. Both log
 // each request once (AccessLog), close connections lingering
 // (LingerListener), and answer a few things alike: a ranged PUT is
-// refused (RangedPut), Want-Digest is answered from the stored checksums
+// refused (RangedPut), Want-Digest and Want-Repr-Digest are answered from the stored checksums
 // (SetDigest), and a third-party copy refused before it started says so
 // in a "failure:" line (CopyRefused, CheckCredential).
 package httpserve
