@@ -404,7 +404,8 @@ func (c *Client) OpenRead(ctx context.Context, path string) (*RemoteFile, error)
 			}
 			port := int(int32(binary.BigEndian.Uint32(b)))
 			target, opaque, _ := strings.Cut(string(b[4:]), "?")
-			if i := strings.IndexByte(opaque, '?'); i >= 0 { // "?cgi?token"
+			target = strings.TrimSuffix(strings.TrimPrefix(target, "["), "]") // an IPv6 literal comes bracketed
+			if i := strings.IndexByte(opaque, '?'); i >= 0 {                  // "?cgi?token"
 				opaque = opaque[:i]
 			}
 			next, err := Dial(ctx, net.JoinHostPort(target, strconv.Itoa(port)), cur.cfg)
