@@ -404,8 +404,9 @@ func (c *Client) OpenRead(ctx context.Context, path string) (*RemoteFile, error)
 			}
 			port := int(int32(binary.BigEndian.Uint32(b)))
 			target, opaque, _ := strings.Cut(string(b[4:]), "?")
-			target = strings.TrimSuffix(strings.TrimPrefix(target, "["), "]") // an IPv6 literal comes bracketed
-			if i := strings.IndexByte(opaque, '?'); i >= 0 {                  // "?cgi?token"
+			// An IPv6 literal comes bracketed (RedirectHost).
+			target = strings.TrimSuffix(strings.TrimPrefix(target, "["), "]")
+			if i := strings.IndexByte(opaque, '?'); i >= 0 { // "?cgi?token"
 				opaque = opaque[:i]
 			}
 			next, err := Dial(ctx, net.JoinHostPort(target, strconv.Itoa(port)), cur.cfg)
