@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 # Two builds: the plain one (no C library, as the README builds it) and
 # -tags ceph (RADOS support through librados).
+unformatted=$(gofmt -l cmd internal integration bench)
+if [ -n "$unformatted" ]; then echo "gofmt: not formatted: $unformatted" >&2; exit 1; fi
 go vet ./...
 go vet -tags ceph ./...
 # staticcheck, pinned (2026.2.2; the module proxy resolves the version,

@@ -90,7 +90,7 @@ func TestX509Conformance(t *testing.T) {
 	target := "/x509-http/new/sub/g" // daemon's, 0600 (the scenarios left it)
 	for what, p := range bad {
 		for _, d := range mk([2]string{p, p}) {
-			refused := frontendtest.Permission // 403, kXR_NotAuthorized
+			refused := frontendtest.Permission                                                                                              // 403, kXR_NotAuthorized
 			if r := d.Do(t, false, "read", target, "0", "-1"); r.Outcome != refused || bytes.Contains(r.Data, []byte("replaced content")) { // what the scenarios left in it
 				t.Fatalf("%s %s reads: %s (%s)", d.Name(), what, r.Outcome, r.Detail)
 			}

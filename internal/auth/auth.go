@@ -118,6 +118,10 @@ type Request struct {
 	// chain itself is verified by the x509 method (proxies included).
 	Certs []*x509.Certificate
 	Login string // the name the client claims (display only)
+	// Kerberos is a Kerberos credential: the AP-REQ of root://'s krb5, or
+	// the GSS-API token of an https "Authorization: Negotiate" (SPNEGO
+	// or a bare krb5 token); the krb5 method verifies it.
+	Kerberos []byte
 	// TLS says the connection is TLS (https, or root:// after the TLS
 	// upgrade); a bearer credential without it travelled in the clear.
 	TLS bool
@@ -140,6 +144,13 @@ type Authenticator interface {
 type BearerMethod interface {
 	Authenticator
 	TakesBearer()
+}
+
+// Challenger is an Authenticator whose credential HTTP clients send only
+// when asked: a 401 names its scheme ("Negotiate") in WWW-Authenticate.
+type Challenger interface {
+	Authenticator
+	Challenge() string
 }
 
 // Chain tries authenticators in order; a request none applies to is Nobody.

@@ -7,8 +7,9 @@
 // instance) serves WebDAV (dav.go; third-party COPY authorized in
 // copy.go), the admin JSON API under /api/v1/ (api.go: the route table;
 // api_*.go: the routes of each family, in nsapi's vocabulary), the
-// internal protocol under /internal/v1/ (package cluster) and the token
-// issuer's public metadata (token.go). Uploads and reads are answered
+// internal protocol under /internal/v1/ (package cluster), the token
+// issuer's public metadata (token.go) and, for browsers, the web view
+// (web.go: the service's answers rendered by package webview). Uploads and reads are answered
 // with a redirect to a storage server's data endpoint (package
 // datafront), where the bytes flow; what both endpoints share is in
 // package httpserve.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
@@ -16,6 +17,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/nsserver"
+	"github.com/kaon-storage/kaon/internal/webview"
 )
 
 // Namespace serves the namespace endpoint of a namespace server.
@@ -26,8 +28,15 @@ type Namespace struct {
 	Log  *slog.Logger
 	// SRRPath is where the WLCG Storage Resource Report is served ("":
 	// only at the admin API's srr route).
-	SRRPath  string
+	SRRPath string
+	// DataClient relays the web view's uploads to storage servers
+	// (nil: http.DefaultClient; over TLS one that trusts them).
+	DataClient *http.Client
+	// NSStatus is the status of a replicated instance's namespace
+	// servers, for the web view's status page (nil: this one server).
+	NSStatus func(context.Context) nsapi.NSStatus
 	internal http.Handler
+	web      *webview.Sessions
 	api      http.Handler
 	once     sync.Once
 }
@@ -42,14 +51,19 @@ func (f *Namespace) init() {
 		}
 		f.internal = cluster.Handler(f.NS, f.Key.Internal())
 		f.api = f.apiHandler()
+		f.web = webview.NewSessions(12*time.Hour, 10000)
 	})
 }
 
 // ServeHTTP routes: the Storage Resource Report (srr.go), the internal
-// protocol, the admin API, the session channel (session.go), WebDAV.
+// protocol, the admin API, the session channel (session.go), the web view
+// (web.go) for browsers, WebDAV.
 func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.init()
 	r = takeBearer(r.WithContext(auth.WithProtocol(r.Context(), "http")))
+	if cs := challenges(f.Auth); len(cs) > 0 {
+		w = &challengeWriter{ResponseWriter: w, schemes: cs}
+	}
 	if f.serveWellKnown(w, r) {
 		return
 	}
@@ -63,6 +77,10 @@ func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == nsapi.SessionPath:
 		f.serveSession(w, r)
 	default:
+		r = f.webSessionBearer(r)
+		if f.serveWeb(w, r) {
+			return
+		}
 		f.serveDAV(w, r)
 	}
 }
@@ -122,6 +140,14 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 	ca, ok := r.Context().Value(connKey{}).(*connAuth)
 	if !ok {
 		return auth.Nobody, nil
+	}
+	if cred, ok := negotiation(r); ok && len(challenges(chain)) > 0 {
+		req := &auth.Request{Remote: ca.remote, Local: ca.local, Kerberos: cred, Admin: admin, TLS: r.TLS != nil}
+		p, err := chain.Authenticate(r.Context(), req)
+		if err == nil {
+			httpserve.SetPrincipal(r, p.Name+"/"+p.Method)
+		}
+		return p, err
 	}
 	if tok := bearer(r); tok != "" && acceptsTokens(chain) {
 		req := &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok, Admin: admin, TLS: r.TLS != nil}

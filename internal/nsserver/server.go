@@ -125,6 +125,7 @@ type Server struct {
 
 	cfg      Config
 	auditLog *auditor
+	refusals refusals // the latest, for the admin's status page
 
 	sumMu      sync.Mutex
 	sumPending map[string]*sumCall // checksums being computed on request, by fid/type

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/krb5auth"
 	"github.com/kaon-storage/kaon/internal/auth/macaroon"
 	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/auth/token/remote"
@@ -67,15 +68,15 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, k
 	has := map[string]bool{}
 	for _, m := range strings.Split(a.Methods, ",") {
 		switch m = strings.TrimSpace(m); m {
-		case "unix", "token", "x509", "gsi":
+		case "unix", "token", "x509", "gsi", "krb5":
 			has[m] = true
 		case "":
 		default:
-			return nil, fmt.Errorf("--auth: unknown method %q (want unix, token, x509, gsi)", m)
+			return nil, fmt.Errorf("--auth: unknown method %q (want unix, token, x509, gsi, krb5)", m)
 		}
 	}
 	if len(has) == 0 {
-		return nil, fmt.Errorf("--auth: name at least one method (unix, token, x509, gsi)")
+		return nil, fmt.Errorf("--auth: name at least one method (unix, token, x509, gsi, krb5)")
 	}
 	var c auth.Chain
 	switch a.Plaintext {
@@ -112,6 +113,20 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, k
 		}
 		c = append(c, sec.x509)
 	}
+	switch {
+	case has["krb5"]:
+		if a.Krb5Keytab == "" {
+			return nil, fmt.Errorf("--auth krb5 needs --krb5-keytab (the service keys: xrootd/HOST@REALM, HTTP/HOST@REALM)")
+		}
+		m, err := krb5auth.New(a.Krb5Keytab)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("Kerberos: root:// krb5 and https Negotiate", "service", m.Service, "realm", m.Realm)
+		c = append(c, m)
+	case a.Krb5Keytab != "":
+		return nil, fmt.Errorf("--krb5-keytab given but --auth %q does not list krb5", a.Methods)
+	}
 	if has["unix"] {
 		return append(c, auth.Unix{}), nil
 	}
@@ -130,6 +145,9 @@ func required(has map[string]bool) string {
 	}
 	if has["gsi"] {
 		what = append(what, "a grid proxy (root:// gsi: X509_USER_PROXY)")
+	}
+	if has["krb5"] {
+		what = append(what, "a Kerberos ticket (kinit; root:// krb5, https Negotiate)")
 	}
 	return strings.Join(what, " or ") + " is required"
 }

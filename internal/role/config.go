@@ -126,7 +126,7 @@ type JoinConfig struct {
 // AuthConfig is how a namespace server authenticates clients: the
 // accepted methods, the token issuers it trusts, and its own issuer.
 type AuthConfig struct {
-	Methods   string        // --auth: unix, token, x509, gsi (comma-separated; orders root://'s protocols)
+	Methods   string        // --auth: unix, token, x509, gsi, krb5 (comma-separated; orders root://'s protocols)
 	Issuers   []string      // --token-issuer ISSUER[=JWKS][,base=/p][,user=U][,map=FILE][,authz=user|capability]
 	Audiences []string      // --token-audience
 	IssuerURL string        // --issuer-url: iss of this instance's tokens
@@ -134,6 +134,9 @@ type AuthConfig struct {
 	// Plaintext is --auth-plaintext: "refuse" or "allow" bearer tokens
 	// over plaintext HTTP ("": refuse with --tls, allow without).
 	Plaintext string
+	// Krb5Keytab is --krb5-keytab: the service keys of krb5 (root://) and
+	// Negotiate (https).
+	Krb5Keytab string
 }
 
 // DefaultAuth is the authentication settings given no flags.

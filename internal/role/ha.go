@@ -85,6 +85,7 @@ func startReplicated(s *Server, c MGMConfig, files *namespaceFiles, sec *Securit
 			// window at the instance's first start costs only its time),
 			// whose sessions reclaim their locks.
 			p.Store, p.StepDown, p.Term, p.Takeover = store, node.StepDown, term, true
+			p.NSStatus = func(ctx context.Context) nsapi.NSStatus { return nsStatus(node.Status(ctx), self) }
 			if handed != nil {
 				var in namespace.InFlight
 				if err := json.Unmarshal(handed, &in); err != nil {

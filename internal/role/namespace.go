@@ -21,6 +21,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
 	"github.com/kaon-storage/kaon/internal/metrics"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/xrdfront"
 	"github.com/kaon-storage/kaon/internal/xrootd"
@@ -53,6 +54,9 @@ type NamespaceParts struct {
 	// reclaim their locks.
 	Term     uint64
 	Takeover bool
+	// NSStatus is a replicated instance's status, for the web view's
+	// status page (nil: an embedded engine, one server).
+	NSStatus func(context.Context) nsapi.NSStatus
 }
 
 // Namespace is one namespace service with its front ends' bindings: what
@@ -91,7 +95,7 @@ func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
 	metrics.RegisterNamespace(reg, srv)
 	metrics.RegisterXRootD(reg, "mgm", p.XRootD.list)
 	srv.ReportMovement(metrics.NewMovement(reg))
-	front := &httpfront.Namespace{NS: srv, Key: p.Key, Log: p.Log, Auth: p.Auth, SRRPath: c.SRRPath}
+	front := &httpfront.Namespace{NS: srv, Key: p.Key, Log: p.Log, Auth: p.Auth, DataClient: peers.HTTP, NSStatus: p.NSStatus, SRRPath: c.SRRPath}
 	h := metrics.Serve(metrics.NewHTTP(reg, "mgm", metrics.NamespaceRoute).Instrument(front), reg, p.MetricsAllow)
 	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Key: p.Key, Auth: p.Auth,
 		xrd: p.XRootD, log: p.Log}, nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/krb5auth"
 	"github.com/kaon-storage/kaon/internal/auth/x509auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
@@ -26,7 +27,7 @@ type Security struct {
 	x509 auth.Authenticator // certificate chains, when --auth lists x509 or gsi
 	gsi  *gsi.Server        // root://'s gsi, when --auth lists it
 	// protocols are the root:// security protocols of --auth, in its
-	// order ("token": ztn on TLS connections, "gsi").
+	// order ("token": ztn on TLS connections, "gsi", "krb5").
 	protocols []string
 }
 
@@ -41,7 +42,7 @@ func (s SecurityConfig) setup(data, methods string, hosts ...string) (*Security,
 	has := map[string]bool{}
 	for _, m := range strings.Split(methods, ",") {
 		m = strings.TrimSpace(m)
-		if (m == "token" || m == "gsi") && !has[m] {
+		if (m == "token" || m == "gsi" || m == "krb5") && !has[m] {
 			sec.protocols = append(sec.protocols, m)
 		}
 		has[m] = true
@@ -125,8 +126,8 @@ func (s *Security) clientTLS() *tls.Config {
 // xrootd sets a listener's TLS and, on a namespace listener, the
 // security protocols of --auth in its order: ztn (TLS logins; the token
 // goes through chain), gsi (the chain whose key the client proved goes
-// through the x509 method). Data listeners need no identity: the
-// capability authorizes.
+// through the x509 method), krb5 (the AP-REQ goes to chain's krb5
+// method). Data listeners need no identity: the capability authorizes.
 func (s *Security) xrootd(cfg *xrootd.Config, chain auth.Chain) {
 	if s == nil {
 		return
@@ -143,6 +144,12 @@ func (s *Security) xrootd(cfg *xrootd.Config, chain auth.Chain) {
 			cfg.Security = append(cfg.Security, xrootd.Ztn(xrdfront.AuthenticateToken(chain)))
 		case "gsi":
 			cfg.Security = append(cfg.Security, s.gsi)
+		case "krb5":
+			for _, a := range chain {
+				if m, ok := a.(*krb5auth.Method); ok {
+					cfg.Security = append(cfg.Security, xrootd.Krb5(m.Service, xrdfront.AuthenticateKerberos(m)))
+				}
+			}
 		}
 	}
 }

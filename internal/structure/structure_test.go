@@ -172,6 +172,22 @@ func TestFrontsAreApart(t *testing.T) {
 	}
 }
 
+// TestWebViewPresentsOnly: the web view renders what httpfront got from
+// the service and keeps the browser's session; it calls no service
+// (it cannot decide what a viewer sees), and only httpfront uses it.
+func TestWebViewPresentsOnly(t *testing.T) {
+	for _, imp := range ours(get(t, "internal/webview").Deps) {
+		if imp != "internal/nsapi" && imp != "internal/kerr" {
+			t.Errorf("internal/webview depends on %s; it may use nsapi's vocabulary only", imp)
+		}
+	}
+	for path, p := range packages(t) {
+		if slices.Contains(ours(p.Imports), "internal/webview") && path != "internal/httpfront" {
+			t.Errorf("%s imports internal/webview; only httpfront serves it", path)
+		}
+	}
+}
+
 // TestSchedulersApart: fleet, movement and fsck never import the
 // service, and movement and fsck use fleet but never each other.
 func TestSchedulersApart(t *testing.T) {

@@ -30,9 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -254,27 +252,7 @@ func (x *X509) Authenticate(_ context.Context, r *auth.Request) (auth.Principal,
 // localUser is the principal of a local account; the superuser is never
 // reached through a certificate (administration stays with local root).
 func localUser(name string) (auth.Principal, error) {
-	u, err := user.Lookup(name)
-	if err != nil {
-		return auth.Principal{}, fmt.Errorf("no such local user")
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err1 != nil || err2 != nil {
-		return auth.Principal{}, fmt.Errorf("unusable uid/gid")
-	}
-	if uid == 0 {
-		return auth.Principal{}, fmt.Errorf("a certificate never maps to the superuser")
-	}
-	p := auth.Principal{UID: uint32(uid), GID: uint32(gid), Name: u.Username, Method: "x509"}
-	if gids, err := u.GroupIds(); err == nil {
-		for _, s := range gids {
-			if g, err := strconv.ParseUint(s, 10, 32); err == nil {
-				p.Groups = append(p.Groups, uint32(g))
-			}
-		}
-	}
-	return p, nil
+	return auth.LocalAccount(name, "x509", "a certificate")
 }
 
 // ReadGridMapfile reads a grid-mapfile: lines `"DN" user[,user...]`
