@@ -11,8 +11,8 @@ import (
 
 // TestStorageResourceReport: the WLCG SRR document at
 // /.well-known/srr.json (read with curl by a client without credentials,
-// as accounting does), at a path --srr-path moves it to, and from
-// `kaon srr`, validates against the schema's required fields and reports
+// as accounting does, also from a token-only instance), at a path
+// --srr-path moves it to, and from `kaon srr`, validates against the schema's required fields and reports
 // the space and a project quota node with their bytes.
 func TestStorageResourceReport(t *testing.T) {
 	k := harness.Up(t, "--srr-path", "/info/srr.json")
@@ -59,7 +59,9 @@ func TestStorageResourceReport(t *testing.T) {
 	}
 	check("kaon srr", k.MustKaon("srr"))
 
-	d := harness.Up(t)
+	// Served without credentials at the default path even where no
+	// anonymous client is admitted otherwise.
+	d := harness.Up(t, "--auth", "token")
 	out = mustRun(t, nil, "curl", "-sSf", d.EP.HTTP+srr.DefaultPath)
 	if err := srr.Validate([]byte(out)); err != nil {
 		t.Fatalf("GET %s: %v\n%s", srr.DefaultPath, err, out)

@@ -6,15 +6,14 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/srr"
 )
 
 // storageReport is the WLCG Storage Resource Report of the instance as
 // the client of r reaches it: its endpoint is r's scheme and host.
-func (f *Namespace) storageReport(ctx context.Context, p auth.Principal, r *http.Request) (srr.Document, error) {
-	spaces, quotas, err := f.NS.StorageShares(ctx, p)
+func (f *Namespace) storageReport(ctx context.Context, r *http.Request) (srr.Document, error) {
+	spaces, quotas, err := f.NS.StorageShares(ctx)
 	if err != nil {
 		return srr.Document{}, err
 	}
@@ -31,20 +30,17 @@ func (f *Namespace) storageReport(ctx context.Context, p auth.Principal, r *http
 }
 
 // serveSRR answers GET and HEAD of the report at --srr-path, to any
-// client (WLCG accounting and Rucio read it; it names no disk, node or
-// user).
+// client without authenticating it, like the token discovery documents:
+// WLCG accounting and Rucio read it without credentials, also from
+// instances that admit no anonymous client, and it names no disk, node,
+// file or user.
 func (f *Namespace) serveSRR(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeJSONError(w, kerr.New(kerr.Unsupported, r.Method, r.URL.Path, "method not allowed"))
 		return
 	}
-	p, err := f.principal(r)
-	if err != nil {
-		writeJSONError(w, authError(err, r.Method, r.URL.Path))
-		return
-	}
-	doc, err := f.storageReport(r.Context(), p, r)
+	doc, err := f.storageReport(r.Context(), r)
 	if err != nil {
 		writeJSONError(w, err)
 		return

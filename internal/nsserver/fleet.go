@@ -57,7 +57,7 @@ func (s *Server) Spaces(_ context.Context, p auth.Principal) ([]nsapi.Space, err
 // StorageShares is what a WLCG Storage Resource Report (internal/srr)
 // tells anyone: each space's capacity and use, and each project quota
 // node's byte limit and use. No disk, node, user or group is named.
-func (s *Server) StorageShares(context.Context, auth.Principal) ([]nsapi.Space, []nsapi.Quota, error) {
+func (s *Server) StorageShares(context.Context) ([]nsapi.Space, []nsapi.Quota, error) {
 	var spaces []nsapi.Space
 	for _, sp := range s.reg.Spaces() {
 		spaces = append(spaces, nsapi.Space{Name: sp.Name, Capacity: sp.Capacity, Used: sp.Used})
