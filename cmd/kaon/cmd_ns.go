@@ -26,9 +26,35 @@ func init() {
 		stepDown := leaf("step-down", "the active namespace server hands its role over to a standby", func(c *cobra.Command, _ []string) int {
 			return runStepDown(newAPI(urlOf(c)))
 		})
-		return group("ns", "the namespace's store, its servers (active, standbys), handing over: ns status | ns step-down [--url URL]",
-			withURL(status), withURL(stepDown))
+		stat := leaf("stat", "the namespace's files, directories, pending uploads, requests per second, engine size", func(c *cobra.Command, args []string) int {
+			if len(args) != 0 {
+				return usageError(c)
+			}
+			st, err := newAPI(urlOf(c)).NSStat(ctx())
+			if err != nil {
+				return fail("ns stat", err)
+			}
+			printNSStat(os.Stdout, st)
+			return 0
+		})
+		return group("ns", "the namespace's store, its servers (active, standbys), handing over, figures: ns status | ns step-down | ns stat [--url URL]",
+			withURL(status), withURL(stepDown), withURL(stat))
 	})
+}
+
+func printNSStat(w io.Writer, st nsapi.NSStat) {
+	fmt.Fprintf(w, "files:            %d\n", st.Files)
+	fmt.Fprintf(w, "directories:      %d\n", st.Directories)
+	fmt.Fprintf(w, "bytes:            %d (%s)\n", st.Bytes, human(uint64(max(st.Bytes, 0))))
+	fmt.Fprintf(w, "pending uploads:  %d\n", st.PendingUploads)
+	if st.EngineBytes > 0 {
+		fmt.Fprintf(w, "engine size:      %s\n", human(uint64(st.EngineBytes)))
+	} else {
+		fmt.Fprintln(w, "engine size:      - (kaon ns status: the store's members)")
+	}
+	for _, proto := range sortedKeys(st.Rates) {
+		fmt.Fprintf(w, "requests %-8s %.2f/s over the last minute, %d since start\n", proto+":", st.Rates[proto], st.Requests[proto])
+	}
 }
 
 func runStepDown(api *client.Client) int {

@@ -88,13 +88,15 @@ type Namespace struct {
 // NewNamespace assembles the namespace service c describes over p.Store;
 // the caller runs it (Service.Run).
 func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
-	p.Log = orDiscard(p.Log)
+	var level *slog.LevelVar
+	p.Log, level = leveled(orDiscard(p.Log))
 	peers := storageClient(p.Key, p.Security)
 	cfg := nsserver.Config{Engine: p.Store, Sync: c.Sync, Key: p.Key, CapabilityTTL: c.CapTTL, Logger: p.Log,
 		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: p.Audit, Tokens: p.Tokens,
 		Data: peers, Mover: peers, PhysName: physName, Repair: peers,
 		FsckRate: negativeIfNone(c.FsckRate), FsckOrphanGrace: negativeIfNone(c.OrphanGrace), RebuildAfter: negativeIfNone(c.RebuildAfter),
-		Slow: c.slowPolicy(), StepDown: p.StepDown, Inherit: p.Inherit, Sessions: c.Sessions, Term: p.Term, Takeover: p.Takeover}
+		Slow: c.slowPolicy(), StepDown: p.StepDown, Inherit: p.Inherit, Sessions: c.Sessions, Term: p.Term, Takeover: p.Takeover,
+		LogLevel: level}
 	cfg.Sessions.MaxAudience = negativeIfNone(c.Sessions.MaxAudience) // 0 there is the default
 	srv, err := nsserver.New(cfg)
 	if err != nil {

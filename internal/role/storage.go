@@ -18,6 +18,10 @@ import (
 	"github.com/kaon-storage/kaon/internal/transfer/remote"
 )
 
+// Release is the software version storage servers report in their
+// heartbeats (kaon node ls); the binary sets it.
+var Release string
+
 // StorageParts are what a storage server is assembled from besides its
 // settings.
 type StorageParts struct {
@@ -58,13 +62,15 @@ type Storage struct {
 // NewStorage assembles the storage server c describes; the caller runs it
 // (Server.Run).
 func NewStorage(c StorageConfig, p StorageParts) (*Storage, error) {
-	p.Log = orDiscard(p.Log)
+	var level *slog.LevelVar
+	p.Log, level = leveled(orDiscard(p.Log))
 	if p.TPC == nil {
 		p.TPC = &remote.Policy{}
 	}
 	srv, err := storage.New(storage.Config{Node: p.Node, Addr: p.URL, Key: p.Key, Namespace: p.Namespace, Paths: p.Paths,
 		Store: c.stores(), Peers: storageClient(p.Key, p.Security), IOTimeout: negativeIfNone(c.IOTimeout),
-		StreamMemory: c.StreamMemoryMB << 20, LatencyWindow: c.LatencyWindow, LatencyProbe: negativeIfNone(c.LatencyProbe), Logger: p.Log})
+		StreamMemory: c.StreamMemoryMB << 20, LatencyWindow: c.LatencyWindow, LatencyProbe: negativeIfNone(c.LatencyProbe), Logger: p.Log,
+		Release: Release, LogLevel: level})
 	if err != nil {
 		return nil, err
 	}

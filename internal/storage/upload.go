@@ -334,6 +334,11 @@ func (u *Upload) Commit(ctx context.Context) error {
 		}
 		return ferr
 	}
+	if !u.staged {
+		acc := u.s.acct.of(u.cap)
+		acc.writeBytes.Add(u.off)
+		acc.writes.Add(1)
+	}
 	return nil
 }
 
