@@ -17,6 +17,8 @@ staticcheck="go run honnef.co/go/tools/cmd/staticcheck@v0.8.2"
 $staticcheck ./...
 $staticcheck -tags ceph ./...
 go build -tags ceph -o /dev/null ./cmd/kaon
+# The Debian package: built, installed, units verified, purged (a minute or so).
+scripts/package-test.sh
 unit=$(go list ./... | grep -v /integration/)
 go test -race -count=1 -timeout 30m $unit
 go test -count=1 -p 1 -timeout 40m $(go list ./integration/... | grep -v /integration/ceph)

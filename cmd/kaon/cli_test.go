@@ -131,3 +131,18 @@ func TestManPages(t *testing.T) {
 		t.Error("a man page for the hidden metafs keeper")
 	}
 }
+
+// TestExampleConfigs: the example configuration of each role that the
+// package installs (deploy/config) sets only settings of that role.
+func TestExampleConfigs(t *testing.T) {
+	for _, role := range []string{"up", "mgm", "fst"} {
+		conf := filepath.Join("..", "..", "deploy", "config", role+".toml")
+		cmd, err := parse([]string{role, "--config", conf})
+		if err != nil {
+			t.Fatalf("kaon %s --config %s: %v", role, conf, err)
+		}
+		if data, _ := cmd.Flags().GetString("data"); !strings.HasPrefix(data, "/var/lib/kaon/") {
+			t.Errorf("%s: data %q, want it under the units' StateDirectory /var/lib/kaon", conf, data)
+		}
+	}
+}

@@ -27,6 +27,17 @@ func init() {
 		stepDown := leaf("step-down", "the active namespace server hands its role over to a standby", func(c *cobra.Command, _ []string) int {
 			return runStepDown(newAPI(urlOf(c)))
 		})
+		stat := leaf("stat", "the namespace's files, directories, pending uploads, requests per second, engine size", func(c *cobra.Command, args []string) int {
+			if len(args) != 0 {
+				return usageError(c)
+			}
+			st, err := newAPI(urlOf(c)).NSStat(ctx())
+			if err != nil {
+				return fail("ns stat", err)
+			}
+			printNSStat(os.Stdout, st)
+			return 0
+		})
 		var dumpPath string
 		dump := leaf("dump", "every file below --path, one path per line, streamed (Rucio's consistency checks; the admin only)", func(c *cobra.Command, _ []string) int {
 			out := bufio.NewWriterSize(os.Stdout, 64<<10)
@@ -40,9 +51,24 @@ func init() {
 			return 0
 		})
 		dump.Flags().StringVar(&dumpPath, "path", "/", "the directory to dump")
-		return group("ns", "the namespace's store, its servers (active, standbys), handing over, its file list: ns status | ns step-down | ns dump --path P [--url URL]",
-			withURL(status), withURL(stepDown), withURL(dump))
+		return group("ns", "the namespace's store, its servers (active, standbys), handing over, figures, its file list: ns status | ns step-down | ns stat | ns dump --path P [--url URL]",
+			withURL(status), withURL(stepDown), withURL(stat), withURL(dump))
 	})
+}
+
+func printNSStat(w io.Writer, st nsapi.NSStat) {
+	fmt.Fprintf(w, "files:            %d\n", st.Files)
+	fmt.Fprintf(w, "directories:      %d\n", st.Directories)
+	fmt.Fprintf(w, "bytes:            %d (%s)\n", st.Bytes, human(uint64(max(st.Bytes, 0))))
+	fmt.Fprintf(w, "pending uploads:  %d\n", st.PendingUploads)
+	if st.EngineBytes > 0 {
+		fmt.Fprintf(w, "engine size:      %s\n", human(uint64(st.EngineBytes)))
+	} else {
+		fmt.Fprintln(w, "engine size:      - (kaon ns status: the store's members)")
+	}
+	for _, proto := range sortedKeys(st.Rates) {
+		fmt.Fprintf(w, "requests %-8s %.2f/s over the last minute, %d since start\n", proto+":", st.Rates[proto], st.Requests[proto])
+	}
 }
 
 func runStepDown(api *client.Client) int {

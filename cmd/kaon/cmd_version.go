@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kaon-storage/kaon/internal/backend/rados"
+	"github.com/kaon-storage/kaon/internal/role"
 )
 
 // The release version and commit, stamped at build time:
@@ -19,6 +20,7 @@ import (
 var version, commit string
 
 func init() {
+	role.Release = versionString()
 	addVerb(func() *cobra.Command {
 		return leaf("version", "version, build and compiled-in backends", func(*cobra.Command, []string) int {
 			fmt.Println(versionLine())

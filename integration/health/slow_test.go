@@ -81,7 +81,7 @@ func TestSlowDisk(t *testing.T) {
 	if v, ok := value(fams, "kaon_fs_slow", map[string]string{"fsid": id}); !ok || v != 1 {
 		t.Errorf("kaon_fs_slow{fsid=%s} = %v (present %v), want 1", id, v, ok)
 	}
-	if v, _ := value(fams, "kaon_fs_io_latency_seconds", map[string]string{"fsid": id, "size": "small", "quantile": "0.99"}); v < 0.1 {
+	if v, _ := value(fams, "kaon_fs_io_latency_seconds", map[string]string{"fsid": id, "size": "small", "percentile": "99"}); v < 0.1 {
 		t.Errorf("kaon_fs_io_latency_seconds of the slow filesystem: %v, want at least the delay", v)
 	}
 	// New files avoid it: replica:3 lands on the three others, replica:4

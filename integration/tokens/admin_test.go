@@ -57,6 +57,25 @@ var adminRoutes = map[string]adminRoute{
 	"fusex/dropcaps":      {post: true, args: map[string]any{"session": "nosuch"}},
 	"fusex/droplocks":     {post: true, args: map[string]any{"path": "/nosuch"}},
 	"fusex/conf":          {post: true},
+	// The operator's verbs; the changes are refused for their arguments
+	// (a subject without value, a bad target), so nothing changes.
+	"access/ls":       {},
+	"who":             {},
+	"node/ls":         {},
+	"ns/stat":         {},
+	"config/ls":       {},
+	"io/stat":         {},
+	"access/ban":      {post: true, args: map[string]any{"kind": "user"}},
+	"access/unban":    {post: true, args: map[string]any{"kind": "user"}},
+	"access/allow":    {post: true, args: map[string]any{"kind": "user"}},
+	"access/unallow":  {post: true, args: map[string]any{"kind": "user"}},
+	"access/stall":    {post: true, args: map[string]any{"arg": "soon"}},
+	"access/redirect": {post: true, args: map[string]any{"arg": "ftp://nowhere"}},
+	"access/limit":    {post: true, args: map[string]any{"kind": "host", "value": "192.0.2.1", "arg": "1"}},
+	"node/config":     {post: true, args: map[string]any{"name": "nosuch", "key": "configstatus", "value": "rw"}},
+	"config/save":     {post: true, args: map[string]any{"name": "bad name"}},
+	"config/load":     {post: true, args: map[string]any{"name": "nosuch"}},
+	"debug":           {post: true, args: map[string]any{"level": "loud"}},
 }
 
 // userRoutes are the admin API's routes any client may call: the

@@ -38,6 +38,11 @@ type Principal struct {
 	// primary first): what the user may do as a member of a virtual
 	// organisation, beside the local identity they map to.
 	FQANs []string
+	// Host is the client's address (IP) as its connection shows it, and
+	// Subject the bearer token's subject ("" without a token): what
+	// access rules name besides the identity (nsserver, kaon access).
+	Host    string
+	Subject string
 }
 
 // Operations a scope allows.
@@ -161,13 +166,29 @@ func (c Chain) Authenticate(ctx context.Context, r *Request) (Principal, error) 
 	for _, a := range c {
 		p, ok, err := a.Authenticate(ctx, r)
 		if err != nil {
+			c.refused(a, err)
 			return Nobody, err
 		}
 		if ok {
+			p.Host = hostOf(r.Remote)
 			return p, nil
 		}
 	}
-	return Nobody, nil
+	p := Nobody
+	p.Host = hostOf(r.Remote)
+	return p, nil
+}
+
+// hostOf is the IP of a connection's remote address ("" if none).
+func hostOf(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	h, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return h
 }
 
 type protocolKey struct{}

@@ -41,7 +41,8 @@ type Capability struct {
 	Targets   []Target          `json:"t"`
 	UID       uint32            `json:"u"`
 	GID       uint32            `json:"g"`
-	Expires   int64             `json:"e"` // unix seconds
+	App       string            `json:"a,omitempty"` // the client's application, for I/O accounting (kaon io stat)
+	Expires   int64             `json:"e"`           // unix seconds
 	// Move makes a read capability the namespace's order to copy one
 	// stripe of the file to another filesystem (drain, balance).
 	Move *Move `json:"mv,omitempty"`

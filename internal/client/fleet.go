@@ -8,6 +8,46 @@ import (
 
 // Filesystems, spaces and data movement.
 
+// Nodes lists the storage servers (`node ls`).
+func (c *Client) Nodes(ctx context.Context) ([]nsapi.NodeRow, error) {
+	return get[[]nsapi.NodeRow](ctx, c, "node/ls", nsapi.None{})
+}
+
+// ConfigNode sets key=value on every filesystem of a storage server.
+func (c *Client) ConfigNode(ctx context.Context, node, key, value string) error {
+	return c.change(ctx, "node/config", nsapi.NodeConfigRequest{Name: node, Key: key, Value: value})
+}
+
+// NSStat returns the namespace's figures (`ns stat`).
+func (c *Client) NSStat(ctx context.Context) (nsapi.NSStat, error) {
+	return get[nsapi.NSStat](ctx, c, "ns/stat", nsapi.None{})
+}
+
+// SaveConfig saves the runtime settings as the next version of name.
+func (c *Client) SaveConfig(ctx context.Context, name string) (nsapi.SavedConfig, error) {
+	return post[nsapi.SavedConfig](ctx, c, "config/save", nsapi.ConfigRef{Name: name})
+}
+
+// LoadConfig applies version v (0: the latest) of saved configuration name.
+func (c *Client) LoadConfig(ctx context.Context, name string, v uint64) (nsapi.ConfigLoaded, error) {
+	return post[nsapi.ConfigLoaded](ctx, c, "config/load", nsapi.ConfigRef{Name: name, Version: v})
+}
+
+// SavedConfigs lists the saved configurations' versions (`config ls`).
+func (c *Client) SavedConfigs(ctx context.Context) ([]nsapi.SavedConfig, error) {
+	return get[[]nsapi.SavedConfig](ctx, c, "config/ls", nsapi.None{})
+}
+
+// Debug sets the log level of a role (mgm, fst; "": both).
+func (c *Client) Debug(ctx context.Context, level, role string) (nsapi.DebugLevels, error) {
+	return post[nsapi.DebugLevels](ctx, c, "debug", nsapi.DebugRequest{Level: level, Role: role})
+}
+
+// IOStat returns the I/O by user, group and application (`io stat`).
+func (c *Client) IOStat(ctx context.Context, r nsapi.IOStatRequest) ([]nsapi.IORow, error) {
+	return get[[]nsapi.IORow](ctx, c, "io/stat", r)
+}
+
 // Filesystems lists the filesystems (`fs ls`).
 func (c *Client) Filesystems(ctx context.Context) ([]nsapi.Filesystem, error) {
 	return get[[]nsapi.Filesystem](ctx, c, "fs/ls", nsapi.None{})

@@ -5,6 +5,7 @@ package datafront
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -118,7 +119,9 @@ func (d *data) get(w http.ResponseWriter, r *http.Request, c *capability.Capabil
 	}
 	if of, ok := f.(backend.OSFile); ok {
 		// A local copy without block sums: sendfile.
-		http.ServeContent(w, r, "", time.Time{}, of.OSFile())
+		cw := &countingWriter{ResponseWriter: w}
+		http.ServeContent(cw, r, "", time.Time{}, of.OSFile())
+		storage.Served(f, cw.n)
 		return
 	}
 	// Verified as it is read, from whichever copy serves each range: an
@@ -190,3 +193,24 @@ func (d *data) put(w http.ResponseWriter, r *http.Request, c *capability.Capabil
 	}
 	w.WriteHeader(http.StatusCreated)
 }
+
+// countingWriter counts the bytes of a response (I/O accounting of what
+// sendfile serves), passing ReadFrom on so that sendfile still applies.
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingWriter) ReadFrom(r io.Reader) (int64, error) {
+	n, err := io.Copy(c.ResponseWriter, r)
+	c.n += n
+	return n, err
+}
+
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }

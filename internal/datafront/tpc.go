@@ -30,6 +30,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/storage"
 	"github.com/kaon-storage/kaon/internal/transfer"
 	"github.com/kaon-storage/kaon/internal/transfer/remote"
 )
@@ -112,6 +113,7 @@ func (d *data) copy(w http.ResponseWriter, r *http.Request, c *capability.Capabi
 	if pull {
 		mode = "pull"
 	}
+	d.s.CopyDone(storage.TPCKind{Protocol: "http", Direction: mode}, res.Bytes, err)
 	if err != nil {
 		d.log.Warn("third-party copy failed", "mode", mode, "path", c.Path, "remote", remote.Redact(u), "err", err)
 		fmt.Fprintf(w, "failure: %s\n", httpserve.OneLine(err.Error()))

@@ -75,6 +75,24 @@ func (f *FsState) BackendID() string {
 type node struct {
 	addr, xrd string
 	lastBeat  time.Time
+	release   string
+	io        message.NodeIO // as last reported
+	rates     NodeRates      // between its last two reports
+}
+
+// NodeRates are a storage server's I/O rates (per second) between its
+// last two heartbeats.
+type NodeRates struct{ Read, Write, Ops float64 }
+
+// NodeState is a storage server as `node ls` shows it.
+type NodeState struct {
+	Node
+	Alive       bool
+	LastBeat    time.Time
+	Release     string
+	Filesystems int // registered on it
+	Booted      int // of which booted
+	Rates       NodeRates
 }
 
 // Node is a storage server, as clients reach it.
@@ -259,7 +277,14 @@ func (r *Registry) Heartbeat(hb message.Heartbeat) ([]message.FsAssignment, erro
 		n = &node{}
 		r.nodes[hb.Node] = n
 	}
-	n.addr, n.xrd, n.lastBeat = hb.Addr, hb.XrdAddr, now
+	if hb.IO != nil {
+		if d := now.Sub(n.lastBeat).Seconds(); !n.lastBeat.IsZero() && d > 0 && hb.IO.Ops >= n.io.Ops {
+			n.rates = NodeRates{Read: float64(hb.IO.ReadBytes-n.io.ReadBytes) / d, Write: float64(hb.IO.WriteBytes-n.io.WriteBytes) / d,
+				Ops: float64(hb.IO.Ops-n.io.Ops) / d}
+		}
+		n.io = *hb.IO
+	}
+	n.addr, n.xrd, n.lastBeat, n.release = hb.Addr, hb.XrdAddr, now, hb.Release
 	for _, rep := range hb.Filesystems {
 		// A filesystem is known by the id in its marker file: a storage server
 		// that comes back under another name or port keeps its filesystems.
@@ -392,6 +417,123 @@ func (r *Registry) List() []FsState {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// Nodes returns the storage servers that reported to this server or
+// hold registered filesystems, by name.
+func (r *Registry) Nodes() []NodeState {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	byName := map[string]*NodeState{}
+	get := func(name string) *NodeState {
+		st := byName[name]
+		if st == nil {
+			st = &NodeState{Node: r.nodeOf(name), Alive: r.nodeAlive(name)}
+			if n := r.nodes[name]; n != nil {
+				st.LastBeat, st.Release, st.Rates = n.lastBeat, n.release, n.rates
+			}
+			byName[name] = st
+		}
+		return st
+	}
+	for name := range r.nodes {
+		get(name)
+	}
+	for _, f := range r.fs {
+		st := get(f.Node)
+		st.Filesystems++
+		if st.Alive && f.BootStatus == "booted" {
+			st.Booted++
+		}
+	}
+	out := make([]NodeState, 0, len(byName))
+	for _, st := range byName {
+		out = append(out, *st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Settings are the registry's operator settings (kaon config save):
+// defined spaces, groups with settings, and the filesystems'
+// registrations.
+type Settings struct {
+	Spaces      []namespace.Space      `json:"spaces,omitempty"`
+	Groups      []namespace.Group      `json:"groups,omitempty"`
+	Filesystems []namespace.Filesystem `json:"filesystems,omitempty"`
+}
+
+// Settings returns the current settings.
+func (r *Registry) Settings() Settings {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var s Settings
+	for _, sp := range r.spaces {
+		s.Spaces = append(s.Spaces, sp)
+	}
+	for _, g := range r.groups {
+		s.Groups = append(s.Groups, g)
+	}
+	for _, f := range r.fs {
+		s.Filesystems = append(s.Filesystems, f.Filesystem)
+	}
+	slices.SortFunc(s.Spaces, func(a, b namespace.Space) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.Groups, func(a, b namespace.Group) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.Filesystems, func(a, b namespace.Filesystem) int { return int(a.ID) - int(b.ID) })
+	return s
+}
+
+// Restore applies saved settings (kaon config load): the spaces and
+// groups saved are written as saved (others are left as they are); each
+// saved filesystem still registered under its id (and on the same node
+// and path) gets back the operator's settings: group, configstatus, io,
+// object size, drain and fsck settings. A configstatus that changes does
+// as fs config's: drain starts a fresh drain, anything else ends one. It
+// returns the saved filesystems it could not restore, with why.
+func (r *Registry) Restore(s Settings) (skipped []string, err error) {
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
+	for _, sp := range s.Spaces {
+		if err := r.ns.SaveSpace(sp); err != nil {
+			return skipped, err
+		}
+		r.mu.Lock()
+		r.spaces[sp.Name] = sp
+		r.mu.Unlock()
+	}
+	for _, g := range s.Groups {
+		if err := r.ns.SaveGroup(g); err != nil {
+			return skipped, err
+		}
+		r.mu.Lock()
+		r.groups[g.Name] = g
+		r.mu.Unlock()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, saved := range s.Filesystems {
+		f := r.fs[saved.ID]
+		if f == nil || f.Node != saved.Node || f.Path != saved.Path {
+			skipped = append(skipped, fmt.Sprintf("fs %d (%s:%s): not registered any more", saved.ID, saved.Node, saved.Path))
+			continue
+		}
+		c := f.Filesystem
+		if c.ConfigStatus != saved.ConfigStatus {
+			c.Drain = ""
+			if saved.ConfigStatus == "drain" {
+				c.Drain = DrainDraining
+			}
+		}
+		c.Group, c.Space, c.ConfigStatus, c.IO, c.ObjectSize = saved.Group, saved.Space, saved.ConfigStatus, saved.IO, saved.ObjectSize
+		c.DrainRate, c.DrainParallel, c.Fsck = saved.DrainRate, saved.DrainParallel, saved.Fsck
+		if c == f.Filesystem {
+			continue
+		}
+		if err := r.save(f, c); err != nil {
+			return skipped, err
+		}
+	}
+	return skipped, nil
 }
 
 // FsKey is one key of `fs config`: Set checks value and applies it to

@@ -128,6 +128,10 @@ type Node struct {
 	engineErr error // last failure to reach the shared engine (nil after a success)
 	leaderCh  chan struct{}
 	publishCh chan struct{} // publish now (a new session, a new role)
+	// term is the active server's term as last read (its candidacy's
+	// revision); activeCommitted the revision of its last commit as it
+	// last published it (read from the watch, for Figures).
+	term, activeCommitted uint64
 }
 
 // New prepares a node; Run runs it.
@@ -247,6 +251,35 @@ func (n *Node) otherChange(ev kv.Event) {
 	if strings.HasPrefix(string(ev.Key), electionName+"/") {
 		n.kickLeader()
 	}
+	var st ServerStatus
+	if strings.HasPrefix(string(ev.Key), membersPrefix) && !ev.Delete && json.Unmarshal(ev.Value, &st) == nil && st.Role == Active {
+		n.mu.Lock()
+		n.activeCommitted = max(n.activeCommitted, st.Committed)
+		n.mu.Unlock()
+	}
+}
+
+// Figures are what metrics show of a server.
+type Figures struct {
+	Role    Role
+	Term    uint64 // the active server's term (revision of its election), 0 when none is known
+	Applied uint64 // revision the replica is at
+	// Lag is how many revisions the replica is behind the last commit the
+	// active server published (every second); 0 on the active server.
+	Lag uint64
+}
+
+// Figures reads the server's figures (no request to the shared engine).
+func (n *Node) Figures() Figures {
+	n.mu.Lock()
+	f := Figures{Role: n.view.Role, Term: n.term}
+	committed := n.activeCommitted
+	n.mu.Unlock()
+	f.Applied = n.replica.Applied()
+	if f.Role != Active && committed > f.Applied {
+		f.Lag = committed - f.Applied
+	}
+	return f
 }
 
 // kickLeader has watchLeader read the leader again now.
@@ -498,7 +531,7 @@ func (n *Node) watchLeader(ctx context.Context) {
 	defer t.Stop()
 	for {
 		rctx, cancel := context.WithTimeout(ctx, n.cfg.Lease)
-		v, _, err := n.el.Leader(rctx, electionName)
+		v, term, err := n.el.Leader(rctx, electionName)
 		cancel()
 		var m Member
 		switch {
@@ -509,7 +542,7 @@ func (n *Node) watchLeader(ctx context.Context) {
 			fallthrough
 		case errors.Is(err, kv.ErrNotFound):
 			n.mu.Lock()
-			n.leader, n.leaderAt = m, time.Now()
+			n.leader, n.leaderAt, n.term = m, time.Now(), term
 			n.mu.Unlock()
 			n.engineOK()
 		default:

@@ -22,8 +22,8 @@ import (
 // in one file: api_files.go (entries and attributes, versions),
 // api_quota.go (quota, recycle bin), api_fleet.go (filesystems and
 // spaces), api_move.go (drain status, groups, conversion), api_fsck.go,
-// api_access.go (whoami, tokens), api_fusex.go (client sessions) and
-// ha.go (ns status, step-down).
+// api_access.go (whoami, tokens, access rules, who), api_fusex.go
+// (client sessions) and ha.go (ns status, step-down).
 
 // Methods of a route.
 const (
@@ -87,6 +87,24 @@ var apiRoutes = []apiRoute{
 	{"fusex/conf", post, typed(api.fusexConf)},
 
 	{"ns/step-down", post, typed(api.stepDown)},
+
+	{"access/ls", get, typed(api.accessRules)},
+	{"access/ban", post, accessVerb("ban")},
+	{"access/unban", post, accessVerb("unban")},
+	{"access/allow", post, accessVerb("allow")},
+	{"access/unallow", post, accessVerb("unallow")},
+	{"access/stall", post, accessVerb("stall")},
+	{"access/redirect", post, accessVerb("redirect")},
+	{"access/limit", post, accessVerb("limit")},
+	{"who", get, typed(api.who)},
+	{"node/ls", get, typed(api.nodes)},
+	{"node/config", post, typed(api.configNode)},
+	{"ns/stat", get, typed(api.nsStat)},
+	{"config/save", post, typed(api.saveConfig)},
+	{"config/load", post, typed(api.loadConfig)},
+	{"config/ls", get, typed(api.savedConfigs)},
+	{"debug", post, typed(api.debug)},
+	{"io/stat", get, typed(api.ioStat)},
 	// ns/status: serveNSStatus (ha.go), also answered by standbys.
 	// srr: serveSRR (srr.go), the Storage Resource Report.
 	// ns/dump: serveDump (api_dump.go), streamed, the admin only.
@@ -140,7 +158,9 @@ func (f *Namespace) apiHandler() http.Handler {
 			}
 			p, err := f.principal(r)
 			if err != nil {
-				writeJSONError(w, err)
+				if !redirected(w, r, err) {
+					writeJSONError(w, err)
+				}
 				return
 			}
 			out, err := rt.serve(a, r.Context(), p, args)

@@ -30,3 +30,18 @@ func (a api) rotateTokenKey(ctx context.Context, c auth.Principal, _ nsapi.None)
 func (a api) tokenKeys(ctx context.Context, c auth.Principal, _ nsapi.None) ([]nsapi.TokenKey, error) {
 	return a.ns.TokenKeys(ctx, c)
 }
+
+func (a api) accessRules(ctx context.Context, c auth.Principal, _ nsapi.None) (nsapi.AccessRules, error) {
+	return a.ns.AccessRules(ctx, c)
+}
+
+// accessVerb serves POST access/VERB: a change of the access rules.
+func accessVerb(verb string) func(api, context.Context, auth.Principal, nsapi.Args) (any, error) {
+	return typed(func(a api, ctx context.Context, c auth.Principal, r nsapi.AccessRequest) (done, error) {
+		return done{}, a.ns.SetAccess(ctx, c, verb, r)
+	})
+}
+
+func (a api) who(ctx context.Context, c auth.Principal, _ nsapi.None) ([]nsapi.Client, error) {
+	return a.ns.Clients(ctx, c)
+}

@@ -9,6 +9,38 @@ import (
 
 // Admin API: filesystems and spaces.
 
+func (a api) nodes(ctx context.Context, c auth.Principal, _ nsapi.None) ([]nsapi.NodeRow, error) {
+	return a.ns.Nodes(ctx, c)
+}
+
+func (a api) configNode(ctx context.Context, c auth.Principal, r nsapi.NodeConfigRequest) (done, error) {
+	return done{}, a.ns.ConfigNode(ctx, c, r.Name, r.Key, r.Value)
+}
+
+func (a api) nsStat(ctx context.Context, c auth.Principal, _ nsapi.None) (nsapi.NSStat, error) {
+	return a.ns.NSStat(ctx, c)
+}
+
+func (a api) saveConfig(ctx context.Context, c auth.Principal, r nsapi.ConfigRef) (nsapi.SavedConfig, error) {
+	return a.ns.SaveConfig(ctx, c, r.Name)
+}
+
+func (a api) loadConfig(ctx context.Context, c auth.Principal, r nsapi.ConfigRef) (nsapi.ConfigLoaded, error) {
+	return a.ns.LoadConfig(ctx, c, r.Name, r.Version)
+}
+
+func (a api) savedConfigs(ctx context.Context, c auth.Principal, _ nsapi.None) ([]nsapi.SavedConfig, error) {
+	return a.ns.SavedConfigs(ctx, c)
+}
+
+func (a api) debug(ctx context.Context, c auth.Principal, r nsapi.DebugRequest) (nsapi.DebugLevels, error) {
+	return a.ns.SetLogLevel(ctx, c, r)
+}
+
+func (a api) ioStat(ctx context.Context, c auth.Principal, r nsapi.IOStatRequest) ([]nsapi.IORow, error) {
+	return a.ns.IOStat(ctx, c, r)
+}
+
 func (a api) filesystems(ctx context.Context, c auth.Principal, _ nsapi.None) ([]nsapi.Filesystem, error) {
 	return a.ns.Filesystems(ctx, c)
 }

@@ -36,7 +36,7 @@ func (f *Namespace) davCopy(w http.ResponseWriter, r *http.Request, c auth.Princ
 			return
 		}
 		overwrite := !strings.EqualFold(strings.TrimSpace(r.Header.Get("Overwrite")), "F")
-		g, err = f.NS.Open(r.Context(), c, p, nsapi.OpenRequest{Write: true, Create: true, Truncate: overwrite,
+		g, err = f.NS.Open(r.Context(), c, p, nsapi.OpenRequest{Write: true, Create: true, Truncate: overwrite, App: appOf(r),
 			Exclusive: !overwrite, MkPath: true})
 		if kerr.Is(err, kerr.Exists) {
 			httpserve.CopyRefused(w, err, http.StatusPreconditionFailed)
@@ -52,7 +52,7 @@ func (f *Namespace) davCopy(w http.ResponseWriter, r *http.Request, c auth.Princ
 			httpserve.CopyRefused(w, kerr.New(kerr.Unsupported, "COPY", p, "copying within this server is not supported (Destination names this server)"), http.StatusNotImplemented)
 			return
 		}
-		g, err = f.NS.Open(r.Context(), c, p, nsapi.OpenRequest{})
+		g, err = f.NS.Open(r.Context(), c, p, nsapi.OpenRequest{App: appOf(r)})
 		if err != nil {
 			httpserve.CopyRefused(w, err, 0)
 			return

@@ -42,7 +42,9 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := f.principal(r)
 	if err != nil {
-		textError(w, authError(err, r.Method, p), 0)
+		if !redirected(w, r, err) {
+			textError(w, authError(err, r.Method, p), 0)
+		}
 		return
 	}
 	ctx := r.Context()
@@ -62,7 +64,7 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 			textError(w, err, 0)
 			return
 		}
-		g, err := f.NS.Open(ctx, c, p, nsapi.OpenRequest{Write: true, Create: true, Truncate: true, MkPath: true, Size: max(r.ContentLength, 0)})
+		g, err := f.NS.Open(ctx, c, p, nsapi.OpenRequest{Write: true, Create: true, Truncate: true, MkPath: true, Size: max(r.ContentLength, 0), App: appOf(r)})
 		if kerr.Is(err, kerr.NotFound) {
 			textError(w, err, http.StatusConflict) // no parent collection (RFC 4918 9.7.1)
 			return
@@ -150,7 +152,7 @@ func (f *Namespace) davGet(w http.ResponseWriter, r *http.Request, c auth.Princi
 		httpserve.SetDigest(w, r, n.Checksums)
 		return
 	}
-	g, err := f.NS.Open(ctx, c, p, nsapi.OpenRequest{})
+	g, err := f.NS.Open(ctx, c, p, nsapi.OpenRequest{App: appOf(r)})
 	if err != nil {
 		textError(w, err, 0)
 		return

@@ -2,6 +2,7 @@ package httpfront
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -60,7 +61,8 @@ func (f *Namespace) init() {
 // (web.go) for browsers, WebDAV.
 func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.init()
-	r = takeBearer(r.WithContext(auth.WithProtocol(r.Context(), "http")))
+	ctx := context.WithValue(auth.WithProtocol(r.Context(), "http"), admissionKey{}, &admission{})
+	r = takeBearer(r.WithContext(ctx))
 	if cs := challenges(f.Auth); len(cs) > 0 {
 		w = &challengeWriter{ResponseWriter: w, schemes: cs}
 	}
@@ -112,10 +114,29 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 // their socket (kaon up's default).
 var defaultAuth = auth.Chain{auth.Unix{}}
 
-// principal authenticates the client of r (admin API requests as such).
+// principal authenticates the client of r (admin API requests as such)
+// and has the namespace service's access rules admit the request
+// (nsserver.Admit), once per request however many of its handlers ask.
 func (f *Namespace) principal(r *http.Request) (auth.Principal, error) {
-	return authenticate(f.Auth, r, strings.HasPrefix(r.URL.Path, "/api/v1/"))
+	p, err := authenticate(f.Auth, r, strings.HasPrefix(r.URL.Path, "/api/v1/"))
+	if err != nil {
+		return p, err
+	}
+	a, ok := r.Context().Value(admissionKey{}).(*admission)
+	if !ok {
+		a = &admission{}
+	}
+	a.once.Do(func() { a.err = f.NS.Admit(r.Context(), p) })
+	return p, a.err
 }
+
+// admission is a request's decision of the access rules (principal).
+type admission struct {
+	once sync.Once
+	err  error
+}
+
+type admissionKey struct{}
 
 // Admin refuses r unless its client has the admin role, as the admin API
 // authenticates it (chain; nil: loopback clients by their socket's
@@ -175,6 +196,25 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 		httpserve.SetPrincipal(r, cr.p.Name+"/"+cr.p.Method)
 	}
 	return cr.p, cr.err
+}
+
+// appOf is the application a request comes from, for I/O accounting:
+// its eos.app query parameter, else its User-Agent's product.
+func appOf(r *http.Request) string {
+	ua, _, _ := strings.Cut(r.UserAgent(), "/")
+	return nsapi.AppName(r.URL.Query().Get("eos.app"), nsapi.AppName(ua, "http"))
+}
+
+// redirected answers a request an access rule sends to another server
+// (nsapi.Redirect with an HTTP target) with a 307 there, and reports
+// whether it did.
+func redirected(w http.ResponseWriter, r *http.Request, err error) bool {
+	var rd *nsapi.Redirect
+	if !errors.As(err, &rd) || rd.HTTP == "" {
+		return false
+	}
+	http.Redirect(w, r, rd.HTTP+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	return true
 }
 
 // textError answers err as text naming the path and the reason, with the

@@ -4,24 +4,33 @@
 // pulls in net/http): they keep plain counters and snapshots
 // (nsserver.FsckCounters, storage.IOStats, ...), and collectors here turn
 // them into metrics when Prometheus scrapes. HTTP requests are counted by
-// a middleware (Instrument); root:// totals come from the XRootD servers.
+// a middleware (Instrument); root:// requests are observed by the XRootD
+// servers (XRootD).
 // Drain, balance and layout conversion report through Movement, a set of
 // vectors their code sets.
 //
-// Metric names (labels in braces):
+// Metric names (labels in braces). A process serves one set: `kaon up`
+// serves every role's on the namespace server's port (the storage
+// server's are also on its own port); a replicated namespace server
+// serves its process's and, while active, its namespace's.
 //
 //	every server
 //	  kaon_http_requests_total{role,route,method,code}     requests answered
 //	  kaon_http_request_duration_seconds{role,route,method} time to the end of the response
 //	  kaon_http_received_bytes_total{role,route}, kaon_http_sent_bytes_total{role,route}
-//	  kaon_xrootd_requests_total{role}, _errors_total, _redirects_total, _received_bytes_total,
-//	  _sent_bytes_total, kaon_xrootd_connections{role}     root:// listeners
+//	  kaon_xrootd_requests_total{role,request,code}        root:// requests by kind and answer (ok, kXR_NotFound, ..., kXR_redirect, kXR_wait)
+//	  kaon_xrootd_request_duration_seconds{role,request}  histogram: arrival to final answer
+//	  kaon_xrootd_errors_total{role}, _redirects_total, _received_bytes_total, _sent_bytes_total,
+//	  kaon_xrootd_connections{role}                        root:// listeners
 //	  go_*, process_*                                      the Go runtime and the process
 //	namespace server (role mgm)
+//	  kaon_auth_refused_total{method,reason}               refused by token, x509, unix, none (no credential); expired, unauthenticated, denied, error
+//	  kaon_ns_files, kaon_ns_directories, kaon_ns_bytes    the namespace's size (recycle bin and versions included; the root not counted)
+//	  kaon_quota_used_bytes{path,kind,id}, _used_files, kaon_quota_limit_bytes, _limit_files   quota nodes (kind user, group, project)
 //	  kaon_fs_up{fsid,node,path,group}                     1 when booted and beating
 //	  kaon_fs_capacity_bytes{fsid}, kaon_fs_used_bytes{fsid}, kaon_fs_files{fsid}
 //	  kaon_fs_slow{fsid}                                   1 while the filesystem stands out as slow
-//	  kaon_fs_io_latency_seconds{fsid,size,quantile}       what its storage server reports (small/large, 0.5/0.99)
+//	  kaon_fs_io_latency_seconds{fsid,size,percentile}     what its storage server reports (small/large, 50/90/99)
 //	  kaon_fsck_findings{class}                            current findings per error class
 //	  kaon_fsck_stripes_checked_total                      stripes compared with the namespace
 //	  kaon_fsck_repairs_total{class,result}                repaired, dropped, skipped, failed
@@ -32,11 +41,14 @@
 //	  kaon_rebuild_stripes_total, kaon_rebuild_bytes_total rebuilt since start
 //	  kaon_rebuild_stripes_remaining, _bytes_remaining, kaon_rebuild_rate_bytes, kaon_rebuild_eta_seconds
 //	  kaon_move_*{kind,fsid}                               drain, rebuild, balance, conversion (Movement)
+//	  kaon_ha_role{role}, kaon_ha_term, kaon_ha_applied_revision, kaon_ha_standby_lag_revisions   replicated instances
 //	storage server (role fst)
+//	  kaon_fst_uploads_in_flight, kaon_fst_downloads_in_flight   uploads and reads open now
+//	  kaon_tpc_transfers_total{protocol,direction,result}, kaon_tpc_bytes_total{protocol,direction}   third-party copies (pull, push)
 //	  kaon_fst_io_operations_total{fsid,op}, kaon_fst_io_errors_total{fsid,op}
 //	  kaon_fst_io_bytes_total{fsid,op}                     bytes read and written
 //	  kaon_fst_io_duration_seconds{fsid,op}                histogram of each operation on each filesystem
-//	  kaon_fst_io_latency_seconds{fsid,size,quantile}      percentiles over the recent window (slow-disk detection)
+//	  kaon_fst_io_latency_seconds{fsid,size,percentile}    percentiles over the recent window (slow-disk detection)
 //	  kaon_fsck_scans_total{fsid,result}, kaon_fsck_scanned_stripes_total{fsid},
 //	  kaon_fsck_scrubbed_bytes_total{fsid}, kaon_fsck_scan_running{fsid},
 //	  kaon_fsck_last_scan_timestamp_seconds{fsid}
@@ -63,22 +75,23 @@ import (
 const Path = "/metrics"
 
 // NewRegistry returns a registry with the Go runtime and process
-// collectors.
+// collectors: a process has one (a role's parts have registries of their
+// own, gathered together with prometheus.Gatherers).
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }
 
-// Handler serves reg in Prometheus' formats.
-func Handler(reg *prometheus.Registry) http.Handler {
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+// Handler serves what g gathers in Prometheus' formats.
+func Handler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 }
 
-// Serve routes GET Path to reg, for the clients allow lets through (nil:
-// every client), and everything else to h.
-func Serve(h http.Handler, reg *prometheus.Registry, allow func(*http.Request) error) http.Handler {
-	mh := Handler(reg)
+// Serve routes GET Path to what g gathers, for the clients allow lets
+// through (nil: every client), and everything else to h.
+func Serve(h http.Handler, g prometheus.Gatherer, allow func(*http.Request) error) http.Handler {
+	mh := Handler(g)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == Path && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			if allow != nil {

@@ -1,16 +1,21 @@
 package metrics
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/ha"
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/xrootd"
 )
 
 // value is the value of a collector with one series (counter or gauge).
@@ -151,4 +156,73 @@ func TestAccess(t *testing.T) {
 	if _, err := Allow("everyone", admin); err == nil {
 		t.Error("--metrics-access everyone accepted")
 	}
+}
+
+// gather is what reg gathers, as "name{label=value,...} value" lines.
+func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.Metric {
+			var ls []string
+			for _, l := range m.Label {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+			}
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+			out[f.GetName()+"{"+strings.Join(ls, ",")+"}"] = v
+		}
+	}
+	return out
+}
+
+// TestRefusalsAndRoles: refusals are counted by method and reason, every
+// configured method has a series from the start; the root:// listeners
+// of two roles share one registry, each request under its role.
+func TestRefusalsAndRoles(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r := &auth.Refusals{Name: func(auth.Authenticator) string { return "token" }}
+	RegisterRefusals(reg, r, "token", "none")
+	chain := auth.Chain{r, failing{kerr.New(kerr.Expired, "", "", "token expired")}}
+	chain.Authenticate(context.Background(), &auth.Request{})
+	chain.Authenticate(context.Background(), &auth.Request{})
+	x := RegisterXRootD(reg)
+	x.Role("mgm", func() []*xrootd.Server { return nil }).Observe("open", "kXR_redirect", time.Millisecond)
+	x.Role("fst", func() []*xrootd.Server { return nil }).Observe("open", "ok", time.Millisecond)
+	got := gather(t, reg)
+	for k, want := range map[string]float64{
+		"kaon_auth_refused_total{method=token,reason=expired}":                2,
+		"kaon_auth_refused_total{method=token,reason=unauthenticated}":        0,
+		"kaon_auth_refused_total{method=none,reason=unauthenticated}":         0,
+		"kaon_xrootd_requests_total{code=kXR_redirect,request=open,role=mgm}": 1,
+		"kaon_xrootd_requests_total{code=ok,request=open,role=fst}":           1,
+		"kaon_xrootd_request_duration_seconds{request=open,role=fst}":         1,
+		"kaon_xrootd_connections{role=mgm}":                                   0,
+	} {
+		if v, ok := got[k]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)
+		}
+	}
+}
+
+// TestHAFigures: the role is one series per role, 1 for the current one.
+func TestHAFigures(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	RegisterHA(reg, func() ha.Figures { return ha.Figures{Role: ha.Standby, Term: 7, Applied: 40, Lag: 2} })
+	got := gather(t, reg)
+	for k, want := range map[string]float64{"kaon_ha_role{role=standby}": 1, "kaon_ha_role{role=active}": 0,
+		"kaon_ha_role{role=starting}": 0, "kaon_ha_term{}": 7, "kaon_ha_applied_revision{}": 40, "kaon_ha_standby_lag_revisions{}": 2} {
+		if v, ok := got[k]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)
+		}
+	}
+}
+
+type failing struct{ err error }
+
+func (f failing) Authenticate(context.Context, *auth.Request) (auth.Principal, bool, error) {
+	return auth.Nobody, true, f.err
 }

@@ -14,7 +14,8 @@
 // Files: path.go (path grammar), attr.go (sys.* names), entry.go
 // (entries, opening, removal, statfs), quota.go, event.go (change
 // events), fleet.go (filesystems, spaces, groups, data movement), fsck.go,
-// access.go (who a client is, tokens), status.go (ns status), wire.go
+// access.go (who a client is, tokens), rules.go (access rules,
+// clients), status.go (ns status), wire.go
 // (errors, request arguments, encodings), requests.go (one request type
 // per admin route).
 package nsapi

@@ -75,6 +75,23 @@ type OpenRequest struct {
 	MkPath    bool   // create missing parent directories (unless sys.mkpath=off)
 	Mode      uint32 // permission bits of a new file (default 0644)
 	Size      int64  // the size the client announced (booked against quota), 0 if unknown
+	App       string // the client's application (eos.app, or its protocol client), for I/O accounting
+}
+
+// AppName is app as I/O accounting keeps it (at most 32 letters, digits,
+// '.', '_' or '-'), or def when nothing of it is left.
+func AppName(app, def string) string {
+	out := make([]byte, 0, len(app))
+	for i := 0; i < len(app) && len(out) < 32; i++ {
+		c := app[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return def
+	}
+	return string(out)
 }
 
 // Grant is a client's access to one file's data: where to go and the

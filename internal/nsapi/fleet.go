@@ -231,3 +231,35 @@ func ParseFsID(op, s string) (uint32, error) {
 	}
 	return uint32(id), nil
 }
+
+// NodeRow is a row of `kaon node ls`: a storage server, whether it beats,
+// how long ago it last did, its software version, its filesystems, and
+// its I/O rates between its last two heartbeats (bytes and operations
+// per second).
+type NodeRow struct {
+	Name        string    `json:"name"`
+	HTTP        string    `json:"http,omitempty"`
+	XRootD      string    `json:"xrootd,omitempty"`
+	State       string    `json:"state"` // online, offline
+	LastBeat    time.Time `json:"lastbeat,omitzero"`
+	Release     string    `json:"release,omitempty"`
+	Filesystems int       `json:"filesystems"`
+	Booted      int       `json:"booted"`
+	ReadRate    float64   `json:"read_rate"`
+	WriteRate   float64   `json:"write_rate"`
+	OpRate      float64   `json:"op_rate"`
+}
+
+// NodeConfigRequest is POST node/config: key=value on every filesystem
+// of node Name (fs config's keys).
+type NodeConfigRequest struct {
+	Name  string `json:"name"`
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// FromArgs reads r from a.
+func (r *NodeConfigRequest) FromArgs(a Args) error {
+	r.Name, r.Key, r.Value = a["name"], a["key"], a["value"]
+	return nil
+}

@@ -45,6 +45,19 @@ type NSServer struct {
 	Error     string    `json:"error,omitempty"`
 }
 
+// NSStat is `kaon ns stat`: the namespace's counts, the requests per
+// second over the last minute by protocol, and the engine's size on disk
+// (0: the engine does not tell).
+type NSStat struct {
+	Files          int64              `json:"files"`
+	Directories    int64              `json:"directories"`
+	Bytes          int64              `json:"bytes"`
+	PendingUploads int                `json:"pending_uploads"`
+	Rates          map[string]float64 `json:"rates"`
+	Requests       map[string]int64   `json:"requests"`
+	EngineBytes    int64              `json:"engine_bytes,omitempty"`
+}
+
 // Refusal is a request the namespace service refused (permission,
 // expiry, quota): the admin's status page lists the latest.
 type Refusal struct {

@@ -20,7 +20,7 @@ func (s *Server) Open(ctx context.Context, p auth.Principal, path string, r nsap
 		if err := scope(p, auth.ScopeRead, path, "read"); err != nil {
 			return nil, s.refused(ctx, p, "read", path, err)
 		}
-		g, err := s.openRead(p, path)
+		g, err := s.openRead(p, path, r.App)
 		return g, s.refused(ctx, p, "read", path, err)
 	}
 	op := auth.ScopeCreate
@@ -43,13 +43,13 @@ func (s *Server) open(p auth.Principal, path string, r nsapi.OpenRequest) (*nsap
 			return nil, kerr.New(kerr.Unsupported, "open", path, "committed files are immutable; open with truncate or as new")
 		}
 	}
-	return s.openWrite(p, path, namespace.CreateOptions{Exclusive: r.Exclusive, Mode: r.Mode, SizeHint: r.Size}, r.MkPath)
+	return s.openWrite(p, path, namespace.CreateOptions{Exclusive: r.Exclusive, Mode: r.Mode, SizeHint: r.Size}, r.MkPath, r.App)
 }
 
 // openWrite starts an upload of path. With mkpath, missing parent
 // directories are created first (as XRootD does for uploads), unless the
 // nearest existing one has sys.mkpath=off.
-func (s *Server) openWrite(pr auth.Principal, path string, o namespace.CreateOptions, mkpath bool) (*nsapi.Grant, error) {
+func (s *Server) openWrite(pr auth.Principal, path string, o namespace.CreateOptions, mkpath bool, app string) (*nsapi.Grant, error) {
 	c := caller(pr)
 	p, err := nsapi.CleanPath(path)
 	if err != nil {
@@ -64,7 +64,7 @@ func (s *Server) openWrite(pr auth.Principal, path string, o namespace.CreateOpt
 	if err != nil {
 		return nil, err
 	}
-	cp := &capability.Capability{Fid: f.ID, Write: true, Path: p, Layout: f.Layout, UID: pr.UID, GID: pr.GID,
+	cp := &capability.Capability{Fid: f.ID, Write: true, Path: p, Layout: f.Layout, UID: pr.UID, GID: pr.GID, App: app,
 		Expires: s.now().Add(s.ttl).Unix()}
 	for t := range f.Checksums {
 		cp.Checksums = append(cp.Checksums, t)
@@ -101,7 +101,7 @@ func (s *Server) makeParents(c namespace.Caller, p string) error {
 // openRead authorizes a read of path and picks the storage server to
 // serve it: the first readable replica, or for EC the first readable
 // stripe's server (it gathers the rest).
-func (s *Server) openRead(pr auth.Principal, path string) (*nsapi.Grant, error) {
+func (s *Server) openRead(pr auth.Principal, path, app string) (*nsapi.Grant, error) {
 	n, err := s.ns.Stat(caller(pr), path)
 	if err != nil {
 		return nil, err
@@ -114,7 +114,7 @@ func (s *Server) openRead(pr auth.Principal, path string) (*nsapi.Grant, error) 
 	}
 	p, _ := nsapi.CleanPath(path)
 	cp := &capability.Capability{Fid: n.ID, Path: p, Layout: n.Layout, Size: n.Size, Sums: n.Checksums,
-		UID: pr.UID, GID: pr.GID, Expires: s.now().Add(s.ttl).Unix()}
+		UID: pr.UID, GID: pr.GID, App: app, Expires: s.now().Add(s.ttl).Unix()}
 	var entry fleet.Node
 	for _, fsid := range n.Locations {
 		if node, ok := s.reg.Readable(fsid); ok && entry.HTTP == "" {

@@ -17,7 +17,10 @@
 // audit.go, ops.go (metadata operations), open.go (data access: grants),
 // checksum.go, uploads.go (pending uploads nobody writes), sessions.go
 // (client sessions, leases and locks: package sessions), tokens.go,
-// recycle.go, quota.go, versions.go, ha.go, admin.go (filesystems, file
+// recycle.go, quota.go, versions.go, ha.go, access.go (access rules,
+// rate limits, who is connected), stat.go (node ls, ns stat),
+// savedconfig.go (config save|load), debug.go (log levels),
+// iostat.go (io stat), admin.go (filesystems, file
 // info, statfs), and the schedulers' calls: fleet.go, movement.go,
 // fsck.go.
 package nsserver
@@ -28,8 +31,10 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/access"
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/capability"
@@ -103,6 +108,9 @@ type Config struct {
 	// active server, whose sessions reclaim their locks in a grace window.
 	Term     uint64
 	Takeover bool
+	// LogLevel is the level of Logger, which kaon debug sets at runtime
+	// (nil: it cannot be).
+	LogLevel *slog.LevelVar
 }
 
 // DataReader reads the whole content of the file a read capability names
@@ -136,6 +144,11 @@ type Server struct {
 	sess    *sessions.Service // client sessions, leases, locks (sessions.go)
 	writers writers           // uploads storage servers report writing (uploads.go)
 	sweep   sweepTiming       // of the pending uploads nobody writes
+
+	access   *access.Service  // access rules, rate limits, clients (access.go)
+	accessMu sync.Mutex       // changes of the access rules (read, change, store)
+	fstLevel atomic.Value     // string: the storage servers' log level (debug.go)
+	iostat   fleet.Accounting // I/O by user and application (iostat.go)
 }
 
 // New opens the namespace in cfg.Engine and the filesystem registry, and
@@ -161,6 +174,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.ns = ns
+	if err := s.loadAccess(); err != nil {
+		return nil, err
+	}
 	if cfg.Inherit != nil {
 		n, err := ns.Adopt(*cfg.Inherit)
 		if err != nil {
@@ -213,6 +229,7 @@ var _ message.Namespace = (*Server)(nil)
 // server reports and answers with its filesystems and pending deletions.
 func (s *Server) Heartbeat(_ context.Context, hb message.Heartbeat) (message.HeartbeatReply, error) {
 	s.writers.note(hb.Node, hb.Uploads, s.now())
+	s.iostat.Note(hb.Node, hb.Accounting, s.now())
 	var done []namespace.Deletion
 	for _, d := range hb.Done {
 		done = append(done, namespace.Deletion(d))
@@ -228,6 +245,7 @@ func (s *Server) Heartbeat(_ context.Context, hb message.Heartbeat) (message.Hea
 	s.reg.JudgeSlow()
 	s.fsck.Assign(as)
 	reply := message.HeartbeatReply{Filesystems: as, Interval: s.reg.Interval()}
+	reply.LogLevel, _ = s.fstLevel.Load().(string)
 	for _, a := range as {
 		ds, err := s.ns.Deletions(a.ID, 1000)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth/macaroon"
 	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/auth/token/remote"
+	"github.com/kaon-storage/kaon/internal/auth/x509auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 )
 
@@ -235,4 +236,25 @@ func parseIssuer(spec, cacheDir string, client *http.Client) (token.IssuerConfig
 	keys := &remote.Keys{Issuer: iss, URL: src, CacheDir: cacheDir, Client: client}
 	ic.Keys = keys
 	return ic, keys, nil
+}
+
+// methodName names an authenticator of the chain for the refusals'
+// metrics (the --auth method it is; "none": no credential where one is
+// required).
+func methodName(a auth.Authenticator) string {
+	switch a.(type) {
+	case *token.Verifier:
+		return "token"
+	case *macaroon.Service:
+		return "macaroon"
+	case *x509auth.X509:
+		return "x509"
+	case *krb5auth.Method:
+		return "krb5"
+	case auth.Unix, auth.HostRoot:
+		return "unix"
+	case auth.Refuse, auth.RefusePlaintextBearer:
+		return "none"
+	}
+	return "other"
 }

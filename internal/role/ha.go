@@ -12,12 +12,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/kaon-storage/kaon/internal/ha"
 	"github.com/kaon-storage/kaon/internal/httpfront"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/kv/etcdkv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
+	"github.com/kaon-storage/kaon/internal/metrics"
 	"github.com/kaon-storage/kaon/internal/namespace"
 	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/xrdfront"
@@ -61,11 +65,14 @@ func startReplicated(s *Server, c MGMConfig, files *namespaceFiles, sec *Securit
 	// The instance's own token keys: DATA/keys/token-keys.json, as on any
 	// namespace server (servers that issue tokens get the first one's
 	// copy, like the capability key, and the same --issuer-url).
-	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files, self.HTTP, sec, log)
+	// The process's metrics are served by every server, active or not
+	// (its role, its replica's lag), with the active incarnation's.
+	proc := metrics.NewRegistry()
+	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files, self.HTTP, sec, proc, log)
 	if err != nil {
 		return err
 	}
-	var x XRootDServers
+	x := newXRootDServers(metrics.RegisterXRootD(proc), "mgm")
 	var xl net.Listener
 	if c.XRootD != "" {
 		var xaddr string
@@ -76,7 +83,7 @@ func startReplicated(s *Server, c MGMConfig, files *namespaceFiles, sec *Securit
 		ep.XRootD = "root://" + xaddr
 	}
 	parts := NamespaceParts{Key: files.key, Tokens: files.tokens, Audit: files.auditWriter(), Auth: chain, Security: sec,
-		MetricsAllow: allow, XRootD: &x, Log: log}
+		MetricsAllow: allow, Log: log}
 	var node *ha.Node
 	node, err = ha.New(ha.Config{Remote: remote, Local: local, Self: self, Lease: c.Meta.Lease, KeepHistory: c.Meta.KeepHistory, Logger: log,
 		Serve: func(ctx context.Context, store kv.Store, term uint64, handed []byte) (any, error) {
@@ -108,6 +115,7 @@ func startReplicated(s *Server, c MGMConfig, files *namespaceFiles, sec *Securit
 	if err != nil {
 		return err
 	}
+	metrics.RegisterHA(proc, node.Figures)
 	route := func() (*Namespace, ha.Member, error) {
 		v := node.View()
 		if ns, ok := v.Service.(*Namespace); ok && v.Role == ha.Active {
@@ -133,10 +141,26 @@ func startReplicated(s *Server, c MGMConfig, files *namespaceFiles, sec *Securit
 				return ns.XRootD, "", nil
 			}
 			return nil, active.XRootD, err
-		}}, chain, sec, &x, log)
+		}}, chain, sec, x, log)
 		s.onClose(func() { xs.Close() })
 	}
-	srv := serveHTTP(sec.listener(l), accessLogged(gate, log))
+	served := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		if ns, _, _ := route(); ns != nil {
+			return gatherers(proc, ns.Registry).Gather()
+		}
+		return proc.Gather()
+	})
+	ready := func() error {
+		ns, active, err := route()
+		switch {
+		case ns != nil:
+			return nil
+		case active.HTTP != "":
+			return fmt.Errorf("a standby: the active namespace server is %s", active.HTTP)
+		}
+		return err
+	}
+	srv := serveHTTP(sec.listener(l), httpfront.Health(accessLogged(metrics.Serve(gate, served, allow), log), ready))
 	s.onClose(func() { shutdown(srv) })
 	done := make(chan struct{})
 	go func() { node.Run(ctx); close(done) }()

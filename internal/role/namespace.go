@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/backend/posix"
@@ -41,10 +43,14 @@ type NamespaceParts struct {
 	Security *Security
 	// MetricsAllow is who may read /metrics (nil: every client).
 	MetricsAllow func(*http.Request) error
-	// XRootD are the role's root:// servers, whose figures /metrics shows
-	// (nil: none).
+	// XRootD are the role's root:// servers (ServeXRootD adds them; nil:
+	// none).
 	XRootD *XRootDServers
-	Log    *slog.Logger
+	// Metrics are the process's metrics /metrics shows besides the
+	// namespace's (the Go runtime, root:// listeners, the embedded storage
+	// server's; nil: none).
+	Metrics prometheus.Gatherer
+	Log     *slog.Logger
 	// A replicated instance's active server: how it hands the role over,
 	// and what its predecessor handed over (nsserver.Config).
 	StepDown func(ctx context.Context) error
@@ -70,39 +76,47 @@ type Namespace struct {
 	HTTP http.Handler
 	// XRootD is the root:// binding of the service.
 	XRootD xrootd.Namespace
-	Key    *capability.Key
-	Auth   auth.Chain
-	xrd    *XRootDServers
-	log    *slog.Logger
+	// Registry has the namespace's own metrics (served on HTTP with
+	// NamespaceParts.Metrics).
+	Registry *prometheus.Registry
+	Key      *capability.Key
+	Auth     auth.Chain
+	xrd      *XRootDServers
+	log      *slog.Logger
 }
 
 // NewNamespace assembles the namespace service c describes over p.Store;
 // the caller runs it (Service.Run).
 func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
-	p.Log = orDiscard(p.Log)
+	var level *slog.LevelVar
+	p.Log, level = leveled(orDiscard(p.Log))
 	peers := storageClient(p.Key, p.Security)
 	cfg := nsserver.Config{Engine: p.Store, Sync: c.Sync, Key: p.Key, CapabilityTTL: c.CapTTL, Logger: p.Log,
 		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: p.Audit, Tokens: p.Tokens,
 		Data: peers, Mover: peers, PhysName: physName, Repair: peers,
 		FsckRate: negativeIfNone(c.FsckRate), FsckOrphanGrace: negativeIfNone(c.OrphanGrace), RebuildAfter: negativeIfNone(c.RebuildAfter),
-		Slow: c.slowPolicy(), StepDown: p.StepDown, Inherit: p.Inherit, Sessions: c.Sessions, Term: p.Term, Takeover: p.Takeover}
+		Slow: c.slowPolicy(), StepDown: p.StepDown, Inherit: p.Inherit, Sessions: c.Sessions, Term: p.Term, Takeover: p.Takeover,
+		LogLevel: level}
 	cfg.Sessions.MaxAudience = negativeIfNone(c.Sessions.MaxAudience) // 0 there is the default
 	srv, err := nsserver.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	reg := metrics.NewRegistry()
+	reg := prometheus.NewRegistry()
 	metrics.RegisterNamespace(reg, srv)
-	metrics.RegisterXRootD(reg, "mgm", p.XRootD.list)
 	srv.ReportMovement(metrics.NewMovement(reg))
 	front := &httpfront.Namespace{NS: srv, Key: p.Key, Log: p.Log, Auth: p.Auth, DataClient: peers.HTTP, NSStatus: p.NSStatus, SRRPath: c.SRRPath}
-	h := metrics.Serve(metrics.NewHTTP(reg, "mgm", metrics.NamespaceRoute).Instrument(front), reg, p.MetricsAllow)
-	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Key: p.Key, Auth: p.Auth,
+	h := metrics.Serve(metrics.NewHTTP(reg, "mgm", metrics.NamespaceRoute).Instrument(front), gatherers(p.Metrics, reg), p.MetricsAllow)
+	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Registry: reg, Key: p.Key, Auth: p.Auth,
 		xrd: p.XRootD, log: p.Log}, nil
 }
 
-// Endpoint is n's namespace endpoint as served, access-logged.
-func (n *Namespace) Endpoint() http.Handler { return accessLogged(n.HTTP, n.log) }
+// Endpoint is n's namespace endpoint as served by a server with an
+// embedded store (always ready), access-logged but for its health paths
+// (probed every few seconds).
+func (n *Namespace) Endpoint() http.Handler {
+	return httpfront.Health(accessLogged(n.HTTP, n.log), nil)
+}
 
 // accessLogged logs the requests h serves but the internal protocol's
 // (storage servers' heartbeats every second).

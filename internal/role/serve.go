@@ -10,13 +10,18 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/metrics"
 	"github.com/kaon-storage/kaon/internal/role/endpoints"
 	"github.com/kaon-storage/kaon/internal/transfer/remote"
 )
@@ -90,13 +95,20 @@ func StartUp(c UpConfig, log *slog.Logger) (_ *Server, err error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.onClose(cancel)
-	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files, sec.scheme()+nsAddr, sec, log)
+	// One registry for the process; the namespace endpoint's /metrics also
+	// shows the storage server's (one address for every role), which its
+	// own endpoint shows too.
+	proc := metrics.NewRegistry()
+	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files, sec.scheme()+nsAddr, sec, proc, log)
 	if err != nil {
 		return nil, err
 	}
-	var mgmX, fstX XRootDServers
+	xm := metrics.RegisterXRootD(proc)
+	mgmX, fstX := newXRootDServers(xm, "mgm"), newXRootDServers(xm, "fst")
+	var fstMetrics prometheus.Gatherer // set before anything is served
 	ns, err := NewNamespace(c.Namespace, NamespaceParts{Store: eng, Key: files.key, Tokens: files.tokens, Audit: files.auditWriter(),
-		Auth: chain, Security: sec, MetricsAllow: allow, XRootD: &mgmX, Log: log})
+		Auth: chain, Security: sec, MetricsAllow: allow, XRootD: mgmX, Log: log,
+		Metrics: prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return gatherers(proc, fstMetrics).Gather() })})
 	if err != nil {
 		return nil, err
 	}
@@ -114,10 +126,11 @@ func StartUp(c UpConfig, log *slog.Logger) (_ *Server, err error) {
 	policy := &remote.Policy{AllowLoopback: c.Storage.TPC.AllowLoopback}
 	policy.AddSelf(nsAddr, fstAddr)
 	fst, err := NewStorage(c.Storage, StorageParts{Node: nodeName, URL: sec.scheme() + fstAddr, Key: files.key, Namespace: ns.Service,
-		Paths: paths, TPC: policy, Security: sec, MetricsAllow: allow, XRootD: &fstX, Log: log})
+		Paths: paths, TPC: policy, Security: sec, MetricsAllow: allow, XRootD: fstX, Metrics: proc, Log: log})
 	if err != nil {
 		return nil, err
 	}
+	fstMetrics = fst.Registry
 	ep := Endpoints{HTTP: "http://" + nsAddr, FSTHTTP: "http://" + fstAddr}
 	if c.XRootD != "" {
 		// The storage server's root:// listener is on a free port of the
@@ -199,13 +212,14 @@ func StartMGM(c MGMConfig, log *slog.Logger) (_ *Server, err error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.onClose(cancel)
-	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files, sec.scheme()+addr, sec, log)
+	proc := metrics.NewRegistry()
+	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files, sec.scheme()+addr, sec, proc, log)
 	if err != nil {
 		return nil, err
 	}
-	var x XRootDServers
+	x := newXRootDServers(metrics.RegisterXRootD(proc), "mgm")
 	ns, err := NewNamespace(c.Namespace, NamespaceParts{Store: eng, Key: files.key, Tokens: files.tokens, Audit: files.auditWriter(),
-		Auth: chain, Security: sec, MetricsAllow: allow, XRootD: &x, Log: log})
+		Auth: chain, Security: sec, MetricsAllow: allow, XRootD: x, Metrics: proc, Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -262,9 +276,10 @@ func StartFST(c FSTConfig, log *slog.Logger) (_ *Server, err error) {
 	}
 	policy := &remote.Policy{AllowLoopback: c.Storage.TPC.AllowLoopback}
 	policy.AddSelf(append(hostsOf(mgms), addr, c.Join.MGMXRootD)...)
-	var x XRootDServers
+	proc := metrics.NewRegistry()
+	x := newXRootDServers(metrics.RegisterXRootD(proc), "fst")
 	fst, err := NewStorage(c.Storage, StorageParts{Node: c.Join.Node, URL: sec.scheme() + addr, Key: key, Namespace: mgm,
-		Paths: c.Join.FS, TPC: policy, Security: sec, MetricsAllow: allow, XRootD: &x, Log: log})
+		Paths: c.Join.FS, TPC: policy, Security: sec, MetricsAllow: allow, XRootD: x, Metrics: proc, Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -294,18 +309,25 @@ func StartFST(c FSTConfig, log *slog.Logger) (_ *Server, err error) {
 }
 
 // authenticate names this instance's token issuer after the URL its
-// namespace endpoint got, and builds the authenticators of --auth and the
-// check of who may read /metrics.
-func authenticate(ctx context.Context, c Common, a AuthConfig, dir string, files *namespaceFiles, endpoint string, sec *Security, log *slog.Logger) (auth.Chain, func(*http.Request) error, error) {
+// namespace endpoint got, and builds the authenticators of --auth (their
+// refusals counted on reg) and the check of who may read /metrics.
+func authenticate(ctx context.Context, c Common, a AuthConfig, dir string, files *namespaceFiles, endpoint string, sec *Security, reg prometheus.Registerer, log *slog.Logger) (auth.Chain, func(*http.Request) error, error) {
 	files.tokens.URL = a.issuerURL(endpoint)
 	chain, err := a.chain(ctx, dir, files.tokens, files.key, sec, log)
 	if err != nil {
 		return nil, nil, err
 	}
+	refused := &auth.Refusals{Name: methodName}
+	chain = append(auth.Chain{refused}, chain...)
 	allow, err := c.MetricsAllow(a.Methods, chain)
 	if err != nil {
 		return nil, nil, err
 	}
+	methods := strings.Split(strings.ReplaceAll(a.Methods, " ", ""), ",")
+	if !slices.Contains(methods, "unix") {
+		methods = append(methods, "none")
+	}
+	metrics.RegisterRefusals(reg, refused, methods...)
 	return chain, allow, nil
 }
 

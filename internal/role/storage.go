@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/backend/posix"
 	"github.com/kaon-storage/kaon/internal/backend/rados"
@@ -15,6 +17,10 @@ import (
 	"github.com/kaon-storage/kaon/internal/storage"
 	"github.com/kaon-storage/kaon/internal/transfer/remote"
 )
+
+// Release is the software version storage servers report in their
+// heartbeats (kaon node ls); the binary sets it.
+var Release string
 
 // StorageParts are what a storage server is assembled from besides its
 // settings.
@@ -30,10 +36,13 @@ type StorageParts struct {
 	Security *Security // the role's TLS (nil: none)
 	// MetricsAllow is who may read /metrics (nil: every client).
 	MetricsAllow func(*http.Request) error
-	// XRootD are the role's root:// servers, whose figures /metrics shows
-	// (nil: none).
+	// XRootD are the role's root:// servers (ServeXRootD adds them; nil:
+	// none).
 	XRootD *XRootDServers
-	Log    *slog.Logger
+	// Metrics are the process's metrics /metrics shows besides the storage
+	// server's (the Go runtime, root:// listeners; nil: none).
+	Metrics prometheus.Gatherer
+	Log     *slog.Logger
 }
 
 // Storage is a storage server and its HTTP data endpoint.
@@ -43,30 +52,33 @@ type Storage struct {
 	// HTTP-TPC, stripes between servers, and /metrics with the storage
 	// server's figures.
 	HTTP http.Handler
-	tpc  *remote.Policy
-	xrd  *XRootDServers
-	log  *slog.Logger
+	// Registry has the storage server's own metrics.
+	Registry *prometheus.Registry
+	tpc      *remote.Policy
+	xrd      *XRootDServers
+	log      *slog.Logger
 }
 
 // NewStorage assembles the storage server c describes; the caller runs it
 // (Server.Run).
 func NewStorage(c StorageConfig, p StorageParts) (*Storage, error) {
-	p.Log = orDiscard(p.Log)
+	var level *slog.LevelVar
+	p.Log, level = leveled(orDiscard(p.Log))
 	if p.TPC == nil {
 		p.TPC = &remote.Policy{}
 	}
 	srv, err := storage.New(storage.Config{Node: p.Node, Addr: p.URL, Key: p.Key, Namespace: p.Namespace, Paths: p.Paths,
 		Store: c.stores(), Peers: storageClient(p.Key, p.Security), IOTimeout: negativeIfNone(c.IOTimeout),
-		StreamMemory: c.StreamMemoryMB << 20, LatencyWindow: c.LatencyWindow, LatencyProbe: negativeIfNone(c.LatencyProbe), Logger: p.Log})
+		StreamMemory: c.StreamMemoryMB << 20, LatencyWindow: c.LatencyWindow, LatencyProbe: negativeIfNone(c.LatencyProbe), Logger: p.Log,
+		Release: Release, LogLevel: level})
 	if err != nil {
 		return nil, err
 	}
-	reg := metrics.NewRegistry()
+	reg := prometheus.NewRegistry()
 	metrics.RegisterStorage(reg, srv)
-	metrics.RegisterXRootD(reg, "fst", p.XRootD.list)
 	front := datafront.Storage(srv, p.Key, c.TPC.httpConfig(p.TPC, p.Security), p.Log)
-	h := metrics.Serve(metrics.NewHTTP(reg, "fst", metrics.StorageRoute).Instrument(front), reg, p.MetricsAllow)
-	return &Storage{Server: srv, HTTP: h, tpc: p.TPC, xrd: p.XRootD, log: p.Log}, nil
+	h := metrics.Serve(metrics.NewHTTP(reg, "fst", metrics.StorageRoute).Instrument(front), gatherers(p.Metrics, reg), p.MetricsAllow)
+	return &Storage{Server: srv, HTTP: h, Registry: reg, tpc: p.TPC, xrd: p.XRootD, log: p.Log}, nil
 }
 
 // stores opens the filesystems of a storage server: rados://... as a

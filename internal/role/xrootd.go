@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/httpfront"
@@ -22,6 +25,22 @@ import (
 type XRootDServers struct {
 	mu      sync.Mutex
 	servers []*xrootd.Server
+	metrics *metrics.XRootDRole
+}
+
+// newXRootDServers are the root:// servers of role, counted in m.
+func newXRootDServers(m *metrics.XRootD, role string) *XRootDServers {
+	x := &XRootDServers{}
+	x.metrics = m.Role(role, x.list)
+	return x
+}
+
+// observe is the servers' Config.Observe.
+func (x *XRootDServers) observe() func(request, code string, took time.Duration) {
+	if x == nil || x.metrics == nil {
+		return nil
+	}
+	return x.metrics.Observe
 }
 
 func (x *XRootDServers) add(s *xrootd.Server) {
@@ -61,7 +80,8 @@ func (s *Storage) ServeXRootD(l net.Listener, manager string, sec *Security) *xr
 // (an embedded service's binding, or the HA router), identifying clients
 // through chain.
 func serveNamespaceXRootD(l net.Listener, ns xrootd.Namespace, chain auth.Chain, sec *Security, servers *XRootDServers, log *slog.Logger) *xrootd.Server {
-	cfg := xrootd.Config{Namespace: ns, IdentifyConn: xrdfront.Identifier(chain), Logger: log.With("role", "xrootd-mgm")}
+	cfg := xrootd.Config{Namespace: ns, IdentifyConn: xrdfront.Identifier(chain), Logger: log.With("role", "xrootd-mgm"),
+		Observe: servers.observe()}
 	sec.xrootd(&cfg, chain)
 	srv := xrootd.NewServer(cfg)
 	servers.add(srv)
@@ -77,8 +97,8 @@ func serveStorageXRootD(l net.Listener, manager string, fst *storage.Server, tpc
 	// Request buffers in flight share the storage server's stream budget
 	// figure: root:// clients cannot make it hold more than HTTP ones.
 	cfg := xrootd.Config{Data: xrdfront.Data{S: fst}, Manager: manager,
-		GlobalBudget: fst.StreamMemory(), Logger: log.With("role", "xrootd-fst"),
-		TPC: xrdfront.TPC{Remote: &remote.XRootD{Policy: tpc, Auth: sec.tpcAuth(log)}, Log: log}}
+		GlobalBudget: fst.StreamMemory(), Logger: log.With("role", "xrootd-fst"), Observe: servers.observe(),
+		TPC: xrdfront.TPC{Remote: &remote.XRootD{Policy: tpc, Auth: sec.tpcAuth(log)}, Log: log, S: fst}}
 	sec.xrootd(&cfg, nil)
 	srv := xrootd.NewServer(cfg)
 	servers.add(srv)
@@ -102,4 +122,15 @@ func (c Common) MetricsAllow(methods string, chain auth.Chain) (func(*http.Reque
 		}
 	}
 	return metrics.Allow(access, func(r *http.Request) error { return httpfront.Admin(chain, r, "metrics") })
+}
+
+// gatherers are gs but the nil ones, gathered together.
+func gatherers(gs ...prometheus.Gatherer) prometheus.Gatherers {
+	var out prometheus.Gatherers
+	for _, g := range gs {
+		if g != nil {
+			out = append(out, g)
+		}
+	}
+	return out
 }

@@ -141,13 +141,18 @@ var _ io.ReaderAt = yieldingShard{}
 
 // Open opens the committed file a read capability names (open) for a
 // client: a client stream until it is closed, which background copies
-// give way to.
+// give way to, and whose bytes are accounted to the client (Served).
 func (s *Server) Open(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (File, error) {
 	f, err := s.open(ctx, c, token, wait)
 	if err != nil {
 		return nil, err
 	}
-	cf := &clientFile{File: f, done: s.bg.client()}
+	// A client stream (background copies give way), a read in flight
+	// (InFlight) and, once closed, a file read by its client (accounting).
+	s.act.reads.Add(1)
+	var once sync.Once
+	done, acc := s.bg.client(), s.acct.of(c)
+	cf := &clientFile{File: f, acc: acc, done: func() { once.Do(func() { done(); s.act.reads.Add(-1); acc.reads.Add(1) }) }}
 	if of, ok := f.(backend.OSFile); ok {
 		return clientOSFile{cf, of}, nil // sendfile still applies
 	}
@@ -158,6 +163,13 @@ func (s *Server) Open(ctx context.Context, c *capability.Capability, token strin
 type clientFile struct {
 	File
 	done func()
+	acc  *account // what the client read (accounting.go)
+}
+
+func (f *clientFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	f.acc.readBytes.Add(int64(n))
+	return n, err
 }
 
 func (f *clientFile) Close() error {

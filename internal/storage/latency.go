@@ -238,6 +238,23 @@ func (s *Server) IOStats() []FsIOStats {
 	return out
 }
 
+// nodeIO is the server's I/O on all its filesystems (heartbeats).
+func (s *Server) nodeIO() message.NodeIO {
+	var io message.NodeIO
+	for _, fs := range s.IOStats() {
+		for op, o := range fs.Ops {
+			io.Ops += o.Count
+			switch op {
+			case "read":
+				io.ReadBytes += o.Bytes
+			case "write":
+				io.WriteBytes += o.Bytes
+			}
+		}
+	}
+	return io
+}
+
 // probeLatency writes, reads back and removes a small stripe on every
 // writable filesystem each period, so that the latency of idle
 // filesystems is known too. A slow filesystem is probed again only once

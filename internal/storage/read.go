@@ -196,12 +196,14 @@ func CheckReadable(f File) error {
 	return err
 }
 
-// Copy writes the whole of f to w the cheapest way: erasure-coded rows
-// straight out (read ahead while written), a local file without block
-// sums through w's ReadFrom (sendfile to a socket), anything else in 1
-// MiB pieces, each read (and verified) before it is written.
-func Copy(w io.Writer, f File) (int64, error) {
-	f = unwrapClient(f)
+// Copy writes the whole of client (an Open file) to w the cheapest way:
+// erasure-coded rows straight out (read ahead while written), a local
+// file without block sums through w's ReadFrom (sendfile to a socket),
+// anything else in 1 MiB pieces, each read (and verified) before it is
+// written; the bytes are accounted to the client (Served).
+func Copy(w io.Writer, client File) (n int64, err error) {
+	defer func() { Served(client, n) }() // f's reads below are not the client file's
+	f := unwrapClient(client)
 	if ec, ok := f.(*ecFile); ok {
 		return ec.WriteRange(w, 0, ec.Size())
 	}
@@ -214,7 +216,6 @@ func Copy(w io.Writer, f File) (int64, error) {
 	}
 	bp := pieceBufs.Get().(*[]byte)
 	defer pieceBufs.Put(bp)
-	var n int64
 	for n < f.Size() {
 		m, err := f.ReadAt((*bp)[:min(int64(len(*bp)), f.Size()-n)], n)
 		if m > 0 {

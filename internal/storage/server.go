@@ -31,9 +31,13 @@ import (
 
 // Config configures a storage server.
 type Config struct {
-	Node      string // stable node name, normally host:port of Addr
-	Addr      string // advertised HTTP base URL, http://host:port
-	XrdAddr   string // advertised root:// host:port, if any
+	Node    string // stable node name, normally host:port of Addr
+	Addr    string // advertised HTTP base URL, http://host:port
+	XrdAddr string // advertised root:// host:port, if any
+	Release string // software version, reported in heartbeats (kaon node ls)
+	// LogLevel is the level of Logger, which the namespace server sets
+	// (kaon debug); nil: it stays.
+	LogLevel  *slog.LevelVar
 	Key       *capability.Key
 	Namespace message.Namespace
 	Paths     []string // filesystem roots to offer at start
@@ -202,9 +206,11 @@ type Server struct {
 	done   []message.Deletion
 
 	budget  *budget
+	acct    accounting  // I/O by user and application (accounting.go)
 	bg      *background // copies that give way to client streams
 	writing writing     // uploads claimed and not finished, for heartbeats
 	heal    *healer     // repairs of bad copies reads found (heal.go)
+	act     activity    // uploads and reads in flight, third-party copies (activity.go)
 
 	ready chan struct{}
 	once  sync.Once
@@ -360,8 +366,10 @@ func (s *Server) beat(ctx context.Context) (reply message.HeartbeatReply, initia
 	}
 	wg.Wait()
 
+	io := s.nodeIO()
 	s.mu.RLock()
-	hb := message.Heartbeat{Node: s.cfg.Node, Addr: s.cfg.Addr, XrdAddr: s.cfg.XrdAddr}
+	hb := message.Heartbeat{Node: s.cfg.Node, Addr: s.cfg.Addr, XrdAddr: s.cfg.XrdAddr, Release: s.cfg.Release, IO: &io,
+		Accounting: s.acct.report()}
 	for _, m := range mounts {
 		hb.Filesystems = append(hb.Filesystems, s.report(m))
 	}
@@ -377,7 +385,18 @@ func (s *Server) beat(ctx context.Context) (reply message.HeartbeatReply, initia
 		s.doneMu.Unlock()
 		return reply, false, err
 	}
+	s.setLogLevel(reply.LogLevel)
 	return reply, s.apply(reply.Filesystems), nil
+}
+
+// setLogLevel applies the log level the namespace sent ("": none).
+func (s *Server) setLogLevel(level string) {
+	var l slog.Level
+	if level == "" || s.cfg.LogLevel == nil || l.UnmarshalText([]byte(level)) != nil || l == s.cfg.LogLevel.Level() {
+		return
+	}
+	s.cfg.LogLevel.Set(l)
+	s.log.Info("log level set by the namespace server (kaon debug)", "level", l)
 }
 
 // report is what the heartbeat says about m. Caller holds s.mu.

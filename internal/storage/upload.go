@@ -82,6 +82,10 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 	if err != nil {
 		return nil, err
 	}
+	// In flight (InFlight) from admission to the end of the upload.
+	s.act.uploads.Add(1)
+	admitted := release
+	release = func() { admitted(); s.act.uploads.Add(-1) }
 	// One capability, one upload: refused once it was used, before any
 	// byte of any stripe is touched.
 	if !c.Staged {
@@ -329,6 +333,11 @@ func (u *Upload) Commit(ctx context.Context) error {
 			_ = u.s.cfg.Namespace.Abort(context.WithoutCancel(ctx), u.cap.Fid)
 		}
 		return ferr
+	}
+	if !u.staged {
+		acc := u.s.acct.of(u.cap)
+		acc.writeBytes.Add(u.off)
+		acc.writes.Add(1)
 	}
 	return nil
 }

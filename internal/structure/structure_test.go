@@ -217,9 +217,11 @@ func TestVocabularyIsALeaf(t *testing.T) {
 // TestServiceKeepsTheAPIOnly: nsserver is the API the front ends call;
 // the fleet, movement and fsck are packages of their own. It keeps within
 // half of the 4 775 lines it had with them (issue 21), so schedulers do
-// not grow back into it.
+// not grow back into it, plus the 410 lines of the operator's verbs'
+// calls (issue 26: access, who, node, ns stat, config save/load, debug,
+// io stat), whose engines are packages too (access, fleet.Accounting).
 func TestServiceKeepsTheAPIOnly(t *testing.T) {
-	const limit = 4775 / 2
+	const limit = 4775/2 + 410
 	p := get(t, "internal/nsserver")
 	lines := 0
 	for _, f := range p.GoFiles {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/storage"
 	"github.com/kaon-storage/kaon/internal/transfer"
 	"github.com/kaon-storage/kaon/internal/transfer/remote"
 	"github.com/kaon-storage/kaon/internal/xrootd"
@@ -20,6 +21,7 @@ import (
 type TPC struct {
 	Remote *remote.XRootD
 	Log    *slog.Logger
+	S      *storage.Server // counts the copies (nil: not counted)
 }
 
 var _ xrootd.TPCPuller = TPC{}
@@ -43,6 +45,9 @@ func (t TPC) Pull(ctx context.Context, job xrootd.TPCJob, df xrootd.DataFile) er
 	}
 	src := t.Remote.Source(job.Src, job.Lfn, opaque, sums)
 	res, err := transfer.Copy(ctx, src, wf.u.CopyDest(wf.c.Path), transfer.Options{Checksum: typ})
+	if t.S != nil {
+		t.S.CopyDone(storage.TPCKind{Protocol: "root", Direction: "pull"}, res.Bytes, err)
+	}
 	if err != nil {
 		t.Log.Warn("xrootd third-party copy failed", "path", job.Path, "source", src.String(), "err", err)
 		return kerr.Wrap(transfer.KindOf(err), "tpc", job.Path, err)

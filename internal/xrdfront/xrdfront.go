@@ -117,10 +117,29 @@ func info(e nsapi.Entry) xrootd.FileInfo {
 // Namespace serves the manager listener from the namespace service.
 type Namespace struct{ NS *nsserver.Server }
 
+// admit is who a request of session id acts as and its context, once the
+// namespace service's access rules admit it (nsserver.Admit): a rule's
+// redirect to a root:// server is a kXR_redirect there.
+func (n Namespace) admit(ctx context.Context, id xrootd.Identity) (context.Context, auth.Principal, error) {
+	ctx, c := rctx(ctx), principal(id)
+	err := n.NS.Admit(ctx, c)
+	var rd *nsapi.Redirect
+	if errors.As(err, &rd) && rd.XRootD != "" {
+		if host, port, perr := xrootd.SplitHostPort(rd.XRootD); perr == nil {
+			return ctx, c, &xrootd.RedirectError{Host: host, Port: port}
+		}
+	}
+	return ctx, c, err
+}
+
 var _ xrootd.Namespace = Namespace{}
 
 func (n Namespace) Stat(ctx context.Context, id xrootd.Identity, p string) (xrootd.FileInfo, error) {
-	in, err := n.NS.Stat(rctx(ctx), principal(id), p)
+	ctx, c, err := n.admit(ctx, id)
+	if err != nil {
+		return xrootd.FileInfo{}, err
+	}
+	in, err := n.NS.Stat(ctx, c, p)
 	if err != nil {
 		return xrootd.FileInfo{}, err
 	}
@@ -128,7 +147,11 @@ func (n Namespace) Stat(ctx context.Context, id xrootd.Identity, p string) (xroo
 }
 
 func (n Namespace) List(ctx context.Context, id xrootd.Identity, p string) ([]xrootd.FileInfo, error) {
-	ents, err := n.NS.List(rctx(ctx), principal(id), p)
+	ctx, c, err := n.admit(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := n.NS.List(ctx, c, p)
 	if err != nil {
 		return nil, err
 	}
@@ -140,36 +163,64 @@ func (n Namespace) List(ctx context.Context, id xrootd.Identity, p string) ([]xr
 }
 
 func (n Namespace) Mkdir(ctx context.Context, id xrootd.Identity, p string, mode uint32, parents bool) error {
-	return n.NS.Mkdir(rctx(ctx), principal(id), p, mode, parents)
+	ctx, c, err := n.admit(ctx, id)
+	if err != nil {
+		return err
+	}
+	return n.NS.Mkdir(ctx, c, p, mode, parents)
 }
 
 func (n Namespace) Remove(ctx context.Context, id xrootd.Identity, p string) error {
-	return n.NS.Remove(rctx(ctx), principal(id), p, nsapi.RemoveOptions{})
+	ctx, c, err := n.admit(ctx, id)
+	if err != nil {
+		return err
+	}
+	return n.NS.Remove(ctx, c, p, nsapi.RemoveOptions{})
 }
 
 func (n Namespace) Rmdir(ctx context.Context, id xrootd.Identity, p string) error {
-	return n.NS.Remove(rctx(ctx), principal(id), p, nsapi.RemoveOptions{Dir: true})
+	ctx, c, err := n.admit(ctx, id)
+	if err != nil {
+		return err
+	}
+	return n.NS.Remove(ctx, c, p, nsapi.RemoveOptions{Dir: true})
 }
 
 // Rename replaces an existing destination file, as POSIX rename does.
 func (n Namespace) Rename(ctx context.Context, id xrootd.Identity, from, to string) error {
-	_, err := n.NS.Rename(rctx(ctx), principal(id), from, to, true)
+	ctx, c, err := n.admit(ctx, id)
+	if err != nil {
+		return err
+	}
+	_, err = n.NS.Rename(ctx, c, from, to, true)
 	return err
 }
 
 func (n Namespace) Chmod(ctx context.Context, id xrootd.Identity, p string, mode uint32) error {
-	return n.NS.Chmod(rctx(ctx), principal(id), p, mode)
+	ctx, c, err := n.admit(ctx, id)
+	if err != nil {
+		return err
+	}
+	return n.NS.Chmod(ctx, c, p, mode)
 }
 
 func (n Namespace) Truncate(ctx context.Context, id xrootd.Identity, p string, size int64) error {
-	return n.NS.Truncate(rctx(ctx), principal(id), p, size)
+	ctx, c, err := n.admit(ctx, id)
+	if err != nil {
+		return err
+	}
+	return n.NS.Truncate(ctx, c, p, size)
 }
 
 // Checksum answers kXR_query checksum; types the upload did not compute
 // are computed now by the namespace service.
 func (n Namespace) Checksum(ctx context.Context, id xrootd.Identity, p, algo string) (string, error) {
 	algo = checksumType(algo)
-	in, err := n.NS.Checksum(rctx(ctx), principal(id), p, algo)
+	ctx, c, err := n.admit(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	in, err := n.NS.Checksum(ctx, c, p, algo)
 	if err != nil {
 		return "", err
 	}
@@ -188,7 +239,11 @@ func checksumType(algo string) string {
 }
 
 func (n Namespace) Locate(ctx context.Context, id xrootd.Identity, p string) ([]string, error) {
-	nodes, err := n.NS.Locate(rctx(ctx), principal(id), p)
+	ctx, c, err := n.admit(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := n.NS.Locate(ctx, c, p)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +258,11 @@ func (n Namespace) Locate(ctx context.Context, id xrootd.Identity, p string) ([]
 }
 
 func (n Namespace) StatFS(ctx context.Context, id xrootd.Identity, p string) (xrootd.StatFS, error) {
-	st, err := n.NS.StatFS(rctx(ctx), principal(id), p)
+	ctx, c, err := n.admit(ctx, id)
+	if err != nil {
+		return xrootd.StatFS{}, err
+	}
+	st, err := n.NS.StatFS(ctx, c, p)
 	if err != nil {
 		return xrootd.StatFS{}, err
 	}
@@ -214,7 +273,11 @@ func (n Namespace) Open(ctx context.Context, id xrootd.Identity, p string, req x
 	// xrdcp announces an upload's size as oss.asize: it is booked against
 	// quota before any byte moves.
 	size, _ := strconv.ParseInt(req.Opaque.Get("oss.asize"), 10, 64)
-	g, err := n.NS.Open(rctx(ctx), principal(id), p, nsapi.OpenRequest{Write: req.Write, Create: req.Create,
+	ctx, c, err := n.admit(ctx, id)
+	if err != nil {
+		return xrootd.Redirect{}, err
+	}
+	g, err := n.NS.Open(ctx, c, p, nsapi.OpenRequest{App: nsapi.AppName(req.Opaque.Get("eos.app"), "xrootd"), Write: req.Write, Create: req.Create,
 		Truncate: req.Truncate, Exclusive: req.Exclusive, MkPath: req.MkPath, Mode: req.Mode, Size: max(size, 0)})
 	if err != nil {
 		return xrootd.Redirect{}, err

@@ -155,6 +155,11 @@ type Config struct {
 	// TPC runs the destination side of third-party copies (tpc.go) on a
 	// data listener; nil: this server can be a TPC source only.
 	TPC TPCPuller
+	// Observe, when set, is told of every request answered: its kind
+	// ("open", "read", ... "other"), how it was answered ("ok", a kXR_*
+	// error name, "kXR_redirect", "kXR_wait") and how long it took from
+	// its arrival to its final answer (observe.go). It must not block.
+	Observe func(request, code string, took time.Duration)
 	// IdleTimeout drops a connection that sends nothing for this long
 	// (default 30 min; clients reconnect transparently).
 	IdleTimeout time.Duration

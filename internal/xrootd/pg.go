@@ -73,6 +73,7 @@ func statusHeader(sid [2]byte, reqID uint16, resptype byte, off int64, bulk int)
 // sendRaw writes pre-framed buffers.
 func (c *conn) sendRaw(bufs net.Buffers) error {
 	n := frameLen(bufs)
+	c.answered(bufs) // before writing: the write consumes bufs
 	if err := c.write(bufs); err != nil {
 		return err
 	}

@@ -226,6 +226,7 @@ type session struct {
 	// pending: the login asked for kXR_auth, which has not succeeded yet;
 	// the session may do nothing else and cannot be bound.
 	pending atomic.Bool
+	times   requestTimes // requests in flight, for Config.Observe (observe.go)
 }
 
 func (s *Server) newSession(c *conn, ident Identity) (*session, error) {
@@ -453,7 +454,8 @@ type conn struct {
 	pathID  byte
 	wg      sync.WaitGroup
 
-	loginPID int32 // the client's pid from kXR_login (names it in tpc.org)
+	loginPID int32        // the client's pid from kXR_login (names it in tpc.org)
+	times    requestTimes // requests before login, for Config.Observe (observe.go)
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
@@ -534,6 +536,7 @@ func (c *conn) serve() {
 			return
 		}
 		h := parseReqHeader(hdr[:])
+		c.begin(h.StreamID, h.ReqID)
 		if h.ReqID == kXR_write && c.sess != nil && (int(h.Dlen) > c.srv.cfg.MaxFrame ||
 			c.tls && int64(h.Dlen) > tlsChunk && !c.sess.pending.Load() && c.sess.ident.Err == nil) {
 			// Clients send a big buffer as one kXR_write (Python's
@@ -586,6 +589,7 @@ func (c *conn) send(sid [2]byte, status uint16, parts ...[]byte) error {
 			bufs = append(bufs, p)
 		}
 	}
+	c.answered(bufs) // before writing: the write consumes bufs
 	if err := c.write(bufs); err != nil {
 		return err
 	}

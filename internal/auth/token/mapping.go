@@ -103,7 +103,7 @@ func (m Mapping) principal(sub string, groups []string) (auth.Principal, error) 
 	if p.Name == "" {
 		p.Name = "nobody"
 	}
-	p.Method = "token"
+	p.Method, p.Subject = "token", sub
 	for _, g := range groups {
 		if !strings.HasPrefix(g, "/") {
 			continue

@@ -49,6 +49,32 @@ type Heartbeat struct {
 	// Uploads are the uploads it is writing (claimed, not yet committed or
 	// aborted): the namespace keeps them pending however long they take.
 	Uploads []uint64 `json:"uploads,omitempty"`
+	// Release is the storage server's software version; IO its I/O on
+	// all its filesystems since it started (kaon node ls: rates).
+	Release string  `json:"release,omitempty"`
+	IO      *NodeIO `json:"io,omitempty"`
+	// Accounting is its I/O by user and application since it started.
+	Accounting []IOAccount `json:"accounting,omitempty"`
+}
+
+// IOAccount counts the bytes and files a storage server served one user
+// (uid, gid) through one application since it started: reads of
+// committed files and committed uploads (kaon io stat).
+type IOAccount struct {
+	UID        uint32 `json:"uid"`
+	GID        uint32 `json:"gid"`
+	App        string `json:"app"`
+	ReadBytes  int64  `json:"read_bytes"`
+	WriteBytes int64  `json:"write_bytes"`
+	Reads      int64  `json:"reads"`
+	Writes     int64  `json:"writes"`
+}
+
+// NodeIO counts a storage server's I/O since it started.
+type NodeIO struct {
+	ReadBytes  int64 `json:"read_bytes"`
+	WriteBytes int64 `json:"write_bytes"`
+	Ops        int64 `json:"ops"`
 }
 
 // FsAssignment tells a storage server which filesystems to serve and how.
@@ -81,6 +107,10 @@ type HeartbeatReply struct {
 	Filesystems []FsAssignment `json:"filesystems"`
 	Deletions   []Deletion     `json:"deletions,omitempty"`
 	Interval    time.Duration  `json:"interval"`
+	// LogLevel is the log level the operator set for storage servers
+	// (kaon debug LEVEL --role fst: debug, info, warn, error); "" leaves
+	// theirs.
+	LogLevel string `json:"log_level,omitempty"`
 }
 
 // Commit reports a completed upload.

@@ -361,3 +361,8 @@ var (
 	_ io.Closer = (*Engine)(nil)
 	_ kv.Engine = (*Engine)(nil)
 )
+
+// DiskUsage is the bytes the engine's files take on disk (kaon ns stat).
+func (e *Engine) DiskUsage() (int64, error) {
+	return int64(e.db.Metrics().DiskSpaceUsage()), nil
+}

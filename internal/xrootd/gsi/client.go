@@ -300,7 +300,7 @@ func (x *ClientExchange) refuseDelegation(in *buffer) ([]byte, error) {
 	if err != nil {
 		return nil, errors.New("gsi: malformed server answer")
 	}
-	inr := &buffer{proto: "gsi", step: stepSigPxy}
+	inr := &buffer{proto: "gsi", step: stepSignedProxy}
 	inr.add(bkMessage, []byte("Not allowed to sign proxy requests"))
 	if t, ok := inner.get(bkRandomTag); ok {
 		sig, err := rsaSign(x.c.Cred.Key, t)
@@ -313,7 +313,7 @@ func (x *ClientExchange) refuseDelegation(in *buffer) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &buffer{proto: "gsi", step: stepSigPxy}
+	out := &buffer{proto: "gsi", step: stepSignedProxy}
 	out.add(bkMain, enc)
 	return out.marshal(), nil
 }

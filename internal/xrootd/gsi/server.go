@@ -55,11 +55,11 @@ const (
 
 // Steps.
 const (
-	stepCertReq = 1000 // kXGC_certreq
-	stepCert    = 1001 // kXGC_cert
-	stepSigPxy  = 1002 // kXGC_sigpxy
-	stepSrvCert = 2001 // kXGS_cert
-	stepPxyReq  = 2002 // kXGS_pxyreq
+	stepCertReq     = 1000 // kXGC_certreq
+	stepCert        = 1001 // kXGC_cert
+	stepSignedProxy = 1002 // kXGC_sigpxy
+	stepSrvCert     = 2001 // kXGS_cert
+	stepPxyReq      = 2002 // kXGS_pxyreq
 )
 
 // Client options (kOpts*).
@@ -187,7 +187,7 @@ func (e *exchange) Step(ctx context.Context, cred []byte) ([]byte, xrootd.Identi
 	case in.step == stepCert && e.step == 1:
 		e.step = 2
 		return e.cert(ctx, in)
-	case in.step == stepSigPxy:
+	case in.step == stepSignedProxy:
 		return nil, xrootd.Identity{}, errors.New("a signed proxy was sent, but none was asked for")
 	}
 	return nil, xrootd.Identity{}, fmt.Errorf("unexpected step %d", in.step)
