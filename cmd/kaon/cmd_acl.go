@@ -90,6 +90,15 @@ func runWhoami(u server) int {
 	if w.FQANs != nil {
 		fmt.Printf(" fqans=%s", strings.Join(w.FQANs, ","))
 	}
+	if w.Authz != "" {
+		fmt.Printf(" authz=%s", w.Authz)
+	}
 	fmt.Println()
+	switch w.Authz {
+	case "capability":
+		fmt.Println("authorized by the token's scopes alone (capability); what you create is owned by uid", w.UID)
+	case "identity+scopes":
+		fmt.Println("authorized by the mode bits and ACLs of uid", w.UID, "within the token's scopes")
+	}
 	return 0
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -37,8 +38,21 @@ func init() {
 			printNSStat(os.Stdout, st)
 			return 0
 		})
-		return group("ns", "the namespace's store, its servers (active, standbys), handing over, figures: ns status | ns step-down | ns stat [--url URL]",
-			withURL(status), withURL(stepDown), withURL(stat))
+		var dumpPath string
+		dump := leaf("dump", "every file below --path, one path per line, streamed (Rucio's consistency checks; the admin only)", func(c *cobra.Command, _ []string) int {
+			out := bufio.NewWriterSize(os.Stdout, 64<<10)
+			err := newAPI(urlOf(c)).Dump(ctx(), dumpPath, out)
+			if ferr := out.Flush(); err == nil && ferr != nil {
+				err = ferr
+			}
+			if err != nil {
+				return fail("ns dump", err)
+			}
+			return 0
+		})
+		dump.Flags().StringVar(&dumpPath, "path", "/", "the directory to dump")
+		return group("ns", "the namespace's store, its servers (active, standbys), handing over, figures, its file list: ns status | ns step-down | ns stat | ns dump --path P [--url URL]",
+			withURL(status), withURL(stepDown), withURL(stat), withURL(dump))
 	})
 }
 

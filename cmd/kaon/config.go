@@ -43,6 +43,7 @@ func bindNamespace(fl *pflag.FlagSet, n *role.NamespaceConfig) {
 	fl.BoolVar(&n.Sync, "sync", d.Sync, "make commits (and, in up, file data) durable before acknowledging (false: benchmarks only)")
 	fl.DurationVar(&n.CapTTL, "cap-ttl", d.CapTTL, "lifetime of redirect capabilities (each is good for one upload)")
 	fl.IntVar(&n.MetaCacheMB, "meta-cache", d.MetaCacheMB, "namespace engine block cache in MiB")
+	fl.StringVar(&n.SRRPath, "srr-path", d.SRRPath, "where the HTTP front serves the WLCG Storage Resource Report (JSON, to any client; \"\" = only through kaon srr)")
 	fl.DurationVar(&n.RecycleLifetime, "recycle-lifetime", d.RecycleLifetime, "recycle bin entries older than this are purged (0 = kept)")
 	fl.Int64Var(&n.RecycleSize, "recycle-size", d.RecycleSize, "the oldest recycle bin entries are purged while it holds more bytes than this (0 = no limit)")
 	fl.StringVar(&n.AuditLog, "audit-log", d.AuditLog, "audit log: one JSON line per mutation and refused request (empty = off)")
@@ -67,7 +68,7 @@ func bindAuth(fl *pflag.FlagSet, a *role.AuthConfig) {
 	fl.StringVar(&a.Methods, "auth", d.Methods,
 		"accepted authentication methods, comma-separated: unix (loopback peers; others are nobody), token (bearer tokens), x509 (https client certificates), gsi (root:// grid proxies), krb5 (Kerberos tickets: root:// krb5, https Negotiate); root:// offers token, gsi and krb5 in this order; without unix a client none applies to is refused")
 	fl.StringArrayVar(&a.Issuers, "token-issuer", nil,
-		"trusted token issuer ISSUER=JWKS (JWKS: a file or an https:// URL; ISSUER alone: its discovery document), options ,base=/PATH ,user=LOCALUSER ,map=FILE (repeatable)")
+		"trusted token issuer ISSUER=JWKS (JWKS: a file or an https:// URL; ISSUER alone: its discovery document), options ,base=/PATH ,user=LOCALUSER ,map=FILE (one of user= or map= is required) ,authz=user|capability (default user: the mapped user's mode bits and ACLs decide, scopes narrow; capability: the scopes authorize by themselves) (repeatable)")
 	fl.StringArrayVar(&a.Audiences, "token-audience", nil, "token audience this service accepts besides its own URL and the WLCG/SciTokens 'any' (repeatable)")
 	fl.StringVar(&a.IssuerURL, "issuer-url", d.IssuerURL, "iss of the tokens this instance issues, where it publishes its keys (default: its HTTP URL)")
 	fl.StringVar(&a.Plaintext, "auth-plaintext", d.Plaintext, "bearer tokens over plaintext http: refuse or allow (default: refuse with --tls, a token sent in the clear is a leaked one; allow without)")

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"strings"
 	"sync"
 	"testing"
@@ -78,5 +80,38 @@ func TestChecksumsOnRequest(t *testing.T) {
 	mustPut(t, k, local, "/strict/f")
 	if info := k.MustKaon("file", "info", "/strict/f"); !strings.Contains(info, "md5: ") || strings.Contains(info, "crc32c") {
 		t.Fatalf("sys.forced.checksums=adler32,md5 not honoured:\n%s", info)
+	}
+}
+
+// TestReprDigest: RFC 9530 beside RFC 3230. Want-Repr-Digest is answered
+// with Repr-Digest (":base64:" byte sequences, registry names: adler),
+// on HEAD and on the redirected GET, computing an unrecorded type like
+// Want-Digest does; both headers in one request get both answers; a
+// weight of 0 is "not wanted".
+func TestReprDigest(t *testing.T) {
+	k := harness.Up(t)
+	local, data := randomFile(t, 1<<20+3)
+	want := sumsOf(data)
+	mustPut(t, k, local, "/f")
+	adlerRaw, _ := hex.DecodeString(want.adler)
+	adler := "adler=:" + base64.StdEncoding.EncodeToString(adlerRaw) + ":"
+
+	r := curl(t, "-I", "-H", "Want-Repr-Digest: adler=3", k.EP.HTTP+"/f")
+	if got := r.header("Repr-Digest"); got != adler || r.header("Digest") != "" {
+		t.Fatalf("HEAD Want-Repr-Digest adler=3: Repr-Digest %q (want %q), Digest %q", got, adler, r.header("Digest"))
+	}
+	if got := curl(t, "-I", "-H", "Want-Repr-Digest: sha-256=10, adler=1", k.EP.HTTP+"/f").header("Repr-Digest"); got != adler {
+		// adler is recorded: answered without reading the data, as for Want-Digest.
+		t.Fatalf("HEAD Want-Repr-Digest sha-256=10, adler=1: %q", got)
+	}
+	if got := curl(t, "-I", "-H", "Want-Repr-Digest: sha-256=10", k.EP.HTTP+"/f").header("Repr-Digest"); got != "sha-256=:"+want.shab64+":" {
+		t.Fatalf("HEAD Want-Repr-Digest sha-256 (computed on request): %q", got)
+	}
+	g := get(t, k, "/f", "-H", "Want-Repr-Digest: md5=5", "-H", "Want-Digest: adler32")
+	if g.header("Repr-Digest") != "md5=:"+want.md5b64+":" || g.header("Digest") != "adler32="+want.adler {
+		t.Fatalf("GET with both headers: Repr-Digest %q Digest %q", g.header("Repr-Digest"), g.header("Digest"))
+	}
+	if got := curl(t, "-I", "-H", "Want-Repr-Digest: adler=0", k.EP.HTTP+"/f").header("Repr-Digest"); got != "" {
+		t.Fatalf("adler=0 (not wanted) answered: %q", got)
 	}
 }

@@ -36,6 +36,7 @@ var adminRoutes = map[string]adminRoute{
 	"file/convert/status": {},
 	"token/keys":          {},
 	"ns/status":           {},
+	"ns/dump":             {args: map[string]any{"path": "/"}},
 	"fs/add":              {post: true, args: map[string]any{"node": "nosuch", "path": "/nosuch"}},
 	"fs/config":           {post: true, args: map[string]any{"id": "1", "key": "drain.parallel", "value": "4"}},
 	"fs/reinit":           {post: true, args: map[string]any{"id": "999"}},
@@ -81,7 +82,8 @@ var adminRoutes = map[string]adminRoute{
 // namespace authorizes them per path (mode bits, ACLs, token scopes), and
 // they say nothing about the instance's servers and disks.
 var userRoutes = []string{"stat", "ls", "mkdir", "chmod", "chown", "touch", "rm", "mv", "attr/set", "attr/rm", "attr/ls",
-	"fileinfo", "quota/ls", "recycle/ls", "recycle/restore", "recycle/purge", "whoami", "file/versions", "file/restore-version"}
+	"fileinfo", "quota/ls", "recycle/ls", "recycle/restore", "recycle/purge", "whoami", "file/versions", "file/restore-version",
+	"srr"}
 
 // apiRoutes are the routes the admin API's sources register: the
 // entries of its route table ({"ROUTE", get|post, ...}) and the routes

@@ -28,6 +28,12 @@ type Principal struct {
 	// allows (a bearer token's storage.read:/p ...): nil means no
 	// restriction, an empty list means nothing at all.
 	Scopes []Scope
+	// Capability says Scopes authorize by themselves (the capability
+	// strategy of an issuer configured with ,authz=capability): what they
+	// allow on their paths needs no mode bit or ACL of the identity, which
+	// only owns what the principal creates. Without it the identity's mode
+	// bits and ACLs decide and scopes only narrow.
+	Capability bool
 	// FQANs are the VOMS attributes of a grid proxy (verified, the
 	// primary first): what the user may do as a member of a virtual
 	// organisation, beside the local identity they map to.
@@ -70,6 +76,19 @@ func (p Principal) Allows(op, path string) bool {
 		}
 	}
 	return false
+}
+
+// Authz names the rule that authorizes p: "capability" (its token's
+// scopes alone), "identity+scopes" (its identity's mode bits and ACLs,
+// narrowed by its scopes) or "identity".
+func (p Principal) Authz() string {
+	switch {
+	case p.Scopes != nil && p.Capability:
+		return "capability"
+	case p.Scopes != nil:
+		return "identity+scopes"
+	}
+	return "identity"
 }
 
 // Nobody is the identity of clients Kaon cannot authenticate.

@@ -14,9 +14,11 @@ import (
 // RFC 3230 (Want-Digest / Digest) is what XRootD's HTTP server, davix,
 // gfal and dCache speak today. Per the IANA digest-algorithm registry,
 // ADLER32 and CRC32c values are hex; MD5 and SHA-256 are base64 of the raw
-// digest. Algorithm names are case-insensitive. RFC 9530 (Repr-Digest)
-// carries every value as a structured-field byte sequence ":base64:";
-// ParseDigestHeader reads that form too (remote servers answer in it).
+// digest. Algorithm names are case-insensitive. RFC 9530
+// (Want-Repr-Digest / Repr-Digest) carries every value as a
+// structured-field byte sequence ":base64:" and weights as integers
+// 0..10 (WantedReprTypes, ReprDigestValue); ParseDigestHeader reads that
+// form too (remote servers answer in it).
 
 // digestAlg maps an HTTP algorithm token (lowercased) to our type name.
 func digestAlg(token string) (string, bool) {
@@ -35,6 +37,10 @@ func digestAlg(token string) (string, bool) {
 
 // httpName is the token we answer with for a type.
 var httpName = map[string]string{Adler32: "adler32", CRC32C: "crc32c", MD5: "md5", SHA256: "sha-256"}
+
+// reprName is the RFC 9530 registry token for a type (IANA "HTTP Digest
+// Algorithm Values": adler, not adler32).
+var reprName = map[string]string{Adler32: "adler", CRC32C: "crc32c", MD5: "md5", SHA256: "sha-256"}
 
 // WantedTypes parses a Want-Digest value, a comma list of "alg[;q=x]"
 // entries, into our type names, most wanted first; ties keep the header's order, weight 0 means "not wanted"
@@ -78,9 +84,48 @@ func WantedTypes(want string) []string {
 	return out
 }
 
-// pickWanted returns the most wanted type in want that sums holds.
-func pickWanted(want string, sums map[string]string) (string, bool) {
-	for _, t := range WantedTypes(want) {
+// WantedReprTypes parses an RFC 9530 Want-Repr-Digest value, a
+// structured-field dictionary "alg=n" of integer weights 0..10 (a bare
+// "alg" is true: weight 1), into our type names, most wanted first; ties
+// keep the header's order, weight 0 means "not wanted", unknown
+// algorithms and malformed weights are skipped.
+func WantedReprTypes(want string) []string {
+	type entry struct {
+		typ string
+		w   int
+	}
+	var es []entry
+	for _, item := range strings.Split(want, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, w := item, 1
+		if k, v, ok := strings.Cut(item, "="); ok {
+			name = k
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 0 || n > 10 {
+				continue
+			}
+			w = n
+		}
+		if typ, ok := digestAlg(name); ok && w > 0 {
+			es = append(es, entry{typ, w})
+		}
+	}
+	sort.SliceStable(es, func(a, b int) bool { return es[a].w > es[b].w })
+	out := make([]string, 0, len(es))
+	for _, e := range es {
+		if !slices.Contains(out, e.typ) {
+			out = append(out, e.typ)
+		}
+	}
+	return out
+}
+
+// pickWanted returns the first type of wanted that sums holds.
+func pickWanted(wanted []string, sums map[string]string) (string, bool) {
+	for _, t := range wanted {
 		if _, have := sums[t]; have {
 			return t, true
 		}
@@ -99,7 +144,7 @@ func rawSum(hexval string) ([]byte, bool) {
 // (our type name -> hex), e.g. "adler32=0a1b2c3d" or "md5=<base64>". It
 // returns false when nothing wanted is available.
 func DigestHeaderValue(want string, sums map[string]string) (string, bool) {
-	typ, ok := pickWanted(want, sums)
+	typ, ok := pickWanted(WantedTypes(want), sums)
 	if !ok {
 		return "", false
 	}
@@ -113,6 +158,22 @@ func DigestHeaderValue(want string, sums map[string]string) (string, bool) {
 	default:
 		return httpName[typ] + "=" + base64.StdEncoding.EncodeToString(raw), true
 	}
+}
+
+// ReprDigestValue answers an RFC 9530 Want-Repr-Digest header (e.g.
+// "sha-256=10, adler=3") with the Repr-Digest value of the most wanted
+// algorithm sums holds, such as "adler=:AAXnEg==:"; false when nothing
+// wanted is available.
+func ReprDigestValue(want string, sums map[string]string) (string, bool) {
+	typ, ok := pickWanted(WantedReprTypes(want), sums)
+	if !ok {
+		return "", false
+	}
+	raw, ok := rawSum(sums[typ])
+	if !ok {
+		return "", false
+	}
+	return reprName[typ] + "=:" + base64.StdEncoding.EncodeToString(raw) + ":", true
 }
 
 // ParseDigestHeader parses a Digest (RFC 3230) or Repr-Digest /

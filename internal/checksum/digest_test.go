@@ -1,7 +1,10 @@
 package checksum
 
 import (
+	"bytes"
+	"encoding/base64"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -91,5 +94,31 @@ func TestWantedTypes(t *testing.T) {
 		if got := WantedTypes(in); !slices.Equal(got, want) {
 			t.Errorf("WantedTypes(%q) = %v, want %v", in, got, want)
 		}
+	}
+}
+
+// TestReprDigestValue: RFC 9530 weights (integers 0..10, bare names true, 0 not
+// wanted, malformed skipped) choose the answer; values are ":base64:" of
+// the raw digest under the registry's names.
+func TestReprDigestValue(t *testing.T) {
+	sums := map[string]string{Adler32: "0005e712", SHA256: strings.Repeat("ab", 32)}
+	for want, exp := range map[string]string{
+		"adler=3":                 "adler=:AAXnEg==:",
+		"sha-256=10, adler=3":     "sha-256=:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xab}, 32)) + ":",
+		"md5=10, adler":           "adler=:AAXnEg==:",
+		"sha-256=0, adler=1":      "adler=:AAXnEg==:",
+		"sha-256=11, adler=2":     "adler=:AAXnEg==:",
+		"ADLER=1":                 "adler=:AAXnEg==:",
+		"md5=9":                   "",
+		"sha-256=0":               "",
+		"unixsum=10, sha-256=x, ": "",
+	} {
+		got, ok := ReprDigestValue(want, sums)
+		if got != exp || ok != (exp != "") {
+			t.Errorf("Want-Repr-Digest %q: %q %v, want %q", want, got, ok, exp)
+		}
+	}
+	if got := ParseDigestHeader("adler=:AAXnEg==:"); got[Adler32] != "0005e712" {
+		t.Fatalf("our own Repr-Digest does not parse back: %v", got)
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/nsapi"
+	"github.com/kaon-storage/kaon/internal/srr"
 )
 
 // Client calls one namespace server. A standby of a replicated instance
@@ -253,6 +254,11 @@ func (c *Client) Whoami(ctx context.Context) (nsapi.Whoami, error) {
 	return get[nsapi.Whoami](ctx, c, "whoami", nsapi.None{})
 }
 
+// StorageReport is the instance's WLCG Storage Resource Report.
+func (c *Client) StorageReport(ctx context.Context) (srr.Document, error) {
+	return get[srr.Document](ctx, c, "srr", nsapi.None{})
+}
+
 // IssueToken asks for a bearer token of the server's own issuer (root only).
 func (c *Client) IssueToken(ctx context.Context, r nsapi.TokenRequest) (string, error) {
 	out, err := post[nsapi.Token](ctx, c, "token/issue", r)
@@ -280,4 +286,31 @@ func (c *Client) NSStatus(ctx context.Context) (nsapi.NSStatus, error) {
 // hand its role to a standby (root only); a standby sends the request on.
 func (c *Client) StepDown(ctx context.Context) error {
 	return c.change(ctx, "ns/step-down", nsapi.None{})
+}
+
+// Dump copies the namespace dump below path (one file path per line,
+// streamed: the admin only) to w. A dump the server cut short is an
+// error, never a shorter listing.
+func (c *Client) Dump(ctx context.Context, path string, w io.Writer) error {
+	u := c.Base + "/api/v1/ns/dump?" + url.Values{"path": {path}}.Encode()
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return kerr.Wrap(kerr.Invalid, "ns dump", path, err)
+	}
+	resp, err := c.do(hr)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e nsapi.ErrorBody
+		if json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e) == nil && e.Message != "" {
+			return &kerr.Error{Kind: e.Kind, Msg: e.Message}
+		}
+		return &kerr.Error{Kind: kerr.KindOfHTTP(resp.StatusCode), Msg: fmt.Sprintf("ns dump %s: HTTP %d", path, resp.StatusCode)}
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return &kerr.Error{Kind: kerr.Unavailable, Op: "ns dump", Path: path, Msg: "the dump was cut short", Err: err}
+	}
+	return nil
 }

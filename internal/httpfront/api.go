@@ -106,6 +106,8 @@ var apiRoutes = []apiRoute{
 	{"debug", post, typed(api.debug)},
 	{"io/stat", get, typed(api.ioStat)},
 	// ns/status: serveNSStatus (ha.go), also answered by standbys.
+	// srr: serveSRR (srr.go), the Storage Resource Report.
+	// ns/dump: serveDump (api_dump.go), streamed, the admin only.
 }
 
 // api calls the namespace service for the admin API's routes.
@@ -170,6 +172,8 @@ func (f *Namespace) apiHandler() http.Handler {
 		})
 	}
 	mux.HandleFunc("/api/v1/ns/status", f.serveNSStatus)
+	mux.HandleFunc("/api/v1/srr", f.serveSRR) // kaon srr: the report of --srr-path (srr.go)
+	mux.HandleFunc("/api/v1/ns/dump", f.serveDump)
 	return mux
 }
 

@@ -130,9 +130,11 @@ func (f *Namespace) davGet(w http.ResponseWriter, r *http.Request, c auth.Princi
 		f.htmlListing(w, r, c, p)
 		return
 	}
-	if want := checksum.WantedTypes(r.Header.Get("Want-Digest")); len(want) > 0 {
-		// A digest tells about the content: the service checks the read
-		// permission, and computes a type nobody recorded yet.
+	// A digest tells about the content: the service checks the read
+	// permission, and computes a type nobody recorded yet; each header
+	// (Want-Digest, Want-Repr-Digest) gets its most wanted type recorded,
+	// else its most wanted one computed.
+	for _, want := range httpserve.WantedDigests(r) {
 		typ := want[0]
 		for _, t := range want {
 			if n.Checksums[t] != "" {

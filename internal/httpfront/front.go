@@ -27,6 +27,9 @@ type Namespace struct {
 	Key  *capability.Key // for the internal protocol's shared secret
 	Auth auth.Chain      // how clients are authenticated (default: unix peers)
 	Log  *slog.Logger
+	// SRRPath is where the WLCG Storage Resource Report is served ("":
+	// only at the admin API's srr route).
+	SRRPath string
 	// DataClient relays the web view's uploads to storage servers
 	// (nil: http.DefaultClient; over TLS one that trusts them).
 	DataClient *http.Client
@@ -53,8 +56,9 @@ func (f *Namespace) init() {
 	})
 }
 
-// ServeHTTP routes: the internal protocol, the admin API, the session
-// channel (session.go), the web view (web.go) for browsers, WebDAV.
+// ServeHTTP routes: the Storage Resource Report (srr.go), the internal
+// protocol, the admin API, the session channel (session.go), the web view
+// (web.go) for browsers, WebDAV.
 func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.init()
 	ctx := context.WithValue(auth.WithProtocol(r.Context(), "http"), admissionKey{}, &admission{})
@@ -66,6 +70,8 @@ func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case f.SRRPath != "" && r.URL.Path == f.SRRPath:
+		f.serveSRR(w, r)
 	case strings.HasPrefix(r.URL.Path, "/internal/v1/"):
 		f.internal.ServeHTTP(w, r)
 	case strings.HasPrefix(r.URL.Path, "/api/v1/"):

@@ -17,13 +17,32 @@ import (
 //	GET|HEAD|PUT|COPY /kaon/v1/data/<fid hex>?cap=C
 const DataPath = "/kaon/v1/data/"
 
-// SetDigest answers Want-Digest with checksums stored at write time.
+// SetDigest answers Want-Digest (RFC 3230: Digest) and Want-Repr-Digest
+// (RFC 9530: Repr-Digest) with checksums stored at write time.
 func SetDigest(w http.ResponseWriter, r *http.Request, sums map[string]string) {
 	if want := r.Header.Get("Want-Digest"); want != "" {
 		if v, ok := checksum.DigestHeaderValue(want, sums); ok {
 			w.Header().Set("Digest", v)
 		}
 	}
+	if want := r.Header.Get("Want-Repr-Digest"); want != "" {
+		if v, ok := checksum.ReprDigestValue(want, sums); ok {
+			w.Header().Set("Repr-Digest", v)
+		}
+	}
+}
+
+// WantedDigests are the checksum types r asks for: one list per header
+// that names a known one (Want-Digest, Want-Repr-Digest), most wanted
+// first.
+func WantedDigests(r *http.Request) [][]string {
+	var out [][]string
+	for _, want := range [][]string{checksum.WantedTypes(r.Header.Get("Want-Digest")), checksum.WantedReprTypes(r.Header.Get("Want-Repr-Digest"))} {
+		if len(want) > 0 {
+			out = append(out, want)
+		}
+	}
+	return out
 }
 
 // PutRange reads the Content-Range of a PUT: a partial update writing

@@ -5,7 +5,8 @@
 // and the client's second request starts at the storage server. Both log
 // each request once (AccessLog), close connections lingering
 // (LingerListener), and answer a few things alike: a ranged PUT's range is
-// read alike (PutRange), Want-Digest is answered from the stored checksums
+// read alike (PutRange), Want-Digest and Want-Repr-Digest are answered
+// from the stored checksums
 // (SetDigest), and a third-party copy refused before it started says so
 // in a "failure:" line (CopyRefused, CheckCredential).
 package httpserve

@@ -46,6 +46,11 @@ var DefaultChecksums = checksum.DefaultTypes
 type Caller struct {
 	UID, GID uint32
 	Groups   []uint32
+	// Capability skips mode bits, ACLs and ownership checks: the caller's
+	// bearer token has already been found to allow the operation on its
+	// path (a capability token, auth.Principal.Capability); UID and GID
+	// still own what it creates. Root-only operations stay root-only.
+	Capability bool
 }
 
 // Root is the superuser identity, used by trusted services.

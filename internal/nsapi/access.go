@@ -11,6 +11,10 @@ type Whoami struct {
 	Method string   `json:"method"`
 	Scopes []string `json:"scopes,omitempty"` // a token's: "read:/p", "create:/p", "modify:/p"
 	FQANs  []string `json:"fqans,omitempty"`  // a grid proxy's VOMS attributes, the primary first
+	// Authz is the rule that authorizes the client: "identity" (its
+	// mode bits and ACLs), "identity+scopes" (those, narrowed by its
+	// token's scopes) or "capability" (its token's scopes alone).
+	Authz string `json:"authz,omitempty"`
 }
 
 // TokenRequest is what `kaon token issue` asks for: a bearer token of the

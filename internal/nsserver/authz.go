@@ -10,14 +10,15 @@ import (
 )
 
 // Authorization happens here, for every protocol: the token scopes (which
-// only narrow what the identity may do) and what the namespace does not
+// only narrow what the identity may do, or under the capability strategy
+// authorize by themselves: every operation below checks them first) and what the namespace does not
 // know (administration, content-derived metadata) are checked below; the
 // namespace checks the identity's mode bits and ACLs wherever it walks or
 // changes the tree (namespace/access.go).
 
 // caller is the namespace identity of a principal.
 func caller(p auth.Principal) namespace.Caller {
-	return namespace.Caller{UID: p.UID, GID: p.GID, Groups: p.Groups}
+	return namespace.Caller{UID: p.UID, GID: p.GID, Groups: p.Groups, Capability: p.Authz() == "capability"}
 }
 
 // canRead says whether p may read file n's content (and what is derived

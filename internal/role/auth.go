@@ -173,8 +173,11 @@ func (a AuthConfig) verifier(ctx context.Context, dir string, self *token.Issuer
 	return token.New(token.Config{Issuers: issuers, Audiences: append([]string{self.URL}, a.Audiences...), MaxLifetime: a.MaxTTL})
 }
 
-// parseIssuer reads ISSUER[=JWKS][,base=/PATH][,user=U][,map=FILE]; the
-// remote key set is returned for prefetching when the keys are fetched.
+// parseIssuer reads
+// ISSUER[=JWKS][,base=/PATH][,user=U][,map=FILE][,authz=user|capability];
+// the remote key set is returned for prefetching when the keys are
+// fetched. An issuer must say whom its tokens act as (user= or map=):
+// one that does not is refused rather than quietly acting as nobody.
 func parseIssuer(spec, cacheDir string, client *http.Client) (token.IssuerConfig, *remote.Keys, error) {
 	parts := strings.Split(spec, ",")
 	iss, src, _ := strings.Cut(parts[0], "=")
@@ -195,9 +198,21 @@ func parseIssuer(spec, cacheDir string, client *http.Client) (token.IssuerConfig
 				return ic, nil, err
 			}
 			ic.Map.Rules = rules
+		case "authz":
+			switch v {
+			case "user":
+				ic.Capability = false
+			case "capability":
+				ic.Capability = true
+			default:
+				return ic, nil, fmt.Errorf("authz=%q: want authz=user (the mapped user's mode bits and ACLs, scopes narrow) or authz=capability (the token's scopes authorize by themselves)", v)
+			}
 		default:
-			return ic, nil, fmt.Errorf("unknown option %q (want base=, user=, map=)", opt)
+			return ic, nil, fmt.Errorf("unknown option %q (want base=, user=, map=, authz=)", opt)
 		}
+	}
+	if ic.Map.User == "" && len(ic.Map.Rules) == 0 {
+		return ic, nil, fmt.Errorf("no ,user=LOCALUSER or ,map=FILE: its tokens would act as nobody (say ,user=nobody if that is meant)")
 	}
 	if err := ic.Map.Check(); err != nil {
 		return ic, nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/sessions"
+	"github.com/kaon-storage/kaon/internal/srr"
 	"github.com/kaon-storage/kaon/internal/storage"
 )
 
@@ -61,6 +62,7 @@ type NamespaceConfig struct {
 	Auth            AuthConfig
 	KeyFile         string              // capability key shared by the servers of an instance (mgm --key); default DATA/keys/capability.key
 	Sessions        nsapi.SessionConfig // client sessions' timing (fusex conf changes it at run time)
+	SRRPath         string              // where the HTTP front serves the WLCG Storage Resource Report ("" = not there)
 }
 
 // DefaultNamespace is the namespace settings of a server given no flags.
@@ -69,7 +71,7 @@ func DefaultNamespace() NamespaceConfig {
 		RecycleLifetime: 30 * 24 * time.Hour, AuditLog: "DATA/audit.log",
 		FsckRate: nsserver.DefaultFsckRate, OrphanGrace: nsserver.DefaultOrphanGrace, RebuildAfter: nsserver.DefaultRebuildAfter,
 		SlowFactor: nsserver.DefaultSlowFactor, SlowMin: nsserver.DefaultSlowMin,
-		Auth: DefaultAuth(), Sessions: sessions.Defaults()}
+		Auth: DefaultAuth(), Sessions: sessions.Defaults(), SRRPath: srr.DefaultPath}
 }
 
 // slowPolicy is the slow-disk detection the settings ask for.
@@ -125,7 +127,7 @@ type JoinConfig struct {
 // accepted methods, the token issuers it trusts, and its own issuer.
 type AuthConfig struct {
 	Methods   string        // --auth: unix, token, x509, gsi, krb5 (comma-separated; orders root://'s protocols)
-	Issuers   []string      // --token-issuer ISSUER[=JWKS][,base=/p][,user=U][,map=FILE]
+	Issuers   []string      // --token-issuer ISSUER[=JWKS][,base=/p][,user=U][,map=FILE][,authz=user|capability]
 	Audiences []string      // --token-audience
 	IssuerURL string        // --issuer-url: iss of this instance's tokens
 	MaxTTL    time.Duration // --token-max-ttl: issued and accepted tokens' longest lifetime

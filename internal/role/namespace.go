@@ -105,7 +105,7 @@ func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
 	reg := prometheus.NewRegistry()
 	metrics.RegisterNamespace(reg, srv)
 	srv.ReportMovement(metrics.NewMovement(reg))
-	front := &httpfront.Namespace{NS: srv, Key: p.Key, Log: p.Log, Auth: p.Auth, DataClient: peers.HTTP, NSStatus: p.NSStatus}
+	front := &httpfront.Namespace{NS: srv, Key: p.Key, Log: p.Log, Auth: p.Auth, DataClient: peers.HTTP, NSStatus: p.NSStatus, SRRPath: c.SRRPath}
 	h := metrics.Serve(metrics.NewHTTP(reg, "mgm", metrics.NamespaceRoute).Instrument(front), gatherers(p.Metrics, reg), p.MetricsAllow)
 	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Registry: reg, Key: p.Key, Auth: p.Auth,
 		xrd: p.XRootD, log: p.Log}, nil

@@ -404,6 +404,8 @@ func (c *Client) OpenRead(ctx context.Context, path string) (*RemoteFile, error)
 			}
 			port := int(int32(binary.BigEndian.Uint32(b)))
 			target, opaque, _ := strings.Cut(string(b[4:]), "?")
+			// An IPv6 literal comes bracketed (RedirectHost).
+			target = strings.TrimSuffix(strings.TrimPrefix(target, "["), "]")
 			if i := strings.IndexByte(opaque, '?'); i >= 0 { // "?cgi?token"
 				opaque = opaque[:i]
 			}

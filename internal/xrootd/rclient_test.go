@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/xrootd"
+	"github.com/kaon-storage/kaon/internal/xrootd/xrdtest"
 )
 
 // TestClientRead: the client opens a file at the manager, follows the
@@ -69,5 +70,37 @@ func TestClientRead(t *testing.T) {
 	var se *xrootd.ServerError
 	if !errors.As(err, &se) || !se.NotFound() {
 		t.Fatalf("open of a missing file: %v", err)
+	}
+}
+
+// TestClientIPv6Redirect: on [::1] the manager redirects with the
+// bracketed address (as XRootD servers do) and the client follows it.
+func TestClientIPv6Redirect(t *testing.T) {
+	c, err := xrdtest.StartAt(t.TempDir(), "::1", xrootd.Config{})
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	t.Cleanup(c.Close)
+	if err := os.WriteFile(filepath.Join(c.Root, "f"), []byte("over ipv6"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := xrootd.Dial(ctx, c.MgrAddr, xrootd.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	f, err := cl.OpenRead(ctx, "/f")
+	if err != nil {
+		t.Fatalf("open through the redirect to %s: %v", c.DataAddr, err)
+	}
+	defer f.Close(ctx)
+	b := make([]byte, f.Size)
+	if n, err := f.ReadAt(ctx, b, 0); err != nil || string(b[:n]) != "over ipv6" {
+		t.Fatalf("read: %q %v", b[:n], err)
+	}
+	if got := xrootd.RedirectHost("::1"); got != "[::1]" || xrootd.RedirectHost("10.0.0.1") != "10.0.0.1" || xrootd.RedirectHost("[::1]") != "[::1]" {
+		t.Fatalf("RedirectHost: %q", got)
 	}
 }

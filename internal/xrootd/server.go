@@ -27,6 +27,7 @@ import (
 	"net"
 	"os/user"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -615,9 +616,12 @@ func (c *conn) sendWait(sid [2]byte, secs int, msg string) error {
 }
 
 // sendRedirect sends the client to host:port; opaque (without '?') is
-// appended by the client to the path it re-sends.
+// appended by the client to the path it re-sends. An IPv6 literal is sent
+// in brackets ("[::1]"), as XRootD servers do: clients build the URL
+// root://HOST:PORT from it.
 func (c *conn) sendRedirect(sid [2]byte, host string, port int, opaque string) error {
 	c.srv.nRedirs.Add(1)
+	host = RedirectHost(host)
 	b := make([]byte, 4, 4+len(host)+len(opaque)+1)
 	putU32(b, uint32(int32(port)))
 	b = append(b, host...)
@@ -626,6 +630,15 @@ func (c *conn) sendRedirect(sid [2]byte, host string, port int, opaque string) e
 		b = append(b, opaque...)
 	}
 	return c.send(sid, kXR_redirect, b)
+}
+
+// RedirectHost is host as a kXR_redirect names it: an IPv6 literal in
+// brackets, anything else as it is.
+func RedirectHost(host string) string {
+	if strings.Contains(host, ":") && !strings.HasPrefix(host, "[") {
+		return "[" + host + "]"
+	}
+	return host
 }
 
 func putU32(b []byte, v uint32) {

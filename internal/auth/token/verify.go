@@ -64,6 +64,11 @@ type IssuerConfig struct {
 	Base string
 	// Map turns a token's subject and groups into a local identity.
 	Map Mapping
+	// Capability is the issuer's authorization strategy: its tokens'
+	// scopes authorize by themselves (xrootd-scitokens' capability
+	// strategy; the mapped identity owns what they create) instead of
+	// only narrowing what the mapped identity's mode bits and ACLs allow.
+	Capability bool
 }
 
 // Config configures a Verifier.
@@ -244,6 +249,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (auth.Principal, erro
 		return auth.Nobody, fail(iss, kid, "%v", err)
 	}
 	p.Scopes = ParseScopes(c.Scope, ic.Base)
+	p.Capability = ic.Capability
 	v.cache.put(sum, entry{p: p, iss: iss, kid: kid, exp: exp, nbf: nbf}, now)
 	return p, nil
 }

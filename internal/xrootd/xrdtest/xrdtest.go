@@ -38,7 +38,10 @@ type Cluster struct {
 }
 
 // Start starts a cluster on loopback with its tree in dir.
-func Start(dir string, cfg xrootd.Config) (*Cluster, error) {
+func Start(dir string, cfg xrootd.Config) (*Cluster, error) { return StartAt(dir, "127.0.0.1", cfg) }
+
+// StartAt starts a cluster listening on host ("::1": IPv6 loopback).
+func StartAt(dir, host string, cfg xrootd.Config) (*Cluster, error) {
 	root := filepath.Join(dir, "export")
 	staging := filepath.Join(dir, "staging")
 	for _, d := range []string{root, staging} {
@@ -46,11 +49,11 @@ func Start(dir string, cfg xrootd.Config) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	ml, err := net.Listen("tcp", "127.0.0.1:0")
+	ml, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, err
 	}
-	dl, err := net.Listen("tcp", "127.0.0.1:0")
+	dl, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		ml.Close()
 		return nil, err
