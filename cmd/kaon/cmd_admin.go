@@ -250,7 +250,10 @@ func runFileInfo(u, p string) int {
 	if e.IsDir {
 		return fail("file info", fmt.Errorf("%s: is a directory", p))
 	}
-	fmt.Printf("  File: %s\n   fid: %d (%08x)\n  Size: %d\nLayout: %s\n", e.Path, e.ID, e.ID, e.Size, e.Layout)
+	fmt.Printf("  File: %s\n   fid: %d (%08x)\n  Size: %d\nLayout: %s\nData version: %d\n", e.Path, e.ID, e.ID, e.Size, e.Layout, e.DataVersion)
+	if len(e.Stale) > 0 {
+		fmt.Printf("Stale stripes: %s (missed an update: never read, rebuilt by fsck repair --class stale)\n", strings.Trim(fmt.Sprint(e.Stale), "[]"))
+	}
 	for _, t := range checksum.SortedTypes(e.Checksums) {
 		fmt.Printf("  %s: %s\n", t, e.Checksums[t])
 	}

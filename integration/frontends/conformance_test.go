@@ -140,6 +140,13 @@ func (d httpDriver) Do(t *testing.T, nobody bool, op string, a ...string) Result
 	switch op {
 	case "put":
 		code, body, errs = curl("-L", "-T", a[0], url(a[1]))
+	case "write": // write LOCAL PATH OFFSET: a ranged PUT updates in place
+		st, err := os.Stat(a[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		off, _ := strconv.ParseInt(a[2], 10, 64)
+		code, body, errs = curl("-L", "-T", a[0], "-H", fmt.Sprintf("Content-Range: bytes %d-%d/*", off, off+st.Size()-1), url(a[1]))
 	case "read":
 		args := []string{"-L", url(a[0])}
 		if n, _ := strconv.Atoi(a[2]); n >= 0 {
@@ -306,6 +313,24 @@ func TestConformance(t *testing.T) {
 			if r := d.Do(t, false, "read", f, "0", "-1"); !bytes.Equal(r.Data, small) {
 				t.Fatalf("read after replace: %q (%s)", r.Data, r.Detail)
 			}
+			// a write at an offset updates the file in place (inside, then
+			// past its end); the checksum describes the new content
+			model := append([]byte(nil), small...)
+			want("update inside", d.Do(t, false, "write", local2, f, "4"), OK)
+			model = append(model[:4], small...)
+			want("update past the end", d.Do(t, false, "write", local2, f, strconv.Itoa(len(model)+10)), OK)
+			model = append(append(model, make([]byte, 10)...), small...)
+			if r := d.Do(t, false, "read", f, "0", "-1"); r.Outcome != OK || !bytes.Equal(r.Data, model) {
+				t.Fatalf("read after updates: %q, want %q (%s)", r.Data, model, r.Detail)
+			}
+			if r := d.Do(t, false, "stat", f); r.Outcome != OK || r.Size != int64(len(model)) {
+				t.Fatalf("stat after updates: %+v, want %d bytes", r, len(model))
+			}
+			if r, sum := d.Do(t, false, "checksum", f), fmt.Sprintf("%08x", adler32.Checksum(model)); r.Outcome != OK || r.Sum != sum {
+				t.Fatalf("checksum after updates: %+v, want %s", r, sum)
+			}
+			want("nobody updates a 0644 root file", d.Do(t, true, "write", local2, f, "0"), Permission)
+			want("replace the updated file", d.Do(t, false, "put", local2, f), OK)
 			// an upload creates missing parents
 			want("create below missing parents", d.Do(t, false, "put", local2, base+"/new/sub/g"), OK)
 			// rename and delete

@@ -29,6 +29,18 @@ if op == "put":  # put LOCAL PATH
         done(st)
     st, _ = f.close()
     done(st)
+elif op == "write":  # write LOCAL PATH OFFSET: an update in place
+    data = open(args[0], "rb").read()
+    f = client.File()
+    st, _ = f.open(url + "/" + args[1], OpenFlags.UPDATE)
+    if not st.ok:
+        done(st)
+    st, _ = f.write(data, int(args[2]))
+    if not st.ok:
+        f.close()
+        done(st)
+    st, _ = f.close()
+    done(st)
 elif op == "read":  # read PATH OFFSET LENGTH (LENGTH -1 = all)
     f = client.File()
     st, _ = f.open(url + "/" + args[0], OpenFlags.READ)

@@ -12,8 +12,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,54 +134,6 @@ func hostport(u string) string {
 // (its copy program is xrdcp --server) and returns its host:port.
 func xrootdServer(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("xrootd"); err != nil {
-		t.Fatal("xrootd (xrootd-server) is not installed: run scripts/deps.sh")
-	}
-	dir, err := os.MkdirTemp("/var/tmp", "kaon-tpc-xrootd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	port := harness.FreePort(t)
-	for _, d := range []string{"data", "run", "log"} {
-		os.MkdirAll(filepath.Join(dir, d), 0o755)
-	}
-	cfg := fmt.Sprintf(`xrd.port %d
-all.export /
-oss.localroot %s/data
-all.adminpath %s/run
-all.pidpath %s/run
-xrootd.chksum adler32
-ofs.tpc logok pgm /usr/bin/xrdcp --server
-`, port, dir, dir, dir)
-	if err := os.WriteFile(filepath.Join(dir, "xrd.cfg"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755)
-	mustRun(t, "chown the xrootd directory", time.Minute, "chown", "-R", "xrootd:", dir)
-	cmd := exec.Command("xrootd", "-R", "xrootd", "-c", filepath.Join(dir, "xrd.cfg"), "-l", filepath.Join(dir, "log", "xrootd.log"), "-n", "kt")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "log", "kt", "xrootd.log"))
-			t.Logf("xrootd log:\n%s", b)
-		}
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("xrootd on %s did not listen within 30 s", addr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	addr, _ := harness.XRootD(t, "ofs.tpc logok pgm /usr/bin/xrdcp --server\n")
+	return addr
 }

@@ -8,8 +8,9 @@
 //
 // A stripe is named by its file id alone: two stripes (or replicas) of one
 // file never share a filesystem, so the stripe index is metadata, not part
-// of the name. A stripe is written once, from its first byte to its last,
-// and never changed afterwards.
+// of the name. A stripe is written once, from its first byte to its last;
+// afterwards it changes only through a journal (Updater, journal.go), each
+// change giving it the file's next data version (Meta.Version).
 //
 // A store also says what it is (Info: posix, cephfs or rados, and which
 // backing storage it shares with other filesystems, so that six
@@ -172,6 +173,10 @@ type Meta struct {
 	Size      int64             // logical size of the file, not of the stripe
 	Checksums map[string]string // of the whole file, by type
 	Path      string            // path at write time, a hint for fsck only
+	// Version is the file's data version the stripe holds: 0 as uploaded,
+	// one more for each update committed (journal.go). A stripe at a
+	// version other than the namespace's is stale and never read.
+	Version uint64
 }
 
 // Usage is a store's space and contents.

@@ -49,6 +49,28 @@ type Capability struct {
 	// finished but never committed by the storage server: the namespace
 	// switches them in itself (layout and space conversion).
 	Staged bool `json:"st,omitempty"`
+	// DataVersion is the file's data version: a read is served only from
+	// stripes at it, an update (Update) starts from it.
+	DataVersion uint64 `json:"dv,omitempty"`
+	// Stale are the stripes (indexes into Targets) that missed an update:
+	// never read, never updated.
+	Stale []int `json:"sl,omitempty"`
+	// Update makes a write capability an update session of the committed
+	// file (Size is its size): writes at any offset, truncations, and a
+	// new data version at each commit. With Fresh the file has no stripes
+	// yet (it is empty): Targets are where to create them.
+	Update bool `json:"up,omitempty"`
+	Fresh  bool `json:"fr,omitempty"`
+}
+
+// IsStale reports whether stripe i is stale.
+func (c *Capability) IsStale(i int) bool {
+	for _, s := range c.Stale {
+		if s == i {
+			return true
+		}
+	}
+	return false
 }
 
 // Move names the stripe a move copies and where to.
@@ -163,7 +185,7 @@ func (k *Key) Verify(token string, now time.Time, a Access) (*Capability, error)
 		return nil, kerr.New(kerr.Permission, "capability", name, "capability is for another file")
 	case a.Write && !c.Write:
 		return nil, kerr.New(kerr.Permission, "write", c.Path, "capability does not allow writing")
-	case !a.Write && c.Write:
+	case !a.Write && c.Write && !c.Update: // an update session reads what it changes
 		return nil, kerr.New(kerr.Permission, "read", c.Path, "capability is for writing")
 	case c.Internal() && !a.Internal:
 		return nil, kerr.New(kerr.Permission, "capability", c.Path, "capability is for storage servers only")

@@ -316,6 +316,7 @@ func Handler(ns message.Namespace, secret string) http.Handler {
 	mux.HandleFunc("/internal/v1/claim", byFid(ns.Claim))
 	mux.HandleFunc("/internal/v1/abort", byFid(ns.Abort))
 	handleFsck(mux, ns, auth, decode)
+	handleUpdates(mux, ns, auth, decode)
 	return mux
 }
 

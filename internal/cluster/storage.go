@@ -73,6 +73,10 @@ func StorageHandler(s StorageServer, secret string, log *slog.Logger) http.Handl
 		switch {
 		case strings.HasPrefix(r.URL.Path, StripePath):
 			serveStripe(s, w, r, fail)
+		case r.URL.Path == TruncatePath:
+			if err := serveTruncate(s, w, r); err != nil {
+				fail(w, r, err)
+			}
 		case r.URL.Path == ReadFilePath && r.Method == http.MethodGet:
 			started := false
 			err := s.ReadFile(r.Context(), r.Header.Get(capHeader), func(size int64) io.Writer {
@@ -97,10 +101,17 @@ func StorageHandler(s StorageServer, secret string, log *slog.Logger) http.Handl
 
 func serveStripe(s StorageServer, w http.ResponseWriter, r *http.Request, fail func(http.ResponseWriter, *http.Request, error)) {
 	fidHex, idxStr, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, StripePath), "/")
+	idxStr, verb, _ := strings.Cut(idxStr, "/")
 	fid, err1 := strconv.ParseUint(fidHex, 16, 64)
 	idx, err2 := strconv.Atoi(idxStr)
 	if err1 != nil || err2 != nil {
 		fail(w, r, kerr.New(kerr.Invalid, "stripe", r.URL.Path, "bad file id or stripe index"))
+		return
+	}
+	if verb != "" {
+		if err := serveJournal(s, w, r, fid, idx, verb); err != nil {
+			fail(w, r, err)
+		}
 		return
 	}
 	token := r.URL.Query().Get("cap")

@@ -22,6 +22,9 @@ type File struct {
 	Checksums map[string]string
 	Locations []uint32  // filesystem of each stripe
 	Changed   time.Time // its ctime: commit or later change, never set back by a client
+	// DataVersion is the file's; Stale its stripes that missed an update.
+	DataVersion uint64
+	Stale       []int
 }
 
 // Lookup is what the namespace knows about the fid of a stripe found on
@@ -88,6 +91,12 @@ func CheckStripe(fsid uint32, s message.FsckStripe, l Lookup) []Finding {
 	}
 	if s.MetaErr != "" {
 		out := find(StripeErr, "metadata unreadable: %s", s.MetaErr)
+		out.Stripe = idx
+		return []Finding{out}
+	}
+	if s.Version != f.DataVersion || slices.Contains(f.Stale, idx) {
+		// What else its metadata says is of an older content.
+		out := find(Stale, "stripe %d is at data version %d, the file at %d (it missed an update)", idx, s.Version, f.DataVersion)
 		out.Stripe = idx
 		return []Finding{out}
 	}

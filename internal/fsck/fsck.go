@@ -43,10 +43,11 @@ const (
 	Missing     Class = "rep_missing_n" // a stripe the namespace registers is not on its filesystem
 	ReplicaDiff Class = "rep_diff_n"    // more copies of a file than its layout has
 	Orphan      Class = "orphans_n"     // a stripe of no file the namespace knows
+	Stale       Class = "stale_n"       // a stripe at an older data version than its file (it missed an update)
 )
 
 // Classes lists every class in repair priority order (EOS').
-var Classes = []Class{BlockSum, StripeErr, DiskSize, NSSize, DiskSum, NSSum, Unreg, Missing, ReplicaDiff, Orphan}
+var Classes = []Class{BlockSum, StripeErr, Stale, DiskSize, NSSize, DiskSum, NSSum, Unreg, Missing, ReplicaDiff, Orphan}
 
 var descriptions = map[Class]string{
 	BlockSum:    "erasure-coded stripe with frames failing their crc32c (scrub)",
@@ -59,6 +60,7 @@ var descriptions = map[Class]string{
 	Missing:     "stripe registered in the namespace is missing on its filesystem",
 	ReplicaDiff: "more copies of a file than its layout has",
 	Orphan:      "stripe of no file in the namespace",
+	Stale:       "stripe at an older data version than its file: it missed an update (never read; rebuilt from a current one)",
 }
 
 // Describe says what c means.
@@ -82,7 +84,7 @@ func ParseClass(s string) (Class, error) {
 // repaired by rebuilding that stripe from the file's healthy ones.
 func (c Class) BadCopy() bool {
 	switch c {
-	case BlockSum, StripeErr, DiskSize, NSSize, DiskSum, NSSum, Missing:
+	case BlockSum, StripeErr, Stale, DiskSize, NSSize, DiskSum, NSSum, Missing:
 		return true
 	}
 	return false

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kaon-storage/kaon/internal/cluster/message"
 )
 
 // TestCheckFile: a registered stripe missing from a later scan's
@@ -112,5 +114,33 @@ func TestPlanRepair(t *testing.T) {
 				t.Fatalf("skipped %+v, want %q", p.Skip, tc.skip)
 			}
 		})
+	}
+}
+
+// TestCheckStaleStripe: a stripe at an older data version than its file
+// (or recorded stale) is found as stale_n, and only that (its size and
+// checksums are the older content's); a repair rebuilds it from the
+// others.
+func TestCheckStaleStripe(t *testing.T) {
+	f := &File{Fid: 7, Path: "/f", Layout: "replica:2", Size: 20, Locations: []uint32{1, 2}, DataVersion: 3,
+		Checksums: map[string]string{"adler32": ""}}
+	old := message.FsckStripe{Fid: 7, Stripe: 1, Layout: "replica:2", Size: 10, DiskSize: 10, Version: 2,
+		Checksums: map[string]string{"adler32": "00000001"}}
+	got := CheckStripe(2, old, Lookup{File: f})
+	if len(got) != 1 || got[0].Class != Stale || got[0].Stripe != 1 {
+		t.Fatalf("a stripe one update behind: %+v", got)
+	}
+	cur := old
+	cur.Size, cur.DiskSize, cur.Version, cur.Stripe, cur.Checksums = 20, 20, 3, 0, nil
+	if got := CheckStripe(1, cur, Lookup{File: f}); len(got) != 0 {
+		t.Fatalf("a current stripe: %+v", got)
+	}
+	f.Stale = []int{0}
+	if got = CheckStripe(1, cur, Lookup{File: f}); len(got) != 1 || got[0].Class != Stale {
+		t.Fatalf("a stripe the namespace records stale: %+v", got)
+	}
+	p := PlanRepair(f, got, got, time.Hour, time.Now())
+	if !slices.Equal(p.Rebuild, []int{0}) {
+		t.Fatalf("repair plan of a stale stripe: %+v", p)
 	}
 }

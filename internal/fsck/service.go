@@ -37,6 +37,9 @@ type Namespace interface {
 	PathOf(n *namespace.Inode) (string, error)
 	ScanFiles(from []byte, max int, fn func(f *namespace.Inode)) (next []byte, err error)
 	QueueDeletions(ds []namespace.Deletion) error
+	// ClearStale records that a stale stripe was rebuilt at the file's
+	// data version.
+	ClearStale(fid, version uint64, idx int) error
 }
 
 // Config configures the service.
@@ -242,7 +245,7 @@ func (s *Service) Scan(_ context.Context, m message.FsckScan) error {
 // fileOf is n as fsck compares it.
 func fileOf(n *namespace.Inode, path string) *File {
 	return &File{Fid: n.ID, Path: path, Layout: n.Layout, Size: n.Size, Checksums: n.Checksums,
-		Locations: n.Locations, Changed: time.Unix(0, n.CTime)}
+		Locations: n.Locations, Changed: time.Unix(0, n.CTime), DataVersion: n.DataVersion, Stale: n.Stale}
 }
 
 // physOf names the physical file of fid on fsid ("" when unknown).
@@ -703,7 +706,7 @@ func (s *Service) rebuild(ctx context.Context, file *File, idx []int, todo []Fin
 	// The capability goes to storage servers only, and must outlive the
 	// copy of a large file.
 	c := &capability.Capability{Fid: file.Fid, Path: file.Path, Layout: file.Layout, Size: file.Size, Sums: file.Checksums,
-		Expires: s.now().Add(max(s.ttl, repairCapTTL)).Unix()}
+		DataVersion: file.DataVersion, Stale: file.Stale, Expires: s.now().Add(max(s.ttl, repairCapTTL)).Unix()}
 	for _, fsid := range file.Locations {
 		c.Targets = append(c.Targets, capability.Target{FsID: fsid, Addr: s.reg.Node(fsid).HTTP})
 	}
@@ -716,6 +719,11 @@ func (s *Service) rebuild(ctx context.Context, file *File, idx []int, todo []Fin
 					note(f, "failed", err.Error())
 				} else {
 					note(f, "repaired", fmt.Sprintf("stripe %d rebuilt on fs %d", i, f.FsID))
+				}
+			}
+			if err == nil && slices.Contains(file.Stale, i) {
+				if cerr := s.ns.ClearStale(file.Fid, file.DataVersion, i); cerr != nil {
+					s.log.Warn("fsck: a rebuilt stale stripe is still recorded stale", "path", file.Path, "stripe", i, "err", cerr)
 				}
 			}
 			if err == nil {

@@ -173,23 +173,56 @@ func dropEmptySuffixes(r *http.Request) bool {
 	return true
 }
 
-// rangedPut refuses a PUT that carries Content-Range (a partial update):
-// files are written whole, and RFC 9110 (14.5) wants 400 from a server
-// that would not apply the range, as its bytes are likely part of the
-// file mistakenly PUT as all of it (writing them replaced the file with
-// the range). Both endpoints a PUT reaches ask here, the namespace's
-// before it starts an upload and the data endpoint before it writes one;
-// ranged updates, when files can be updated in place, start here.
-func rangedPut(r *http.Request, path string) error {
-	if r.Header.Get("Content-Range") == "" {
-		return nil
+// putRange reads the Content-Range of a PUT: a partial update writing
+// bytes FIRST-LAST of an existing file (as Apache mod_dav does), with the
+// file's length after the slash or "*". ok is false without the header.
+// RFC 9110 (14.5) wants 400 for a range the server would not apply, so a
+// malformed one is refused rather than taken for the whole file.
+func putRange(r *http.Request, path string) (first, last int64, ok bool, err error) {
+	v := r.Header.Get("Content-Range")
+	if v == "" {
+		return 0, 0, false, nil
 	}
-	return kerr.New(kerr.Invalid, "PUT", path, "Content-Range: a partial update of a file is not supported (PUT the whole file)")
+	bad := func(why string) (int64, int64, bool, error) {
+		return 0, 0, true, kerr.New(kerr.Invalid, "PUT", path, "Content-Range "+strconv.Quote(v)+": "+why)
+	}
+	spec, ok := strings.CutPrefix(strings.TrimSpace(v), "bytes ")
+	if !ok {
+		return bad("only byte ranges (bytes FIRST-LAST/LENGTH or /*) are supported")
+	}
+	rng, length, ok := strings.Cut(strings.TrimSpace(spec), "/")
+	a, b, ok2 := strings.Cut(rng, "-")
+	if !ok || !ok2 {
+		return bad("want bytes FIRST-LAST/LENGTH or bytes FIRST-LAST/*")
+	}
+	first, err1 := strconv.ParseInt(a, 10, 64)
+	last, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil || first < 0 || last < first {
+		return bad("not a range of bytes FIRST-LAST with FIRST <= LAST")
+	}
+	if length != "*" {
+		n, err := strconv.ParseInt(length, 10, 64)
+		if err != nil || n <= last {
+			return bad("the length after the slash must be * or greater than LAST")
+		}
+	}
+	if r.ContentLength >= 0 && r.ContentLength != last-first+1 {
+		return bad(fmt.Sprintf("the range has %d bytes, the body (Content-Length) %d", last-first+1, r.ContentLength))
+	}
+	return first, last, true, nil
 }
 
 func (d *data) put(w http.ResponseWriter, r *http.Request, c *capability.Capability, token string) {
-	if err := rangedPut(r, c.Path); err != nil {
+	first, last, ranged, err := putRange(r, c.Path)
+	switch {
+	case err != nil:
 		d.fail(w, r, err)
+		return
+	case ranged != c.Update:
+		d.fail(w, r, kerr.New(kerr.Invalid, "PUT", c.Path, "a PUT with Content-Range writes through an update capability and one without through an upload capability; ask the namespace server with the same headers"))
+		return
+	case ranged:
+		d.putRange(w, r, c, token, first, last)
 		return
 	}
 	u, err := d.s.NewUpload(r.Context(), c, token, httpAdmitWait)
@@ -214,4 +247,32 @@ func (d *data) put(w http.ResponseWriter, r *http.Request, c *capability.Capabil
 		return
 	}
 	w.WriteHeader(http.StatusCreated)
+}
+
+// putRange writes bytes first..last of a committed file in place: an
+// update session of one write, committed (the file's next data version)
+// before the answer.
+func (d *data) putRange(w http.ResponseWriter, r *http.Request, c *capability.Capability, token string, first, last int64) {
+	u, err := d.s.NewUpdate(r.Context(), c, token)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	n, err := u.WriteFrom(r.Body, first)
+	if err == nil && n != last-first+1 {
+		err = kerr.New(kerr.Invalid, "PUT", c.Path, fmt.Sprintf("body has %d bytes, Content-Range names %d", n, last-first+1))
+	}
+	if err != nil {
+		u.Abort()
+		if kerr.KindOf(err) == kerr.Internal {
+			err = kerr.Wrap(kerr.IO, "PUT", c.Path, err)
+		}
+		d.fail(w, r, err)
+		return
+	}
+	if err := u.Commit(r.Context()); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

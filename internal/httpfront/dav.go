@@ -57,11 +57,14 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 			textError(w, kerr.New(kerr.IsDir, "PUT", p, "cannot write to a directory path"), 0)
 			return
 		}
-		if err := rangedPut(r, p); err != nil {
+		_, _, ranged, err := putRange(r, p)
+		if err != nil {
 			textError(w, err, 0)
 			return
 		}
-		g, err := f.NS.Open(ctx, c, p, nsapi.OpenRequest{Write: true, Create: true, Truncate: true, MkPath: true, Size: max(r.ContentLength, 0)})
+		// A ranged PUT updates the file in place; a whole one replaces it.
+		g, err := f.NS.Open(ctx, c, p, nsapi.OpenRequest{Write: true, Create: true, Truncate: !ranged, Update: ranged,
+			MkPath: true, Size: max(r.ContentLength, 0)})
 		if kerr.Is(err, kerr.NotFound) {
 			textError(w, err, http.StatusConflict) // no parent collection (RFC 4918 9.7.1)
 			return

@@ -20,6 +20,7 @@ func Storage(fst *storage.Server, key *capability.Key, tpc TPCConfig, log *slog.
 	internal := cluster.StorageHandler(fst, key.Internal(), log)
 	mux.Handle(cluster.StripePath, internal)
 	mux.Handle(cluster.ReadFilePath, internal)
+	mux.Handle(cluster.TruncatePath, internal)
 	moves := cluster.MoveHandler(fst, key.Internal(), log)
 	mux.Handle(cluster.MovePath, moves)
 	mux.Handle(cluster.ConvertPath, moves)

@@ -141,7 +141,8 @@ func (m *Service) convertOne(ctx context.Context, f *namespace.Inode, path strin
 		return err
 	}
 	exp := m.now().Add(moveCapTTL).Unix()
-	rc := &capability.Capability{Fid: f.ID, Path: path, Layout: f.Layout, Size: f.Size, Sums: f.Checksums, Expires: exp}
+	rc := &capability.Capability{Fid: f.ID, Path: path, Layout: f.Layout, Size: f.Size, Sums: f.Checksums, Expires: exp,
+		DataVersion: f.DataVersion, Stale: f.Stale}
 	for _, id := range f.Locations {
 		rc.Targets = append(rc.Targets, capability.Target{FsID: id, Addr: m.reg.Node(id).HTTP})
 	}

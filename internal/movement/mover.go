@@ -444,8 +444,8 @@ func (m *Service) moveStripe(ctx context.Context, fid uint64, idx int, from, to 
 // moveToken signs the order to copy stripe idx of f to fs to.
 func (m *Service) moveToken(f *namespace.Inode, path string, idx int, to uint32) string {
 	c := &capability.Capability{Fid: f.ID, Path: path, Layout: f.Layout, Size: f.Size, Sums: f.Checksums,
-		Expires: m.now().Add(moveCapTTL).Unix(),
-		Move:    &capability.Move{Stripe: idx, Dst: capability.Target{FsID: to, Addr: m.reg.Node(to).HTTP}}}
+		DataVersion: f.DataVersion, Stale: f.Stale, Expires: m.now().Add(moveCapTTL).Unix(),
+		Move: &capability.Move{Stripe: idx, Dst: capability.Target{FsID: to, Addr: m.reg.Node(to).HTTP}}}
 	for _, id := range f.Locations {
 		c.Targets = append(c.Targets, capability.Target{FsID: id, Addr: m.reg.Node(id).HTTP})
 	}

@@ -171,13 +171,18 @@ func (ns *Namespace) XAttrs(c Caller, path string) ([][2]string, error) {
 
 // AddChecksums records checksums computed after the write (on a client's
 // first request for a type the upload did not compute) for committed file
-// fid. Values already stored are kept: they came from the stream itself.
-func (ns *Namespace) AddChecksums(fid uint64, sums map[string]string) error {
+// fid at data version version (they are of that content: a file updated
+// meanwhile keeps none of them, Busy). Values already stored are kept:
+// they came from the stream itself.
+func (ns *Namespace) AddChecksums(fid, version uint64, sums map[string]string) error {
 	what := "id " + strconv.FormatUint(fid, 10)
 	return ns.mutate("checksum", func(tx *txn) error {
 		n, err := ns.inode(fid, "checksum")
 		if err != nil || n.IsDir {
 			return kerr.New(kerr.NotFound, "checksum", what, "no such file (removed or replaced meanwhile)")
+		}
+		if n.DataVersion != version {
+			return kerr.New(kerr.Busy, "checksum", n.Name, "the file was updated while its checksum was computed; ask again")
 		}
 		if n.Checksums == nil {
 			n.Checksums = map[string]string{}

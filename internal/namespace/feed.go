@@ -18,6 +18,7 @@ const (
 	Removed                          // a file or container was unlinked (also a file replaced by another)
 	Renamed                          // an entry moved (From/FromName → Parent/Name)
 	AttrChanged                      // mode, owner, extended attributes or checksums changed
+	Modified                         // a file's bytes changed in place (an update or a truncation committed)
 )
 
 func (k EventKind) String() string {
@@ -34,6 +35,8 @@ func (k EventKind) String() string {
 		return "renamed"
 	case AttrChanged:
 		return "attr"
+	case Modified:
+		return "modified"
 	}
 	return fmt.Sprintf("event(%d)", uint8(k))
 }
@@ -53,10 +56,12 @@ type Event struct {
 	IsDir    bool
 	From     uint64 // a rename's source container
 	FromName string // and name
-	// Size and MTime (unix ns) of a file whose content became visible
-	// (Committed): what a cache of its attributes needs.
-	Size  int64
-	MTime int64
+	// Size, MTime (unix ns) and data version of a file whose content
+	// became visible (Committed) or changed in place (Modified): what a
+	// cache of its attributes needs.
+	Size        int64
+	MTime       int64
+	DataVersion uint64
 }
 
 // feed keeps the newest events in a ring for readers that poll.

@@ -328,7 +328,7 @@ func TestAddChecksums(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A recorded value is never replaced; a missing type is added.
-	if err := ns.AddChecksums(f.ID, map[string]string{"adler32": "ffffffff", "md5": "00112233445566778899aabbccddeeff"}); err != nil {
+	if err := ns.AddChecksums(f.ID, 0, map[string]string{"adler32": "ffffffff", "md5": "00112233445566778899aabbccddeeff"}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := ns.Stat(Root, "/f")
@@ -337,7 +337,7 @@ func TestAddChecksums(t *testing.T) {
 	}
 	// The file was replaced meanwhile: the late value must not land on the new file.
 	create(t, ns, "/f", 7)
-	mustKind(t, ns.AddChecksums(f.ID, map[string]string{"sha256": "00"}), kerr.NotFound)
+	mustKind(t, ns.AddChecksums(f.ID, 0, map[string]string{"sha256": "00"}), kerr.NotFound)
 	if st, _ := ns.Stat(Root, "/f"); st.Checksums["sha256"] != "" {
 		t.Fatalf("checksum landed on the replacing file: %+v", st.Checksums)
 	}

@@ -46,6 +46,10 @@ package namespace
 //	                            (hex: its bytes decoded; else as text)
 //	xattrs                      count, then name and value strings
 //	locations                   count, then uvarint filesystem ids
+//	[data]                      with flag 4 (files updated in place): data
+//	                            version (uvarint), the tag of the update
+//	                            that made it (uvarint), then the stale
+//	                            stripes: count, then uvarint stripe indexes
 
 import (
 	"encoding/binary"
@@ -77,6 +81,16 @@ type Inode struct {
 	Layout    string
 	Checksums map[string]string // type -> lowercase hex
 	Locations []uint32          // filesystem ids, index = stripe/replica number
+	// DataVersion counts the committed changes of the file's bytes (0 as
+	// uploaded; each update session closed, each truncation: one more).
+	DataVersion uint64
+	// DataTag is the tag the storage server gave the update that made
+	// DataVersion (so it can tell, after losing the answer, whether its
+	// own commit went through).
+	DataTag uint64
+	// Stale are the stripes (indexes into Locations) that missed an
+	// update: never read, rebuilt by fsck from current ones.
+	Stale []int
 
 	// containers: subtree accounting, including the container's own children
 	TreeSize  int64
@@ -91,6 +105,7 @@ func (n *Inode) clone() *Inode {
 	c.XAttrs = cloneMap(n.XAttrs)
 	c.Checksums = cloneMap(n.Checksums)
 	c.Locations = append([]uint32(nil), n.Locations...)
+	c.Stale = slices.Clone(n.Stale)
 	return &c
 }
 
@@ -111,6 +126,7 @@ const recordVersion = 2
 const (
 	flagDir    = 1
 	flagNoName = 2
+	flagData   = 4 // data version and stale stripes follow the locations
 )
 
 // checksumCodes numbers checksum types in records; never reorder it.
@@ -131,6 +147,9 @@ func (n *Inode) encodeRecord(b []byte, named bool) []byte {
 	}
 	if !named {
 		flags |= flagNoName
+	}
+	if n.DataVersion > 0 || len(n.Stale) > 0 {
+		flags |= flagData
 	}
 	b = append(b, recordVersion, flags)
 	b = binary.AppendUvarint(b, n.ID)
@@ -159,6 +178,14 @@ func (n *Inode) encodeRecord(b []byte, named bool) []byte {
 	b = binary.AppendUvarint(b, uint64(len(n.Locations)))
 	for _, l := range n.Locations {
 		b = binary.AppendUvarint(b, uint64(l))
+	}
+	if flags&flagData != 0 {
+		b = binary.AppendUvarint(b, n.DataVersion)
+		b = binary.AppendUvarint(b, n.DataTag)
+		b = binary.AppendUvarint(b, uint64(len(n.Stale)))
+		for _, i := range n.Stale {
+			b = binary.AppendUvarint(b, uint64(i))
+		}
 	}
 	return b
 }
@@ -277,6 +304,17 @@ func decodeInode(b []byte) (*Inode, error) {
 	n.Checksums = d.checksums()
 	n.XAttrs = d.strMap()
 	n.Locations = d.locations()
+	if flags&flagData != 0 {
+		n.DataVersion = d.uvarint()
+		n.DataTag = d.uvarint()
+		cnt := d.uvarint()
+		if cnt > uint64(len(d.b)) {
+			return n, errCorrupt
+		}
+		for i := uint64(0); i < cnt; i++ {
+			n.Stale = append(n.Stale, int(d.uvarint()))
+		}
+	}
 	return n, d.err
 }
 

@@ -24,6 +24,13 @@ type Attr struct {
 	TreeDirs  int64             `json:"dirs,omitempty"`
 	TreeMTime *time.Time        `json:"treemtime,omitempty"` // latest change below (directories)
 	XAttrs    map[string]string `json:"xattrs,omitempty"`
+	// DataVersion counts the committed changes of a file's bytes (0 as
+	// uploaded; one more for each update session closed or truncation):
+	// a cache keeps a file's pages while it is unchanged.
+	DataVersion uint64 `json:"data_version,omitempty"`
+	// Stale are the stripes (indexes into Locations) that missed an
+	// update: never read until fsck rebuilt them from current ones.
+	Stale []int `json:"stale,omitempty"`
 }
 
 // Entry is a file or directory under its name (stat, ls, file info).
@@ -75,11 +82,18 @@ type OpenRequest struct {
 	MkPath    bool   // create missing parent directories (unless sys.mkpath=off)
 	Mode      uint32 // permission bits of a new file (default 0644)
 	Size      int64  // the size the client announced (booked against quota), 0 if unknown
+	// Update opens an existing file to change it in place (root://
+	// kXR_open_updt or kXR_open_apnd, an HTTP PUT with Content-Range): its
+	// writes become the file's next data version when the session closes.
+	// With Create a missing file is created as an upload; without, a
+	// missing file is NotFound.
+	Update bool
 }
 
 // Grant is a client's access to one file's data: where to go and the
-// signed capability to show there. Committed files are immutable: a
-// write is an upload that replaces the file when it commits.
+// signed capability to show there. A write is an upload that replaces the
+// file when it commits, or an update session (OpenRequest.Update) that
+// changes it in place when it closes.
 type Grant struct {
 	File   Entry  // the file (for a write: the pending upload)
 	Token  string // the signed capability

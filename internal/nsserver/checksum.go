@@ -115,7 +115,7 @@ func (s *Server) computeChecksum(ctx context.Context, pr auth.Principal, p strin
 		s.log.Error("stored data does not match its checksum", "path", p, "type", bad, "recorded", n.Checksums[bad])
 		return nil, kerr.New(kerr.IO, "checksum", p, "stored data does not match the "+bad+" recorded at write time")
 	}
-	if err := s.ns.AddChecksums(n.ID, map[string]string{typ: v}); err != nil {
+	if err := s.ns.AddChecksums(n.ID, n.DataVersion, map[string]string{typ: v}); err != nil {
 		return nil, err
 	}
 	if n.Checksums == nil {

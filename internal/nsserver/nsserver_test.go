@@ -155,9 +155,19 @@ func TestGrantCapabilities(t *testing.T) {
 	if _, err := s.Open(ctx, root, "/ec", nsapi.OpenRequest{}); kerr.KindOf(err) != kerr.IsDir {
 		t.Fatalf("read of a directory: %v", err)
 	}
-	// Committed files are immutable: no open for update.
-	if _, err := s.Open(ctx, root, "/ec/f", nsapi.OpenRequest{Write: true}); !kerr.Is(err, kerr.Unsupported) {
+	// An open for writing without truncate is an update session of the
+	// committed file, at its data version; one by whoever may not write
+	// the file is refused.
+	ug, err := s.Open(ctx, root, "/ec/f", nsapi.OpenRequest{Write: true})
+	if err != nil {
 		t.Fatalf("open for update: %v", err)
+	}
+	uc, err := s.key.Verify(ug.Token, time.Now(), capability.Access{Write: true})
+	if err != nil || !uc.Update || uc.Fid != c.Fid || uc.Size != 5 || uc.DataVersion != 0 || len(uc.Targets) != 6 {
+		t.Fatalf("update capability %+v %v", uc, err)
+	}
+	if _, err := s.Open(ctx, auth.Nobody, "/ec/f", nsapi.OpenRequest{Write: true, Update: true}); !kerr.Is(err, kerr.Permission) {
+		t.Fatalf("open for update by nobody: %v", err)
 	}
 	// A file another user may not read is not granted to them.
 	s.Chmod(ctx, root, "/ec/f", 0o600)
@@ -338,6 +348,12 @@ func TestTokenScopes(t *testing.T) {
 	no("overwrite /up/new with create", put(tok, "/up/new"))
 	no("delete /up/new with create", s.Remove(ctx, tok, "/up/new", nsapi.RemoveOptions{}))
 	no("read /up/new with create", errOnly(s.Open(ctx, tok, "/up/new", nsapi.OpenRequest{})))
+	update := func(p auth.Principal, path string) error {
+		return errOnly(s.Open(ctx, p, path, nsapi.OpenRequest{Write: true, Update: true}))
+	}
+	no("update /up/new with create", update(tok, "/up/new"))
+	no("truncate /up/new with create", s.Truncate(ctx, tok, "/up/new", 7))
+	ok("update /rw/a with modify", update(tok, "/rw/a"))
 	ok("overwrite /rw/a with modify", put(tok, "/rw/a"))
 	ok("rename /rw/a to /up/b", errOnly(s.Rename(ctx, tok, "/rw/a", "/up/b", false)))
 	no("rename /up/b back", errOnly(s.Rename(ctx, tok, "/up/b", "/rw/c", false)))

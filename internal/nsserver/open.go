@@ -12,9 +12,10 @@ import (
 	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
-// Open authorizes p to read or write path and returns the grant. Committed
-// files are immutable: opening one for writing without create or truncate
-// is refused; a write replaces the file atomically at commit.
+// Open authorizes p to read or write path and returns the grant. A write
+// with truncate (or create, of a missing file) is an upload that replaces
+// the file atomically at commit; a write without them, or with Update,
+// of an existing file is an update session that changes it in place.
 func (s *Server) Open(ctx context.Context, p auth.Principal, path string, r nsapi.OpenRequest) (*nsapi.Grant, error) {
 	if !r.Write && !r.Create && !r.Truncate {
 		if err := scope(p, auth.ScopeRead, path, "read"); err != nil {
@@ -38,9 +39,19 @@ func (s *Server) Open(ctx context.Context, p auth.Principal, path string, r nsap
 
 func (s *Server) open(p auth.Principal, path string, r nsapi.OpenRequest) (*nsapi.Grant, error) {
 	c := caller(p)
-	if !r.Create && !r.Truncate {
-		if _, err := s.ns.Stat(c, path); err == nil {
-			return nil, kerr.New(kerr.Unsupported, "open", path, "committed files are immutable; open with truncate or as new")
+	if !r.Truncate && (r.Update || !r.Create) {
+		n, err := s.ns.Stat(c, path)
+		switch {
+		case err == nil:
+			return s.openUpdate(p, clean(path), n)
+		case !kerr.Is(err, kerr.NotFound) || !r.Create:
+			return nil, err
+		case r.Update:
+			// A ranged write of a missing file updates a new empty one.
+			if n, err = s.ns.CreateEmpty(c, path, namespace.CreateOptions{Mode: r.Mode}); err != nil {
+				return nil, err
+			}
+			return s.openUpdate(p, clean(path), n)
 		}
 	}
 	return s.openWrite(p, path, namespace.CreateOptions{Exclusive: r.Exclusive, Mode: r.Mode, SizeHint: r.Size}, r.MkPath)
@@ -113,11 +124,11 @@ func (s *Server) openRead(pr auth.Principal, path string) (*nsapi.Grant, error) 
 		return nil, kerr.New(kerr.Permission, "read", path, "read permission denied")
 	}
 	p, _ := nsapi.CleanPath(path)
-	cp := &capability.Capability{Fid: n.ID, Path: p, Layout: n.Layout, Size: n.Size, Sums: n.Checksums,
-		UID: pr.UID, GID: pr.GID, Expires: s.now().Add(s.ttl).Unix()}
+	cp := &capability.Capability{Fid: n.ID, Path: p, Layout: n.Layout, Size: n.Size, Sums: currentSums(n.Checksums),
+		DataVersion: n.DataVersion, Stale: n.Stale, UID: pr.UID, GID: pr.GID, Expires: s.now().Add(s.ttl).Unix()}
 	var entry fleet.Node
-	for _, fsid := range n.Locations {
-		if node, ok := s.reg.Readable(fsid); ok && entry.HTTP == "" {
+	for i, fsid := range n.Locations {
+		if node, ok := s.reg.Readable(fsid); ok && entry.HTTP == "" && !cp.IsStale(i) {
 			entry = node
 		}
 		cp.Targets = append(cp.Targets, capability.Target{FsID: fsid, Addr: s.reg.Node(fsid).HTTP})

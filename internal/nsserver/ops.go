@@ -181,8 +181,8 @@ func (s *Server) Touch(ctx context.Context, p auth.Principal, path string, exclu
 	return entryOf(clean(path), n), nil
 }
 
-// Truncate supports emptying a file (its data is queued for deletion):
-// committed files are immutable, so other sizes are refused.
+// Truncate changes the size of a file in place (cutting it, or
+// extending it with zeros): the file's next data version.
 func (s *Server) Truncate(ctx context.Context, p auth.Principal, path string, size int64) (err error) {
 	defer func() { err = s.audit(ctx, p, "truncate", path, "", err) }()
 	if err := scope(p, auth.ScopeModify, path, "truncate"); err != nil {
@@ -195,12 +195,8 @@ func (s *Server) Truncate(ctx context.Context, p auth.Principal, path string, si
 	if n.IsDir {
 		return kerr.New(kerr.IsDir, "truncate", path, "is a directory")
 	}
-	switch {
-	case size == n.Size:
+	if size == n.Size {
 		return nil
-	case size == 0:
-		_, err := s.Touch(ctx, p, path, false, n.Mode)
-		return err
 	}
-	return kerr.New(kerr.Unsupported, "truncate", path, "committed files are immutable; only truncation to 0 is supported")
+	return s.truncate(ctx, p, clean(path), n, size)
 }

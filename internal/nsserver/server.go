@@ -100,11 +100,13 @@ type Config struct {
 	Takeover bool
 }
 
-// DataReader reads the whole content of the file a read capability names
-// from the storage server at addr (cluster.StorageClient over the
-// internal protocol).
+// DataReader reaches file data through the storage server at addr
+// (cluster.StorageClient over the internal protocol): ReadFile reads the
+// whole content of the file a read capability names, Truncate runs an
+// update session of one truncation with an update capability.
 type DataReader interface {
 	ReadFile(ctx context.Context, addr, token string) (io.ReadCloser, error)
+	Truncate(ctx context.Context, addr, token string, size int64) error
 }
 
 // Server is the namespace service. It is safe for concurrent use.

@@ -20,12 +20,38 @@ import (
 func attrOf(n *namespace.Inode) nsapi.Attr {
 	a := nsapi.Attr{ID: n.ID, IsDir: n.IsDir, Mode: n.Mode, UID: n.UID, GID: n.GID, Size: n.Size,
 		MTime: time.Unix(0, n.MTime), CTime: time.Unix(0, n.CTime), BTime: time.Unix(0, n.BTime),
-		Layout: n.Layout, Checksums: n.Checksums, Locations: n.Locations, XAttrs: n.XAttrs}
+		Layout: n.Layout, Checksums: currentSums(n.Checksums), Locations: n.Locations, XAttrs: n.XAttrs,
+		DataVersion: n.DataVersion, Stale: n.Stale}
 	if n.IsDir {
 		t := time.Unix(0, n.TreeMTime)
 		a.Size, a.TreeSize, a.TreeFiles, a.TreeDirs, a.TreeMTime = n.TreeSize, n.TreeSize, n.TreeFiles, n.TreeDirs, &t
 	}
 	return a
+}
+
+// currentSums are the checksums of sums that describe the file's content
+// now: an update leaves the types it could not recompute empty until one
+// is asked for (Checksum computes it then), and an empty value is never
+// presented as the file's checksum.
+func currentSums(sums map[string]string) map[string]string {
+	var out map[string]string
+	for t, v := range sums {
+		if v == "" {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(sums))
+		}
+		out[t] = v
+	}
+	return out
+}
+
+// eventOf is change e of the namespace as clients are told it, in
+// incarnation term.
+func eventOf(term uint64, e namespace.Event) nsapi.Event {
+	return nsapi.Event{Term: term, Rev: e.Rev, Kind: nsapi.EventKind(e.Kind.String()), Ino: e.Ino, Parent: e.Parent,
+		Name: e.Name, IsDir: e.IsDir, From: e.From, FromName: e.FromName, DataVersion: e.DataVersion, Size: e.Size}
 }
 
 // entryOf is inode n at path p ("": asked for by inode).
@@ -52,14 +78,14 @@ func eventsOf(evs []namespace.Event) []nsapi.Event {
 	out := make([]nsapi.Event, len(evs))
 	for i, e := range evs {
 		out[i] = nsapi.Event{Rev: e.Rev, Kind: eventKinds[e.Kind], Ino: e.Ino, Parent: e.Parent, Name: e.Name, IsDir: e.IsDir,
-			From: e.From, FromName: e.FromName, Size: e.Size, MTime: e.MTime}
+			From: e.From, FromName: e.FromName, Size: e.Size, MTime: e.MTime, DataVersion: e.DataVersion}
 	}
 	return out
 }
 
 var eventKinds = map[namespace.EventKind]nsapi.EventKind{namespace.Created: nsapi.EventCreated, namespace.Committed: nsapi.EventCommitted,
 	namespace.Mkdir: nsapi.EventMkdir, namespace.Removed: nsapi.EventRemoved, namespace.Renamed: nsapi.EventRenamed,
-	namespace.AttrChanged: nsapi.EventAttr}
+	namespace.AttrChanged: nsapi.EventAttr, namespace.Modified: nsapi.EventModified}
 
 // clean is the canonical form of a path the namespace has just accepted.
 func clean(p string) string {

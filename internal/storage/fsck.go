@@ -202,7 +202,7 @@ func (s *Server) Repair(ctx context.Context, job message.RepairJob) error {
 	if err != nil {
 		return err
 	}
-	f := &stripedFile{Fid: c.Fid, Path: c.Path, Layout: c.Layout, Size: c.Size, Checksums: c.Sums}
+	f := &stripedFile{Fid: c.Fid, Path: c.Path, Layout: c.Layout, Size: c.Size, Checksums: c.Sums, Version: c.DataVersion}
 	for _, t := range c.Targets {
 		f.Locations = append(f.Locations, t.FsID)
 	}
@@ -243,6 +243,9 @@ var _ stripeSet = (*repairStripes)(nil)
 func (r *repairStripes) Open(ctx context.Context, i int) (io.ReaderAt, func(), error) {
 	t := r.c.Targets[i]
 	if f := r.s.local(t.FsID); f != nil {
+		if err := r.s.current(f, r.c, i); err != nil {
+			return nil, nil, err // a stale copy is never a source
+		}
 		rd, err := f.store.Open(r.c.Fid)
 		if err != nil {
 			return nil, nil, err

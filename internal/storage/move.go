@@ -331,7 +331,7 @@ func (w *stripeWriter) Commit(context.Context) error {
 		}
 	}
 	return w.w.Finish(backend.Meta{Fid: w.d.c.Fid, Stripe: w.d.idx, Layout: w.d.c.Layout, Size: w.d.c.Size,
-		Checksums: w.d.c.Sums, Path: w.d.c.Path})
+		Checksums: w.d.c.Sums, Path: w.d.c.Path, Version: w.d.c.DataVersion})
 }
 
 func (w *stripeWriter) Abort(context.Context) { w.w.Abort() }

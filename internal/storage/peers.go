@@ -26,6 +26,11 @@ type Peers interface {
 	// ProbeStripe says whether the server at addr can serve stripe idx of
 	// fid (nil) or why not.
 	ProbeStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error
+	// PrepareStripe, ApplyStripe and DiscardStripe are the journal calls
+	// of an update session (update.go) on stripe idx at addr.
+	PrepareStripe(ctx context.Context, addr string, fid uint64, idx int, token string, h backend.JournalHead, ops io.Reader) error
+	ApplyStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error
+	DiscardStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error
 }
 
 func (s *Server) peers(op, path string) (Peers, error) {
@@ -61,6 +66,9 @@ func (s *Server) stripeTarget(token string, fid uint64, idx int, write bool) (*c
 func (s *Server) OpenStripe(token string, fid uint64, idx int) (backend.Reader, error) {
 	c, f, err := s.stripeTarget(token, fid, idx, false)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.current(f, c, idx); err != nil {
 		return nil, err
 	}
 	r, err := f.store.Open(fid)

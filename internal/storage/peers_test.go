@@ -90,6 +90,18 @@ func (p directPeers) ProbeStripe(_ context.Context, addr string, fid uint64, idx
 	return r.Close()
 }
 
+func (p directPeers) PrepareStripe(_ context.Context, addr string, fid uint64, idx int, token string, h backend.JournalHead, ops io.Reader) error {
+	return p[addr].PrepareStripe(token, fid, idx, h, ops)
+}
+
+func (p directPeers) ApplyStripe(_ context.Context, addr string, fid uint64, idx int, token string) error {
+	return p[addr].ApplyStripe(token, fid, idx)
+}
+
+func (p directPeers) DiscardStripe(_ context.Context, addr string, fid uint64, idx int, token string) error {
+	return p[addr].DiscardStripe(token, fid, idx)
+}
+
 // memServers starts n storage servers with nfs in-memory filesystems each,
 // reaching each other through directPeers.
 func memServers(t *testing.T, n, nfs int) ([]*Server, *storagetest.Namespace, *capability.Key, map[string]*memstore.Store) {

@@ -68,7 +68,15 @@ func (s *Server) Open(ctx context.Context, c *capability.Capability, token strin
 	var reasons []string
 	for _, i := range order {
 		t := c.Targets[i]
+		if c.IsStale(i) {
+			reasons = append(reasons, fmt.Sprintf("fs %d: stale", t.FsID))
+			continue
+		}
 		if f := s.local(t.FsID); f != nil {
+			if err := s.current(f, c, i); err != nil {
+				reasons = append(reasons, fmt.Sprintf("fs %d: %v", t.FsID, reason(err)))
+				continue
+			}
 			r, err := f.store.Open(c.Fid)
 			if err != nil {
 				reasons = append(reasons, fmt.Sprintf("fs %d: %v", t.FsID, err))
@@ -101,9 +109,16 @@ func (s *Server) openEC(ctx context.Context, c *capability.Capability, token str
 	var remote []int
 	avail := 0
 	for i, t := range c.Targets {
+		if c.IsStale(i) {
+			continue
+		}
 		f := s.local(t.FsID)
 		if f == nil {
 			remote = append(remote, i)
+			continue
+		}
+		if err := s.current(f, c, i); err != nil {
+			reasons = append(reasons, fmt.Sprintf("stripe %d (fs %d): %v", i, t.FsID, reason(err)))
 			continue
 		}
 		r, err := f.store.Open(c.Fid)

@@ -34,6 +34,7 @@ type stripedFile struct {
 	Size      int64
 	Checksums map[string]string
 	Locations []uint32
+	Version   uint64 // data version
 }
 
 // stripeSet is how a rebuild reaches the stripes of one file: wherever they
@@ -72,7 +73,7 @@ func rebuildStripes(ctx context.Context, f *stripedFile, rebuild []int, st strip
 }
 
 func (f *stripedFile) meta(i int) backend.Meta {
-	return backend.Meta{Fid: f.Fid, Stripe: i, Layout: f.Layout, Size: f.Size, Checksums: f.Checksums, Path: f.Path}
+	return backend.Meta{Fid: f.Fid, Stripe: i, Layout: f.Layout, Size: f.Size, Checksums: f.Checksums, Path: f.Path, Version: f.Version}
 }
 
 // rebuildEC decodes the stripes rebuild from the others, row by row, then

@@ -54,7 +54,7 @@ func walkStore(ctx context.Context, st backend.Store, o scanOptions, emit func(b
 		if merr != nil {
 			s.MetaErr = reason(merr)
 		} else {
-			s.Stripe, s.Layout, s.Size, s.Checksums, s.Path = m.Stripe, m.Layout, m.Size, m.Checksums, m.Path
+			s.Stripe, s.Layout, s.Size, s.Checksums, s.Path, s.Version = m.Stripe, m.Layout, m.Size, m.Checksums, m.Path, m.Version
 		}
 		r, err := st.Open(fid)
 		switch {

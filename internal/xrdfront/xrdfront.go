@@ -207,6 +207,13 @@ func (d Data) Open(ctx context.Context, id xrootd.Identity, p string, req xrootd
 	if err != nil {
 		return nil, err
 	}
+	if c.Update {
+		u, err := d.S.NewUpdate(ctx, c, token)
+		if err != nil {
+			return nil, err
+		}
+		return &updateFile{u: u, c: c}, nil
+	}
 	if write {
 		u, err := d.S.NewUpload(ctx, c, token, xrdAdmitWait)
 		if err != nil {
@@ -242,6 +249,33 @@ func (w *writeFile) Checksum(string) (string, error) {
 }
 func (w *writeFile) Close() error { return w.u.Commit(context.Background()) }
 func (w *writeFile) Abort() error { w.u.Abort(context.Background()); return nil }
+
+// updateFile is a committed file open for an update in place
+// (kXR_open_updt, or kXR_open_apnd: as with Debian's xrootd, a write goes
+// where its offset says, and a client appends by writing at the size):
+// kXR_sync and the close commit what was written (the file's next data
+// version).
+type updateFile struct {
+	u *storage.Update
+	c *capability.Capability
+}
+
+func (f *updateFile) ReadAt(p []byte, off int64) (int, error)  { return f.u.ReadAt(p, off) }
+func (f *updateFile) WriteAt(p []byte, off int64) (int, error) { return f.u.WriteAt(p, off) }
+func (f *updateFile) Truncate(size int64) error                { return f.u.Truncate(size) }
+func (f *updateFile) Sync() error                              { return f.u.Sync(context.Background()) }
+func (f *updateFile) Stat() (xrootd.FileInfo, error) {
+	now := time.Now()
+	return xrootd.FileInfo{Name: baseName(f.c.Path), Size: f.u.Size(), Mode: 0o644, ID: f.c.Fid, MTime: now, CTime: now, ATime: now}, nil
+}
+
+// Checksum of a file being updated: what it has written is not
+// committed, so no checksum describes it yet.
+func (f *updateFile) Checksum(string) (string, error) {
+	return "", kerr.New(kerr.Busy, "checksum", f.c.Path, "the file is open for an update; ask after it is closed")
+}
+func (f *updateFile) Close() error { return f.u.Commit(context.Background()) }
+func (f *updateFile) Abort() error { f.u.Abort(); return nil }
 
 // readFile is a committed file open for reading.
 type readFile struct {

@@ -145,6 +145,7 @@ func sameMeta(a, b backend.Meta) bool {
 
 // Run runs the suite.
 func Run(t *testing.T, h Hooks) {
+	t.Run("Journal", func(t *testing.T) { runJournal(t, h) })
 	t.Run("WriteReadBack", func(t *testing.T) {
 		s := initialized(t, h)
 		for i, size := range Sizes {

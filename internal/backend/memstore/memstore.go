@@ -6,6 +6,7 @@ package memstore
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"maps"
 	"sync"
 
@@ -20,11 +21,12 @@ const Capacity = 1 << 40
 type Store struct {
 	name string
 
-	mu      sync.Mutex
-	stripes map[uint64]*stripe
-	marker  *backend.Identity
-	litter  bool   // holds something that is not a stripe
-	offline string // why Create is refused
+	mu       sync.Mutex
+	stripes  map[uint64]*stripe
+	marker   *backend.Identity
+	litter   bool   // holds something that is not a stripe
+	offline  string // why Create is refused
+	journals map[uint64]*journal
 }
 
 type stripe struct {
@@ -243,4 +245,94 @@ func (s *Store) CheckIdentity(want backend.Identity) string {
 		s.offline = ""
 	}
 	return s.offline
+}
+
+var _ backend.Updater = (*Store)(nil)
+
+// journal is a prepared update held beside a stripe.
+type journal struct {
+	head backend.JournalHead
+	ops  []byte
+}
+
+func (s *Store) Prepare(fid uint64, h backend.JournalHead, ops io.Reader) error {
+	if _, err := s.get("prepare update", fid); err != nil {
+		return err
+	}
+	b, err := io.ReadAll(ops)
+	if err != nil {
+		return kerr.Wrap(kerr.IO, "prepare update", s.where(fid), err)
+	}
+	h.Meta.Checksums = maps.Clone(h.Meta.Checksums)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.journals == nil {
+		s.journals = map[uint64]*journal{}
+	}
+	s.journals[fid] = &journal{head: h, ops: b}
+	return nil
+}
+
+func (s *Store) Prepared(fid uint64) (backend.JournalHead, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.journals[fid]
+	if j == nil {
+		return backend.JournalHead{}, kerr.New(kerr.NotFound, "update", s.where(fid), "no prepared update")
+	}
+	return j.head, nil
+}
+
+// buffer is a stripe's bytes as operations see them.
+type buffer struct{ b []byte }
+
+func (t *buffer) WriteAt(p []byte, off int64) (int, error) {
+	if end := off + int64(len(p)); end > int64(len(t.b)) {
+		t.b = append(t.b, make([]byte, end-int64(len(t.b)))...)
+	}
+	return copy(t.b[off:], p), nil
+}
+
+func (t *buffer) Truncate(size int64) error {
+	if size <= int64(len(t.b)) {
+		t.b = t.b[:size]
+	} else {
+		t.b = append(t.b, make([]byte, size-int64(len(t.b)))...)
+	}
+	return nil
+}
+
+func (s *Store) Apply(fid uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, st := s.journals[fid], s.stripes[fid]
+	if j == nil {
+		return kerr.New(kerr.NotFound, "update", s.where(fid), "no prepared update")
+	}
+	delete(s.journals, fid)
+	if st == nil || st.meta == nil {
+		return kerr.New(kerr.NotFound, "update", s.where(fid), "no such stripe")
+	}
+	switch st.meta.Version {
+	case j.head.Meta.Version:
+		return nil
+	case j.head.From:
+	default:
+		return kerr.New(kerr.IO, "update", s.where(fid), fmt.Sprintf("stripe is at data version %d, the update is from %d (stale stripe)", st.meta.Version, j.head.From))
+	}
+	t := &buffer{b: bytes.Clone(st.data)} // readers hold the old slice
+	if err := backend.ReplayOps(bytes.NewReader(j.ops), t); err != nil {
+		return kerr.Wrap(kerr.IO, "update", s.where(fid), err)
+	}
+	m := j.head.Meta
+	m.Fid = fid
+	st.data, st.meta = t.b, &m
+	return nil
+}
+
+func (s *Store) Discard(fid uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.journals, fid)
+	return nil
 }

@@ -8,6 +8,8 @@ package posix
 //	<root>/<%08x fid/10000>/        bucket directory, mode 0700
 //	<root>/<bucket>/<%08x fid>      one stripe or replica, mode 0600, with
 //	                                the user.kaon.* xattrs below
+//	<root>/<bucket>/<%08x fid>.journal      a prepared in-place update of it
+//	<root>/<bucket>/<%08x fid>.journal.tmp  one being written (journal.go)
 //
 // The name follows the file id, not the path, so renames never touch data.
 // Two stripes of one file never share a filesystem, so the stripe index
@@ -52,7 +54,8 @@ const (
 	xaLayout    = "user.kaon.layout"
 	xaSize      = "user.kaon.size" // logical file size, decimal
 	xaChecksums = "user.kaon.checksums"
-	xaPath      = "user.kaon.path" // path at write time, a hint for fsck only
+	xaPath      = "user.kaon.path"    // path at write time, a hint for fsck only
+	xaVersion   = "user.kaon.version" // data version, decimal; absent: 0 (never updated)
 )
 
 func writeMeta(f *os.File, m backend.Meta) error {
@@ -62,6 +65,11 @@ func writeMeta(f *os.File, m backend.Meta) error {
 	} {
 		if err := unix.Fsetxattr(int(f.Fd()), k, []byte(v), 0); err != nil {
 			return fmt.Errorf("set %s: %w", k, err)
+		}
+	}
+	if m.Version > 0 {
+		if err := unix.Fsetxattr(int(f.Fd()), xaVersion, []byte(strconv.FormatUint(m.Version, 10)), 0); err != nil {
+			return fmt.Errorf("set %s: %w", xaVersion, err)
 		}
 	}
 	return nil
@@ -105,6 +113,11 @@ func readMeta(path string) (backend.Meta, error) {
 	m.Path, _ = get(xaPath)
 	v, _ = get(xaChecksums)
 	m.Checksums = decodeSums(v)
+	if v, err := get(xaVersion); err == nil {
+		if m.Version, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return m, fmt.Errorf("bad %s %q", xaVersion, v)
+		}
+	}
 	return m, nil
 }
 

@@ -59,7 +59,8 @@ type FsckStripe struct {
 	Layout    string            `json:"layout,omitempty"`
 	Size      int64             `json:"size"` // logical size of the file
 	Checksums map[string]string `json:"sums,omitempty"`
-	Path      string            `json:"path,omitempty"` // path at write time (a hint)
+	Path      string            `json:"path,omitempty"`    // path at write time (a hint)
+	Version   uint64            `json:"version,omitempty"` // data version of the file it holds
 	MetaErr   string            `json:"meta_err,omitempty"`
 	// DiskSize is the stripe's length in its filesystem (-1: could not
 	// be opened, DiskErr says why).

@@ -100,3 +100,41 @@ type Namespace interface {
 	Commit(ctx context.Context, c Commit) error
 	Abort(ctx context.Context, fid uint64) error
 }
+
+// UpdateCommit reports an update of a committed file (its journals
+// prepared on every stripe in Locations but the Stale ones): the file
+// goes from data version Base to Base+1.
+type UpdateCommit struct {
+	Fid       uint64            `json:"fid"`
+	Base      uint64            `json:"base"`
+	Tag       uint64            `json:"tag"` // random: FileVersion tells whether this commit went through
+	Size      int64             `json:"size"`
+	Locations []uint32          `json:"locations"`
+	Stale     []int             `json:"stale,omitempty"`
+	Checksums map[string]string `json:"checksums,omitempty"` // of the new content, where known
+}
+
+// FileVersion is what a file's data is at now: its data version, size,
+// filesystems and stale stripes.
+type FileVersion struct {
+	DataVersion uint64   `json:"data_version"`
+	Tag         uint64   `json:"tag"` // of the update that made DataVersion
+	Size        int64    `json:"size"`
+	Locations   []uint32 `json:"locations,omitempty"`
+	Stale       []int    `json:"stale,omitempty"`
+}
+
+// Updates is what a storage server running update sessions needs from
+// the namespace server.
+type Updates interface {
+	// CommitUpdate records an update (kerr.Busy: the file changed since
+	// Base or its stripes moved; prepare again from the file's version).
+	CommitUpdate(ctx context.Context, u UpdateCommit) (FileVersion, error)
+	// MarkStale records that stripe of fid did not take the update that
+	// gave it data version version.
+	MarkStale(ctx context.Context, fid, version uint64, stripe int) error
+	// FileVersion is what file fid is at now (a commit refused as Busy
+	// is prepared again from it; a journal a crash left rolls forward
+	// when the file is at its version).
+	FileVersion(ctx context.Context, fid uint64) (FileVersion, error)
+}

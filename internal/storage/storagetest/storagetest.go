@@ -4,6 +4,7 @@ package storagetest
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/kaon-storage/kaon/internal/cluster/message"
@@ -20,9 +21,17 @@ type Namespace struct {
 	claimed map[uint64]bool
 	commits map[uint64]message.Commit
 	aborts  []uint64
+	files   map[uint64]message.FileVersion // data versions (updates)
+	// LoseUpdateAnswers makes the next commits of updates go through and
+	// fail all the same, as an answer lost with a crashed namespace
+	// server does.
+	LoseUpdateAnswers int
 }
 
-var _ message.Namespace = (*Namespace)(nil)
+var (
+	_ message.Namespace = (*Namespace)(nil)
+	_ message.Updates   = (*Namespace)(nil)
+)
 
 func (n *Namespace) Heartbeat(_ context.Context, hb message.Heartbeat) (message.HeartbeatReply, error) {
 	n.mu.Lock()
@@ -64,7 +73,53 @@ func (n *Namespace) Commit(_ context.Context, c message.Commit) error {
 		n.commits = map[uint64]message.Commit{}
 	}
 	n.commits[c.Fid] = c
+	if n.files == nil {
+		n.files = map[uint64]message.FileVersion{}
+	}
+	n.files[c.Fid] = message.FileVersion{Size: c.Size}
 	return nil
+}
+
+// CommitUpdate takes an update from the file's data version only, as the
+// namespace does (kerr.Busy otherwise).
+func (n *Namespace) CommitUpdate(_ context.Context, u message.UpdateCommit) (message.FileVersion, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	f := n.files[u.Fid]
+	if f.DataVersion != u.Base {
+		return message.FileVersion{}, kerr.New(kerr.Busy, "update", "", "the file changed since the update began")
+	}
+	f.DataVersion, f.Tag, f.Size, f.Locations = u.Base+1, u.Tag, u.Size, u.Locations
+	for _, i := range u.Stale {
+		if !slices.Contains(f.Stale, i) {
+			f.Stale = append(f.Stale, i)
+		}
+	}
+	if n.files == nil {
+		n.files = map[uint64]message.FileVersion{}
+	}
+	n.files[u.Fid] = f
+	if n.LoseUpdateAnswers > 0 {
+		n.LoseUpdateAnswers--
+		return message.FileVersion{}, kerr.New(kerr.Busy, "update", "", "namespace server unreachable")
+	}
+	return f, nil
+}
+
+func (n *Namespace) MarkStale(_ context.Context, fid, version uint64, stripe int) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if f := n.files[fid]; f.DataVersion == version && !slices.Contains(f.Stale, stripe) {
+		f.Stale = append(f.Stale, stripe)
+		n.files[fid] = f
+	}
+	return nil
+}
+
+func (n *Namespace) FileVersion(_ context.Context, fid uint64) (message.FileVersion, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.files[fid], nil
 }
 
 func (n *Namespace) Abort(_ context.Context, fid uint64) error {

@@ -1,0 +1,163 @@
+package storage
+
+// Stripe journals on this server's filesystems (backend.Updater), for
+// update sessions run here or by a peer, and the check every read makes:
+// a stripe is read only at the data version its capability names.
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/kerr"
+)
+
+// updater is f's store as an Updater, or why it cannot be one.
+func (f *filesystem) updater(path string) (backend.Updater, error) {
+	u, ok := f.store.(backend.Updater)
+	if !ok {
+		return nil, kerr.New(kerr.Unsupported, "update", path, fmt.Sprintf("filesystem %d cannot change stripes in place", f.id))
+	}
+	return u, nil
+}
+
+// Prepare, Prepared, Apply and Discard run the store's journal calls
+// under the guard (a store that is not an Updater refuses them).
+func (s *guarded) Prepare(fid uint64, h backend.JournalHead, ops io.Reader) error {
+	u, ok := s.Store.(backend.Updater)
+	if !ok {
+		return kerr.New(kerr.Unsupported, "update", s.g.root, "this store cannot change stripes in place")
+	}
+	return s.g.do("prepare", func() error { return u.Prepare(fid, h, ops) })
+}
+
+func (s *guarded) Prepared(fid uint64) (backend.JournalHead, error) {
+	u, ok := s.Store.(backend.Updater)
+	if !ok {
+		return backend.JournalHead{}, kerr.New(kerr.NotFound, "update", s.g.root, "no prepared update")
+	}
+	var h backend.JournalHead
+	ok, err := s.g.run("prepared", func() (err error) { h, err = u.Prepared(fid); return err }, nil)
+	if !ok && err == nil {
+		err = kerr.New(kerr.Unavailable, "update", s.g.root, "filesystem does not answer")
+	}
+	return h, err
+}
+
+func (s *guarded) Apply(fid uint64) error {
+	u, ok := s.Store.(backend.Updater)
+	if !ok {
+		return kerr.New(kerr.NotFound, "update", s.g.root, "no prepared update")
+	}
+	return s.g.do("apply", func() error { return u.Apply(fid) })
+}
+
+func (s *guarded) Discard(fid uint64) error {
+	u, ok := s.Store.(backend.Updater)
+	if !ok {
+		return nil
+	}
+	return s.g.do("discard", func() error { return u.Discard(fid) })
+}
+
+var _ backend.Updater = (*guarded)(nil)
+
+// current checks that stripe idx of the file c names, on f, holds c's
+// data version. A journal prepared for exactly that version is rolled
+// forward first: the namespace recorded the version (c says so), so the
+// update it belongs to committed, and its entry server may not have
+// applied it yet (it crashed, or is still at it).
+func (s *Server) current(f *filesystem, c *capability.Capability, idx int) error {
+	if c.IsStale(idx) {
+		return kerr.New(kerr.IO, "open", c.Path, fmt.Sprintf("stripe %d is stale (it missed an update)", idx))
+	}
+	m, err := f.store.ReadMeta(c.Fid)
+	if err != nil {
+		return err
+	}
+	if m.Version == c.DataVersion {
+		return nil
+	}
+	if u, ok := f.store.(backend.Updater); ok && m.Version < c.DataVersion {
+		if h, err := u.Prepared(c.Fid); err == nil && h.Meta.Version == c.DataVersion && h.From == m.Version {
+			if err := u.Apply(c.Fid); err == nil {
+				return nil
+			}
+		}
+	}
+	return kerr.New(kerr.IO, "open", c.Path, fmt.Sprintf("stripe %d is at data version %d, the file at %d (stale)", idx, m.Version, c.DataVersion))
+}
+
+// PrepareStripe stores the journal of an update of stripe idx held here,
+// sent by the update session's entry server.
+func (s *Server) PrepareStripe(token string, fid uint64, idx int, h backend.JournalHead, ops io.Reader) error {
+	c, f, err := s.updateTarget(token, fid, idx)
+	if err != nil {
+		return err
+	}
+	if err := f.writable(); err != nil {
+		return err
+	}
+	h.Meta.Fid, h.Meta.Path, h.Meta.Stripe = fid, c.Path, idx
+	return journalError("prepare", c.Path, f.store.(backend.Updater).Prepare(fid, h, ops))
+}
+
+// ApplyStripe rolls forward the prepared journal of stripe idx.
+func (s *Server) ApplyStripe(token string, fid uint64, idx int) error {
+	c, f, err := s.updateTarget(token, fid, idx)
+	if err != nil {
+		return err
+	}
+	return journalError("apply", c.Path, f.store.(backend.Updater).Apply(fid))
+}
+
+// DiscardStripe drops the prepared journal of stripe idx.
+func (s *Server) DiscardStripe(token string, fid uint64, idx int) error {
+	c, f, err := s.updateTarget(token, fid, idx)
+	if err != nil {
+		return err
+	}
+	return journalError("discard", c.Path, f.store.(backend.Updater).Discard(fid))
+}
+
+// journalError names the file a journal call failed for (nil: none).
+func journalError(op, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return stripeError(op, path, err)
+}
+
+func (s *Server) updateTarget(token string, fid uint64, idx int) (*capability.Capability, *filesystem, error) {
+	c, f, err := s.stripeTarget(token, fid, idx, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !c.Update {
+		return nil, nil, kerr.New(kerr.Permission, "update", c.Path, "capability is not for an update")
+	}
+	if _, err := f.updater(c.Path); err != nil {
+		return nil, nil, err
+	}
+	return c, f, nil
+}
+
+// TruncateFile runs an update session of one truncation (a truncation by
+// path, asked by the namespace server).
+func (s *Server) TruncateFile(ctx context.Context, token string, size int64) error {
+	c, err := s.Verify(token, capability.Access{Write: true})
+	if err != nil {
+		return err
+	}
+	u, err := s.NewUpdate(ctx, c, token)
+	if err != nil {
+		return err
+	}
+	if err := u.Truncate(size); err != nil {
+		u.Abort()
+		return err
+	}
+	return u.Commit(ctx)
+}
