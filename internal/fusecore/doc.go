@@ -17,7 +17,8 @@
 // Config and get Kaon's defaults: max_write 1 MiB, 64 background
 // requests, direct mount(2) as root, default_permissions on the modes
 // exactly as reported (go-fuse's NullPermissions: mode 0 stays 0),
-// kernel-local flock/fcntl locks, cached symlinks, and for a node tree
+// kernel-local flock/fcntl locks (Config.Locks hands them to the file
+// system), cached symlinks, and for a node tree
 // kernel entry/attr/negative caching of 1s and READDIRPLUS for every
 // listing chunk (Config.ReaddirPlusAuto lets the kernel choose). A raw
 // file system sets its cache lifetimes in every reply.

@@ -1,0 +1,249 @@
+package mount
+
+import (
+	"context"
+	"io"
+	"math"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
+)
+
+// handle is one open file: it reads through the client of the caller
+// that opened it (the namespace authorized that open), and writes into
+// its node's journal.
+type handle struct {
+	n     *node
+	c     *client.Client
+	write bool
+
+	mu sync.Mutex
+	rd *client.Reader // opened at the first read that needs the remote file
+}
+
+var (
+	_ = (fs.FileReader)((*handle)(nil))
+	_ = (fs.FileWriter)((*handle)(nil))
+	_ = (fs.FileFlusher)((*handle)(nil))
+	_ = (fs.FileFsyncer)((*handle)(nil))
+	_ = (fs.FileReleaser)((*handle)(nil))
+)
+
+// open makes a handle; writers share the node's journal. The kernel
+// keeps the file's pages across opens while its content is unchanged
+// (same inode, data version, size and mtime).
+func (n *node) open(ctx context.Context, flags uint32, c *client.Client) (fs.FileHandle, uint32, syscall.Errno) {
+	h := &handle{n: n, c: c, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
+	var fl uint32
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.attr.IsDir {
+		return nil, 0, syscall.EISDIR
+	}
+	if h.write {
+		if n.jr == nil {
+			jr, err := newJournal(n.fsys.opts.CacheDir, n.attr.Size)
+			if err != nil {
+				return nil, 0, syscall.EIO
+			}
+			n.jr = jr
+		}
+		n.writers++
+	}
+	key := contentKey(n.attr)
+	if n.pageKey == key && n.jr == nil {
+		fl |= fuse.FOPEN_KEEP_CACHE
+	}
+	n.pageKey = key
+	if flags&syscall.O_DIRECT != 0 {
+		fl |= fuse.FOPEN_DIRECT_IO
+	}
+	n.fsys.sess.SetOpenFiles(n.fsys.openFiles(1))
+	return h, fl, 0
+}
+
+// remote reads the file as stored.
+func (h *handle) remote(ctx context.Context, p []byte, off int64) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.rd == nil {
+		rd, err := h.c.OpenReader(ctx, h.n.path())
+		if err != nil {
+			return 0, err
+		}
+		h.rd = rd
+	}
+	return h.rd.ReadAt(ctx, p, off)
+}
+
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadResult, eno syscall.Errno) {
+	defer h.n.fsys.Stats.Op("read").Done(time.Now(), &eno)
+	h.n.mu.Lock()
+	jr, size := h.n.jr, h.n.attr.Size
+	h.n.mu.Unlock()
+	var n int
+	var err error
+	if jr != nil {
+		n, err = jr.ReadAt(ctx, dest, off, h.remote)
+	} else {
+		if off >= size {
+			return fuse.ReadResultData(nil), 0
+		}
+		n, err = h.remote(ctx, dest[:min(int64(len(dest)), size-off)], off)
+	}
+	if err != nil && err != io.EOF {
+		return nil, errno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, eno syscall.Errno) {
+	defer h.n.fsys.Stats.Op("write").Done(time.Now(), &eno)
+	h.n.mu.Lock()
+	jr := h.n.jr
+	h.n.mu.Unlock()
+	if jr == nil || !h.write {
+		return 0, syscall.EBADF
+	}
+	n, err := jr.WriteAt(data, off)
+	if err != nil {
+		return uint32(n), syscall.EIO
+	}
+	return uint32(n), 0
+}
+
+// flush writes n's journal to the namespace: close-to-open, and fsync.
+func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
+	n.mu.Lock()
+	jr, unlinked := n.jr, n.unlinked
+	n.mu.Unlock()
+	if jr == nil || unlinked || !jr.Dirty() {
+		return 0
+	}
+	p := n.path()
+	if err := jr.Flush(ctx, c, p); err != nil {
+		return errno(err)
+	}
+	// What the flush made is what the kernel's pages hold.
+	e, err := c.Stat(ctx, p)
+	if err != nil {
+		return errno(err)
+	}
+	n.mu.Lock()
+	if e.ID == n.attr.ID {
+		n.attr = e.Attr
+		n.pageKey = contentKey(e.Attr)
+	}
+	n.mu.Unlock()
+	return 0
+}
+
+func (h *handle) Flush(ctx context.Context) (eno syscall.Errno) {
+	if !h.write {
+		return 0
+	}
+	defer h.n.fsys.Stats.Op("flush").Done(time.Now(), &eno)
+	return h.n.flush(ctx, h.c)
+}
+
+func (h *handle) Fsync(ctx context.Context, flags uint32) (eno syscall.Errno) {
+	if !h.write {
+		return 0
+	}
+	defer h.n.fsys.Stats.Op("fsync").Done(time.Now(), &eno)
+	return h.n.flush(ctx, h.c)
+}
+
+func (h *handle) Release(ctx context.Context) (eno syscall.Errno) {
+	n := h.n
+	if h.write {
+		eno = n.flush(ctx, h.c)
+		n.mu.Lock()
+		n.writers--
+		if n.writers == 0 && n.jr != nil && (eno == 0 || n.unlinked) {
+			n.jr.close()
+			n.jr = nil
+		}
+		n.mu.Unlock()
+	}
+	n.fsys.sess.SetOpenFiles(n.fsys.openFiles(-1))
+	return eno
+}
+
+// openFiles counts open handles for the session's heartbeats.
+func (f *FS) openFiles(delta int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.open += delta
+	return f.open
+}
+
+// Locks are the namespace's: held across mounts, released when the
+// session ends. The kernel's lock owner names the owner within the
+// session (a process's POSIX locks, an open file's flock and OFD locks).
+
+func lockRequest(p string, owner uint64, lk *fuse.FileLock, flags uint32) nsapi.LockRequest {
+	r := nsapi.LockRequest{Path: p, Kind: nsapi.LockPOSIX, Owner: owner, Start: lk.Start, Pid: lk.Pid}
+	if flags&fuse.FUSE_LK_FLOCK != 0 {
+		r.Kind = nsapi.LockFlock
+	}
+	if lk.End != math.MaxInt64 && lk.End != math.MaxUint64 && lk.End >= lk.Start {
+		r.Len = lk.End - lk.Start + 1
+	}
+	switch lk.Typ {
+	case syscall.F_RDLCK:
+		r.Type = nsapi.LockRead
+	case syscall.F_WRLCK:
+		r.Type = nsapi.LockWrite
+	default:
+		r.Type = nsapi.LockUnlock
+	}
+	return r
+}
+
+func (n *node) Getlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) (eno syscall.Errno) {
+	defer n.fsys.Stats.Op("getlk").Done(time.Now(), &eno)
+	l, err := n.fsys.sess.GetLk(ctx, lockRequest(n.path(), owner, lk, flags))
+	if err != nil {
+		return errno(err)
+	}
+	if l == nil {
+		*out = fuse.FileLock{Typ: syscall.F_UNLCK}
+		return 0
+	}
+	*out = fuse.FileLock{Start: l.Start, End: math.MaxInt64, Pid: l.Pid, Typ: syscall.F_RDLCK}
+	if l.Len > 0 {
+		out.End = l.Start + l.Len - 1
+	}
+	if l.Type == nsapi.LockWrite {
+		out.Typ = syscall.F_WRLCK
+	}
+	return 0
+}
+
+func (n *node) Setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32) (eno syscall.Errno) {
+	defer n.fsys.Stats.Op("setlk").Done(time.Now(), &eno)
+	return n.setlk(ctx, owner, lk, flags, false)
+}
+
+func (n *node) Setlkw(ctx context.Context, f fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32) (eno syscall.Errno) {
+	defer n.fsys.Stats.Op("setlkw").Done(time.Now(), &eno)
+	return n.setlk(ctx, owner, lk, flags, true)
+}
+
+func (n *node) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
+	r := lockRequest(n.path(), owner, lk, flags)
+	r.Wait = wait && r.Type != nsapi.LockUnlock
+	err := n.fsys.sess.Lock(ctx, r)
+	if kerr.Is(err, kerr.Aborted) && ctx.Err() != nil {
+		return syscall.EINTR
+	}
+	return errno(err)
+}
