@@ -10,6 +10,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -34,6 +35,7 @@ var (
 	_ = (fs.FileFlusher)((*handle)(nil))
 	_ = (fs.FileFsyncer)((*handle)(nil))
 	_ = (fs.FileReleaser)((*handle)(nil))
+	_ = (fs.FileAllocater)((*handle)(nil))
 )
 
 // open makes a handle; writers share the node's journal. The kernel
@@ -117,6 +119,39 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 		return uint32(n), syscall.EIO
 	}
 	return uint32(n), 0
+}
+
+// Allocate reserves space the way the namespace can: files have no
+// holes, so extending (mode 0) sets the size, and punching a hole
+// (with KEEP_SIZE) writes zeros over the range.
+func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (eno syscall.Errno) {
+	defer h.n.fsys.Stats.Op("fallocate").Done(time.Now(), &eno)
+	h.n.mu.Lock()
+	jr := h.n.jr
+	h.n.mu.Unlock()
+	if jr == nil || !h.write {
+		return syscall.EBADF
+	}
+	end := int64(off + size)
+	switch mode {
+	case 0:
+		if end > jr.Size() {
+			return errno(jr.Truncate(end))
+		}
+		return 0
+	case unix.FALLOC_FL_KEEP_SIZE:
+		return 0
+	case unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE:
+		end = min(end, jr.Size())
+		zeros := make([]byte, 1<<20)
+		for o := int64(off); o < end; o += int64(len(zeros)) {
+			if _, err := jr.WriteAt(zeros[:min(int64(len(zeros)), end-o)], o); err != nil {
+				return syscall.EIO
+			}
+		}
+		return 0
+	}
+	return syscall.EOPNOTSUPP
 }
 
 // flush writes n's journal to the namespace: close-to-open, and fsync.

@@ -227,18 +227,23 @@ func (n *node) child(ctx context.Context, e nsapi.Entry, until time.Time, out *f
 	if e.IsDir {
 		mode = syscall.S_IFDIR
 	}
-	c := &node{fsys: n.fsys}
-	c.attr, c.valid = e.Attr, until
-	ch := n.NewInode(ctx, c, fs.StableAttr{Mode: mode, Ino: e.ID})
-	cn := ch.Operations().(*node)
-	if cn != c {
+	// go-fuse makes a new Inode for every NewInode and keeps the one it
+	// knows by inode number only after Lookup returned: the node the
+	// kernel knows is found here first, so its state (a journal) answers.
+	cn := n.fsys.lookupNode(e.ID)
+	if cn != nil && cn.IsDir() == e.IsDir {
 		cn.mu.Lock()
 		if cn.jr == nil { // a file open for writing knows its size better
 			cn.attr, cn.valid = e.Attr, until
 		}
 		cn.mu.Unlock()
+	} else {
+		cn = &node{fsys: n.fsys}
+		cn.attr, cn.valid = e.Attr, until
+		n.NewInode(ctx, cn, fs.StableAttr{Mode: mode, Ino: e.ID})
+		n.fsys.register(cn)
 	}
-	n.fsys.register(cn)
+	ch := &cn.Inode
 	a, _ := cn.snapshot()
 	cn.fill(a, &out.Attr)
 	out.SetEntryTimeout(timeout(until))

@@ -1,0 +1,30 @@
+package mount_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/kaon-storage/kaon/integration/fusetest"
+	"github.com/kaon-storage/kaon/integration/harness"
+)
+
+// mountCaps: what Kaon's namespace holds the way a local file system
+// does. Not yet: hard links, symlinks, special files (fifos), explicit
+// times (utimensat), holes (fallocate, SEEK_DATA), RENAME_EXCHANGE, POSIX
+// ACLs (Kaon's ACLs are its own, sys.acl).
+var mountCaps = fusetest.Caps{Writable: true, Xattrs: true, Locks: true, NonRoot: true}
+
+// TestSuite runs the shared FUSE suite on `kaon mount`: each scenario on
+// a fresh directory of one `kaon up`, mounted as the subtree.
+func TestSuite(t *testing.T) {
+	up := harness.Up(t)
+	var n atomic.Int32
+	fusetest.Run(t, fusetest.Driver{Caps: mountCaps, Mount: func(t *testing.T, sc fusetest.Scenario, _ string) (string, func()) {
+		sub := fmt.Sprintf("/suite-%s-%d", sc.Name, n.Add(1))
+		up.MustKaon("mkdir", sub)
+		up.MustKaon("chmod", "755", sub)
+		m := newMount(t, up.EP.HTTP, sub, "")
+		return m.mp, m.stop
+	}})
+}
