@@ -123,6 +123,7 @@ func (m *kmount) stop() {
 		return
 	}
 	proc := m.cmd.Process
+	m.t.Logf("%v: unmounting %s", time.Now().Format("15:04:05.000"), m.mp)
 	out, err := fusetest.Exec(m.t, harness.Binary(m.t), "umount", m.mp)
 	if err != nil {
 		m.t.Errorf("kaon umount %s: %v\n%s", m.mp, err, out)
@@ -134,7 +135,7 @@ func (m *kmount) stop() {
 	} else if exit != nil {
 		m.t.Errorf("daemon exit after umount: %v\n%s", exit, m.log)
 	}
-	if m.t.Failed() {
+	if m.t.Failed() || os.Getenv("KAON_MOUNT_LOG") != "" {
 		m.t.Logf("kaon mount %s log:\n%s", m.mp, m.log)
 	}
 }

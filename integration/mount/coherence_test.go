@@ -1,0 +1,235 @@
+package mount_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kaon-storage/kaon/integration/fusetest"
+	"github.com/kaon-storage/kaon/integration/harness"
+)
+
+// visible is the deadline for a change to show in another mount: far
+// below the kernel's and the daemon's cache lifetime (the lease, 300 s),
+// so only an invalidation can meet it.
+const visible = 10 * time.Second
+
+func readFile(p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return string(b)
+}
+
+// TestTwoMounts: two daemons on one namespace (as two nodes would be)
+// see each other's changes — new files where a negative lookup was
+// cached, content changed in place where pages were cached, renames and
+// removals — and a change made with curl, each through the session's
+// invalidations (the caches would hold them for 300 s otherwise); and
+// each other's flock and fcntl locks.
+func TestTwoMounts(t *testing.T) {
+	up := harness.Up(t)
+	up.MustKaon("mkdir", "/two")
+	a := newMount(t, up.EP.HTTP, "/two", "")
+	b := newMount(t, up.EP.HTTP, "/two", "")
+	pa, pb := filepath.Join(a.mp, "f"), filepath.Join(b.mp, "f")
+
+	// B caches a negative entry, A creates the file.
+	if _, err := os.Stat(pb); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stat in B before the create: %v", err)
+	}
+	if err := os.WriteFile(pa, []byte("from A"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := waitFor(t, visible, "B sees A's new file", func() bool { return readFile(pb) == "from A" })
+	t.Logf("a file created in A: seen in B after %v", d)
+
+	// B holds the pages; A changes the file in place (same inode).
+	var before, after syscall.Stat_t
+	syscall.Stat(pb, &before)
+	fd, err := unix.Open(pa, unix.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Pwrite(fd, []byte("FROM"), 0)
+	unix.Write(fd, []byte("FROM A, longer"))
+	if err := unix.Close(fd); err != nil {
+		t.Fatalf("close in A (the journal's flush): %v", err)
+	}
+	d = waitFor(t, visible, "B sees A's change in place", func() bool { return readFile(pb) == "FROM A, longer" })
+	syscall.Stat(pb, &after)
+	if after.Ino != before.Ino {
+		t.Errorf("an update in place changed the inode: %d, then %d", before.Ino, after.Ino)
+	}
+	t.Logf("a change in place in A: seen in B after %v", d)
+
+	// curl replaces the file: B sees it.
+	src := filepath.Join(t.TempDir(), "src")
+	os.WriteFile(src, []byte("from curl"), 0o644)
+	start := time.Now()
+	if out, err := exec.Command("curl", "-sSf", "-L", "-T", src, up.EP.HTTP+"/two/f").CombinedOutput(); err != nil {
+		t.Fatalf("curl PUT: %v\n%s", err, out)
+	}
+	waitFor(t, visible, "B sees curl's upload", func() bool { return readFile(pb) == "from curl" })
+	t.Logf("an upload with curl: seen in B %v after curl returned", time.Since(start))
+
+	// A renames and removes: B sees both.
+	if err := os.Mkdir(filepath.Join(a.mp, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.ReadDir(b.mp)
+	if err := os.Rename(pa, filepath.Join(a.mp, "d", "g")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, visible, "B sees A's rename", func() bool {
+		_, err := os.Stat(pb)
+		return errors.Is(err, os.ErrNotExist) && readFile(filepath.Join(b.mp, "d", "g")) == "from curl"
+	})
+	if err := os.Remove(filepath.Join(a.mp, "d", "g")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, visible, "B sees A's removal", func() bool {
+		ents, _ := os.ReadDir(filepath.Join(b.mp, "d"))
+		return len(ents) == 0
+	})
+
+	// Locks are the namespace's: what A holds, B cannot take.
+	lp := "lock"
+	os.WriteFile(filepath.Join(a.mp, lp), []byte("l"), 0o644)
+	la, err := unix.Open(filepath.Join(a.mp, lp), unix.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(la)
+	var lb int
+	waitFor(t, visible, "B opens the lock file", func() bool {
+		lb, err = unix.Open(filepath.Join(b.mp, lp), unix.O_RDWR, 0)
+		return err == nil
+	})
+	defer unix.Close(lb)
+	if err := unix.Flock(la, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("flock in A: %v", err)
+	}
+	if err := unix.Flock(lb, unix.LOCK_EX|unix.LOCK_NB); err != unix.EAGAIN {
+		t.Fatalf("flock in B while A holds it: %v, want EAGAIN", err)
+	}
+	unix.Flock(la, unix.LOCK_UN)
+	if err := unix.Flock(lb, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("flock in B after A released it: %v", err)
+	}
+	unix.Flock(lb, unix.LOCK_UN)
+	wr := unix.Flock_t{Type: unix.F_WRLCK, Start: 0, Len: 100}
+	if err := unix.FcntlFlock(uintptr(la), unix.F_OFD_SETLK, &wr); err != nil {
+		t.Fatalf("fcntl lock in A: %v", err)
+	}
+	rd := unix.Flock_t{Type: unix.F_RDLCK, Start: 50, Len: 10}
+	if err := unix.FcntlFlock(uintptr(lb), unix.F_OFD_SETLK, &rd); err != unix.EAGAIN {
+		t.Fatalf("fcntl read lock in B over A's write lock: %v, want EAGAIN", err)
+	}
+	probe := unix.Flock_t{Type: unix.F_WRLCK, Start: 0, Len: 0}
+	if err := unix.FcntlFlock(uintptr(lb), unix.F_OFD_GETLK, &probe); err != nil || probe.Type != unix.F_WRLCK || probe.Len != 100 {
+		t.Fatalf("F_GETLK in B: %+v, %v; want A's write lock of 100 bytes", probe, err)
+	}
+	rd = unix.Flock_t{Type: unix.F_RDLCK, Start: 100, Len: 10}
+	if err := unix.FcntlFlock(uintptr(lb), unix.F_OFD_SETLK, &rd); err != nil {
+		t.Fatalf("fcntl read lock in B beyond A's range: %v", err)
+	}
+}
+
+// TestKilledDaemon: a kill -9 of a mount's daemon leaves a stale mount;
+// the next `kaon mount` on that mountpoint clears it and what was
+// acknowledged (close returned) before is intact. A second mount on a
+// live mountpoint is refused.
+func TestKilledDaemon(t *testing.T) {
+	up := harness.Up(t)
+	up.MustKaon("mkdir", "/k")
+	m := newMount(t, up.EP.HTTP, "/k", "")
+	want := bytes.Repeat([]byte("acknowledged\n"), 10000)
+	if err := os.WriteFile(filepath.Join(m.mp, "f"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Twice on one mountpoint: refused, the first mount untouched.
+	cmd := exec.Command(harness.Binary(t), "mount", "-f", "--url", up.EP.HTTP, "--subtree", "/k", m.mp)
+	out, err := fusetest.ExecCmd(t, "second kaon mount on a live mountpoint", cmd)
+	if err == nil || !strings.Contains(out, "already served") {
+		t.Fatalf("a second mount on %s: %v\n%s", m.mp, err, out)
+	}
+	m.kill()
+	var statErr error
+	if err := fusetest.Within("statfs of the dead mount", 10*time.Second, func() error {
+		var st unix.Statfs_t
+		statErr = unix.Statfs(m.mp, &st)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if statErr != unix.ENOTCONN {
+		t.Fatalf("statfs of %s after kill -9 of its daemon: %v, want ENOTCONN (a stale mount)", m.mp, statErr)
+	}
+	m2 := newMount(t, up.EP.HTTP, "/k", m.mp)
+	if !strings.Contains(m2.log.String(), "stale FUSE mount detected") {
+		t.Errorf("the new mount did not report the stale one:\n%s", m2.log)
+	}
+	if got, err := os.ReadFile(filepath.Join(m2.mp, "f")); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("after kill -9 and a new mount: %d bytes, %v; want the %d acknowledged", len(got), err, len(want))
+	}
+}
+
+// TestMountHelper: mount(8)'s helper convention (mount.kaon SPEC DIR -o
+// OPTIONS, the binary called by that name) mounts in the background;
+// `kaon umount` takes it away.
+func TestMountHelper(t *testing.T) {
+	up := harness.Up(t)
+	up.MustKaon("mkdir", "/h")
+	os.WriteFile(filepath.Join(t.TempDir(), "x"), nil, 0o644)
+	bin := filepath.Join(fusetest.TempDir(t), "mount.kaon")
+	if err := os.Symlink(harness.Binary(t), bin); err != nil {
+		t.Fatal(err)
+	}
+	d := fusetest.TempDir(t)
+	mp := filepath.Join(d, "mnt")
+	os.Mkdir(mp, 0o755)
+	conn := fusetest.Track(mp)
+	defer conn.Untrack()
+	out, err := fusetest.Exec(t, bin, up.EP.HTTP+"/h", mp, "-o", "rw,_netdev,cache="+filepath.Join(d, "cache"))
+	if err != nil {
+		t.Fatalf("mount.kaon: %v\n%s", err, out)
+	}
+	conn.Update()
+	if e, ok := fusecoreTop(mp); !ok || e != "fuse.kaon" {
+		t.Fatalf("after mount.kaon: %s is %q", mp, e)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "via-helper"), []byte("h"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := up.MustKaon("ls", "/h"); !strings.Contains(out, "via-helper") {
+		t.Fatalf("kaon ls /h after a write through the helper's mount: %s", out)
+	}
+	if out, err := fusetest.Exec(t, harness.Binary(t), "umount", mp); err != nil {
+		t.Fatalf("kaon umount: %v\n%s", err, out)
+	}
+	waitFor(t, visible, "the helper's mount gone after kaon umount", func() bool { _, ok := fusecoreTop(mp); return !ok })
+}
+
+// fusecoreTop is the file system type mounted on mp (from mountinfo).
+func fusecoreTop(mp string) (string, bool) {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	typ, found := "", false
+	for _, l := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(l, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if ok && len(f) >= 5 && len(g) >= 1 && f[4] == mp {
+			typ, found = g[0], true
+		}
+	}
+	return typ, found
+}
