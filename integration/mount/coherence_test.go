@@ -233,3 +233,30 @@ func fusecoreTop(mp string) (string, bool) {
 	}
 	return typ, found
 }
+
+// TestOpenFileSize: a file open for writing shows its writers' size to
+// a stat by path while its journal is not flushed (the mount's own
+// invalidation of the new name makes the kernel look it up again).
+func TestOpenFileSize(t *testing.T) {
+	up := harness.Up(t)
+	up.MustKaon("mkdir", "/s")
+	m := newMount(t, up.EP.HTTP, "/s", "")
+	p := filepath.Join(m.mp, "f")
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Pwrite(fd, []byte("12345"), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	var byPath, byFd unix.Stat_t
+	waitFor(t, visible, "the create's invalidation reaches the kernel", func() bool {
+		// The name is looked up again once the mount's session told the
+		// kernel about the new file.
+		return unix.Lstat(p, &byPath) == nil && unix.Fstat(fd, &byFd) == nil && byPath.Ino == byFd.Ino
+	})
+	if byPath.Size != 1<<20+5 || byFd.Size != 1<<20+5 {
+		t.Fatalf("open file: size %d by path, %d by descriptor; want %d", byPath.Size, byFd.Size, 1<<20+5)
+	}
+}
