@@ -53,9 +53,23 @@ func TestTwoMounts(t *testing.T) {
 	d := waitFor(t, visible, "B sees A's new file", func() bool { return readFile(pb) == "from A" })
 	t.Logf("a file created in A: seen in B after %v", d)
 
-	// B holds the pages; A changes the file in place (same inode).
+	// B holds the pages, and keeps the file open; A changes it in place
+	// (same inode).
 	var before, after syscall.Stat_t
 	syscall.Stat(pb, &before)
+	held, err := unix.Open(pb, unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(held)
+	pread := func() string {
+		buf := make([]byte, 64)
+		n, _ := unix.Pread(held, buf, 0)
+		return string(buf[:max(n, 0)])
+	}
+	if got := pread(); got != "from A" {
+		t.Fatalf("pread in B before the change: %q", got)
+	}
 	fd, err := unix.Open(pa, unix.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -66,11 +80,41 @@ func TestTwoMounts(t *testing.T) {
 		t.Fatalf("close in A (the journal's flush): %v", err)
 	}
 	d = waitFor(t, visible, "B sees A's change in place", func() bool { return readFile(pb) == "FROM A, longer" })
+	waitFor(t, visible, "B's open descriptor reads A's change in place", func() bool { return pread() == "FROM A, longer" })
 	syscall.Stat(pb, &after)
 	if after.Ino != before.Ino {
 		t.Errorf("an update in place changed the inode: %d, then %d", before.Ino, after.Ino)
 	}
 	t.Logf("a change in place in A: seen in B after %v", d)
+
+	// The same for a file larger than what B reads ahead: the bytes B
+	// holds read ahead are as stale as its pages.
+	big := bytes.Repeat([]byte("b"), 3<<20)
+	if err := os.WriteFile(filepath.Join(a.mp, "big"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var hb int
+	waitFor(t, visible, "B opens A's big file", func() bool {
+		hb, err = unix.Open(filepath.Join(b.mp, "big"), unix.O_RDONLY, 0)
+		return err == nil
+	})
+	defer unix.Close(hb)
+	chunk := make([]byte, 4096)
+	if n, _ := unix.Pread(hb, chunk, 4096); n != 4096 || chunk[0] != 'b' {
+		t.Fatalf("B reads the big file: %d bytes %q", n, chunk[:1])
+	}
+	fd, err = unix.Open(filepath.Join(a.mp, "big"), unix.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Pwrite(fd, []byte("CHANGED"), 8192)
+	if err := unix.Close(fd); err != nil {
+		t.Fatalf("close of the big file in A: %v", err)
+	}
+	waitFor(t, visible, "B's open descriptor reads A's change inside what it read ahead", func() bool {
+		n, _ := unix.Pread(hb, chunk[:7], 8192)
+		return n == 7 && string(chunk[:7]) == "CHANGED"
+	})
 
 	// curl replaces the file: B sees it.
 	src := filepath.Join(t.TempDir(), "src")

@@ -149,7 +149,8 @@ func (c *Client) PutRange(ctx context.Context, path string, off int64, data io.R
 // Reader reads ranges of one file from the storage server the namespace
 // server sent it to. The redirect (with its capability) is asked for
 // once, and again when the storage server refuses it (the capability
-// expired, the file moved).
+// expired, the file moved, an update made it name an older data
+// version).
 type Reader struct {
 	c    *Client
 	path string
@@ -221,7 +222,9 @@ func (r *Reader) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 			resp.Body.Close()
 			return 0, io.EOF
 		}
-		if try > 0 || resp.StatusCode/100 != 4 {
+		// Refused: the capability expired, or names a data version the
+		// file is no longer at (an update committed since). Ask again once.
+		if try > 0 {
 			defer resp.Body.Close()
 			return 0, textError(resp)
 		}

@@ -1,9 +1,9 @@
 // Package fusecore is the FUSE core every Kaon mount stands on: cfsd (a
-// go-fuse node tree over a POSIX backend) and metafs (a raw FUSE file
-// system answering from an index, and a kernel mode without FUSE); the
-// caching mount of Kaon's own namespace (`kaon mount`, not built yet) is
-// to be the third. A mount brings its file system; fusecore mounts it,
-// runs the daemon's life, and counts what it does, the same way for all.
+// go-fuse node tree over a POSIX backend), metafs (a raw FUSE file
+// system answering from an index, and a kernel mode without FUSE) and
+// the caching mount of Kaon's own namespace (internal/mount, `kaon
+// mount`). A mount brings its file system; fusecore mounts it, runs the
+// daemon's life, and counts what it does, the same way for all.
 //
 // # Two kinds of file system, one mount
 //

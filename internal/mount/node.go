@@ -33,6 +33,8 @@ type node struct {
 	jr       *journal               // the write-back journal while open for writing
 	writers  int                    // handles sharing jr
 	pageKey  string                 // the content the kernel's page cache holds
+	pageVer  uint64                 // the data version the kernel's pages were read at
+	gen      uint64                 // counts changes of the content (read-ahead buffers check it)
 	unlinked bool
 }
 
@@ -122,6 +124,7 @@ func (n *node) invalidate(lease bool) {
 	n.ents = nil
 	if lease {
 		n.lease = time.Time{}
+		n.gen++
 	}
 	n.mu.Unlock()
 }
@@ -137,11 +140,12 @@ func (n *node) dropListing() {
 func (n *node) modified(ev nsapi.Invalidation) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if ev.DataVersion != 0 && ev.DataVersion <= n.attr.DataVersion {
+	n.valid = time.Time{}
+	if ev.DataVersion != 0 && ev.DataVersion <= n.pageVer {
 		return false // our own flush, or older news
 	}
-	n.valid = time.Time{}
 	n.pageKey = ""
+	n.gen++
 	return true
 }
 
@@ -173,6 +177,9 @@ func (n *node) fresh(ctx context.Context) (nsapi.Attr, time.Time, syscall.Errno)
 	}
 	n.mu.Lock()
 	if e.ID == n.attr.ID || n.attr.ID == 0 {
+		if e.DataVersion != n.attr.DataVersion {
+			n.gen++ // changed: what was read ahead is stale
+		}
 		n.attr, n.valid = e.Attr, until2
 	}
 	a = n.attr
