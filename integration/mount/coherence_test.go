@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -302,5 +303,63 @@ func TestOpenFileSize(t *testing.T) {
 	})
 	if byPath.Size != 1<<20+5 || byFd.Size != 1<<20+5 {
 		t.Fatalf("open file: size %d by path, %d by descriptor; want %d", byPath.Size, byFd.Size, 1<<20+5)
+	}
+}
+
+// resident counts the pages of the file at p in the kernel's page cache
+// (mincore over a mapping, which reads nothing).
+func resident(t *testing.T, p string) int {
+	t.Helper()
+	fd, err := unix.Open(p, unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	unix.Fstat(fd, &st)
+	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	vec := make([]byte, (len(mem)+4095)/4096)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}
+
+// TestPageCacheKept: the kernel keeps a file's pages across opens while
+// its data version is unchanged, and drops them once another mount
+// changed it.
+func TestPageCacheKept(t *testing.T) {
+	up := harness.Up(t)
+	up.MustKaon("mkdir", "/pc")
+	a := newMount(t, up.EP.HTTP, "/pc", "")
+	b := newMount(t, up.EP.HTTP, "/pc", "")
+	const pages = 64
+	if err := os.WriteFile(filepath.Join(a.mp, "f"), bytes.Repeat([]byte("p"), pages*4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pb := filepath.Join(b.mp, "f")
+	waitFor(t, visible, "B reads A's file", func() bool { return len(readFile(pb)) == pages*4096 })
+	if n := resident(t, pb); n != pages {
+		t.Fatalf("after a read and a new open in B: %d of %d pages cached, want all (kept across opens)", n, pages)
+	}
+	fd, err := unix.Open(filepath.Join(a.mp, "f"), unix.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Pwrite(fd, []byte("CHANGED"), 0)
+	if err := unix.Close(fd); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, visible, "B's pages of the file dropped after A's change", func() bool { return resident(t, pb) < pages })
+	if got := readFile(pb); !strings.HasPrefix(got, "CHANGED") {
+		t.Fatalf("B after A's change: %.10q", got)
 	}
 }
