@@ -25,9 +25,10 @@ func init() {
 
 // mountOptions are the settings of `kaon mount`, from flags and -o.
 type mountOptions struct {
-	url, subtree, cache, logPath  string
-	fg, debug, allowOther, noLock bool
-	options                       []string // -o, comma-separated
+	url, subtree, cache, logPath string
+	fg, debug, allowOther        bool
+	timeout                      time.Duration
+	options                      []string // -o, comma-separated
 }
 
 func newMountCmd() *cobra.Command {
@@ -53,6 +54,7 @@ func newMountCmd() *cobra.Command {
 	fl.StringVar(&o.logPath, "log", "", "daemon log file (default /dev/null)")
 	fl.BoolVar(&o.allowOther, "allow-other", os.Geteuid() == 0, "let all users access the mount (each acts as itself)")
 	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	fl.DurationVar(&o.timeout, "timeout", time.Minute, "how long a request waits for a server's answer before it fails (a hung server never holds callers)")
 	c.Long = `Mounts Kaon's namespace on MOUNTPOINT. Every caller acts as itself: its
 bearer token (WLCG discovery in its environment: BEARER_TOKEN,
 BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID), else its
@@ -69,6 +71,7 @@ auto, noauto, user, users, nofail, dev, suid, exec, x-*) and these:
   cache=DIR       the journals' directory
   log=FILE        the daemon's log
   allow_other     let all users in (default as root)
+  timeout=DUR     how long a request waits for a server's answer (60s)
   debug           log every FUSE request
 
 mount.kaon (the same binary by that name) is mount(8)'s helper:
@@ -95,6 +98,12 @@ func (o *mountOptions) parseOptions() error {
 			o.allowOther = true
 		case k == "debug":
 			o.debug = true
+		case k == "timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("mount option %q: want a duration (60s)", opt)
+			}
+			o.timeout = d
 		case strings.HasPrefix(k, "x-"), genericMountOption[k]:
 		default:
 			return fmt.Errorf("unknown mount option %q", opt)
@@ -135,7 +144,7 @@ func kaonMount(o mountOptions, mountpoint string) int {
 		defer cancel()
 		var err error
 		f, err = mount.New(ctx, mount.Options{URL: base, Subtree: o.subtree, CacheDir: o.cache,
-			Host: host + ":" + mp, Version: versionString(), Token: envBearer()})
+			Host: host + ":" + mp, Version: versionString(), Token: envBearer(), Timeout: o.timeout})
 		if err != nil {
 			return nil, err
 		}

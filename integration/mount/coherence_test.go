@@ -43,6 +43,13 @@ func TestTwoMounts(t *testing.T) {
 	a := newMount(t, up.EP.HTTP, "/two", "")
 	b := newMount(t, up.EP.HTTP, "/two", "")
 	pa, pb := filepath.Join(a.mp, "f"), filepath.Join(b.mp, "f")
+	// Each mount is a session the server lists (fusex ls), online.
+	ls := up.MustKaon("fusex", "ls")
+	for _, m := range []*kmount{a, b} {
+		if !strings.Contains(ls, ":"+m.mp) || !strings.Contains(ls, "online") {
+			t.Fatalf("kaon fusex ls does not list %s online:\n%s", m.mp, ls)
+		}
+	}
 
 	// B caches a negative entry, A creates the file.
 	if _, err := os.Stat(pb); !errors.Is(err, os.ErrNotExist) {
@@ -362,4 +369,39 @@ func TestPageCacheKept(t *testing.T) {
 	if got := readFile(pb); !strings.HasPrefix(got, "CHANGED") {
 		t.Fatalf("B after A's change: %.10q", got)
 	}
+}
+
+// TestHungServer: with the namespace server stopped (SIGSTOP), a request
+// through the mount fails after the mount's timeout instead of holding
+// its caller; once the server runs again the mount serves again.
+func TestHungServer(t *testing.T) {
+	up := harness.Up(t)
+	up.MustKaon("mkdir", "/hung")
+	m := newMount(t, up.EP.HTTP, "/hung", "", "--timeout", "2s")
+	if err := os.WriteFile(filepath.Join(m.mp, "before"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up.Cmd.Process.Signal(syscall.SIGSTOP)
+	stopped := true
+	defer func() {
+		if stopped {
+			up.Cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	var statErr error
+	if err := fusetest.Within("stat of a new name while the server is stopped", 30*time.Second, func() error {
+		_, statErr = os.Stat(filepath.Join(m.mp, "not-cached"))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stat with the server stopped: %v", statErr)
+	if statErr == nil || errors.Is(statErr, os.ErrNotExist) {
+		t.Fatalf("stat with the server stopped: %v, want a failure other than ENOENT", statErr)
+	}
+	up.Cmd.Process.Signal(syscall.SIGCONT)
+	stopped = false
+	waitFor(t, 30*time.Second, "the mount serves again once the server runs", func() bool {
+		return os.WriteFile(filepath.Join(m.mp, "after"), []byte("y"), 0o644) == nil
+	})
 }

@@ -48,15 +48,16 @@ type tokenEntry struct {
 }
 
 type identities struct {
-	url string
-	mu  sync.Mutex
-	tok map[uint32]tokenEntry      // by pid
-	cl  map[string]*client.Client  // by uid and token
-	tr  map[uint32]*http.Transport // by uid
+	url     string
+	timeout time.Duration // for a server's answer (ResponseHeaderTimeout)
+	mu      sync.Mutex
+	tok     map[uint32]tokenEntry      // by pid
+	cl      map[string]*client.Client  // by uid and token
+	tr      map[uint32]*http.Transport // by uid
 }
 
-func newIdentities(url string) *identities {
-	return &identities{url: url, tok: map[uint32]tokenEntry{}, cl: map[string]*client.Client{}, tr: map[uint32]*http.Transport{}}
+func newIdentities(url string, timeout time.Duration) *identities {
+	return &identities{url: url, timeout: timeout, tok: map[uint32]tokenEntry{}, cl: map[string]*client.Client{}, tr: map[uint32]*http.Transport{}}
 }
 
 // client is the client acting as the caller of ctx's FUSE request.
@@ -81,6 +82,7 @@ func (ids *identities) clientOf(c *fuse.Caller) *client.Client {
 		tr = http.DefaultTransport.(*http.Transport).Clone()
 		tr.DialContext = dialAs(c.Uid, c.Gid)
 		tr.MaxIdleConnsPerHost = 16
+		tr.ResponseHeaderTimeout = ids.timeout
 		ids.tr[c.Uid] = tr
 	}
 	if len(ids.cl) > 4096 {

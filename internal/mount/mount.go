@@ -25,7 +25,13 @@ type Options struct {
 	Host     string // this client's name in `kaon fusex ls` (default: the host name)
 	Version  string // the client's version (fusex ls)
 	Token    string // the daemon's own bearer token for its session ("": its unix identity)
-	Servers  []string
+	// Servers are the other namespace servers of a replicated instance
+	// (the session reconnects through them).
+	Servers []string
+	// Timeout bounds how long a request waits for a server's answer
+	// (then EIO-like errors), so a hung server never holds a caller in
+	// the kernel for good (default 60 s).
+	Timeout time.Duration
 	// NoCacheTimeout is the kernel cache lifetime where no lease covers
 	// an entry (its directory could not be subscribed).
 	NoCacheTimeout time.Duration
@@ -62,6 +68,9 @@ func New(ctx context.Context, o Options) (*FS, error) {
 		return nil, err
 	}
 	o.Subtree = sub
+	if o.Timeout <= 0 {
+		o.Timeout = time.Minute
+	}
 	if o.NoCacheTimeout == 0 {
 		o.NoCacheTimeout = time.Second
 	}
@@ -80,7 +89,7 @@ func New(ctx context.Context, o Options) (*FS, error) {
 	if !e.IsDir {
 		return nil, kerr.New(kerr.NotDir, "mount", sub, "the subtree to mount is not a directory")
 	}
-	f := &FS{opts: o, own: own, ids: newIdentities(o.URL), Stats: fusecore.NewStats(),
+	f := &FS{opts: o, own: own, ids: newIdentities(o.URL, o.Timeout), Stats: fusecore.NewStats(),
 		nodes: map[uint64]*node{}, subs: map[uint64]bool{}, notify: make(chan func(), 4096), stop: make(chan struct{})}
 	f.sess, err = own.OpenSession(ctx, client.SessionOptions{Host: o.Host, Version: o.Version, Servers: o.Servers})
 	if err != nil {
@@ -120,7 +129,7 @@ func (f *FS) nsPath(rel string) string {
 
 // subscribe takes a lease on directory n and returns until when it
 // holds (zero: none, caching falls back to NoCacheTimeout).
-func (f *FS) subscribe(ctx context.Context, n *node, p string) time.Time {
+func (f *FS) subscribe(ctx context.Context, p string) time.Time {
 	ls, err := f.sess.Subscribe(ctx, p)
 	if err != nil || len(ls) != 1 || ls[0].Error != "" {
 		return time.Time{}

@@ -102,7 +102,7 @@ func (n *node) ensureLease(ctx context.Context) {
 	if held {
 		return
 	}
-	until := n.fsys.subscribe(ctx, n, n.path())
+	until := n.fsys.subscribe(ctx, n.path())
 	n.mu.Lock()
 	n.lease = until
 	n.mu.Unlock()
