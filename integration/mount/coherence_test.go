@@ -195,6 +195,28 @@ func TestTwoMounts(t *testing.T) {
 	if err := unix.FcntlFlock(uintptr(lb), unix.F_OFD_SETLK, &rd); err != nil {
 		t.Fatalf("fcntl read lock in B beyond A's range: %v", err)
 	}
+
+	// A close releases what was never unlocked: a flock (last close of
+	// the open file) and a process's POSIX lock (any close).
+	c1, err := unix.Open(filepath.Join(a.mp, lp), unix.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(c1, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("flock in A: %v", err)
+	}
+	pl := unix.Flock_t{Type: unix.F_WRLCK, Start: 200, Len: 10}
+	if err := unix.FcntlFlock(uintptr(c1), unix.F_SETLK, &pl); err != nil {
+		t.Fatalf("POSIX lock in A: %v", err)
+	}
+	unix.Close(c1)
+	if err := unix.Flock(lb, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("flock in B after A closed its locked file: %v", err)
+	}
+	pl = unix.Flock_t{Type: unix.F_WRLCK, Start: 200, Len: 10}
+	if err := unix.FcntlFlock(uintptr(lb), unix.F_OFD_SETLK, &pl); err != nil {
+		t.Fatalf("fcntl lock in B after A closed its POSIX-locked file: %v", err)
+	}
 }
 
 // TestKilledDaemon: a kill -9 of a mount's daemon leaves a stale mount;

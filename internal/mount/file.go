@@ -34,6 +34,15 @@ type handle struct {
 	raOff  int64
 	raGen  uint64 // the node's content generation ra was read at
 	raNext int
+	// owners are the lock owners that set locks through this handle:
+	// the kernel expects the file system to release them when the file
+	// is closed (POSIX locks at each close, flock at the last).
+	owners map[lockOwner]bool
+}
+
+type lockOwner struct {
+	owner uint64
+	flock bool
 }
 
 const (
@@ -228,11 +237,35 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 }
 
 func (h *handle) Flush(ctx context.Context) (eno syscall.Errno) {
+	h.releaseLocks(ctx, false)
 	if !h.write {
 		return 0
 	}
 	defer h.n.fsys.Stats.Op("flush").Done(time.Now(), &eno)
 	return h.n.flush(ctx, h.c)
+}
+
+// releaseLocks releases the POSIX locks set through h (a close), and
+// with all its flock and OFD locks too (the last close).
+func (h *handle) releaseLocks(ctx context.Context, all bool) {
+	h.mu.Lock()
+	var rel []lockOwner
+	for o := range h.owners {
+		if all || !o.flock {
+			rel = append(rel, o)
+			delete(h.owners, o)
+		}
+	}
+	h.mu.Unlock()
+	for _, o := range rel {
+		kind := nsapi.LockPOSIX
+		if o.flock {
+			kind = nsapi.LockFlock
+		}
+		if err := h.n.fsys.sess.Unlock(ctx, nsapi.LockRequest{Path: h.n.path(), Kind: kind, Owner: o.owner}); err != nil {
+			h.n.fsys.Stats.Counter("unlock_failed").Add(1)
+		}
+	}
 }
 
 func (h *handle) Fsync(ctx context.Context, flags uint32) (eno syscall.Errno) {
@@ -244,6 +277,7 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) (eno syscall.Errno) {
 }
 
 func (h *handle) Release(ctx context.Context) (eno syscall.Errno) {
+	h.releaseLocks(ctx, true)
 	n := h.n
 	if h.write {
 		eno = n.flush(ctx, h.c)
@@ -312,18 +346,26 @@ func (n *node) Getlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fus
 
 func (n *node) Setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32) (eno syscall.Errno) {
 	defer n.fsys.Stats.Op("setlk").Done(time.Now(), &eno)
-	return n.setlk(ctx, owner, lk, flags, false)
+	return n.setlk(ctx, f, owner, lk, flags, false)
 }
 
 func (n *node) Setlkw(ctx context.Context, f fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32) (eno syscall.Errno) {
 	defer n.fsys.Stats.Op("setlkw").Done(time.Now(), &eno)
-	return n.setlk(ctx, owner, lk, flags, true)
+	return n.setlk(ctx, f, owner, lk, flags, true)
 }
 
-func (n *node) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
+func (n *node) setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
 	r := lockRequest(n.path(), owner, lk, flags)
 	r.Wait = wait && r.Type != nsapi.LockUnlock
 	err := n.fsys.sess.Lock(ctx, r)
+	if h, ok := f.(*handle); ok && err == nil && r.Type != nsapi.LockUnlock {
+		h.mu.Lock()
+		if h.owners == nil {
+			h.owners = map[lockOwner]bool{}
+		}
+		h.owners[lockOwner{owner, r.Kind == nsapi.LockFlock}] = true
+		h.mu.Unlock()
+	}
 	if kerr.Is(err, kerr.Aborted) && ctx.Err() != nil {
 		return syscall.EINTR
 	}
