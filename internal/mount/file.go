@@ -141,6 +141,7 @@ func (h *handle) remote(ctx context.Context, p []byte, off int64) (int, error) {
 }
 
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadResult, eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer h.n.fsys.Stats.Op("read").Done(time.Now(), &eno)
 	h.n.mu.Lock()
 	jr, size := h.n.jr, h.n.attr.Size
@@ -162,6 +163,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 }
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer h.n.fsys.Stats.Op("write").Done(time.Now(), &eno)
 	h.n.mu.Lock()
 	jr := h.n.jr
@@ -180,6 +182,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 // holes, so extending (mode 0) sets the size, and punching a hole
 // (with KEEP_SIZE) writes zeros over the range.
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer h.n.fsys.Stats.Op("fallocate").Done(time.Now(), &eno)
 	h.n.mu.Lock()
 	jr := h.n.jr
@@ -237,6 +240,7 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 }
 
 func (h *handle) Flush(ctx context.Context) (eno syscall.Errno) {
+	ctx = detach(ctx)
 	h.releaseLocks(ctx, false)
 	if !h.write {
 		return 0
@@ -269,6 +273,7 @@ func (h *handle) releaseLocks(ctx context.Context, all bool) {
 }
 
 func (h *handle) Fsync(ctx context.Context, flags uint32) (eno syscall.Errno) {
+	ctx = detach(ctx)
 	if !h.write {
 		return 0
 	}
@@ -277,6 +282,7 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) (eno syscall.Errno) {
 }
 
 func (h *handle) Release(ctx context.Context) (eno syscall.Errno) {
+	ctx = detach(ctx)
 	h.releaseLocks(ctx, true)
 	n := h.n
 	if h.write {
@@ -325,6 +331,7 @@ func lockRequest(p string, owner uint64, lk *fuse.FileLock, flags uint32) nsapi.
 }
 
 func (n *node) Getlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) (eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("getlk").Done(time.Now(), &eno)
 	l, err := n.fsys.sess.GetLk(ctx, lockRequest(n.path(), owner, lk, flags))
 	if err != nil {
@@ -345,6 +352,7 @@ func (n *node) Getlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fus
 }
 
 func (n *node) Setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32) (eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("setlk").Done(time.Now(), &eno)
 	return n.setlk(ctx, f, owner, lk, flags, false)
 }

@@ -3,6 +3,7 @@ package mount
 import (
 	"context"
 	"fmt"
+	"log"
 	"math"
 	"path"
 	"sync"
@@ -70,12 +71,19 @@ func (n *node) setAttr(a nsapi.Attr, until time.Time) {
 	n.mu.Unlock()
 }
 
-// errno maps a service error to the caller's errno.
+// errno maps a service error to the caller's errno. Failures that are
+// not the caller's (the service or the network failed) are logged: the
+// errno alone does not say why.
 func errno(err error) syscall.Errno {
 	if err == nil {
 		return 0
 	}
-	return kerr.Errno(kerr.KindOf(err))
+	k := kerr.KindOf(err)
+	if e := kerr.Errno(k); e == syscall.EIO || k == kerr.Unavailable || k == kerr.Internal {
+		log.Printf("kaon mount: %v", err)
+		return e
+	}
+	return kerr.Errno(k)
 }
 
 func (n *node) client(ctx context.Context) *client.Client { return n.fsys.ids.client(ctx) }
@@ -267,6 +275,7 @@ func (n *node) snapshot() (nsapi.Attr, time.Time) {
 // Lookup answers from the directory's listing while its lease holds,
 // else asks the namespace service.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *fs.Inode, eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("lookup").Done(time.Now(), &eno)
 	if len(name) > 255 {
 		return nil, syscall.ENAMETOOLONG
@@ -298,6 +307,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *
 
 // Getattr answers from the cache while the lease holds.
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) (eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("getattr").Done(time.Now(), &eno)
 	n.mu.Lock()
 	unlinked := n.unlinked
@@ -315,6 +325,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 
 // Readdir lists the directory (and caches the listing with its lease).
 func (n *node) Readdir(ctx context.Context) (_ fs.DirStream, eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("readdir").Done(time.Now(), &eno)
 	n.ensureLease(ctx)
 	es, err := n.client(ctx).List(ctx, n.path())
@@ -344,6 +355,7 @@ func (n *node) Readdir(ctx context.Context) (_ fs.DirStream, eno syscall.Errno) 
 func (n *node) changed() { n.dropListing() }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("mkdir").Done(time.Now(), &eno)
 	if len(name) > 255 {
 		return nil, syscall.ENAMETOOLONG
@@ -368,6 +380,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("create").Done(time.Now(), &eno)
 	if len(name) > 255 {
 		return nil, nil, 0, syscall.ENAMETOOLONG
@@ -396,6 +409,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint32, eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("open").Done(time.Now(), &eno)
 	if _, _, eno := n.fresh(ctx); eno != 0 {
 		return nil, 0, eno
@@ -404,11 +418,13 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint3
 }
 
 func (n *node) Unlink(ctx context.Context, name string) (eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("unlink").Done(time.Now(), &eno)
 	return n.remove(ctx, name, false)
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) (eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("rmdir").Done(time.Now(), &eno)
 	return n.remove(ctx, name, true)
 }
@@ -441,6 +457,7 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 }
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) (eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("rename").Done(time.Now(), &eno)
 	if flags&^uint32(unix.RENAME_NOREPLACE) != 0 {
 		return syscall.EINVAL // RENAME_EXCHANGE, RENAME_WHITEOUT: not supported
@@ -469,6 +486,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 }
 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) (eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("setattr").Done(time.Now(), &eno)
 	c := n.client(ctx)
 	p := n.path()
@@ -522,6 +540,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) (eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("statfs").Done(time.Now(), &eno)
 	st, err := n.client(ctx).StatFS(ctx, n.path())
 	if err != nil {
@@ -547,6 +566,7 @@ func (n *node) xattrs(ctx context.Context) ([][2]string, syscall.Errno) {
 }
 
 func (n *node) Getxattr(ctx context.Context, name string, dest []byte) (_ uint32, eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("getxattr").Done(time.Now(), &eno)
 	if !xattrSupported(name) {
 		return 0, syscall.ENODATA
@@ -567,6 +587,7 @@ func (n *node) Getxattr(ctx context.Context, name string, dest []byte) (_ uint32
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (_ uint32, eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("listxattr").Done(time.Now(), &eno)
 	as, eno := n.xattrs(ctx)
 	if eno != 0 {
@@ -583,6 +604,7 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (_ uint32, eno syscal
 }
 
 func (n *node) Setxattr(ctx context.Context, name string, data []byte, flags uint32) (eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("setxattr").Done(time.Now(), &eno)
 	if !xattrSupported(name) {
 		return syscall.EOPNOTSUPP
@@ -607,6 +629,7 @@ func (n *node) Setxattr(ctx context.Context, name string, data []byte, flags uin
 }
 
 func (n *node) Removexattr(ctx context.Context, name string) (eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("removexattr").Done(time.Now(), &eno)
 	if !xattrSupported(name) {
 		return syscall.ENODATA
@@ -619,3 +642,11 @@ func (n *node) Removexattr(ctx context.Context, name string) (eno syscall.Errno)
 }
 
 func (n *node) OnForget() { n.fsys.forget(n) }
+
+// detach makes a FUSE request's context deaf to interrupts. The kernel
+// interrupts a request whenever its caller gets a signal — every Go
+// program gets SIGURG for preemption all the time — and a create or a
+// rename abandoned half-way (done at the server, failed to the caller)
+// is worse than one that completes: the request runs to its end (bounded
+// by the client's timeout). Only a blocking lock wait listens (Setlkw).
+func detach(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
