@@ -127,7 +127,7 @@ func (f *FS) nsPath(rel string) string {
 	return path.Join(f.opts.Subtree, rel)
 }
 
-// subscribe takes a lease on directory n and returns until when it
+// subscribe takes a lease on directory p and returns until when it
 // holds (zero: none, caching falls back to NoCacheTimeout).
 func (f *FS) subscribe(ctx context.Context, p string) time.Time {
 	ls, err := f.sess.Subscribe(ctx, p)

@@ -217,14 +217,17 @@ func (n *node) fill(a nsapi.Attr, out *fuse.Attr) {
 		out.Mode |= syscall.S_IFREG
 		out.Size = uint64(a.Size)
 	}
+	// The journal's lock is never taken under n.mu: a read holds it
+	// while it asks n for its content generation.
 	n.mu.Lock()
-	if n.jr != nil {
-		out.Size = uint64(n.jr.Size())
+	jr, unlinked := n.jr, n.unlinked
+	n.mu.Unlock()
+	if jr != nil {
+		out.Size = uint64(jr.Size())
 	}
-	if n.unlinked {
+	if unlinked {
 		out.Nlink = 0
 	}
-	n.mu.Unlock()
 	out.Blocks = (out.Size + 511) / 512
 	out.Blksize = 1 << 20
 	out.Owner = fuse.Owner{Uid: a.UID, Gid: a.GID}
@@ -477,11 +480,21 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			}
 		}
 	}
+	replaced := np.GetChild(newName)
 	if err := c.Rename(ctx, from, to, flags&unix.RENAME_NOREPLACE == 0); err != nil {
 		return errno(err)
 	}
 	n.changed()
 	np.changed()
+	if replaced != nil {
+		// A file open here that the rename replaced is gone: its journal
+		// must not be flushed onto the name it had.
+		if rn, ok := replaced.Operations().(*node); ok && !rn.IsDir() {
+			rn.mu.Lock()
+			rn.unlinked = true
+			rn.mu.Unlock()
+		}
+	}
 	return 0
 }
 
