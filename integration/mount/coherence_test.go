@@ -210,13 +210,15 @@ func TestTwoMounts(t *testing.T) {
 		t.Fatalf("POSIX lock in A: %v", err)
 	}
 	unix.Close(c1)
-	if err := unix.Flock(lb, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		t.Fatalf("flock in B after A closed its locked file: %v", err)
-	}
 	pl = unix.Flock_t{Type: unix.F_WRLCK, Start: 200, Len: 10}
 	if err := unix.FcntlFlock(uintptr(lb), unix.F_OFD_SETLK, &pl); err != nil {
 		t.Fatalf("fcntl lock in B after A closed its POSIX-locked file: %v", err)
 	}
+	// The kernel sends the last close's RELEASE (which drops a flock)
+	// after close returned: B gets the flock once it arrived.
+	waitFor(t, visible, "B's flock once A's last close of its flocked file was released", func() bool {
+		return unix.Flock(lb, unix.LOCK_EX|unix.LOCK_NB) == nil
+	})
 }
 
 // TestKilledDaemon: a kill -9 of a mount's daemon leaves a stale mount;
