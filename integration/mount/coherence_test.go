@@ -290,6 +290,15 @@ func TestMountHelper(t *testing.T) {
 	if out := up.MustKaon("ls", "/h"); !strings.Contains(out, "via-helper") {
 		t.Fatalf("kaon ls /h after a write through the helper's mount: %s", out)
 	}
+	// A virtual attribute: the file's URL, which curl reads.
+	buf := make([]byte, 256)
+	n, err := unix.Getxattr(filepath.Join(mp, "via-helper"), "kaon.url.https", buf)
+	if err != nil || string(buf[:n]) != up.EP.HTTP+"/h/via-helper" {
+		t.Fatalf("kaon.url.https: %q, %v", buf[:max(n, 0)], err)
+	}
+	if out, err := exec.Command("curl", "-sSfL", string(buf[:n])).CombinedOutput(); err != nil || string(out) != "h" {
+		t.Fatalf("curl of kaon.url.https: %q, %v", out, err)
+	}
 	if out, err := fusetest.Exec(t, harness.Binary(t), "umount", mp); err != nil {
 		t.Fatalf("kaon umount: %v\n%s", err, out)
 	}

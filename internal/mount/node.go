@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"log"
 	"math"
+	"net/url"
 	"path"
+	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -584,19 +587,62 @@ func (n *node) Getxattr(ctx context.Context, name string, dest []byte) (_ uint32
 	if !xattrSupported(name) {
 		return 0, syscall.ENODATA
 	}
-	as, eno := n.xattrs(ctx)
-	if eno != 0 {
-		return 0, eno
-	}
-	for _, kv := range as {
-		if kv[0] == name {
-			if len(dest) < len(kv[1]) {
-				return uint32(len(kv[1])), syscall.ERANGE
+	value, ok := "", false
+	if strings.HasPrefix(name, "kaon.") {
+		value, ok, eno = n.virtualXattr(ctx, name)
+	} else {
+		var as [][2]string
+		as, eno = n.xattrs(ctx)
+		for _, kv := range as {
+			if kv[0] == name {
+				value, ok = kv[1], true
 			}
-			return uint32(copy(dest, kv[1])), 0
 		}
 	}
-	return 0, syscall.ENODATA
+	switch {
+	case eno != 0:
+		return 0, eno
+	case !ok:
+		return 0, syscall.ENODATA
+	case len(dest) < len(value):
+		return uint32(len(value)), syscall.ERANGE
+	}
+	return uint32(copy(dest, value)), 0
+}
+
+// virtualXattr answers the kaon.* attributes, which the mount makes up
+// (they are not listed): kaon.url.https, the file's URL for curl and
+// davix; kaon.checksum, its checksums as TYPE:HEX, one per line.
+func (n *node) virtualXattr(ctx context.Context, name string) (string, bool, syscall.Errno) {
+	switch name {
+	case "kaon.url.https":
+		return n.fsys.opts.URL + escapePath(n.path()), true, 0
+	case "kaon.checksum":
+		a, _, eno := n.fresh(ctx)
+		if eno != 0 || a.IsDir {
+			return "", false, eno
+		}
+		types := make([]string, 0, len(a.Checksums))
+		for t := range a.Checksums {
+			types = append(types, t)
+		}
+		sort.Strings(types)
+		var b strings.Builder
+		for _, t := range types {
+			fmt.Fprintf(&b, "%s:%s\n", t, a.Checksums[t])
+		}
+		return b.String(), len(types) > 0, 0
+	}
+	return "", false, 0
+}
+
+// escapePath escapes each name of a namespace path for a URL.
+func escapePath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		parts[i] = url.PathEscape(s)
+	}
+	return strings.Join(parts, "/")
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (_ uint32, eno syscall.Errno) {
