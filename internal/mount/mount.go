@@ -234,6 +234,12 @@ func (f *FS) dropAll() {
 	for _, n := range nodes {
 		n.invalidate(true)
 		f.queue(func() { n.NotifyContent(0, 0) })
+		if n.IsDir() {
+			// The kernel's names too: a name may now be another file.
+			for name := range n.Children() {
+				f.queue(func() { n.NotifyEntry(name) })
+			}
+		}
 	}
 	f.Stats.Counter("full_invalidations").Add(1)
 }

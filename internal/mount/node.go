@@ -187,7 +187,8 @@ func (n *node) fresh(ctx context.Context) (nsapi.Attr, time.Time, syscall.Errno)
 		return a, until, errno(err)
 	}
 	n.mu.Lock()
-	if e.ID == n.attr.ID || n.attr.ID == 0 {
+	replaced := e.ID != n.attr.ID && n.attr.ID != 0
+	if !replaced {
 		if e.DataVersion != n.attr.DataVersion {
 			n.gen++ // changed: what was read ahead is stale
 		}
@@ -195,6 +196,14 @@ func (n *node) fresh(ctx context.Context) (nsapi.Attr, time.Time, syscall.Errno)
 	}
 	a = n.attr
 	n.mu.Unlock()
+	if replaced {
+		// The name is another file now (replaced while no event told
+		// us): the kernel must look it up again.
+		if name, p := n.Parent(); p != nil {
+			n.fsys.queue(func() { p.NotifyEntry(name) })
+		}
+		return a, time.Now(), 0
+	}
 	return a, until2, 0
 }
 
