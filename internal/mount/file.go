@@ -249,8 +249,11 @@ func (h *handle) Flush(ctx context.Context) (eno syscall.Errno) {
 	return h.n.flush(ctx, h.c)
 }
 
-// releaseLocks releases the POSIX locks set through h (a close), and
-// with all its flock and OFD locks too (the last close).
+// releaseLocks releases the POSIX locks set through h (any close), and
+// with all set its flock and OFD locks too (the last close). A POSIX
+// lock set through another descriptor of the file is kept, and an OFD
+// lock goes at any close of its descriptor, not only the last: FUSE
+// does not tell them apart.
 func (h *handle) releaseLocks(ctx context.Context, all bool) {
 	h.mu.Lock()
 	var rel []lockOwner
@@ -286,6 +289,8 @@ func (h *handle) Release(ctx context.Context) (eno syscall.Errno) {
 	h.releaseLocks(ctx, true)
 	n := h.n
 	if h.write {
+		// A journal whose flush failed (close returned the error) is kept
+		// for the next writer's flush to try again.
 		eno = n.flush(ctx, h.c)
 		n.mu.Lock()
 		n.writers--
