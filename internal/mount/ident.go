@@ -3,6 +3,7 @@ package mount
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -107,10 +108,20 @@ func (ids *identities) token(c *fuse.Caller) string {
 	tok := ""
 	if c.Pid != 0 {
 		if env, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(c.Pid), 10) + "/environ"); err == nil {
-			tok = discoverToken(parseEnviron(env), c.Uid, func(p string) ([]byte, error) {
+			tok = discoverToken(parseEnviron(env), c.Uid, func(p string) ([]byte, uint32, error) {
 				cr := fusecore.Enter(c)
 				defer cr.Leave()
-				return os.ReadFile(p)
+				f, err := os.Open(p)
+				if err != nil {
+					return nil, 0, err
+				}
+				defer f.Close()
+				var st unix.Stat_t
+				if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+					return nil, 0, os.ErrNotExist
+				}
+				b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+				return b, st.Uid, err
 			})
 		}
 	}
@@ -133,26 +144,34 @@ func parseEnviron(b []byte) map[string]string {
 	return env
 }
 
-// discoverToken follows WLCG Bearer Token Discovery over env: the first
-// place that holds a token wins; read reads a file.
-func discoverToken(env map[string]string, uid uint32, read func(string) ([]byte, error)) string {
+// discoverToken follows WLCG Bearer Token Discovery over env for user
+// uid: the first place that holds a token wins; read reads a file and
+// tells its owner. The two well-known files are taken only when uid owns
+// them (anyone can write to /tmp), as the CLI does.
+func discoverToken(env map[string]string, uid uint32, read func(string) ([]byte, uint32, error)) string {
 	if t := strings.TrimSpace(env["BEARER_TOKEN"]); t != "" {
 		return t
 	}
-	var files []string
+	type place struct {
+		path string
+		own  bool // must be uid's
+	}
+	var places []place
 	if f := env["BEARER_TOKEN_FILE"]; f != "" {
-		files = append(files, f)
+		places = append(places, place{f, false})
 	}
 	u := strconv.FormatUint(uint64(uid), 10)
 	if d := env["XDG_RUNTIME_DIR"]; d != "" {
-		files = append(files, d+"/bt_u"+u)
+		places = append(places, place{d + "/bt_u" + u, true})
 	}
-	files = append(files, "/tmp/bt_u"+u)
-	for _, f := range files {
-		if b, err := read(f); err == nil {
-			if t := strings.TrimSpace(string(b)); t != "" {
-				return t
-			}
+	places = append(places, place{"/tmp/bt_u" + u, true})
+	for _, p := range places {
+		b, owner, err := read(p.path)
+		if err != nil || (p.own && owner != uid) {
+			continue
+		}
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t
 		}
 	}
 	return ""

@@ -87,12 +87,14 @@ func TestJournalRemoteError(t *testing.T) {
 
 // TestDiscoverToken: WLCG Bearer Token Discovery's order.
 func TestDiscoverToken(t *testing.T) {
-	files := map[string]string{"/f": " from-file\n", "/run/user/7/bt_u7": "from-xdg", "/tmp/bt_u7": "from-tmp"}
-	read := func(p string) ([]byte, error) {
+	files := map[string]string{"/f": " from-file\n", "/run/user/7/bt_u7": "from-xdg", "/tmp/bt_u7": "from-tmp",
+		"/run/user/9/bt_u9": "planted", "/tmp/bt_u9": "planted"}
+	owner := map[string]uint32{"/f": 0, "/run/user/7/bt_u7": 7, "/tmp/bt_u7": 7, "/run/user/9/bt_u9": 1000, "/tmp/bt_u9": 1000}
+	read := func(p string) ([]byte, uint32, error) {
 		if s, ok := files[p]; ok {
-			return []byte(s), nil
+			return []byte(s), owner[p], nil
 		}
-		return nil, errors.New("no such file")
+		return nil, 0, errors.New("no such file")
 	}
 	for _, c := range []struct {
 		env  map[string]string
@@ -107,8 +109,12 @@ func TestDiscoverToken(t *testing.T) {
 			t.Errorf("env %v: %q, want %q", c.env, got, c.want)
 		}
 	}
-	if got := discoverToken(nil, 9, read); got != "" {
+	if got := discoverToken(nil, 8, read); got != "" {
 		t.Errorf("nothing anywhere: %q", got)
+	}
+	// A well-known file someone else owns (planted in /tmp) is not taken.
+	if got := discoverToken(map[string]string{"XDG_RUNTIME_DIR": "/run/user/9"}, 9, read); got != "" {
+		t.Errorf("files of another owner: %q", got)
 	}
 	if env := parseEnviron([]byte("A=1\x00B=x=y\x00\x00")); env["A"] != "1" || env["B"] != "x=y" {
 		t.Errorf("parseEnviron: %v", env)
