@@ -162,8 +162,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, eno syscall.Errno) {
-	ctx = detach(ctx)
+func (h *handle) Write(_ context.Context, data []byte, off int64) (_ uint32, eno syscall.Errno) {
 	defer h.n.fsys.Stats.Op("write").Done(time.Now(), &eno)
 	h.n.mu.Lock()
 	jr := h.n.jr
@@ -181,8 +180,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 // Allocate reserves space the way the namespace can: files have no
 // holes, so extending (mode 0) sets the size, and punching a hole
 // (with KEEP_SIZE) writes zeros over the range.
-func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (eno syscall.Errno) {
-	ctx = detach(ctx)
+func (h *handle) Allocate(_ context.Context, off, size uint64, mode uint32) (eno syscall.Errno) {
 	defer h.n.fsys.Stats.Op("fallocate").Done(time.Now(), &eno)
 	h.n.mu.Lock()
 	jr := h.n.jr
