@@ -41,8 +41,7 @@ type Options struct {
 // with the namespace service and the daemon's cache.
 type FS struct {
 	opts  Options
-	own   *client.Client // the daemon's own identity (session)
-	sess  *client.Session
+	sess  *client.Session // with the daemon's own identity
 	ids   *identities
 	Stats *fusecore.Stats
 	root  *node
@@ -89,7 +88,7 @@ func New(ctx context.Context, o Options) (*FS, error) {
 	if !e.IsDir {
 		return nil, kerr.New(kerr.NotDir, "mount", sub, "the subtree to mount is not a directory")
 	}
-	f := &FS{opts: o, own: own, ids: newIdentities(o.URL, o.Timeout), Stats: fusecore.NewStats(),
+	f := &FS{opts: o, ids: newIdentities(o.URL, o.Timeout), Stats: fusecore.NewStats(),
 		nodes: map[uint64]*node{}, subs: map[uint64]bool{}, notify: make(chan func(), 4096), stop: make(chan struct{})}
 	f.sess, err = own.OpenSession(ctx, client.SessionOptions{Host: o.Host, Version: o.Version, Servers: o.Servers})
 	if err != nil {

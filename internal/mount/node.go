@@ -365,9 +365,6 @@ func (n *node) Readdir(ctx context.Context) (_ fs.DirStream, eno syscall.Errno) 
 	return fs.NewListDirStream(list), 0
 }
 
-// changed drops directory n's listing after a change made through the
-// mount (the session's event would also, later).
-func (n *node) changed() { n.dropListing() }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, eno syscall.Errno) {
 	ctx = detach(ctx)
@@ -381,7 +378,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if err := c.Mkdir(ctx, p, perm, false); err != nil {
 		return nil, errno(err)
 	}
-	n.changed()
+	n.dropListing() // the session's event would too, later
 	if perm == 0 { // the service reads mode 0 as its default
 		if err := c.Chmod(ctx, p, 0); err != nil {
 			return nil, errno(err)
@@ -410,7 +407,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
-	n.changed()
+	n.dropListing() // the session's event would too, later
 	if perm == 0 && e.Mode != 0 { // the service reads mode 0 as its default
 		if err := c.Chmod(ctx, p, 0); err != nil {
 			return nil, nil, 0, errno(err)
@@ -460,7 +457,7 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 	if err := c.Remove(ctx, p, false); err != nil {
 		return errno(err)
 	}
-	n.changed()
+	n.dropListing() // the session's event would too, later
 	if ch := n.GetChild(name); ch != nil {
 		if cn, ok := ch.Operations().(*node); ok {
 			cn.mu.Lock()
@@ -496,8 +493,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if err := c.Rename(ctx, from, to, flags&unix.RENAME_NOREPLACE == 0); err != nil {
 		return errno(err)
 	}
-	n.changed()
-	np.changed()
+	n.dropListing() // the session's event would too, later
+	np.dropListing()
 	if replaced != nil {
 		// A file open here that the rename replaced is gone: its journal
 		// must not be flushed onto the name it had.
