@@ -365,7 +365,6 @@ func (n *node) Readdir(ctx context.Context) (_ fs.DirStream, eno syscall.Errno) 
 	return fs.NewListDirStream(list), 0
 }
 
-
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, eno syscall.Errno) {
 	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("mkdir").Done(time.Now(), &eno)
@@ -379,7 +378,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		return nil, errno(err)
 	}
 	n.dropListing() // the session's event would too, later
-	if perm == 0 { // the service reads mode 0 as its default
+	if perm == 0 {  // the service reads mode 0 as its default
 		if err := c.Chmod(ctx, p, 0); err != nil {
 			return nil, errno(err)
 		}
@@ -407,7 +406,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
-	n.dropListing() // the session's event would too, later
+	n.dropListing()               // the session's event would too, later
 	if perm == 0 && e.Mode != 0 { // the service reads mode 0 as its default
 		if err := c.Chmod(ctx, p, 0); err != nil {
 			return nil, nil, 0, errno(err)
