@@ -4,7 +4,9 @@
 set -euo pipefail
 PKGS=(curl davix fuse3 attr strace xrootd-client xrootd-server xrootd-server-plugins python3-xrootd
       gfal2 gfal2-util-scripts python3-gfal2 gfal2-plugin-http gfal2-plugin-xrootd
-      etcd-server etcd-client librados-dev scitokens-cpp xrootd-scitokens-plugins openssl)
+      etcd-server etcd-client librados-dev scitokens-cpp xrootd-scitokens-plugins openssl
+      globus-proxy-utils voms-clients voms-clients-java krb5-kdc krb5-admin-server krb5-user
+      chromium chromium-driver)
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

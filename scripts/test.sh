@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 # Two builds: the plain one (no C library, as the README builds it) and
 # -tags ceph (RADOS support through librados).
+unformatted=$(gofmt -l cmd internal integration bench)
+if [ -n "$unformatted" ]; then echo "gofmt: not formatted: $unformatted" >&2; exit 1; fi
 go vet ./...
 go vet -tags ceph ./...
 # staticcheck, pinned (2026.2.2; the module proxy resolves the version,
@@ -18,6 +20,9 @@ go build -tags ceph -o /dev/null ./cmd/kaon
 unit=$(go list ./... | grep -v /integration/)
 go test -race -count=1 -timeout 30m $unit
 go test -count=1 -p 1 -timeout 40m $(go list ./integration/... | grep -v /integration/ceph)
+# The chaos suite, 20 s of faults (1.5 minutes in all; a random seed,
+# printed, replays a failure: scripts/chaos.sh --seconds 20 --seed S).
+scripts/chaos.sh --seconds 20
 
 # The Ceph tests share one cluster (started once, purged at the end):
 # the RADOS backend's suite and Kaon on CephFS and RADOS.

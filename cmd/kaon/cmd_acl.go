@@ -74,7 +74,7 @@ func newACLCmd() *cobra.Command {
 		withURL(set), withURL(get), withURL(rm))
 }
 
-func runWhoami(u string) int {
+func runWhoami(u server) int {
 	w, err := newAPI(u).Whoami(ctx())
 	if err != nil {
 		return fail("whoami", err)
@@ -86,6 +86,9 @@ func runWhoami(u string) int {
 	fmt.Printf(" name=%s method=%s", w.Name, w.Method)
 	if w.Scopes != nil {
 		fmt.Printf(" scopes=%s", strings.Join(w.Scopes, ","))
+	}
+	if w.FQANs != nil {
+		fmt.Printf(" fqans=%s", strings.Join(w.FQANs, ","))
 	}
 	fmt.Println()
 	return 0

@@ -106,22 +106,25 @@ func radosPlace(pool, namespace, user, conf string) string {
 }
 
 const fsUsage = `usage: kaon fs ls
-       kaon fs add --node N --path DIR [--space S | --group S.N] [--io auto|direct|buffered]
+       kaon fs add --node N --path DIR [--space S | --group S.N] [--io auto|direct|buffered] [--location SITE::RACK]
        kaon fs add --node N --rados --pool P [--namespace NS] [--ceph-conf F] [--ceph-user U] [--object-size 16M] [--space S]
-       kaon fs config ID key=value   (configstatus=rw|ro|drain|off, group=S.N, space=S, io=auto|direct|buffered, object-size=SIZE,
+       kaon fs config ID key=value   (configstatus=rw|ro|drain|off|lost, location=SITE::RACK, group=S.N, space=S,
+                                      io=auto|direct|buffered, object-size=SIZE,
                                       drain.rate=SIZE per second (0 = no cap), drain.parallel=N,
+                                      rebuild.rate=SIZE per second (default: gives way to clients; 0 = no cap), rebuild.parallel=N,
                                       fsck: scan_disk_interval=4h, scan_ns_rate=1000 (stripes/s), scaninterval=7d, scanrate=100 (MB/s))
-       kaon fs status ID             (a filesystem and its drain: stripes and bytes left, rate, ETA, failures with reasons)
+       kaon fs status ID             (a filesystem and its drain or rebuild: stripes and bytes left, files at risk, rate, ETA,
+                                      failures with reasons)
        kaon fs reinit ID`
 
 func newFsCmd() *cobra.Command {
-	ls := leaf("ls", "filesystems: state, fill, I/O mode, drain progress, health", func(c *cobra.Command, args []string) int {
+	ls := leaf("ls", "filesystems: location, state, fill, I/O mode, drain or rebuild progress, health", func(c *cobra.Command, args []string) int {
 		fss, err := newAPI(urlOf(c)).Filesystems(ctx())
 		if err != nil {
 			return fail("fs ls", err)
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "host:port\tid\tpath\tgroup\tboot\tconfig\tkind\tio\tused\tcapacity\tfiles\tdrain\tleft\trate\teta\tfailed\tbackend-health\thealth")
+		fmt.Fprintln(tw, "host:port\tid\tpath\tgroup\tlocation\tboot\tconfig\tkind\tio\tused\tcapacity\tfiles\tdrain\tleft\trate\teta\tfailed\tbackend-health\thealth")
 		for _, f := range fss {
 			io := f.IOInUse
 			if io != "" {
@@ -135,7 +138,7 @@ func newFsCmd() *cobra.Command {
 			if f.Slow != "" { // standing out from its group: new files avoid it
 				health = strings.TrimPrefix(health+"; ", "ok; ") + "slow: " + f.Slow
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", f.Node, f.ID, f.Path, f.Group, f.BootStatus, f.ConfigStatus,
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", f.Node, f.ID, f.Path, f.Group, dash(f.Location), f.BootStatus, f.ConfigStatus,
 				dash(f.Kind), dash(io), human(f.Used), human(f.Capacity), f.Files, drainColumns(f), dash(f.BackendHealth), health)
 		}
 		tw.Flush()
@@ -162,13 +165,14 @@ func newFsCmd() *cobra.Command {
 	fl.StringVar(&nf.Group, "group", "", "scheduling group SPACE.N (default SPACE.0)")
 	fl.StringVar(&nf.Space, "space", "", "space (default \"default\")")
 	fl.StringVar(&nf.IO, "io", "", "write mode auto (direct on local disks, buffered on network/FUSE filesystems), direct or buffered")
+	fl.StringVar(&nf.Location, "location", "", "failure-domain tag, widest first (site::rack1): a file's stripes are spread over locations")
 	fl.BoolVar(&rados, "rados", false, "a RADOS pool instead of a directory")
 	fl.StringVar(&pool, "pool", "", "--rados: the pool")
 	fl.StringVar(&rns, "namespace", "", "--rados: object namespace in the pool (default: one of its own)")
 	fl.StringVar(&conf, "ceph-conf", "", "--rados: ceph.conf on the storage server (default: its --ceph-conf)")
 	fl.StringVar(&user, "ceph-user", "", "--rados: Ceph client id (default: the storage server's --ceph-user)")
 	fl.StringVar(&nf.ObjectSize, "object-size", "", "--rados: object size stripes are cut into (4M, 16M, 64M)")
-	config := leaf("config ID key=value", "set a filesystem's setting: configstatus=rw|ro|drain|off, group, space, io, object-size, drain.*, fsck's scan_*", func(c *cobra.Command, args []string) int {
+	config := leaf("config ID key=value", "set a filesystem's setting: configstatus=rw|ro|drain|off|lost, location, group, space, io, object-size, drain.*, rebuild.*, fsck's scan_*", func(c *cobra.Command, args []string) int {
 		if len(args) != 2 {
 			fmt.Fprintln(os.Stderr, fsUsage)
 			return 2
@@ -187,7 +191,7 @@ func newFsCmd() *cobra.Command {
 		return 0
 	})
 	config.Long = fsUsage
-	status := leaf("status ID", "a filesystem and its drain: stripes and bytes left, rate, ETA, failures with reasons", func(c *cobra.Command, args []string) int {
+	status := leaf("status ID", "a filesystem and its drain or rebuild: stripes and bytes left, files at risk, rate, ETA, failures with reasons", func(c *cobra.Command, args []string) int {
 		if len(args) != 1 {
 			fmt.Fprintln(os.Stderr, fsUsage)
 			return 2
@@ -242,7 +246,7 @@ func newFileCmd() *cobra.Command {
 		withURL(info), withURL(newConvertCmd()), withURL(newVersionsCmd()), withURL(newRestoreVersionCmd()))
 }
 
-func runFileInfo(u, p string) int {
+func runFileInfo(u server, p string) int {
 	e, err := newAPI(u).FileInfo(ctx(), p)
 	if err != nil {
 		return fail("file info", err)

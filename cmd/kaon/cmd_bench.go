@@ -25,8 +25,8 @@ import (
 
 func init() {
 	addVerb(func() *cobra.Command {
-		return group("bench", "benchmarks: bench stream | bench ns | bench fsck | bench token | bench session-wire",
-			newBenchStreamCmd(), newBenchNSCmd(), newBenchFsckCmd(), newBenchTokenCmd(), newBenchSessionWireCmd())
+		return group("bench", "benchmarks: bench stream | bench ns | bench fsck | bench rebuild | bench token | bench sessions | bench locks | bench session-wire",
+			newBenchStreamCmd(), newBenchNSCmd(), newBenchFsckCmd(), newBenchRebuildCmd(), newBenchTokenCmd(), newBenchSessionsCmd(), newBenchLocksCmd(), newBenchSessionWireCmd())
 	})
 }
 
@@ -205,6 +205,37 @@ func newBenchFsckCmd() *cobra.Command {
 	fl.StringVar(&cfg.Layout, "layout", "plain", "layout of the files (plain: one stripe each)")
 	fl.IntVar(&cfg.Runs, "runs", 3, "unthrottled runs (the median is reported)")
 	fl.BoolVar(&cfg.Throttled, "throttled", true, "one more run at the default rates (scan_ns_rate per filesystem, --fsck-rate)")
+	return c
+}
+
+func newBenchRebuildCmd() *cobra.Command {
+	var cfg bench.RebuildConfig
+	c := leaf("rebuild", "rebuild of a lost filesystem: time until no file is one failure from loss, and until it is empty (servers it starts)", func(*cobra.Command, []string) int {
+		if cfg.Dir == "" {
+			return fail("bench rebuild", fmt.Errorf("--data is required"))
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return fail("bench rebuild", err)
+		}
+		cfg.Kaon = exe
+		runs, err := bench.Rebuild(cfg, os.Stdout)
+		if err != nil {
+			return fail("bench rebuild", err)
+		}
+		bench.PrintRebuild(os.Stdout, cfg, runs)
+		return 0
+	})
+	fl := c.Flags()
+	fl.StringVar(&cfg.Dir, "data", "", "work directory (populated anew for every run)")
+	fl.StringVar(&cfg.Stripes, "stripes", "", "parent of the filesystems (default DATA/fs; a tmpfs such as /dev/shm/x holds them cheaply)")
+	fl.IntVar(&cfg.Files, "files", 100000, "files in the namespace")
+	fl.IntVar(&cfg.Dirs, "dirs", 100, "directories to spread them over")
+	fl.IntVar(&cfg.Filesystems, "filesystems", 5, "filesystems of the storage server (fs 1 is lost)")
+	fl.IntVar(&cfg.Size, "size", 4096, "bytes per file")
+	fl.StringSliceVar(&cfg.Layouts, "layouts", []string{"replica:2", "replica:3"}, "layouts of the files, in turn (plain or replica:N)")
+	fl.IntVar(&cfg.Parallel, "parallel", 0, "rebuild.parallel (0: the default)")
+	fl.IntVar(&cfg.Runs, "runs", 1, "runs")
 	return c
 }
 

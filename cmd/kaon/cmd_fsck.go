@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -172,6 +173,50 @@ func printFsckStat(st nsapi.FsckStatus) {
 		fmt.Printf(", failed: %s", p.LastError)
 	}
 	fmt.Printf("\norphans are dropped by repair once found %s ago; %d stripes compared since start\n", st.OrphanGrace, st.Checked)
+	if r := st.Risk; r != nil {
+		printRisk(*r)
+	}
+}
+
+// printRisk prints the files at risk and the rebuilds.
+func printRisk(r nsapi.Rebuilds) {
+	when := "never counted"
+	if !r.Surveyed.IsZero() {
+		when = "counted " + stamp(r.Surveyed)
+		if d := r.Took.Duration(); d > 0 {
+			when += fmt.Sprintf(" in %v", d.Round(time.Millisecond))
+		}
+	}
+	fmt.Printf("\nfiles at risk (%s; unreadable filesystems: %s):\n", when, idList(r.Unavailable))
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "class\tfiles\tbytes\tmeaning")
+	for _, c := range []struct {
+		name string
+		n    nsapi.Count
+		what string
+	}{
+		{"unreadable", r.Unreadable, "fewer readable stripes than the layout needs: readable again only if a filesystem comes back"},
+		{"one-failure-from-loss", r.Critical, "exactly as many readable stripes as the layout needs"},
+		{"degraded", r.Degraded, "some stripes unreadable, more left than needed"},
+		{"rebuilding", r.Rebuilding, "a stripe is being rebuilt now (counted above too)"},
+	} {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", c.name, c.n.Files, bytesCol(c.n.Bytes), c.what)
+	}
+	tw.Flush()
+	fmt.Printf("rebuilt since start: %d stripes, %s; remaining: %d stripes, %s; rate %s; eta %s\n",
+		r.Rebuilt.Files, bytesCol(r.Rebuilt.Bytes), r.Remaining.Files, bytesCol(r.Remaining.Bytes), rateCol(r.Rate), etaCol(r.ETA))
+}
+
+// idList prints filesystem ids ("none" for none).
+func idList(ids []uint32) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatUint(uint64(id), 10)
+	}
+	return strings.Join(s, ",")
 }
 
 func stamp(t time.Time) string {

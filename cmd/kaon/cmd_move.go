@@ -48,24 +48,48 @@ func drainColumns(f nsapi.Filesystem) string {
 
 func printFsStatus(st nsapi.FsStatus) {
 	f := st.Filesystem
-	limit := "none"
-	if f.DrainRateLimit > 0 {
-		limit = rateCol(float64(f.DrainRateLimit))
+	fmt.Printf("id:            %d\nnode:          %s\npath:          %s\ngroup:         %s\nlocation:      %s\nboot:          %s\nconfigstatus:  %s\nused:          %s of %s, %d stripes\nhealth:        %s\n",
+		f.ID, f.Node, f.Path, f.Group, dash(f.Location), f.BootStatus, f.ConfigStatus, human(f.Used), human(f.Capacity), f.Files, f.Health)
+	if !f.DownSince.IsZero() {
+		fmt.Printf("unreadable:    since %s (%s): %s\n", f.DownSince.Format(time.RFC3339), time.Since(f.DownSince).Round(time.Second), f.DownWhy)
 	}
-	fmt.Printf("id:            %d\nnode:          %s\npath:          %s\ngroup:         %s\nboot:          %s\nconfigstatus:  %s\nused:          %s of %s, %d stripes\nhealth:        %s\n",
-		f.ID, f.Node, f.Path, f.Group, f.BootStatus, f.ConfigStatus, human(f.Used), human(f.Capacity), f.Files, f.Health)
+	kind, moved := "drain", "moved"
+	if st.Kind == "rebuild" {
+		kind, moved = "rebuild", "rebuilt"
+	}
 	if f.Drain == "" {
 		fmt.Println("drain:         -")
 		return
 	}
-	fmt.Printf("drain:         %s (%s)\n", f.Drain, st.DrainPhase)
+	fmt.Printf("%-14s %s (%s)\n", kind+":", f.Drain, st.DrainPhase)
+	if st.Kind == "rebuild" {
+		fmt.Printf("lost:          %s: %s\n", st.LostAt.Format(time.RFC3339), st.LostWhy)
+	}
 	if !st.DrainStarted.IsZero() {
 		fmt.Printf("started:       %s\n", st.DrainStarted.Format(time.RFC3339))
 	}
-	fmt.Printf("left:          %d stripes, %s\nmoved:         %d stripes, %s\nrate:          %s (limit %s, %d in parallel, %d in flight)\neta:           %s\nfailures:      %d now (%d attempts failed)\n",
-		f.DrainFilesLeft, bytesCol(f.DrainBytesLeft), st.FilesMoved, bytesCol(st.BytesMoved), rateCol(f.DrainRate), limit,
+	limit := "none"
+	switch {
+	case f.DrainRateLimit > 0:
+		limit = rateCol(float64(f.DrainRateLimit))
+	case f.DrainRateLimit == 0 && st.Kind == "rebuild":
+		limit = "gives way to client streams"
+	}
+	fmt.Printf("left:          %d stripes, %s\n%-14s %d stripes, %s\nrate:          %s (limit %s, %d in parallel, %d in flight)\neta:           %s\nfailures:      %d now (%d attempts failed)\n",
+		f.DrainFilesLeft, bytesCol(f.DrainBytesLeft), moved+":", st.FilesMoved, bytesCol(st.BytesMoved), rateCol(f.DrainRate), limit,
 		f.DrainParallel, st.InFlight, etaCol(f.DrainETA), len(st.Failures), st.Failed)
+	if r := st.Risk; r != nil {
+		fmt.Printf("at risk:       %s one failure from loss, %s degraded, %s unreadable\n", countCol(r.Critical), countCol(r.Degraded), countCol(r.Unreadable))
+		if !st.SafeAt.IsZero() {
+			fmt.Printf("safe:          since %s: none of its files is one failure from loss any more\n", st.SafeAt.Format(time.RFC3339))
+		}
+	}
 	printFailures(st.Failures)
+}
+
+// countCol prints files and their bytes ("3 files (1.2GiB)").
+func countCol(c nsapi.Count) string {
+	return fmt.Sprintf("%d files (%s)", c.Files, bytesCol(c.Bytes))
 }
 
 func printFailures(fs []nsapi.MoveFailure) {

@@ -81,7 +81,7 @@ func newTokenCmd() *cobra.Command {
 
 // runTokenInspect prints what a token says (signature not checked here),
 // then how the server takes it.
-func runTokenInspect(u string, args []string) int {
+func runTokenInspect(u server, args []string) int {
 	raw := envBearer()
 	switch {
 	case len(args) == 1 && args[0] == "-":

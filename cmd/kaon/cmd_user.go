@@ -160,7 +160,7 @@ func modeString(e nsapi.Entry) string {
 	return string(s)
 }
 
-func runLs(u, p string, long bool) int {
+func runLs(u server, p string, long bool) int {
 	ents, err := newAPI(u).List(ctx(), p)
 	if err != nil {
 		return fail("ls", err)
@@ -181,7 +181,7 @@ func runLs(u, p string, long bool) int {
 	return 0
 }
 
-func runStat(u, p string) int {
+func runStat(u server, p string) int {
 	e, err := newAPI(u).Stat(ctx(), p)
 	if err != nil {
 		return fail("stat", err)
@@ -243,7 +243,7 @@ func (p *progress) finish() {
 	}
 }
 
-func runCp(u, src, dst string) int {
+func runCp(u server, src, dst string) int {
 	api := newAPI(u)
 	srcRemote, dstRemote := strings.HasPrefix(src, "kaon:"), strings.HasPrefix(dst, "kaon:")
 	switch {

@@ -48,6 +48,8 @@ func bindNamespace(fl *pflag.FlagSet, n *role.NamespaceConfig) {
 	fl.StringVar(&n.AuditLog, "audit-log", d.AuditLog, "audit log: one JSON line per mutation and refused request (empty = off)")
 	fl.IntVar(&n.FsckRate, "fsck-rate", d.FsckRate, "fsck: files per second of the namespace pass after scans (0 = unthrottled)")
 	fl.DurationVar(&n.OrphanGrace, "fsck-orphan-grace", d.OrphanGrace, "fsck repair drops an orphan stripe only once it was found this long ago")
+	fl.DurationVar(&n.RebuildAfter, "rebuild-after", d.RebuildAfter,
+		"a filesystem unreadable this long (I/O errors, its storage server dead) is declared lost and everything it held is rebuilt on the others of its group (0 = only by hand: fs config ID configstatus=lost)")
 	fl.Float64Var(&n.SlowFactor, "slow-factor", d.SlowFactor, "a filesystem whose p90 I/O latency is this many times the median of its group's filesystems on other disks is slow (0 = no slow-disk detection)")
 	fl.DurationVar(&n.SlowMin, "slow-min", d.SlowMin, "... and above this for small operations (10x for large ones)")
 	fl.BoolVar(&n.SlowPlacement, "slow-placement", d.SlowPlacement, "keep placing new files on slow filesystems (they are only marked and warned about)")
@@ -63,11 +65,13 @@ func bindNamespace(fl *pflag.FlagSet, n *role.NamespaceConfig) {
 func bindAuth(fl *pflag.FlagSet, a *role.AuthConfig) {
 	d := role.DefaultAuth()
 	fl.StringVar(&a.Methods, "auth", d.Methods,
-		"accepted authentication methods, comma-separated: unix (loopback peers; others are nobody), token (bearer tokens), x509; without unix a client none applies to is refused")
+		"accepted authentication methods, comma-separated: unix (loopback peers; others are nobody), token (bearer tokens), x509 (https client certificates), gsi (root:// grid proxies), krb5 (Kerberos tickets: root:// krb5, https Negotiate); root:// offers token, gsi and krb5 in this order; without unix a client none applies to is refused")
 	fl.StringArrayVar(&a.Issuers, "token-issuer", nil,
 		"trusted token issuer ISSUER=JWKS (JWKS: a file or an https:// URL; ISSUER alone: its discovery document), options ,base=/PATH ,user=LOCALUSER ,map=FILE (repeatable)")
 	fl.StringArrayVar(&a.Audiences, "token-audience", nil, "token audience this service accepts besides its own URL and the WLCG/SciTokens 'any' (repeatable)")
 	fl.StringVar(&a.IssuerURL, "issuer-url", d.IssuerURL, "iss of the tokens this instance issues, where it publishes its keys (default: its HTTP URL)")
+	fl.StringVar(&a.Plaintext, "auth-plaintext", d.Plaintext, "bearer tokens over plaintext http: refuse or allow (default: refuse with --tls, a token sent in the clear is a leaked one; allow without)")
+	fl.StringVar(&a.Krb5Keytab, "krb5-keytab", d.Krb5Keytab, "keytab with the service keys of --auth krb5: xrootd/HOST@REALM (offered to root:// clients) and HTTP/HOST@REALM (https Negotiate); user@REALM maps to the local user")
 	fl.DurationVar(&a.MaxTTL, "token-max-ttl", d.MaxTTL, "longest lifetime of the tokens this instance issues, and of any issuer's tokens it accepts (exp - iat; exp - now without iat)")
 }
 
@@ -112,7 +116,9 @@ func bindSecurity(fl *pflag.FlagSet, s *role.SecurityConfig) {
 	fl.StringVar(&s.Key, "tls-key", d.Key, "the host certificate's private key (PEM)")
 	fl.StringVar(&s.CADir, "tls-ca-dir", d.CADir, "trusted CA certificates, hashed layout (client certificates, peers; default: the local CA's, or "+tlsconf.DefaultCADir+" with --tls-cert)")
 	fl.StringVar(&s.TLSDir, "tls-dir", d.TLSDir, "where the local CA and the generated host certificate live (share it with storage servers, as the capability key)")
-	fl.StringVar(&s.GridMap, "grid-mapfile", d.GridMap, "certificate DN → local user map (x509 authentication)")
+	fl.StringVar(&s.GridMap, "grid-mapfile", d.GridMap, "certificate DN → local user map (x509 and gsi authentication; a DN it does not name is refused)")
+	fl.StringVar(&s.VOMSDir, "voms-dir", d.VOMSDir, "VOMS servers trusted per VO (<dir>/<vo>/<host>.lsc): whose attributes in proxies are read (x509, gsi)")
+	fl.StringVar(&s.VOMSMap, "voms-mapfile", d.VOMSMap, "VOMS FQAN → local user map (\"/vo/Role=r\" user, \"/vo/group/*\" user), asked before the grid-mapfile")
 }
 
 func bindMeta(fl *pflag.FlagSet, m *role.MetaConfig) {

@@ -96,18 +96,6 @@ func usageError(c *cobra.Command) int {
 
 func usageExit(c *cobra.Command) error { return exitCode(usageError(c)) }
 
-// withURL adds --url, the namespace server a client verb talks to, to c.
-func withURL(c *cobra.Command) *cobra.Command {
-	c.Flags().String("url", "", "namespace server URL (default $KAON_URL or the local all-in-one)")
-	return c
-}
-
-// urlOf is the --url of a client verb.
-func urlOf(c *cobra.Command) string {
-	u, _ := c.Flags().GetString("url")
-	return u
-}
-
 // newRoot builds the command tree.
 func newRoot() *cobra.Command {
 	root := &cobra.Command{

@@ -293,12 +293,6 @@ func (c *Cluster) Thaw(t testing.TB) {
 	c.do(t, "thaw", c.Dir)
 }
 
-// Wait returns once the cluster is ready.
-func (c *Cluster) Wait(t testing.TB) {
-	t.Helper()
-	c.do(t, "wait", c.Dir)
-}
-
 // Command builds a Ceph tool invocation (ceph, rados, ...) against this
 // cluster, as client.admin unless args choose another id (--id).
 func (c *Cluster) Command(ctx context.Context, tool string, args ...string) *exec.Cmd {

@@ -364,26 +364,29 @@ func TestParallelStreams(t *testing.T) {
 	}
 }
 
-// TestRangedPutRefused: PUT with Content-Range would replace the whole
-// file with the range's bytes; until files can be updated in place it is
-// answered 400 (RFC 9110 14.5) with the reason, at the namespace endpoint
-// and at the storage server's, and the file is left as it was.
+// TestRangedPutRefused: a PUT with a Content-Range that is not a byte
+// range Kaon applies, or one sent only to the storage server with an
+// upload's capability, would replace the whole file with the range's
+// bytes; it is answered 400 (RFC 9110 14.5) with the reason, at the
+// namespace endpoint and at the storage server's, and the file is left as
+// it was. (Ranged PUTs that update a file: integration/update.)
 func TestRangedPutRefused(t *testing.T) {
 	k := harness.Up(t)
 	local, data := randomFile(t, 2_000_000)
 	mustPut(t, k, local, "/r")
 	six, _ := randomFile(t, 6)
-	hdr := "Content-Range: bytes 0-5/2000000"
-	r := curl(t, "-L", "-H", hdr, "-T", six, k.EP.HTTP+"/r")
-	if r.code != 400 || !strings.Contains(string(r.body), "/r") || !strings.Contains(string(r.body), "Content-Range") {
-		t.Fatalf("ranged PUT at the namespace endpoint: %d %s", r.code, r.body)
+	for _, hdr := range []string{"Content-Range: bytes 0-9/2000000", "Content-Range: items 0-5/*", "Content-Range: bytes 5-0/*"} {
+		r := curl(t, "-L", "-H", hdr, "-T", six, k.EP.HTTP+"/r")
+		if r.code != 400 || !strings.Contains(string(r.body), "/r") || !strings.Contains(string(r.body), "Content-Range") {
+			t.Fatalf("%s at the namespace endpoint: %d %s", hdr, r.code, r.body)
+		}
 	}
-	// A client that adds it only on the storage server's URL.
+	// A client that adds it only on the storage server's URL of an upload.
 	loc := curl(t, "-T", six, "-o", "/dev/null", k.EP.HTTP+"/r").header("Location")
 	if loc == "" {
 		t.Fatal("PUT at the namespace endpoint: no redirect")
 	}
-	if r := curl(t, "-H", hdr, "-T", six, loc); r.code != 400 || !strings.Contains(string(r.body), "Content-Range") {
+	if r := curl(t, "-H", "Content-Range: bytes 0-5/2000000", "-T", six, loc); r.code != 400 || !strings.Contains(string(r.body), "Content-Range") {
 		t.Fatalf("ranged PUT at the storage server: %d %s", r.code, r.body)
 	}
 	mustGetEqual(t, k, "/r", data)

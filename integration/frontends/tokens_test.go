@@ -5,27 +5,22 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/kaon-storage/kaon/integration/harness"
 	"github.com/kaon-storage/kaon/integration/tokentest"
+	"github.com/kaon-storage/kaon/internal/frontendtest"
 )
 
-// TestTokenConformance runs the bearer-token scenarios over every front
-// end that carries tokens: scopes narrow what the mapped identity (uid
-// 4242, owner of everything below /tok) may do, whole path components
-// only, create never overwrites or deletes, and forged or unusable tokens
-// never read or write a byte. No token reaches the server log, the
-// access log or the audit log.
+// TestTokenConformance runs the bearer-token scenarios
+// (frontendtest.Tokens) over every front end that carries tokens. No
+// token reaches the server log, the access log or the audit log.
 //
 // HTTP carries the token in the Authorization header (curl); root:// in
 // ztn over TLS (roots://, BEARER_TOKEN in the environment of the Python
 // XRootD bindings, X509_CERT_DIR naming Kaon's CA directory).
 func TestTokenConformance(t *testing.T) {
-	src := t.TempDir()
-	os.Chmod(src, 0o755)
-	iss := tokentest.New(t, src, "https://issuer.test", "https://kaon.test")
+	iss := tokentest.New(t, t.TempDir(), "https://issuer.test", "https://kaon.test")
 	k := harness.Up(t, "--tls", "--auth", "unix,token", "--token-issuer", iss.URL+"="+iss.JWKSFile+",user=4242",
 		"--token-audience", "https://kaon.test")
 	ep := k.EP
@@ -34,13 +29,13 @@ func TestTokenConformance(t *testing.T) {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "xrd_driver.py")
-	content, small := []byte("data below /tok/foo\n"), []byte("new content\n")
-	local, local2 := filepath.Join(src, "content"), filepath.Join(src, "small")
-	os.WriteFile(local, content, 0o644)
-	os.WriteFile(local2, small, 0o644)
-	drivers := []func(tok string) Driver{
-		func(tok string) Driver { return httpDriver{base: k.EP.HTTP, token: tok} },
-		func(tok string) Driver {
+	ca := filepath.Join(frontendtest.LocalDir(t), "ca.pem") // where curl run as nobody reads it
+	if b, err := os.ReadFile(ep.CA); err != nil || os.WriteFile(ca, b, 0o644) != nil {
+		t.Fatalf("the instance's CA %s: %v", ep.CA, err)
+	}
+	drivers := []func(tok string) frontendtest.Driver{
+		func(tok string) frontendtest.Driver { return httpDriver{base: ep.HTTPS, token: tok, cacert: ca} }, // tokens over TLS only
+		func(tok string) frontendtest.Driver {
 			env := []string{"X509_CERT_DIR=" + ep.CADir}
 			if tok != "" {
 				env = append(env, "BEARER_TOKEN="+tok)
@@ -48,134 +43,10 @@ func TestTokenConformance(t *testing.T) {
 			return xrdDriver{url: ep.Roots, script: script, env: env}
 		},
 	}
-	var used []string // every token sent, for the log check
-	for _, mk := range drivers {
-		name := mk("").Name()
-		t.Run(name, func(t *testing.T) {
-			b := "/tok-" + name
-			root := mk("")
-			for _, d := range []string{b, b + "/foo", b + "/foobar", b + "/bar", b + "/up", b + "/rw"} {
-				k.MustKaon("mkdir", d)
-				k.MustKaon("chown", "4242:4242", d)
-			}
-			for _, f := range []string{b + "/foo/data", b + "/foobar/secret", b + "/bar/x", b + "/up/existing", b + "/rw/old"} {
-				if r := root.Do(t, false, "put", local, f); r.Outcome != OK {
-					t.Fatalf("setup %s: %s", f, r.Detail)
-				}
-				k.MustKaon("chown", "4242:4242", f)
-			}
-			tok := func(scope string) Driver {
-				raw := iss.Token(t, scope)
-				used = append(used, raw)
-				return mk(raw)
-			}
-			want := func(what string, r Result, outcome string) {
-				t.Helper()
-				if r.Outcome != outcome {
-					t.Fatalf("%s: %s, want %s (%s)", what, r.Outcome, outcome, r.Detail)
-				}
-			}
-			absent := func(what, p string) {
-				t.Helper()
-				if _, _, code := k.Kaon("stat", p); code == 0 {
-					t.Fatalf("%s: %s exists", what, p)
-				}
-			}
-			unchanged := func(what, p string) {
-				t.Helper()
-				if r := root.Do(t, false, "read", p, "0", "-1"); !bytes.Equal(r.Data, content) {
-					t.Fatalf("%s: %s now holds %q", what, p, r.Data)
-				}
-			}
-
-			rd := tok("storage.read:" + b + "/foo")
-			if r := rd.Do(t, false, "read", b+"/foo/data", "0", "-1"); r.Outcome != OK || !bytes.Equal(r.Data, content) {
-				t.Fatalf("read with a read scope: %s %q (%s)", r.Outcome, r.Data, r.Detail)
-			}
-			want("stat with a read scope", rd.Do(t, false, "stat", b+"/foo/data"), OK)
-			want("list with a read scope", rd.Do(t, false, "ls", b+"/foo"), OK)
-			if r := rd.Do(t, false, "read", b+"/foobar/secret", "0", "-1"); r.Outcome != Permission || bytes.Contains(r.Data, content) {
-				t.Fatalf("a /foo scope on /foobar: %s (%s)", r.Outcome, r.Detail)
-			}
-			// Kaon refuses paths with .. outright (400 / kXR_ArgInvalid)
-			if r := rd.Do(t, false, "read", b+"/foo/../bar/x", "0", "-1"); r.Outcome == OK || bytes.Contains(r.Data, content) {
-				t.Fatalf("a /foo scope on /foo/../bar: %s (%s)", r.Outcome, r.Detail)
-			}
-			want("PUT with a read scope", rd.Do(t, false, "put", local2, b+"/foo/new"), Permission)
-			absent("PUT with a read scope", b+"/foo/new")
-			want("DELETE with a read scope", rd.Do(t, false, "rm", b+"/foo/data"), Permission)
-			want("MKCOL with a read scope", rd.Do(t, false, "mkdir", b+"/foo/d"), Permission)
-			absent("MKCOL with a read scope", b+"/foo/d")
-			want("MOVE with a read scope", rd.Do(t, false, "mv", b+"/foo/data", b+"/foo/moved"), Permission)
-			unchanged("a read token's attempts", b+"/foo/data")
-
-			cr := tok("storage.create:" + b + "/up")
-			want("upload with a create scope", cr.Do(t, false, "put", local2, b+"/up/new"), OK)
-			want("mkdir with a create scope", cr.Do(t, false, "mkdir", b+"/up/d"), OK)
-			want("overwrite with a create scope", cr.Do(t, false, "put", local2, b+"/up/existing"), Permission)
-			want("delete with a create scope", cr.Do(t, false, "rm", b+"/up/existing"), Permission)
-			want("rename with a create scope", cr.Do(t, false, "mv", b+"/up/existing", b+"/up/moved"), Permission)
-			want("read with a create scope", cr.Do(t, false, "read", b+"/up/existing", "0", "-1"), Permission)
-			unchanged("a create token's attempts", b+"/up/existing")
-			want("create outside its scope", cr.Do(t, false, "put", local2, b+"/rw/c"), Permission)
-
-			md := tok("storage.modify:" + b + "/rw")
-			want("upload with a modify scope", md.Do(t, false, "put", local2, b+"/rw/new"), OK)
-			want("overwrite with a modify scope", md.Do(t, false, "put", local2, b+"/rw/old"), OK)
-			want("rename with a modify scope", md.Do(t, false, "mv", b+"/rw/old", b+"/rw/older"), OK)
-			want("mkdir with a modify scope", md.Do(t, false, "mkdir", b+"/rw/d"), OK)
-			want("delete with a modify scope", md.Do(t, false, "rm", b+"/rw/older"), OK)
-			want("modify outside its scope", md.Do(t, false, "rm", b+"/foo/data"), Permission)
-
-			raw := iss.RSAToken(t, "read:"+b+"/foo write:"+b+"/rw") // SciTokens 2.0 forms, RS256
-			used = append(used, raw)
-			sci := mk(raw)
-			want("SciTokens read:", sci.Do(t, false, "read", b+"/foo/data", "0", "-1"), OK)
-			want("SciTokens write:", sci.Do(t, false, "put", local2, b+"/rw/sci"), OK)
-			want("SciTokens write: outside its path", sci.Do(t, false, "put", local2, b+"/foo/sci"), Permission)
-
-			refused := Unauth
-			if name != "http" {
-				refused = Permission // kXR_NotAuthorized
-			}
-			for what, raw := range iss.Forged(t, "storage.modify:"+b) {
-				used = append(used, raw)
-				f := mk(raw)
-				if r := f.Do(t, false, "read", b+"/foo/data", "0", "-1"); r.Outcome != refused || bytes.Contains(r.Data, content) {
-					t.Fatalf("%s token reads: %s (%s)", what, r.Outcome, r.Detail)
-				}
-				target := b + "/rw/forged-" + strings.ReplaceAll(what, " ", "-")
-				want(what+" token writes", f.Do(t, false, "put", local2, target), refused)
-				absent(what+" token writes", target)
-				want(what+" token deletes", f.Do(t, false, "rm", b+"/foo/data"), refused)
-				want(what+" token mkdirs", f.Do(t, false, "mkdir", target+"-d"), refused)
-				absent(what+" token mkdirs", target+"-d")
-			}
-			unchanged("forged tokens' attempts", b+"/foo/data")
-		})
-	}
+	used := frontendtest.Tokens(t, cli{k}, iss, drivers)
 	audit, _ := os.ReadFile(filepath.Join(k.Dir, "audit.log"))
 	if !bytes.Contains(audit, []byte(`"method":"token"`)) {
 		t.Fatalf("the audit log records no token principal:\n%s", audit)
 	}
-	CheckNoTokens(t, used, map[string]string{"server and access log": k.Logs(), "audit log": string(audit)})
-}
-
-// CheckNoTokens fails if any part of a token (its claims or signature)
-// appears in any of the logs.
-func CheckNoTokens(t *testing.T, tokens []string, logs map[string]string) {
-	t.Helper()
-	for _, tok := range tokens {
-		parts := strings.Split(tok, ".")
-		for _, part := range parts[1:] {
-			if len(part) < 16 {
-				continue
-			}
-			for name, l := range logs {
-				if strings.Contains(l, part) {
-					t.Fatalf("the %s holds a token", name)
-				}
-			}
-		}
-	}
+	frontendtest.CheckNoTokens(t, used, map[string]string{"server and access log": k.Logs(), "audit log": string(audit)})
 }

@@ -41,6 +41,35 @@ elif op == "write":  # write LOCAL PATH OFFSET: an update in place
         done(st)
     st, _ = f.close()
     done(st)
+elif op == "truncate":  # truncate PATH SIZE: kXR_truncate by path
+    done(fs.truncate(args[0], int(args[1]))[0])
+elif op == "ftruncate":  # ftruncate PATH SIZE: kXR_truncate by handle of an update open
+    f = client.File()
+    st, _ = f.open(url + "/" + args[0], OpenFlags.UPDATE)
+    if not st.ok:
+        done(st)
+    st, _ = f.truncate(int(args[1]))
+    if not st.ok:
+        f.close()
+        done(st)
+    st, _ = f.close()
+    done(st)
+elif op == "append":  # append LOCAL PATH: kXR_open_apnd, written at the file's size
+    data = open(args[0], "rb").read()
+    f = client.File()
+    st, _ = f.open(url + "/" + args[1], OpenFlags.UPDATE | 0x0200)  # kXR_open_apnd, not named in the bindings
+    if not st.ok:
+        done(st)
+    st, info = f.stat()
+    if not st.ok:
+        f.close()
+        done(st)
+    st, _ = f.write(data, info.size)
+    if not st.ok:
+        f.close()
+        done(st)
+    st, _ = f.close()
+    done(st)
 elif op == "read":  # read PATH OFFSET LENGTH (LENGTH -1 = all)
     f = client.File()
     st, _ = f.open(url + "/" + args[0], OpenFlags.READ)

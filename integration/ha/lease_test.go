@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kaon-storage/kaon/integration/harness"
 )
 
 // A deposed active server stops answering reads before another can be
@@ -17,13 +19,13 @@ import (
 // etcd; from the moment it acknowledges a write, server 0 must no longer
 // answer a read as the active server: it would not know of that write.
 func TestDeposedServerStopsReadsFirst(t *testing.T) {
-	var links []*link
+	var links []*harness.Link
 	in := newInstanceWith(t, 2, options{meta: func(in *instance, i int) string {
 		if i != 0 {
 			return in.meta
 		}
 		var meta string
-		links, meta = newLinks(t, in)
+		links, meta = harness.NewLinks(t, in.etcd.Endpoints())
 		return meta
 	}})
 	in.waitActive(0, "server 0 is active")
@@ -31,7 +33,7 @@ func TestDeposedServerStopsReadsFirst(t *testing.T) {
 		t.Fatalf("mkdir /before: %d %s %v", code, body, err)
 	}
 	for _, k := range links {
-		k.slow(1500 * time.Millisecond)
+		k.Slow(1500 * time.Millisecond)
 	}
 	// Long enough for renewals to be answered over the slow link (sent
 	// every third of the lease), and the server to go on as before.
@@ -40,7 +42,7 @@ func TestDeposedServerStopsReadsFirst(t *testing.T) {
 		t.Fatalf("stat /before at server 0 over the slow link: %d %s %v", code, body, err)
 	}
 	for _, k := range links {
-		k.setCut(true)
+		k.SetCut(true)
 	}
 	cut := time.Now()
 	n := 0
@@ -64,8 +66,8 @@ func TestDeposedServerStopsReadsFirst(t *testing.T) {
 		return nil
 	})
 	for _, k := range links {
-		k.slow(0)
-		k.setCut(false)
+		k.Slow(0)
+		k.SetCut(false)
 	}
 	in.waitActive(1, "server 0, reconnected, is a standby naming server 1")
 	if code, body, err := apiCall(http.MethodGet, in.http[1], "stat", url.Values{"path": {"/before"}}); err != nil || code != 200 {

@@ -16,7 +16,7 @@ import (
 // configuration, and returns its host:port and the directory its files
 // are in. It is killed when the test ends; its log is printed if the test
 // failed.
-func XRootD(t testing.TB, extra string) (addr, data string) {
+func XRootD(t testing.TB, extra func(dir string) string) (addr, data string) {
 	t.Helper()
 	if _, err := exec.LookPath("xrootd"); err != nil {
 		t.Fatal("xrootd (xrootd-server) is not installed: run scripts/deps.sh")
@@ -36,7 +36,10 @@ oss.localroot %s/data
 all.adminpath %s/run
 all.pidpath %s/run
 xrootd.chksum adler32
-%s`, port, dir, dir, dir, extra)
+`, port, dir, dir, dir)
+	if extra != nil {
+		cfg += extra(dir)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "xrd.cfg"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

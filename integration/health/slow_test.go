@@ -7,51 +7,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kaon-storage/kaon/integration/harness"
 )
-
-// slowFS mounts lower again at mnt through the delaying FUSE layer
-// (slowfs) and returns the file its delay is written to; it is unmounted
-// when the test ends.
-func slowFS(t *testing.T, lower, mnt string) (delayFile string) {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "slowfs")
-	build := exec.Command("go", "build", "-o", bin, "./integration/health/slowfs")
-	build.Dir = harness.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build slowfs: %v\n%s", err, out)
-	}
-	delayFile = filepath.Join(t.TempDir(), "delay")
-	os.WriteFile(delayFile, []byte("0"), 0o644)
-	cmd := exec.Command(bin, delayFile, lower, mnt)
-	var log strings.Builder
-	cmd.Stdout, cmd.Stderr = &log, &log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			exec.Command("fusermount3", "-u", "-z", mnt).Run()
-			t.Errorf("slowfs did not stop within 10s: %s", log.String())
-		}
-	})
-	harness.WaitFor(t, 10*time.Second, "slowfs to mount "+mnt, func() bool {
-		b, _ := os.ReadFile("/proc/mounts")
-		return strings.Contains(string(b), " "+mnt+" fuse.slowfs ")
-	})
-	return delayFile
-}
 
 // fsLine returns the `fs ls` line of the filesystem at path.
 func fsLine(t *testing.T, k *harness.Process, path string) string {
@@ -66,12 +26,12 @@ func fsLine(t *testing.T, k *harness.Process, path string) string {
 }
 
 // health is the health column (the last one, which may hold spaces):
-// everything after the backend-health column, the 18th (used and capacity
+// everything after the backend-health column, the 19th (used and capacity
 // are two fields each: "1.5 GiB"; drain, left, rate, eta and failed one
 // each).
 func health(line string) string {
 	f := strings.Fields(line)
-	return strings.Join(f[19:], " ")
+	return strings.Join(f[20:], " ")
 }
 
 // TestSlowDisk runs a storage server with three filesystems on local
@@ -85,7 +45,7 @@ func TestSlowDisk(t *testing.T) {
 	lower, mnt := filepath.Join(base, "lower"), filepath.Join(base, "mnt")
 	os.Mkdir(lower, 0o755)
 	os.Mkdir(mnt, 0o755)
-	delay := slowFS(t, lower, mnt)
+	delay := harness.FaultFS(t, lower, mnt)
 
 	mdir := t.TempDir()
 	m := harness.Start(t, mdir, "mgm", "--data", mdir, "--http", "127.0.0.1:0")

@@ -143,7 +143,11 @@ var stripeRow = regexp.MustCompile(`^(\d+)\s+(\d+)\s+\S+\s+(/\S+)$`)
 // stripesOf are path's registered stripes: fsid -> physical path.
 func stripesOf(t *testing.T, k *harness.Process, path string) map[uint32]string {
 	t.Helper()
-	out := k.MustKaon("file", "info", path)
+	return stripesIn(k.MustKaon("file", "info", path))
+}
+
+// stripesIn are the stripes `kaon file info` printed in out.
+func stripesIn(out string) map[uint32]string {
 	m := map[uint32]string{}
 	for _, l := range strings.Split(out, "\n") {
 		if s := stripeRow.FindStringSubmatch(strings.TrimSpace(l)); s != nil {

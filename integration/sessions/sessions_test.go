@@ -147,6 +147,25 @@ func TestChangesReachSubscribers(t *testing.T) {
 	if inv := next(t, b, "dropcaps' full invalidation"); !inv.Full {
 		t.Fatalf("after dropcaps B was told %+v", inv)
 	}
+	// conf sets what it is given and shows every setting; evict ends a
+	// session (its client is told, and comes back as a new session).
+	if out := p.MustKaon("fusex", "conf", "lease=600s", "broadcast.max-audience=128"); !strings.Contains(out, "lease=10m0s") || !strings.Contains(out, "broadcast.max-audience=128") || !strings.Contains(out, "heartbeat=10s") {
+		t.Fatalf("fusex conf lease=600s broadcast.max-audience=128:\n%s", out)
+	}
+	if _, stderr, code := p.Kaon("fusex", "conf", "lease=soon"); code == 0 || !strings.Contains(stderr, "lease") {
+		t.Fatalf("fusex conf lease=soon: exit %d, %s", code, stderr)
+	}
+	evicted := b.ID()
+	if out := p.MustKaon("fusex", "evict", evicted); !strings.Contains(out, "evicted "+evicted) {
+		t.Fatalf("fusex evict %s: %s", evicted, out)
+	}
+	if inv := next(t, b, "the eviction's full invalidation"); !inv.Full {
+		t.Fatalf("after fusex evict B was told %+v", inv)
+	}
+	harness.WaitFor(t, 20*time.Second, "B's client back as a new session", func() bool { return b.ID() != "" && b.ID() != evicted })
+	if ls := p.MustKaon("fusex", "ls"); strings.Contains(ls, evicted) || !strings.Contains(ls, b.ID()) {
+		t.Fatalf("fusex ls after evicting %s (B is now %s):\n%s", evicted, b.ID(), ls)
+	}
 }
 
 // TestNothingMissedSilently: a client that does not read its

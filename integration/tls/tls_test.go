@@ -408,3 +408,43 @@ func TestZtnTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestPlaintextTokens: a --tls instance refuses a bearer token that came
+// over plaintext http (403 naming why; it is not taken as nobody or as the
+// unix peer either) and takes it over https; --auth-plaintext=allow takes
+// it over http too.
+func TestPlaintextTokens(t *testing.T) {
+	src := t.TempDir()
+	os.Chmod(src, 0o755)
+	iss := tokentest.New(t, src, "https://issuer.test", "https://kaon.test")
+	tok := iss.Token(t, "storage.read:/ storage.modify:/tok")
+	data := randomFile(t, 1000)
+	curl := func(ep harness.Endpoints, base string) string {
+		out, _ := run(t, nil, "curl", "-sSL", "--cacert", ep.CA, "-H", "Authorization: Bearer "+tok, "-T", data, "-w", "\n%{http_code}", base+"/tok/f")
+		return out
+	}
+	for _, c := range []struct {
+		extra      []string
+		plain, tls string // status code at the end of curl's output
+	}{
+		{nil, "403", "201"},
+		{[]string{"--auth-plaintext", "allow"}, "201", "201"},
+	} {
+		k := harness.Up(t, append([]string{"--tls", "--auth", "unix,token", "--token-issuer", iss.URL + "=" + iss.JWKSFile + ",user=4242",
+			"--token-audience", "https://kaon.test"}, c.extra...)...)
+		ep := readEP(t, k.Dir)
+		k.MustKaon("mkdir", "/tok")
+		k.MustKaon("chown", "4242:4242", "/tok")
+		out := curl(ep, ep.HTTP)
+		if !strings.HasSuffix(out, c.plain) || (c.plain == "403" && !strings.Contains(out, "plaintext")) {
+			t.Fatalf("%v: token over http: %s", c.extra, out)
+		}
+		if out := curl(ep, ep.HTTPS); !strings.HasSuffix(out, c.tls) {
+			t.Fatalf("%v: token over https: %s", c.extra, out)
+		}
+		if st := k.MustKaon("stat", "/tok/f"); !strings.Contains(st, "Uid: 4242 ") {
+			t.Fatalf("%v: the upload is not the token's user's:\n%s", c.extra, st)
+		}
+		k.Stop()
+	}
+}

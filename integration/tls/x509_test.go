@@ -2,6 +2,7 @@ package tls
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,10 +17,10 @@ import (
 
 // TestX509Proxies: curl, davix and gfal with an RFC 3820 proxy
 // (X509_USER_PROXY) are the local user the grid-mapfile maps the DN to,
-// and get no more than that user; an unmapped DN is nobody (a valid
-// certificate, no local account); an expired proxy, a proxy signed by the
-// wrong key and a certificate from an unknown CA are refused (403 naming
-// why), even from a loopback client that would otherwise be its unix user.
+// and get no more than that user; an unmapped DN (a valid certificate, no
+// local account), an expired proxy, a proxy signed by the wrong key and a
+// certificate from an unknown CA are refused (403 naming why), even from
+// a loopback client that would otherwise be its unix user.
 func TestX509Proxies(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Fatal("this test runs kaon as root and maps a DN to the local user daemon")
@@ -42,8 +43,13 @@ func TestX509Proxies(t *testing.T) {
 	gridmap := filepath.Join(dir, "grid-mapfile")
 	os.WriteFile(gridmap, []byte(`"/DC=org/DC=kaon-test/O=Users/CN=Alice" daemon`+"\n"), 0o644)
 
+	vomsServer := grid.Host("voms.kaon.test")
+	vomsDir := filepath.Join(dir, "vomsdir")
+	if err := x509test.WriteLSC(vomsDir, "kaontest", vomsServer); err != nil {
+		t.Fatal(err)
+	}
 	k := harness.Start(t, dir, "up", "--data", dir, "--http", "127.0.0.1:0", "--xrootd", "127.0.0.1:0", "--tls",
-		"--auth", "x509,unix", "--tls-ca-dir", caDir, "--grid-mapfile", gridmap)
+		"--auth", "x509,unix", "--tls-ca-dir", caDir, "--grid-mapfile", gridmap, "--voms-dir", vomsDir)
 	ep := readEP(t, dir)
 	// As local root (unix peer, plaintext): a directory only daemon may
 	// use, and one only root may write.
@@ -81,10 +87,16 @@ func TestX509Proxies(t *testing.T) {
 		}
 		return code, m, out
 	}
-	if code, m, out := whoami(good); code != 200 || m["name"] != "daemon" || m["method"] != "x509" {
+	if code, m, out := whoami(good); code != 200 || m["name"] != "daemon" || m["method"] != "x509" || m["fqans"] != nil {
 		t.Fatalf("whoami with Alice's proxy: %s", out)
 	}
-	if code, m, out := whoami(unmapped); code != 200 || m["name"] != "nobody" {
+	// VOMS attributes a VOMS server of the VOMS directory signed are read.
+	voms := x509test.VOMS{Server: vomsServer, VO: "kaontest", FQANs: []string{"/kaontest/Role=production/Capability=NULL"}}
+	if code, m, out := whoami(proxy("voms", alice.Proxy(x509test.ProxyOpts{VOMS: &voms}))); code != 200 || m["name"] != "daemon" ||
+		fmt.Sprint(m["fqans"]) != "[/kaontest/Role=production/Capability=NULL]" {
+		t.Fatalf("whoami with VOMS attributes: %s", out)
+	}
+	if code, _, out := whoami(unmapped); code != http.StatusForbidden || !strings.Contains(out, "/CN=Bob is not in the grid-mapfile") {
 		t.Fatalf("whoami with an unmapped DN: %s", out)
 	}
 	for name, p := range bad {
@@ -116,7 +128,7 @@ func TestX509Proxies(t *testing.T) {
 	if o, err := run(t, nil, "curl", "-sSfL", "--cacert", ep.CA, "--cert", good, "--key", good, "-T", src, ep.HTTPS+"/rootonly/x"); err == nil {
 		t.Fatalf("Alice's proxy wrote into root's directory: %s", o)
 	}
-	// Nobody (unmapped DN), although the loopback client is root.
+	// Refused (unmapped DN), although the loopback client is root.
 	if o, err := run(t, nil, "curl", "-sSfL", "--cacert", ep.CA, "--cert", unmapped, "--key", unmapped, ep.HTTPS+"/alice/c"); err == nil {
 		t.Fatalf("an unmapped DN read daemon's file: %s", o)
 	}

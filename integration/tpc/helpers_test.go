@@ -33,10 +33,30 @@ func run(t *testing.T, step string, timeout time.Duration, name string, args ...
 
 func runCmd(t *testing.T, step string, timeout time.Duration, cred *syscall.Credential, name string, args ...string) (string, error) {
 	t.Helper()
+	return runWith(t, step, timeout, cred, nil, name, args...)
+}
+
+// runEnv is run with env added to the client's environment.
+func runEnv(t *testing.T, step string, timeout time.Duration, env []string, name string, args ...string) (string, error) {
+	t.Helper()
+	return runWith(t, step, timeout, nil, env, name, args...)
+}
+
+func mustRunEnv(t *testing.T, step string, timeout time.Duration, env []string, name string, args ...string) string {
+	t.Helper()
+	out, err := runEnv(t, step, timeout, env, name, args...)
+	if err != nil {
+		t.Fatalf("%s: %s %v: %v\n%s", step, name, args, err, out)
+	}
+	return out
+}
+
+func runWith(t *testing.T, step string, timeout time.Duration, cred *syscall.Credential, env []string, name string, args ...string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), "GFAL_PYTHONBIN=/usr/bin/python3")
+	cmd.Env = append(append(os.Environ(), "GFAL_PYTHONBIN=/usr/bin/python3"), env...)
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		cmd.Dir = "/"
@@ -132,8 +152,19 @@ func hostport(u string) string {
 
 // xrootdServer starts Debian's xrootd exporting a fresh directory with TPC
 // (its copy program is xrdcp --server) and returns its host:port.
-func xrootdServer(t *testing.T) string {
+func xrootdServer(t *testing.T) string { return xrootdServerWith(t, nil) }
+
+// xrootdServerWith is xrootdServer with more configuration: extra writes
+// what it needs into the server's directory (made the xrootd user's
+// afterwards) and returns configuration lines.
+func xrootdServerWith(t *testing.T, extra func(dir string) string) string {
 	t.Helper()
-	addr, _ := harness.XRootD(t, "ofs.tpc logok pgm /usr/bin/xrdcp --server\n")
+	addr, _ := harness.XRootD(t, func(dir string) string {
+		tpc := "ofs.tpc logok pgm /usr/bin/xrdcp --server\n"
+		if extra != nil {
+			tpc += extra(dir)
+		}
+		return tpc
+	})
 	return addr
 }

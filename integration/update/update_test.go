@@ -79,7 +79,7 @@ func drive(t *testing.T, script, url, path string, seed int) outcome {
 // xrootd: every server must end with the model's bytes, the same ones.
 func TestUpdateSessionsLikeXRootD(t *testing.T) {
 	k := harness.Up(t, "--fs", "4")
-	xrd, _ := harness.XRootD(t, "")
+	xrd, _ := harness.XRootD(t, nil)
 	script := driverScript(t)
 	k.MustKaon("mkdir", "/r2")
 	k.MustKaon("attr", "set", "/r2", "sys.forced.layout=replica:2")

@@ -28,6 +28,10 @@ type Principal struct {
 	// allows (a bearer token's storage.read:/p ...): nil means no
 	// restriction, an empty list means nothing at all.
 	Scopes []Scope
+	// FQANs are the VOMS attributes of a grid proxy (verified, the
+	// primary first): what the user may do as a member of a virtual
+	// organisation, beside the local identity they map to.
+	FQANs []string
 }
 
 // Operations a scope allows.
@@ -95,6 +99,13 @@ type Request struct {
 	// chain itself is verified by the x509 method (proxies included).
 	Certs []*x509.Certificate
 	Login string // the name the client claims (display only)
+	// Kerberos is a Kerberos credential: the AP-REQ of root://'s krb5, or
+	// the GSS-API token of an https "Authorization: Negotiate" (SPNEGO
+	// or a bare krb5 token); the krb5 method verifies it.
+	Kerberos []byte
+	// TLS says the connection is TLS (https, or root:// after the TLS
+	// upgrade); a bearer credential without it travelled in the clear.
+	TLS bool
 	// Admin says the request is for the admin API (HostRoot applies only
 	// there).
 	Admin bool
@@ -106,6 +117,21 @@ type Authenticator interface {
 	// to r, false when it does not (the next method is tried), or an
 	// error when it applies and fails.
 	Authenticate(ctx context.Context, r *Request) (Principal, bool, error)
+}
+
+// BearerMethod is an Authenticator of bearer credentials (tokens,
+// macaroons): front ends look at a request's bearer credential only when
+// the chain has one.
+type BearerMethod interface {
+	Authenticator
+	TakesBearer()
+}
+
+// Challenger is an Authenticator whose credential HTTP clients send only
+// when asked: a 401 names its scheme ("Negotiate") in WWW-Authenticate.
+type Challenger interface {
+	Authenticator
+	Challenge() string
 }
 
 // Chain tries authenticators in order; a request none applies to is Nobody.
@@ -139,6 +165,19 @@ func Protocol(ctx context.Context) string {
 		return p
 	}
 	return "internal"
+}
+
+// RefusePlaintextBearer heads the chain of an instance that takes bearer
+// credentials (tokens, macaroons) over TLS only: one that travelled in
+// plaintext is a leaked credential, refused rather than used.
+type RefusePlaintextBearer struct{}
+
+// Authenticate implements Authenticator.
+func (RefusePlaintextBearer) Authenticate(_ context.Context, r *Request) (Principal, bool, error) {
+	if r.Bearer == "" || r.TLS {
+		return Principal{}, false, nil
+	}
+	return Nobody, true, kerr.New(kerr.Permission, "", "", "a bearer token over plaintext is refused (this instance takes tokens over TLS only: use https, roots://)")
 }
 
 // Refuse ends a chain that admits no anonymous client: it applies to

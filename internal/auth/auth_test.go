@@ -33,6 +33,23 @@ func TestChain(t *testing.T) {
 	}
 }
 
+// TestRefusePlaintextBearer: a bearer credential that came in plaintext is
+// refused (not passed to the methods after it), one over TLS and a request
+// without one pass.
+func TestRefusePlaintextBearer(t *testing.T) {
+	alice := Principal{UID: 1000, Name: "alice", Method: "token"}
+	c := Chain{RefusePlaintextBearer{}, fixed{p: alice, ok: true}}
+	ctx := context.Background()
+	if p, err := c.Authenticate(ctx, &Request{Bearer: "t"}); err == nil || p.UID == alice.UID {
+		t.Fatalf("a plaintext bearer token was taken: %+v %v", p, err)
+	}
+	for _, r := range []*Request{{Bearer: "t", TLS: true}, {}} {
+		if p, err := c.Authenticate(ctx, r); err != nil || p.Name != "alice" {
+			t.Fatalf("%+v: %+v %v", r, p, err)
+		}
+	}
+}
+
 // TestUnixPeer: a real loopback connection is its owner; a non-loopback
 // address is not authenticated by this method.
 func TestUnixPeer(t *testing.T) {

@@ -9,8 +9,23 @@
 // A stripe is named by its file id alone: two stripes (or replicas) of one
 // file never share a filesystem, so the stripe index is metadata, not part
 // of the name. A stripe is written once, from its first byte to its last;
-// afterwards it changes only through a journal (Updater, journal.go), each
-// change giving it the file's next data version (Meta.Version).
+// afterwards it changes only through a journal (Updater, journal.go),
+// each change giving it the file's next data version (Meta.Version), and
+// through Rewrite, which puts back bytes of blocks repaired from a good
+// copy at the same version, never changing its length.
+//
+// Bitrot: a store keeps the crc32c of every block of a stripe (package
+// checksum's block sums; posix in a trailer after the data, RADOS through
+// BlueStore's own per-block crc32c) unless the stripe's bytes carry their
+// own (CreateOptions.Framed: erasure-coded frames), and its Readers verify
+// every block they return: a block that fails is never returned, ReadAt
+// stops before it with an error wrapping a *checksum.BlockError that
+// names its bytes, and Rewrite of those bytes from a good copy repairs
+// it. Stripes written before block sums existed read as they are
+// (Reader.BlockSums is false) until AddBlockSums adds them (a scrub). A stripe found
+// damaged beyond what its store can repair is marked (MarkDamaged), and
+// the mark travels with it (Reader.Damaged), so that its readers can fail
+// at once instead of in the middle of a transfer.
 //
 // A store also says what it is (Info: posix, cephfs or rados, and which
 // backing storage it shares with other filesystems, so that six
@@ -50,6 +65,30 @@ type Store interface {
 	ReadMeta(fid uint64) (Meta, error)
 	// Remove deletes a stripe (kerr.NotFound if there is none).
 	Remove(fid uint64) error
+	// Rewrite replaces bytes [off, off+len(p)) of the finished stripe of
+	// fid with p and makes them durable, recomputing the block sums of
+	// the blocks the range touches and of no other: a block p covers
+	// whole is summed from p; one it covers in part is read and verified
+	// first, and a rewrite that would keep damaged bytes of such a block
+	// is refused (kerr.IO wrapping its *checksum.BlockError), so a repair
+	// writes whole blocks. The range must lie within the stripe (its
+	// length does not change: kerr.Invalid). It clears a damage mark.
+	// Data and sums are written one after the other, not atomically: a
+	// crash between leaves blocks that fail verification (and are
+	// repaired as any damage is), never blocks that verify with other
+	// bytes. Concurrent readers of the range may see either content or a
+	// block that fails; Rewrites of one stripe are serialized.
+	Rewrite(fid uint64, off int64, p []byte) error
+	// AddBlockSums gives a stripe written before block sums existed its
+	// sums: sums are the crc32c of every block of bs bytes of its data,
+	// length bytes, which the caller read and checked against the
+	// stripe's whole-file checksum. It is refused (kerr.Invalid) if the
+	// stripe does not hold length bytes of data; a stripe that has sums,
+	// or whose store keeps none (RADOS), is left as it is.
+	AddBlockSums(fid uint64, bs int, sums []uint32, length int64) error
+	// MarkDamaged records on the stripe of fid that its bytes are damaged
+	// and why (Reader.Damaged says it from then on); "" removes the mark.
+	MarkDamaged(fid uint64, why string) error
 	// Walk calls fn for every stripe in the store, in no particular order,
 	// with its metadata or the error reading it (a stripe being written has
 	// none yet; neither has a damaged one). An error from fn stops the walk
@@ -138,6 +177,9 @@ type CreateOptions struct {
 	// Callers that already run one goroutine per stripe (the erasure
 	// writer) leave it off.
 	Overlap bool
+	// Framed says the stripe's bytes carry their own checksums (the
+	// frames of an erasure-coded stripe): the store keeps no block sums.
+	Framed bool
 }
 
 // Writer receives the bytes of a new stripe in order.
@@ -151,14 +193,23 @@ type Writer interface {
 	Abort()
 }
 
-// Reader reads a finished stripe.
+// Reader reads a finished stripe. ReadAt returns only bytes that
+// verified against their block sums, where the stripe has them.
 type Reader interface {
 	io.ReaderAt
-	Size() int64
+	Size() int64 // of the data (block sums, where kept in the stripe, excluded)
 	Close() error
+	// BlockSums reports whether ReadAt verifies every block it returns
+	// (the stripe has block sums, or its store verifies blocks itself).
+	BlockSums() bool
+	// Damaged is why the stripe was marked damaged (MarkDamaged), "" if
+	// it was not.
+	Damaged() string
 }
 
-// OSFile is implemented by Readers of a local file, so that a front end
+// OSFile is implemented by Readers of a local file whose bytes are not
+// verified block by block (erasure-coded stripes, whose frames the reader
+// of the file checks; stripes without block sums), so that a front end
 // can hand the file to the kernel (sendfile) instead of copying it.
 type OSFile interface {
 	OSFile() *os.File

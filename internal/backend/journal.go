@@ -24,13 +24,29 @@ package backend
 //	    | 'T' size(8)                             truncate to size
 //
 // integers big-endian.
+//
+// Block sums: a stripe that carries the crc32c of its blocks (backend.go,
+// Bitrot) keeps them current through an update. Before an apply changes
+// anything, the blocks the operations touch and whose old bytes partly
+// stay (TouchedBlocks, Verify) are verified against their sums, so that
+// an update never blesses a block that rotted; after it, only the
+// touched blocks (those written, and those whose length changed: the old
+// and the new last block, a hole's blocks) are summed again from the new
+// bytes, the others keep their sums (Touched.Sums). A block that fails
+// that verification fails the apply (kerr.IO naming it): the stripe
+// keeps its content and version, and the update marks it stale, to be
+// rebuilt from a current copy.
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+
+	"github.com/kaon-storage/kaon/internal/checksum"
 )
 
 // Updater is implemented by stores whose stripes can be changed in place
@@ -141,4 +157,158 @@ func ReplayOps(r io.Reader, t OpTarget) error {
 			return fmt.Errorf("journal: unknown operation %q", kind)
 		}
 	}
+}
+
+// Touched is what a journal's operations do to the blocks of a stripe.
+type Touched struct {
+	bs             int
+	OldLen, NewLen int64      // the stripe's data length before and after
+	blocks         [][2]int64 // ranges [lo, hi) of blocks whose bytes may change, merged
+	covered        [][2]int64 // ranges of blocks one write overwrites whole
+}
+
+// TouchedBlocks reads the n bytes of operations r holds (ReadOps's
+// format; the data of writes is skipped, not read) and says what they do
+// to a stripe of oldLen bytes summed in blocks of bs.
+func TouchedBlocks(r io.ReaderAt, n, oldLen int64, bs int) (*Touched, error) {
+	t := &Touched{bs: bs, OldLen: oldLen}
+	b := int64(bs)
+	cur := oldLen
+	touch := func(from, to int64) { // bytes [from, to) change
+		if to > from {
+			t.blocks = append(t.blocks, [2]int64{from / b, (to + b - 1) / b})
+		}
+	}
+	var hdr [13]byte
+	for off := int64(0); off < n; {
+		if _, err := r.ReadAt(hdr[:1], off); err != nil {
+			return nil, fmt.Errorf("journal: %w", err)
+		}
+		switch hdr[0] {
+		case opWrite:
+			if _, err := r.ReadAt(hdr[1:13], off+1); err != nil {
+				return nil, fmt.Errorf("journal: cut off write: %w", err)
+			}
+			at, size := int64(binary.BigEndian.Uint64(hdr[1:9])), int64(binary.BigEndian.Uint32(hdr[9:13]))
+			if size > MaxOpData || at < 0 || off+13+size > n {
+				return nil, fmt.Errorf("journal: bad write of %d bytes at %d", size, at)
+			}
+			end := at + size
+			touch(at, end)
+			if end > cur {
+				touch(cur, end) // the old last block grows; a hole is zeros
+				cur = end
+			}
+			// Blocks of the old stripe this write replaces whole.
+			if lo, hi := (at+b-1)/b, min(end/b, (oldLen+b-1)/b); lo < hi {
+				t.covered = append(t.covered, [2]int64{lo, hi})
+			}
+			if end >= oldLen && oldLen%b != 0 && at <= oldLen/b*b {
+				t.covered = append(t.covered, [2]int64{oldLen / b, oldLen/b + 1}) // the short last block
+			}
+			off += 13 + size
+		case opTruncate:
+			if _, err := r.ReadAt(hdr[1:9], off+1); err != nil {
+				return nil, fmt.Errorf("journal: cut off truncate: %w", err)
+			}
+			size := int64(binary.BigEndian.Uint64(hdr[1:9]))
+			if size < 0 {
+				return nil, fmt.Errorf("journal: bad truncate to %d", size)
+			}
+			if size < cur {
+				touch(size, min(size+1, cur)) // the new last block, if short
+			} else {
+				touch(cur, size)
+			}
+			cur = size
+			off += 9
+		default:
+			return nil, fmt.Errorf("journal: unknown operation %q", hdr[0])
+		}
+	}
+	t.NewLen = cur
+	t.blocks = merge(t.blocks)
+	t.covered = merge(t.covered)
+	return t, nil
+}
+
+// merge sorts ranges and joins those that overlap or touch.
+func merge(rs [][2]int64) [][2]int64 {
+	slices.SortFunc(rs, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	var out [][2]int64
+	for _, r := range rs {
+		if n := len(out); n > 0 && r[0] <= out[n-1][1] {
+			out[n-1][1] = max(out[n-1][1], r[1])
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func within(rs [][2]int64, b int64) bool {
+	i, _ := slices.BinarySearchFunc(rs, b, func(r [2]int64, b int64) int {
+		switch {
+		case r[1] <= b:
+			return -1
+		case r[0] > b:
+			return 1
+		}
+		return 0
+	})
+	return i < len(rs) && rs[i][0] <= b && b < rs[i][1]
+}
+
+// Verify checks, against the sums old (a SumsFunc of the stripe before
+// the update), the blocks of the stripe the operations touch but do not
+// overwrite whole: bytes of theirs stay, and are summed again after the
+// apply. read reads the stripe's data before the update.
+func (t *Touched) Verify(read func(p []byte, off int64) error, old checksum.SumsFunc) error {
+	oldN := checksum.Blocks(t.OldLen, t.bs)
+	for _, r := range t.blocks {
+		for b := r[0]; b < min(r[1], oldN); b++ {
+			if within(t.covered, b) {
+				continue
+			}
+			p := make([]byte, min(int64(t.bs), t.OldLen-b*int64(t.bs)))
+			if err := read(p, b*int64(t.bs)); err != nil {
+				return fmt.Errorf("block %d: %w", b, err)
+			}
+			want, err := old(b, 1)
+			if err != nil {
+				return err
+			}
+			if _, err := checksum.VerifyBlocks(p, b, t.bs, want); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Sums returns the block sums of the stripe after the update: old's
+// (the sums before, of OldLen bytes) for the blocks it did not touch,
+// and those of the new bytes read gives for the others.
+func (t *Touched) Sums(old checksum.SumsFunc, read func(p []byte, off int64) error) ([]uint32, error) {
+	n, oldN := checksum.Blocks(t.NewLen, t.bs), checksum.Blocks(t.OldLen, t.bs)
+	sums := make([]uint32, n)
+	if keep := min(n, oldN); keep > 0 {
+		prev, err := old(0, keep)
+		if err != nil {
+			return nil, err
+		}
+		copy(sums, prev)
+	}
+	p := make([]byte, t.bs)
+	for b := range n {
+		if b < oldN && !within(t.blocks, b) {
+			continue
+		}
+		q := p[:min(int64(t.bs), t.NewLen-b*int64(t.bs))]
+		if err := read(q, b*int64(t.bs)); err != nil {
+			return nil, fmt.Errorf("block %d: %w", b, err)
+		}
+		sums[b] = checksum.CRC32CSum(q)
+	}
+	return sums, nil
 }

@@ -2,8 +2,12 @@ package backend
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/kaon-storage/kaon/internal/checksum"
 )
 
 type buf struct{ b []byte }
@@ -76,4 +80,105 @@ func TestReplayRefusesDamage(t *testing.T) {
 			t.Errorf("replay of %q succeeded", bad)
 		}
 	}
+}
+
+// TestTouchedBlocks: for random operations over random stripes, the sums
+// Touched gives (the untouched blocks' kept, the touched ones' summed
+// again) are those of the new bytes summed whole, and Verify reads every
+// block whose old bytes partly stay: a block it skips has no old byte
+// left in the new stripe.
+func TestTouchedBlocks(t *testing.T) {
+	const bs = 4096
+	r := rand.New(rand.NewPCG(5, 6))
+	sumsOf := func(b []byte) []uint32 {
+		s := checksum.NewBlockSummer(bs)
+		s.Write(b)
+		return s.Sums()
+	}
+	for round := range 500 {
+		old := make([]byte, r.IntN(10*bs))
+		for i := range old {
+			old[i] = byte(r.Uint32())
+		}
+		var ops []byte
+		size := len(old)
+		for range 1 + r.IntN(5) {
+			if r.IntN(4) == 0 {
+				size = r.IntN(12 * bs)
+				ops = EncodeTruncate(ops, int64(size))
+				continue
+			}
+			p := make([]byte, 1+r.IntN(3*bs))
+			for i := range p {
+				p[i] = byte(r.Uint32()) | 1 // never 0: a write is told from a hole
+			}
+			ops = EncodeWrite(ops, int64(r.IntN(size+2*bs)), p)
+		}
+		m := &buf{b: bytes.Clone(old)}
+		if err := ReplayOps(bytes.NewReader(ops), m); err != nil {
+			t.Fatal(err)
+		}
+		tb, err := TouchedBlocks(bytes.NewReader(ops), int64(len(ops)), int64(len(old)), bs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tb.NewLen != int64(len(m.b)) {
+			t.Fatalf("round %d: NewLen %d, the stripe has %d", round, tb.NewLen, len(m.b))
+		}
+		oldSums := sumsOf(old)
+		table := func(s []uint32) checksum.SumsFunc {
+			return func(first, n int64) ([]uint32, error) { return s[first : first+n], nil }
+		}
+		read := func(b []byte) func(p []byte, off int64) error {
+			return func(p []byte, off int64) error { copy(p, b[off:]); return nil }
+		}
+		got, err := tb.Sums(table(oldSums), read(m.b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := sumsOf(m.b); !slices.Equal(got, want) {
+			t.Fatalf("round %d: sums after the update differ from the new bytes' (%d and %d blocks)", round, len(got), len(want))
+		}
+		// Which old blocks Verify reads: a block it skips must keep no
+		// old byte (every byte of it in the new stripe is written data or
+		// beyond the old block's end).
+		verified := map[int64]bool{}
+		if err := tb.Verify(func(p []byte, off int64) error { verified[off/bs] = true; copy(p, old[off:]); return nil }, table(oldSums)); err != nil {
+			t.Fatalf("round %d: Verify of intact blocks: %v", round, err)
+		}
+		for b := int64(0); b < checksum.Blocks(int64(len(old)), bs); b++ {
+			if verified[b] || !within(tb.blocks, b) {
+				continue
+			}
+			for i := b * bs; i < min((b+1)*bs, int64(len(old)), int64(len(m.b))); i++ {
+				if m.b[i] == old[i] && m.b[i] != 0 && !writtenAt(t, ops, i) {
+					t.Fatalf("round %d: block %d keeps old byte %d but Verify skipped it", round, b, i)
+				}
+			}
+		}
+	}
+}
+
+// writtenAt reports whether the last operation touching byte i of ops is
+// a write of it (so its value is the write's, not the old stripe's).
+func writtenAt(t *testing.T, ops []byte, i int64) bool {
+	t.Helper()
+	written := false
+	for off := 0; off < len(ops); {
+		switch ops[off] {
+		case opWrite:
+			at := int64(binary.BigEndian.Uint64(ops[off+1:]))
+			n := int64(binary.BigEndian.Uint32(ops[off+9:]))
+			if at <= i && i < at+n {
+				written = true
+			}
+			off += 13 + int(n)
+		case opTruncate:
+			if int64(binary.BigEndian.Uint64(ops[off+1:])) <= i {
+				written = false
+			}
+			off += 9
+		}
+	}
+	return written
 }

@@ -72,7 +72,7 @@ func Fsck(cfg FsckConfig, out io.Writer) ([]FsckRun, error) {
 	if _, err := os.Stat(filepath.Join(cfg.Dir, "mgm", "meta")); err != nil {
 		t0 := time.Now()
 		fmt.Fprintf(out, "populating %s: %d files, stripes under %s ...\n", cfg.Dir, cfg.Files, cfg.Stripes)
-		if err := populateFsck(cfg, l); err != nil {
+		if err := populate(cfg.Dir, cfg.Stripes, cfg.Files, cfg.Dirs, cfg.Filesystems, []layout.Layout{l}, 0); err != nil {
 			return nil, fmt.Errorf("populate: %w", err)
 		}
 		fmt.Fprintf(out, "populated in %v\n", time.Since(t0).Round(time.Second))
@@ -96,10 +96,12 @@ func Fsck(cfg FsckConfig, out io.Writer) ([]FsckRun, error) {
 	return runs, nil
 }
 
-// populateFsck writes the namespace, the filesystems' registrations and
-// their stripes directly (the servers are not running).
-func populateFsck(cfg FsckConfig, l layout.Layout) error {
-	mgm := filepath.Join(cfg.Dir, "mgm")
+// populate writes the namespace of dir (files in dirs directories, of
+// size bytes each, their layouts taken in turn from layouts: plain or
+// replicas when size > 0), the registrations of nfs filesystems under
+// stripes and their stripes, directly (the servers are not running).
+func populate(dir, stripes string, files, dirs, nfs int, layouts []layout.Layout, size int) error {
+	mgm := filepath.Join(dir, "mgm")
 	if err := os.MkdirAll(filepath.Join(mgm, "keys"), 0o700); err != nil {
 		return err
 	}
@@ -115,10 +117,10 @@ func populateFsck(cfg FsckConfig, l layout.Layout) error {
 	if err != nil {
 		return err
 	}
-	stores := make([]backend.Store, cfg.Filesystems)
+	stores := make([]backend.Store, nfs)
 	for i := range stores {
 		id := uint32(i + 1)
-		root := filepath.Join(cfg.Stripes, fmt.Sprintf("fs%02d", id))
+		root := filepath.Join(stripes, fmt.Sprintf("fs%02d", id))
 		var u [16]byte
 		rand.Read(u[:])
 		uuid := fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:])
@@ -134,31 +136,43 @@ func populateFsck(cfg FsckConfig, l layout.Layout) error {
 		}
 		stores[i] = st
 	}
+	data := make([]byte, size)
+	rand.Read(data)
 	sums := map[string]string{}
 	for _, t := range namespace.DefaultChecksums {
-		sums[t] = checksum.EmptySum(t)
+		v, err := checksum.Sum(t, data)
+		if err != nil {
+			return err
+		}
+		sums[t] = v
+	}
+	for _, l := range layouts {
+		if l.Kind == layout.EC && size > 0 {
+			return fmt.Errorf("layout %s: only empty erasure-coded files are written directly", l)
+		}
 	}
 	next := 0
 	place := func(l layout.Layout, _ string) ([]uint32, error) {
 		locs := make([]uint32, l.Stripes())
 		for i := range locs {
-			locs[i] = uint32((next+i)%cfg.Filesystems + 1)
+			locs[i] = uint32((next+i)%nfs + 1)
 		}
 		next++
 		return locs, nil
 	}
-	for d := range cfg.Dirs {
+	for d := range dirs {
 		if err := ns.Mkdir(namespace.Root, fmt.Sprintf("/bench/d%05d", d), 0o755, true); err != nil {
 			return err
 		}
 	}
-	for i := range cfg.Files {
-		p := fmt.Sprintf("/bench/d%05d/f%08d", i%cfg.Dirs, i)
+	for i := range files {
+		p := fmt.Sprintf("/bench/d%05d/f%08d", i%dirs, i)
+		l := layouts[i%len(layouts)]
 		f, err := ns.BeginCreate(namespace.Root, p, namespace.CreateOptions{Layout: l.String()}, place)
 		if err != nil {
 			return err
 		}
-		if _, err := ns.Commit(f.ID, 0, sums); err != nil {
+		if _, err := ns.Commit(f.ID, int64(size), sums); err != nil {
 			return err
 		}
 		for s, fsid := range f.Locations {
@@ -166,7 +180,11 @@ func populateFsck(cfg FsckConfig, l layout.Layout) error {
 			if err != nil {
 				return err
 			}
-			m := backend.Meta{Fid: f.ID, Stripe: s, Layout: f.Layout, Size: 0, Checksums: sums, Path: p}
+			if _, err := w.Write(data); err != nil {
+				w.Abort()
+				return err
+			}
+			m := backend.Meta{Fid: f.ID, Stripe: s, Layout: f.Layout, Size: int64(size), Checksums: sums, Path: p}
 			if err := w.Finish(m); err != nil {
 				return err
 			}

@@ -124,3 +124,25 @@ func TestPlotTailsPNG(t *testing.T) {
 		t.Fatal("no rows plotted without an error")
 	}
 }
+
+// TestExceedance: the curve starts at 1 (every sample at least as slow as
+// the fastest) and ends at 1/n, the median crossing 0.5.
+func TestExceedance(t *testing.T) {
+	ds := secs(1, 2, 3, 4)
+	xys := exceedance(ds)
+	if len(xys) != 4 || xys[0].Y != 1 || xys[3].Y != 0.25 || xys[2].Y != 0.5 || xys[2].X != 3000 {
+		t.Fatalf("exceedance: %v", xys)
+	}
+	file := filepath.Join(t.TempDir(), "lat.png")
+	if err := PlotLatency(file, "test", []Series{{Name: "a", Ds: ds}}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Fatalf("%s is not a PNG: %v", file, err)
+	}
+}

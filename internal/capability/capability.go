@@ -193,6 +193,10 @@ func (k *Key) Verify(token string, now time.Time, a Access) (*Capability, error)
 	return &c, nil
 }
 
+// Derive is a secret of its own for label (another use of the instance's
+// shared key: macaroons' root key), from which the key cannot be found.
+func (k *Key) Derive(label string) []byte { return k.mac([]byte(label)) }
+
 // Internal derives the bearer secret trusted services present to each other
 // on internal endpoints, so the raw key never travels.
 func (k *Key) Internal() string {

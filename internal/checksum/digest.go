@@ -14,10 +14,9 @@ import (
 // RFC 3230 (Want-Digest / Digest) is what XRootD's HTTP server, davix,
 // gfal and dCache speak today. Per the IANA digest-algorithm registry,
 // ADLER32 and CRC32c values are hex; MD5 and SHA-256 are base64 of the raw
-// digest. Algorithm names are case-insensitive. RFC 9530 (Want-Repr-Digest
-// / Repr-Digest) carries every value as a structured-field byte sequence
-// ":base64:" and weights as integers 0..10; ReprDigestValue and
-// ParseDigestHeader handle that form too.
+// digest. Algorithm names are case-insensitive. RFC 9530 (Repr-Digest)
+// carries every value as a structured-field byte sequence ":base64:";
+// ParseDigestHeader reads that form too (remote servers answer in it).
 
 // digestAlg maps an HTTP algorithm token (lowercased) to our type name.
 func digestAlg(token string) (string, bool) {
@@ -37,14 +36,10 @@ func digestAlg(token string) (string, bool) {
 // httpName is the token we answer with for a type.
 var httpName = map[string]string{Adler32: "adler32", CRC32C: "crc32c", MD5: "md5", SHA256: "sha-256"}
 
-// reprName is the RFC 9530 registry token for a type.
-var reprName = map[string]string{Adler32: "adler", CRC32C: "crc32c", MD5: "md5", SHA256: "sha-256"}
-
 // WantedTypes parses a Want-Digest value, a comma list of "alg[;q=x]"
-// entries (RFC 9530 Want-Repr-Digest: "alg=n"), into our type names, most
-// wanted first; ties keep the header's order, weight 0 means "not wanted"
+// entries, into our type names, most wanted first; ties keep the header's order, weight 0 means "not wanted"
 // and unknown algorithms are skipped.
-func WantedTypes(want string, rfc9530 bool) []string {
+func WantedTypes(want string) []string {
 	type entry struct {
 		typ string
 		q   float64
@@ -56,16 +51,7 @@ func WantedTypes(want string, rfc9530 bool) []string {
 			continue
 		}
 		name, q := item, 1.0
-		if rfc9530 {
-			if i := strings.IndexByte(item, '='); i >= 0 {
-				name = item[:i]
-				n, err := strconv.Atoi(strings.TrimSpace(item[i+1:]))
-				if err != nil || n < 0 || n > 10 {
-					continue
-				}
-				q = float64(n)
-			}
-		} else if i := strings.IndexByte(item, ';'); i >= 0 {
+		if i := strings.IndexByte(item, ';'); i >= 0 {
 			name = item[:i]
 			for _, param := range strings.Split(item[i+1:], ";") {
 				k, v, ok := strings.Cut(strings.TrimSpace(param), "=")
@@ -93,8 +79,8 @@ func WantedTypes(want string, rfc9530 bool) []string {
 }
 
 // pickWanted returns the most wanted type in want that sums holds.
-func pickWanted(want string, sums map[string]string, rfc9530 bool) (string, bool) {
-	for _, t := range WantedTypes(want, rfc9530) {
+func pickWanted(want string, sums map[string]string) (string, bool) {
+	for _, t := range WantedTypes(want) {
 		if _, have := sums[t]; have {
 			return t, true
 		}
@@ -113,7 +99,7 @@ func rawSum(hexval string) ([]byte, bool) {
 // (our type name -> hex), e.g. "adler32=0a1b2c3d" or "md5=<base64>". It
 // returns false when nothing wanted is available.
 func DigestHeaderValue(want string, sums map[string]string) (string, bool) {
-	typ, ok := pickWanted(want, sums, false)
+	typ, ok := pickWanted(want, sums)
 	if !ok {
 		return "", false
 	}
@@ -127,21 +113,6 @@ func DigestHeaderValue(want string, sums map[string]string) (string, bool) {
 	default:
 		return httpName[typ] + "=" + base64.StdEncoding.EncodeToString(raw), true
 	}
-}
-
-// ReprDigestValue answers an RFC 9530 Want-Repr-Digest / Want-Content-Digest
-// header (e.g. "sha-256=10, adler=3") with a Repr-Digest value such as
-// "sha-256=:<base64>:".
-func ReprDigestValue(want string, sums map[string]string) (string, bool) {
-	typ, ok := pickWanted(want, sums, true)
-	if !ok {
-		return "", false
-	}
-	raw, ok := rawSum(sums[typ])
-	if !ok {
-		return "", false
-	}
-	return reprName[typ] + "=:" + base64.StdEncoding.EncodeToString(raw) + ":", true
 }
 
 // ParseDigestHeader parses a Digest (RFC 3230) or Repr-Digest /

@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -162,5 +164,102 @@ func TestSessionLocks(t *testing.T) {
 	}
 	if err := a.Lock(ctx, nsapi.LockRequest{Path: "/f", Type: nsapi.LockWrite, Owner: 7}); err != nil {
 		t.Fatalf("A's lock after B's eviction: %v", err)
+	}
+}
+
+// TestSessionStreamEndsWithLockWaiting: a stream that breaks while one
+// of its sessions waits in F_SETLKW ends cleanly on the server (the
+// withdrawn wait is not answered on a response that is gone), again and
+// again; the session reconnects and its wait fails as the stream broke.
+func TestSessionStreamEndsWithLockWaiting(t *testing.T) {
+	st := kaontest.New(t, kaontest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st.Put(t, "/f", []byte("x"))
+	a, b := openSession(t, st, "a"), openSession(t, st, "b")
+	if err := a.Lock(ctx, nsapi.LockRequest{Path: "/f", Type: nsapi.LockWrite, Owner: 1, Len: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Lock(ctx, nsapi.LockRequest{Path: "/f", Type: nsapi.LockWrite, Owner: 2, Start: 1000, Len: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		waited := make(chan error, 1)
+		wait := func() {
+			waited <- b.Lock(ctx, nsapi.LockRequest{Path: "/f", Type: nsapi.LockWrite, Owner: 2, Len: 10, Wait: true})
+		}
+		go wait()
+		// B's wait is on the server once A, waiting for B's other lock,
+		// is refused as a deadlock (when A's wait came first, B's is
+		// the one refused: B waits again).
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			wctx, wcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			err := a.Lock(wctx, nsapi.LockRequest{Path: "/f", Type: nsapi.LockWrite, Owner: 1, Start: 1000, Len: 1, Wait: true})
+			wcancel()
+			if kerr.Is(err, kerr.Deadlock) {
+				break
+			}
+			select {
+			case err := <-waited:
+				if !kerr.Is(err, kerr.Deadlock) {
+					t.Fatalf("round %d: B's F_SETLKW answered while A holds the lock: %v", i, err)
+				}
+				go wait()
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: B's F_SETLKW is not waiting on the server within 20 s (A's crossing wait: %v)", i, err)
+			}
+			if kerr.Is(err, kerr.Unavailable) {
+				time.Sleep(10 * time.Millisecond) // A reconnects
+			}
+		}
+		st.HTTP.CloseClientConnections()
+		select {
+		case err := <-waited:
+			if !kerr.Is(err, kerr.Unavailable) {
+				t.Fatalf("round %d: B's F_SETLKW when its stream broke: %v, want unavailable", i, err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("round %d: B's F_SETLKW did not end when its stream broke", i)
+		}
+		// Both sessions are back: A's lock is still in B's way.
+		if err := b.Lock(ctx, nsapi.LockRequest{Path: "/f", Type: nsapi.LockWrite, Owner: 2, Len: 10}); !kerr.Is(err, kerr.Locked) {
+			t.Fatalf("round %d: B's F_SETLK after reconnecting: %v, want locked", i, err)
+		}
+	}
+}
+
+// TestIdleSessionStreamIsSmall: what an idle session costs, its stream
+// on the server and its client together (one stream per session, as a
+// mount has): a queue allocated for the messages a stream may hold
+// before they are lost cost 512 KiB per stream whether any came or not.
+func TestIdleSessionStreamIsSmall(t *testing.T) {
+	st := kaontest.New(t, kaontest.Options{})
+	openSession(t, st, "warm-up")
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	const n = 40
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < n; i++ {
+		// The client's invalidation channel is its own choice (Events):
+		// a small one here, so the figure is the stream's.
+		s, err := st.Client.OpenSession(ctx, client.SessionOptions{Host: fmt.Sprintf("idle-%d", i), Events: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+	}
+	per := (int64(heap()) - int64(before)) / n
+	t.Logf("%d idle sessions: %d KiB each (server and client)", n, per>>10)
+	if per > 256<<10 {
+		t.Fatalf("an idle session costs %d KiB of heap (server and client), want at most 256 KiB", per>>10)
 	}
 }

@@ -123,11 +123,11 @@ func serveStripe(s StorageServer, w http.ResponseWriter, r *http.Request, fail f
 			return
 		}
 		defer rd.Close()
-		var rs io.ReadSeeker = io.NewSectionReader(rd, 0, rd.Size())
 		if f, ok := rd.(backend.OSFile); ok {
-			rs = f.OSFile() // lets net/http use sendfile
+			http.ServeContent(w, r, "", time.Time{}, f.OSFile()) // sendfile: nothing to verify
+			return
 		}
-		http.ServeContent(w, r, "", time.Time{}, rs)
+		ServeContent(w, r, rd, rd.Size())
 	case http.MethodPut:
 		err := s.ReceiveStripe(token, fid, idx, r.Body, func() (backend.Meta, error) {
 			return decodeMeta(r.Trailer.Get(trailerMeta))
@@ -276,12 +276,46 @@ func (r *remoteStripeReader) ReadAt(p []byte, off int64) (int, error) {
 		return 0, fmt.Errorf("stripe read %s: HTTP %d", r.addr, resp.StatusCode)
 	}
 	// A range past the stripe's end comes back short and ends cleanly
-	// (io.EOF); a body cut off is an error, not the stripe's end.
+	// (io.EOF); a body cut off is an error, not the stripe's end. A
+	// full range is no end of the stripe, even when its body's last read
+	// said io.EOF with the bytes (an io.SectionReader over this would
+	// end there: a move copied the first MiB of a replica and failed).
 	n, err := transfer.Fill(resp.Body, p)
-	if err != nil && err != io.EOF {
+	switch {
+	case err == io.EOF && n == len(p):
+		err = nil
+	case err != nil && err != io.EOF:
 		err = fmt.Errorf("stripe %d on %s: %w", r.idx, r.addr, err)
 	}
 	return n, err
+}
+
+// StreamStripe reads stripe idx from the server at addr from offset off
+// to its end in one streamed request (a GET of the whole stripe, or of
+// what follows off), for copies that read it through: moves, rebuilds
+// and repairs. A missing stripe is fs.ErrNotExist; a body cut off
+// before its end fails its last read (transfer.ErrCut).
+func (c *StorageClient) StreamStripe(ctx context.Context, addr string, fid uint64, idx int, token string, off int64) (io.ReadCloser, error) {
+	req := c.stripeRequest(ctx, http.MethodGet, addr, fid, idx, token, nil)
+	if off > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", off))
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("stripe %d on %s: storage server unreachable", idx, addr)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusPartialContent:
+		return resp.Body, nil
+	case http.StatusRequestedRangeNotSatisfiable:
+		resp.Body.Close()
+		return io.NopCloser(strings.NewReader("")), nil // off is its end
+	case http.StatusNotFound:
+		resp.Body.Close()
+		return nil, syscall.ENOENT
+	}
+	defer resp.Body.Close()
+	return nil, responseError(resp, "stripe", fmt.Sprintf("stripe %d on %s", idx, addr))
 }
 
 // ProbeStripe asks the server at addr whether it holds stripe idx.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/backend/memstore"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/storage"
 	"github.com/kaon-storage/kaon/internal/storage/storagetest"
@@ -31,6 +33,9 @@ type node struct {
 	s      *storage.Server
 	addr   string
 	stores []*memstore.Store
+	// stripeReads counts the GET and HEAD requests for stripes it
+	// served.
+	stripeReads atomic.Int64
 }
 
 // cluster starts n storage servers with 3 in-memory filesystems each
@@ -45,7 +50,12 @@ func startCluster(t *testing.T, n int) ([]*node, *storagetest.Namespace, *capabi
 	for i := 0; i < n; i++ {
 		nd := &node{}
 		var h http.Handler
-		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, cluster.StripePath) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+				nd.stripeReads.Add(1)
+			}
+			h.ServeHTTP(w, r)
+		}))
 		t.Cleanup(hs.Close)
 		nd.addr = hs.URL
 		s, err := storage.New(storage.Config{Node: hs.URL, Addr: hs.URL, Key: key, Namespace: ns,
@@ -208,11 +218,132 @@ func TestPeerErrorsHoldNoCapability(t *testing.T) {
 	errs := []error{w.Finish(backend.Meta{})}
 	_, err = sc.StripeReader(context.Background(), addr, 1, 0, token).ReadAt(make([]byte, 1), 0)
 	errs = append(errs, err, sc.ProbeStripe(context.Background(), addr, 1, 0, token))
+	_, err = sc.StreamStripe(context.Background(), addr, 1, 0, token, 0)
+	errs = append(errs, err)
 	_, err = sc.ReadFile(context.Background(), addr, token)
 	errs = append(errs, err)
 	for i, err := range errs {
 		if err == nil || strings.Contains(err.Error(), "must-not-leak") {
 			t.Errorf("error %d: %v", i, err)
 		}
+	}
+}
+
+// TestMovesStreamStripes: a move reads each stripe it needs from
+// another storage server in one streamed request: a replica copied
+// whole, and an erasure-coded stripe rebuilt from the five others (its
+// own, on a filesystem the order says to avoid, is never asked for); the
+// copies are byte for byte the originals.
+func TestMovesStreamStripes(t *testing.T) {
+	nodes, ns, key := startCluster(t, 3)
+	ctx := context.Background()
+	upload := func(c *capability.Capability, data []byte) *capability.Capability {
+		u, err := nodes[0].s.NewUpload(ctx, c, key.Sign(c), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := u.ReadFrom(bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		if err := u.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		commit, _ := ns.Committed(c.Fid)
+		rc := *c
+		rc.Write, rc.Checksums, rc.Size, rc.Sums = false, nil, int64(len(data)), commit.Checksums
+		return &rc
+	}
+	move := func(rc *capability.Capability, stripe int, to uint32, avoid ...int) message.MoveResult {
+		mc := *rc
+		mc.Move = &capability.Move{Stripe: stripe, Dst: capability.Target{FsID: to, Addr: nodes[2].addr}}
+		res, err := nodes[2].s.MoveStripe(ctx, message.MoveOrder{Token: key.Sign(&mc), Avoid: avoid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	stripeOf := func(st *memstore.Store, fid uint64) []byte {
+		r, err := st.Open(fid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		b := make([]byte, r.Size())
+		if _, err := r.ReadAt(b, 0); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		return b
+	}
+	reads := func() [3]int64 {
+		var out [3]int64
+		for i, nd := range nodes {
+			out[i] = nd.stripeReads.Swap(0)
+		}
+		return out
+	}
+
+	// A 5 MiB replica on node 1 (fs 5) to node 2 (fs 7): one request.
+	data := make([]byte, 5<<20+17)
+	rand.Read(data)
+	rep := &capability.Capability{Fid: 21, Write: true, Path: "/r/f", Layout: "plain", Checksums: []string{"adler32"},
+		Expires: time.Now().Add(time.Minute).Unix(), Targets: []capability.Target{{FsID: 5, Addr: nodes[1].addr}}}
+	rc := upload(rep, data)
+	reads()
+	if res := move(rc, 0, 7); res.How != message.MovedCopy {
+		t.Fatalf("replica move: %+v", res)
+	}
+	if got := reads(); got != [3]int64{0, 1, 0} {
+		t.Fatalf("stripe requests per server for a replica move: %v, want one to node 1", got)
+	}
+	if !bytes.Equal(stripeOf(nodes[2].stores[0], 21), data) {
+		t.Fatal("the moved replica differs from the file")
+	}
+
+	// ec:4+2 over node 0 (stripes 0-2) and node 1 (3-5); stripe 3 is
+	// rebuilt on fs 8 without reading fs 4.
+	ec := upload(ecCap(nodes, 22), data)
+	reads()
+	if res := move(ec, 3, 8, 3); res.How != message.MovedRebuilt {
+		t.Fatalf("EC move: %+v", res)
+	}
+	if got := reads(); got != [3]int64{3, 2, 0} {
+		t.Fatalf("stripe requests per server for a rebuilt EC stripe: %v, want one per stripe read (3 on node 0, 2 on node 1)", got)
+	}
+	if !bytes.Equal(stripeOf(nodes[2].stores[1], 22), stripeOf(nodes[1].stores[0], 22)) {
+		t.Fatal("the rebuilt stripe differs from the original")
+	}
+}
+
+// TestStripeRangeIsNoEnd: a full range read from the middle of a peer's
+// stripe ends without io.EOF (a section reader over it would end the
+// stripe there).
+func TestStripeRangeIsNoEnd(t *testing.T) {
+	nodes, ns, key := startCluster(t, 2)
+	c := &capability.Capability{Fid: 31, Write: true, Path: "/r/g", Layout: "plain", Checksums: []string{"adler32"},
+		Expires: time.Now().Add(time.Minute).Unix(), Targets: []capability.Target{{FsID: 4, Addr: nodes[1].addr}}}
+	u, err := nodes[0].s.NewUpload(context.Background(), c, key.Sign(c), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 3<<20)
+	rand.Read(data)
+	u.ReadFrom(bytes.NewReader(data))
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ns.Committed(31); !ok {
+		t.Fatal("not committed")
+	}
+	rc := *c
+	rc.Write = false
+	ra := cluster.NewStorageClient(key.Internal()).StripeReader(context.Background(), nodes[1].addr, 31, 0, key.Sign(&rc))
+	for _, off := range []int64{0, 1 << 20} {
+		b := make([]byte, 1<<20)
+		if n, err := ra.ReadAt(b, off); n != len(b) || err != nil || !bytes.Equal(b, data[off:off+1<<20]) {
+			t.Fatalf("ReadAt(1 MiB, %d): %d, %v", off, n, err)
+		}
+	}
+	if n, err := io.Copy(io.Discard, io.NewSectionReader(ra, 0, int64(len(data)))); n != int64(len(data)) || err != nil {
+		t.Fatalf("section reader over the stripe: %d bytes, %v", n, err)
 	}
 }

@@ -128,6 +128,12 @@ func (r *Reader) BadShards() []int {
 	return out
 }
 
+// Corrupt reports whether why, a reason Damage gives, says the shard is
+// there but its bytes are wrong (a frame failing its crc32c, or the shard
+// cut short), which rebuilding it mends, rather than missing or
+// unreadable.
+func Corrupt(why string) bool { return why == whyCorrupt || why == whyTruncated }
+
 // Damage returns why each shard found missing, short or corrupt so far is
 // bad, by shard index (nil when all were good).
 func (r *Reader) Damage() map[int]string {

@@ -54,6 +54,13 @@ type FsState struct {
 	Latency   *message.Latency
 	Slow      string
 	SlowSince time.Time
+	// DownSince is when it stopped being readable (its storage server
+	// stopped reporting, or reports it offline), zero while it is;
+	// DownWhy says which (List fills both).
+	DownSince time.Time
+	DownWhy   string
+
+	offlineSince time.Time // first report of it offline in a row
 }
 
 // BackendID names the storage f's capacity belongs to: filesystems with
@@ -118,13 +125,17 @@ type Registry struct {
 }
 
 // Drain states (namespace.Filesystem.Drain, fs ls): configstatus drain
-// starts a drain, which records its end.
+// starts a drain, which records its end; configstatus lost starts a
+// rebuild of everything the filesystem held onto the others, which
+// records its end ("empty": no file has a stripe on it any more).
 const (
-	DrainDraining = "draining"
-	DrainDrained  = "drained"
+	DrainDraining   = "draining"
+	DrainDrained    = "drained"
+	DrainRebuilding = "rebuilding"
+	DrainEmpty      = "empty"
 )
 
-var validStatus = map[string]bool{"rw": true, "ro": true, "drain": true, "off": true}
+var validStatus = map[string]bool{"rw": true, "ro": true, "drain": true, "off": true, "lost": true}
 
 // Load reads the registrations from ns.
 func Load(ns Store, cfg Config) (*Registry, error) {
@@ -221,7 +232,7 @@ func (r *Registry) addLocked(nf NewFilesystem) (*FsState, error) {
 	}
 	f := &FsState{BootStatus: "down"}
 	c := namespace.Filesystem{ID: id, Node: nf.Node, Path: path, Group: group, Space: spaceOf(group), ConfigStatus: "rw", UUID: newUUID(),
-		IO: nf.IO, ObjectSize: nf.ObjectSize}
+		IO: nf.IO, ObjectSize: nf.ObjectSize, Location: nf.Location}
 	if err := r.save(f, c); err != nil {
 		return nil, err
 	}
@@ -280,11 +291,17 @@ func (r *Registry) Heartbeat(hb message.Heartbeat) ([]message.FsAssignment, erro
 		f.BootStatus = "booted"
 		if rep.Offline != "" {
 			f.BootStatus = "offline"
-		} else if rep.ID == f.ID && !f.Initialized {
-			c := f.Filesystem
-			c.Initialized = true
-			if err := r.save(f, c); err != nil {
-				return nil, err
+			if f.offlineSince.IsZero() {
+				f.offlineSince = now
+			}
+		} else {
+			f.offlineSince = time.Time{}
+			if rep.ID == f.ID && !f.Initialized {
+				c := f.Filesystem
+				c.Initialized = true
+				if err := r.save(f, c); err != nil {
+					return nil, err
+				}
 			}
 		}
 		f.Addr = hb.Addr
@@ -305,15 +322,38 @@ func (r *Registry) Heartbeat(hb message.Heartbeat) ([]message.FsAssignment, erro
 	return out, nil
 }
 
+// recent reports whether a report at t is recent enough to go by.
+func (r *Registry) recent(t time.Time) bool { return time.Since(t) < 3*r.interval+2*time.Second }
+
 // nodeAlive reports whether node name has beaten recently; caller holds r.mu.
 func (r *Registry) nodeAlive(name string) bool {
 	n := r.nodes[name]
-	return n != nil && time.Since(n.lastBeat) < 3*r.interval+2*time.Second
+	return n != nil && r.recent(n.lastBeat)
 }
 
-// alive reports whether f is usable: its node beats and it is booted.
-// Caller holds r.mu.
-func (r *Registry) alive(f *FsState) bool { return r.nodeAlive(f.Node) && f.BootStatus == "booted" }
+// alive reports whether f is usable: its node beats, still reports it,
+// and it is booted. Caller holds r.mu.
+func (r *Registry) alive(f *FsState) bool {
+	return r.nodeAlive(f.Node) && r.recent(f.LastBeat) && f.BootStatus == "booted"
+}
+
+// down says since when f has not been readable and why (zero: it is
+// readable). A filesystem not reported since this server started counts
+// from then: the grace before a rebuild starts again with every
+// namespace server. Caller holds r.mu.
+func (r *Registry) down(f *FsState) (time.Time, string) {
+	switch {
+	case f.LastBeat.IsZero():
+		return r.started, fmt.Sprintf("its storage server (node %s) has not reported it since the namespace server started", f.Node)
+	case !r.nodeAlive(f.Node):
+		return f.LastBeat, fmt.Sprintf("its storage server (node %s) stopped reporting", f.Node)
+	case !r.recent(f.LastBeat):
+		return f.LastBeat, fmt.Sprintf("its storage server (node %s) no longer reports it", f.Node)
+	case f.BootStatus == "offline":
+		return f.offlineSince, f.Health
+	}
+	return time.Time{}, ""
+}
 
 // reportWindow is how long after its start a namespace server expects
 // registered storage servers to report.
@@ -344,9 +384,10 @@ func (r *Registry) List() []FsState {
 	out := make([]FsState, 0, len(r.fs))
 	for _, f := range r.fs {
 		s := *f
-		if !r.nodeAlive(f.Node) || (f.BootStatus != "booted" && f.BootStatus != "offline") {
+		if !r.nodeAlive(f.Node) || !r.recent(f.LastBeat) || (f.BootStatus != "booted" && f.BootStatus != "offline") {
 			s.BootStatus = "down"
 		}
+		s.DownSince, s.DownWhy = r.down(f)
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -369,13 +410,23 @@ func (r *Registry) RegisterKeys(keys ...FsKey) { r.keys = append(r.keys, keys...
 var fsKeys = []FsKey{
 	{Name: "configstatus", Set: func(c *namespace.Filesystem, v string) error {
 		if !validStatus[v] {
-			return errors.New("configstatus must be rw, ro, drain or off")
+			return errors.New("configstatus must be rw, ro, drain, off or lost")
 		}
-		c.Drain = ""
-		if v == "drain" {
+		c.Drain, c.LostWhy, c.LostAt = "", "", time.Time{}
+		switch v {
+		case "drain":
 			c.Drain = DrainDraining // again if it was drained: a fresh pass
+		case "lost":
+			c.Drain, c.LostWhy, c.LostAt = DrainRebuilding, "declared lost by the operator (fs config)", time.Now()
 		}
 		c.ConfigStatus = v
+		return nil
+	}},
+	{Name: "location", Set: func(c *namespace.Filesystem, v string) error {
+		if err := CheckLocation(v); err != nil {
+			return err
+		}
+		c.Location = v
 		return nil
 	}},
 	{Name: "group", Set: func(c *namespace.Filesystem, v string) error {
@@ -506,18 +557,47 @@ func (r *Registry) Interval() time.Duration { return r.interval }
 // skips slow filesystems.
 func (r *Registry) AvoidSlow() bool { return r.avoidSlow }
 
-// MarkDrained records that fs id is drained, if it is still draining;
-// done is false when it no longer drains (nothing to record).
+// MarkDrained records that fs id is drained, if it is still draining,
+// or, for a lost one, that its rebuild ended (it is empty); done is
+// false when it no longer drains or rebuilds (nothing to record).
 func (r *Registry) MarkDrained(id uint32) (done bool, err error) {
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	f := r.fs[id]
-	if f == nil || f.ConfigStatus != "drain" || f.Drain != DrainDraining {
+	if f == nil {
 		return false, nil
 	}
 	c := f.Filesystem
-	c.Drain = DrainDrained
+	switch {
+	case c.ConfigStatus == "drain" && c.Drain == DrainDraining:
+		c.Drain = DrainDrained
+	case c.ConfigStatus == "lost" && c.Drain == DrainRebuilding:
+		c.Drain = DrainEmpty
+	default:
+		return false, nil
+	}
+	return true, r.save(f, c)
+}
+
+// MarkLost declares fs id lost (configstatus lost) for the reason why,
+// which starts the rebuild of everything it held onto the others of its
+// group, if it is still in the state the caller saw (configstatus was,
+// and it is still down); done is false when not.
+func (r *Registry) MarkLost(id uint32, was, why string) (done bool, err error) {
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := r.fs[id]
+	if f == nil || f.ConfigStatus != was {
+		return false, nil
+	}
+	if since, _ := r.down(f); since.IsZero() {
+		return false, nil // back meanwhile
+	}
+	c := f.Filesystem
+	c.ConfigStatus, c.Drain, c.LostWhy, c.LostAt = "lost", DrainRebuilding, why, time.Now()
 	return true, r.save(f, c)
 }

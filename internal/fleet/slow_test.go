@@ -66,7 +66,7 @@ func TestSlowness(t *testing.T) {
 func TestPlacementAvoidsSlow(t *testing.T) {
 	r := &Registry{fs: map[uint32]*FsState{}, nodes: map[string]*node{"n": {lastBeat: time.Now()}}, interval: time.Second, avoidSlow: true}
 	for id := uint32(1); id <= 3; id++ {
-		r.fs[id] = &FsState{BootStatus: "booted", Health: "ok", Capacity: 1 << 30}
+		r.fs[id] = &FsState{BootStatus: "booted", Health: "ok", Capacity: 1 << 30, LastBeat: time.Now()}
 		r.fs[id].ID, r.fs[id].Node, r.fs[id].ConfigStatus, r.fs[id].Space = id, "n", "rw", DefaultSpace
 	}
 	r.fs[3].Slow = "small-op p99 2s"

@@ -33,6 +33,7 @@ type NewFilesystem struct {
 	Space      string // default "default", or the group's
 	IO         string // auto (""), direct, buffered
 	ObjectSize int64  // RADOS object size (0: the space's or the store's)
+	Location   string // failure-domain tag, "site::rack1" ("": none)
 }
 
 var validIO = map[string]bool{"auto": true, "direct": true, "buffered": true}
@@ -130,6 +131,9 @@ func (r *Registry) Add(nf NewFilesystem) (FsState, error) {
 	}
 	if nf.IO != "" && !validIO[nf.IO] {
 		return FsState{}, kerr.New(kerr.Invalid, "fs add", what, "io must be auto, direct or buffered")
+	}
+	if err := CheckLocation(nf.Location); err != nil {
+		return FsState{}, kerr.New(kerr.Invalid, "fs add", what, err.Error())
 	}
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()

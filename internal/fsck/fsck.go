@@ -33,11 +33,11 @@ type Class string
 
 // The error classes, EOS' names.
 const (
-	BlockSum    Class = "blockxs_err"   // frames of an erasure-coded stripe fail their crc32c (scrub)
+	BlockSum    Class = "blockxs_err"   // blocks of a stripe fail their crc32c (scrub): a replica's block sums, an erasure-coded stripe's frames
 	StripeErr   Class = "stripe_err"    // a stripe's metadata is unreadable or says it is another stripe, layout or file than the namespace registers
 	DiskSize    Class = "d_mem_sz_diff" // the stripe's length on disk is not what its metadata implies
 	NSSize      Class = "m_mem_sz_diff" // the namespace's size differs from the stripe's metadata
-	DiskSum     Class = "d_cx_diff"     // the checksum of a replica's bytes differs from its metadata (scrub)
+	DiskSum     Class = "d_cx_diff"     // the checksum of a replica's bytes, every block verifying, differs from its metadata (scrub)
 	NSSum       Class = "m_cx_diff"     // the namespace's checksum differs from the stripe's metadata
 	Unreg       Class = "unreg_n"       // a stripe of a file on a filesystem the namespace does not register for it
 	Missing     Class = "rep_missing_n" // a stripe the namespace registers is not on its filesystem
@@ -50,7 +50,7 @@ const (
 var Classes = []Class{BlockSum, StripeErr, Stale, DiskSize, NSSize, DiskSum, NSSum, Unreg, Missing, ReplicaDiff, Orphan}
 
 var descriptions = map[Class]string{
-	BlockSum:    "erasure-coded stripe with frames failing their crc32c (scrub)",
+	BlockSum:    "stripe with blocks (replicas) or frames (erasure-coded) failing their crc32c (scrub)",
 	StripeErr:   "stripe metadata unreadable or naming another stripe, layout or file",
 	DiskSize:    "stripe length on disk differs from its metadata",
 	NSSize:      "namespace size differs from the stripe's metadata",

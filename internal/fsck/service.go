@@ -688,7 +688,7 @@ func (s *Service) rebuild(ctx context.Context, file *File, idx []int, todo []Fin
 		switch {
 		case !up || node.HTTP == "":
 			for _, f := range about(i) {
-				note(f, "skipped", fmt.Sprintf("fs %d is not available (down, offline or off): drain it or bring it back", fsid))
+				note(f, "skipped", fmt.Sprintf("fs %d is not available (down, offline or off): bring it back, or declare it lost (fs config %d configstatus=lost) to rebuild its stripes on the others", fsid, fsid))
 			}
 			ok = false
 		case s.repairer == nil:

@@ -10,7 +10,7 @@ import (
 // Admin API: who the client is, tokens.
 
 func (a api) whoami(_ context.Context, c auth.Principal, _ nsapi.None) (nsapi.Whoami, error) {
-	w := nsapi.Whoami{UID: c.UID, GID: c.GID, Groups: c.Groups, Name: c.Name, Method: c.Method}
+	w := nsapi.Whoami{UID: c.UID, GID: c.GID, Groups: c.Groups, Name: c.Name, Method: c.Method, FQANs: c.FQANs}
 	for _, s := range c.Scopes {
 		w.Scopes = append(w.Scopes, s.Op+":"+s.Path)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/checksum"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/nsapi"
 )
@@ -30,7 +31,7 @@ func dataURL(r *http.Request, g *nsapi.Grant) string {
 		}
 		base = scheme + base[i:]
 	}
-	return fmt.Sprintf("%s%s%x?cap=%s", base, DataPath, g.File.ID, url.QueryEscape(g.Token))
+	return fmt.Sprintf("%s%s%x?cap=%s", base, httpserve.DataPath, g.File.ID, url.QueryEscape(g.Token))
 }
 
 func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
@@ -57,7 +58,7 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 			textError(w, kerr.New(kerr.IsDir, "PUT", p, "cannot write to a directory path"), 0)
 			return
 		}
-		_, _, ranged, err := putRange(r, p)
+		_, _, ranged, err := httpserve.PutRange(r, p)
 		if err != nil {
 			textError(w, err, 0)
 			return
@@ -102,6 +103,8 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 		f.davCopy(w, r, c, p) // third-party copy (tpc.go)
 	case "PROPFIND":
 		f.davPropfind(w, r, c, p)
+	case http.MethodPost:
+		f.mintMacaroon(w, r, c, p) // macaroon.go
 	default:
 		w.Header().Set("Allow", "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, MOVE, COPY, PROPFIND")
 		textError(w, kerr.New(kerr.Unsupported, r.Method, p, "method not supported"), http.StatusMethodNotAllowed)
@@ -125,7 +128,7 @@ func (f *Namespace) davGet(w http.ResponseWriter, r *http.Request, c auth.Princi
 		f.htmlListing(w, r, c, p)
 		return
 	}
-	if want := checksum.WantedTypes(r.Header.Get("Want-Digest"), false); len(want) > 0 {
+	if want := checksum.WantedTypes(r.Header.Get("Want-Digest")); len(want) > 0 {
 		// A digest tells about the content: the service checks the read
 		// permission, and computes a type nobody recorded yet.
 		typ := want[0]
@@ -145,7 +148,7 @@ func (f *Namespace) davGet(w http.ResponseWriter, r *http.Request, c auth.Princi
 		h.Set("Content-Type", "application/octet-stream")
 		h.Set("Accept-Ranges", "bytes")
 		h.Set("ETag", fmt.Sprintf("\"%x\"", n.ID))
-		SetDigest(w, r, n.Checksums)
+		httpserve.SetDigest(w, r, n.Checksums)
 		return
 	}
 	g, err := f.NS.Open(ctx, c, p, nsapi.OpenRequest{})

@@ -1,16 +1,16 @@
-// Package httpfront is Kaon's HTTP front end: it authenticates clients,
-// translates their requests into calls of the namespace service and of
-// the storage server, and answers with the one HTTP mapping of Kaon's
+// Package httpfront is the HTTP front end of a namespace server: it
+// authenticates clients, translates their requests into calls of the
+// namespace service, and answers with the one HTTP mapping of Kaon's
 // errors (kerr.HTTPStatus). It decides nothing itself.
 //
-// A namespace server's endpoint (Namespace, front.go; HA, ha.go, on a
-// replicated instance) serves WebDAV (dav.go, third-party COPY in
-// tpc.go), the admin JSON API under /api/v1/ (api.go: the route table;
+// The namespace endpoint (Namespace, front.go; HA, ha.go, on a replicated
+// instance) serves WebDAV (dav.go; third-party COPY authorized in
+// copy.go), the admin JSON API under /api/v1/ (api.go: the route table;
 // api_*.go: the routes of each family, in nsapi's vocabulary), the
-// internal protocol under /internal/v1/ (package cluster) and the token
-// issuer's public metadata (token.go). A storage server's endpoint
-// (Storage, storage.go) serves the client data endpoint (data.go), where
-// the namespace server sends clients with a capability, and the internal
-// storage RPC. Requests are logged once each (accesslog.go); connections
-// close lingering (linger.go).
+// internal protocol under /internal/v1/ (package cluster), the token
+// issuer's public metadata (token.go) and, for browsers, the web view
+// (web.go: the service's answers rendered by package webview). Uploads and reads are answered
+// with a redirect to a storage server's data endpoint (package
+// datafront), where the bytes flow; what both endpoints share is in
+// package httpserve.
 package httpfront

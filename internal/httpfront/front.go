@@ -8,22 +8,32 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/nsserver"
+	"github.com/kaon-storage/kaon/internal/webview"
 )
 
 // Namespace serves the namespace endpoint of a namespace server.
 type Namespace struct {
-	NS       *nsserver.Server
-	Key      *capability.Key // for the internal protocol's shared secret
-	Auth     auth.Chain      // how clients are authenticated (default: unix peers)
-	Log      *slog.Logger
+	NS   *nsserver.Server
+	Key  *capability.Key // for the internal protocol's shared secret
+	Auth auth.Chain      // how clients are authenticated (default: unix peers)
+	Log  *slog.Logger
+	// DataClient relays the web view's uploads to storage servers
+	// (nil: http.DefaultClient; over TLS one that trusts them).
+	DataClient *http.Client
+	// NSStatus is the status of a replicated instance's namespace
+	// servers, for the web view's status page (nil: this one server).
+	NSStatus func(context.Context) nsapi.NSStatus
 	internal http.Handler
+	web      *webview.Sessions
 	api      http.Handler
 	once     sync.Once
 }
@@ -38,14 +48,18 @@ func (f *Namespace) init() {
 		}
 		f.internal = cluster.Handler(f.NS, f.Key.Internal())
 		f.api = f.apiHandler()
+		f.web = webview.NewSessions(12*time.Hour, 10000)
 	})
 }
 
 // ServeHTTP routes: the internal protocol, the admin API, the session
-// channel (session.go), WebDAV.
+// channel (session.go), the web view (web.go) for browsers, WebDAV.
 func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.init()
 	r = takeBearer(r.WithContext(auth.WithProtocol(r.Context(), "http")))
+	if cs := challenges(f.Auth); len(cs) > 0 {
+		w = &challengeWriter{ResponseWriter: w, schemes: cs}
+	}
 	if f.serveWellKnown(w, r) {
 		return
 	}
@@ -57,6 +71,10 @@ func (f *Namespace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == nsapi.SessionPath:
 		f.serveSession(w, r)
 	default:
+		r = f.webSessionBearer(r)
+		if f.serveWeb(w, r) {
+			return
+		}
 		f.serveDAV(w, r)
 	}
 }
@@ -117,10 +135,22 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 	if !ok {
 		return auth.Nobody, nil
 	}
-	if tok := bearer(r); tok != "" && acceptsTokens(chain) {
-		p, err := chain.Authenticate(r.Context(), &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok, Admin: admin})
+	if cred, ok := negotiation(r); ok && len(challenges(chain)) > 0 {
+		req := &auth.Request{Remote: ca.remote, Local: ca.local, Kerberos: cred, Admin: admin, TLS: r.TLS != nil}
+		p, err := chain.Authenticate(r.Context(), req)
 		if err == nil {
-			SetPrincipal(r, p.Name+"/"+p.Method)
+			httpserve.SetPrincipal(r, p.Name+"/"+p.Method)
+		}
+		return p, err
+	}
+	if tok := bearer(r); tok != "" && acceptsTokens(chain) {
+		req := &auth.Request{Remote: ca.remote, Local: ca.local, Bearer: tok, Admin: admin, TLS: r.TLS != nil}
+		if r.TLS != nil {
+			req.Certs = r.TLS.PeerCertificates // a bearer credential no method takes leaves the certificate's identity
+		}
+		p, err := chain.Authenticate(r.Context(), req)
+		if err == nil {
+			httpserve.SetPrincipal(r, p.Name+"/"+p.Method)
 		}
 		return p, err
 	}
@@ -129,14 +159,14 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 		cr = &ca.admin
 	}
 	cr.once.Do(func() {
-		req := &auth.Request{Remote: ca.remote, Local: ca.local, Admin: admin}
+		req := &auth.Request{Remote: ca.remote, Local: ca.local, Admin: admin, TLS: r.TLS != nil}
 		if r.TLS != nil {
 			req.Certs = r.TLS.PeerCertificates // the x509 method verifies them
 		}
 		cr.p, cr.err = chain.Authenticate(r.Context(), req)
 	})
 	if cr.err == nil {
-		SetPrincipal(r, cr.p.Name+"/"+cr.p.Method)
+		httpserve.SetPrincipal(r, cr.p.Name+"/"+cr.p.Method)
 	}
 	return cr.p, cr.err
 }

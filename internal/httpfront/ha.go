@@ -57,12 +57,7 @@ func (f *Namespace) serveNSStatus(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, err)
 		return
 	}
-	self := "http://" + r.Host
-	if r.TLS != nil {
-		self = "https://" + r.Host
-	}
-	writeJSON(w, nsapi.NSStatus{Engine: nsapi.NSEngine{Name: "pebble"}, Active: self, Self: self,
-		Servers: []nsapi.NSServer{{ID: r.Host, HTTP: self, Role: "active"}}})
+	writeJSON(w, f.nsStatus(r))
 }
 
 // stepDown hands the active role to a standby (answered with null).

@@ -23,20 +23,30 @@ import (
 // what its sessions ask is authorized by the service. A standby answers
 // it, as every request, with a redirect to the active server.
 //
-// Replies and pushed messages share one queue per stream, written in
-// order by one goroutine that flushes whenever the queue is empty.
-// Replies wait for room; pushed messages never do (nsserver.SessionSink):
-// one the queue cannot take is lost, which the client sees as a gap in
-// its session's sequence numbers.
+// Replies are written by the goroutine that served the request; pushed
+// messages go through a queue per stream, written by one goroutine that
+// takes what is queued, writes it and flushes: pushing never waits
+// (nsserver.SessionSink), and a message the queue cannot take is lost,
+// which the client sees as a gap in its session's sequence numbers. The
+// queue grows as messages come (an idle stream holds none: a channel of
+// sessionQueue messages held 512 KiB per stream, one stream per mount).
 
 // sessionQueue is how many messages a stream holds before pushed ones
 // are lost.
 const sessionQueue = 4096
 
+var errStreamEnded = errors.New("the session stream ended")
+
 // sessionStream is one client's stream and the sessions it carries.
 type sessionStream struct {
-	out  chan nsapi.SessionMessage
-	done <-chan struct{} // the stream ended
+	qmu    sync.Mutex
+	queue  []nsapi.SessionMessage // pushed, to write
+	queued chan struct{}          // signalled when queue becomes non-empty
+
+	wmu   sync.Mutex // the response: enc, flush, wrong
+	enc   *json.Encoder
+	flush func() error
+	wrong error // writing failed, or the handler is done: nothing more is written
 
 	mu       sync.Mutex
 	sessions map[uint32]*nsserver.Session
@@ -45,21 +55,48 @@ type sessionStream struct {
 
 // Push implements nsserver.SessionSink: never blocks.
 func (st *sessionStream) Push(m nsapi.SessionMessage) bool {
-	select {
-	case st.out <- m:
-		return true
-	default:
+	st.qmu.Lock()
+	defer st.qmu.Unlock()
+	if len(st.queue) >= sessionQueue {
 		return false
 	}
+	st.queue = append(st.queue, m)
+	if len(st.queue) == 1 {
+		select {
+		case st.queued <- struct{}{}:
+		default:
+		}
+	}
+	return true
 }
 
-// reply queues a reply, waiting for room while the stream lasts.
+// take returns what is queued and empties the queue.
+func (st *sessionStream) take() []nsapi.SessionMessage {
+	st.qmu.Lock()
+	defer st.qmu.Unlock()
+	q := st.queue
+	st.queue = nil
+	return q
+}
+
+// reply writes a reply at once.
 func (st *sessionStream) reply(m nsapi.SessionMessage) {
 	m.Kind = nsapi.SessionReply
-	select {
-	case st.out <- m:
-	case <-st.done:
+	st.write(m, true)
+}
+
+// write writes m to the response, then flushes it if asked to; false
+// once writing failed.
+func (st *sessionStream) write(m nsapi.SessionMessage, flush bool) bool {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	if st.wrong == nil {
+		st.wrong = st.enc.Encode(m)
 	}
+	if st.wrong == nil && flush {
+		st.wrong = st.flush()
+	}
+	return st.wrong == nil
 }
 
 func (st *sessionStream) fail(req nsapi.SessionRequest, err error) {
@@ -83,7 +120,7 @@ func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	st := &sessionStream{out: make(chan nsapi.SessionMessage, sessionQueue), done: ctx.Done(),
+	st := &sessionStream{queued: make(chan struct{}, 1),
 		sessions: map[uint32]*nsserver.Session{}, waits: map[uint64]context.CancelFunc{}}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
@@ -91,19 +128,19 @@ func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
 	if err := rc.Flush(); err != nil {
 		return
 	}
+	st.enc, st.flush = json.NewEncoder(w), rc.Flush
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
 		defer cancel()
-		enc := json.NewEncoder(w)
 		for {
 			select {
-			case m := <-st.out:
-				if enc.Encode(m) != nil {
-					return
-				}
-				if len(st.out) == 0 && rc.Flush() != nil {
-					return
+			case <-st.queued:
+				q := st.take()
+				for i, m := range q {
+					if !st.write(m, i == len(q)-1) {
+						return
+					}
 				}
 			case <-ctx.Done():
 				return
@@ -123,6 +160,11 @@ func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
 	}
 	cancel()
 	<-written
+	// Blocked lock requests withdrawn by cancel may still answer: not on
+	// a response whose handler has returned.
+	st.wmu.Lock()
+	st.wrong = errStreamEnded
+	st.wmu.Unlock()
 	st.mu.Lock()
 	for _, ss := range st.sessions {
 		f.NS.DetachSession(ss, st)

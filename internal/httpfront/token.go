@@ -98,11 +98,12 @@ func authError(err error, method, p string) error {
 	return &c
 }
 
-// acceptsTokens says whether chain has a token method; without one a
-// token is ignored and the connection's authentication (cached) applies.
+// acceptsTokens says whether chain has a method of bearer credentials
+// (tokens, macaroons); without one a bearer credential is ignored and the
+// connection's authentication (cached) applies.
 func acceptsTokens(chain auth.Chain) bool {
 	for _, a := range chain {
-		if _, ok := a.(*token.Verifier); ok {
+		if _, ok := a.(auth.BearerMethod); ok {
 			return true
 		}
 	}

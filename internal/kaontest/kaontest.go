@@ -1,9 +1,10 @@
 // Package kaontest builds the whole Kaon stack in one process for tests
 // of services and front ends: an in-memory namespace engine (memkv), the
 // namespace service, one storage server with filesystems in temporary
-// directories, and both HTTP endpoints on loopback (httptest), wired by
-// internal/role as the binary wires them. Tests that
-// need the real binary, real clients and restarts use integration/harness.
+// directories, both HTTP endpoints on loopback (httptest) and both
+// root:// listeners, wired by internal/role as the binary wires them.
+// Tests that need the real binary, real clients and restarts use
+// integration/harness.
 package kaontest
 
 import (
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -21,6 +23,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv/memkv"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/role"
@@ -37,6 +40,9 @@ type Options struct {
 	// CapabilityTTL is the capabilities' lifetime, and so the grace
 	// before stripes replaced by a move are deleted (default 5m).
 	CapabilityTTL time.Duration
+	// RebuildAfter is how long a filesystem may be unreadable before it
+	// is declared lost and rebuilt (default: the binary's, 10m).
+	RebuildAfter time.Duration
 }
 
 // Stack is a running in-process Kaon.
@@ -47,6 +53,8 @@ type Stack struct {
 	HTTP    *httptest.Server // namespace endpoint (WebDAV, admin API, internal protocol, metrics)
 	Data    *httptest.Server // storage server endpoint
 	Client  *client.Client   // admin API client of HTTP
+	XRootD  string           // the namespace server's root:// listener (root://host:port)
+	FSTXrd  string           // the storage server's root:// listener (root://host:port)
 }
 
 // New starts a stack; it is stopped when the test ends. The roles are
@@ -70,7 +78,11 @@ func New(t testing.TB, o Options) *Stack {
 	if o.CapabilityTTL > 0 {
 		nc.CapTTL = o.CapabilityTTL
 	}
-	ns, err := role.NewNamespace(nc, role.NamespaceParts{Store: memkv.New(), Key: key, Auth: o.Auth, Log: o.Log})
+	if o.RebuildAfter > 0 {
+		nc.RebuildAfter = o.RebuildAfter
+	}
+	ns, err := role.NewNamespace(nc, role.NamespaceParts{Store: memkv.New(), Key: key, Auth: o.Auth,
+		XRootD: &role.XRootDServers{}, Log: o.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +96,7 @@ func New(t testing.TB, o Options) *Stack {
 	sc := role.DefaultStorage()
 	sc.SyncData = false // the test's files need not survive a crash of the machine
 	fst, err := role.NewStorage(sc, role.StorageParts{Node: "kaontest", URL: "http://" + st.Data.Listener.Addr().String(),
-		Key: key, Namespace: ns.Service, Paths: paths, Log: o.Log})
+		Key: key, Namespace: ns.Service, Paths: paths, XRootD: &role.XRootDServers{}, Log: o.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +107,10 @@ func New(t testing.TB, o Options) *Stack {
 	st.HTTP.Config = role.HTTPServer(ns.Endpoint())
 	st.HTTP.Start()
 	st.Client = client.New(st.HTTP.URL)
+	xl, fxl := listen(t), listen(t)
+	xs := ns.ServeXRootD(xl, nil)
+	fxs := fst.ServeXRootD(fxl, xl.Addr().String(), nil)
+	st.XRootD, st.FSTXrd = "root://"+xl.Addr().String(), "root://"+fxl.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	go st.Storage.Run(ctx)
 	go st.NS.Run(ctx)
@@ -102,6 +118,8 @@ func New(t testing.TB, o Options) *Stack {
 		cancel()
 		st.HTTP.Close()
 		st.Data.Close()
+		xs.Close()
+		fxs.Close()
 	})
 	select {
 	case <-st.Storage.Ready():
@@ -111,28 +129,43 @@ func New(t testing.TB, o Options) *Stack {
 	return st
 }
 
-// Put uploads data to path over HTTP (following the redirect to the
-// storage server) and returns the status of the upload.
-func (st *Stack) Put(t testing.TB, path string, data []byte) int {
+// listen opens a loopback listener on a free port.
+func listen(t testing.TB) net.Listener {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPut, st.HTTP.URL+path, bytes.NewReader(data))
-	resp, err := http.DefaultClient.Do(req)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("PUT %s: %v", path, err)
+		t.Fatal(err)
 	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
+	return l
 }
 
-// Get reads path over HTTP and returns its status and body.
+// Put uploads data to path with the Go client (client.Put: the namespace
+// endpoint's redirect, then the storage server's data endpoint) and
+// returns the upload's status: 201, or the status the error's kind maps
+// to (the error is logged).
+func (st *Stack) Put(t testing.TB, path string, data []byte) int {
+	t.Helper()
+	if err := st.Client.Put(context.Background(), path, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Logf("PUT %s: %v", path, err)
+		return kerr.HTTPStatus(kerr.KindOf(err))
+	}
+	return http.StatusCreated
+}
+
+// Get reads path with the Go client (client.Get) and returns the status
+// (200, or the status the error's kind maps to; the error is logged) and
+// the content.
 func (st *Stack) Get(t testing.TB, path string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Get(st.HTTP.URL + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
+	r, _, err := st.Client.Get(context.Background(), path)
+	if err == nil {
+		var b []byte
+		b, err = io.ReadAll(r)
+		r.Close()
+		if err == nil {
+			return http.StatusOK, b
+		}
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	t.Logf("GET %s: %v", path, err)
+	return kerr.HTTPStatus(kerr.KindOf(err)), nil
 }

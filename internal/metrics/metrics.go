@@ -27,7 +27,11 @@
 //	  kaon_fsck_repairs_total{class,result}                repaired, dropped, skipped, failed
 //	  kaon_fsck_scan_progress_ratio{fsid}                  scans running: fraction walked
 //	  kaon_fsck_namespace_pass_files                       files seen by the last (or running) pass
-//	  kaon_move_*{kind,fsid}                               drain, balance, conversion (Movement)
+//	  kaon_fs_lost{fsid}                                   1 while the filesystem is lost (configstatus lost)
+//	  kaon_files_at_risk{class}, kaon_bytes_at_risk{class} unreadable, one_failure_from_loss, degraded, rebuilding
+//	  kaon_rebuild_stripes_total, kaon_rebuild_bytes_total rebuilt since start
+//	  kaon_rebuild_stripes_remaining, _bytes_remaining, kaon_rebuild_rate_bytes, kaon_rebuild_eta_seconds
+//	  kaon_move_*{kind,fsid}                               drain, rebuild, balance, conversion (Movement)
 //	storage server (role fst)
 //	  kaon_fst_io_operations_total{fsid,op}, kaon_fst_io_errors_total{fsid,op}
 //	  kaon_fst_io_bytes_total{fsid,op}                     bytes read and written
@@ -36,6 +40,8 @@
 //	  kaon_fsck_scans_total{fsid,result}, kaon_fsck_scanned_stripes_total{fsid},
 //	  kaon_fsck_scrubbed_bytes_total{fsid}, kaon_fsck_scan_running{fsid},
 //	  kaon_fsck_last_scan_timestamp_seconds{fsid}
+//	  kaon_fst_bad_blocks_total{fsid,found}                bitrot met by reads, found by scrubs (read, scrub)
+//	  kaon_fst_heals_total{fsid,result}                    background repairs of what reads met (repaired, damaged, failed)
 //
 // Who may read them is the server's --metrics-access (Allow): anyone,
 // clients on its host, or the admin role.

@@ -24,29 +24,40 @@ type namespaceCollector struct {
 
 	up, capacity, used, files, slow, latency        *prometheus.Desc
 	findings, checked, repairs, progress, passFiles *prometheus.Desc
+	lost, riskFiles, riskBytes, rebuilt, rebuiltB   *prometheus.Desc
+	remaining, remainingB, rebuildRate, rebuildETA  *prometheus.Desc
 }
 
 // RegisterNamespace registers the namespace server's metrics (its view
 // of the filesystems, fsck) on reg.
 func RegisterNamespace(reg prometheus.Registerer, ns *nsserver.Server) {
 	reg.MustRegister(&namespaceCollector{ns: ns,
-		up:        desc("kaon_fs_up", "1 when the filesystem is booted and its storage server beats.", "fsid", "node", "path", "group"),
-		capacity:  desc("kaon_fs_capacity_bytes", "Capacity of the filesystem (of its backend when shared).", "fsid"),
-		used:      desc("kaon_fs_used_bytes", "Bytes used on the filesystem.", "fsid"),
-		files:     desc("kaon_fs_files", "Stripes on the filesystem.", "fsid"),
-		slow:      desc("kaon_fs_slow", "1 while the filesystem's I/O latency stands out from its group (slow disk).", "fsid"),
-		latency:   desc("kaon_fs_io_latency_seconds", "I/O latency percentiles its storage server reports (small and large operations).", "fsid", "size", "quantile"),
-		findings:  desc("kaon_fsck_findings", "Current fsck findings per error class.", "class"),
-		checked:   desc("kaon_fsck_stripes_checked_total", "Stripes compared with the namespace."),
-		repairs:   desc("kaon_fsck_repairs_total", "fsck repairs per class and result (repaired, dropped, skipped, failed).", "class", "result"),
-		progress:  desc("kaon_fsck_scan_progress_ratio", "Fraction of a filesystem walked by the scan running on it.", "fsid"),
-		passFiles: desc("kaon_fsck_namespace_pass_files", "Files seen by the last (or running) fsck namespace pass."),
+		up:          desc("kaon_fs_up", "1 when the filesystem is booted and its storage server beats.", "fsid", "node", "path", "group"),
+		capacity:    desc("kaon_fs_capacity_bytes", "Capacity of the filesystem (of its backend when shared).", "fsid"),
+		used:        desc("kaon_fs_used_bytes", "Bytes used on the filesystem.", "fsid"),
+		files:       desc("kaon_fs_files", "Stripes on the filesystem.", "fsid"),
+		slow:        desc("kaon_fs_slow", "1 while the filesystem's I/O latency stands out from its group (slow disk).", "fsid"),
+		latency:     desc("kaon_fs_io_latency_seconds", "I/O latency percentiles its storage server reports (small and large operations).", "fsid", "size", "quantile"),
+		findings:    desc("kaon_fsck_findings", "Current fsck findings per error class.", "class"),
+		checked:     desc("kaon_fsck_stripes_checked_total", "Stripes compared with the namespace."),
+		repairs:     desc("kaon_fsck_repairs_total", "fsck repairs per class and result (repaired, dropped, skipped, failed).", "class", "result"),
+		progress:    desc("kaon_fsck_scan_progress_ratio", "Fraction of a filesystem walked by the scan running on it.", "fsid"),
+		passFiles:   desc("kaon_fsck_namespace_pass_files", "Files seen by the last (or running) fsck namespace pass."),
+		lost:        desc("kaon_fs_lost", "1 while the filesystem is lost (configstatus lost): its stripes are rebuilt on the others, or were.", "fsid"),
+		riskFiles:   desc("kaon_files_at_risk", "Files some of whose stripes cannot be read, by class: unreadable, one_failure_from_loss, degraded, rebuilding (being rebuilt now, counted in their class too).", "class"),
+		riskBytes:   desc("kaon_bytes_at_risk", "Bytes of the files at risk, by class (kaon_files_at_risk).", "class"),
+		rebuilt:     desc("kaon_rebuild_stripes_total", "Stripes of lost filesystems rebuilt since the namespace server started."),
+		rebuiltB:    desc("kaon_rebuild_bytes_total", "Bytes of lost filesystems rebuilt since the namespace server started."),
+		remaining:   desc("kaon_rebuild_stripes_remaining", "Stripes the running rebuilds still have to recreate."),
+		remainingB:  desc("kaon_rebuild_bytes_remaining", "Bytes the running rebuilds still have to recreate."),
+		rebuildRate: desc("kaon_rebuild_rate_bytes", "Bytes per second the running rebuilds recreate (last minute)."),
+		rebuildETA:  desc("kaon_rebuild_eta_seconds", "Time the running rebuilds need at their rate (0: unknown or none)."),
 	})
 }
 
 func (c *namespaceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.capacity, c.used, c.files, c.slow, c.latency, c.findings, c.checked, c.repairs,
-		c.progress, c.passFiles} {
+		c.progress, c.passFiles, c.lost, c.riskFiles, c.riskBytes, c.rebuilt, c.rebuiltB, c.remaining, c.remainingB, c.rebuildRate, c.rebuildETA} {
 		ch <- d
 	}
 }
@@ -67,8 +78,27 @@ func (c *namespaceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- gauge(c.used, float64(f.Used), id)
 		ch <- gauge(c.files, float64(f.Files), id)
 		ch <- gauge(c.slow, slow, id)
+		lost := 0.0
+		if f.ConfigStatus == "lost" {
+			lost = 1
+		}
+		ch <- gauge(c.lost, lost, id)
 		latencies(ch, c.latency, (*message.Latency)(f.Latency), id)
 	}
+	r := c.ns.Risk()
+	for _, k := range []struct {
+		class string
+		n     nsserver.FileCount
+	}{{"unreadable", r.Unreadable}, {"one_failure_from_loss", r.Critical}, {"degraded", r.Degraded}, {"rebuilding", r.Rebuilding}} {
+		ch <- gauge(c.riskFiles, float64(k.n.Files), k.class)
+		ch <- gauge(c.riskBytes, float64(k.n.Bytes), k.class)
+	}
+	ch <- counter(c.rebuilt, float64(r.Rebuilt.Files))
+	ch <- counter(c.rebuiltB, float64(r.Rebuilt.Bytes))
+	ch <- gauge(c.remaining, float64(r.Remaining.Files))
+	ch <- gauge(c.remainingB, float64(r.Remaining.Bytes))
+	ch <- gauge(c.rebuildRate, r.Rate)
+	ch <- gauge(c.rebuildETA, r.ETA.Seconds())
 	fc := c.ns.FsckCounters()
 	for class, n := range fc.Findings {
 		ch <- gauge(c.findings, float64(n), string(class))
@@ -90,6 +120,7 @@ type storageCollector struct {
 
 	ops, errs, bytes, dur, latency          *prometheus.Desc
 	scans, stripes, scrubbed, running, last *prometheus.Desc
+	badBlocks, heals                        *prometheus.Desc
 }
 
 // RegisterStorage registers a storage server's metrics (I/O per
@@ -106,11 +137,16 @@ func RegisterStorage(reg prometheus.Registerer, s *storage.Server) {
 		scrubbed: desc("kaon_fsck_scrubbed_bytes_total", "Bytes re-read by fsck scrubs.", "fsid"),
 		running:  desc("kaon_fsck_scan_running", "1 while a scan of the filesystem runs.", "fsid"),
 		last:     desc("kaon_fsck_last_scan_timestamp_seconds", "When the last scan of the filesystem completed (unix time).", "fsid"),
+		badBlocks: desc("kaon_fst_bad_blocks_total", "Bad bytes found in stripes on the filesystem: reads that met a block failing its crc32c "+
+			"(an erasure-coded stripe found corrupt), blocks (frames) scrubs found failing.", "fsid", "found"),
+		heals: desc("kaon_fst_heals_total", "Background repairs of stripes on the filesystem a read found bad, by result "+
+			"(repaired, damaged: marked damaged beyond repair, failed).", "fsid", "result"),
 	})
 }
 
 func (c *storageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ops, c.errs, c.bytes, c.dur, c.latency, c.scans, c.stripes, c.scrubbed, c.running, c.last} {
+	for _, d := range []*prometheus.Desc{c.ops, c.errs, c.bytes, c.dur, c.latency, c.scans, c.stripes, c.scrubbed, c.running, c.last,
+		c.badBlocks, c.heals} {
 		ch <- d
 	}
 }
@@ -165,6 +201,14 @@ func (c *storageCollector) Collect(ch chan<- prometheus.Metric) {
 		if !st.LastDone.IsZero() {
 			ch <- gauge(c.last, float64(st.LastDone.UnixNano())/1e9, id)
 		}
+	}
+	for _, b := range c.s.BitrotStats() {
+		id := fmt.Sprint(b.FsID)
+		ch <- counter(c.badBlocks, float64(b.ReadBad), id, "read")
+		ch <- counter(c.badBlocks, float64(b.ScrubBad), id, "scrub")
+		ch <- counter(c.heals, float64(b.Repaired), id, "repaired")
+		ch <- counter(c.heals, float64(b.Damaged), id, "damaged")
+		ch <- counter(c.heals, float64(b.Failed), id, "failed")
 	}
 }
 

@@ -148,11 +148,15 @@ func (m *Service) runBalancer(ctx context.Context, j *balanceJob) {
 			src = from.fs.ID
 		}
 		// A stripe whose move keeps the source at least as full as the
-		// target after it, whose file has no stripe on the target.
+		// target after it, whose file has no stripe on the target and
+		// whose stripes the move spreads no worse over storage servers
+		// and locations (fleet.Spread, as placement).
+		all := m.reg.List()
 		pick := -1
 		for i, c := range cands {
 			b := float64(c.bytes)
-			if b == 0 || (from.used-b)/from.cap < (to.used+b)/to.cap || j.isBusy(c.f.ID) || slices.Contains(c.f.Locations, to.fs.ID) {
+			if b == 0 || (from.used-b)/from.cap < (to.used+b)/to.cap || j.isBusy(c.f.ID) || slices.Contains(c.f.Locations, to.fs.ID) ||
+				m.spreadOf(all, c.f.Locations, c.idx).Compare(to.fs, from.fs) > 0 {
 				continue
 			}
 			pick = i
@@ -195,7 +199,7 @@ func (j *balanceJob) isBusy(fid uint64) bool {
 }
 
 func (m *Service) balanceOne(ctx context.Context, j *balanceJob, c stripe, from, to uint32, rate int64) {
-	res, out, err := m.moveStripe(ctx, c.f.ID, c.idx, from, to, rate)
+	res, out, err := m.moveStripe(ctx, c.f.ID, c.idx, from, to, pace{rate: rate})
 	switch out {
 	case moved:
 		m.movedOne(&j.job, from, c.f.ID, c.idx, res)

@@ -79,8 +79,12 @@ type Config struct {
 	Mover Mover
 	Key   *capability.Key // signs move orders
 	TTL   time.Duration   // capability lifetime: how long replaced stripes stay readable
-	Now   func() time.Time
-	Log   *slog.Logger
+	// RebuildAfter is how long a filesystem may be unreadable before it
+	// is declared lost and its stripes are rebuilt on the others (0:
+	// only when an operator declares it lost).
+	RebuildAfter time.Duration
+	Now          func() time.Time
+	Log          *slog.Logger
 }
 
 // Mover carries out movement orders at storage servers (addr is a
@@ -92,13 +96,17 @@ type Mover interface {
 
 // Drain states (namespace.Filesystem.Drain, fs ls; fleet's).
 const (
-	DrainDraining = fleet.DrainDraining
-	DrainDrained  = fleet.DrainDrained
+	DrainDraining   = fleet.DrainDraining
+	DrainDrained    = fleet.DrainDrained
+	DrainRebuilding = fleet.DrainRebuilding
+	DrainEmpty      = fleet.DrainEmpty
 )
 
 // Defaults of the movement settings.
 const (
 	DefaultDrainParallel   = 4
+	DefaultRebuildParallel = 4
+	DefaultRebuildAfter    = 10 * time.Minute // Ceph's mon_osd_down_out_interval
 	DefaultBalanceParallel = 2
 	maxParallel            = 64
 	moveCapTTL             = 24 * time.Hour // move orders never leave the servers
@@ -126,18 +134,19 @@ type MoveCounters struct {
 // Movement is what the service says about data movement, for fs ls, fs
 // status, group ls and whoever exports metrics.
 type Movement struct {
-	Drains      []DrainProgress
+	Drains      []DrainProgress // drains and rebuilds (Kind)
 	Balancers   []BalanceProgress
 	Drain       MoveCounters
+	Rebuild     MoveCounters
 	Balance     MoveCounters
 	Conversion  MoveCounters
 	Conversions ConvertProgress
 }
 
 // MoveReporter is told about data movement as it happens (the metrics
-// package's Movement implements it): kind is "drain", "balance" or
-// "conversion", fsid the filesystem moved from ("" for conversions and
-// for the balancers' progress, which span filesystems).
+// package's Movement implements it): kind is "drain", "rebuild",
+// "balance" or "conversion", fsid the filesystem moved from ("" for
+// conversions and for the balancers' progress, which span filesystems).
 type MoveReporter interface {
 	Progress(kind, fsid string, filesLeft, bytesLeft int64, running bool)
 	Moved(kind, fsid string, bytes int64, ok bool)
@@ -176,7 +185,7 @@ func (m *Service) reportProgress() {
 	mv := m.Movement()
 	m.report(func(r MoveReporter) {
 		for _, d := range mv.Drains {
-			r.Progress("drain", strconv.FormatUint(uint64(d.FsID), 10), d.FilesLeft, d.BytesLeft, d.Status == DrainDraining)
+			r.Progress(d.Kind, strconv.FormatUint(uint64(d.FsID), 10), d.FilesLeft, d.BytesLeft, d.Status == DrainDraining || d.Status == DrainRebuilding)
 		}
 		balancing := false
 		for _, b := range mv.Balancers {
@@ -196,6 +205,9 @@ type Service struct {
 	ttl   time.Duration
 	now   func() time.Time
 	log   *slog.Logger
+
+	rebuildAfter time.Duration
+	risk         riskState // what the files risk now (risk.go)
 
 	mu        sync.Mutex
 	drains    map[uint32]*drainJob
@@ -229,10 +241,11 @@ func New(cfg Config) *Service {
 		cfg.Log = slog.Default()
 	}
 	m := &Service{ns: cfg.NS, reg: cfg.Fleet, mover: cfg.Mover, key: cfg.Key, ttl: cfg.TTL, now: cfg.Now, log: cfg.Log,
-		drains: map[uint32]*drainJob{}, balancers: map[string]*balanceJob{},
-		counters: map[string]*MoveCounters{"drain": {}, "balance": {}, "convert": {}}, kick: make(chan struct{}, 1),
+		rebuildAfter: cfg.RebuildAfter, drains: map[uint32]*drainJob{}, balancers: map[string]*balanceJob{},
+		counters: map[string]*MoveCounters{"drain": {}, "rebuild": {}, "balance": {}, "convert": {}}, kick: make(chan struct{}, 1),
 		changed: make(chan struct{}, 1)}
 	cfg.Fleet.RegisterKeys(drainKeys...)
+	cfg.Fleet.RegisterKeys(rebuildKeys...)
 	cfg.Fleet.RegisterGroupKeys(balancerKeys...)
 	return m
 }
@@ -241,6 +254,7 @@ func New(cfg Config) *Service {
 // applies the conversion policies, until ctx ends.
 func (m *Service) Run(ctx context.Context) {
 	go m.runPolicies(ctx)
+	go m.runSurvey(ctx)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -265,13 +279,18 @@ func (m *Service) SettingsChanged() {
 }
 
 // reconcile matches running jobs with the registry: a drain per
-// filesystem in drain not yet drained, a balancer per group with the
-// balancer on.
+// filesystem in drain not yet drained, a rebuild per lost filesystem
+// not yet empty (declaring lost those unreadable for longer than the
+// grace first), a balancer per group with the balancer on.
 func (m *Service) reconcile(ctx context.Context) {
-	want := map[uint32]bool{}
-	for _, f := range m.reg.List() {
-		if f.ConfigStatus == "drain" && f.Drain == DrainDraining {
-			want[f.ID] = true
+	fss := m.reg.List()
+	if m.declareLost(fss) {
+		fss = m.reg.List()
+	}
+	want := map[uint32]bool{} // filesystems to drain (false) or rebuild (true)
+	for _, f := range fss {
+		if f.ConfigStatus == "drain" && f.Drain == DrainDraining || f.ConfigStatus == "lost" && f.Drain == DrainRebuilding {
+			want[f.ID] = f.ConfigStatus == "lost"
 		}
 	}
 	groups := map[string]bool{}
@@ -283,15 +302,15 @@ func (m *Service) reconcile(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, j := range m.drains {
-		if !want[id] && !j.ended() {
+		if lost, ok := want[id]; (!ok || lost != j.lost) && !j.ended() {
 			j.cancel()
 		}
-		if !want[id] && j.ended() && !m.isDraining(id) {
+		if _, ok := want[id]; !ok && j.ended() && !m.isDraining(id) {
 			delete(m.drains, id) // configstatus changed: forget its progress
 		}
 	}
-	for id := range want {
-		if j := m.drains[id]; j == nil || j.ended() {
+	for id, lost := range want {
+		if j := m.drains[id]; j == nil || j.ended() || j.lost != lost {
 			m.drains[id] = m.startDrain(ctx, id)
 		}
 	}
@@ -308,10 +327,10 @@ func (m *Service) reconcile(ctx context.Context) {
 	}
 }
 
-// isDraining reports whether fs id is in configstatus drain.
+// isDraining reports whether fs id is in configstatus drain or lost.
 func (m *Service) isDraining(id uint32) bool {
 	f, ok := m.reg.Filesystem(id)
-	return ok && f.ConfigStatus == "drain"
+	return ok && (f.ConfigStatus == "drain" || f.ConfigStatus == "lost")
 }
 
 // count adds to the counters of kind (drain, balance, convert).
@@ -342,11 +361,17 @@ func (m *Service) reserve(fs uint32, bytes int64) (release func()) {
 // settle records a finished move until the storage servers' reports
 // show it: the target holds the bytes from its next reports, the source
 // until its storage server acknowledged the deletion of the old stripe.
+// A lost source is left out: it takes no stripes, so its fill matters
+// to no one, and a dead disk never acknowledges a deletion (one entry
+// per stripe rebuilt would pile up, walked by every choice of a target).
 func (m *Service) settle(mv namespace.Move, bytes int64) {
 	lag := 2*m.reg.Interval() + time.Second
+	adj := []adjustment{{fs: mv.To, bytes: bytes, until: time.Now().Add(lag)}}
+	if f, _ := m.reg.Filesystem(mv.From); f.ConfigStatus != "lost" {
+		adj = append(adj, adjustment{fs: mv.From, bytes: -bytes, del: &namespace.Deletion{FsID: mv.From, Fid: mv.Fid, Stripe: mv.Stripe}})
+	}
 	m.mu.Lock()
-	m.adjust = append(m.adjust, adjustment{fs: mv.To, bytes: bytes, until: time.Now().Add(lag)},
-		adjustment{fs: mv.From, bytes: -bytes, del: &namespace.Deletion{FsID: mv.From, Fid: mv.Fid, Stripe: mv.Stripe}})
+	m.adjust = append(m.adjust, adj...)
 	m.mu.Unlock()
 }
 
@@ -404,11 +429,19 @@ const (
 	failed                // the copy failed (err says why)
 )
 
+// pace is how a move is throttled: at most rate bytes per second (0:
+// no cap), and, with yield, giving way to the storage server's client
+// streams.
+type pace struct {
+	rate  int64
+	yield bool
+}
+
 // moveStripe moves stripe idx of file fid from fs from to fs to (the
-// three steps in the package notes). rate caps the copy's bytes per
-// second. The caller reserves the bytes on the target while it runs
-// (Service.reserve), before it chooses the next target.
-func (m *Service) moveStripe(ctx context.Context, fid uint64, idx int, from, to uint32, rate int64) (message.MoveResult, outcome, error) {
+// three steps in the package notes), throttled by p. The caller
+// reserves the bytes on the target while it runs (Service.reserve),
+// before it chooses the next target.
+func (m *Service) moveStripe(ctx context.Context, fid uint64, idx int, from, to uint32, p pace) (message.MoveResult, outcome, error) {
 	mv := namespace.Move{Fid: fid, Stripe: idx, From: from, To: to}
 	f, err := m.ns.BeginMove(mv)
 	switch {
@@ -425,7 +458,8 @@ func (m *Service) moveStripe(ctx context.Context, fid uint64, idx int, from, to 
 	if m.mover == nil {
 		err = kerr.New(kerr.Unsupported, "move", path, "this namespace server cannot order moves")
 	} else {
-		res, err = m.mover.MoveStripe(ctx, m.reg.Node(to).HTTP, message.MoveOrder{Token: m.moveToken(f, path, idx, to), Rate: rate})
+		o := message.MoveOrder{Token: m.moveToken(f, path, idx, to), Rate: p.rate, Yield: p.yield, Avoid: m.unreadable(f.Locations)}
+		res, err = m.mover.MoveStripe(ctx, m.reg.Node(to).HTTP, o)
 	}
 	deleteAt := m.now().Add(m.ttl)
 	switched, ferr := m.ns.FinishMove(mv, err == nil, deleteAt)
@@ -452,6 +486,18 @@ func (m *Service) moveToken(f *namespace.Inode, path string, idx int, to uint32)
 	return m.key.Sign(c)
 }
 
+// unreadable lists the stripes of a file at locs whose filesystems
+// cannot be read now (down, offline, off).
+func (m *Service) unreadable(locs []uint32) []int {
+	var out []int
+	for i, id := range locs {
+		if _, ok := m.reg.Readable(id); !ok {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 // pathOfID is the path of file fid for messages ("fid N" if unknown).
 func (m *Service) pathOfID(fid uint64) string {
 	if _, p, err := m.ns.ByID(fid); err == nil {
@@ -464,27 +510,23 @@ func (m *Service) pathOfID(fid uint64) string {
 // leaving fs from: writable, booted, healthy, not slow (as placement), on
 // a live node, holding no
 // stripe of f, not in exclude, with room for size bytes (counting moves
-// in flight onto it); nodes holding fewer stripes of f first, then the
-// most free space. With none, why says for each filesystem of the group
-// why not.
+// in flight onto it); those spreading the file's stripes best over
+// storage servers and locations first (fleet.Spread, as placement), then
+// the most free space. With none, why says for each filesystem of the
+// group why not.
 func (m *Service) target(f *namespace.Inode, idx int, from uint32, group string, size int64, exclude map[uint32]bool) (uint32, string) {
 	type cand struct {
-		id   uint32
-		held int
+		fs   *fleet.FsState
 		free int64
 	}
 	all := m.reg.List() // by id
 	avoidSlow := m.reg.AvoidSlow()
-	held := map[string]int{}
-	for j, id := range f.Locations {
-		if i, ok := slices.BinarySearchFunc(all, id, func(g fleet.FsState, id uint32) int { return cmp.Compare(g.ID, id) }); ok && j != idx {
-			held[all[i].Node]++
-		}
-	}
+	held := m.spreadOf(all, f.Locations, idx)
 	var cands []cand
 	var why []string
 	pending := m.pending()
-	for _, g := range all {
+	for k := range all {
+		g := &all[k]
 		if g.Group != group || g.ID == from {
 			continue
 		}
@@ -496,7 +538,7 @@ func (m *Service) target(f *namespace.Inode, idx int, from uint32, group string,
 			why = append(why, fmt.Sprintf("fs %d still has a stripe of the file queued for deletion", g.ID))
 		case g.ConfigStatus != "rw":
 			why = append(why, fmt.Sprintf("fs %d is %s", g.ID, g.ConfigStatus))
-		case g.BootStatus != "booted":
+		case g.BootStatus != "booted" || !g.DownSince.IsZero():
 			why = append(why, fmt.Sprintf("fs %d is not booted", g.ID))
 		case g.Health != "ok":
 			why = append(why, fmt.Sprintf("fs %d: %s", g.ID, g.Health))
@@ -505,7 +547,7 @@ func (m *Service) target(f *namespace.Inode, idx int, from uint32, group string,
 		case free < size:
 			why = append(why, fmt.Sprintf("fs %d has %s free, the stripe needs %s", g.ID, compact(max(free, 0)), compact(size)))
 		default:
-			cands = append(cands, cand{g.ID, held[g.Node], free})
+			cands = append(cands, cand{g, free})
 		}
 	}
 	if len(cands) == 0 {
@@ -515,12 +557,24 @@ func (m *Service) target(f *namespace.Inode, idx int, from uint32, group string,
 		return 0, fmt.Sprintf("group %s cannot hold it: %s", group, strings.Join(why, "; "))
 	}
 	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].held != cands[j].held {
-			return cands[i].held < cands[j].held
+		if c := held.Compare(cands[i].fs, cands[j].fs); c != 0 {
+			return c < 0
 		}
 		return cands[i].free > cands[j].free
 	})
-	return cands[0].id, ""
+	return cands[0].fs.ID, ""
+}
+
+// spreadOf counts the stripes at locs over their failure domains, but
+// stripe skip's (all is the registry's list, by id).
+func (m *Service) spreadOf(all []fleet.FsState, locs []uint32, skip int) fleet.Spread {
+	held := fleet.Spread{}
+	for j, id := range locs {
+		if i, ok := slices.BinarySearchFunc(all, id, func(g fleet.FsState, id uint32) int { return cmp.Compare(g.ID, id) }); ok && j != skip {
+			held.Add(&all[i])
+		}
+	}
+	return held
 }
 
 // compact prints a byte count without spaces (in placement refusals).
@@ -618,7 +672,7 @@ func (m *Service) Movement() Movement {
 	for _, j := range m.balancers {
 		bals = append(bals, j)
 	}
-	out.Drain, out.Balance, out.Conversion = *m.counters["drain"], *m.counters["balance"], *m.counters["convert"]
+	out.Drain, out.Rebuild, out.Balance, out.Conversion = *m.counters["drain"], *m.counters["rebuild"], *m.counters["balance"], *m.counters["convert"]
 	out.Conversions = m.convert.progress()
 	m.mu.Unlock()
 	for _, j := range drains {

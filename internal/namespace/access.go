@@ -17,11 +17,32 @@ const (
 	Update = 16
 )
 
-// ModeBits is the POSIX permission check of want on n, whose directory is
+// allowed is the authorization of want on n, whose directory is dir (n
+// itself for a directory): the POSIX mode bits, then the directory's
+// ACLs, which add rights and deny deletion or update (ParseACL has the
+// grammar). Root is never refused.
+func allowed(c Caller, n, dir *Inode, want uint32) bool {
+	if c.UID == 0 {
+		return true
+	}
+	grant, deny := aclRights(c, dir)
+	if want&deny != 0 {
+		return false
+	}
+	// Each right asked for is granted by the mode bits or by the ACL.
+	for r := uint32(1); r <= want; r <<= 1 {
+		if want&r != 0 && grant&r == 0 && !modeBits(c, n, dir, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// modeBits is the POSIX permission check of want on n, whose directory is
 // dir (n itself when n is a directory): root may do anything; otherwise
 // the owner, group or other bits must grant it. Deleting needs write and
 // search on the directory; updating needs write on the file.
-func ModeBits(c Caller, n, dir *Inode, want uint32) bool {
+func modeBits(c Caller, n, dir *Inode, want uint32) bool {
 	if c.UID == 0 {
 		return true
 	}
@@ -51,16 +72,16 @@ func modeAllows(c Caller, n *Inode, want uint32) bool {
 	return mode&want == want
 }
 
-// permits asks the configured authorization about want on n, whose
-// directory is dir (n itself for a directory). A version is read only by
-// who may read it and its file.
+// permits is the authorization of want on n, whose directory is dir (n
+// itself for a directory). A version is read only by who may read it and
+// its file.
 func (ns *Namespace) permits(c Caller, n, dir *Inode, want uint32) bool {
-	if !ns.opts.Permits(c, n, dir, want) {
+	if !allowed(c, n, dir, want) {
 		return false
 	}
 	if want&Read != 0 && n != nil && !n.IsDir && dir != nil && IsVersionDir(dir.Name) {
 		if f, fdir := ns.fileOfVersions(dir); f != nil {
-			return ns.opts.Permits(c, f, fdir, Read)
+			return allowed(c, f, fdir, Read)
 		}
 	}
 	return true
@@ -96,8 +117,7 @@ func (ns *Namespace) dirOf(n *Inode) *Inode {
 	return d
 }
 
-// Permits reports whether c may access n for want under this namespace's
-// authorization.
+// Permits reports whether c may access n for want (mode bits and ACLs).
 func (ns *Namespace) Permits(c Caller, n *Inode, want uint32) bool {
 	ns.mu.RLock()
 	defer ns.mu.RUnlock()

@@ -98,9 +98,9 @@ func parseACLEntry(s string) (ACLEntry, error) {
 	return e, nil
 }
 
-// ACLRights returns what the ACLs of directory dir grant and deny c.
+// aclRights returns what the ACLs of directory dir grant and deny c.
 // Malformed values (they are validated when set) grant nothing.
-func ACLRights(c Caller, dir *Inode) (grant, deny uint32) {
+func aclRights(c Caller, dir *Inode) (grant, deny uint32) {
 	if dir == nil || len(dir.XAttrs) == 0 {
 		return 0, 0
 	}

@@ -56,11 +56,11 @@ type Event struct {
 	IsDir    bool
 	From     uint64 // a rename's source container
 	FromName string // and name
-	// Size, MTime (unix ns) and data version of a file whose content
-	// became visible (Committed) or changed in place (Modified): what a
-	// cache of its attributes needs.
-	Size        int64
-	MTime       int64
+	// Size and MTime (unix ns) of a file whose content became visible
+	// (Committed): what a cache of its attributes needs.
+	Size  int64
+	MTime int64
+	// DataVersion of a file whose content changed in place (Modified).
 	DataVersion uint64
 }
 

@@ -30,15 +30,32 @@ type Filesystem struct {
 	// ObjectSize cuts its stripes into objects of this size (RADOS;
 	// overrides the space's); 0 leaves it to the space or the store.
 	ObjectSize int64 `json:"object_size,omitempty"`
-	// Drain is where a drain of the filesystem stands: "draining" from
-	// configstatus=drain until every stripe has moved off, then
-	// "drained"; "" when it is not draining. Kept so a drain resumes
-	// after a restart and its end stays shown.
+	// Location is the operator's failure-domain tag (EOS' geotag,
+	// "site::rack1"; "" when none): placement spreads a file's stripes
+	// over locations as it does over storage servers.
+	Location string `json:"location,omitempty"`
+	// Drain is where moving every stripe off the filesystem stands:
+	// "draining" from configstatus=drain until every stripe has moved
+	// off, then "drained"; "rebuilding" from configstatus=lost until
+	// every stripe it held is recreated elsewhere, then "empty"; "" when
+	// neither. Kept so a drain or rebuild resumes after a restart and its
+	// end stays shown.
 	Drain string `json:"drain,omitempty"`
 	// DrainRate caps the bytes per second the drain moves (0: no cap);
 	// DrainParallel is how many stripes it moves at once (0: default).
 	DrainRate     int64 `json:"drain_rate,omitempty"`
 	DrainParallel int   `json:"drain_parallel,omitempty"`
+	// LostWhy and LostAt say why and when the filesystem was declared
+	// lost (configstatus lost: by the operator, or once it was
+	// unreadable for longer than the rebuild grace).
+	LostWhy string    `json:"lost_why,omitempty"`
+	LostAt  time.Time `json:"lost_at,omitzero"`
+	// RebuildRate is the rebuild's rate: 0 the default (it gives way to
+	// client traffic), > 0 a cap in bytes per second, < 0 no cap;
+	// RebuildParallel is how many stripes it rebuilds at once (0:
+	// default).
+	RebuildRate     int64 `json:"rebuild_rate,omitempty"`
+	RebuildParallel int   `json:"rebuild_parallel,omitempty"`
 	// Fsck are its scan settings (zero: the defaults).
 	Fsck FsckSettings `json:"fsck,omitzero"`
 }

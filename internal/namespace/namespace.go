@@ -59,11 +59,6 @@ type Options struct {
 	// only for benchmarks and throw-away data.
 	Sync bool
 	Now  func() time.Time // clock; default time.Now
-	// Permits decides whether c may access n for want (4 read, 2 write,
-	// 1 search/execute) wherever the namespace needs to know (path walks,
-	// creates, removes, listings). Default ModeBits; the namespace service
-	// supplies its authorization (mode bits, then ACLs).
-	Permits func(c Caller, n, dir *Inode, want uint32) bool
 	// FeedSize is how many change events are kept for readers of the feed
 	// that fall behind (default 65536).
 	FeedSize int
@@ -106,9 +101,6 @@ const idBlock = 10000
 func Open(eng kv.Store, opts Options) (*Namespace, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
-	}
-	if opts.Permits == nil {
-		opts.Permits = ModeBits
 	}
 	ns := &Namespace{eng: eng, opts: opts, feed: newFeed(opts.FeedSize), dirs: map[uint64]*Inode{},
 		dirIndex: map[dirKey]uint64{}, claimed: map[uint64]bool{}, bookings: map[uint64]*booking{},

@@ -479,18 +479,34 @@ func TestInodeAPI(t *testing.T) {
 	}
 }
 
-// TestPermitsHook: the namespace asks the configured authorization, not
-// only the mode bits.
-func TestPermitsHook(t *testing.T) {
-	denyWrite := func(c Caller, n, dir *Inode, want uint32) bool { return want&Write == 0 && ModeBits(c, n, dir, want) }
-	ns, err := Open(memkv.New(), Options{Permits: denyWrite})
-	if err != nil {
+// TestModeBitsAndACLs: the namespace authorizes with the mode bits and
+// the directory's ACLs, which add rights the mode bits do not give and
+// deny deletion the mode bits would allow.
+func TestModeBitsAndACLs(t *testing.T) {
+	ns := newNS(t)
+	user := Caller{UID: 1000, GID: 1000}
+	if err := ns.Mkdir(Root, "/d", 0o755, false); err != nil {
 		t.Fatal(err)
 	}
-	user := Caller{UID: 1000, GID: 1000}
-	mustKind(t, ns.Mkdir(user, "/x", 0o755, false), kerr.Permission)
-	if _, err := ns.Stat(user, "/"); err != nil {
+	mustKind(t, ns.Mkdir(user, "/d/x", 0o755, false), kerr.Permission)
+	if err := ns.SetXAttr(Root, "/d", nsapi.AttrACL, "u:1000:rwx"); err != nil {
 		t.Fatal(err)
+	}
+	if err := ns.Mkdir(user, "/d/x", 0o755, false); err != nil {
+		t.Fatalf("mkdir where an ACL grants write: %v", err)
+	}
+	if err := ns.Mkdir(Root, "/e", 0o777, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Mkdir(user, "/e/x", 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.SetXAttr(Root, "/e", nsapi.AttrACL, "u:1000:rwx!d"); err != nil {
+		t.Fatal(err)
+	}
+	mustKind(t, ns.Remove(user, "/e/x", RemoveOptions{Dir: true}), kerr.Permission)
+	if _, err := ns.Stat(user, "/e/x"); err != nil {
+		t.Fatalf("the directory whose removal was refused: %v", err)
 	}
 }
 

@@ -10,6 +10,7 @@ type Whoami struct {
 	Name   string   `json:"name"`
 	Method string   `json:"method"`
 	Scopes []string `json:"scopes,omitempty"` // a token's: "read:/p", "create:/p", "modify:/p"
+	FQANs  []string `json:"fqans,omitempty"`  // a grid proxy's VOMS attributes, the primary first
 }
 
 // TokenRequest is what `kaon token issue` asks for: a bearer token of the

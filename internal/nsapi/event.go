@@ -11,7 +11,7 @@ const (
 	EventRemoved   EventKind = "removed"   // a file or directory was unlinked (also a file replaced by another)
 	EventRenamed   EventKind = "renamed"   // an entry moved (From/FromName → Parent/Name)
 	EventAttr      EventKind = "attr"      // mode, owner, extended attributes or checksums changed
-	EventModified  EventKind = "modified"  // a file's bytes changed in place (an update session or a truncation committed): size, mtime, data version
+	EventModified  EventKind = "modified"  // a file's content changed in place (size, mtime, data version)
 )
 
 // Event is one change of the namespace, in commit order: what a client

@@ -38,10 +38,19 @@ type Filesystem struct {
 	IOInUse       string `json:"io_in_use,omitempty"`
 	FsType        string `json:"fstype,omitempty"`
 	BackendHealth string `json:"backend_health,omitempty"`
+	// Location is its failure-domain tag ("site::rack1"; "" none);
+	// DownSince is when it stopped being readable (zero: it is) and
+	// DownWhy why.
+	Location  string    `json:"location,omitempty"`
+	DownSince time.Time `json:"down_since,omitzero"`
+	DownWhy   string    `json:"down_why,omitempty"`
 	// Drain (configstatus drain): "draining" or "drained", the stripes
 	// and bytes left on the filesystem, the measured rate (bytes/s) and
 	// the time left at it (seconds, 0 unknown), stripes that failed to
-	// move now, and the drain's settings (drain.rate 0 = no cap).
+	// move now, and the drain's settings (drain.rate 0 = no cap). The
+	// rebuild of a lost filesystem (configstatus lost) fills the same
+	// fields: "rebuilding" or "empty", and rebuild.rate (0 = giving way
+	// to client streams, -1 = no cap) and rebuild.parallel.
 	Drain          string  `json:"drain,omitempty"`
 	DrainFilesLeft int64   `json:"drain_files_left,omitempty"`
 	DrainBytesLeft int64   `json:"drain_bytes_left,omitempty"`
@@ -77,9 +86,10 @@ type NewFilesystem struct {
 	Space      string `json:"space"`
 	IO         string `json:"io"`          // auto, direct, buffered
 	ObjectSize string `json:"object-size"` // RADOS object size, e.g. 16M (ParseSize)
+	Location   string `json:"location"`    // failure-domain tag, site::rack1
 }
 
-// FsStatus is `fs status ID`: the filesystem and its drain.
+// FsStatus is `fs status ID`: the filesystem and its drain or rebuild.
 type FsStatus struct {
 	Filesystem
 	DrainPhase   string        `json:"drain_phase,omitempty"` // scanning, moving, waiting to retry, done
@@ -89,6 +99,49 @@ type FsStatus struct {
 	InFlight     int           `json:"drain_in_flight,omitempty"`
 	Failures     []MoveFailure `json:"drain_failure_list,omitempty"`
 	Failed       int64         `json:"drain_failed_total,omitempty"` // failed attempts, retries included
+	// A lost filesystem's rebuild: why and when it was declared lost,
+	// its files at risk as the rebuild last found them less those
+	// rebuilt since, and since when none of its stripes is one failure
+	// from loss (zero: not yet, or none was).
+	Kind    string    `json:"kind,omitempty"` // drain or rebuild
+	LostWhy string    `json:"lost_why,omitempty"`
+	LostAt  time.Time `json:"lost_at,omitzero"`
+	Risk    *AtRisk   `json:"at_risk,omitempty"`
+	SafeAt  time.Time `json:"safe_at,omitzero"`
+}
+
+// Count is a number of files (or stripes) and their bytes.
+type Count struct {
+	Files int64 `json:"files"`
+	Bytes int64 `json:"bytes"`
+}
+
+// AtRisk are the files some of whose stripes cannot be read, by class:
+// unreadable (fewer readable stripes than they need), one failure from
+// loss (exactly as many), degraded (more); rebuilding are those with a
+// stripe being rebuilt now (counted in their class too).
+type AtRisk struct {
+	Unreadable Count `json:"unreadable"`
+	Critical   Count `json:"one_failure_from_loss"`
+	Degraded   Count `json:"degraded"`
+	Rebuilding Count `json:"rebuilding"`
+}
+
+// Rebuilds is `fsck stat`'s view of the files at risk and the rebuilds
+// of lost filesystems: what they rebuilt since the namespace server
+// started, what is left, the rate (bytes/s) and the time left at it
+// (seconds, 0 unknown); when the counts were taken (zero: never), how
+// long the walk of the namespace took (0: nothing to walk) and which
+// filesystems cannot be read now.
+type Rebuilds struct {
+	AtRisk
+	Rebuilt     Count     `json:"rebuilt"`
+	Remaining   Count     `json:"remaining"`
+	Rate        float64   `json:"rate"`
+	ETA         float64   `json:"eta"`
+	Unavailable []uint32  `json:"unavailable,omitempty"`
+	Surveyed    time.Time `json:"surveyed,omitzero"`
+	Took        Duration  `json:"took,omitempty"`
 }
 
 // MoveFailure is a stripe (or, for a conversion, a file: stripe -1)

@@ -10,6 +10,7 @@ type FsckStatus struct {
 	Pass        FsckPass    `json:"pass"`
 	OrphanGrace Duration    `json:"orphan_grace"`
 	Checked     int64       `json:"checked"` // stripes compared since the namespace server started
+	Risk        *Rebuilds   `json:"at_risk,omitempty"`
 }
 
 // FsckClass is the number of findings of one class.

@@ -44,3 +44,15 @@ type NSServer struct {
 	Updated   time.Time `json:"updated"`             // when it last reported
 	Error     string    `json:"error,omitempty"`
 }
+
+// Refusal is a request the namespace service refused (permission,
+// expiry, quota): the admin's status page lists the latest.
+type Refusal struct {
+	Time     time.Time `json:"time"`
+	User     string    `json:"user"`
+	Method   string    `json:"method"`
+	Protocol string    `json:"protocol"`
+	Op       string    `json:"op"`
+	Path     string    `json:"path"`
+	Reason   string    `json:"reason"`
+}

@@ -31,7 +31,7 @@ func (s *Server) AddFilesystem(ctx context.Context, p auth.Principal, nf nsapi.N
 	if err := requireRoot(p, "fs add"); err != nil {
 		return nsapi.Filesystem{}, err
 	}
-	add := fleet.NewFilesystem{Node: nf.Node, Path: nf.Path, Group: nf.Group, Space: nf.Space, IO: nf.IO}
+	add := fleet.NewFilesystem{Node: nf.Node, Path: nf.Path, Group: nf.Group, Space: nf.Space, IO: nf.IO, Location: nf.Location}
 	if nf.ObjectSize != "" {
 		if add.ObjectSize, err = nsapi.ParseSize(nf.ObjectSize); err != nil {
 			return nsapi.Filesystem{}, kerr.New(kerr.Invalid, "fs add", nf.ObjectSize, err.Error())

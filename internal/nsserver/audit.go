@@ -120,13 +120,17 @@ func newAuditor(w io.Writer) *auditor {
 
 // audit records a mutation's outcome and returns err.
 func (s *Server) audit(ctx context.Context, p auth.Principal, op, path, target string, err error) error {
-	if s.auditLog == nil {
+	if s.auditLog == nil && err == nil {
 		return err
 	}
 	r := AuditRecord{Time: s.now().UTC(), User: p.Name, UID: p.UID, GID: p.GID, Method: p.Method,
 		Protocol: auth.Protocol(ctx), Op: op, Path: path, Target: target, Result: "ok"}
 	if err != nil {
 		r.Result, r.Error = kerr.KindOf(err).String(), err.Error()
+		s.refusals.add(r, err)
+	}
+	if s.auditLog == nil {
+		return err
 	}
 	s.auditLog.mu.Lock()
 	_ = s.auditLog.enc.Encode(r)

@@ -32,7 +32,12 @@ func (s *Server) FsckStat(_ context.Context, p auth.Principal) (nsapi.FsckStatus
 	if err := requireRoot(p, "fsck stat"); err != nil {
 		return nsapi.FsckStatus{}, err
 	}
-	return fsckStatusOf(s.fsck.Stat()), nil
+	out := fsckStatusOf(s.fsck.Stat())
+	r := s.mv.Risk()
+	out.Risk = &nsapi.Rebuilds{AtRisk: atRiskOf(r.RiskCounts, r.Rebuilding), Rebuilt: nsapi.Count(r.Rebuilt),
+		Remaining: nsapi.Count(r.Remaining), Rate: r.Rate, ETA: r.ETA.Seconds(), Unavailable: r.Unavailable, Surveyed: r.Surveyed,
+		Took: nsapi.Duration(r.Took)}
+	return out, nil
 }
 
 // FsckReport lists the findings of class (all with ""), of filesystem

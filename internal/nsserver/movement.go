@@ -20,7 +20,18 @@ type (
 	Movement = movement.Movement
 	// MoveReporter is told about data movement as it happens.
 	MoveReporter = movement.MoveReporter
+	// Risk is what the files risk while filesystems are unreadable, and
+	// where the rebuilds stand.
+	Risk = movement.Risk
+	// RiskCounts are files at risk by class.
+	RiskCounts = movement.RiskCounts
+	// FileCount is a number of files and their bytes.
+	FileCount = movement.FileCount
 )
+
+// DefaultRebuildAfter is how long a filesystem may be unreadable before
+// it is declared lost and rebuilt (Config.RebuildAfter).
+const DefaultRebuildAfter = movement.DefaultRebuildAfter
 
 // ReportMovement makes the service tell r about data movement (nil: no
 // one).
@@ -28,6 +39,10 @@ func (s *Server) ReportMovement(r MoveReporter) { s.mv.ReportMovement(r) }
 
 // Movement reports data movement (for metrics: no authorization).
 func (s *Server) Movement() Movement { return s.mv.Movement() }
+
+// Risk reports the files at risk and the rebuilds (for metrics: no
+// authorization).
+func (s *Server) Risk() Risk { return s.mv.Risk() }
 
 // DrainStatus returns the drain progress of fs id (`fs status`): the
 // running (or just ended) drain's, or, for a filesystem drained before
@@ -45,6 +60,11 @@ func (s *Server) DrainStatus(_ context.Context, p auth.Principal, id uint32) (ns
 		if d != nil {
 			out.DrainPhase, out.DrainStarted, out.FilesMoved, out.BytesMoved = d.Phase, d.Started, d.FilesMoved, d.BytesMoved
 			out.InFlight, out.Failures, out.Failed = d.InFlight, failuresOf(d.Failures), d.Failed
+			out.Kind, out.LostWhy, out.LostAt, out.SafeAt = d.Kind, d.LostWhy, d.LostAt, d.SafeAt
+			if d.Kind == "rebuild" {
+				r := atRiskOf(d.Risk, FileCount{})
+				out.Risk = &r
+			}
 		}
 		return out, nil
 	}

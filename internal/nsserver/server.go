@@ -78,6 +78,11 @@ type Config struct {
 	// DefaultOrphanGrace, negative: none).
 	FsckRate        int
 	FsckOrphanGrace time.Duration
+	// RebuildAfter is how long a filesystem may be unreadable before it
+	// is declared lost and everything it held is rebuilt on the others
+	// (0: DefaultRebuildAfter, negative: only when an operator declares
+	// it lost).
+	RebuildAfter time.Duration
 	// Slow configures slow-disk detection (fleet.SlowPolicy).
 	Slow SlowPolicy
 	// Tokens signs this instance's bearer tokens (tokens.go); nil: none.
@@ -122,6 +127,7 @@ type Server struct {
 
 	cfg      Config
 	auditLog *auditor
+	refusals refusals // the latest, for the admin's status page
 
 	sumMu      sync.Mutex
 	sumPending map[string]*sumCall // checksums being computed on request, by fid/type
@@ -152,7 +158,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, auditLog: newAuditor(cfg.Audit), key: cfg.Key, ttl: cfg.CapabilityTTL, data: cfg.Data, phys: cfg.PhysName, log: cfg.Logger, now: cfg.Now,
 		sumPending: map[string]*sumCall{}, sweep: defaultSweep}
-	ns, err := namespace.Open(cfg.Engine, namespace.Options{Sync: cfg.Sync, Now: cfg.Now, Permits: s.permits})
+	ns, err := namespace.Open(cfg.Engine, namespace.Options{Sync: cfg.Sync, Now: cfg.Now})
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +183,15 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.sess = sessions.New(sessions.Config{SessionConfig: cfg.Sessions, Term: cfg.Term, Takeover: cfg.Takeover, Now: cfg.Now, Log: cfg.Logger})
-	s.mv = movement.New(movement.Config{NS: ns, Fleet: s.reg, Mover: cfg.Mover, Key: cfg.Key, TTL: cfg.CapabilityTTL, Now: cfg.Now, Log: cfg.Logger})
+	rebuildAfter := cfg.RebuildAfter
+	switch {
+	case rebuildAfter == 0:
+		rebuildAfter = DefaultRebuildAfter
+	case rebuildAfter < 0:
+		rebuildAfter = 0
+	}
+	s.mv = movement.New(movement.Config{NS: ns, Fleet: s.reg, Mover: cfg.Mover, Key: cfg.Key, TTL: cfg.CapabilityTTL,
+		RebuildAfter: rebuildAfter, Now: cfg.Now, Log: cfg.Logger})
 	s.fsck = fsck.NewService(fsck.Config{NS: ns, Fleet: s.reg, Repairer: cfg.Repair, Key: cfg.Key, TTL: cfg.CapabilityTTL,
 		Rate: cfg.FsckRate, OrphanGrace: cfg.FsckOrphanGrace, PhysName: cfg.PhysName, Now: cfg.Now, Log: cfg.Logger})
 	return s, nil

@@ -47,13 +47,6 @@ func currentSums(sums map[string]string) map[string]string {
 	return out
 }
 
-// eventOf is change e of the namespace as clients are told it, in
-// incarnation term.
-func eventOf(term uint64, e namespace.Event) nsapi.Event {
-	return nsapi.Event{Term: term, Rev: e.Rev, Kind: nsapi.EventKind(e.Kind.String()), Ino: e.Ino, Parent: e.Parent,
-		Name: e.Name, IsDir: e.IsDir, From: e.From, FromName: e.FromName, DataVersion: e.DataVersion, Size: e.Size}
-}
-
 // entryOf is inode n at path p ("": asked for by inode).
 func entryOf(p string, n *namespace.Inode) nsapi.Entry {
 	return nsapi.Entry{Path: p, Name: n.Name, Attr: attrOf(n)}
@@ -102,7 +95,7 @@ func filesystemOf(f fleet.FsState, d *movement.DrainProgress) nsapi.Filesystem {
 		UUID: f.UUID, Initialized: f.Initialized, Addr: f.Addr, BootStatus: f.BootStatus, Capacity: f.Capacity,
 		Used: f.Used, Files: f.Files, Health: f.Health, LastBeat: f.LastBeat,
 		IO: f.IO, ObjectSize: f.ObjectSize, Kind: f.Kind, Backend: f.Backend, IOInUse: f.IOInUse, FsType: f.FsType,
-		BackendHealth: f.BackendHealth, Slow: f.Slow}
+		BackendHealth: f.BackendHealth, Slow: f.Slow, Location: f.Location, DownSince: f.DownSince, DownWhy: f.DownWhy}
 	if f.Latency != nil {
 		l := nsapi.Latency(*f.Latency)
 		out.Latency = &l
@@ -112,6 +105,12 @@ func filesystemOf(f fleet.FsState, d *movement.DrainProgress) nsapi.Filesystem {
 		out.DrainETA, out.DrainFailures, out.DrainRateLimit, out.DrainParallel = d.ETA.Seconds(), len(d.Failures), d.RateLimit, d.Parallel
 	}
 	return out
+}
+
+// atRiskOf is the wire form of files at risk.
+func atRiskOf(r movement.RiskCounts, rebuilding movement.FileCount) nsapi.AtRisk {
+	return nsapi.AtRisk{Unreadable: nsapi.Count(r.Unreadable), Critical: nsapi.Count(r.Critical), Degraded: nsapi.Count(r.Degraded),
+		Rebuilding: nsapi.Count(rebuilding)}
 }
 
 func failuresOf(fs []movement.MoveFailure) []nsapi.MoveFailure {

@@ -12,8 +12,11 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/krb5auth"
+	"github.com/kaon-storage/kaon/internal/auth/macaroon"
 	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/auth/token/remote"
+	"github.com/kaon-storage/kaon/internal/capability"
 )
 
 // keysClient fetches issuers' keys: over TLS trusting the system's CAs
@@ -54,24 +57,47 @@ func (a AuthConfig) issuerURL(endpoint string) string {
 }
 
 // chain builds the authenticators of --auth (x509 from sec's TLS setup).
-// A bearer token, when a request carries one, is tried first, then a
-// client certificate, then the unix peer; the order of the flag's values
-// does not matter.
-func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, sec *Security, log *slog.Logger) (auth.Chain, error) {
+// A bearer credential that came in plaintext is refused unless
+// --auth-plaintext allows it; one that came over TLS is tried first (a
+// macaroon, with token or x509, then a token), then a client certificate,
+// then the unix peer; the order of the flag's values
+// does not matter here (it orders root://'s security protocols: gsi's
+// certificates reach the x509 method through the gsi handshake,
+// Security.xrootd).
+func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, key *capability.Key, sec *Security, log *slog.Logger) (auth.Chain, error) {
 	has := map[string]bool{}
 	for _, m := range strings.Split(a.Methods, ",") {
 		switch m = strings.TrimSpace(m); m {
-		case "unix", "token", "x509":
+		case "unix", "token", "x509", "gsi", "krb5":
 			has[m] = true
 		case "":
 		default:
-			return nil, fmt.Errorf("--auth: unknown method %q (want unix, token, x509)", m)
+			return nil, fmt.Errorf("--auth: unknown method %q (want unix, token, x509, gsi, krb5)", m)
 		}
 	}
 	if len(has) == 0 {
-		return nil, fmt.Errorf("--auth: name at least one method (unix, token, x509)")
+		return nil, fmt.Errorf("--auth: name at least one method (unix, token, x509, gsi, krb5)")
 	}
 	var c auth.Chain
+	switch a.Plaintext {
+	case "refuse":
+		if sec == nil || sec.tls == nil {
+			return nil, fmt.Errorf("--auth-plaintext=refuse needs --tls (without it tokens can only come in plaintext)")
+		}
+		c = append(c, auth.RefusePlaintextBearer{})
+	case "":
+		if sec != nil && sec.tls != nil {
+			c = append(c, auth.RefusePlaintextBearer{})
+		}
+	case "allow":
+	default:
+		return nil, fmt.Errorf("--auth-plaintext: %q is neither refuse nor allow", a.Plaintext)
+	}
+	if has["token"] || has["x509"] {
+		// Macaroons: what grid clients with certificates hand third-party
+		// copies (minted by httpfront for the chain's Service).
+		c = append(c, &macaroon.Service{Key: key.Derive("kaon-macaroon-v1"), Location: self.URL, MaxValidity: a.MaxTTL})
+	}
 	if has["token"] {
 		v, err := a.verifier(ctx, dir, self, sec.keysClient(), log)
 		if err != nil {
@@ -87,10 +113,43 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, s
 		}
 		c = append(c, sec.x509)
 	}
+	switch {
+	case has["krb5"]:
+		if a.Krb5Keytab == "" {
+			return nil, fmt.Errorf("--auth krb5 needs --krb5-keytab (the service keys: xrootd/HOST@REALM, HTTP/HOST@REALM)")
+		}
+		m, err := krb5auth.New(a.Krb5Keytab)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("Kerberos: root:// krb5 and https Negotiate", "service", m.Service, "realm", m.Realm)
+		c = append(c, m)
+	case a.Krb5Keytab != "":
+		return nil, fmt.Errorf("--krb5-keytab given but --auth %q does not list krb5", a.Methods)
+	}
 	if has["unix"] {
 		return append(c, auth.Unix{}), nil
 	}
-	return append(c, auth.HostRoot{}, auth.Refuse{Reason: "a bearer token is required"}), nil
+	return append(c, auth.HostRoot{}, auth.Refuse{Reason: required(has)}), nil
+}
+
+// required is why a server without unix refuses a client that brought
+// none of the credentials its methods take.
+func required(has map[string]bool) string {
+	var what []string
+	if has["token"] {
+		what = append(what, "a bearer token")
+	}
+	if has["x509"] {
+		what = append(what, "a client certificate (https)")
+	}
+	if has["gsi"] {
+		what = append(what, "a grid proxy (root:// gsi: X509_USER_PROXY)")
+	}
+	if has["krb5"] {
+		what = append(what, "a Kerberos ticket (kinit; root:// krb5, https Negotiate)")
+	}
+	return strings.Join(what, " or ") + " is required"
 }
 
 // verifier trusts this instance's own tokens and those of --token-issuer.

@@ -54,6 +54,7 @@ type NamespaceConfig struct {
 	AuditLog        string // "DATA/..." is below the data directory
 	FsckRate        int
 	OrphanGrace     time.Duration
+	RebuildAfter    time.Duration // 0: only by hand
 	SlowFactor      float64
 	SlowMin         time.Duration
 	SlowPlacement   bool
@@ -66,7 +67,7 @@ type NamespaceConfig struct {
 func DefaultNamespace() NamespaceConfig {
 	return NamespaceConfig{Sync: true, CapTTL: 5 * time.Minute, MetaCacheMB: pebblekv.DefaultCacheBytes >> 20,
 		RecycleLifetime: 30 * 24 * time.Hour, AuditLog: "DATA/audit.log",
-		FsckRate: nsserver.DefaultFsckRate, OrphanGrace: nsserver.DefaultOrphanGrace,
+		FsckRate: nsserver.DefaultFsckRate, OrphanGrace: nsserver.DefaultOrphanGrace, RebuildAfter: nsserver.DefaultRebuildAfter,
 		SlowFactor: nsserver.DefaultSlowFactor, SlowMin: nsserver.DefaultSlowMin,
 		Auth: DefaultAuth(), Sessions: sessions.Defaults()}
 }
@@ -123,11 +124,17 @@ type JoinConfig struct {
 // AuthConfig is how a namespace server authenticates clients: the
 // accepted methods, the token issuers it trusts, and its own issuer.
 type AuthConfig struct {
-	Methods   string        // --auth: unix, token, x509 (comma-separated)
+	Methods   string        // --auth: unix, token, x509, gsi, krb5 (comma-separated; orders root://'s protocols)
 	Issuers   []string      // --token-issuer ISSUER[=JWKS][,base=/p][,user=U][,map=FILE]
 	Audiences []string      // --token-audience
 	IssuerURL string        // --issuer-url: iss of this instance's tokens
 	MaxTTL    time.Duration // --token-max-ttl: issued and accepted tokens' longest lifetime
+	// Plaintext is --auth-plaintext: "refuse" or "allow" bearer tokens
+	// over plaintext HTTP ("": refuse with --tls, allow without).
+	Plaintext string
+	// Krb5Keytab is --krb5-keytab: the service keys of krb5 (root://) and
+	// Negotiate (https).
+	Krb5Keytab string
 }
 
 // DefaultAuth is the authentication settings given no flags.
@@ -144,11 +151,13 @@ type SecurityConfig struct {
 	CADir   string
 	TLSDir  string // "DATA/..." is below the data directory
 	GridMap string
+	VOMSDir string // trusted VOMS servers per VO (.lsc files)
+	VOMSMap string // FQAN → user, before the grid-mapfile ("": none)
 }
 
 // DefaultSecurity is the TLS settings given no flags.
 func DefaultSecurity() SecurityConfig {
-	return SecurityConfig{TLSDir: "DATA/tls", GridMap: x509auth.DefaultGridMapfile}
+	return SecurityConfig{TLSDir: "DATA/tls", GridMap: x509auth.DefaultGridMapfile, VOMSDir: x509auth.DefaultVOMSDir}
 }
 
 // MetaConfig says where the namespace lives: the embedded Pebble store

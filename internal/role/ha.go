@@ -61,7 +61,7 @@ func startReplicated(s *Server, c MGMConfig, files *namespaceFiles, sec *Securit
 	// The instance's own token keys: DATA/keys/token-keys.json, as on any
 	// namespace server (servers that issue tokens get the first one's
 	// copy, like the capability key, and the same --issuer-url).
-	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files.tokens, self.HTTP, sec, log)
+	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files, self.HTTP, sec, log)
 	if err != nil {
 		return err
 	}
@@ -85,6 +85,7 @@ func startReplicated(s *Server, c MGMConfig, files *namespaceFiles, sec *Securit
 			// window at the instance's first start costs only its time),
 			// whose sessions reclaim their locks.
 			p.Store, p.StepDown, p.Term, p.Takeover = store, node.StepDown, term, true
+			p.NSStatus = func(ctx context.Context) nsapi.NSStatus { return nsStatus(node.Status(ctx), self) }
 			if handed != nil {
 				var in namespace.InFlight
 				if err := json.Unmarshal(handed, &in); err != nil {

@@ -16,10 +16,12 @@ import (
 	"github.com/kaon-storage/kaon/internal/backend/rados"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
 	"github.com/kaon-storage/kaon/internal/metrics"
 	"github.com/kaon-storage/kaon/internal/namespace"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 	"github.com/kaon-storage/kaon/internal/nsserver"
 	"github.com/kaon-storage/kaon/internal/xrdfront"
 	"github.com/kaon-storage/kaon/internal/xrootd"
@@ -52,6 +54,9 @@ type NamespaceParts struct {
 	// reclaim their locks.
 	Term     uint64
 	Takeover bool
+	// NSStatus is a replicated instance's status, for the web view's
+	// status page (nil: an embedded engine, one server).
+	NSStatus func(context.Context) nsapi.NSStatus
 }
 
 // Namespace is one namespace service with its front ends' bindings: what
@@ -67,6 +72,7 @@ type Namespace struct {
 	XRootD xrootd.Namespace
 	Key    *capability.Key
 	Auth   auth.Chain
+	xrd    *XRootDServers
 	log    *slog.Logger
 }
 
@@ -78,7 +84,7 @@ func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
 	cfg := nsserver.Config{Engine: p.Store, Sync: c.Sync, Key: p.Key, CapabilityTTL: c.CapTTL, Logger: p.Log,
 		RecycleLifetime: c.RecycleLifetime, RecycleMaxBytes: c.RecycleSize, Audit: p.Audit, Tokens: p.Tokens,
 		Data: peers, Mover: peers, PhysName: physName, Repair: peers,
-		FsckRate: negativeIfNone(c.FsckRate), FsckOrphanGrace: negativeIfNone(c.OrphanGrace),
+		FsckRate: negativeIfNone(c.FsckRate), FsckOrphanGrace: negativeIfNone(c.OrphanGrace), RebuildAfter: negativeIfNone(c.RebuildAfter),
 		Slow: c.slowPolicy(), StepDown: p.StepDown, Inherit: p.Inherit, Sessions: c.Sessions, Term: p.Term, Takeover: p.Takeover}
 	cfg.Sessions.MaxAudience = negativeIfNone(c.Sessions.MaxAudience) // 0 there is the default
 	srv, err := nsserver.New(cfg)
@@ -89,9 +95,10 @@ func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
 	metrics.RegisterNamespace(reg, srv)
 	metrics.RegisterXRootD(reg, "mgm", p.XRootD.list)
 	srv.ReportMovement(metrics.NewMovement(reg))
-	front := &httpfront.Namespace{NS: srv, Key: p.Key, Log: p.Log, Auth: p.Auth}
+	front := &httpfront.Namespace{NS: srv, Key: p.Key, Log: p.Log, Auth: p.Auth, DataClient: peers.HTTP, NSStatus: p.NSStatus}
 	h := metrics.Serve(metrics.NewHTTP(reg, "mgm", metrics.NamespaceRoute).Instrument(front), reg, p.MetricsAllow)
-	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Key: p.Key, Auth: p.Auth, log: p.Log}, nil
+	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Key: p.Key, Auth: p.Auth,
+		xrd: p.XRootD, log: p.Log}, nil
 }
 
 // Endpoint is n's namespace endpoint as served, access-logged.
@@ -100,7 +107,7 @@ func (n *Namespace) Endpoint() http.Handler { return accessLogged(n.HTTP, n.log)
 // accessLogged logs the requests h serves but the internal protocol's
 // (storage servers' heartbeats every second).
 func accessLogged(h http.Handler, log *slog.Logger) http.Handler {
-	logged := httpfront.AccessLog(h, log)
+	logged := httpserve.AccessLog(h, log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/internal/v1/") {
 			h.ServeHTTP(w, r)

@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kaon-storage/kaon/internal/xrdfront"
+	"github.com/kaon-storage/kaon/internal/xrootd"
 )
 
 func upConfig(dir string) UpConfig {
@@ -68,4 +73,35 @@ func TestStartUpRefusesBadAuth(t *testing.T) {
 		t.Fatalf("StartUp after a refused start: %v", err)
 	}
 	s.Close()
+}
+
+// TestProtocolOrder: root://'s security protocols follow --auth's order
+// (token is ztn); gsi needs --tls; data listeners offer none.
+func TestProtocolOrder(t *testing.T) {
+	dir := t.TempDir()
+	gm := filepath.Join(dir, "grid-mapfile")
+	os.WriteFile(gm, nil, 0o644)
+	sc := SecurityConfig{TLS: true, TLSDir: filepath.Join(dir, "tls"), GridMap: gm}
+	for methods, want := range map[string]string{"gsi,unix,token": "gsi,ztn", "token,gsi": "ztn,gsi", "unix": ""} {
+		sec, err := sc.setup(dir, methods)
+		if err != nil {
+			t.Fatalf("%s: %v", methods, err)
+		}
+		cfg := xrootd.Config{Namespace: xrdfront.Namespace{}}
+		sec.xrootd(&cfg, nil)
+		var got []string
+		for _, p := range cfg.Security {
+			got = append(got, p.Name())
+		}
+		if strings.Join(got, ",") != want {
+			t.Fatalf("--auth %s offers %v, want %s", methods, got, want)
+		}
+		data := xrootd.Config{}
+		if sec.xrootd(&data, nil); len(data.Security) != 0 {
+			t.Fatalf("--auth %s: a data listener offers %d protocols", methods, len(data.Security))
+		}
+	}
+	if _, err := (SecurityConfig{GridMap: gm}).setup(dir, "gsi"); err == nil || !strings.Contains(err.Error(), "--auth gsi needs --tls") {
+		t.Fatalf("gsi without --tls: %v", err)
+	}
 }

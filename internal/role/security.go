@@ -3,26 +3,32 @@ package role
 import (
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
 
 	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/krb5auth"
 	"github.com/kaon-storage/kaon/internal/auth/x509auth"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
-	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/httpserve"
 	"github.com/kaon-storage/kaon/internal/tlsconf"
 	"github.com/kaon-storage/kaon/internal/xrdfront"
 	"github.com/kaon-storage/kaon/internal/xrootd"
+	"github.com/kaon-storage/kaon/internal/xrootd/gsi"
 )
 
 // Security is a role's TLS material and what --auth asks of it.
 type Security struct {
-	tls    *tlsconf.Material  // nil without --tls
-	x509   auth.Authenticator // the x509 method, when --auth lists it
-	tokens bool               // --auth lists token: root:// TLS logins offer ztn
+	tls  *tlsconf.Material  // nil without --tls
+	x509 auth.Authenticator // certificate chains, when --auth lists x509 or gsi
+	gsi  *gsi.Server        // root://'s gsi, when --auth lists it
+	// protocols are the root:// security protocols of --auth, in its
+	// order ("token": ztn on TLS connections, "gsi", "krb5").
+	protocols []string
 }
 
 // setup loads the TLS material (hosts: the listen hosts the generated host
@@ -35,9 +41,12 @@ func (s SecurityConfig) setup(data, methods string, hosts ...string) (*Security,
 	}
 	has := map[string]bool{}
 	for _, m := range strings.Split(methods, ",") {
-		has[strings.TrimSpace(m)] = true
+		m = strings.TrimSpace(m)
+		if (m == "token" || m == "gsi" || m == "krb5") && !has[m] {
+			sec.protocols = append(sec.protocols, m)
+		}
+		has[m] = true
 	}
-	sec.tokens = has["token"]
 	if s.TLS {
 		dir := s.TLSDir
 		if strings.HasPrefix(dir, "DATA") {
@@ -52,24 +61,39 @@ func (s SecurityConfig) setup(data, methods string, hosts ...string) (*Security,
 		}
 		sec.tls = m
 	}
-	if has["x509"] {
-		if sec.tls == nil {
-			return nil, fmt.Errorf("--auth x509 needs --tls (client certificates come with the TLS handshake)")
-		}
+	if has["x509"] && sec.tls == nil {
+		return nil, fmt.Errorf("--auth x509 needs --tls (client certificates come with the TLS handshake)")
+	}
+	if has["gsi"] && sec.tls == nil {
+		return nil, fmt.Errorf("--auth gsi needs --tls (the host certificate and the CA directory; root:// stays open beside roots://)")
+	}
+	if has["x509"] || has["gsi"] {
 		x, err := x509auth.New(sec.tls.CADir, s.GridMap)
 		if err != nil {
 			return nil, err
 		}
+		x.VOMSDir, x.VOMSMap = s.VOMSDir, s.VOMSMap
 		sec.x509 = x
+	}
+	if has["gsi"] {
+		chain, key, err := sec.tls.GSI()
+		if err != nil {
+			return nil, err
+		}
+		g, err := gsi.NewServer(gsi.Config{Cert: chain[0], Key: key, Authenticate: xrdfront.AuthenticateCerts(sec.x509)})
+		if err != nil {
+			return nil, err
+		}
+		sec.gsi = g
 	}
 	return sec, nil
 }
 
 // listener wraps the TCP listener of an HTTP endpoint: connections close
-// lingering (httpfront.LingerListener), TLS is served (and plaintext
+// lingering (httpserve.LingerListener), TLS is served (and plaintext
 // unless required).
 func (s *Security) listener(l net.Listener) net.Listener {
-	l = httpfront.LingerListener(l) // under TLS: a TLS connection closes through it
+	l = httpserve.LingerListener(l) // under TLS: a TLS connection closes through it
 	if s == nil || s.tls == nil {
 		return l
 	}
@@ -99,9 +123,11 @@ func (s *Security) clientTLS() *tls.Config {
 	return s.tls.Client
 }
 
-// xrootd sets a listener's TLS and, on a namespace listener of a server
-// accepting tokens, ztn: TLS logins ask for it and the token goes through
-// chain (data listeners need no identity: the capability authorizes).
+// xrootd sets a listener's TLS and, on a namespace listener, the
+// security protocols of --auth in its order: ztn (TLS logins; the token
+// goes through chain), gsi (the chain whose key the client proved goes
+// through the x509 method), krb5 (the AP-REQ goes to chain's krb5
+// method). Data listeners need no identity: the capability authorizes.
 func (s *Security) xrootd(cfg *xrootd.Config, chain auth.Chain) {
 	if s == nil {
 		return
@@ -109,9 +135,41 @@ func (s *Security) xrootd(cfg *xrootd.Config, chain auth.Chain) {
 	if s.tls != nil {
 		cfg.TLS, cfg.RequireTLS = s.tls.Server, s.tls.Require
 	}
-	if cfg.Namespace != nil && s.tokens {
-		cfg.AuthenticateToken = xrdfront.AuthenticateToken(chain)
+	if cfg.Namespace == nil {
+		return
 	}
+	for _, p := range s.protocols {
+		switch p {
+		case "token":
+			cfg.Security = append(cfg.Security, xrootd.Ztn(xrdfront.AuthenticateToken(chain)))
+		case "gsi":
+			cfg.Security = append(cfg.Security, s.gsi)
+		case "krb5":
+			for _, a := range chain {
+				if m, ok := a.(*krb5auth.Method); ok {
+					cfg.Security = append(cfg.Security, xrootd.Krb5(m.Service, xrdfront.AuthenticateKerberos(m)))
+				}
+			}
+		}
+	}
+}
+
+// tpcAuth is how a storage server's third-party copies log in to root://
+// sources that ask for gsi: with the host certificate (as a user
+// certificate; the source site maps the host's DN in its grid-mapfile),
+// trusting the CA directory for the source's host certificate. Without
+// TLS, or without an RSA host certificate, sources are logged in to as
+// unix only.
+func (s *Security) tpcAuth(log *slog.Logger) []xrootd.ClientAuth {
+	if s == nil || s.tls == nil {
+		return nil
+	}
+	chain, key, err := s.tls.GSI()
+	if err != nil {
+		log.Warn("third-party copies from root:// sources that require gsi are not possible", "err", err)
+		return nil
+	}
+	return []xrootd.ClientAuth{&gsi.Client{Cred: &gsi.Credential{Chain: chain, Key: key}, Roots: s.tls.CAs}}
 }
 
 // endpoints adds the TLS URLs and the CA to ep (with --require-tls the

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
-	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/httpfront"
@@ -91,7 +90,7 @@ func StartUp(c UpConfig, log *slog.Logger) (_ *Server, err error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.onClose(cancel)
-	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files.tokens, sec.scheme()+nsAddr, sec, log)
+	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files, sec.scheme()+nsAddr, sec, log)
 	if err != nil {
 		return nil, err
 	}
@@ -131,9 +130,9 @@ func StartUp(c UpConfig, log *slog.Logger) (_ *Server, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("xrootd: %w", err)
 		}
-		xs := serveNamespaceXRootD(xl, ns.XRootD, chain, sec, &mgmX, log)
+		xs := ns.ServeXRootD(xl, sec)
 		s.onClose(func() { xs.Close() })
-		fxs := serveStorageXRootD(fxl, xaddr, fst.Server, policy, sec, &fstX, log)
+		fxs := fst.ServeXRootD(fxl, xaddr, sec)
 		s.onClose(func() { fxs.Close() })
 		ep.XRootD, ep.FSTXrd = "root://"+xaddr, "root://"+fxaddr
 		policy.AddSelf(xaddr, fxaddr)
@@ -200,7 +199,7 @@ func StartMGM(c MGMConfig, log *slog.Logger) (_ *Server, err error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.onClose(cancel)
-	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files.tokens, sec.scheme()+addr, sec, log)
+	chain, allow, err := authenticate(ctx, c.Common, c.Namespace.Auth, c.Data, files, sec.scheme()+addr, sec, log)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +216,7 @@ func StartMGM(c MGMConfig, log *slog.Logger) (_ *Server, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("xrootd: %w", err)
 		}
-		xs := serveNamespaceXRootD(xl, ns.XRootD, chain, sec, &x, log)
+		xs := ns.ServeXRootD(xl, sec)
 		s.onClose(func() { xs.Close() })
 		ep.XRootD = "root://" + xaddr
 	}
@@ -277,7 +276,7 @@ func StartFST(c FSTConfig, log *slog.Logger) (_ *Server, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("xrootd: %w", err)
 		}
-		xs := serveStorageXRootD(xl, c.Join.MGMXRootD, fst.Server, policy, sec, &x, log)
+		xs := fst.ServeXRootD(xl, c.Join.MGMXRootD, sec)
 		s.onClose(func() { xs.Close() })
 		ep.FSTXrd = "root://" + xaddr
 		policy.AddSelf(xaddr)
@@ -297,9 +296,9 @@ func StartFST(c FSTConfig, log *slog.Logger) (_ *Server, err error) {
 // authenticate names this instance's token issuer after the URL its
 // namespace endpoint got, and builds the authenticators of --auth and the
 // check of who may read /metrics.
-func authenticate(ctx context.Context, c Common, a AuthConfig, dir string, tokens *token.Issuer, endpoint string, sec *Security, log *slog.Logger) (auth.Chain, func(*http.Request) error, error) {
-	tokens.URL = a.issuerURL(endpoint)
-	chain, err := a.chain(ctx, dir, tokens, sec, log)
+func authenticate(ctx context.Context, c Common, a AuthConfig, dir string, files *namespaceFiles, endpoint string, sec *Security, log *slog.Logger) (auth.Chain, func(*http.Request) error, error) {
+	files.tokens.URL = a.issuerURL(endpoint)
+	chain, err := a.chain(ctx, dir, files.tokens, files.key, sec, log)
 	if err != nil {
 		return nil, nil, err
 	}

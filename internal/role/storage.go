@@ -10,7 +10,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/backend/rados"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
-	"github.com/kaon-storage/kaon/internal/httpfront"
+	"github.com/kaon-storage/kaon/internal/datafront"
 	"github.com/kaon-storage/kaon/internal/metrics"
 	"github.com/kaon-storage/kaon/internal/storage"
 	"github.com/kaon-storage/kaon/internal/transfer/remote"
@@ -43,6 +43,9 @@ type Storage struct {
 	// HTTP-TPC, stripes between servers, and /metrics with the storage
 	// server's figures.
 	HTTP http.Handler
+	tpc  *remote.Policy
+	xrd  *XRootDServers
+	log  *slog.Logger
 }
 
 // NewStorage assembles the storage server c describes; the caller runs it
@@ -61,9 +64,9 @@ func NewStorage(c StorageConfig, p StorageParts) (*Storage, error) {
 	reg := metrics.NewRegistry()
 	metrics.RegisterStorage(reg, srv)
 	metrics.RegisterXRootD(reg, "fst", p.XRootD.list)
-	front := httpfront.Storage(srv, p.Key, c.TPC.httpConfig(p.TPC, p.Security), p.Log)
+	front := datafront.Storage(srv, p.Key, c.TPC.httpConfig(p.TPC, p.Security), p.Log)
 	h := metrics.Serve(metrics.NewHTTP(reg, "fst", metrics.StorageRoute).Instrument(front), reg, p.MetricsAllow)
-	return &Storage{Server: srv, HTTP: h}, nil
+	return &Storage{Server: srv, HTTP: h, tpc: p.TPC, xrd: p.XRootD, log: p.Log}, nil
 }
 
 // stores opens the filesystems of a storage server: rados://... as a
@@ -89,10 +92,10 @@ func (c StorageConfig) stores() func(string) (backend.Store, error) {
 // httpConfig is the HTTP-TPC setup of a storage server; policy learns this
 // instance's own listeners (which copies never reach) as they start. With
 // TLS, https remotes are trusted by the system's CAs and --tls-ca-dir's.
-func (t TPCConfig) httpConfig(policy *remote.Policy, sec *Security) httpfront.TPCConfig {
+func (t TPCConfig) httpConfig(policy *remote.Policy, sec *Security) datafront.TPCConfig {
 	h := &remote.HTTP{Policy: policy}
 	if sec != nil && sec.tls != nil {
 		h.TLS = sec.tls.Outbound()
 	}
-	return httpfront.TPCConfig{HTTP: h, Markers: t.Markers}
+	return datafront.TPCConfig{HTTP: h, Markers: t.Markers}
 }

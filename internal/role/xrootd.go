@@ -25,6 +25,9 @@ type XRootDServers struct {
 }
 
 func (x *XRootDServers) add(s *xrootd.Server) {
+	if x == nil {
+		return
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.servers = append(x.servers, s)
@@ -38,6 +41,20 @@ func (x *XRootDServers) list() []*xrootd.Server {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return append([]*xrootd.Server(nil), x.servers...)
+}
+
+// ServeXRootD serves n's root:// namespace requests on l (TLS and tokens
+// as sec sets up; nil: neither), identifying clients as n's HTTP endpoint
+// does.
+func (n *Namespace) ServeXRootD(l net.Listener, sec *Security) *xrootd.Server {
+	return serveNamespaceXRootD(l, n.XRootD, n.Auth, sec, n.xrd, n.log)
+}
+
+// ServeXRootD serves s's root:// data listener on l (TLS as sec sets up;
+// nil: none); namespace requests arriving there are redirected to
+// manager (host:port).
+func (s *Storage) ServeXRootD(l net.Listener, manager string, sec *Security) *xrootd.Server {
+	return serveStorageXRootD(l, manager, s.Server, s.tpc, sec, s.xrd, s.log)
 }
 
 // serveNamespaceXRootD serves root:// namespace requests on l through ns
@@ -61,7 +78,7 @@ func serveStorageXRootD(l net.Listener, manager string, fst *storage.Server, tpc
 	// figure: root:// clients cannot make it hold more than HTTP ones.
 	cfg := xrootd.Config{Data: xrdfront.Data{S: fst}, Manager: manager,
 		GlobalBudget: fst.StreamMemory(), Logger: log.With("role", "xrootd-fst"),
-		TPC: xrdfront.TPC{Remote: &remote.XRootD{Policy: tpc}, Log: log}}
+		TPC: xrdfront.TPC{Remote: &remote.XRootD{Policy: tpc, Auth: sec.tpcAuth(log)}, Log: log}}
 	sec.xrootd(&cfg, nil)
 	srv := xrootd.NewServer(cfg)
 	servers.add(srv)

@@ -104,6 +104,9 @@ type Session struct {
 	heartbeat time.Time
 	openFiles int
 	leases    map[uint64]lease
+	// leasesTil: no lease of the session expires before it (the sweep
+	// looks at its leases only then; renewals only move expiries later)
+	leasesTil time.Time
 	sink      Sink
 	s         uint32 // its index on its stream
 	seq       uint64
@@ -251,6 +254,9 @@ func (s *Service) Subscribe(ss *Session, ino uint64, path string) (time.Time, er
 	ss.requests++
 	exp := now.Add(s.cfg.Lease)
 	ss.leases[ino] = lease{path: path, expires: exp}
+	if len(ss.leases) == 1 || exp.Before(ss.leasesTil) {
+		ss.leasesTil = exp
+	}
 	a := s.audience[ino]
 	if a == nil {
 		a = map[*Session]struct{}{}
@@ -554,21 +560,42 @@ func (s *Service) Tick() {
 		return
 	}
 	s.lastSweep = now
-	var evict []*Session
+	all := make([]*Session, 0, len(s.sessions))
 	for _, ss := range s.sessions {
-		for ino, l := range ss.leases {
-			if now.After(l.expires) {
-				s.dropLeaseLocked(ss, ino)
-			}
-		}
-		if now.Sub(ss.heartbeat) > s.cfg.Evict {
-			evict = append(evict, ss)
-			continue
-		}
-		s.owedFullLocked(ss)
-		ss.rates.update(now, ss.sent, ss.requests)
+		all = append(all, ss)
 	}
 	s.mu.Unlock()
+	// The sweep takes the service a chunk of sessions at a time: in one
+	// go it held it for 0.1-0.5 s at 100 000 sessions, and every change
+	// waited behind it.
+	var evict []*Session
+	for i := 0; i < len(all); i += sweepChunk {
+		s.mu.Lock()
+		for _, ss := range all[i:min(i+sweepChunk, len(all))] {
+			if ss.ended {
+				continue
+			}
+			if len(ss.leases) > 0 && now.After(ss.leasesTil) {
+				// Only when one may have expired: visiting every lease
+				// of every session each second doubled the sweep.
+				ss.leasesTil = time.Time{}
+				for ino, l := range ss.leases {
+					if now.After(l.expires) {
+						s.dropLeaseLocked(ss, ino)
+					} else if ss.leasesTil.IsZero() || l.expires.Before(ss.leasesTil) {
+						ss.leasesTil = l.expires
+					}
+				}
+			}
+			if now.Sub(ss.heartbeat) > s.cfg.Evict {
+				evict = append(evict, ss)
+				continue
+			}
+			s.owedFullLocked(ss)
+			ss.rates.update(now, ss.sent, ss.requests)
+		}
+		s.mu.Unlock()
+	}
 	for _, ss := range evict {
 		s.end(ss, &nsapi.SessionMessage{Kind: nsapi.SessionEvict, Error: &nsapi.ErrorBody{Kind: kerr.Expired,
 			Message: "session " + ss.ID + " evicted: no heartbeat for " + s.cfg.Evict.String()}}, "no heartbeat for "+s.cfg.Evict.String())
@@ -585,6 +612,10 @@ func (r *rates) update(now time.Time, sent, requests uint64) {
 	r.requestR += w * (float64(requests-r.requests)/dt - r.requestR)
 	r.at, r.sent, r.requests = now, sent, requests
 }
+
+// sweepChunk is how many sessions the sweep looks at per hold of the
+// service's lock.
+const sweepChunk = 1000
 
 // Run ticks until ctx ends.
 func (s *Service) Run(ctx context.Context) {

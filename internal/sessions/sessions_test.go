@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -153,6 +154,44 @@ func TestLeaseExpiry(t *testing.T) {
 	if caps, _ := s.Caps(ss.ID); len(caps) != 1 || caps[0].Ino != 20 {
 		t.Fatalf("caps after the sweep: %+v", caps)
 	}
+}
+
+// TestLeaseSweep: the sweep drops each lease once it lapsed, whatever
+// order leases were taken and renewed in (it visits a session's leases
+// only once the first of them may have lapsed).
+func TestLeaseSweep(t *testing.T) {
+	s, ck := newService(t, nsapi.SessionConfig{Lease: time.Minute})
+	var k sink
+	ss := open(t, s, &k)
+	caps := func(step string, want ...uint64) {
+		t.Helper()
+		s.Tick()
+		got, _ := s.Caps(ss.ID)
+		var inos []uint64
+		for _, c := range got {
+			inos = append(inos, c.Ino)
+		}
+		slices.Sort(inos)
+		if !slices.Equal(inos, want) {
+			t.Fatalf("%s: leases %v, want %v", step, inos, want)
+		}
+	}
+	s.Subscribe(ss, 10, "/a") // lapses at 60 s
+	ck.add(30 * time.Second)
+	s.Subscribe(ss, 20, "/b") // at 90 s
+	ck.add(20 * time.Second)
+	s.Renew(ss, []uint64{10}) // at 110 s
+	ck.add(11 * time.Second)
+	caps("at 61 s", 10, 20)
+	ck.add(30 * time.Second)
+	caps("at 91 s", 10)
+	s.Subscribe(ss, 30, "/c") // at 151 s
+	ck.add(20 * time.Second)
+	caps("at 111 s", 30)
+	ck.add(40 * time.Second)
+	caps("at 151 s", 30)
+	ck.add(time.Second)
+	caps("at 152 s")
 }
 
 // TestEvictionReleasesLocks: a session that stops heartbeating is

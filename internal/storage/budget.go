@@ -115,8 +115,17 @@ func uploadMemory(l layout.Layout, stripes int64) int64 {
 // createOptions is how the stripes of layout l are written: the erasure
 // writer already runs one goroutine per stripe; replicas and plain files
 // are written from the client's goroutine and overlap device and network.
+// Erasure-coded stripes are framed (a crc32c per frame): their stores
+// keep no block sums.
 func createOptions(l layout.Layout) backend.CreateOptions {
-	return backend.CreateOptions{Overlap: l.Kind != layout.EC}
+	return backend.CreateOptions{Overlap: l.Kind != layout.EC, Framed: l.Kind == layout.EC}
+}
+
+// framed is how a stripe of a file of layout layoutText is written when
+// it is copied or rebuilt (overlapped; erasure-coded stripes framed).
+func framed(layoutText string) backend.CreateOptions {
+	l, _ := layout.Parse(layoutText)
+	return backend.CreateOptions{Overlap: true, Framed: l.Kind == layout.EC}
 }
 
 // admitUpload reserves the memory of an upload whose local stripes are on
@@ -137,7 +146,8 @@ func (s *Server) admitUpload(ctx context.Context, l layout.Layout, stores []back
 		}
 		return uploadMemory(l, n)
 	}
-	opts, lean := createOptions(l), backend.CreateOptions{}
+	opts := createOptions(l)
+	lean := backend.CreateOptions{Framed: opts.Framed}
 	full, least := mem(opts), mem(lean)
 	if !opts.Overlap || least >= full {
 		release, err := s.budget.acquire(ctx, full, wait, "write", path)

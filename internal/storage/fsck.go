@@ -124,8 +124,9 @@ func (s *Server) scan(ctx context.Context, ns message.Fsck, f *filesystem, run i
 	f.scan.mu.Unlock()
 	msg := message.FsckScan{Node: s.cfg.Node, FsID: f.id, Start: start, Run: run, Scrub: scrub, Total: f.files.Load()}
 	s.log.Info("fsck scan started", "fsid", f.id, "path", f.root, "scrub", scrub, "stripes", msg.Total)
-	o := scanOptions{Rate: set.NSRate, Scrub: scrub, ScrubRate: set.ScrubRate, Skip: func(fid uint64) bool { return fid == ProbeFid }}
-	err := walkStore(ctx, f.store, o, func(batch []message.FsckStripe, seen, read int64) error {
+	o := scanOptions{Rate: set.NSRate, Scrub: scrub, ScrubRate: set.ScrubRate, Skip: func(fid uint64) bool { return fid == ProbeFid },
+		AddSums: f.configStatus() == "rw", Bad: &f.bitrot.scrubBad}
+	err := walkStore(ctx, f.store, &o, func(batch []message.FsckStripe, seen, read int64) error {
 		m := msg
 		m.Stripes, m.Seen, m.Bytes = batch, seen, read
 		f.scanned.Store(seen)
@@ -168,7 +169,7 @@ func (s *Server) scan(ctx context.Context, ns message.Fsck, f *filesystem, run i
 	f.scansDone.Add(1)
 	f.lastScanDone.Store(time.Now().UnixNano())
 	s.log.Info("fsck scan done", "fsid", f.id, "path", f.root, "scrub", scrub, "stripes", msg.Seen, "bytes", msg.Bytes,
-		"took", time.Since(start).Round(time.Millisecond))
+		"block_sums_added", o.Added, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // ScanStats returns the scan counters of the filesystems this server holds.
@@ -210,6 +211,11 @@ func (s *Server) Repair(ctx context.Context, job message.RepairJob) error {
 		if i < 0 || i >= len(c.Targets) || s.local(c.Targets[i].FsID) == nil {
 			return kerr.New(kerr.Invalid, "repair", c.Path, fmt.Sprintf("stripe %d is not on a filesystem of this storage server", i))
 		}
+		if job.ReadDamage {
+			if err := s.checkRebuild(c, i); err != nil {
+				return err
+			}
+		}
 	}
 	mem := int64(transfer.PieceSize * 4)
 	if l.Kind == layout.EC {
@@ -222,11 +228,27 @@ func (s *Server) Repair(ctx context.Context, job message.RepairJob) error {
 	defer release()
 	t0 := time.Now()
 	err = rebuildStripes(ctx, f, job.Rebuild, &repairStripes{s: s, c: c, token: job.Token})
+	failed, done := "fsck repair failed", "fsck repaired"
+	if job.ReadDamage {
+		failed, done = "rebuild of a stripe a read found damaged failed", "rebuilt a stripe a read found damaged"
+		for _, i := range job.Rebuild {
+			fs := s.local(c.Targets[i].FsID)
+			if fs == nil {
+				continue // released meanwhile
+			}
+			fs.bitrot.readBad.Add(1)
+			if err != nil {
+				fs.bitrot.failed.Add(1)
+			} else {
+				fs.bitrot.repaired.Add(1)
+			}
+		}
+	}
 	if err != nil {
-		s.log.Warn("fsck repair failed", "path", c.Path, "fid", c.Fid, "stripes", job.Rebuild, "err", err)
+		s.log.Warn(failed, "path", c.Path, "fid", c.Fid, "stripes", job.Rebuild, "err", err)
 		return err
 	}
-	s.log.Info("fsck repaired", "path", c.Path, "fid", c.Fid, "stripes", job.Rebuild, "took", time.Since(t0).Round(time.Millisecond))
+	s.log.Info(done, "path", c.Path, "fid", c.Fid, "stripes", job.Rebuild, "took", time.Since(t0).Round(time.Millisecond))
 	return nil
 }
 
@@ -243,10 +265,7 @@ var _ stripeSet = (*repairStripes)(nil)
 func (r *repairStripes) Open(ctx context.Context, i int) (io.ReaderAt, func(), error) {
 	t := r.c.Targets[i]
 	if f := r.s.local(t.FsID); f != nil {
-		if err := r.s.current(f, r.c, i); err != nil {
-			return nil, nil, err // a stale copy is never a source
-		}
-		rd, err := f.store.Open(r.c.Fid)
+		rd, err := r.s.openLocal(f, r.c, r.token, i)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -256,12 +275,13 @@ func (r *repairStripes) Open(ctx context.Context, i int) (io.ReaderAt, func(), e
 	if err != nil {
 		return nil, nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	if err := p.ProbeStripe(pctx, t.Addr, r.c.Fid, i, r.token); err != nil {
+	// Read through in one streamed request (the decoder and the mover
+	// read a stripe from its start to its end).
+	st, err := openPeerStream(ctx, p, t.Addr, r.c.Fid, i, r.token)
+	if err != nil {
 		return nil, nil, fmt.Errorf("fs %d on %s: %w", t.FsID, t.Addr, err)
 	}
-	return p.StripeReader(ctx, t.Addr, r.c.Fid, i, r.token), func() {}, nil
+	return st, func() { st.Close() }, nil
 }
 
 func (r *repairStripes) Replace(_ context.Context, i int) (backend.Writer, error) {
@@ -275,5 +295,7 @@ func (r *repairStripes) Replace(_ context.Context, i int) (backend.Writer, error
 	if err := f.store.Remove(r.c.Fid); err != nil && !kerr.Is(err, kerr.NotFound) {
 		return nil, err
 	}
-	return f.create(r.c.Fid, backend.CreateOptions{})
+	o := framed(r.c.Layout)
+	o.Overlap = false
+	return f.create(r.c.Fid, o)
 }

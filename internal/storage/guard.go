@@ -299,8 +299,9 @@ func (s *guarded) Open(fid uint64) (backend.Reader, error) {
 	if !ok || err != nil {
 		return nil, err
 	}
-	gr := &guardedReader{r: r, g: s.g}
-	if of, ok := r.(backend.OSFile); ok && s.sendfile() {
+	local := s.sendfile()
+	gr := &guardedReader{r: r, g: s.g, direct: local}
+	if of, ok := r.(backend.OSFile); ok && local {
 		return &guardedOSReader{guardedReader: gr, of: of}, nil
 	}
 	return gr, nil
@@ -316,6 +317,20 @@ func (s *guarded) ReadMeta(fid uint64) (backend.Meta, error) {
 
 func (s *guarded) Remove(fid uint64) error {
 	return s.g.do("remove", func() error { return s.Store.Remove(fid) })
+}
+
+// Rewrite is a large operation when p is.
+func (s *guarded) Rewrite(fid uint64, off int64, p []byte) error {
+	_, err := s.g.runN("rewrite", int64(len(p)), func() error { return s.Store.Rewrite(fid, off, p) }, nil)
+	return s.g.noted(err)
+}
+
+func (s *guarded) AddBlockSums(fid uint64, bs int, sums []uint32, length int64) error {
+	return s.g.noted(s.g.do("add block sums", func() error { return s.Store.AddBlockSums(fid, bs, sums, length) }))
+}
+
+func (s *guarded) MarkDamaged(fid uint64, why string) error {
+	return s.g.do("mark damaged", func() error { return s.Store.MarkDamaged(fid, why) })
 }
 
 func (s *guarded) Identity() (backend.Identity, error) {
@@ -376,12 +391,19 @@ func (w *guardedWriter) Abort() { w.g.do("abort", func() error { w.w.Abort(); re
 type guardedReader struct {
 	r backend.Reader
 	g *guard
+	// direct reads straight into the caller's buffer, timed but not
+	// bounded: a local disk, whose reads cannot hang past the guard (as
+	// sendfile is allowed there). A bounded read needs a buffer of its
+	// own and a copy, which cost a verified read from a cold page cache
+	// as much again (docs/DESIGN-NOTES.md, block checksums).
+	direct bool
 }
 
-// ReadAt reads into a buffer of its own: a read left running past the
-// deadline must not write into p after the caller got it back.
+// ReadAt reads into a buffer of its own, unless direct: a read left
+// running past the deadline must not write into p after the caller got
+// it back.
 func (r *guardedReader) ReadAt(p []byte, off int64) (int, error) {
-	if r.g.timeout <= 0 {
+	if r.g.timeout <= 0 || r.direct {
 		t0 := time.Now()
 		n, err := r.r.ReadAt(p, off)
 		r.g.io.record("read", int64(len(p)), time.Since(t0), failed(err))
@@ -407,7 +429,9 @@ func (r *guardedReader) ReadAt(p []byte, off int64) (int, error) {
 
 var readBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-func (r *guardedReader) Size() int64 { return r.r.Size() }
+func (r *guardedReader) Size() int64     { return r.r.Size() }
+func (r *guardedReader) BlockSums() bool { return r.r.BlockSums() }
+func (r *guardedReader) Damaged() string { return r.r.Damaged() }
 
 func (r *guardedReader) Close() error { return r.g.do("close", r.r.Close) }
 

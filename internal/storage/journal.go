@@ -82,7 +82,7 @@ func (s *Server) current(f *filesystem, c *capability.Capability, idx int) error
 	}
 	if u, ok := f.store.(backend.Updater); ok && m.Version < c.DataVersion {
 		if h, err := u.Prepared(c.Fid); err == nil && h.Meta.Version == c.DataVersion && h.From == m.Version {
-			if err := u.Apply(c.Fid); err == nil {
+			if err := f.apply(c.Fid); err == nil {
 				return nil
 			}
 		}
@@ -91,7 +91,10 @@ func (s *Server) current(f *filesystem, c *capability.Capability, idx int) error
 }
 
 // PrepareStripe stores the journal of an update of stripe idx held here,
-// sent by the update session's entry server.
+// sent by the update session's entry server. The stripe must be at the
+// session's base version: a journal that takes it there (its update
+// committed, its entry server crashed before applying it) is applied
+// first, never replaced.
 func (s *Server) PrepareStripe(token string, fid uint64, idx int, h backend.JournalHead, ops io.Reader) error {
 	c, f, err := s.updateTarget(token, fid, idx)
 	if err != nil {
@@ -99,6 +102,9 @@ func (s *Server) PrepareStripe(token string, fid uint64, idx int, h backend.Jour
 	}
 	if err := f.writable(); err != nil {
 		return err
+	}
+	if err := s.current(f, c, idx); err != nil {
+		return err // at another version, or a journal of the version before is rolled forward first
 	}
 	h.Meta.Fid, h.Meta.Path, h.Meta.Stripe = fid, c.Path, idx
 	return journalError("prepare", c.Path, f.store.(backend.Updater).Prepare(fid, h, ops))
@@ -110,7 +116,14 @@ func (s *Server) ApplyStripe(token string, fid uint64, idx int) error {
 	if err != nil {
 		return err
 	}
-	return journalError("apply", c.Path, f.store.(backend.Updater).Apply(fid))
+	return journalError("apply", c.Path, f.apply(fid))
+}
+
+// apply rolls the prepared update of the stripe of fid on f forward,
+// under the stripe's change lock (a repair of it waits).
+func (f *filesystem) apply(fid uint64) error {
+	defer f.lockStripe(fid)()
+	return f.store.(backend.Updater).Apply(fid)
 }
 
 // DiscardStripe drops the prepared journal of stripe idx.

@@ -5,14 +5,19 @@ package storage
 // transfer) on the namespace server's order, and answers once the copy is
 // durable and verified. The ends are stripe-level:
 //
-//   - a stripe read whole from a filesystem, here or on a peer (for a
-//     replica, any replica will do: they are the same bytes);
+//   - a stripe read whole from a filesystem, here or on a peer in one
+//     streamed request (for a replica, any replica will do: they are
+//     the same bytes), never from a stripe the order says to avoid (on
+//     a filesystem the namespace knows is down, offline or lost);
 //   - an erasure-coded stripe rebuilt from the file's other stripes
 //     (erasure.Repair), when its own copy cannot be read or is damaged;
 //   - a new stripe on a filesystem here, finished with the file's
 //     metadata only if what arrived checks out: the file's checksum for a
 //     replica (the mover compares it with the recorded one), every
 //     frame's crc32c and the shard length for an EC stripe.
+//
+// A copy whose order says to yield (a rebuild at its default rate)
+// gives way to the server's client streams (background.go).
 //
 // A conversion copies the whole file (any layout, decoded) into a staged
 // upload with the new layout, checksums computed while streaming and
@@ -85,21 +90,34 @@ func (s *Server) MoveStripe(ctx context.Context, o message.MoveOrder) (message.M
 	}
 	defer release()
 	opts := transfer.Options{Rate: o.Rate}
-	dst := &stripeDest{f: f, c: c, idx: i}
+	sd := &stripeDest{f: f, c: c, idx: i}
+	var dst transfer.Destination = sd
+	var bg *background
+	if o.Yield {
+		bg = s.bg
+		dst = yieldingDest{sd, bg}
+	}
+	avoid := map[int]bool{}
+	for _, j := range o.Avoid {
+		avoid[j] = true
+	}
 	what := fmt.Sprintf("%s stripe %d", c.Path, i)
 	if l.Kind == layout.EC {
 		el := ecLayout(l)
-		dst.frames = el
+		sd.frames = el
 		opts.Checksum = "none" // every frame carries its crc32c: checked by the destination
-		res, err := transfer.Copy(ctx, &stripeSrc{s: s, c: c, token: o.Token, idx: i, size: el.ShardSize(c.Size)}, dst, opts)
-		if err == nil {
-			return message.MoveResult{Bytes: res.Bytes, How: message.MovedCopy, Checksum: "crc32c frames"}, nil
+		tried := fmt.Sprintf("own copy: fs %d cannot be read", c.Targets[i].FsID)
+		if !avoid[i] {
+			res, err := transfer.Copy(ctx, &stripeSrc{s: s, c: c, token: o.Token, idx: i, size: el.ShardSize(c.Size), bg: bg}, dst, opts)
+			if err == nil {
+				return message.MoveResult{Bytes: res.Bytes, How: message.MovedCopy, Checksum: "crc32c frames"}, nil
+			}
+			if ctx.Err() != nil || kerr.Is(err, kerr.Exists) {
+				return message.MoveResult{}, kerr.Wrap(transfer.KindOf(err), "move", what, err)
+			}
+			tried = "own copy: " + reason(err)
 		}
-		if ctx.Err() != nil || kerr.Is(err, kerr.Exists) {
-			return message.MoveResult{}, kerr.Wrap(transfer.KindOf(err), "move", what, err)
-		}
-		tried := "own copy: " + reason(err)
-		res, err = transfer.Copy(ctx, &rebuiltStripe{s: s, c: c, token: o.Token, idx: i, l: el}, dst, opts)
+		res, err := transfer.Copy(ctx, &rebuiltStripe{s: s, c: c, token: o.Token, idx: i, l: el, avoid: avoid, bg: bg}, dst, opts)
 		if err != nil {
 			return message.MoveResult{}, kerr.Wrap(transfer.KindOf(err), "move", what, fmt.Errorf("%s; rebuild: %w", tried, err))
 		}
@@ -123,7 +141,11 @@ func (s *Server) MoveStripe(ctx context.Context, o message.MoveOrder) (message.M
 	}
 	var tried []string
 	for _, j := range order {
-		res, err := transfer.Copy(ctx, &stripeSrc{s: s, c: c, token: o.Token, idx: j, size: c.Size}, dst, opts)
+		if avoid[j] {
+			tried = append(tried, fmt.Sprintf("replica %d (fs %d): cannot be read", j, c.Targets[j].FsID))
+			continue
+		}
+		res, err := transfer.Copy(ctx, &stripeSrc{s: s, c: c, token: o.Token, idx: j, size: c.Size, bg: bg}, dst, opts)
 		if err == nil {
 			return message.MoveResult{Bytes: res.Bytes, How: message.MovedCopy, Checksum: res.Type + "=" + res.Checksum,
 				Tried: strings.Join(tried, "; ")}, nil
@@ -137,13 +159,15 @@ func (s *Server) MoveStripe(ctx context.Context, o message.MoveOrder) (message.M
 }
 
 // stripeSrc is stripe idx of the file c names, read whole from its
-// filesystem: here, or through the peer holding it.
+// filesystem: here, or through the peer holding it in one streamed
+// request; through bg when set (giving way to client streams).
 type stripeSrc struct {
 	s     *Server
 	c     *capability.Capability
 	token string
 	idx   int
 	size  int64
+	bg    *background
 }
 
 func (r *stripeSrc) String() string {
@@ -151,6 +175,14 @@ func (r *stripeSrc) String() string {
 }
 
 func (r *stripeSrc) Open(ctx context.Context) (transfer.Reader, error) {
+	rd, err := r.open(ctx)
+	if err != nil || r.bg == nil {
+		return rd, err
+	}
+	return yieldingReader{rd, ctx, r.bg}, nil
+}
+
+func (r *stripeSrc) open(ctx context.Context) (transfer.Reader, error) {
 	t := r.c.Targets[r.idx]
 	var sums map[string]string
 	if l, _ := layout.Parse(r.c.Layout); l.Kind != layout.EC {
@@ -160,7 +192,7 @@ func (r *stripeSrc) Open(ctx context.Context) (transfer.Reader, error) {
 		if why := f.offlineReason(); why != "" {
 			return nil, kerr.New(kerr.Unavailable, "read", r.String(), "filesystem is offline: "+why)
 		}
-		rd, err := f.store.Open(r.c.Fid)
+		rd, err := r.s.openLocal(f, r.c, r.token, r.idx)
 		if err != nil {
 			return nil, err
 		}
@@ -174,14 +206,11 @@ func (r *stripeSrc) Open(ctx context.Context) (transfer.Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	err = p.ProbeStripe(pctx, t.Addr, r.c.Fid, r.idx, r.token)
-	cancel()
+	st, err := openPeerStream(ctx, p, t.Addr, r.c.Fid, r.idx, r.token)
 	if err != nil {
-		return nil, kerr.New(kerr.Unavailable, "read", r.String(), err.Error())
+		return nil, kerr.New(kerr.Unavailable, "read", r.String(), reason(err))
 	}
-	ra := p.StripeReader(ctx, t.Addr, r.c.Fid, r.idx, r.token)
-	return &sectionReader{Reader: io.NewSectionReader(ra, 0, r.size), size: r.size, sums: sums}, nil
+	return &sectionReader{Reader: io.LimitReader(st, r.size), c: st, size: r.size, sums: sums}, nil
 }
 
 // sectionReader is an open stripe as a transfer.Reader.
@@ -202,13 +231,16 @@ func (r *sectionReader) Size() int64                  { return r.size }
 func (r *sectionReader) Checksums() map[string]string { return r.sums }
 
 // rebuiltStripe is stripe idx of an erasure-coded file decoded from its
-// other stripes, row by row, as it is read.
+// other stripes but those to avoid, row by row, as it is read (each
+// peer's stripe through one streamed request); through bg when set.
 type rebuiltStripe struct {
 	s     *Server
 	c     *capability.Capability
 	token string
 	idx   int
 	l     erasure.Layout
+	avoid map[int]bool
+	bg    *background
 }
 
 func (r *rebuiltStripe) String() string {
@@ -221,16 +253,16 @@ func (r *rebuiltStripe) Open(ctx context.Context) (transfer.Reader, error) {
 	var remote []int
 	avail := 0
 	for j, t := range r.c.Targets {
-		if j == r.idx {
+		if j == r.idx || r.avoid[j] || r.c.IsStale(j) {
 			continue
 		}
 		f := r.s.local(t.FsID)
 		if f == nil {
-			remote = append(remote, j)
+			remote = append(remote, j) // the peer serves it only at the file's version
 			continue
 		}
-		if f.offlineReason() != "" {
-			continue
+		if f.offlineReason() != "" || r.s.current(f, r.c, j) != nil {
+			continue // a stale stripe's frames verify, but hold the version before
 		}
 		if rd, err := f.store.Open(r.c.Fid); err == nil {
 			shards[j] = rd
@@ -239,23 +271,31 @@ func (r *rebuiltStripe) Open(ctx context.Context) (transfer.Reader, error) {
 		}
 	}
 	if peers, err := r.s.peers("move", r.c.Path); err == nil && len(remote) > 0 {
-		// Only stripes whose servers answer: a dead one would fail every row.
-		found := make([]bool, len(r.c.Targets))
+		// Only stripes whose servers answer: a dead one would fail every
+		// row. The request that answers is the one the stripe streams
+		// through.
+		streams := make([]*peerStream, len(r.c.Targets))
 		var wg sync.WaitGroup
 		for _, j := range remote {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-				defer cancel()
-				found[j] = peers.ProbeStripe(pctx, r.c.Targets[j].Addr, r.c.Fid, j, r.token) == nil
+				streams[j], _ = openPeerStream(ctx, peers, r.c.Targets[j].Addr, r.c.Fid, j, r.token)
 			}()
 		}
 		wg.Wait()
 		for _, j := range remote {
-			if found[j] {
-				shards[j] = peers.StripeReader(ctx, r.c.Targets[j].Addr, r.c.Fid, j, r.token)
+			if st := streams[j]; st != nil {
+				shards[j] = st
+				closers = append(closers, st)
 				avail++
+			}
+		}
+	}
+	if r.bg != nil {
+		for j, sh := range shards {
+			if sh != nil {
+				shards[j] = yieldingShard{sh, ctx, r.bg}
 			}
 		}
 	}
@@ -294,7 +334,7 @@ func (d *stripeDest) Create(context.Context, int64) (transfer.Writer, error) {
 	if why := d.f.offlineReason(); why != "" {
 		return nil, kerr.New(kerr.Unavailable, "move", d.f.root, "filesystem is offline: "+why)
 	}
-	w, err := d.f.store.Create(d.c.Fid, backend.CreateOptions{Overlap: true})
+	w, err := d.f.store.Create(d.c.Fid, framed(d.c.Layout))
 	if err != nil {
 		return nil, err
 	}
@@ -372,7 +412,7 @@ type fileSrc struct {
 func (f *fileSrc) String() string { return "kaon:" + f.c.Path }
 
 func (f *fileSrc) Open(ctx context.Context) (transfer.Reader, error) {
-	sf, err := f.s.Open(ctx, f.c, f.token, moveWait)
+	sf, err := f.s.open(ctx, f.c, f.token, moveWait) // not a client stream: a conversion
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,22 @@ func readFile(t *testing.T, p string) []byte {
 	return b
 }
 
+// readData reads the data of stripe fid in the posix filesystem at root
+// (its block sums and footer left out).
+func readData(t *testing.T, root string, fid uint64) []byte {
+	t.Helper()
+	r, err := posix.New(root, posix.Options{}).Open(fid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(io.NewSectionReader(r, 0, r.Size()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func flipByte(t *testing.T, p string, at int64) {
 	t.Helper()
 	f, err := os.OpenFile(p, os.O_RDWR, 0)
@@ -111,9 +127,10 @@ func TestMoveECStripe(t *testing.T) {
 	}
 }
 
-// TestMoveReplica: a replica is copied from a replica whose bytes match
-// the file's checksum; a plain file whose only copy is damaged cannot
-// move and leaves nothing behind.
+// TestMoveReplica: a replica is copied from a replica whose blocks
+// verify (and match the file's checksum), and the damaged source is
+// repaired in the background; a plain file whose only copy is damaged
+// cannot move, leaves nothing behind and is marked damaged.
 func TestMoveReplica(t *testing.T) {
 	s, ns, key, paths := newServer(t, 3)
 	data := make([]byte, 3<<20+5)
@@ -121,17 +138,26 @@ func TestMoveReplica(t *testing.T) {
 	rc := upload(t, s, ns, key, 5, "replica:2", 2, data)
 	flipByte(t, posix.PhysPath(paths[0], 5), 12345)
 	res, err := s.MoveStripe(context.Background(), moveOrder(key, rc, 0, 3))
-	if err != nil || res.How != message.MovedCopy || !strings.Contains(res.Tried, "replica 0") || !strings.HasPrefix(res.Checksum, "adler32=") {
+	if err != nil || res.How != message.MovedCopy || !strings.Contains(res.Tried, "replica 0") ||
+		!strings.Contains(res.Tried, "crc32c") || !strings.HasPrefix(res.Checksum, "adler32=") {
 		t.Fatalf("move from a damaged replica: %+v %v", res, err)
 	}
-	if got := readFile(t, posix.PhysPath(paths[2], 5)); !bytes.Equal(got, data) {
+	if got := readData(t, paths[2], 5); !bytes.Equal(got, data) {
 		t.Fatal("the moved replica differs from the file")
+	}
+	s.heal.wg.Wait()
+	if got := readData(t, paths[0], 5); !bytes.Equal(got, data) {
+		t.Fatal("the damaged source was not repaired")
 	}
 	// Plain, damaged: no source.
 	rc = upload(t, s, ns, key, 6, "plain", 1, data)
 	flipByte(t, posix.PhysPath(paths[0], 6), 99)
-	if _, err := s.MoveStripe(context.Background(), moveOrder(key, rc, 0, 2)); !kerr.Is(err, kerr.IO) || !strings.Contains(err.Error(), "mismatch") {
+	if _, err := s.MoveStripe(context.Background(), moveOrder(key, rc, 0, 2)); !kerr.Is(err, kerr.IO) || !strings.Contains(err.Error(), "crc32c") {
 		t.Fatalf("move of a damaged plain file: %v", err)
+	}
+	s.heal.wg.Wait()
+	if r, err := s.local(1).store.Open(6); err != nil || !strings.Contains(r.Damaged(), "no other copy") {
+		t.Fatalf("the damaged plain file's copy is not marked damaged: %v", err)
 	}
 	if _, err := os.Stat(posix.PhysPath(paths[1], 6)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a failed move left a stripe: %v", err)

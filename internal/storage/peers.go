@@ -8,6 +8,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
@@ -31,6 +32,14 @@ type Peers interface {
 	PrepareStripe(ctx context.Context, addr string, fid uint64, idx int, token string, h backend.JournalHead, ops io.Reader) error
 	ApplyStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error
 	DiscardStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error
+	// StreamStripe reads stripe idx of fid on the server at addr from
+	// offset off to its end in one streamed request (moves, rebuilds and
+	// repairs read stripes through); a missing stripe is
+	// fs.ErrNotExist.
+	StreamStripe(ctx context.Context, addr string, fid uint64, idx int, token string, off int64) (io.ReadCloser, error)
+	// Repair asks the server at addr to rebuild stripes of a file it
+	// holds (Server.Repair there); it returns when they are rebuilt.
+	Repair(ctx context.Context, addr string, job message.RepairJob) error
 }
 
 func (s *Server) peers(op, path string) (Peers, error) {
@@ -62,16 +71,15 @@ func (s *Server) stripeTarget(token string, fid uint64, idx int, write bool) (*c
 }
 
 // OpenStripe opens stripe idx of the file a read capability names, held
-// here, for the entry server of a read.
+// here, for the entry server of a read (or a mover, or a repair): its
+// blocks are verified as they are read, a damaged copy is refused, and a
+// bad block met has the copy repaired here (heal.go).
 func (s *Server) OpenStripe(token string, fid uint64, idx int) (backend.Reader, error) {
 	c, f, err := s.stripeTarget(token, fid, idx, false)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.current(f, c, idx); err != nil {
-		return nil, err
-	}
-	r, err := f.store.Open(fid)
+	r, err := s.openLocal(f, c, token, idx)
 	if err != nil {
 		return nil, kerr.Wrap(kerr.KindOf(err), "stripe", c.Path, err)
 	}
@@ -87,7 +95,7 @@ func (s *Server) ReceiveStripe(token string, fid uint64, idx int, body io.Reader
 	if err != nil {
 		return err
 	}
-	w, err := f.create(fid, backend.CreateOptions{Overlap: true})
+	w, err := f.create(fid, framed(c.Layout))
 	if err != nil {
 		return stripeError("stripe", c.Path, err)
 	}

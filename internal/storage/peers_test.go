@@ -16,6 +16,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/backend/memstore"
 	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/storage/storagetest"
 )
@@ -82,6 +83,20 @@ type readerAtFunc func([]byte, int64) (int, error)
 
 func (f readerAtFunc) ReadAt(b []byte, off int64) (int, error) { return f(b, off) }
 
+func (p directPeers) StreamStripe(_ context.Context, addr string, fid uint64, idx int, token string, off int64) (io.ReadCloser, error) {
+	r, err := p[addr].OpenStripe(token, fid, idx)
+	if kerr.Is(err, kerr.NotFound) {
+		return nil, fs.ErrNotExist
+	}
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.NewSectionReader(r, off, max(r.Size()-off, 0)), r}, nil
+}
+
 func (p directPeers) ProbeStripe(_ context.Context, addr string, fid uint64, idx int, token string) error {
 	r, err := p[addr].OpenStripe(token, fid, idx)
 	if err != nil {
@@ -100,6 +115,10 @@ func (p directPeers) ApplyStripe(_ context.Context, addr string, fid uint64, idx
 
 func (p directPeers) DiscardStripe(_ context.Context, addr string, fid uint64, idx int, token string) error {
 	return p[addr].DiscardStripe(token, fid, idx)
+}
+
+func (p directPeers) Repair(ctx context.Context, addr string, job message.RepairJob) error {
+	return p[addr].Repair(ctx, job)
 }
 
 // memServers starts n storage servers with nfs in-memory filesystems each,

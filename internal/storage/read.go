@@ -23,25 +23,21 @@ type File interface {
 	Close() error
 }
 
-// sizedReader is a replica read from another storage server.
-type sizedReader struct {
-	io.ReaderAt
-	size int64
-}
+// emptyFile is a file of no bytes.
+type emptyFile struct{ *strings.Reader }
 
-func (p *sizedReader) Size() int64  { return p.size }
-func (p *sizedReader) Close() error { return nil }
+func (emptyFile) Close() error { return nil }
 
-// Open opens the committed file a read capability names. Replicas are tried
-// local first; an EC file is decoded from any K healthy stripes, once the
-// memory its decoding needs is free (waiting up to wait).
-func (s *Server) Open(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (File, error) {
+// open opens the committed file a read capability names. Replicas are tried
+// local first (replica.go); an EC file is decoded from any K healthy
+// stripes, once the memory its decoding needs is free (waiting up to wait).
+func (s *Server) open(ctx context.Context, c *capability.Capability, token string, wait time.Duration) (File, error) {
 	l, err := layout.Parse(c.Layout)
 	if err != nil {
 		return nil, err
 	}
 	if len(c.Targets) == 0 && c.Size == 0 {
-		return &sizedReader{ReaderAt: strings.NewReader("")}, nil
+		return emptyFile{strings.NewReader("")}, nil
 	}
 	if l.Kind == layout.EC {
 		release, err := s.budget.acquire(ctx, readMemory(l), wait, "read", c.Path)
@@ -56,47 +52,7 @@ func (s *Server) Open(ctx context.Context, c *capability.Capability, token strin
 		f.release = release
 		return f, nil
 	}
-	// Replicas: local copies first, then remote ones.
-	order := make([]int, 0, len(c.Targets))
-	for i, t := range c.Targets {
-		if s.local(t.FsID) != nil {
-			order = append([]int{i}, order...)
-		} else {
-			order = append(order, i)
-		}
-	}
-	var reasons []string
-	for _, i := range order {
-		t := c.Targets[i]
-		if c.IsStale(i) {
-			reasons = append(reasons, fmt.Sprintf("fs %d: stale", t.FsID))
-			continue
-		}
-		if f := s.local(t.FsID); f != nil {
-			if err := s.current(f, c, i); err != nil {
-				reasons = append(reasons, fmt.Sprintf("fs %d: %v", t.FsID, reason(err)))
-				continue
-			}
-			r, err := f.store.Open(c.Fid)
-			if err != nil {
-				reasons = append(reasons, fmt.Sprintf("fs %d: %v", t.FsID, err))
-				continue
-			}
-			if r.Size() != c.Size {
-				r.Close()
-				reasons = append(reasons, fmt.Sprintf("fs %d: size mismatch", t.FsID))
-				continue
-			}
-			return r, nil // a backend.Reader is a File (and may be an OSFile)
-		}
-		p, err := s.peers("open", c.Path)
-		if err != nil {
-			reasons = append(reasons, fmt.Sprintf("fs %d: %v", t.FsID, err))
-			continue
-		}
-		return &sizedReader{ReaderAt: p.StripeReader(ctx, t.Addr, c.Fid, i, token), size: c.Size}, nil
-	}
-	return nil, kerr.New(kerr.Unavailable, "open", c.Path, "no readable replica: "+strings.Join(reasons, "; "))
+	return s.openReplicas(ctx, c, token)
 }
 
 // openEC opens the stripes of an erasure-coded file. Fewer than K
@@ -104,7 +60,7 @@ func (s *Server) Open(ctx context.Context, c *capability.Capability, token strin
 // than in the middle of a transfer.
 func (s *Server) openEC(ctx context.Context, c *capability.Capability, token string, l layout.Layout) (*ecFile, error) {
 	shards := make([]erasure.ShardReader, len(c.Targets))
-	e := &ecFile{s: s, c: c}
+	e := &ecFile{s: s, c: c, token: token}
 	var reasons []string
 	var remote []int
 	avail := 0
@@ -192,12 +148,14 @@ type ecFile struct {
 	*erasure.Reader
 	s       *Server
 	c       *capability.Capability
+	token   string
 	stripes []backend.Reader // the local ones
 	release func()           // returns the decoding memory to the budget
 }
 
 // Close records stripes found missing or damaged while the file was read
-// (and served by reconstruction): nothing else would notice them.
+// (and served by reconstruction): nothing else would notice them. Those
+// whose bytes were wrong are rebuilt in the background (heal.go).
 func (e *ecFile) Close() error {
 	e.Reader.Close()
 	e.closeStripes()
@@ -211,6 +169,11 @@ func (e *ecFile) Close() error {
 		}
 		e.s.log.Warn("erasure-coded file has damaged stripes; data was reconstructed", "path", e.c.Path,
 			"fid", e.c.Fid, "damage", strings.Join(parts, "; "))
+		for i, why := range dmg {
+			if erasure.Corrupt(why) {
+				e.s.healEC(e.c, e.token, i, why)
+			}
+		}
 	}
 	return nil
 }
@@ -224,7 +187,7 @@ func (e *ecFile) closeStripes() {
 
 // Striped reports whether f is decoded from erasure-coded stripes (whole
 // reads of it are best streamed with Copy, ranges with ReadAt).
-func Striped(f File) bool { _, ok := f.(*ecFile); return ok }
+func Striped(f File) bool { _, ok := unwrapClient(f).(*ecFile); return ok }
 
 // CheckReadable reads the first byte of f, so that a file that cannot be
 // read (an erasure-coded one whose first row does not decode) fails before
@@ -241,9 +204,11 @@ func CheckReadable(f File) error {
 }
 
 // Copy writes the whole of f to w the cheapest way: erasure-coded rows
-// straight out (read ahead while written), a local file through w's
-// ReadFrom (sendfile to a socket), anything else through a buffer.
+// straight out (read ahead while written), a local file without block
+// sums through w's ReadFrom (sendfile to a socket), anything else in 1
+// MiB pieces, each read (and verified) before it is written.
 func Copy(w io.Writer, f File) (int64, error) {
+	f = unwrapClient(f)
 	if ec, ok := f.(*ecFile); ok {
 		return ec.WriteRange(w, 0, ec.Size())
 	}
@@ -254,5 +219,27 @@ func Copy(w io.Writer, f File) (int64, error) {
 		}
 		return io.Copy(w, io.LimitReader(osf, f.Size()))
 	}
-	return io.Copy(w, io.NewSectionReader(f, 0, f.Size()))
+	bp := pieceBufs.Get().(*[]byte)
+	defer pieceBufs.Put(bp)
+	var n int64
+	for n < f.Size() {
+		m, err := f.ReadAt((*bp)[:min(int64(len(*bp)), f.Size()-n)], n)
+		if m > 0 {
+			if _, werr := w.Write((*bp)[:m]); werr != nil {
+				return n, werr
+			}
+			n += int64(m)
+		}
+		if err != nil && err != io.EOF {
+			return n, err
+		}
+		if m == 0 {
+			return n, io.ErrUnexpectedEOF
+		}
+	}
+	return n, nil
 }
+
+// pieceBufs are Copy's buffers: a piece is read (and its blocks verified)
+// whole before it is written.
+var pieceBufs = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}

@@ -125,7 +125,7 @@ func (fx *fixture) stripe(t *testing.T, i int) []byte {
 func (fx *fixture) scan(t *testing.T, i int, scrub bool) []message.FsckStripe {
 	t.Helper()
 	var out []message.FsckStripe
-	err := walkStore(context.Background(), fx.stores[i], scanOptions{Scrub: scrub}, func(b []message.FsckStripe, _, _ int64) error {
+	err := walkStore(context.Background(), fx.stores[i], &scanOptions{Scrub: scrub}, func(b []message.FsckStripe, _, _ int64) error {
 		out = append(out, b...)
 		return nil
 	})

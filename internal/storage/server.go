@@ -7,7 +7,7 @@
 // server's data movement orders (move.go: stripes copied or rebuilt,
 // conversions staged), and reports to the namespace server through
 // message.Namespace. Protocols are elsewhere: the HTTP data
-// endpoint in httpfront, root:// in xrdfront, the internal RPC in cluster
+// endpoint in datafront, root:// in xrdfront, the internal RPC in cluster
 // (this package depends only on its transport-free message vocabulary).
 package storage
 
@@ -164,9 +164,25 @@ type filesystem struct {
 	scanned, scrubbed            atomic.Int64 // by the scan running now
 	lastScanDone                 atomic.Int64 // unix ns
 
+	// bitrot (heal.go): bad blocks found in its stripes, and repairs.
+	bitrot bitrotCounters
+
 	// leftovers: its stripes left unfinished by a previous run were
 	// looked at (leftover.go); 2 while that runs, 1 once done.
 	leftovers atomic.Int32
+
+	// changing serializes, by fid, the two ways a stripe's bytes change
+	// after it was written: an update rolled forward (journal.go apply)
+	// and a bad block rewritten from another copy (heal.go), which must
+	// never put back bytes of a version the stripe no longer holds.
+	changing [32]sync.Mutex
+}
+
+// lockStripe holds the change lock of the stripe of fid on f.
+func (f *filesystem) lockStripe(fid uint64) func() {
+	m := &f.changing[fid%uint64(len(f.changing))]
+	m.Lock()
+	return m.Unlock
 }
 
 func (f *filesystem) configStatus() string { s, _ := f.status.Load().(string); return s }
@@ -199,7 +215,9 @@ type Server struct {
 	done   []message.Deletion
 
 	budget  *budget
-	writing writing // uploads claimed and not finished, for heartbeats
+	bg      *background // copies that give way to client streams
+	writing writing     // uploads claimed and not finished, for heartbeats
+	heal    *healer     // repairs of bad copies reads found (heal.go)
 
 	ready chan struct{}
 	once  sync.Once
@@ -223,7 +241,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.IOTimeout = 0
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, fs: map[uint32]*filesystem{}, mounts: map[string]*mount{},
-		ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory)}
+		ready: make(chan struct{}), budget: newBudget(cfg.StreamMemory), bg: newBackground(), heal: newHealer()}
 	for _, p := range cfg.Paths {
 		m, err := s.offer(p)
 		if err != nil {
@@ -300,6 +318,7 @@ func (s *Server) Ready() <-chan struct{} { return s.ready }
 // Run heartbeats until ctx ends; it also probes the latency of idle
 // filesystems and runs their fsck scans (when the namespace takes them).
 func (s *Server) Run(ctx context.Context) {
+	s.heal.setContext(ctx)
 	if s.cfg.LatencyProbe >= 0 {
 		go s.probeLatency(ctx, cmp.Or(s.cfg.LatencyProbe, DefaultLatencyProbe))
 	}

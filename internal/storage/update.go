@@ -469,6 +469,9 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 			if err := j.f.writable(); err != nil {
 				return err
 			}
+			if err := u.s.current(j.f, c, j.idx); err != nil {
+				return err
+			}
 			return j.f.store.(backend.Updater).Prepare(c.Fid, h, j.ops())
 		}
 		p, err := u.s.peers("update", c.Path)
@@ -535,13 +538,24 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 		}
 		var err error
 		if j.f != nil {
-			err = j.f.store.(backend.Updater).Apply(c.Fid)
+			err = j.f.apply(c.Fid)
 		} else if p, perr := u.s.peers("update", c.Path); perr != nil {
 			err = perr
 		} else {
 			err = p.ApplyStripe(context.WithoutCancel(ctx), c.Targets[j.idx].Addr, c.Fid, j.idx, u.token)
 		}
-		if err != nil {
+		switch {
+		case err == nil:
+		case j.f == nil && kerr.Is(err, kerr.Unavailable):
+			// The peer is away (crashed, restarting, cut off): its journal
+			// is durable there and takes the stripe to this version, which
+			// every open of it there rolls forward first (storage.current)
+			// — not stale. Marking it stale would lose it for good: an
+			// erasure-coded file whose server held more than M stripes
+			// would be left with fewer than K current ones.
+			u.s.log.Warn("update: a stripe's server did not answer the apply; its journal rolls forward when the stripe is next opened",
+				"path", c.Path, "fid", c.Fid, "stripe", j.idx, "err", err)
+		default:
 			u.s.log.Warn("update: a stripe could not take the committed update; marking it stale", "path", c.Path,
 				"fid", c.Fid, "stripe", j.idx, "err", err)
 			if merr := u.store.MarkStale(context.WithoutCancel(ctx), c.Fid, meta.Version, j.idx); merr == nil {

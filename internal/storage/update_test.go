@@ -11,6 +11,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/storage/storagetest"
 )
@@ -69,7 +70,7 @@ func readCap(t *testing.T, ns *storagetest.Namespace, c *capability.Capability) 
 	return &r
 }
 
-func readAll(t *testing.T, s *Server, key *capability.Key, c *capability.Capability) ([]byte, error) {
+func readUpdated(t *testing.T, s *Server, key *capability.Key, c *capability.Capability) ([]byte, error) {
 	t.Helper()
 	f, err := s.Open(context.Background(), c, key.Sign(c), time.Second)
 	if err != nil {
@@ -140,7 +141,7 @@ func TestUpdateSession(t *testing.T) {
 				}
 			}
 			check("before sync")
-			if got, err := readAll(t, servers[1], key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, before) {
+			if got, err := readUpdated(t, servers[1], key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, before) {
 				t.Fatalf("a reader before the commit: %v, equal to the committed content %v", err, bytes.Equal(got, before))
 			}
 			if err := u.Sync(context.Background()); err != nil {
@@ -160,7 +161,7 @@ func TestUpdateSession(t *testing.T) {
 				t.Fatalf("the namespace after the session: %+v, want version 2, %d bytes", fv, len(m.b))
 			}
 			for i, s := range servers {
-				if got, err := readAll(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.b) {
+				if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.b) {
 					t.Fatalf("a reader at server %d after the commit: %v, equal to the model %v", i, err, bytes.Equal(got, m.b))
 				}
 			}
@@ -193,7 +194,7 @@ func TestUpdateMissedByAStripe(t *testing.T) {
 		t.Fatalf("the namespace after an update one replica missed: %+v", fv)
 	}
 	want := append([]byte("NEW!"), old[4:]...)
-	if got, err := readAll(t, servers[1], key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, want) {
+	if got, err := readUpdated(t, servers[1], key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("read: %v, new content %v", err, bytes.Equal(got, want))
 	}
 	// The marker is back: the stale replica is still never read, even by
@@ -244,7 +245,7 @@ func TestConcurrentUpdates(t *testing.T) {
 			m.WriteAt(bytes.Repeat([]byte("A"), 10000), 0)
 			m.WriteAt(bytes.Repeat([]byte("a"), 100), 25000)
 			m.WriteAt(bytes.Repeat([]byte("B"), 10000), 5000)
-			got, err := readAll(t, servers[0], key, readCap(t, ns, c))
+			got, err := readUpdated(t, servers[0], key, readCap(t, ns, c))
 			if err != nil || !bytes.Equal(got, m.b) {
 				t.Fatalf("after both commits: %v, %d bytes, want %d, equal %v", err, len(got), len(m.b), bytes.Equal(got, m.b))
 			}
@@ -275,8 +276,142 @@ func TestUpdateAnswerLost(t *testing.T) {
 		t.Fatalf("a commit whose answer was lost: %v", err)
 	}
 	for i := range servers {
-		if got, err := readAll(t, servers[i], key, readCap(t, ns, c)); err != nil || string(got) != "012AB56789" {
+		if got, err := readUpdated(t, servers[i], key, readCap(t, ns, c)); err != nil || string(got) != "012AB56789" {
 			t.Fatalf("server %d reads %q %v", i, got, err)
+		}
+	}
+}
+
+// TestMoveNeverRebuildsFromAStaleStripe: an erasure-coded stripe rebuilt
+// for a move is decoded from current stripes only: one that missed an
+// update (its frames verify, its bytes are the version before) is never
+// a source, even under a capability that does not list it stale, so a
+// move that would need it fails instead of writing a stripe of mixed
+// versions.
+func TestMoveNeverRebuildsFromAStaleStripe(t *testing.T) {
+	servers, ns, key, stores := memServers(t, 2, 3)
+	c := spread(66, "ec:2+1:4096", 3, 2) // stripes on fs 1 (s0), 4 (s1), 2 (s0)
+	old := bytes.Repeat([]byte("old bytes "), 3000)
+	uploaded(t, servers, key, c, old)
+	stores["/s0/fs1"].SetMarker(nil) // stripe 2's filesystem misses the update
+	servers[0].beat(context.Background())
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.WriteAt(bytes.Repeat([]byte("N"), 20000), 1000)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fv, _ := ns.FileVersion(context.Background(), c.Fid); !slices.Equal(fv.Stale, []int{2}) {
+		t.Fatalf("the namespace after an update stripe 2 missed: %+v", fv)
+	}
+	id := backend.Identity{FsID: 2, UUID: "u"}
+	stores["/s0/fs1"].SetMarker(&id)
+	servers[0].beat(context.Background())
+	// Stripe 0's own copy is gone: a move must rebuild it from 1 and 2.
+	if err := stores["/s0/fs0"].Remove(c.Fid); err != nil {
+		t.Fatal(err)
+	}
+	rc := readCap(t, ns, c)
+	rc.Stale = nil
+	res, err := servers[0].MoveStripe(context.Background(), moveOrder(key, rc, 0, 3))
+	if err == nil {
+		t.Fatalf("stripe 0 was rebuilt with a stale stripe among its sources: %+v", res)
+	}
+	if _, err := stores["/s0/fs2"].ReadMeta(c.Fid); !kerr.Is(err, kerr.NotFound) {
+		t.Fatalf("a failed move left a stripe: %v", err)
+	}
+}
+
+// unreachableApply is directPeers whose ApplyStripe never reaches the
+// peer (it crashed after the prepare, or is restarting).
+type unreachableApply struct{ directPeers }
+
+func (p unreachableApply) ApplyStripe(_ context.Context, addr string, _ uint64, _ int, _ string) error {
+	return kerr.New(kerr.Unavailable, "apply", addr, "storage server unreachable")
+}
+
+// TestApplyToAnUnreachablePeer: a peer that cannot be reached after the
+// commit point keeps its durable journal; its stripe is not marked stale,
+// and the next open of it at the new version rolls the journal forward
+// and reads the new content.
+func TestApplyToAnUnreachablePeer(t *testing.T) {
+	servers, ns, key, _ := memServers(t, 2, 3)
+	servers[0].cfg.Peers = unreachableApply{servers[0].cfg.Peers.(directPeers)}
+	c := spread(67, "replica:2", 2, 2)
+	old := bytes.Repeat([]byte("old "), 1000)
+	uploaded(t, servers, key, c, old)
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.WriteAt([]byte("NEW!"), 0)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 1 || len(fv.Stale) != 0 {
+		t.Fatalf("the namespace after an update whose apply did not reach a peer: %+v", fv)
+	}
+	want := append([]byte("NEW!"), old[4:]...)
+	b, err := servers[1].OpenStripe(key.Sign(readCap(t, ns, c)), c.Fid, 1)
+	if err != nil {
+		t.Fatalf("the peer's stripe at the new version: %v", err)
+	}
+	defer b.Close()
+	got := make([]byte, len(want))
+	if _, err := b.ReadAt(got, 0); err != nil && err != io.EOF || !bytes.Equal(got, want) {
+		t.Fatalf("the peer's stripe: %v, new content %v", err, bytes.Equal(got, want))
+	}
+}
+
+// TestUpdateAfterAnUnappliedCommit: the entry server crashed after the
+// namespace recorded an update and before any stripe applied it (each
+// holds its journal); the next session, at the new version, rolls those
+// journals forward before it prepares its own over them, so neither the
+// first update nor the stripes are lost (preparing over them left every
+// stripe one version behind: all stale).
+func TestUpdateAfterAnUnappliedCommit(t *testing.T) {
+	servers, ns, key, stores := memServers(t, 2, 3)
+	c := spread(68, "replica:2", 2, 2)
+	old := bytes.Repeat([]byte("old "), 1000)
+	uploaded(t, servers, key, c, old)
+	var locs []uint32
+	for i, tg := range c.Targets {
+		st := storeOf(stores, c, i)
+		m, err := st.ReadMeta(c.Fid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Version, m.Checksums = 1, nil
+		if err := st.Prepare(c.Fid, backend.JournalHead{From: 0, Meta: m}, bytes.NewReader(backend.EncodeWrite(nil, 0, []byte("FIRST")))); err != nil {
+			t.Fatal(err)
+		}
+		locs = append(locs, tg.FsID)
+	}
+	if _, err := ns.CommitUpdate(context.Background(), message.UpdateCommit{Fid: c.Fid, Base: 0, Tag: 1, Size: int64(len(old)), Locations: locs}); err != nil {
+		t.Fatal(err)
+	}
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.WriteAt([]byte("SECOND"), 100)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 2 || len(fv.Stale) != 0 {
+		t.Fatalf("the namespace after the second update: %+v", fv)
+	}
+	want := bytes.Clone(old)
+	copy(want, "FIRST")
+	copy(want[100:], "SECOND")
+	for i, s := range servers {
+		if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("a reader at server %d: %v, both updates there %v", i, err, bytes.Equal(got, want))
 		}
 	}
 }

@@ -94,8 +94,8 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 		}
 		// Reported in heartbeats until the upload ends (release).
 		s.writing.add(c.Fid)
-		fid, free := c.Fid, release
-		release = func() { free(); s.writing.remove(fid) }
+		fid, free, client := c.Fid, release, s.bg.client()
+		release = func() { free(); s.writing.remove(fid); client() }
 	}
 	u := &Upload{s: s, cap: c, token: token, sums: sums, release: release, staged: c.Staged}
 	for i, t := range c.Targets {

@@ -14,9 +14,19 @@ import (
 // file name (<hash>.0) under which a CA directory keeps c: the first four
 // bytes, little-endian, of the SHA-1 of the name's canonical encoding.
 func SubjectHash(c *x509.Certificate) (string, error) {
-	canon, err := canonicalName(c.RawSubject)
+	h, err := NameHash(c.RawSubject)
 	if err != nil {
 		return "", fmt.Errorf("tls: subject hash of %s: %w", c.Subject, err)
+	}
+	return h, nil
+}
+
+// NameHash is OpenSSL's hash of a DER Name (SubjectHash of c.RawIssuer
+// names the file of c's issuer in a CA directory).
+func NameHash(raw []byte) (string, error) {
+	canon, err := canonicalName(raw)
+	if err != nil {
+		return "", err
 	}
 	sum := sha1.Sum(canon)
 	return fmt.Sprintf("%08x", binary.LittleEndian.Uint32(sum[:4])), nil

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -22,13 +23,16 @@ import (
 //
 //	ca.pem, ca.key         the CA (key mode 0600); clients use ca.pem (curl --cacert)
 //	certificates/<hash>.0  the same certificate in the hashed layout (X509_CERT_DIR, --capath)
-//	hostcert.pem, hostkey.pem  the host certificate it issued
+//	hostcert.pem, hostkey.pem  the host certificate it issued (ECDSA P-256)
+//	gsicert.pem, gsikey.pem    the same names with an RSA key, for root://'s gsi (which signs with RSA)
 const (
 	caCertName   = "ca.pem"
 	caKeyName    = "ca.key"
 	hashDirName  = "certificates"
 	hostCertName = "hostcert.pem"
 	hostKeyName  = "hostkey.pem"
+	gsiCertName  = "gsicert.pem"
+	gsiKeyName   = "gsikey.pem"
 )
 
 // Validity of what the local CA issues; a host certificate closer than
@@ -115,12 +119,27 @@ func (l *Local) create() error {
 // another CA or not covering hosts (plus 127.0.0.1, ::1, localhost and
 // the hostname: the XRootD client checks the name it was redirected to).
 func (l *Local) HostCert(hosts []string) (certFile, keyFile string, err error) {
-	certFile, keyFile = filepath.Join(l.Dir, hostCertName), filepath.Join(l.Dir, hostKeyName)
+	return l.hostCert(hosts, hostCertName, hostKeyName, false)
+}
+
+// GSICert is HostCert with an RSA key (gsicert.pem, gsikey.pem): the
+// gsi security protocol signs with RSA, TLS is faster with ECDSA.
+func (l *Local) GSICert(hosts []string) (certFile, keyFile string, err error) {
+	return l.hostCert(hosts, gsiCertName, gsiKeyName, true)
+}
+
+func (l *Local) hostCert(hosts []string, certName, keyName string, useRSA bool) (certFile, keyFile string, err error) {
+	certFile, keyFile = filepath.Join(l.Dir, certName), filepath.Join(l.Dir, keyName)
 	names := hostNames(hosts)
-	if c, _, err := loadPair(certFile, keyFile); err == nil && l.covers(c, names) {
+	if c, k, err := loadPair(certFile, keyFile); err == nil && l.covers(c, names) && isRSA(k) == useRSA {
 		return certFile, keyFile, nil
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	var key crypto.Signer
+	if useRSA {
+		key, err = rsa.GenerateKey(rand.Reader, 2048)
+	} else {
+		key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	}
 	if err != nil {
 		return "", "", err
 	}
@@ -169,6 +188,11 @@ func (l *Local) covers(c *x509.Certificate, names []string) bool {
 		}
 	}
 	return true
+}
+
+func isRSA(k crypto.Signer) bool {
+	_, ok := k.(*rsa.PrivateKey)
+	return ok
 }
 
 // hostNames is the hostname first (the certificate's CN), then the

@@ -13,6 +13,7 @@
 package tlsconf
 
 import (
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -22,6 +23,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // DefaultCADir is where grid hosts keep their trusted CAs.
@@ -43,10 +45,16 @@ type Options struct {
 type Material struct {
 	Server  *tls.Config // for listeners: TLS >= 1.2, client certificates requested
 	Client  *tls.Config // for internal clients: trusts CADir
-	CAFile  string      // the local CA's certificate ("" with a site certificate)
+	CAFile  string      // the certificate of the CA that signed the host's (the local CA, or a file of CADir; "" if none did)
 	CADir   string      // the trusted CAs (hashed layout)
 	CAs     *x509.CertPool
 	Require bool
+
+	opts     Options
+	hostCert tls.Certificate
+	gsiOnce  sync.Once
+	gsi      tls.Certificate
+	gsiErr   error
 }
 
 // Setup loads or generates the TLS material o describes.
@@ -78,6 +86,7 @@ func Setup(o Options) (*Material, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tls: host certificate %s: %w", certFile, err)
 	}
+	m.opts, m.hostCert = o, cert
 	pool, n, err := LoadCADir(m.CADir)
 	if err != nil {
 		return nil, err
@@ -86,6 +95,9 @@ func Setup(o Options) (*Material, error) {
 		return nil, fmt.Errorf("tls: no CA certificate in %s", m.CADir)
 	}
 	m.CAs = pool
+	if m.CAFile == "" {
+		m.CAFile = issuerFile(m.CADir, cert)
+	}
 	m.Server = &tls.Config{
 		MinVersion:   tls.VersionTLS12,
 		Certificates: []tls.Certificate{cert},
@@ -94,6 +106,84 @@ func Setup(o Options) (*Material, error) {
 	}
 	m.Client = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 	return m, nil
+}
+
+// GSI is the host certificate (with the chain its file holds, leaf
+// first) and key for root://'s gsi, which signs with RSA: the host
+// certificate when its key is RSA, else (a generated one) an RSA
+// certificate the local CA issues for the same names (gsicert.pem); a
+// site's certificate of another key type has none.
+func (m *Material) GSI() ([]*x509.Certificate, *rsa.PrivateKey, error) {
+	m.gsiOnce.Do(func() {
+		m.gsi = m.hostCert
+		if _, ok := m.gsi.PrivateKey.(*rsa.PrivateKey); ok {
+			return
+		}
+		if m.opts.Cert != "" {
+			m.gsiErr = fmt.Errorf("tls: gsi needs an RSA host certificate; %s has another key type", m.opts.Cert)
+			return
+		}
+		lc, err := LocalCA(m.opts.Dir)
+		if err != nil {
+			m.gsiErr = err
+			return
+		}
+		cf, kf, err := lc.GSICert(m.opts.Hosts)
+		if err != nil {
+			m.gsiErr = err
+			return
+		}
+		if m.gsi, err = tls.LoadX509KeyPair(cf, kf); err != nil {
+			m.gsiErr = fmt.Errorf("tls: gsi host certificate %s: %w", cf, err)
+		}
+	})
+	if m.gsiErr != nil {
+		return nil, nil, m.gsiErr
+	}
+	var chain []*x509.Certificate
+	for _, der := range m.gsi.Certificate {
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return nil, nil, err
+		}
+		chain = append(chain, c)
+	}
+	return chain, m.gsi.PrivateKey.(*rsa.PrivateKey), nil
+}
+
+// issuerFile is the file of dir holding the CA that signed the last
+// certificate of cert's chain (the host certificate, or the top of the
+// intermediates its file holds), so that clients told of one file trust
+// the right CA; "" when none did.
+func issuerFile(dir string, cert tls.Certificate) string {
+	if len(cert.Certificate) == 0 {
+		return ""
+	}
+	top, err := x509.ParseCertificate(cert.Certificate[len(cert.Certificate)-1])
+	if err != nil {
+		return ""
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !hashedName.MatchString(name) && !strings.HasSuffix(name, ".pem") && !strings.HasSuffix(name, ".crt") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			continue
+		}
+		certs, _ := parsePEMCerts(b)
+		for _, c := range certs {
+			if c.IsCA && top.CheckSignatureFrom(c) == nil {
+				return filepath.Join(dir, name)
+			}
+		}
+	}
+	return ""
 }
 
 // hashedName is a CA file in OpenSSL's hashed layout (<hash>.<n>).

@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -66,6 +67,83 @@ func TestLocalCA(t *testing.T) {
 	after, _ = os.ReadFile(filepath.Join(dir, "hostcert.pem"))
 	if string(before) == string(after) {
 		t.Fatal("a host certificate not naming a new host was kept")
+	}
+}
+
+// TestGSICert: gsi's RSA certificate is the local CA's gsicert.pem for
+// the same names as the (ECDSA) host certificate, made once and kept; a
+// site's RSA certificate is used as it is, another key type is refused.
+func TestGSICert(t *testing.T) {
+	dir := t.TempDir()
+	m, err := Setup(Options{Dir: dir, Hosts: []string{"storage.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, key, err := m.GSI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub, ok := chain[0].PublicKey.(*rsa.PublicKey); !ok || !pub.Equal(key.Public()) {
+		t.Fatalf("gsi certificate key %T", chain[0].PublicKey)
+	}
+	for _, n := range []string{"localhost", "127.0.0.1", "storage.example"} {
+		if _, err := chain[0].Verify(x509.VerifyOptions{Roots: m.CAs, DNSName: n}); err != nil {
+			t.Errorf("gsi certificate does not verify for %s: %v", n, err)
+		}
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, "gsicert.pem"))
+	m2, _ := Setup(Options{Dir: dir, Hosts: []string{"storage.example"}})
+	if _, _, err := m2.GSI(); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, "gsicert.pem")); string(before) != string(after) {
+		t.Fatal("a gsi certificate that still fits was issued again")
+	}
+	// A site's certificate: the RSA one serves gsi, the ECDSA one cannot.
+	sm, err := Setup(Options{Cert: filepath.Join(dir, "gsicert.pem"), Key: filepath.Join(dir, "gsikey.pem"), CADir: m.CADir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _, err := sm.GSI(); err != nil || !c[0].Equal(chain[0]) {
+		t.Fatalf("a site RSA certificate for gsi: %v", err)
+	}
+	em, err := Setup(Options{Cert: filepath.Join(dir, "hostcert.pem"), Key: filepath.Join(dir, "hostkey.pem"), CADir: m.CADir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := em.GSI(); err == nil || !strings.Contains(err.Error(), "RSA") {
+		t.Fatalf("a site ECDSA certificate for gsi: %v", err)
+	}
+}
+
+// TestSiteCertCAFile: with a site's certificate, CAFile (what the banner
+// and endpoints.json tell clients to trust) is the file of the CA
+// directory whose CA signed it, not another CA's nor none.
+func TestSiteCertCAFile(t *testing.T) {
+	a, b, cadir := t.TempDir(), t.TempDir(), t.TempDir()
+	for _, d := range []string{a, b} {
+		m, err := Setup(Options{Dir: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ents, _ := os.ReadDir(m.CADir)
+		for _, e := range ents {
+			pem, _ := os.ReadFile(filepath.Join(m.CADir, e.Name()))
+			if err := os.WriteFile(filepath.Join(cadir, filepath.Base(d)+"-"+e.Name()+".pem"), pem, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, d := range []string{a, b} {
+		m, err := Setup(Options{Cert: filepath.Join(d, "hostcert.pem"), Key: filepath.Join(d, "hostkey.pem"), CADir: cadir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(m.CAFile)
+		want, _ := os.ReadFile(filepath.Join(d, "ca.pem"))
+		if m.CAFile == "" || string(got) != string(want) {
+			t.Fatalf("site certificate of %s: CA file %q is not its CA's", d, m.CAFile)
+		}
 	}
 }
 

@@ -8,6 +8,8 @@ package xrdfront
 
 import (
 	"context"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -40,14 +42,57 @@ func Identifier(chain auth.Chain) func(user string, remote, local net.Addr) xroo
 
 // AuthenticateToken authenticates a ztn bearer token through chain (the
 // token method reads auth.Request.Bearer); its refusal refuses the session.
+// ztn is offered on TLS connections only (xrootd.Ztn).
 func AuthenticateToken(chain auth.Chain) func(ctx context.Context, user string, remote, local net.Addr, token string) (xrootd.Identity, error) {
 	return func(ctx context.Context, user string, remote, local net.Addr, token string) (xrootd.Identity, error) {
-		p, err := chain.Authenticate(ctx, &auth.Request{Remote: remote, Local: local, Bearer: token, Login: user})
+		p, err := chain.Authenticate(ctx, &auth.Request{Remote: remote, Local: local, Bearer: token, Login: user, TLS: true})
 		if err != nil {
 			return xrootd.Identity{}, err
 		}
 		return xrootd.Identity{User: p.Name, UID: p.UID, GID: p.GID, Principal: p}, nil
 	}
+}
+
+// AuthenticateKerberos says who a krb5 login is: its AP-REQ goes to the
+// krb5 method (the same keytab and principal mapping as https's
+// Negotiate). Its refusal refuses the login with the reason.
+func AuthenticateKerberos(krb5m auth.Authenticator) func(ctx context.Context, p xrootd.Peer, apreq []byte) (xrootd.Identity, error) {
+	return func(ctx context.Context, peer xrootd.Peer, apreq []byte) (xrootd.Identity, error) {
+		return login(ctx, krb5m, &auth.Request{Remote: peer.Remote, Local: peer.Local, Kerberos: apreq, Login: peer.User, TLS: peer.TLS}, "no Kerberos ticket", "")
+	}
+}
+
+// AuthenticateCerts says who a gsi login is: the certificate chain whose
+// key the client proved it holds goes to the x509 method (the same CA directory,
+// proxy checks and grid-mapfile as HTTPS client certificates); the
+// principal's method is "gsi". Its refusal refuses the login with the
+// reason.
+func AuthenticateCerts(x509m auth.Authenticator) func(ctx context.Context, p xrootd.Peer, chain []*x509.Certificate) (xrootd.Identity, error) {
+	return func(ctx context.Context, peer xrootd.Peer, chain []*x509.Certificate) (xrootd.Identity, error) {
+		return login(ctx, x509m, &auth.Request{Remote: peer.Remote, Local: peer.Local, Certs: chain, Login: peer.User}, "no certificate", "gsi")
+	}
+}
+
+// login is the identity method m gives the credential in r, as a security
+// protocol's exchange takes it: a refusal is its reason alone (the
+// protocol names itself), none when m does not apply; method, when not
+// empty, names the protocol in the principal.
+func login(ctx context.Context, m auth.Authenticator, r *auth.Request, none, method string) (xrootd.Identity, error) {
+	p, ok, err := m.Authenticate(ctx, r)
+	if err != nil {
+		var ke *kerr.Error
+		if errors.As(err, &ke) && ke.Msg != "" {
+			return xrootd.Identity{}, errors.New(ke.Msg)
+		}
+		return xrootd.Identity{}, err
+	}
+	if !ok {
+		return xrootd.Identity{}, errors.New(none)
+	}
+	if method != "" {
+		p.Method = method
+	}
+	return xrootd.Identity{User: p.Name, UID: p.UID, GID: p.GID, Principal: p}, nil
 }
 
 // rctx marks a request as arriving over root:// (for the audit log).

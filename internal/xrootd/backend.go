@@ -134,10 +134,10 @@ type Config struct {
 	// did not switch.
 	TLS        *tls.Config
 	RequireTLS bool
-	// AuthenticateToken, when set, makes TLS logins ask for the ztn
-	// security protocol and says who a bearer token is (an error refuses
-	// the session); clients without a token are who IdentifyConn says.
-	AuthenticateToken func(ctx context.Context, user string, remote, local net.Addr, token string) (Identity, error)
+	// Security are the security protocols a namespace listener's logins
+	// offer, in this order (then unix: a client without their credentials
+	// is who IdentifyConn says); security.go.
+	Security []SecProtocol
 
 	MaxFrame     int   // largest request body held in memory (default 16 MiB + 64 KiB); bigger kXR_write data is streamed
 	MaxSessions  int   // concurrent sessions (default 4096)

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// TLS and token authentication, as XRootD 5 clients negotiate them.
+// TLS and the security protocols, as XRootD 5 clients negotiate them.
 //
 // TLS is an upgrade of the plaintext connection (XProtocol.hh, kXR_protocol):
 // the client's kXR_protocol says it can (kXR_ableTLS) or wants
@@ -24,17 +24,24 @@ import (
 // with kXR_TLSRequired. A client redirected to a data listener keeps its
 // roots:// and switches there too.
 //
-// Tokens ride the "ztn" security protocol, which needs TLS: the login
-// response of a TLS connection lists "&P=ztn,0:<max token size>:" (then
-// "&P=unix", so a client without a token logs in as its connection
-// says); the client's kXR_auth with credential type "ztn" carries
-// "ztn\0", version 0, 'T', two reserved bytes, the token length (16 bits,
-// big-endian, counting a final NUL) and the token. Until kXR_auth
-// succeeds the session may do nothing. A refused token ends the
-// authentication with a session that refuses every request with the
-// reason (the only way the reason reaches the user of a 5.5 client), and
-// fails every later kXR_auth, so a client never falls back to a weaker
-// identity.
+// Security protocols (SecProtocol: ztn for bearer tokens, gsi for grid
+// proxies, ...) are offered in the login response in Config.Security's
+// order, each as "&P=<name>,<parameters>", then "&P=unix", so a client
+// holding none of their credentials logs in as its connection says (and
+// learns, at its first request, why a server that needs credentials
+// refuses it). XRootD clients try them in that order. Until kXR_auth
+// succeeds the session may do nothing. A protocol may take several
+// kXR_auth rounds, answered with kXR_authmore. A malformed exchange fails
+// kXR_auth with kXR_NotAuthorized; a refused credential (a Refusal: an
+// expired proxy, a forged token) ends the authentication with a session
+// that refuses every request with the reason (the only way the reason
+// reaches the user of a 5.5 client), and both fail every later kXR_auth,
+// so a client never falls back to a weaker identity.
+//
+// ztn (tokens) needs TLS: its parameters are "0:<max token size>:"; the
+// client's kXR_auth with credential type "ztn" carries "ztn\0", version
+// 0, 'T', two reserved bytes, the token length (16 bits, big-endian,
+// counting a final NUL) and the token.
 
 // TLS flags and codes (XProtocol.hh).
 const (
@@ -133,13 +140,67 @@ func (c *conn) requireTLS(sid [2]byte, op string) (refused, ok bool) {
 	return true, c.sendErr(sid, kXR_TLSRequired, op+": this server requires TLS (use roots://, or a client that can switch to TLS)") == nil
 }
 
-// loginSecurity is what the login response asks of the client: ztn on TLS
-// connections of a server that authenticates tokens.
+// kXR_authmore answers a kXR_auth that needs another round.
+const kXR_authmore = 4002
+
+// SecProtocol is a security protocol a server offers at login.
+type SecProtocol interface {
+	// Name is the protocol's name, the credential type of its kXR_auth
+	// requests ("gsi", "ztn"; at most 4 characters).
+	Name() string
+	// Params is what the login response says of it on a connection
+	// ("v:10600,c:ssl,ca:..."); false: not offered there.
+	Params(tls bool) (string, bool)
+	// Begin starts the authentication of one login.
+	Begin(p Peer) SecExchange
+}
+
+// Peer is the client a SecExchange authenticates.
+type Peer struct {
+	User          string // the login name (claimed, not proven)
+	Remote, Local net.Addr
+	TLS           bool
+}
+
+// SecExchange is one login's authentication by one protocol.
+type SecExchange interface {
+	// Step takes the credentials of one kXR_auth. It returns what to send
+	// back with kXR_authmore for another round, or (more nil) the identity
+	// the credentials prove. An error fails the authentication: a
+	// *Refusal leaves a session that refuses every request with its
+	// message, anything else fails the kXR_auth (a malformed exchange).
+	Step(ctx context.Context, cred []byte) (more []byte, id Identity, err error)
+}
+
+// Refusal is a credential a security protocol refused (expired, forged,
+// unknown): its message is what the client is told.
+type Refusal struct{ Msg string }
+
+func (r *Refusal) Error() string { return r.Msg }
+
+// loginSecurity is what the login response asks of the client: the
+// protocols offered on this connection, then unix.
 func (c *conn) loginSecurity() string {
-	if !c.tls || c.srv.cfg.AuthenticateToken == nil {
+	var b strings.Builder
+	for _, p := range c.srv.cfg.Security {
+		if params, ok := p.Params(c.tls); ok {
+			b.WriteString("&P=" + p.Name() + "," + params)
+		}
+	}
+	if b.Len() == 0 {
 		return ""
 	}
-	return "&P=ztn,0:" + strconv.Itoa(maxTokenSize) + ":&P=unix"
+	return b.String() + "&P=unix"
+}
+
+// offered is the protocol named cred offered on this connection (nil: none).
+func (c *conn) offered(cred string) SecProtocol {
+	for _, p := range c.srv.cfg.Security {
+		if _, ok := p.Params(c.tls); ok && p.Name() == cred {
+			return p
+		}
+	}
+	return nil
 }
 
 // doAuth handles kXR_auth.
@@ -154,26 +215,38 @@ func (c *conn) doAuth(h *reqHeader, body []byte) bool {
 	if !c.sess.pending.Load() {
 		return c.sendErr(sid, kXR_Unsupported, "auth: this session needs no authentication") == nil
 	}
-	switch cred := cstring(h.Params[12:16]); cred {
-	case "ztn":
-		tok, err := parseZtn(body)
-		if err != "" {
-			return c.refuseAuth(sid, "ztn: "+err)
-		}
-		ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
-		defer cancel()
-		id, aerr := c.srv.cfg.AuthenticateToken(ctx, c.sess.ident.User, c.nc.RemoteAddr(), c.nc.LocalAddr(), tok)
-		if aerr != nil {
-			return c.refuseToken(sid, "ztn: token refused: "+aerr.Error())
-		}
-		id.Host = c.host
-		c.sess.ident = id
-	case "unix":
-		// The client has no token: it is who its connection says (the
-		// claimed user name in the credentials is not trusted).
-	default:
+	cred := cstring(h.Params[12:16])
+	if cred == "unix" {
+		// The client has none of the credentials offered: it is who its
+		// connection says (the claimed user name in the credentials is
+		// not trusted).
+		c.sess.pending.Store(false)
+		return c.send(sid, kXR_ok) == nil
+	}
+	p := c.offered(cred)
+	if p == nil {
 		return c.refuseAuth(sid, "auth: security protocol "+strconv.Quote(cred)+" is not offered by this server")
 	}
+	if c.secExch == nil || c.secName != cred {
+		c.secExch, c.secName = p.Begin(Peer{User: c.sess.ident.User, Remote: c.nc.RemoteAddr(), Local: c.nc.LocalAddr(), TLS: c.tls}), cred
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+	defer cancel()
+	more, id, err := c.secExch.Step(ctx, body)
+	var refused *Refusal
+	switch {
+	case errors.As(err, &refused):
+		c.secExch = nil
+		return c.refuseCredential(sid, cred+": "+refused.Msg)
+	case err != nil:
+		c.secExch = nil
+		return c.refuseAuth(sid, cred+": "+err.Error())
+	case more != nil:
+		return c.send(sid, kXR_authmore, more) == nil
+	}
+	c.secExch = nil
+	id.Host = c.host
+	c.sess.ident = id
 	c.sess.pending.Store(false)
 	return c.send(sid, kXR_ok) == nil
 }
@@ -186,19 +259,56 @@ func (c *conn) refuseAuth(sid [2]byte, msg string) bool {
 	return c.sendErr(sid, kXR_NotAuthorized, msg) == nil
 }
 
-// refuseToken answers kXR_auth with a refused token: the authentication
-// step succeeds, but the session is nobody's and every request of it is
-// refused with kXR_NotAuthorized and msg. XrdCl shows a failed kXR_auth's
-// message only in its debug log and then reports "No protocols left to
-// try"; a request's error reaches the user ("[3010] ... token refused:
-// expired"). A later kXR_auth of the connection fails with msg, so a
-// refused token never becomes a weaker identity.
-func (c *conn) refuseToken(sid [2]byte, msg string) bool {
+// refuseCredential answers kXR_auth with a refused credential: the
+// authentication step succeeds, but the session is nobody's and every
+// request of it is refused with kXR_NotAuthorized and msg. XrdCl shows a
+// failed kXR_auth's message only in its debug log and then reports "No
+// protocols left to try"; a request's error reaches the user ("[3010]
+// ... token refused: expired"). A later kXR_auth of the connection fails
+// with msg, so a refused credential never becomes a weaker identity.
+func (c *conn) refuseCredential(sid [2]byte, msg string) bool {
 	c.authFailed = msg
 	c.srv.log.Info("xrootd: authentication refused", "client", c.host, "reason", msg)
 	c.sess.ident = Identity{User: "nobody", UID: 65534, GID: 65534, Host: c.host, Err: errors.New(msg)}
 	c.sess.pending.Store(false)
 	return c.send(sid, kXR_ok) == nil
+}
+
+// Ztn is the ztn security protocol (bearer tokens, on TLS connections):
+// authenticate says who a token is (an error refuses it).
+func Ztn(authenticate func(ctx context.Context, user string, remote, local net.Addr, token string) (Identity, error)) SecProtocol {
+	return ztnProtocol{authenticate}
+}
+
+type ztnProtocol struct {
+	authenticate func(ctx context.Context, user string, remote, local net.Addr, token string) (Identity, error)
+}
+
+func (ztnProtocol) Name() string { return "ztn" }
+
+// Params: "0:<max token size>:" (version 0), on TLS connections only (a
+// bearer token over plaintext is a leaked token).
+func (ztnProtocol) Params(tls bool) (string, bool) {
+	return "0:" + strconv.Itoa(maxTokenSize) + ":", tls
+}
+
+func (z ztnProtocol) Begin(p Peer) SecExchange { return &ztnExchange{z, p} }
+
+type ztnExchange struct {
+	ztnProtocol
+	peer Peer
+}
+
+func (z *ztnExchange) Step(ctx context.Context, cred []byte) ([]byte, Identity, error) {
+	tok, perr := parseZtn(cred)
+	if perr != "" {
+		return nil, Identity{}, errors.New(perr)
+	}
+	id, err := z.authenticate(ctx, z.peer.User, z.peer.Remote, z.peer.Local, tok)
+	if err != nil {
+		return nil, Identity{}, &Refusal{"token refused: " + err.Error()}
+	}
+	return nil, id, nil
 }
 
 // parseZtn extracts the token of ztn credentials ("" error: fine).

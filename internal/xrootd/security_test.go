@@ -62,12 +62,12 @@ func secServer(t *testing.T, require bool, tokens bool) (string, *tlsconf.Materi
 			return xrootd.Identity{User: user, UID: 4242, GID: 4242}
 		}}
 	if tokens {
-		cfg.AuthenticateToken = func(_ context.Context, user string, _, _ net.Addr, tok string) (xrootd.Identity, error) {
+		cfg.Security = []xrootd.SecProtocol{xrootd.Ztn(func(_ context.Context, user string, _, _ net.Addr, tok string) (xrootd.Identity, error) {
 			if tok != goodToken {
 				return xrootd.Identity{}, errors.New("signature does not verify")
 			}
 			return xrootd.Identity{User: "alice", UID: 1234, GID: 1234}, nil
-		}
+		})}
 	}
 	srv := xrootd.NewServer(cfg)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -298,5 +298,103 @@ func TestZtnRealClient(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "forged-token-body") || strings.Contains(logs.String(), "good-token-body") {
 		t.Fatal("a token is in the log")
+	}
+}
+
+// pinProtocol is a two-round security protocol for tests: "hello" is
+// answered with kXR_authmore "challenge"; then "answer-ok" is uid 777,
+// "answer-bad" a refused credential, anything else malformed.
+type pinProtocol struct{}
+
+func (pinProtocol) Name() string                         { return "pin" }
+func (pinProtocol) Params(bool) (string, bool)           { return "v:1", true }
+func (pinProtocol) Begin(xrootd.Peer) xrootd.SecExchange { return &pinExchange{} }
+
+type pinExchange struct{ greeted bool }
+
+func (p *pinExchange) Step(_ context.Context, cred []byte) ([]byte, xrootd.Identity, error) {
+	switch c := string(cred); {
+	case c == "hello" && !p.greeted:
+		p.greeted = true
+		return []byte("challenge"), xrootd.Identity{}, nil
+	case c == "answer-ok" && p.greeted:
+		return nil, xrootd.Identity{User: "pin", UID: 777, GID: 777}, nil
+	case c == "answer-bad" && p.greeted:
+		return nil, xrootd.Identity{}, &xrootd.Refusal{Msg: "wrong answer"}
+	}
+	return nil, xrootd.Identity{}, errors.New("malformed credentials")
+}
+
+// TestSecurityProtocols: logins offer Config.Security in its order (ztn
+// only on TLS connections), then unix; a protocol runs several kXR_auth
+// rounds answered with kXR_authmore, the session doing nothing before
+// the last; a refused credential leaves a session refusing every request
+// with the reason and every later kXR_auth; a malformed one fails
+// kXR_auth.
+func TestSecurityProtocols(t *testing.T) {
+	m, err := tlsconf.Setup(tlsconf.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ztnp := xrootd.Ztn(func(context.Context, string, net.Addr, net.Addr, string) (xrootd.Identity, error) {
+		return xrootd.Identity{}, errors.New("no tokens here")
+	})
+	srv := xrootd.NewServer(xrootd.Config{Namespace: whoNS{&xrdtest.Backend{Root: t.TempDir()}}, TLS: m.Server,
+		Security: []xrootd.SecProtocol{pinProtocol{}, ztnp},
+		IdentifyConn: func(user string, _, _ net.Addr) xrootd.Identity {
+			return xrootd.Identity{User: user, UID: 4242, GID: 4242}
+		}})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	addr := l.Addr().String()
+
+	w := dialWire(t, addr, false)
+	if r := w.login("tester"); string(r.body[16:]) != "&P=pin,v:1&P=unix" {
+		t.Fatalf("plaintext login offers %q", r.body[16:])
+	}
+	tw := dialWire(t, addr, false)
+	tw.protocol(0x02|0x04, 0x03)
+	tw.startTLS(m)
+	if r := tw.login("tester"); string(r.body[16:]) != "&P=pin,v:1&P=ztn,0:16384:&P=unix" {
+		t.Fatalf("TLS login offers %q", r.body[16:])
+	}
+
+	if r := w.auth("pin", []byte("hello")); r.status != 4002 || string(r.body) != "challenge" {
+		t.Fatalf("first round: %+v %q, want kXR_authmore \"challenge\"", r, r.body)
+	}
+	if r, _ := w.statUID(); r.errCode() != 3010 || !strings.Contains(string(r.body), "authentication required") {
+		t.Fatalf("stat between rounds: %+v", r)
+	}
+	if r := w.auth("pin", []byte("answer-ok")); r.status != 0 {
+		t.Fatalf("second round: %+v %q", r, r.body)
+	}
+	if _, uid := w.statUID(); uid != "777" {
+		t.Fatalf("session uid %s, want the protocol's 777", uid)
+	}
+
+	w = dialWire(t, addr, false)
+	w.login("tester")
+	w.auth("pin", []byte("hello"))
+	if r := w.auth("pin", []byte("answer-bad")); r.status != 0 {
+		t.Fatalf("a refused credential: %+v", r)
+	}
+	if r, _ := w.statUID(); r.errCode() != 3010 || !strings.Contains(string(r.body), "pin: wrong answer") {
+		t.Fatalf("stat after a refused credential: %+v %q", r, r.body)
+	}
+	if r := w.auth("unix", []byte("unix\x00tester x\x00")); r.errCode() != 3010 {
+		t.Fatalf("unix after a refused credential: %+v", r)
+	}
+
+	w = dialWire(t, addr, false)
+	w.login("tester")
+	if r := w.auth("pin", []byte("junk")); r.errCode() != 3010 || !strings.Contains(string(r.body), "pin: malformed credentials") {
+		t.Fatalf("malformed credentials: %+v %q", r, r.body)
+	}
+	if r := w.auth("krb5", []byte("x")); r.errCode() != 3010 {
+		t.Fatalf("a protocol not offered: %+v", r)
 	}
 }

@@ -445,8 +445,12 @@ type conn struct {
 	tls  bool     // switched to TLS (reader goroutine)
 	// authFailed is why kXR_auth was refused; later ones fail the same way.
 	authFailed string
-	pathID     byte
-	wg         sync.WaitGroup
+	// secExch is the security exchange under way (several kXR_auth
+	// rounds), of protocol secName.
+	secExch SecExchange
+	secName string
+	pathID  byte
+	wg      sync.WaitGroup
 
 	loginPID int32 // the client's pid from kXR_login (names it in tpc.org)
 }

@@ -129,6 +129,9 @@ func New(c Config) (*Verifier, error) {
 	return v, nil
 }
 
+// TakesBearer marks a method of bearer credentials (auth.BearerMethod).
+func (v *Verifier) TakesBearer() {}
+
 // Authenticate implements auth.Authenticator: it applies to requests with
 // a bearer token.
 func (v *Verifier) Authenticate(ctx context.Context, r *auth.Request) (auth.Principal, bool, error) {

@@ -69,8 +69,14 @@ func lastCN(c *x509.Certificate) string {
 // certificates as intermediates), then every proxy below it. It returns
 // the end-entity's DN in the grid-mapfile form (/DC=org/CN=Alice).
 func VerifyChain(chain []*x509.Certificate, roots *x509.CertPool, now time.Time) (string, error) {
+	dn, _, err := verifyChain(chain, roots, now)
+	return dn, err
+}
+
+// verifyChain is VerifyChain, also returning the end-entity's index.
+func verifyChain(chain []*x509.Certificate, roots *x509.CertPool, now time.Time) (string, int, error) {
 	if len(chain) == 0 {
-		return "", errors.New("no certificate")
+		return "", 0, errors.New("no certificate")
 	}
 	// The proxies come first; the first certificate that is not one is
 	// the end-entity certificate.
@@ -82,7 +88,7 @@ func VerifyChain(chain []*x509.Certificate, roots *x509.CertPool, now time.Time)
 		}
 	}
 	if eec < 0 {
-		return "", errors.New("proxy chain without an end-entity certificate")
+		return "", 0, errors.New("proxy chain without an end-entity certificate")
 	}
 	ee := chain[eec]
 	inter := x509.NewCertPool()
@@ -91,17 +97,17 @@ func VerifyChain(chain []*x509.Certificate, roots *x509.CertPool, now time.Time)
 	}
 	if _, err := ee.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: now,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-		return "", fmt.Errorf("%s: %v", DN(ee), err)
+		return "", 0, fmt.Errorf("%s: %v", DN(ee), err)
 	}
 	// Proxies, from the one the end-entity signed down to the leaf.
 	maxBelow := -1 // proxies still allowed below (path length constraints); -1 = unlimited
 	for i := eec - 1; i >= 0; i-- {
 		p, issuer := chain[i], chain[i+1]
 		if err := checkProxy(p, issuer, now); err != nil {
-			return "", fmt.Errorf("proxy %s: %v", DN(p), err)
+			return "", 0, fmt.Errorf("proxy %s: %v", DN(p), err)
 		}
 		if maxBelow == 0 {
-			return "", fmt.Errorf("proxy %s: beyond its issuer's path length constraint", DN(p))
+			return "", 0, fmt.Errorf("proxy %s: beyond its issuer's path length constraint", DN(p))
 		}
 		if maxBelow > 0 {
 			maxBelow--
@@ -110,7 +116,7 @@ func VerifyChain(chain []*x509.Certificate, roots *x509.CertPool, now time.Time)
 			maxBelow = pl
 		}
 	}
-	return DN(ee), nil
+	return DN(ee), eec, nil
 }
 
 // checkProxy checks one proxy certificate against its issuer.

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
@@ -29,6 +30,19 @@ type Hooks struct {
 	// LoseMarker removes the identity marker, as a mount that went away
 	// leaves a bare mountpoint.
 	LoseMarker func(t *testing.T, s backend.Store)
+	// Corrupt flips the byte at data offset off of the stripe of fid
+	// behind the store's back, as rot on a disk does; nil for a store
+	// whose blocks the suite cannot reach (RADOS: BlueStore's).
+	Corrupt func(t *testing.T, s backend.Store, fid uint64, off int64)
+	// Legacy makes the stripe of fid what a store wrote before block
+	// sums existed; nil for a store that keeps none of its own.
+	Legacy func(t *testing.T, s backend.Store, fid uint64)
+	// CrashApply runs Updater.Apply of fid and stops it at step, leaving
+	// the stripe as a crash of the process there would (what it wrote is
+	// in place, nothing after); ApplySteps are the steps, in order. Nil
+	// for a store whose Apply changes a stripe all at once (memstore).
+	CrashApply func(t *testing.T, s backend.Store, fid uint64, step string)
+	ApplySteps []string
 }
 
 // Sizes are the stripe sizes every store must write and read back
@@ -141,6 +155,40 @@ func listing(t *testing.T, s backend.Store) map[uint64]backend.Meta {
 func sameMeta(a, b backend.Meta) bool {
 	return a.Fid == b.Fid && a.Stripe == b.Stripe && a.Layout == b.Layout && a.Size == b.Size &&
 		a.Path == b.Path && maps.Equal(a.Checksums, b.Checksums)
+}
+
+// readAll reads the whole stripe of fid in one ReadAt.
+func readAll(t *testing.T, s backend.Store, fid uint64) ([]byte, error) {
+	t.Helper()
+	r, err := s.Open(fid)
+	if err != nil {
+		t.Fatalf("Open %d: %v", fid, err)
+	}
+	defer r.Close()
+	p := make([]byte, r.Size())
+	n, err := r.ReadAt(p, 0)
+	if err == io.EOF && n == len(p) {
+		err = nil
+	}
+	return p[:n], err
+}
+
+// wantBadBlock checks that reading the stripe of fid stops at the block
+// holding byte at, with kerr.IO naming the stripe, after returning
+// exactly the good bytes before it; it returns the block.
+func wantBadBlock(t *testing.T, s backend.Store, fid uint64, data []byte, at int64) *checksum.BlockError {
+	t.Helper()
+	got, err := readAll(t, s, fid)
+	be, ok := checksum.AsBlockError(err)
+	if !ok || be.Off > at || be.Off+be.Len <= at {
+		t.Fatalf("read of stripe %d with byte %d rotten: %v, want a *checksum.BlockError for its block", fid, at, err)
+	}
+	wantKind(t, "read of a rotten block", err, kerr.IO)
+	if int64(len(got)) != be.Off || !bytes.Equal(got, data[:be.Off]) {
+		t.Fatalf("read of stripe %d returned %d bytes (equal to the data: %v), want the %d before the rotten block",
+			fid, len(got), bytes.Equal(got, data[:len(got)]), be.Off)
+	}
+	return be
 }
 
 // Run runs the suite.
@@ -388,6 +436,131 @@ func Run(t *testing.T, h Hooks) {
 		if in.Kind == "" || in.Backend == "" {
 			t.Fatalf("Info names no kind or backend: %+v", in)
 		}
+	})
+	t.Run("Framed", func(t *testing.T) {
+		s := initialized(t, h)
+		data := randBytes(11, 300<<10)
+		w, err := s.Create(11, backend.CreateOptions{Framed: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(data)
+		if err := w.Finish(meta(11, len(data))); err != nil {
+			t.Fatal(err)
+		}
+		mustRead(t, s, 11, data)
+	})
+	t.Run("BlockSums", func(t *testing.T) {
+		if h.Corrupt == nil {
+			t.Skip("the store's blocks are out of the suite's reach")
+		}
+		s := initialized(t, h)
+		data := randBytes(12, 1<<20+4097)
+		put(t, s, 12, data, true)
+		if r, _ := s.Open(12); !r.BlockSums() || r.Close() != nil {
+			t.Fatal("a new stripe has no block sums")
+		}
+		mid, last := int64(500_000), int64(len(data)-1)
+		h.Corrupt(t, s, 12, mid)
+		h.Corrupt(t, s, 12, last)
+		be := wantBadBlock(t, s, 12, data, mid)
+		// Other ranges read; a range touching the block fails.
+		r, err := s.Open(12)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := make([]byte, 1000)
+		if n, err := r.ReadAt(p, be.Off-1000); n != 1000 || err != nil || !bytes.Equal(p, data[be.Off-1000:be.Off]) {
+			t.Fatalf("read of the bytes before the rotten block: %d %v", n, err)
+		}
+		if _, err := r.ReadAt(p, mid-10); err == nil {
+			t.Fatal("a read around the rotten byte succeeded")
+		}
+		r.Close()
+		// A partial rewrite of the damaged block is refused; a rewrite of
+		// the whole block (a repair from a good copy) mends it.
+		wantKind(t, "rewrite of part of a rotten block", s.Rewrite(12, mid+1, []byte("x")), kerr.IO)
+		if err := s.Rewrite(12, be.Off, data[be.Off:be.Off+be.Len]); err != nil {
+			t.Fatalf("Rewrite of the rotten block: %v", err)
+		}
+		be = wantBadBlock(t, s, 12, data, last)
+		if err := s.Rewrite(12, be.Off, data[be.Off:be.Off+be.Len]); err != nil {
+			t.Fatalf("Rewrite of the rotten last block: %v", err)
+		}
+		mustRead(t, s, 12, data)
+		// An update of a range across blocks recomputes their sums.
+		upd := randBytes(13, 200_000)
+		if err := s.Rewrite(12, 123_456, upd); err != nil {
+			t.Fatalf("Rewrite of a range: %v", err)
+		}
+		copy(data[123_456:], upd)
+		mustRead(t, s, 12, data)
+		wantKind(t, "rewrite past the end", s.Rewrite(12, int64(len(data))-1, []byte("ab")), kerr.Invalid)
+		wantKind(t, "rewrite of a missing stripe", s.Rewrite(77, 0, []byte("ab")), kerr.NotFound)
+		if m, err := s.ReadMeta(12); err != nil || !sameMeta(m, meta(12, 1<<20+4097)) {
+			t.Fatalf("metadata after rewrites: %+v %v", m, err)
+		}
+	})
+	t.Run("Damaged", func(t *testing.T) {
+		s := initialized(t, h)
+		put(t, s, 14, []byte("fourteen"), false)
+		if err := s.MarkDamaged(14, "block 0 fails its crc32c; no other copy"); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Open(14)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Damaged(); got != "block 0 fails its crc32c; no other copy" {
+			t.Fatalf("Damaged after MarkDamaged: %q", got)
+		}
+		r.Close()
+		if err := s.Rewrite(14, 0, []byte("FOURTEEN")); err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := s.Open(14); r.Damaged() != "" || r.Close() != nil {
+			t.Fatal("a rewrite left the damage mark")
+		}
+		mustRead(t, s, 14, []byte("FOURTEEN"))
+		s.MarkDamaged(14, "again")
+		if err := s.MarkDamaged(14, ""); err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := s.Open(14); r.Damaged() != "" || r.Close() != nil {
+			t.Fatal("MarkDamaged(\"\") left the mark")
+		}
+		wantKind(t, "MarkDamaged of a missing stripe", s.MarkDamaged(77, "x"), kerr.NotFound)
+	})
+	t.Run("LegacyGetsBlockSums", func(t *testing.T) {
+		if h.Legacy == nil || h.Corrupt == nil {
+			t.Skip("the store keeps no block sums of its own")
+		}
+		s := initialized(t, h)
+		data := randBytes(15, 200_000)
+		put(t, s, 15, data, false)
+		h.Legacy(t, s, 15)
+		if r, _ := s.Open(15); r.BlockSums() || r.Close() != nil {
+			t.Fatal("a legacy stripe claims block sums")
+		}
+		mustRead(t, s, 15, data)
+		sums := checksum.NewBlockSummer(checksum.BlockSize)
+		sums.Write(data)
+		wantKind(t, "AddBlockSums for another length", s.AddBlockSums(15, checksum.BlockSize, sums.Sums(), int64(len(data))+1), kerr.Invalid)
+		if r, _ := s.Open(15); r.BlockSums() || r.Close() != nil {
+			t.Fatal("block sums added for the wrong length")
+		}
+		if err := s.AddBlockSums(15, checksum.BlockSize, sums.Sums(), int64(len(data))); err != nil {
+			t.Fatalf("AddBlockSums: %v", err)
+		}
+		if r, _ := s.Open(15); !r.BlockSums() || r.Close() != nil {
+			t.Fatal("no block sums after AddBlockSums")
+		}
+		mustRead(t, s, 15, data)
+		if err := s.AddBlockSums(15, checksum.BlockSize, nil, 0); err != nil {
+			t.Fatalf("AddBlockSums of a stripe that has them: %v", err)
+		}
+		h.Corrupt(t, s, 15, 150_000)
+		wantBadBlock(t, s, 15, data, 150_000)
 	})
 	t.Run("IdentityWithoutUUID", func(t *testing.T) {
 		// Markers written before uuids existed adopt the instance's.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
@@ -127,9 +128,205 @@ func runJournal(t *testing.T, h Hooks) {
 		}
 		mustRead(t, s, 11, []byte("01BB456789"))
 	})
+	runJournalSums(t, h, head)
 	t.Run("PrepareOfMissingStripe", func(t *testing.T) {
 		s := initialized(t, h)
 		err := s.(backend.Updater).Prepare(12, head(12, 0, 1, 1), bytes.NewReader(nil))
 		wantKind(t, "Prepare without a stripe", err, kerr.NotFound)
+	})
+}
+
+// Block sums through updates (backend/journal.go): every block of an
+// updated stripe verifies, a block the update wrote rots and is found, a
+// block that rotted before is never summed again as good, and a crash at
+// any step of an apply replays to the same stripe.
+
+// bigOld is the stripe the block sum tests update: several 64 KiB
+// blocks (a posix stripe's) and many 4 KiB ones (memstore's).
+const bigOld = 300_000
+
+// bigOps are operations over blocks of both sizes: a write inside a
+// block, one of a whole 64 KiB block, a cut at a block boundary, a write
+// past the end (a hole of several blocks), a cut inside it, a write at
+// the start.
+func bigOps() []byte {
+	var b []byte
+	b = backend.EncodeWrite(b, 70_000, randBytes(20, 100))
+	b = backend.EncodeWrite(b, 131_072, randBytes(21, 65_536))
+	b = backend.EncodeTruncate(b, 262_144)
+	b = backend.EncodeWrite(b, 400_000, randBytes(22, 5000))
+	b = backend.EncodeTruncate(b, 401_000)
+	return backend.EncodeWrite(b, 10, randBytes(23, 20))
+}
+
+// appendOps append to the stripe (no truncation: nothing cuts what a
+// crash left after the data) and write inside it.
+func appendOps() []byte {
+	var b []byte
+	b = backend.EncodeWrite(b, bigOld-100, randBytes(24, 200_000))
+	return backend.EncodeWrite(b, 70_000, randBytes(25, 100))
+}
+
+// bigWant is the stripe bigOps make of old.
+func bigWant(t *testing.T, old []byte) []byte { return applied(t, old, bigOps()) }
+
+// applied is the stripe ops make of old.
+func applied(t *testing.T, old, ops []byte) []byte {
+	m := &model{b: bytes.Clone(old)}
+	if err := backend.ReplayOps(bytes.NewReader(ops), m); err != nil {
+		t.Fatal(err)
+	}
+	return m.b
+}
+
+func hasSums(t *testing.T, s backend.Store, fid uint64) bool {
+	t.Helper()
+	r, err := s.Open(fid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	return r.BlockSums()
+}
+
+func runJournalSums(t *testing.T, h Hooks, head func(fid uint64, from, to uint64, size int) backend.JournalHead) {
+	prepareOps := func(t *testing.T, s backend.Store, fid uint64, ops []byte) []byte {
+		t.Helper()
+		old := randBytes(fid, bigOld)
+		put(t, s, fid, old, false)
+		if err := s.(backend.Updater).Prepare(fid, head(fid, 0, 1, 401_000), bytes.NewReader(ops)); err != nil {
+			t.Fatal(err)
+		}
+		return old
+	}
+	prepare := func(t *testing.T, s backend.Store, fid uint64) []byte { return prepareOps(t, s, fid, bigOps()) }
+	// updated checks that fid holds want at version 1 with block sums
+	// that verify, and that rot in a byte the update wrote (70_050) and
+	// in the hole it made (300_500) is found, never read.
+	updated := func(t *testing.T, s backend.Store, fid uint64, want []byte) {
+		t.Helper()
+		mustRead(t, s, fid, want)
+		if m, err := s.ReadMeta(fid); err != nil || m.Version != 1 {
+			t.Fatalf("stripe %d after the update: %+v %v", fid, m, err)
+		}
+		if h.Corrupt == nil {
+			return
+		}
+		if !hasSums(t, s, fid) {
+			t.Fatalf("stripe %d lost its block sums in the update", fid)
+		}
+		h.Corrupt(t, s, fid, 300_500)
+		wantBadBlock(t, s, fid, want, 300_500)
+		h.Corrupt(t, s, fid, 70_050)
+		wantBadBlock(t, s, fid, want, 70_050)
+	}
+	t.Run("BlockSumsKeptCurrent", func(t *testing.T) {
+		s := initialized(t, h)
+		old := prepare(t, s, 30)
+		if err := s.(backend.Updater).Apply(30); err != nil {
+			t.Fatal(err)
+		}
+		updated(t, s, 30, bigWant(t, old))
+	})
+	t.Run("RotBeforeTheUpdateFailsIt", func(t *testing.T) {
+		if h.Corrupt == nil {
+			t.Skip("the store's blocks are out of the suite's reach")
+		}
+		s := initialized(t, h)
+		old := prepare(t, s, 31)
+		// A byte of the block the first write changes in part: its old
+		// bytes stay, so they must not be summed again as good.
+		h.Corrupt(t, s, 31, 70_500)
+		wantKind(t, "Apply over a rotten block", s.(backend.Updater).Apply(31), kerr.IO)
+		if m, _ := s.ReadMeta(31); m.Version != 0 {
+			t.Fatalf("an update over a rotten block changed the version: %+v", m)
+		}
+		_, err := s.(backend.Updater).Prepared(31)
+		wantKind(t, "Prepared after a failed apply", err, kerr.NotFound)
+		wantBadBlock(t, s, 31, old, 70_500)
+	})
+	t.Run("WithoutBlockSums", func(t *testing.T) {
+		if h.Legacy == nil {
+			t.Skip("the store keeps no block sums of its own")
+		}
+		s := initialized(t, h)
+		old := randBytes(32, bigOld)
+		put(t, s, 32, old, false)
+		h.Legacy(t, s, 32)
+		u := s.(backend.Updater)
+		if err := u.Prepare(32, head(32, 0, 1, 401_000), bytes.NewReader(bigOps())); err != nil {
+			t.Fatal(err)
+		}
+		if err := u.Apply(32); err != nil {
+			t.Fatal(err)
+		}
+		mustRead(t, s, 32, bigWant(t, old))
+		if hasSums(t, s, 32) {
+			t.Fatal("a stripe without block sums has some after an update")
+		}
+		// Sums a scrub added between prepare and apply are dropped, not
+		// left wrong.
+		put(t, s, 33, old, false)
+		h.Legacy(t, s, 33)
+		if err := u.Prepare(33, head(33, 0, 1, 401_000), bytes.NewReader(bigOps())); err != nil {
+			t.Fatal(err)
+		}
+		sums := checksum.NewBlockSummer(checksum.BlockSize)
+		sums.Write(old)
+		if err := s.AddBlockSums(33, checksum.BlockSize, sums.Sums(), bigOld); err != nil {
+			t.Fatal(err)
+		}
+		if err := u.Apply(33); err != nil {
+			t.Fatal(err)
+		}
+		mustRead(t, s, 33, bigWant(t, old))
+	})
+	t.Run("Framed", func(t *testing.T) {
+		s := initialized(t, h)
+		old := randBytes(34, bigOld)
+		w, err := s.Create(34, backend.CreateOptions{Framed: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(old)
+		if err := w.Finish(meta(34, bigOld)); err != nil {
+			t.Fatal(err)
+		}
+		u := s.(backend.Updater)
+		if err := u.Prepare(34, head(34, 0, 1, 401_000), bytes.NewReader(bigOps())); err != nil {
+			t.Fatal(err)
+		}
+		if err := u.Apply(34); err != nil {
+			t.Fatal(err)
+		}
+		mustRead(t, s, 34, bigWant(t, old))
+		if hasSums(t, s, 34) {
+			t.Fatal("a framed stripe has block sums after an update")
+		}
+	})
+	t.Run("CrashReplay", func(t *testing.T) {
+		if h.CrashApply == nil {
+			t.Skip("the store changes a stripe all at once")
+		}
+		s := initialized(t, h)
+		u := s.(backend.Updater)
+		// A crash at each step, then at each later one (a replay that
+		// crashes too), then the replay that finishes.
+		for k, ops := range [][]byte{bigOps(), appendOps()} {
+			for i, step := range h.ApplySteps {
+				fid := uint64(40 + 10*k + i)
+				old := prepareOps(t, s, fid, ops)
+				for _, at := range h.ApplySteps[i:] {
+					h.CrashApply(t, s, fid, at)
+					if m, err := s.ReadMeta(fid); err != nil || m.Version != 0 {
+						t.Fatalf("crash at %s: the stripe is at version %d (%v) before the apply finished", at, m.Version, err)
+					}
+				}
+				if err := u.Apply(fid); err != nil {
+					t.Fatalf("replay after a crash at %s: %v", step, err)
+				}
+				updated(t, s, fid, applied(t, old, ops))
+			}
+		}
 	})
 }

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
@@ -30,8 +32,11 @@ type Store struct {
 }
 
 type stripe struct {
-	data []byte
-	meta *backend.Meta // nil while being written
+	data    []byte        // never changed in place (Rewrite replaces it)
+	meta    *backend.Meta // nil while being written
+	sums    []uint32      // block sums; nil: none (framed, or made by Legacy)
+	bs      int           // their block size
+	damaged string
 }
 
 var _ backend.Store = (*Store)(nil)
@@ -64,7 +69,7 @@ func (s *Store) Litter() {
 	s.mu.Unlock()
 }
 
-func (s *Store) Create(fid uint64, _ backend.CreateOptions) (backend.Writer, error) {
+func (s *Store) Create(fid uint64, o backend.CreateOptions) (backend.Writer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.offline != "" {
@@ -75,18 +80,19 @@ func (s *Store) Create(fid uint64, _ backend.CreateOptions) (backend.Writer, err
 	}
 	st := &stripe{}
 	s.stripes[fid] = st
-	return &writer{s: s, fid: fid, st: st}, nil
+	return &writer{s: s, fid: fid, st: st, framed: o.Framed}, nil
 }
 
 func (s *Store) WriteMemory(backend.CreateOptions) int64 { return 0 }
 
 type writer struct {
-	s   *Store
-	fid uint64
-	st  *stripe
-	buf bytes.Buffer
-	end bool // finished or aborted
-	ok  bool // finished
+	s      *Store
+	fid    uint64
+	st     *stripe
+	framed bool
+	buf    bytes.Buffer
+	end    bool // finished or aborted
+	ok     bool // finished
 }
 
 func (w *writer) Write(p []byte) (int, error) {
@@ -106,8 +112,21 @@ func (w *writer) Finish(m backend.Meta) error {
 	w.s.mu.Lock()
 	defer w.s.mu.Unlock()
 	w.st.data, w.st.meta = w.buf.Bytes(), &m
+	if !w.framed {
+		w.st.sums, w.st.bs = sumsOf(w.st.data), BlockSize
+	}
 	return nil
 }
+
+func sumsOf(data []byte) []uint32 {
+	sums := checksum.NewBlockSummer(BlockSize)
+	sums.Write(data)
+	return sums.Sums()
+}
+
+// BlockSize is the block size of a memstore's sums: small, so that unit
+// tests of a few KiB have several blocks.
+const BlockSize = 4 << 10
 
 func (w *writer) Abort() {
 	if w.ok {
@@ -139,19 +158,123 @@ func (s *Store) Open(fid uint64) (backend.Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return reader{bytes.NewReader(st.data)}, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := &reader{data: st.data, damaged: st.damaged, where: s.where(fid)}
+	if st.sums != nil {
+		sums := st.sums
+		r.br = &checksum.BlockReader{R: bytes.NewReader(st.data), Len: int64(len(st.data)), Size: st.bs,
+			Sums: table(sums)}
+	}
+	return r, nil
 }
 
-type reader struct{ *bytes.Reader }
+// reader reads the stripe as it was when opened.
+type reader struct {
+	data    []byte
+	br      *checksum.BlockReader // nil: no sums
+	damaged string
+	where   string
+}
 
-func (r reader) Close() error { return nil }
+func (r *reader) ReadAt(p []byte, off int64) (int, error) {
+	if r.br == nil {
+		return bytes.NewReader(r.data).ReadAt(p, off)
+	}
+	n, err := r.br.ReadAt(p, off)
+	if err != nil && err != io.EOF {
+		err = kerr.Wrap(kerr.IO, "read", r.where, err)
+	}
+	return n, err
+}
+
+func (r *reader) Size() int64     { return int64(len(r.data)) }
+func (r *reader) Close() error    { return nil }
+func (r *reader) BlockSums() bool { return r.br != nil }
+func (r *reader) Damaged() string { return r.damaged }
+
+// Corrupt flips the bits of the byte at off of the stripe of fid behind
+// the store's back, as rot on a disk does.
+func (s *Store) Corrupt(fid uint64, off int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stripes[fid]
+	st.data = bytes.Clone(st.data)
+	st.data[off] ^= 0xff
+}
+
+// Legacy drops the block sums of the stripe of fid, as if it had been
+// written before stores kept them.
+func (s *Store) Legacy(fid uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stripes[fid].sums = nil
+}
+
+func (s *Store) Rewrite(fid uint64, off int64, p []byte) error {
+	st, err := s.get("rewrite", fid)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	end := off + int64(len(p))
+	if off < 0 || end > int64(len(st.data)) {
+		return kerr.New(kerr.Invalid, "rewrite", s.where(fid), fmt.Sprintf("bytes %d-%d are outside the stripe's %d", off, end-1, len(st.data)))
+	}
+	if st.sums != nil {
+		sums := st.sums
+		first, news, err := checksum.RewriteSums(st.bs, int64(len(st.data)), off, p,
+			func(b []byte, at int64) error { copy(b, st.data[at:]); return nil },
+			table(sums))
+		if err != nil {
+			return kerr.Wrap(kerr.IO, "rewrite", s.where(fid), err)
+		}
+		st.sums = slices.Clone(sums)
+		copy(st.sums[first:], news)
+	}
+	st.data = bytes.Clone(st.data)
+	copy(st.data[off:], p)
+	st.damaged = ""
+	return nil
+}
+
+func (s *Store) AddBlockSums(fid uint64, bs int, sums []uint32, length int64) error {
+	st, err := s.get("add block sums", fid)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case st.sums != nil:
+		return nil
+	case int64(len(st.data)) != length || int64(len(sums)) != checksum.Blocks(length, bs):
+		return kerr.New(kerr.Invalid, "add block sums", s.where(fid), fmt.Sprintf("%d sums for %d bytes; the stripe holds %d", len(sums), length, len(st.data)))
+	}
+	st.sums, st.bs = slices.Clone(sums), bs
+	return nil
+}
+
+func (s *Store) MarkDamaged(fid uint64, why string) error {
+	st, err := s.get("mark damaged", fid)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	st.damaged = why
+	s.mu.Unlock()
+	return nil
+}
 
 func (s *Store) ReadMeta(fid uint64) (backend.Meta, error) {
 	st, err := s.get("read metadata", fid)
 	if err != nil {
 		return backend.Meta{}, err
 	}
+	s.mu.Lock() // Apply replaces it
 	m := *st.meta
+	s.mu.Unlock()
 	m.Checksums = maps.Clone(m.Checksums)
 	return m, nil
 }
@@ -320,14 +443,49 @@ func (s *Store) Apply(fid uint64) error {
 	default:
 		return kerr.New(kerr.IO, "update", s.where(fid), fmt.Sprintf("stripe is at data version %d, the update is from %d (stale stripe)", st.meta.Version, j.head.From))
 	}
+	// With block sums: the touched blocks verified first, summed again
+	// after (backend/journal.go); the stripe is changed all at once.
+	var touched *backend.Touched
+	if st.sums != nil {
+		var err error
+		touched, err = backend.TouchedBlocks(bytes.NewReader(j.ops), int64(len(j.ops)), int64(len(st.data)), st.bs)
+		if err == nil {
+			err = touched.Verify(readFrom(st.data), table(st.sums))
+		}
+		if err != nil {
+			return kerr.Wrap(kerr.IO, "update", s.where(fid), err)
+		}
+	}
 	t := &buffer{b: bytes.Clone(st.data)} // readers hold the old slice
 	if err := backend.ReplayOps(bytes.NewReader(j.ops), t); err != nil {
 		return kerr.Wrap(kerr.IO, "update", s.where(fid), err)
+	}
+	if touched != nil {
+		sums, err := touched.Sums(table(st.sums), readFrom(t.b))
+		if err != nil {
+			return kerr.Wrap(kerr.IO, "update", s.where(fid), err)
+		}
+		st.sums = sums
 	}
 	m := j.head.Meta
 	m.Fid = fid
 	st.data, st.meta = t.b, &m
 	return nil
+}
+
+// readFrom reads data as a stripe's bytes.
+func readFrom(data []byte) func(p []byte, off int64) error {
+	return func(p []byte, off int64) error {
+		if copy(p, data[min(off, int64(len(data))):]) < len(p) {
+			return io.ErrUnexpectedEOF
+		}
+		return nil
+	}
+}
+
+// table is the SumsFunc of sums.
+func table(sums []uint32) checksum.SumsFunc {
+	return func(first, n int64) ([]uint32, error) { return sums[first : first+n], nil }
 }
 
 func (s *Store) Discard(fid uint64) error {

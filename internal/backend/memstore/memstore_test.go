@@ -12,5 +12,7 @@ func TestSuite(t *testing.T) {
 		Open:       func(t *testing.T) backend.Store { return New(t.Name()) },
 		Litter:     func(_ *testing.T, s backend.Store) { s.(*Store).Litter() },
 		LoseMarker: func(_ *testing.T, s backend.Store) { s.(*Store).SetMarker(nil) },
+		Corrupt:    func(_ *testing.T, s backend.Store, fid uint64, off int64) { s.(*Store).Corrupt(fid, off) },
+		Legacy:     func(_ *testing.T, s backend.Store, fid uint64) { s.(*Store).Legacy(fid) },
 	})
 }

@@ -1,7 +1,7 @@
 package posix
 
-// On-disk format of a POSIX filesystem (unchanged since version 1; data
-// directories written by earlier Kaon versions are read as they are):
+// On-disk format of a POSIX filesystem, version 2 (data directories
+// written by earlier Kaon versions are read as they are):
 //
 //	<root>/.kaon-fsid               identity marker, "fsid=N\nuuid=U\n"
 //	                                (version 1: a bare "N\n", no uuid)
@@ -15,8 +15,31 @@ package posix
 // Two stripes of one file never share a filesystem, so the stripe index
 // lives in an xattr, not in the name. %08x is a minimum width: fids above
 // 2^32 have longer names.
+//
+// A stripe file (version 2) is its data followed by the block sums of
+// the data and a footer:
+//
+//	stripe  := data[L] sums[4*N] footer[32]          N = ceil(L / B)
+//	sums[i] := crc32c(data[i*B : min((i+1)*B, L)])   uint32 little-endian
+//	footer  := "KAONSUMS" version:u32 B:u32 L:u64 0:u32 crc32c(footer[0:28]):u32
+//
+// all integers little-endian, version 1, B the block size (64 KiB for new
+// stripes, checksum.BlockSize). The data starts at offset 0, so a stripe
+// file's first L bytes are the replica (tools, sendfile of ranges), and
+// block i's sum sits at a fixed place, so rewriting blocks rewrites their
+// sums in place (Store.Rewrite). A file is version 2 only if its last 32
+// bytes are a footer (magic, crc and version right) whose L and B account
+// for the file's length exactly; anything else is version 1, data only:
+// stripes written before version 2, erasure-coded stripes (their frames
+// carry a crc32c each: written with CreateOptions.Framed, no sums), and
+// one whose footer rotted, which then reads with the wrong length and is
+// found by its size (fsck d_mem_sz_diff). AddBlockSums turns a version 1
+// replica into version 2 by appending sums and footer; a footer of a
+// version other than 1 is refused (a newer Kaon wrote it).
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,6 +49,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/checksum"
 )
 
 // PhysPath is where the stripe of fid lives under root.
@@ -56,7 +80,84 @@ const (
 	xaChecksums = "user.kaon.checksums"
 	xaPath      = "user.kaon.path"    // path at write time, a hint for fsck only
 	xaVersion   = "user.kaon.version" // data version, decimal; absent: 0 (never updated)
+	// xaDamaged marks a stripe whose bytes are known damaged (MarkDamaged):
+	// why, as text. Set by the storage server when a block fails and no
+	// good copy could repair it, and by scrubs; Rewrite removes it.
+	xaDamaged = "user.kaon.damaged"
 )
+
+// Block sums (version 2 stripes).
+const (
+	footerSize    = 32
+	footerMagic   = "KAONSUMS"
+	footerVersion = 1
+)
+
+// sumsInfo is what a stripe's footer says.
+type sumsInfo struct {
+	block int   // block size
+	len   int64 // data bytes
+}
+
+// table is the offset of the sums of blocks.
+func (t sumsInfo) table() int64 { return t.len }
+
+// fileSize is the length of a version 2 stripe of t.len data bytes.
+func (t sumsInfo) fileSize() int64 {
+	return t.len + 4*checksum.Blocks(t.len, t.block) + footerSize
+}
+
+func encodeFooter(t sumsInfo) []byte {
+	b := make([]byte, footerSize)
+	copy(b, footerMagic)
+	binary.LittleEndian.PutUint32(b[8:], footerVersion)
+	binary.LittleEndian.PutUint32(b[12:], uint32(t.block))
+	binary.LittleEndian.PutUint64(b[16:], uint64(t.len))
+	binary.LittleEndian.PutUint32(b[28:], checksum.CRC32CSum(b[:28]))
+	return b
+}
+
+// errNewerFormat: a footer of a version this Kaon does not know.
+var errNewerFormat = errors.New("stripe has block sums of a newer format than this Kaon reads")
+
+// readFooter reads the size of the stripe file f and its footer: ok is
+// false for a version 1 stripe (no valid footer).
+func readFooter(f *os.File) (size int64, t sumsInfo, ok bool, err error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, t, false, err
+	}
+	size = st.Size()
+	t, ok, err = parseFooter(f, size)
+	return size, t, ok, err
+}
+
+// parseFooter reads the footer of the stripe file f of size bytes.
+func parseFooter(f *os.File, size int64) (t sumsInfo, ok bool, err error) {
+	if size < footerSize {
+		return t, false, nil
+	}
+	b := make([]byte, footerSize)
+	if _, err := f.ReadAt(b, size-footerSize); err != nil {
+		return t, false, err
+	}
+	if string(b[:8]) != footerMagic || binary.LittleEndian.Uint32(b[28:]) != checksum.CRC32CSum(b[:28]) {
+		return t, false, nil
+	}
+	if v := binary.LittleEndian.Uint32(b[8:]); v != footerVersion {
+		return t, false, fmt.Errorf("%w (version %d)", errNewerFormat, v)
+	}
+	t = sumsInfo{block: int(binary.LittleEndian.Uint32(b[12:])), len: int64(binary.LittleEndian.Uint64(b[16:]))}
+	if t.block < checksum.MinBlockSize || t.block > checksum.MaxBlockSize || t.len < 0 || t.fileSize() != size {
+		return sumsInfo{}, false, nil
+	}
+	return t, true, nil
+}
+
+// trailer is what follows the data of a new stripe: its sums and footer.
+func trailer(s *checksum.BlockSummer, block int) []byte {
+	return append(checksum.PutSums(s.Sums()), encodeFooter(sumsInfo{block: block, len: s.Len()})...)
+}
 
 func writeMeta(f *os.File, m backend.Meta) error {
 	for k, v := range map[string]string{

@@ -1,21 +1,50 @@
 package posix
 
 // Prepared in-place updates of stripes (backend.Updater). A journal is
-// the update's operations followed by a trailer:
+// the update's operations, the stripe's block sums as they were when it
+// was prepared, and a trailer:
 //
-//	ops... head(JSON: backend.JournalHead) len(head)(4) crc32c(all before)(4) "KAONJRN1"
+//	ops... sums[4*N] head(JSON: journalHead) len(head)(4) crc32c(all before)(4) "KAONJRN1"
 //
 // written to <stripe>.journal.tmp, synced, and renamed to
 // <stripe>.journal: a journal that exists under its name is whole and
 // durable (a .tmp one is a prepare that did not finish, ignored and
-// replaced). Apply writes through the page cache and syncs the stripe
-// before it sets the metadata and removes the journal.
+// replaced). The head says where the sums end (Block, Len: those of the
+// stripe's footer, format.go; Block 0: the stripe had none, it is framed
+// or written before block sums).
+//
+// Apply of a stripe with block sums (format.go) keeps them current:
+//
+//  1. the blocks the operations touch and partly keep are verified
+//     against the stripe's sums (a rotted one fails the apply, before
+//     anything changed);
+//  2. the trailer (sums and footer) is cut off: the file is the data
+//     alone, Len bytes (synced);
+//  3. the operations are written into it;
+//  4. the new sums table follows the new data (the untouched blocks'
+//     sums as they were, the touched ones' summed from the new bytes);
+//     synced;
+//  5. the footer and the metadata with the new version; synced; the
+//     journal removed.
+//
+// A crash at any point leaves a state Apply finishes: before 2 the
+// stripe is as it was; between 2 and 5 it has no valid footer (it reads
+// as a stripe without sums, and it is at the old version, so no reader
+// at the new one reads it), and Apply cuts it to Len again and replays
+// the operations (they are absolute, so a replay over a partial apply
+// gives what one full apply gives), taking the untouched blocks' sums
+// from the journal; after 5's footer its data and sums agree and the
+// replay rewrites the same bytes and sums. The blocks step 1 verified
+// are not verified again on a replay after step 2 (their old bytes are
+// gone from the sums on disk), which is why 1 comes before any change.
+// Apply writes through the page cache.
 
 import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
@@ -23,6 +52,7 @@ import (
 	"strconv"
 
 	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
@@ -34,8 +64,41 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 func journalPath(root string, fid uint64) string { return PhysPath(root, fid) + ".journal" }
 
-func (s *Store) Prepare(fid uint64, h backend.JournalHead, ops io.Reader) error {
-	if _, err := os.Stat(PhysPath(s.root, fid)); err != nil {
+// journalHead is the head of a journal: the update's, and the block sums
+// the stripe had when it was prepared (their table precedes the head).
+type journalHead struct {
+	backend.JournalHead
+	Block int   `json:",omitempty"` // block size; 0: the stripe had no sums
+	Len   int64 `json:",omitempty"` // its data bytes then
+}
+
+// sumsLen is the length of the sums table the journal holds.
+func (h journalHead) sumsLen() int64 {
+	if h.Block == 0 {
+		return 0
+	}
+	return 4 * checksum.Blocks(h.Len, h.Block)
+}
+
+func (s *Store) Prepare(fid uint64, jh backend.JournalHead, ops io.Reader) error {
+	h := journalHead{JournalHead: jh}
+	var sums []byte
+	if err := func() error {
+		defer s.lockFid(fid)() // a repair's sums are not read half written
+		f, err := os.Open(PhysPath(s.root, fid))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, t, summed, err := readFooter(f)
+		if err != nil || !summed {
+			return err
+		}
+		h.Block, h.Len = t.block, t.len
+		sums = make([]byte, h.sumsLen())
+		_, err = f.ReadAt(sums, t.table())
+		return err
+	}(); err != nil {
 		return s.fail("prepare update", fid, err)
 	}
 	final := journalPath(s.root, fid)
@@ -48,6 +111,9 @@ func (s *Store) Prepare(fid uint64, h backend.JournalHead, ops io.Reader) error 
 	w := io.MultiWriter(f, crc)
 	head, _ := json.Marshal(h)
 	_, err = io.Copy(w, ops)
+	if err == nil {
+		_, err = w.Write(sums)
+	}
 	if err == nil {
 		_, err = w.Write(head)
 	}
@@ -77,9 +143,9 @@ func (s *Store) Prepare(fid uint64, h backend.JournalHead, ops io.Reader) error 
 }
 
 // readJournal opens the journal of fid and returns it with its head and
-// the length of its operations.
-func (s *Store) readJournal(fid uint64) (*os.File, backend.JournalHead, int64, error) {
-	var h backend.JournalHead
+// the length of its operations (the sums table follows them).
+func (s *Store) readJournal(fid uint64) (*os.File, journalHead, int64, error) {
+	var h journalHead
 	f, err := os.Open(journalPath(s.root, fid))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, h, 0, kerr.New(kerr.NotFound, "update", PhysPath(s.root, fid), "no prepared update")
@@ -87,7 +153,7 @@ func (s *Store) readJournal(fid uint64) (*os.File, backend.JournalHead, int64, e
 	if err != nil {
 		return nil, h, 0, s.fail("update", fid, err)
 	}
-	fail := func(why string) (*os.File, backend.JournalHead, int64, error) {
+	fail := func(why string) (*os.File, journalHead, int64, error) {
 		f.Close()
 		return nil, h, 0, kerr.New(kerr.IO, "update", journalPath(s.root, fid), "damaged journal: "+why)
 	}
@@ -97,7 +163,7 @@ func (s *Store) readJournal(fid uint64) (*os.File, backend.JournalHead, int64, e
 	}
 	size := st.Size()
 	var tail [12]byte
-	if size < 12 {
+	if size < 16 {
 		return fail("too short")
 	}
 	if _, err := f.ReadAt(tail[:], size-12); err != nil || string(tail[4:]) != journalMagic {
@@ -115,16 +181,22 @@ func (s *Store) readJournal(fid uint64) (*os.File, backend.JournalHead, int64, e
 		return fail(err.Error())
 	}
 	hl := int64(binary.BigEndian.Uint32(lb[:]))
-	opsLen := size - 16 - hl
-	if opsLen < 0 {
+	if size-16-hl < 0 {
 		return fail("bad head length")
 	}
 	head := make([]byte, hl)
-	if _, err := f.ReadAt(head, opsLen); err != nil {
+	if _, err := f.ReadAt(head, size-16-hl); err != nil {
 		return fail(err.Error())
 	}
 	if err := json.NewDecoder(bytes.NewReader(head)).Decode(&h); err != nil {
 		return fail(err.Error())
+	}
+	if h.Block != 0 && (h.Block < checksum.MinBlockSize || h.Block > checksum.MaxBlockSize || h.Len < 0) {
+		return fail(fmt.Sprintf("bad block sums (%d bytes in blocks of %d)", h.Len, h.Block))
+	}
+	opsLen := size - 16 - hl - h.sumsLen()
+	if opsLen < 0 {
+		return fail("bad head length")
 	}
 	return f, h, opsLen, nil
 }
@@ -132,13 +204,17 @@ func (s *Store) readJournal(fid uint64) (*os.File, backend.JournalHead, int64, e
 func (s *Store) Prepared(fid uint64) (backend.JournalHead, error) {
 	f, h, _, err := s.readJournal(fid)
 	if err != nil {
-		return h, err
+		return h.JournalHead, err
 	}
 	f.Close()
-	return h, nil
+	return h.JournalHead, nil
 }
 
+// errCrash is what Apply returns at the step a test crashes it (crashAt).
+var errCrash = errors.New("crashed here (test)")
+
 func (s *Store) Apply(fid uint64) error {
+	defer s.lockFid(fid)()
 	j, h, opsLen, err := s.readJournal(fid)
 	if err != nil {
 		return err
@@ -162,21 +238,123 @@ func (s *Store) Apply(fid uint64) error {
 		return s.fail("update", fid, err)
 	}
 	defer f.Close()
-	err = backend.ReplayOps(io.NewSectionReader(j, 0, opsLen), f)
+	h.Meta.Fid = fid
+	if err := s.apply(f, j, h, opsLen); err != nil {
+		var be *checksum.BlockError
+		if errors.As(err, &be) {
+			_ = s.Discard(fid) // the stripe is as it was; the update marks it stale
+			return kerr.Wrap(kerr.IO, "update", p, err)
+		}
+		return s.fail("update", fid, err)
+	}
+	return s.Discard(fid)
+}
+
+// apply rolls the journal j of head h forward on the stripe file f
+// (the steps are at the top of this file).
+func (s *Store) apply(f *os.File, j *os.File, h journalHead, opsLen int64) error {
+	size, t, summed, err := readFooter(f)
+	if err != nil {
+		return err
+	}
+	ops := io.NewSectionReader(j, 0, opsLen)
+	readData := func(p []byte, off int64) error { _, err := f.ReadAt(p, off); return err }
+	var touched *backend.Touched
+	var old checksum.SumsFunc
+	switch {
+	case h.Block == 0:
+		// No sums wanted: a framed stripe or one without sums when the
+		// update was prepared (a footer AddBlockSums added since is cut
+		// off: the scrub adds sums again).
+		if summed {
+			err = f.Truncate(t.len)
+		}
+	case summed:
+		// As it was (or applied up to the footer): verify what stays.
+		touched, err = backend.TouchedBlocks(ops, opsLen, t.len, t.block)
+		if err == nil {
+			old, err = tableOf(f, t.table(), t)
+		}
+		if err == nil {
+			err = touched.Verify(readData, old)
+		}
+		if err == nil {
+			err = f.Truncate(t.len)
+		}
+		if err == nil {
+			err = f.Sync()
+		}
+	default:
+		// No footer: a crash between the cut and the new footer.
+		t = sumsInfo{block: h.Block, len: h.Len}
+		touched, err = backend.TouchedBlocks(ops, opsLen, h.Len, h.Block)
+		if err == nil {
+			old, err = tableOf(j, opsLen, t)
+		}
+		if err == nil && size != h.Len {
+			err = f.Truncate(h.Len)
+		}
+	}
+	if err == nil {
+		err = s.crashed("cut")
+	}
+	if err == nil {
+		err = backend.ReplayOps(io.NewSectionReader(j, 0, opsLen), f)
+	}
+	if err == nil {
+		err = s.crashed("data")
+	}
+	var nt sumsInfo
+	if err == nil && touched != nil {
+		var sums []uint32
+		sums, err = touched.Sums(old, readData)
+		nt = sumsInfo{block: t.block, len: touched.NewLen}
+		if err == nil {
+			_, err = f.WriteAt(checksum.PutSums(sums), nt.table())
+		}
+	}
 	if err == nil {
 		err = f.Sync()
 	}
 	if err == nil {
-		h.Meta.Fid = fid
+		err = s.crashed("sums")
+	}
+	if err == nil && touched != nil {
+		_, err = f.WriteAt(encodeFooter(nt), nt.fileSize()-footerSize)
+	}
+	if err == nil {
+		err = s.crashed("footer")
+	}
+	if err == nil {
 		err = writeMeta(f, h.Meta)
 	}
 	if err == nil {
 		err = f.Sync()
 	}
-	if err != nil {
-		return s.fail("update", fid, err)
+	return err
+}
+
+// tableOf reads the block sums of a stripe of t's shape from r at off.
+func tableOf(r io.ReaderAt, off int64, t sumsInfo) (checksum.SumsFunc, error) {
+	b := make([]byte, 4*checksum.Blocks(t.len, t.block))
+	if _, err := r.ReadAt(b, off); err != nil {
+		return nil, fmt.Errorf("reading the block sums: %w", err)
 	}
-	return s.Discard(fid)
+	sums := checksum.ParseSums(b)
+	return func(first, n int64) ([]uint32, error) {
+		if first < 0 || first+n > int64(len(sums)) {
+			return nil, fmt.Errorf("blocks %d-%d are beyond the stripe's %d", first, first+n-1, len(sums))
+		}
+		return sums[first : first+n], nil
+	}, nil
+}
+
+// crashed fails Apply at step if a test asked it to (crashAt).
+func (s *Store) crashed(step string) error {
+	if s.crashAt == step {
+		return errCrash
+	}
+	return nil
 }
 
 func (s *Store) Discard(fid uint64) error {

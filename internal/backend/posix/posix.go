@@ -1,6 +1,7 @@
 // Package posix is the backend.Store of a local directory (normally the
 // root of one mounted disk): one file per stripe, named by file id, its
-// metadata in xattrs. Stripes are written with O_DIRECT (package
+// metadata in xattrs, the crc32c of every 64 KiB block after its data
+// (verified by every read). Stripes are written with O_DIRECT (package
 // directio) on local disks and through the page cache with one fsync at
 // the end on network and FUSE filesystems (CephFS, NFS, ...), where
 // O_DIRECT costs a synchronous round trip per buffer: the store finds out
@@ -12,6 +13,7 @@ package posix
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/directio"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
@@ -58,6 +61,10 @@ type Store struct {
 	offline string           // why Create is refused; "" once the identity checked out
 
 	buckets sync.Map // bucket directories known to exist
+
+	rewriting [64]sync.Mutex // in-place changes, by fid (lockFid)
+
+	crashAt string // tests: the step of Apply that fails as a crash would (journal.go)
 
 	files   atomic.Int64
 	counted atomic.Bool // files is the count of this root's stripes
@@ -207,7 +214,11 @@ func (s *Store) Create(fid uint64, o backend.CreateOptions) (backend.Writer, err
 		return nil, s.fail("create", fid, err)
 	}
 	s.files.Add(1)
-	return &writer{s: s, fid: fid, f: f}, nil
+	w := &writer{s: s, fid: fid, f: f}
+	if !o.Framed {
+		w.sums = checksum.NewBlockSummer(checksum.BlockSize)
+	}
+	return w, nil
 }
 
 func (s *Store) wanted() backend.Identity {
@@ -226,19 +237,33 @@ func (s *Store) WriteMemory(o backend.CreateOptions) int64 {
 	return directio.BufSize
 }
 
-// writer writes one new stripe file.
+// writer writes one new stripe file, summing its blocks as they pass
+// (the sums follow the data, format.go).
 type writer struct {
 	s                *Store
 	fid              uint64
 	f                *directio.File
+	sums             *checksum.BlockSummer // nil: a framed stripe
 	closed, finished bool
 }
 
-func (w *writer) Write(p []byte) (int, error) { return w.f.Write(p) }
+func (w *writer) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	if w.sums != nil {
+		w.sums.Write(p[:n])
+	}
+	return n, err
+}
 
 func (w *writer) Finish(m backend.Meta) error {
 	m.Fid = w.fid
-	err := w.f.Finish()
+	var err error
+	if w.sums != nil {
+		_, err = w.f.Write(trailer(w.sums, checksum.BlockSize))
+	}
+	if err == nil {
+		err = w.f.Finish()
+	}
 	if err == nil {
 		err = writeMeta(w.f.OS(), m)
 	}
@@ -274,24 +299,203 @@ func (s *Store) Open(fid uint64) (backend.Reader, error) {
 	if err != nil {
 		return nil, s.fail("open", fid, err)
 	}
-	st, err := f.Stat()
+	size, t, summed, err := readFooter(f)
 	if err != nil {
 		f.Close()
 		return nil, s.fail("open", fid, err)
 	}
-	return &reader{f: f, size: st.Size()}, nil
+	damaged := damage(f)
+	if !summed {
+		return &reader{f: f, size: size, damaged: damaged}, nil
+	}
+	r := &summedReader{f: f, damaged: damaged, t: t}
+	r.br = checksum.BlockReader{R: f, Len: t.len, Size: t.block, Sums: r.sums}
+	return r, nil
 }
 
-// reader reads one stripe file.
+// damage reads the damage mark of an open stripe file ("" when none).
+func damage(f *os.File) string {
+	buf := make([]byte, 1024)
+	n, err := unix.Fgetxattr(int(f.Fd()), xaDamaged, buf)
+	if err == unix.ERANGE {
+		return "damaged (the reason is too long to read)"
+	}
+	if err != nil {
+		return ""
+	}
+	return string(buf[:n])
+}
+
+// reader reads a stripe file without block sums (version 1, or framed).
 type reader struct {
-	f    *os.File
-	size int64
+	f       *os.File
+	size    int64
+	damaged string
 }
 
 func (r *reader) ReadAt(p []byte, off int64) (int, error) { return r.f.ReadAt(p, off) }
 func (r *reader) Size() int64                             { return r.size }
 func (r *reader) Close() error                            { return r.f.Close() }
 func (r *reader) OSFile() *os.File                        { return r.f }
+func (r *reader) BlockSums() bool                         { return false }
+func (r *reader) Damaged() string                         { return r.damaged }
+
+// summedReader reads a stripe file with block sums, verifying every block
+// it returns. The sums are read from the file in windows of sumsWindow.
+type summedReader struct {
+	f       *os.File
+	damaged string
+	t       sumsInfo
+	br      checksum.BlockReader
+
+	mu    sync.Mutex
+	first int64    // block of win[0]
+	win   []uint32 // a window of the table
+}
+
+// sumsWindow is how many sums a reader reads at once (16 KiB of table,
+// 1 GiB of data with 64 KiB blocks).
+const sumsWindow = 4096
+
+func (r *summedReader) ReadAt(p []byte, off int64) (int, error) {
+	n, err := r.br.ReadAt(p, off)
+	if err != nil && err != io.EOF {
+		err = kerr.Wrap(kerr.IO, "read", r.f.Name(), err)
+	}
+	return n, err
+}
+
+func (r *summedReader) sums(first, n int64) ([]uint32, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if first >= r.first && first+n <= r.first+int64(len(r.win)) {
+		return r.win[first-r.first : first-r.first+n], nil
+	}
+	total := checksum.Blocks(r.t.len, r.t.block)
+	if first < 0 || first+n > total {
+		return nil, fmt.Errorf("blocks %d-%d are beyond the stripe's %d", first, first+n-1, total)
+	}
+	count := min(max(n, sumsWindow), total-first)
+	b := make([]byte, 4*count)
+	if _, err := r.f.ReadAt(b, r.t.table()+4*first); err != nil {
+		return nil, fmt.Errorf("reading the block sums: %w", err)
+	}
+	r.first, r.win = first, checksum.ParseSums(b)
+	return r.win[:n], nil
+}
+
+func (r *summedReader) Size() int64     { return r.t.len }
+func (r *summedReader) Close() error    { return r.f.Close() }
+func (r *summedReader) BlockSums() bool { return true }
+func (r *summedReader) Damaged() string { return r.damaged }
+
+// lockFid serializes the in-place changes of one stripe (Rewrite,
+// AddBlockSums, Apply).
+func (s *Store) lockFid(fid uint64) func() {
+	m := &s.rewriting[fid%uint64(len(s.rewriting))]
+	m.Lock()
+	return m.Unlock
+}
+
+func (s *Store) Rewrite(fid uint64, off int64, p []byte) error {
+	defer s.lockFid(fid)()
+	f, err := os.OpenFile(PhysPath(s.root, fid), os.O_RDWR, 0)
+	if err != nil {
+		return s.fail("rewrite", fid, err)
+	}
+	defer f.Close()
+	size, t, summed, err := readFooter(f)
+	if err != nil {
+		return s.fail("rewrite", fid, err)
+	}
+	end := off + int64(len(p))
+	dataLen := size
+	if summed {
+		dataLen = t.len
+	}
+	if off < 0 || end > dataLen {
+		return kerr.New(kerr.Invalid, "rewrite", PhysPath(s.root, fid),
+			fmt.Sprintf("bytes %d-%d are outside the stripe's %d", off, end-1, dataLen))
+	}
+	var sums []byte
+	var first int64
+	if summed {
+		var news []uint32
+		r := &summedReader{f: f, t: t}
+		first, news, err = checksum.RewriteSums(t.block, t.len, off, p, func(b []byte, at int64) error {
+			_, err := f.ReadAt(b, at)
+			return err
+		}, r.sums)
+		if err != nil {
+			return kerr.Wrap(kerr.IO, "rewrite", PhysPath(s.root, fid), err)
+		}
+		sums = checksum.PutSums(news)
+	}
+	if _, err := f.WriteAt(p, off); err != nil {
+		return s.fail("rewrite", fid, err)
+	}
+	if len(sums) > 0 {
+		if _, err := f.WriteAt(sums, t.table()+4*first); err != nil {
+			return s.fail("rewrite", fid, err)
+		}
+	}
+	if s.opts.Sync {
+		if err := f.Sync(); err != nil {
+			return s.fail("rewrite", fid, err)
+		}
+	}
+	if err := unix.Fremovexattr(int(f.Fd()), xaDamaged); err != nil && err != unix.ENODATA {
+		return s.fail("rewrite", fid, err)
+	}
+	return nil
+}
+
+func (s *Store) AddBlockSums(fid uint64, bs int, sums []uint32, length int64) error {
+	defer s.lockFid(fid)()
+	f, err := os.OpenFile(PhysPath(s.root, fid), os.O_RDWR, 0)
+	if err != nil {
+		return s.fail("add block sums", fid, err)
+	}
+	defer f.Close()
+	size, _, summed, err := readFooter(f)
+	if err != nil || summed {
+		return s.failIf("add block sums", fid, err)
+	}
+	if bs < checksum.MinBlockSize || bs > checksum.MaxBlockSize || size != length || int64(len(sums)) != checksum.Blocks(length, bs) {
+		return kerr.New(kerr.Invalid, "add block sums", PhysPath(s.root, fid),
+			fmt.Sprintf("%d sums of %d-byte blocks for %d bytes; the stripe holds %d", len(sums), bs, length, size))
+	}
+	t := append(checksum.PutSums(sums), encodeFooter(sumsInfo{block: bs, len: length})...)
+	if _, err := f.WriteAt(t, length); err != nil {
+		_ = f.Truncate(length)
+		return s.fail("add block sums", fid, err)
+	}
+	if err := f.Sync(); err != nil {
+		return s.fail("add block sums", fid, err)
+	}
+	return nil
+}
+
+// failIf is fail for a non-nil err, else nil.
+func (s *Store) failIf(op string, fid uint64, err error) error {
+	if err == nil {
+		return nil
+	}
+	return s.fail(op, fid, err)
+}
+
+func (s *Store) MarkDamaged(fid uint64, why string) error {
+	p := PhysPath(s.root, fid)
+	var err error
+	if why == "" {
+		if err = unix.Removexattr(p, xaDamaged); err == unix.ENODATA {
+			err = nil
+		}
+	} else {
+		err = unix.Setxattr(p, xaDamaged, []byte(why), 0)
+	}
+	return s.failIf("mark damaged", fid, err)
+}
 
 func (s *Store) ReadMeta(fid uint64) (backend.Meta, error) {
 	m, err := readMeta(PhysPath(s.root, fid))

@@ -1,6 +1,9 @@
 package posix
 
 import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +15,8 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/backend/backendtest"
+	"github.com/kaon-storage/kaon/internal/bench/cputime"
+	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
@@ -33,6 +38,48 @@ func hooks(o Options) backendtest.Hooks {
 				t.Fatal(err)
 			}
 		},
+		Corrupt: func(t *testing.T, s backend.Store, fid uint64, off int64) {
+			flipByte(t, PhysPath(s.(*Store).Root(), fid), off)
+		},
+		CrashApply: func(t *testing.T, s backend.Store, fid uint64, step string) {
+			st := s.(*Store)
+			st.crashAt = step
+			defer func() { st.crashAt = "" }()
+			if err := st.Apply(fid); !errors.Is(err, errCrash) {
+				t.Fatalf("Apply stopped at %s: %v, want the crash", step, err)
+			}
+		},
+		ApplySteps: []string{"cut", "data", "sums", "footer"},
+		Legacy: func(t *testing.T, s backend.Store, fid uint64) {
+			// A version 1 stripe is its data alone.
+			r, err := s.Open(fid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			size := r.Size()
+			r.Close()
+			if err := os.Truncate(PhysPath(s.(*Store).Root(), fid), size); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+}
+
+// flipByte inverts the byte at off of file p.
+func flipByte(t *testing.T, p string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -58,8 +105,9 @@ func TestSuite(t *testing.T) {
 
 // TestOnDiskFormat: a data directory written by earlier versions (bare
 // "N" marker, stripe files with user.kaon.* xattrs at <%08x fid/10000>/
-// <%08x fid>) is read as it is, and new stripes are written in that same
-// format, so existing data directories keep working.
+// <%08x fid>, data only) is read as it is, and new stripes are written
+// with the same names and xattrs, their data followed by block sums and
+// footer (format.go, version 2), byte for byte.
 func TestOnDiskFormat(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "fs")
 	old := filepath.Join(root, "00000004", "0000a0b3") // fid 41139
@@ -129,6 +177,20 @@ func TestOnDiskFormat(t *testing.T) {
 	}
 	if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("new stripe file: %v %v", st, err)
+	}
+	// "new", crc32c("new") = 0xd743fc2e (the sum of its one block), then
+	// the footer: magic, version 1, block 65536, length 3, 0, its crc32c.
+	golden := "6e6577" + "2efc43d7" + hex.EncodeToString([]byte("KAONSUMS")) + "01000000" + "00000100" +
+		"0300000000000000" + "00000000"
+	b, _ = os.ReadFile(p)
+	if got := hex.EncodeToString(b); len(b) != 3+4+32 || got[:len(golden)] != golden ||
+		binary.LittleEndian.Uint32(b[len(b)-4:]) != checksum.CRC32CSum(b[7:7+28]) {
+		t.Fatalf("new stripe file bytes %s, want %s + footer crc", got, golden)
+	}
+	// The old stripe reads without sums until they are added.
+	r, _ = s.Open(41139)
+	if r.BlockSums() || r.Close() != nil {
+		t.Fatal("a version 1 stripe claims block sums")
 	}
 }
 
@@ -235,5 +297,46 @@ func TestCephLayoutOutsideCephFS(t *testing.T) {
 	err := s.Configure(backend.Settings{CephPool: "kaonfs_ec"})
 	if !kerr.Is(err, kerr.Invalid) || !strings.Contains(err.Error(), "not inside a CephFS") {
 		t.Fatalf("Configure with a CephFS pool on a local disk: %v", err)
+	}
+}
+
+// BenchmarkStripeWrite: writing a 64 MiB stripe in 1 MiB pieces with
+// O_DIRECT, with block sums (a replica) and without (framed: an
+// erasure-coded stripe): the cost of the sums (docs/DESIGN-NOTES.md).
+func BenchmarkStripeWrite(b *testing.B) {
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	for _, framed := range []bool{true, false} {
+		name := "sums"
+		if framed {
+			name = "framed"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := New(filepath.Join(b.TempDir(), "fs"), Options{IO: backend.IODirect})
+			if err := s.Initialize(backend.Identity{FsID: 1, UUID: "u"}); err != nil {
+				b.Fatal(err)
+			}
+			const size = 64 << 20
+			b.SetBytes(size)
+			cpu := cputime.Start()
+			fid := uint64(0)
+			for b.Loop() {
+				fid++
+				w, err := s.Create(fid, backend.CreateOptions{Overlap: true, Framed: framed})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for range size / len(data) {
+					w.Write(data)
+				}
+				if err := w.Finish(backend.Meta{Layout: "plain", Size: size}); err != nil {
+					b.Fatal(err)
+				}
+				s.Remove(fid)
+			}
+			cpu.Report(b, size)
+		})
 	}
 }

@@ -33,6 +33,13 @@
 //	                           backend.Meta, as posix's user.kaon.* xattrs
 //	kaon.length                bytes in the stripe (decimal)
 //	kaon.objsize               S (decimal)
+//	kaon.damaged               why the stripe is known damaged, if it is
+//	                           (set by MarkDamaged, removed by Rewrite)
+//
+// Stripes carry no block sums of Kaon's (unlike posix's): BlueStore sums
+// every block it stores with crc32c and verifies it on every read, a
+// block that fails reading as EIO (and Ceph's own scrub repairs it from
+// the pool's other copies).
 package rados
 
 import (

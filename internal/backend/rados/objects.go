@@ -43,6 +43,7 @@ const (
 	xaPath      = "kaon.path"
 	xaLength    = "kaon.length"
 	xaObjSize   = "kaon.objsize"
+	xaDamaged   = "kaon.damaged" // why the stripe is known damaged (MarkDamaged)
 )
 
 // encodeMeta is the head's xattrs for a finished stripe.

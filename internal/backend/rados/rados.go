@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ceph/go-ceph/rados"
@@ -323,11 +324,67 @@ func (s *Store) head(op string, fid uint64) (*rados.IOContext, backend.Meta, int
 }
 
 func (s *Store) Open(fid uint64) (backend.Reader, error) {
-	ioctx, _, length, objSize, err := s.head("open", fid)
+	ioctx, err := s.io()
 	if err != nil {
 		return nil, err
 	}
-	return &reader{s: s, io: ioctx, fid: fid, length: length, objSize: objSize, unit: min(objSize, readUnit)}, nil
+	name := headName(fid)
+	xa, err := ioctx.ListXattrs(name)
+	if err != nil {
+		return nil, s.fail("open", name, err)
+	}
+	_, length, objSize, err := decodeMeta(xa)
+	if err != nil {
+		return nil, kerr.Wrap(kerr.IO, "open", s.where+"/"+name, err)
+	}
+	return &reader{s: s, io: ioctx, fid: fid, length: length, objSize: objSize, unit: min(objSize, readUnit),
+		damaged: string(xa[xaDamaged])}, nil
+}
+
+// Rewrite writes p over the objects holding [off, off+len(p)). There are
+// no sums to recompute: BlueStore keeps its own per block.
+func (s *Store) Rewrite(fid uint64, off int64, p []byte) error {
+	ioctx, _, length, objSize, err := s.head("rewrite", fid)
+	if err != nil {
+		return err
+	}
+	if end := off + int64(len(p)); off < 0 || end > length {
+		return kerr.New(kerr.Invalid, "rewrite", s.where+"/"+headName(fid), fmt.Sprintf("bytes %d-%d are outside the stripe's %d", off, end-1, length))
+	}
+	for len(p) > 0 {
+		obj, in := off/objSize, off%objSize
+		n := min(int64(len(p)), objSize-in)
+		name := objectName(fid, obj)
+		if err := ioctx.Write(name, p[:n], uint64(in)); err != nil {
+			return s.fail("rewrite", name, err)
+		}
+		p, off = p[n:], off+n
+	}
+	return s.MarkDamaged(fid, "")
+}
+
+// AddBlockSums adds nothing: every block of a RADOS object is summed and
+// verified by BlueStore (bluestore_csum_type, crc32c by default).
+func (s *Store) AddBlockSums(uint64, int, []uint32, int64) error { return nil }
+
+func (s *Store) MarkDamaged(fid uint64, why string) error {
+	ioctx, err := s.io()
+	if err != nil {
+		return err
+	}
+	name := headName(fid)
+	if why == "" {
+		err = ioctx.RmXattr(name, xaDamaged)
+		if e, ok := errnoOf(err); ok && e == syscall.ENODATA {
+			err = nil
+		}
+	} else {
+		err = ioctx.SetXattr(name, xaDamaged, []byte(why))
+	}
+	if err != nil {
+		return s.fail("mark damaged", name, err)
+	}
+	return nil
 }
 
 // readUnit is what a reader fetches at once; it reads the next unit ahead
@@ -344,10 +401,17 @@ type reader struct {
 	objSize int64
 	unit    int64
 
+	damaged string
+
 	mu        sync.Mutex
 	cur, next *chunk
 	closed    bool
 }
+
+// BlockSums is true: BlueStore verifies every block it reads (a block
+// that fails comes back as EIO).
+func (r *reader) BlockSums() bool { return true }
+func (r *reader) Damaged() string { return r.damaged }
 
 type chunk struct {
 	off  int64

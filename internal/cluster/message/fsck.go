@@ -66,10 +66,10 @@ type FsckStripe struct {
 	// be opened, DiskErr says why).
 	DiskSize int64  `json:"disk_size"`
 	DiskErr  string `json:"disk_err,omitempty"`
-	// Scrub results (when the scan re-read the data): the whole-file
-	// checksum of a replica recomputed from its bytes differs from its
-	// metadata (SumErr), or frames of an erasure-coded stripe fail their
-	// crc32c (BlockErr).
+	// Scrub results (when the scan re-read the data): blocks of a replica
+	// or frames of an erasure-coded stripe fail their crc32c (BlockErr),
+	// or, every block verifying, the whole-file checksum of a replica
+	// recomputed from its bytes differs from its metadata (SumErr).
 	Scrubbed bool   `json:"scrubbed,omitempty"`
 	SumErr   string `json:"sum_err,omitempty"`
 	BlockErr string `json:"block_err,omitempty"`
@@ -125,10 +125,16 @@ type Leftovers interface {
 // capability of the file (its layout, size, checksums and every stripe's
 // filesystem and server); Rebuild lists the stripe indices to rebuild,
 // each on a filesystem of that storage server.
+//
+// ReadDamage marks the repair of damage a read found (a storage server
+// asking the holder of a stripe whose frames failed): a stripe is then
+// rebuilt only where it still is, with the file's metadata (one moved or
+// deleted since the read is left alone).
 type RepairJob struct {
-	Fid     uint64 `json:"fid"`
-	Token   string `json:"token"`
-	Rebuild []int  `json:"rebuild"`
+	Fid        uint64 `json:"fid"`
+	Token      string `json:"token"`
+	Rebuild    []int  `json:"rebuild"`
+	ReadDamage bool   `json:"read_damage,omitempty"`
 }
 
 // Latency is one filesystem's I/O latency over the storage server's

@@ -12,6 +12,13 @@ package message
 type MoveOrder struct {
 	Token string `json:"token"`
 	Rate  int64  `json:"rate,omitempty"` // bytes per second at most (0: no cap)
+	// Yield makes the copy give way to the storage server's client
+	// streams (a rebuild at its default rate): while any runs, such
+	// copies run one at a time, at most a third of the time.
+	Yield bool `json:"yield,omitempty"`
+	// Avoid are stripes not to read: their filesystems are down, offline
+	// or lost, as the namespace knows (probing them would only wait).
+	Avoid []int `json:"avoid,omitempty"`
 }
 
 // How a stripe was moved (MoveResult.How).

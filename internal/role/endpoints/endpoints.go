@@ -24,7 +24,7 @@ type Endpoints struct {
 	Roots    string `json:"roots,omitempty"`
 	FSTHTTPS string `json:"fst_https,omitempty"`
 	FSTRoots string `json:"fst_roots,omitempty"`
-	CA       string `json:"ca,omitempty"`     // the local CA's certificate (.pem)
+	CA       string `json:"ca,omitempty"`     // the certificate of the CA that signed the host certificate
 	CADir    string `json:"ca_dir,omitempty"` // trusted CAs, hashed layout
 	PID      int    `json:"pid"`
 }

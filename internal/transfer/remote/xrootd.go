@@ -2,23 +2,28 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
-
-	"go-hep.org/x/hep/xrootd"
-	"go-hep.org/x/hep/xrootd/xrdfs"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/transfer"
+	"github.com/kaon-storage/kaon/internal/xrootd"
 )
 
-// XRootD makes root:// sources under one Policy (the address is resolved
-// and checked here, then handed to the client as an IP, so the client
-// cannot be steered elsewhere by a second resolution).
+// XRootD makes root:// sources under one Policy: every address the
+// client connects to (the source, and any redirect) is resolved and
+// checked by it, then dialled as an IP, so the client cannot be steered
+// elsewhere by a second resolution.
 type XRootD struct {
 	Policy *Policy
 	User   string // login name (default "kaon")
+	// Auth are the security protocols the client logs in with when a
+	// source asks for them (gsi with the host certificate); otherwise,
+	// and when none is offered that it has, unix.
+	Auth []xrootd.ClientAuth
 	// Chunk and Depth shape the reads: Depth requests of Chunk bytes in
 	// flight (defaults 2 MiB and 4).
 	Chunk int
@@ -47,34 +52,30 @@ type xrdSource struct {
 func (s *xrdSource) String() string { return "root://" + s.hostport + "/" + s.path }
 
 func (s *xrdSource) Open(ctx context.Context) (transfer.Reader, error) {
-	addr, err := s.x.Policy.Resolve(ctx, s.hostport)
-	if err != nil {
-		return nil, err
+	dial := func(ctx context.Context, hostport string) (net.Conn, error) {
+		addr, err := s.x.Policy.Resolve(ctx, hostport)
+		if err != nil {
+			return nil, err
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
 	}
-	user := s.x.User
-	if user == "" {
-		user = "kaon"
-	}
-	cli, err := xrootd.NewClient(ctx, addr, user)
+	cli, err := xrootd.Dial(ctx, s.hostport, xrootd.ClientConfig{User: s.x.User, Dial: dial, Auth: s.x.Auth})
 	if err != nil {
+		var ke *kerr.Error
+		if errors.As(err, &ke) { // refused by the policy
+			return nil, err
+		}
 		return nil, kerr.Wrap(kerr.Unavailable, "connect", s.String(), err)
 	}
 	p := s.path
 	if s.opaque != "" {
 		p += "?" + s.opaque
 	}
-	// The size comes with the open (kXR_retstat): a stat of the handle
-	// is refused by xrootd 5.5 as go-hep encodes it.
-	f, err := cli.FS().Open(ctx, p, xrdfs.OpenModeOwnerRead, xrdfs.OpenOptionsOpenRead|xrdfs.OpenOptionsReturnStatus)
+	f, err := cli.OpenRead(ctx, p)
 	if err != nil {
 		cli.Close()
 		return nil, xrdError("open", s.String(), err)
-	}
-	st := f.Info()
-	if st == nil {
-		f.Close(ctx)
-		cli.Close()
-		return nil, kerr.New(kerr.IO, "open", s.String(), "the server did not return the file's size")
 	}
 	chunk, depth := s.x.Chunk, s.x.Depth
 	if chunk <= 0 {
@@ -83,7 +84,7 @@ func (s *xrdSource) Open(ctx context.Context) (transfer.Reader, error) {
 	if depth <= 0 {
 		depth = 4
 	}
-	r := &xrdReader{ctx: ctx, cli: cli, f: f, size: st.EntrySize, sums: s.sums, name: s.String(), chunk: chunk}
+	r := &xrdReader{ctx: ctx, cli: cli, f: f, size: f.Size, sums: s.sums, name: s.String(), chunk: chunk}
 	for i := 0; i < depth; i++ {
 		r.issue()
 	}
@@ -94,7 +95,7 @@ func (s *xrdSource) Open(ctx context.Context) (transfer.Reader, error) {
 type xrdReader struct {
 	ctx   context.Context
 	cli   *xrootd.Client
-	f     xrdfs.File
+	f     *xrootd.RemoteFile
 	size  int64
 	sums  map[string]string
 	name  string
@@ -125,7 +126,7 @@ func (r *xrdReader) issue() {
 	r.pending = append(r.pending, ch)
 	go func() {
 		b := make([]byte, n)
-		got, err := r.f.ReadAtContext(r.ctx, b, off)
+		got, err := r.f.ReadAt(r.ctx, b, off)
 		if err == nil && int64(got) != n {
 			err = fmt.Errorf("short read at %d: %d of %d bytes", off, got, n)
 		}
@@ -161,6 +162,7 @@ func (r *xrdReader) Close() error {
 	}
 	r.pending = nil
 	err := r.f.Close(context.WithoutCancel(r.ctx))
+	r.f.Conn().Close() // the redirect's target, if any
 	r.cli.Close()
 	return err
 }
@@ -170,13 +172,15 @@ func (r *xrdReader) Checksums() map[string]string { return r.sums }
 
 // xrdError maps a root:// error to a Kaon error naming the remote.
 func xrdError(op, name string, err error) error {
-	msg := err.Error()
 	k := kerr.IO
+	var se *xrootd.ServerError
+	var ke *kerr.Error
 	switch {
-	case strings.Contains(msg, "kXR_NotFound") || strings.Contains(strings.ToLower(msg), "no such file"):
+	case errors.As(err, &ke): // the policy refused a redirect
+		k = ke.Kind
+	case errors.As(err, &se) && se.NotFound():
 		k = kerr.NotFound
-	case strings.Contains(msg, "kXR_NotAuthorized") || strings.Contains(strings.ToLower(msg), "permission denied") ||
-		strings.Contains(strings.ToLower(msg), "authorization"):
+	case errors.As(err, &se) && se.NotAuthorized(), strings.Contains(err.Error(), "authentication failed"):
 		k = kerr.Permission
 	}
 	return kerr.Wrap(k, op, name, err)
