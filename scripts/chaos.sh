@@ -2,9 +2,11 @@
 # The chaos suite (integration/chaos): clients write, update, rename,
 # delete and read over HTTP and root:// while faults are injected at
 # random (kill -9 of namespace servers, storage servers and etcd members,
-# SIGSTOP of the active namespace server beyond its lease, a slow disk, a
-# disk returning EIO that is then rebuilt); after healing, a checker
-# compares what the clients were told with what is stored.
+# SIGSTOP of the active namespace server beyond its lease, a partition of
+# one from etcd (etcd runs in a network namespace the test makes: root
+# only), a slow disk, a disk returning EIO that is then rebuilt); after
+# healing, a checker compares what the clients were told with what is
+# stored, and that no two namespace servers accepted writes in one term.
 #
 #   scripts/chaos.sh [--seconds N] [--seed S] [--clients C] [--sabotage]
 #

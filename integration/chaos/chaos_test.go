@@ -6,10 +6,12 @@
 // seeded with -chaos.seed injects faults one after another: kill -9 of
 // a namespace server (active or standby), a storage server or an etcd
 // member, SIGSTOP of the active namespace server beyond its lease, a
-// partition of a namespace server from etcd beyond its lease (each
-// reaches etcd through TCP links the test cuts: harness.Link), a slow
-// disk, and once a disk whose every operation fails with EIO (it
-// is declared lost and rebuilt). Every operation is recorded with what
+// partition of a namespace server from etcd beyond its lease (etcd's
+// members run in a network namespace the test makes, each namespace
+// server reaches it through a veth link of its own, taken down:
+// harness.Netns; the suite needs root), a slow disk, and once a disk
+// whose every operation fails with EIO (it is declared lost and
+// rebuilt). Every operation is recorded with what
 // the client was told. At the end, once healed, the checker (not the
 // scheduler) decides: every path must hold exactly what the last
 // acknowledged operation left (an acknowledged write byte-exact with its
@@ -18,9 +20,14 @@
 // it or the state after it, never anything in between; every file has
 // its full redundancy again, none on the lost disk.
 //
-// That no two namespace servers accepted writes in one term is checked
-// through its consequence: a write acknowledged by a deposed server
-// would be missing or overwritten at the end.
+// No two namespace servers accepted writes in one term: every audit log
+// record names the HA term of the server that wrote it (AuditRecord.Term),
+// and the checker reads both servers' logs and fails on a term two of
+// them accepted mutations in, or a mutation with no term. It prints how
+// many acknowledged writes it found a commit record of
+// (writes_with_term=N/M: a record still queued when its server was
+// killed is lost with it). A write acknowledged by a deposed server
+// would also show as missing or overwritten content at the end.
 //
 // It runs only when -chaos.seconds is set (CI runs 20 s of faults,
 // 1.5 minutes in all, scripts/test.sh):
@@ -32,6 +39,7 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -51,6 +59,7 @@ import (
 	"github.com/kaon-storage/kaon/integration/harness"
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/layout"
+	"github.com/kaon-storage/kaon/internal/nsserver"
 )
 
 var (
@@ -73,9 +82,9 @@ type cluster struct {
 	t       *testing.T
 	etcd    *etcdtest.Cluster
 	mgms    []*harness.Process
-	links   [][]*harness.Link // namespace server i reaches etcd through links[i]
-	http    []string          // namespace servers' URLs (fixed ports: restarts keep them)
-	xrd     []string          // their root:// host:port
+	links   []*harness.NetLink // namespace server i reaches etcd through links[i]
+	http    []string           // namespace servers' URLs (fixed ports: restarts keep them)
+	xrd     []string           // their root:// host:port
 	fsts    []*harness.Process
 	eio     string // control file of the fault layer of the disk that dies
 	slow    string // control file of the fault layer of the disk that slows
@@ -84,15 +93,27 @@ type cluster struct {
 }
 
 func startCluster(t *testing.T) *cluster {
-	c := &cluster{t: t, etcd: etcdtest.Start(t, 3)}
+	// etcd's members run in a network namespace of their own, the test
+	// reaches them through one link, each namespace server through
+	// another.
+	etcdNet := harness.NewNetns(t)
+	own := etcdNet.Link()
+	c := &cluster{t: t}
+	for range 2 {
+		c.links = append(c.links, etcdNet.Link())
+	}
+	c.etcd = etcdtest.StartWith(t, 3, etcdtest.Options{Wrap: etcdNet.Wrap, Host: own.Inside})
 	ports := harness.FreePorts(t, 4)
 	var key string
 	for i := range 2 {
 		c.http = append(c.http, fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]))
 		c.xrd = append(c.xrd, fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]))
 		dir := t.TempDir()
-		links, meta := harness.NewLinks(t, c.etcd.Endpoints())
-		c.links = append(c.links, links)
+		var hosts []string
+		for _, ep := range c.etcd.EndpointsAt(c.links[i].Inside) {
+			hosts = append(hosts, strings.TrimPrefix(ep, "http://"))
+		}
+		meta := "etcd://" + strings.Join(hosts, ",")
 		args := []string{"mgm", "--data", dir, "--http", strings.TrimPrefix(c.http[i], "http://"), "--xrootd", c.xrd[i],
 			"--meta", meta, "--meta-lease", lease.String(), "--meta-txn-ops", strconv.Itoa(etcdtest.MaxTxnOps),
 			"--meta-request-bytes", strconv.Itoa(etcdtest.MaxRequestBytes), "--rebuild-after", "5s", "--cap-ttl", "10s"}
@@ -242,6 +263,7 @@ type history struct {
 	failed map[string]int // those by kind
 	reads  int            // reads compared
 	bad    []string
+	wrote  []string // paths of acknowledged writes, in order
 }
 
 func (h *history) set(p string, r *record) {
@@ -358,6 +380,11 @@ func (cl *client) write(p string, before state) {
 		_, err = run("PUT "+p, time.Minute, "curl", "-sS", "-f", "-L", "-T", local, cl.c.http[i]+p)
 	}
 	cl.done(err, p, before, state{true, b})
+	if err == nil {
+		cl.h.mu.Lock()
+		cl.h.wrote = append(cl.h.wrote, p)
+		cl.h.mu.Unlock()
+	}
 	op := "create"
 	if before.there {
 		op = "update"
@@ -464,14 +491,10 @@ var faults = []fault{
 	}},
 	{"partition of a namespace server from etcd beyond its lease", func(c *cluster, rng *rand.Rand) (string, func()) {
 		i := rng.IntN(len(c.mgms))
-		for _, k := range c.links[i] {
-			k.SetCut(true)
-		}
+		c.links[i].SetUp(false)
 		time.Sleep(lease + time.Second)
-		return fmt.Sprintf("namespace server %d (cut %v before this)", i, lease+time.Second), func() {
-			for _, k := range c.links[i] {
-				k.SetCut(false)
-			}
+		return fmt.Sprintf("namespace server %d (its link to etcd's network namespace down %v before this)", i, lease+time.Second), func() {
+			c.links[i].SetUp(true)
 		}
 	}},
 	{"slow disk", func(c *cluster, rng *rand.Rand) (string, func()) {
@@ -555,15 +578,91 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	lost := check(t, c, h)
+	acc, err := readAudit(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	terms, attributed := map[uint64]bool{}, 0
+	committed := map[string]bool{}
+	for _, a := range acc {
+		if !terms[a.term] {
+			t.Logf("term %d: first mutation accepted by namespace server %d at %s", a.term, a.server, a.at.Format("15:04:05.000"))
+		}
+		terms[a.term] = true
+		if a.op == "commit" {
+			committed[a.path] = true
+		}
+	}
+	for _, p := range h.wrote {
+		if committed[p] {
+			attributed++
+		}
+	}
+	for _, v := range splitBrain(acc) {
+		t.Log("violation: " + v)
+		lost++
+	}
 	nfaults := 0
 	for _, n := range injected {
 		nfaults += n
 	}
-	fmt.Printf("chaos: seed=%d acknowledged=%d unacknowledged=%d %v reads=%d faults=%d %v files_checked=%d lost=%d\n",
-		*seed, h.acked, h.unack, h.failed, h.reads, nfaults, injected, len(h.paths), lost)
+	fmt.Printf("chaos: seed=%d acknowledged=%d unacknowledged=%d %v reads=%d faults=%d %v files_checked=%d terms=%d writes_with_term=%d/%d lost=%d\n",
+		*seed, h.acked, h.unack, h.failed, h.reads, nfaults, injected, len(h.paths), len(terms), attributed, len(h.wrote), lost)
 	if lost > 0 {
 		t.Errorf("lost=%d (seed %d)", lost, *seed)
 	}
+}
+
+// accepted is a mutation a namespace server recorded as done in its
+// audit log (commit: an upload made visible), with the HA term it held.
+type accepted struct {
+	server   int
+	term     uint64
+	op, path string
+	at       time.Time
+}
+
+// readAudit reads every namespace server's audit log.
+func readAudit(c *cluster) ([]accepted, error) {
+	var acc []accepted
+	for i, m := range c.mgms {
+		b, err := os.ReadFile(filepath.Join(m.Dir, "audit.log"))
+		if err != nil {
+			return nil, fmt.Errorf("namespace server %d's audit log: %v", i, err)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var r nsserver.AuditRecord
+			if json.Unmarshal([]byte(l), &r) != nil || r.Result != "ok" {
+				continue // a line cut by kill -9, or a refusal
+			}
+			acc = append(acc, accepted{server: i, term: r.Term, op: r.Op, path: r.Path, at: r.Time})
+		}
+	}
+	return acc, nil
+}
+
+// splitBrain returns a violation for every term in which two namespace
+// servers accepted mutations (terms are leaderships won in etcd: one
+// server each), and for every mutation accepted with no term (one the
+// check cannot place).
+func splitBrain(acc []accepted) []string {
+	var v []string
+	first := map[uint64]accepted{}
+	for _, a := range acc {
+		if a.term == 0 {
+			v = append(v, fmt.Sprintf("namespace server %d accepted %s %s at %v with no HA term", a.server, a.op, a.path, a.at))
+			continue
+		}
+		f, ok := first[a.term]
+		if !ok {
+			first[a.term] = a
+		} else if f.server != a.server {
+			v = append(v, fmt.Sprintf("term %d: namespace server %d accepted %s %s at %v and namespace server %d accepted %s %s at %v",
+				a.term, f.server, f.op, f.path, f.at, a.server, a.op, a.path, a.at))
+			first[a.term] = a // one violation per change of server
+		}
+	}
+	return v
 }
 
 // check compares every path's content with what its record accepts and

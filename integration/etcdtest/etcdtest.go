@@ -40,8 +40,22 @@ type Cluster struct {
 	t       testing.TB
 	dir     string
 	token   string
-	flags   []string // added to every member's command line
+	opt     Options
 	members []*member
+}
+
+// Options are how StartWith runs the members.
+type Options struct {
+	// Flags are added to every member's command line.
+	Flags []string
+	// Wrap, if set, turns each member's command line into the one that
+	// runs it (e.g. inside a network namespace: harness.Netns.Wrap; it
+	// must exec the member, keeping its pid, as nsenter does).
+	Wrap func(name string, args []string) (string, []string)
+	// Host, if set, is the address the members are reached at (an
+	// address of their network namespace): they listen for clients on
+	// every address there and talk to each other on its loopback.
+	Host string
 }
 
 type member struct {
@@ -59,23 +73,34 @@ type member struct {
 // "1000": a test that depends on etcd's timings sets them).
 func Start(t testing.TB, n int, flags ...string) *Cluster {
 	t.Helper()
+	return StartWith(t, n, Options{Flags: flags})
+}
+
+// StartWith starts an n-member cluster as o says and waits until it has
+// a leader.
+func StartWith(t testing.TB, n int, o Options) *Cluster {
+	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		t.Fatalf("etcd not found (%v): scripts/deps.sh installs Debian's etcd-server", err)
 	}
 	var lastErr error
 	for try := 0; try < 3; try++ { // a free port can be taken by another process before etcd binds it
-		c := &Cluster{t: t, dir: t.TempDir(), token: fmt.Sprintf("kaon-test-%d-%d", os.Getpid(), time.Now().UnixNano()), flags: flags}
+		c := &Cluster{t: t, dir: t.TempDir(), token: fmt.Sprintf("kaon-test-%d-%d", os.Getpid(), time.Now().UnixNano()), opt: o}
 		ports, err := freePorts(2 * n)
 		if err != nil {
 			t.Fatal(err)
+		}
+		host := "127.0.0.1"
+		if o.Host != "" {
+			host = o.Host
 		}
 		var initial []string
 		for i := 0; i < n; i++ {
 			m := &member{
 				name:      fmt.Sprintf("m%d", i),
 				dir:       filepath.Join(c.dir, fmt.Sprintf("m%d", i)),
-				clientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
+				clientURL: "http://" + net.JoinHostPort(host, fmt.Sprint(ports[2*i])),
 				peerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
 				log:       &syncBuf{},
 			}
@@ -83,7 +108,7 @@ func Start(t testing.TB, n int, flags ...string) *Cluster {
 			initial = append(initial, m.name+"="+m.peerURL)
 		}
 		for _, m := range c.members {
-			m.start(t, bin, strings.Join(initial, ","), c.token, flags)
+			m.start(t, bin, strings.Join(initial, ","), c.token, o)
 		}
 		if lastErr = c.waitHealthy(c.members...); lastErr == nil {
 			t.Cleanup(c.stopAll)
@@ -95,17 +120,25 @@ func Start(t testing.TB, n int, flags ...string) *Cluster {
 	return nil
 }
 
-func (m *member) start(t testing.TB, bin, initial, token string, flags []string) {
+func (m *member) start(t testing.TB, bin, initial, token string, o Options) {
+	listen := m.clientURL
+	if o.Host != "" {
+		listen = "http://0.0.0.0:" + m.clientURL[strings.LastIndex(m.clientURL, ":")+1:]
+	}
 	args := []string{
 		"--name", m.name, "--data-dir", m.dir,
-		"--listen-client-urls", m.clientURL, "--advertise-client-urls", m.clientURL,
+		"--listen-client-urls", listen, "--advertise-client-urls", m.clientURL,
 		"--listen-peer-urls", m.peerURL, "--initial-advertise-peer-urls", m.peerURL,
 		"--initial-cluster", initial, "--initial-cluster-state", "new", "--initial-cluster-token", token,
 		"--max-txn-ops", fmt.Sprint(MaxTxnOps), "--max-request-bytes", fmt.Sprint(MaxRequestBytes),
 		"--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn",
 	}
-	args = append(args, flags...)
-	cmd := exec.Command(bin, args...)
+	args = append(args, o.Flags...)
+	name := bin
+	if o.Wrap != nil {
+		name, args = o.Wrap(name, args)
+	}
+	cmd := exec.Command(name, args...)
 	for _, kv := range os.Environ() { // ETCD_* variables would override flags
 		if !strings.HasPrefix(kv, "ETCD") {
 			cmd.Env = append(cmd.Env, kv)
@@ -113,7 +146,7 @@ func (m *member) start(t testing.TB, bin, initial, token string, flags []string)
 	}
 	cmd.Stdout, cmd.Stderr = m.log, m.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	fmt.Fprintf(m.log, "=== start %s: etcd %s\n", m.name, strings.Join(args, " "))
+	fmt.Fprintf(m.log, "=== start %s: %s %s\n", m.name, name, strings.Join(args, " "))
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start etcd member %s: %v", m.name, err)
 	}
@@ -176,6 +209,17 @@ func (c *Cluster) Endpoints() []string {
 	var eps []string
 	for _, m := range c.members {
 		eps = append(eps, m.clientURL)
+	}
+	return eps
+}
+
+// EndpointsAt returns every member's client URL with host in place of
+// Options.Host (the address the members are reached at through another
+// link of their network namespace).
+func (c *Cluster) EndpointsAt(host string) []string {
+	var eps []string
+	for _, m := range c.members {
+		eps = append(eps, "http://"+net.JoinHostPort(host, m.clientURL[strings.LastIndex(m.clientURL, ":")+1:]))
 	}
 	return eps
 }
@@ -290,7 +334,7 @@ func (c *Cluster) StartMember(i int, wait bool) {
 	for _, o := range c.members {
 		initial = append(initial, o.name+"="+o.peerURL)
 	}
-	m.start(c.t, bin, strings.Join(initial, ","), c.token, c.flags)
+	m.start(c.t, bin, strings.Join(initial, ","), c.token, c.opt)
 	if wait {
 		if err := c.waitHealthy(m); err != nil {
 			c.t.Fatal(err)

@@ -134,6 +134,18 @@ func TestFrozenActiveServerIsFenced(t *testing.T) {
 	}
 	in.checkFile(in.http[0], "/before.bin", data)
 	in.checkFile(in.http[0], "/during.bin", data)
+	// Each server's audit log names the term it committed in: server 0's
+	// upload before the freeze in one, server 1's during it in a later
+	// one (the chaos suite's split-brain check rests on this).
+	var before, during uint64
+	in.eventually("the audit logs to name the terms of both uploads", 30*time.Second, func() error {
+		before, during = in.commitTerm(0, "/before.bin"), in.commitTerm(1, "/during.bin")
+		if before == 0 || during <= before {
+			return fmt.Errorf("commit of /before.bin on server 0 in term %d, of /during.bin on server 1 in term %d", before, during)
+		}
+		return nil
+	})
+	t.Logf("terms: server 0 committed in %d, server 1 in %d", before, during)
 }
 
 // kill -9 of the active server during 16 parallel uploads: every upload

@@ -8,6 +8,7 @@ package ha
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"hash/adler32"
 	"os"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/kaon-storage/kaon/integration/etcdtest"
 	"github.com/kaon-storage/kaon/integration/harness"
+	"github.com/kaon-storage/kaon/internal/nsserver"
 )
 
 // lease is the namespace servers' --meta-lease in these tests: a dead
@@ -41,6 +43,7 @@ type instance struct {
 	xrd   []string // their root:// host:port
 	fst   *harness.Process
 	fsDir []string
+	links []*harness.NetLink // with options.netns: namespace server i reaches etcd through links[i]
 }
 
 // options change what newInstanceWith starts.
@@ -49,6 +52,9 @@ type options struct {
 	meta      func(in *instance, i int) string // --meta of namespace server i (default in.meta)
 	lease     time.Duration                    // --meta-lease (default lease)
 	mgmFlags  []string                         // added to every namespace server's command line
+	// netns runs etcd in a network namespace of its own, reached by each
+	// namespace server through a link of its own (instance.links).
+	netns bool
 }
 
 // newInstance starts etcd, n namespace servers (the first one alone, so it
@@ -56,12 +62,26 @@ type options struct {
 func newInstance(t *testing.T, n int) *instance { return newInstanceWith(t, n, options{}) }
 
 func newInstanceWith(t *testing.T, n int, o options) *instance {
-	in := &instance{t: t, etcd: etcdtest.Start(t, 3, o.etcdFlags...)}
-	var hosts []string
-	for _, ep := range in.etcd.Endpoints() {
-		hosts = append(hosts, strings.TrimPrefix(ep, "http://"))
+	in := &instance{t: t}
+	metaAt := func(eps []string) string {
+		var hosts []string
+		for _, ep := range eps {
+			hosts = append(hosts, strings.TrimPrefix(ep, "http://"))
+		}
+		return "etcd://" + strings.Join(hosts, ",")
 	}
-	in.meta = "etcd://" + strings.Join(hosts, ",")
+	if o.netns {
+		ns := harness.NewNetns(t)
+		own := ns.Link()
+		for range n {
+			in.links = append(in.links, ns.Link())
+		}
+		in.etcd = etcdtest.StartWith(t, 3, etcdtest.Options{Flags: o.etcdFlags, Wrap: ns.Wrap, Host: own.Inside})
+		o.meta = func(in *instance, i int) string { return metaAt(in.etcd.EndpointsAt(in.links[i].Inside)) }
+	} else {
+		in.etcd = etcdtest.Start(t, 3, o.etcdFlags...)
+	}
+	in.meta = metaAt(in.etcd.Endpoints())
 	ports := harness.FreePorts(t, 2*n)
 	for i := 0; i < n; i++ {
 		in.http = append(in.http, fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]))
@@ -288,4 +308,18 @@ func (in *instance) stripes() int {
 		})
 	}
 	return n
+}
+
+// commitTerm is the HA term of the last upload of path that namespace
+// server i's audit log records as committed (0: none).
+func (in *instance) commitTerm(i int, path string) uint64 {
+	b, _ := os.ReadFile(filepath.Join(in.mgms[i].Dir, "audit.log"))
+	var term uint64
+	for _, l := range strings.Split(string(b), "\n") {
+		var r nsserver.AuditRecord
+		if json.Unmarshal([]byte(l), &r) == nil && r.Op == "commit" && r.Path == path && r.Result == "ok" {
+			term = r.Term
+		}
+	}
+	return term
 }

@@ -74,3 +74,43 @@ func TestDeposedServerStopsReadsFirst(t *testing.T) {
 		t.Fatalf("stat /before at server 1: %d %s %v", code, body, err)
 	}
 }
+
+// An active server partitioned from etcd at the network layer (etcd in a
+// network namespace of its own, the server's link to it down: its
+// packets dropped, its connections left open) is replaced once its
+// lease lapses; a write sent to it meanwhile is refused, never applied;
+// once the link is up again it is a standby naming its successor, and
+// the audit logs name a later term for the successor's commits than for
+// its own.
+func TestPartitionedActiveServerIsReplaced(t *testing.T) {
+	in := newInstanceWith(t, 2, options{netns: true})
+	in.waitActive(0, "server 0 is active")
+	local, data := randomFile(t, 64<<10)
+	in.putRetry(in.http[0], local, "/before.bin", "upload before the partition")
+
+	in.links[0].SetUp(false)
+	in.down[0] = true // it cannot tell who is active
+	in.waitActive(1, "server 1 takes over from the partitioned server 0")
+	in.putRetry(in.http[1], local, "/during.bin", "upload through the new active server")
+	code, body, err := apiCall(http.MethodPost, in.http[0], "mkdir", url.Values{"path": {"/at-partitioned"}})
+	if err == nil && code == 200 {
+		t.Fatalf("the partitioned server applied a write: %d %s", code, body)
+	}
+	t.Logf("write sent to the partitioned server: %d %s %v", code, strings.TrimSpace(body), err)
+
+	in.links[0].SetUp(true)
+	in.down[0] = false
+	in.waitActive(1, "server 0, reconnected, is a standby naming server 1")
+	if o, _, code := in.kaon(in.http[1], "stat", "/at-partitioned"); code == 0 {
+		t.Fatalf("the write sent to the partitioned server is visible: %s", o)
+	}
+	in.checkFile(in.http[0], "/before.bin", data)
+	in.checkFile(in.http[0], "/during.bin", data)
+	in.eventually("the audit logs to name the terms of both uploads", 30*time.Second, func() error {
+		before, during := in.commitTerm(0, "/before.bin"), in.commitTerm(1, "/during.bin")
+		if before == 0 || during <= before {
+			return fmt.Errorf("commit of /before.bin on server 0 in term %d, of /during.bin on server 1 in term %d", before, during)
+		}
+		return nil
+	})
+}

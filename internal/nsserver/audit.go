@@ -31,6 +31,11 @@ type AuditRecord struct {
 	Target   string    `json:"target,omitempty"` // a rename's destination
 	Result   string    `json:"result"`           // "ok" or the error kind
 	Error    string    `json:"error,omitempty"`
+	// Term is the HA term of the server that decided (Config.Term, the
+	// leadership it won: no two servers hold one term), omitted for an
+	// embedded engine: two servers' records of one term name a split
+	// brain (the chaos suite checks).
+	Term uint64 `json:"term,omitempty"`
 }
 
 // AuditLog is an audit log file written in the background: Write queues
@@ -124,7 +129,7 @@ func (s *Server) audit(ctx context.Context, p auth.Principal, op, path, target s
 		return err
 	}
 	r := AuditRecord{Time: s.now().UTC(), User: p.Name, UID: p.UID, GID: p.GID, Method: p.Method,
-		Protocol: auth.Protocol(ctx), Op: op, Path: path, Target: target, Result: "ok"}
+		Protocol: auth.Protocol(ctx), Op: op, Path: path, Target: target, Result: "ok", Term: s.cfg.Term}
 	if err != nil {
 		r.Result, r.Error = kerr.KindOf(err).String(), err.Error()
 		s.refusals.add(r, err)
