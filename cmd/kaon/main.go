@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -130,7 +131,21 @@ local all-in-one's DATA/endpoints.json.`,
 	return root
 }
 
-func main() { os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	if filepath.Base(os.Args[0]) == "mount.kaon" { // mount(8)'s helper
+		args, err := mountHelperArgs(os.Args[1:])
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "mount.kaon: %v\n", err)
+			os.Exit(1)
+		}
+		if args == nil {
+			os.Exit(0) // -f: a fake mount
+		}
+		// The daemon re-executes the binary with os.Args[1:].
+		os.Args = append(os.Args[:1:1], args...)
+	}
+	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 // execute runs the command line args and returns the exit status.
 func execute(args []string, stdout, stderr io.Writer) int {

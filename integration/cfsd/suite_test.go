@@ -17,7 +17,8 @@ var variants = []struct {
 // plain directory here) can. Not Presents: cfsd keeps its state
 // directory (.kaon-cfsd) in the backend and hides it, so a walk of the
 // tree below would find an entry the mount does not show.
-var cfsdCaps = fusetest.Caps{Writable: true, InTree: true, HardLinks: true, Xattrs: true, Locks: true, ACL: true, NonRoot: true}
+var cfsdCaps = fusetest.Caps{Writable: true, InTree: true, HardLinks: true, Xattrs: true, Locks: true, ACL: true, NonRoot: true,
+	Symlinks: true, Special: true, Utimes: true, Holes: true, Exchange: true, LongPaths: true}
 
 // TestSuite runs the shared FUSE suite (integration/fusetest) on `kaon
 // cfsd mount` with the tree as its backend, plain and with the recycle

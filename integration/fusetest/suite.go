@@ -37,6 +37,20 @@ type Caps struct {
 	// Atimes: access times are the tree's and metadata answers leave them
 	// so (compared by scenario tree).
 	Atimes bool
+	// Symlinks: symlink(2), readlink, lchown and utimensat on a link.
+	Symlinks bool
+	// Special: fifos (mkfifo) and other special files.
+	Special bool
+	// Utimes: explicit access and modification times (utimensat).
+	Utimes bool
+	// Holes: sparse files (a write far past the end allocates little;
+	// SEEK_DATA/SEEK_HOLE find the data).
+	Holes bool
+	// Exchange: renameat2 RENAME_EXCHANGE.
+	Exchange bool
+	// LongPaths: trees deeper than PATH_MAX as a whole path, walked with
+	// directory descriptors.
+	LongPaths bool
 	// OwnInodes: inode numbers, ctimes, block counts of files and sizes
 	// of directories are the mount's own, not the tree's (metafs' kernel
 	// mode serves a tmpfs skeleton); scenario tree does not compare them.

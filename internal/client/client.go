@@ -314,3 +314,20 @@ func (c *Client) Dump(ctx context.Context, path string, w io.Writer) error {
 	}
 	return nil
 }
+
+// Touch creates an empty file with permission bits mode (0: 0644),
+// replacing a file unless exclusive, and returns it.
+func (c *Client) Touch(ctx context.Context, path string, exclusive bool, mode uint32) (nsapi.Entry, error) {
+	return post[nsapi.Entry](ctx, c, "touch", nsapi.TouchRequest{Path: path, Exclusive: exclusive, Mode: nsapi.Mode(mode)})
+}
+
+// Truncate sets the size of the file at path in place (cut, or extended
+// with zeros).
+func (c *Client) Truncate(ctx context.Context, path string, size int64) error {
+	return c.change(ctx, "truncate", nsapi.TruncateRequest{Path: path, Size: size})
+}
+
+// StatFS reports the capacity of the space new files below path go to.
+func (c *Client) StatFS(ctx context.Context, path string) (nsapi.SpaceStats, error) {
+	return get[nsapi.SpaceStats](ctx, c, "statfs", nsapi.PathRequest{Path: path})
+}

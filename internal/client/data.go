@@ -2,10 +2,12 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
@@ -66,6 +68,11 @@ func (c *Client) ask(ctx context.Context, method, path string) (*http.Response, 
 // follow sends the request the namespace server answered with resp to
 // the storage server its redirect names, with body (nil: none).
 func (c *Client) follow(ctx context.Context, resp *http.Response, path string, body io.Reader, size int64) (*http.Response, error) {
+	return c.followWith(ctx, resp, path, body, size, nil)
+}
+
+// followWith is follow sending headers hdr too.
+func (c *Client) followWith(ctx context.Context, resp *http.Response, path string, body io.Reader, size int64, hdr http.Header) (*http.Response, error) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusTemporaryRedirect {
 		return nil, textError(resp)
@@ -77,6 +84,9 @@ func (c *Client) follow(ctx context.Context, resp *http.Response, path string, b
 	}
 	if body != nil {
 		req.ContentLength = size
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	next, err := c.HTTP.Do(req)
 	if err != nil {
@@ -99,4 +109,128 @@ func escapePath(p string) string {
 		parts[i] = url.PathEscape(s)
 	}
 	return strings.Join(parts, "/")
+}
+
+// PutRange writes n bytes of data (read from its offset 0) at offset off
+// of the existing file at path, in place: an update of one range, which
+// the storage server commits (the file's next data version) before it
+// answers. The file grows when the range ends beyond it. The request to
+// the namespace server carries the body with Expect: 100-continue, so
+// the body is sent once, to the storage server its redirect names.
+func (c *Client) PutRange(ctx context.Context, path string, off int64, data io.ReaderAt, n int64) error {
+	if n <= 0 {
+		return kerr.New(kerr.Invalid, "PUT", path, "an update of no bytes")
+	}
+	crange := fmt.Sprintf("bytes %d-%d/*", off, off+n-1)
+	body := func() io.Reader { return io.NewSectionReader(data, 0, n) }
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.Base+escapePath(path), body())
+	if err != nil {
+		return kerr.Wrap(kerr.Invalid, "PUT", path, err)
+	}
+	req.ContentLength = n
+	req.Header.Set("Content-Range", crange)
+	req.Header.Set("Expect", "100-continue")
+	resp, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	resp, err = c.followWith(ctx, resp, path, body(), n, http.Header{"Content-Range": {crange}})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return textError(resp)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	return nil
+}
+
+// Reader reads ranges of one file from the storage server the namespace
+// server sent it to. The redirect (with its capability) is asked for
+// once, and again when the storage server refuses it (the capability
+// expired, the file moved, an update made it name an older data
+// version).
+type Reader struct {
+	c    *Client
+	path string
+	mu   sync.Mutex
+	loc  string
+}
+
+// OpenReader asks the namespace server to read the file at path.
+func (c *Client) OpenReader(ctx context.Context, path string) (*Reader, error) {
+	r := &Reader{c: c, path: path}
+	if err := r.locate(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Reader) locate(ctx context.Context) error {
+	resp, err := r.c.ask(ctx, http.MethodGet, r.path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect {
+		return textError(resp)
+	}
+	r.mu.Lock()
+	r.loc = resp.Header.Get("Location")
+	r.mu.Unlock()
+	return nil
+}
+
+// ReadAt reads len(p) bytes at off; it returns fewer with io.EOF at the
+// end of the file.
+func (r *Reader) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for try := 0; ; try++ {
+		r.mu.Lock()
+		loc := r.loc
+		r.mu.Unlock()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, loc, nil)
+		if err != nil {
+			return 0, kerr.Wrap(kerr.Invalid, "read", r.path, err)
+		}
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1))
+		resp, err := r.c.HTTP.Do(req)
+		if err != nil {
+			return 0, &kerr.Error{Kind: kerr.Unavailable, Op: "read", Path: r.path, Msg: "cannot reach the storage server", Err: err}
+		}
+		switch resp.StatusCode {
+		case http.StatusPartialContent, http.StatusOK:
+			if resp.StatusCode == http.StatusOK && off > 0 { // the whole file: skip to off
+				_, err = io.CopyN(io.Discard, resp.Body, off)
+			}
+			n := 0
+			if err == nil {
+				n, err = io.ReadFull(resp.Body, p)
+			}
+			resp.Body.Close()
+			if err == io.ErrUnexpectedEOF || (err == io.EOF && n == 0) {
+				err = io.EOF
+			}
+			if err != nil && err != io.EOF {
+				err = &kerr.Error{Kind: kerr.IO, Op: "read", Path: r.path, Msg: "reading from the storage server", Err: err}
+			}
+			return n, err
+		case http.StatusRequestedRangeNotSatisfiable:
+			resp.Body.Close()
+			return 0, io.EOF
+		}
+		// Refused: the capability expired, or names a data version the
+		// file is no longer at (an update committed since). Ask again once.
+		if try > 0 {
+			defer resp.Body.Close()
+			return 0, textError(resp)
+		}
+		resp.Body.Close()
+		if err := r.locate(ctx); err != nil {
+			return 0, err
+		}
+	}
 }

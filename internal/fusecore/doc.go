@@ -1,9 +1,9 @@
 // Package fusecore is the FUSE core every Kaon mount stands on: cfsd (a
-// go-fuse node tree over a POSIX backend) and metafs (a raw FUSE file
-// system answering from an index, and a kernel mode without FUSE); the
-// caching mount of Kaon's own namespace (`kaon mount`, not built yet) is
-// to be the third. A mount brings its file system; fusecore mounts it,
-// runs the daemon's life, and counts what it does, the same way for all.
+// go-fuse node tree over a POSIX backend), metafs (a raw FUSE file
+// system answering from an index, and a kernel mode without FUSE) and
+// the caching mount of Kaon's own namespace (internal/mount, `kaon
+// mount`). A mount brings its file system; fusecore mounts it, runs the
+// daemon's life, and counts what it does, the same way for all.
 //
 // # Two kinds of file system, one mount
 //
@@ -17,7 +17,8 @@
 // Config and get Kaon's defaults: max_write 1 MiB, 64 background
 // requests, direct mount(2) as root, default_permissions on the modes
 // exactly as reported (go-fuse's NullPermissions: mode 0 stays 0),
-// kernel-local flock/fcntl locks, cached symlinks, and for a node tree
+// kernel-local flock/fcntl locks (Config.Locks hands them to the file
+// system), cached symlinks, and for a node tree
 // kernel entry/attr/negative caching of 1s and READDIRPLUS for every
 // listing chunk (Config.ReaddirPlusAuto lets the kernel choose). A raw
 // file system sets its cache lifetimes in every reply.

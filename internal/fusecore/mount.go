@@ -39,6 +39,10 @@ type Config struct {
 	ACL                  bool // kernel evaluates POSIX ACLs from system.posix_acl_*
 	Passthrough          bool // request kernel FUSE passthrough for file data
 	CleanStale           bool // lazily unmount a stale mountpoint instead of failing
+	// Locks sends flock and fcntl locks to the file system (which holds
+	// them, e.g. in a namespace shared with other mounts) instead of
+	// keeping them in the kernel.
+	Locks bool
 	// ServerKillsPriv declares that the filesystem (or the backend it acts
 	// on as the caller) clears setuid/setgid/capabilities on write, chown
 	// and truncate itself (FUSE_HANDLE_KILLPRIV_V2). The kernel then skips
@@ -105,8 +109,9 @@ func (c *Config) mountOptions() fuse.MountOptions {
 		EnableAcl:     c.ACL,
 		Debug:         c.Debug,
 		Logger:        c.Logger,
-		// Locks stay in the kernel (local flock/fcntl semantics) and
-		// symlink targets are cached there.
+		// Locks stay in the kernel (local flock/fcntl semantics) unless
+		// the file system holds them; symlink targets are cached there.
+		EnableLocks:          c.Locks,
 		EnableSymlinkCaching: true,
 	}
 	if c.ReadOnly {
@@ -199,6 +204,30 @@ func LazyUnmount(mp string) error {
 	out, err := exec.Command("fusermount3", "-uz", mp).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("fusermount3 -uz %s: %v: %s", mp, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// ForceUnmount takes mp away whatever its daemon does: it aborts the
+// mount's FUSE connection (every request waiting on the daemon fails
+// with ENOTCONN, so nothing stays in D state) and detaches it lazily.
+// The mount is found in /proc/self/mountinfo, never touched.
+func ForceUnmount(mp string) error {
+	m, ok := TopMount(mp)
+	if !ok || !strings.HasPrefix(m.FsType, "fuse") {
+		return kerr.New(kerr.NotFound, "umount", mp, "not a FUSE mountpoint")
+	}
+	_, minor, _ := strings.Cut(m.Dev, ":")
+	const conns = "/sys/fs/fuse/connections"
+	if _, err := os.Stat(conns + "/" + minor); err != nil {
+		_ = unix.Mount("none", conns, "fusectl", 0, "")
+	}
+	abortErr := os.WriteFile(conns+"/"+minor+"/abort", []byte("1"), 0)
+	if err := LazyUnmount(mp); err != nil {
+		if abortErr != nil {
+			return fmt.Errorf("%w (aborting its connection: %v)", err, abortErr)
+		}
+		return err
 	}
 	return nil
 }

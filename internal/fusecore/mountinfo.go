@@ -11,6 +11,7 @@ import (
 type MountEntry struct {
 	FsType string // "tmpfs", "fuse.kaon-cfsd", ...
 	Source string // what mount(2) was given as the source
+	Dev    string // the device, major:minor (a FUSE mount's minor names its connection)
 }
 
 // TopMount reports the topmost mount on p (the one path lookups reach),
@@ -35,7 +36,7 @@ func TopMount(p string) (MountEntry, bool) {
 			continue
 		}
 		// Later lines are on top.
-		top, found = MountEntry{FsType: g[0], Source: unescapeMountinfo(g[1])}, true
+		top, found = MountEntry{FsType: g[0], Source: unescapeMountinfo(g[1]), Dev: f[2]}, true
 	}
 	return top, found
 }

@@ -40,6 +40,8 @@ var apiRoutes = []apiRoute{
 	{"chmod", post, typed(api.chmod)},
 	{"chown", post, typed(api.chown)},
 	{"touch", post, typed(api.touch)},
+	{"truncate", post, typed(api.truncate)},
+	{"statfs", get, typed(api.statFS)},
 	{"rm", post, typed(api.remove)},
 	{"mv", post, typed(api.rename)},
 	{"attr/set", post, typed(api.setAttr)},

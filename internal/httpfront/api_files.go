@@ -46,9 +46,16 @@ func (a api) chown(ctx context.Context, c auth.Principal, r nsapi.ChownRequest) 
 	return done{}, a.ns.Chown(ctx, c, r.Path, r.UID, r.GID)
 }
 
-func (a api) touch(ctx context.Context, c auth.Principal, r nsapi.TouchRequest) (done, error) {
-	_, err := a.ns.Touch(ctx, c, r.Path, r.Exclusive, 0)
-	return done{}, err
+func (a api) touch(ctx context.Context, c auth.Principal, r nsapi.TouchRequest) (nsapi.Entry, error) {
+	return a.ns.Touch(ctx, c, r.Path, r.Exclusive, uint32(r.Mode))
+}
+
+func (a api) truncate(ctx context.Context, c auth.Principal, r nsapi.TruncateRequest) (done, error) {
+	return done{}, a.ns.Truncate(ctx, c, r.Path, r.Size)
+}
+
+func (a api) statFS(ctx context.Context, c auth.Principal, r nsapi.PathRequest) (nsapi.SpaceStats, error) {
+	return a.ns.StatFS(ctx, c, r.Path)
 }
 
 func (a api) remove(ctx context.Context, c auth.Principal, r nsapi.RemoveRequest) (done, error) {

@@ -83,11 +83,33 @@ func (r *ChownRequest) FromArgs(a Args) error {
 type TouchRequest struct {
 	Path      string `json:"path"`
 	Exclusive bool   `json:"exclusive,omitempty"`
+	Mode      Mode   `json:"mode,omitempty"` // permission bits of a new file (0: 0644)
 }
 
 // FromArgs reads r from a.
-func (r *TouchRequest) FromArgs(a Args) error {
+func (r *TouchRequest) FromArgs(a Args) (err error) {
 	r.Path, r.Exclusive = a["path"], a.Bool("exclusive")
+	if a["mode"] != "" {
+		r.Mode, err = ParseMode("touch", r.Path, a["mode"])
+	}
+	return err
+}
+
+// TruncateRequest is POST truncate: the file's size changes in place
+// (cut, or extended with zeros), its next data version.
+type TruncateRequest struct {
+	Path string `json:"path"`
+	Size int64  `json:"size,string"`
+}
+
+// FromArgs reads r from a.
+func (r *TruncateRequest) FromArgs(a Args) error {
+	r.Path = a["path"]
+	n, err := strconv.ParseInt(a["size"], 10, 64)
+	if err != nil || n < 0 {
+		return kerr.New(kerr.Invalid, "truncate", r.Path, "size must be a number of bytes")
+	}
+	r.Size = n
 	return nil
 }
 

@@ -204,6 +204,20 @@ func TestSchedulersApart(t *testing.T) {
 	}
 }
 
+// TestMountIsAClient: the caching mount (kaon mount) is a client of the
+// namespace service like any other: it speaks the service's vocabulary
+// through the Go client, and imports no service, model or front end.
+func TestMountIsAClient(t *testing.T) {
+	for _, d := range ours(get(t, "internal/mount").Deps) {
+		for _, s := range []string{"internal/nsserver", "internal/namespace", "internal/sessions", "internal/storage",
+			"internal/httpfront", "internal/datafront", "internal/role", "internal/cluster"} {
+			if d == s {
+				t.Errorf("internal/mount depends on %s; it talks to the service through internal/client only", s)
+			}
+		}
+	}
+}
+
 // TestVocabularyIsALeaf: nsapi, what every front end, the client and the
 // CLI share, imports no package of the module but kerr.
 func TestVocabularyIsALeaf(t *testing.T) {

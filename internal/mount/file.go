@@ -1,0 +1,384 @@
+package mount
+
+import (
+	"context"
+	"io"
+	"math"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
+)
+
+// handle is one open file: it reads through the client of the caller
+// that opened it (the namespace authorized that open), and writes into
+// its node's journal.
+type handle struct {
+	n     *node
+	c     *client.Client
+	write bool
+
+	mu sync.Mutex
+	rd *client.Reader // opened at the first read that needs the remote file
+	// Read-ahead: what the last remote read fetched beyond what was
+	// asked, and how much the next one fetches (doubling while reads are
+	// sequential, up to maxReadAhead).
+	ra     []byte
+	raOff  int64
+	raGen  uint64 // the node's content generation ra was read at
+	raNext int
+	// owners are the lock owners that set locks through this handle:
+	// the kernel expects the file system to release them when the file
+	// is closed (POSIX locks at each close, flock at the last).
+	owners map[lockOwner]bool
+}
+
+type lockOwner struct {
+	owner uint64
+	flock bool
+}
+
+const (
+	minReadAhead = 1 << 20
+	maxReadAhead = 16 << 20
+)
+
+var (
+	_ = (fs.FileReader)((*handle)(nil))
+	_ = (fs.FileWriter)((*handle)(nil))
+	_ = (fs.FileFlusher)((*handle)(nil))
+	_ = (fs.FileFsyncer)((*handle)(nil))
+	_ = (fs.FileReleaser)((*handle)(nil))
+	_ = (fs.FileAllocater)((*handle)(nil))
+)
+
+// open makes a handle; writers share the node's journal. The kernel
+// keeps the file's pages across opens while its content is unchanged
+// (same inode, data version, size and mtime).
+func (n *node) open(ctx context.Context, flags uint32, c *client.Client) (fs.FileHandle, uint32, syscall.Errno) {
+	h := &handle{n: n, c: c, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
+	var fl uint32
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.attr.IsDir {
+		return nil, 0, syscall.EISDIR
+	}
+	if h.write {
+		if n.jr == nil {
+			jr, err := newJournal(n.fsys.opts.CacheDir, n.attr.Size)
+			if err != nil {
+				return nil, 0, syscall.EIO
+			}
+			n.jr = jr
+		}
+		n.writers++
+	}
+	key := contentKey(n.attr)
+	if n.pageKey == key && n.jr == nil {
+		fl |= fuse.FOPEN_KEEP_CACHE
+	}
+	n.pageKey, n.pageVer = key, n.attr.DataVersion
+	if flags&syscall.O_DIRECT != 0 {
+		fl |= fuse.FOPEN_DIRECT_IO
+	}
+	n.fsys.sess.SetOpenFiles(n.fsys.openFiles(1))
+	return h, fl, 0
+}
+
+// remote reads the file as stored, through the read-ahead buffer: a
+// read the buffer holds costs no request; a sequential one fetches twice
+// as much as the last (from 1 MiB up to 16 MiB), a random one what was
+// asked for.
+func (h *handle) remote(ctx context.Context, p []byte, off int64) (int, error) {
+	h.n.mu.Lock()
+	gen := h.n.gen
+	h.n.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if gen != h.raGen {
+		h.ra = h.ra[:0]
+	}
+	if off >= h.raOff && off+int64(len(p)) <= h.raOff+int64(len(h.ra)) {
+		return copy(p, h.ra[off-h.raOff:]), nil
+	}
+	if h.rd == nil {
+		rd, err := h.c.OpenReader(ctx, h.n.path())
+		if err != nil {
+			return 0, err
+		}
+		h.rd = rd
+	}
+	sequential := len(h.ra) > 0 && off >= h.raOff && off <= h.raOff+int64(len(h.ra))
+	switch {
+	case !sequential:
+		h.raNext = minReadAhead
+	case h.raNext < maxReadAhead:
+		h.raNext *= 2
+	}
+	want := max(len(p), h.raNext)
+	if cap(h.ra) < want {
+		h.ra = make([]byte, want)
+	}
+	buf := h.ra[:want]
+	n, err := h.rd.ReadAt(ctx, buf, off)
+	h.ra, h.raOff, h.raGen = buf[:n], off, gen
+	if err != nil && err != io.EOF {
+		h.ra = h.ra[:0]
+		return 0, err
+	}
+	m := copy(p, buf[:n])
+	if m < len(p) {
+		return m, io.EOF
+	}
+	return m, nil
+}
+
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadResult, eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer h.n.fsys.Stats.Op("read").Done(time.Now(), &eno)
+	h.n.mu.Lock()
+	jr, size := h.n.jr, h.n.attr.Size
+	h.n.mu.Unlock()
+	var n int
+	var err error
+	if jr != nil {
+		n, err = jr.ReadAt(ctx, dest, off, h.remote)
+	} else {
+		if off >= size {
+			return fuse.ReadResultData(nil), 0
+		}
+		n, err = h.remote(ctx, dest[:min(int64(len(dest)), size-off)], off)
+	}
+	if err != nil && err != io.EOF {
+		return nil, errno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (h *handle) Write(_ context.Context, data []byte, off int64) (_ uint32, eno syscall.Errno) {
+	defer h.n.fsys.Stats.Op("write").Done(time.Now(), &eno)
+	h.n.mu.Lock()
+	jr := h.n.jr
+	h.n.mu.Unlock()
+	if jr == nil || !h.write {
+		return 0, syscall.EBADF
+	}
+	n, err := jr.WriteAt(data, off)
+	if err != nil {
+		return uint32(n), syscall.EIO
+	}
+	return uint32(n), 0
+}
+
+// Allocate reserves space the way the namespace can: files have no
+// holes, so extending (mode 0) sets the size, and punching a hole
+// (with KEEP_SIZE) writes zeros over the range.
+func (h *handle) Allocate(_ context.Context, off, size uint64, mode uint32) (eno syscall.Errno) {
+	defer h.n.fsys.Stats.Op("fallocate").Done(time.Now(), &eno)
+	h.n.mu.Lock()
+	jr := h.n.jr
+	h.n.mu.Unlock()
+	if jr == nil || !h.write {
+		return syscall.EBADF
+	}
+	end := int64(off + size)
+	switch mode {
+	case 0:
+		if end > jr.Size() {
+			return errno(jr.Truncate(end))
+		}
+		return 0
+	case unix.FALLOC_FL_KEEP_SIZE:
+		return 0
+	case unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE:
+		end = min(end, jr.Size())
+		zeros := make([]byte, 1<<20)
+		for o := int64(off); o < end; o += int64(len(zeros)) {
+			if _, err := jr.WriteAt(zeros[:min(int64(len(zeros)), end-o)], o); err != nil {
+				return syscall.EIO
+			}
+		}
+		return 0
+	}
+	return syscall.EOPNOTSUPP
+}
+
+// flush writes n's journal to the namespace: close-to-open, and fsync.
+func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
+	n.mu.Lock()
+	jr, unlinked := n.jr, n.unlinked
+	n.mu.Unlock()
+	if jr == nil || unlinked || !jr.Dirty() {
+		return 0
+	}
+	p := n.path()
+	if err := jr.Flush(ctx, c, p); err != nil {
+		return errno(err)
+	}
+	// What the flush made is what the kernel's pages hold.
+	e, err := c.Stat(ctx, p)
+	if err != nil {
+		return errno(err)
+	}
+	n.mu.Lock()
+	n.gen++ // what was read ahead before the flush is stale
+	if e.ID == n.attr.ID {
+		n.attr = e.Attr
+		n.pageKey, n.pageVer = contentKey(e.Attr), e.DataVersion
+	}
+	n.mu.Unlock()
+	return 0
+}
+
+func (h *handle) Flush(ctx context.Context) (eno syscall.Errno) {
+	ctx = detach(ctx)
+	h.releaseLocks(ctx, false)
+	if !h.write {
+		return 0
+	}
+	defer h.n.fsys.Stats.Op("flush").Done(time.Now(), &eno)
+	return h.n.flush(ctx, h.c)
+}
+
+// releaseLocks releases the POSIX locks set through h (any close), and
+// with all set its flock and OFD locks too (the last close). A POSIX
+// lock set through another descriptor of the file is kept, and an OFD
+// lock goes at any close of its descriptor, not only the last: FUSE
+// does not tell them apart.
+func (h *handle) releaseLocks(ctx context.Context, all bool) {
+	h.mu.Lock()
+	var rel []lockOwner
+	for o := range h.owners {
+		if all || !o.flock {
+			rel = append(rel, o)
+			delete(h.owners, o)
+		}
+	}
+	h.mu.Unlock()
+	for _, o := range rel {
+		kind := nsapi.LockPOSIX
+		if o.flock {
+			kind = nsapi.LockFlock
+		}
+		if err := h.n.fsys.sess.Unlock(ctx, nsapi.LockRequest{Path: h.n.path(), Kind: kind, Owner: o.owner}); err != nil {
+			h.n.fsys.Stats.Counter("unlock_failed").Add(1)
+		}
+	}
+}
+
+func (h *handle) Fsync(ctx context.Context, flags uint32) (eno syscall.Errno) {
+	ctx = detach(ctx)
+	if !h.write {
+		return 0
+	}
+	defer h.n.fsys.Stats.Op("fsync").Done(time.Now(), &eno)
+	return h.n.flush(ctx, h.c)
+}
+
+func (h *handle) Release(ctx context.Context) (eno syscall.Errno) {
+	ctx = detach(ctx)
+	h.releaseLocks(ctx, true)
+	n := h.n
+	if h.write {
+		// A journal whose flush failed (close returned the error) is kept
+		// for the next writer's flush to try again.
+		eno = n.flush(ctx, h.c)
+		n.mu.Lock()
+		n.writers--
+		if n.writers == 0 && n.jr != nil && (eno == 0 || n.unlinked) {
+			n.jr.close()
+			n.jr = nil
+		}
+		n.mu.Unlock()
+	}
+	n.fsys.sess.SetOpenFiles(n.fsys.openFiles(-1))
+	return eno
+}
+
+// openFiles counts open handles for the session's heartbeats.
+func (f *FS) openFiles(delta int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.open += delta
+	return f.open
+}
+
+// Locks are the namespace's: held across mounts, released when the
+// session ends. The kernel's lock owner names the owner within the
+// session (a process's POSIX locks, an open file's flock and OFD locks).
+
+func lockRequest(p string, owner uint64, lk *fuse.FileLock, flags uint32) nsapi.LockRequest {
+	r := nsapi.LockRequest{Path: p, Kind: nsapi.LockPOSIX, Owner: owner, Start: lk.Start, Pid: lk.Pid}
+	if flags&fuse.FUSE_LK_FLOCK != 0 {
+		r.Kind = nsapi.LockFlock
+	}
+	if lk.End != math.MaxInt64 && lk.End != math.MaxUint64 && lk.End >= lk.Start {
+		r.Len = lk.End - lk.Start + 1
+	}
+	switch lk.Typ {
+	case syscall.F_RDLCK:
+		r.Type = nsapi.LockRead
+	case syscall.F_WRLCK:
+		r.Type = nsapi.LockWrite
+	default:
+		r.Type = nsapi.LockUnlock
+	}
+	return r
+}
+
+func (n *node) Getlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) (eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("getlk").Done(time.Now(), &eno)
+	l, err := n.fsys.sess.GetLk(ctx, lockRequest(n.path(), owner, lk, flags))
+	if err != nil {
+		return errno(err)
+	}
+	if l == nil {
+		*out = fuse.FileLock{Typ: syscall.F_UNLCK}
+		return 0
+	}
+	*out = fuse.FileLock{Start: l.Start, End: math.MaxInt64, Pid: l.Pid, Typ: syscall.F_RDLCK}
+	if l.Len > 0 {
+		out.End = l.Start + l.Len - 1
+	}
+	if l.Type == nsapi.LockWrite {
+		out.Typ = syscall.F_WRLCK
+	}
+	return 0
+}
+
+func (n *node) Setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32) (eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("setlk").Done(time.Now(), &eno)
+	return n.setlk(ctx, f, owner, lk, flags, false)
+}
+
+func (n *node) Setlkw(ctx context.Context, f fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32) (eno syscall.Errno) {
+	defer n.fsys.Stats.Op("setlkw").Done(time.Now(), &eno)
+	return n.setlk(ctx, f, owner, lk, flags, true)
+}
+
+func (n *node) setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
+	r := lockRequest(n.path(), owner, lk, flags)
+	r.Wait = wait && r.Type != nsapi.LockUnlock
+	err := n.fsys.sess.Lock(ctx, r)
+	if h, ok := f.(*handle); ok && err == nil && r.Type != nsapi.LockUnlock {
+		h.mu.Lock()
+		if h.owners == nil {
+			h.owners = map[lockOwner]bool{}
+		}
+		h.owners[lockOwner{owner, r.Kind == nsapi.LockFlock}] = true
+		h.mu.Unlock()
+	}
+	if kerr.Is(err, kerr.Aborted) && ctx.Err() != nil {
+		return syscall.EINTR
+	}
+	return errno(err)
+}

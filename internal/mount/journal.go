@@ -1,0 +1,190 @@
+package mount
+
+import (
+	"context"
+	"io"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/kaon-storage/kaon/internal/client"
+)
+
+// A journal is the write-back state of one file open for writing: the
+// bytes written since the last flush, kept at their offsets in a sparse
+// file of the mount's cache directory, the ranges they cover, and the
+// size changes (truncations) made meanwhile. Reads see the journal over
+// the remote content. Flush (fsync, close) replays it on the file in
+// the namespace in order: a truncation below the remote size first, then
+// each dirty range as one ranged PUT (an update of the file in place,
+// which keeps its inode), then the final size if it differs. What flush
+// returned successfully is on the storage servers; until then it is in
+// the journal file, which survives a storage server restart.
+type journal struct {
+	mu    sync.Mutex
+	f     *os.File
+	dirty []extent // sorted, disjoint, not adjacent
+	size  int64    // the file's size as its writers see it
+	base  int64    // the remote file's size
+	cut   int64    // smallest size truncated to since the last flush (-1: none)
+}
+
+type extent struct{ off, end int64 }
+
+func newJournal(dir string, size int64) (*journal, error) {
+	f, err := os.CreateTemp(dir, "journal-")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name()) // lives as long as it is open
+	return &journal{f: f, size: size, base: size, cut: -1}, nil
+}
+
+func (j *journal) close() { j.f.Close() }
+
+// Size is the file's size as its writers see it.
+func (j *journal) Size() int64 { j.mu.Lock(); defer j.mu.Unlock(); return j.size }
+
+// Dirty reports whether the journal holds changes not flushed.
+func (j *journal) Dirty() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.dirtyLocked()
+}
+
+func (j *journal) dirtyLocked() bool { return len(j.dirty) > 0 || j.cut >= 0 || j.size != j.base }
+
+// WriteAt journals p at off.
+func (j *journal) WriteAt(p []byte, off int64) (int, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n, err := j.f.WriteAt(p, off)
+	if n > 0 {
+		j.add(extent{off, off + int64(n)})
+		j.size = max(j.size, off+int64(n))
+	}
+	return n, err
+}
+
+// add merges e into the dirty ranges.
+func (j *journal) add(e extent) {
+	out := j.dirty[:0:0]
+	for _, d := range j.dirty {
+		if d.end < e.off || d.off > e.end {
+			out = append(out, d)
+			continue
+		}
+		e = extent{min(d.off, e.off), max(d.end, e.end)}
+	}
+	out = append(out, e)
+	sort.Slice(out, func(a, b int) bool { return out[a].off < out[b].off })
+	j.dirty = out
+}
+
+// Truncate sets the size.
+func (j *journal) Truncate(size int64) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if size < j.size {
+		out := j.dirty[:0]
+		for _, d := range j.dirty {
+			if d.off >= size {
+				continue
+			}
+			d.end = min(d.end, size)
+			out = append(out, d)
+		}
+		j.dirty = out
+		if j.cut < 0 || size < j.cut {
+			j.cut = size
+		}
+	}
+	if err := j.f.Truncate(size); err != nil {
+		return err
+	}
+	j.size = size
+	return nil
+}
+
+// ReadAt reads p at off: journaled bytes from the journal, others from
+// remote (below the remote size that no truncation cut), zeros beyond.
+func (j *journal) ReadAt(ctx context.Context, p []byte, off int64, remote func(context.Context, []byte, int64) (int, error)) (int, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if off >= j.size {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), j.size-off)]
+	rb := j.base
+	if j.cut >= 0 {
+		rb = min(rb, j.cut)
+	}
+	end := off + int64(len(p))
+	pos := off
+	fill := func(to int64) error { // bytes pos..to not journaled
+		if pos >= to {
+			return nil
+		}
+		seg := p[pos-off : to-off]
+		clear(seg)
+		if pos < rb {
+			r := seg[:min(to, rb)-pos]
+			n, err := remote(ctx, r, pos)
+			if err != nil && err != io.EOF {
+				return err
+			}
+			clear(r[n:])
+		}
+		pos = to
+		return nil
+	}
+	for _, d := range j.dirty {
+		if d.end <= pos || d.off >= end {
+			continue
+		}
+		if err := fill(max(d.off, pos)); err != nil {
+			return 0, err
+		}
+		to := min(d.end, end)
+		if _, err := j.f.ReadAt(p[pos-off:to-off], pos); err != nil && err != io.EOF {
+			return 0, err
+		}
+		pos = to
+	}
+	if err := fill(end); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Flush replays the journal on path through c.
+func (j *journal) Flush(ctx context.Context, c *client.Client, path string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.dirtyLocked() {
+		return nil
+	}
+	if j.cut >= 0 && j.cut < j.base {
+		if err := c.Truncate(ctx, path, j.cut); err != nil {
+			return err
+		}
+		j.base = j.cut
+	}
+	j.cut = -1
+	for len(j.dirty) > 0 {
+		d := j.dirty[0]
+		if err := c.PutRange(ctx, path, d.off, io.NewSectionReader(j.f, d.off, d.end-d.off), d.end-d.off); err != nil {
+			return err
+		}
+		j.base = max(j.base, d.end)
+		j.dirty = j.dirty[1:]
+	}
+	if j.size != j.base {
+		if err := c.Truncate(ctx, path, j.size); err != nil {
+			return err
+		}
+		j.base = j.size
+	}
+	// Flushed: the journal's bytes are on the storage servers; free them.
+	return j.f.Truncate(0)
+}

@@ -1,0 +1,316 @@
+package mount
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/fusecore"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
+)
+
+// Options configure a mount of the namespace.
+type Options struct {
+	URL      string // the namespace server (http(s)://host:port)
+	Subtree  string // the namespace directory mounted (default /)
+	CacheDir string // where journals of files open for writing live
+	Host     string // this client's name in `kaon fusex ls` (default: the host name)
+	Version  string // the client's version (fusex ls)
+	Token    string // the daemon's own bearer token for its session ("": its unix identity)
+	// Servers are the other namespace servers of a replicated instance
+	// (the session reconnects through them).
+	Servers []string
+	// Timeout bounds how long a request waits for a server's answer
+	// (then EIO-like errors), so a hung server never holds a caller in
+	// the kernel for good (default 60 s).
+	Timeout time.Duration
+	// NoCacheTimeout is the kernel cache lifetime where no lease covers
+	// an entry (its directory could not be subscribed).
+	NoCacheTimeout time.Duration
+}
+
+// FS is a mounted namespace: the node tree fusecore mounts, its session
+// with the namespace service and the daemon's cache.
+type FS struct {
+	opts  Options
+	sess  *client.Session // with the daemon's own identity
+	ids   *identities
+	Stats *fusecore.Stats
+	root  *node
+
+	mu    sync.Mutex
+	nodes map[uint64]*node // by inode number, the nodes the kernel knows
+	subs  map[uint64]bool  // directories subscribed (renewed while known)
+	open  int              // open handles (heartbeats report them)
+
+	notify chan func() // kernel notifications, sent by notifier
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// New opens a session with the namespace service at o.URL, checks the
+// subtree and returns the file system to mount.
+func New(ctx context.Context, o Options) (*FS, error) {
+	if o.Subtree == "" {
+		o.Subtree = "/"
+	}
+	sub, err := nsapi.CleanPath(o.Subtree)
+	if err != nil {
+		return nil, err
+	}
+	o.Subtree = sub
+	if o.Timeout <= 0 {
+		o.Timeout = time.Minute
+	}
+	if o.NoCacheTimeout == 0 {
+		o.NoCacheTimeout = time.Second
+	}
+	if o.Host == "" {
+		o.Host, _ = os.Hostname()
+	}
+	if err := os.MkdirAll(o.CacheDir, 0o700); err != nil {
+		return nil, kerr.Wrap(kerr.IO, "mount", o.CacheDir, err)
+	}
+	own := client.New(o.URL)
+	own.Token = o.Token
+	e, err := own.Stat(ctx, sub)
+	if err != nil {
+		return nil, err
+	}
+	if !e.IsDir {
+		return nil, kerr.New(kerr.NotDir, "mount", sub, "the subtree to mount is not a directory")
+	}
+	f := &FS{opts: o, ids: newIdentities(o.URL, o.Timeout), Stats: fusecore.NewStats(),
+		nodes: map[uint64]*node{}, subs: map[uint64]bool{}, notify: make(chan func(), 4096), stop: make(chan struct{})}
+	f.sess, err = own.OpenSession(ctx, client.SessionOptions{Host: o.Host, Version: o.Version, Servers: o.Servers})
+	if err != nil {
+		return nil, err
+	}
+	f.root = &node{fsys: f}
+	f.root.setAttr(e.Attr, time.Time{})
+	f.nodes[e.ID] = f.root
+	f.wg.Add(3)
+	go f.invalidations()
+	go f.notifier()
+	go f.renewer()
+	return f, nil
+}
+
+// Root is the node tree's root.
+func (f *FS) Root() fs.InodeEmbedder { return f.root }
+
+// Close ends the session (its leases and locks are released).
+func (f *FS) Close() error {
+	close(f.stop)
+	err := f.sess.Close() // ends invalidations()
+	f.wg.Wait()
+	return err
+}
+
+// SessionID is the session's id, as `kaon fusex ls` shows it.
+func (f *FS) SessionID() string { return f.sess.ID() }
+
+// nsPath is the namespace path of a path relative to the mount's root.
+func (f *FS) nsPath(rel string) string {
+	if rel == "" {
+		return f.opts.Subtree
+	}
+	return path.Join(f.opts.Subtree, rel)
+}
+
+// subscribe takes a lease on directory p and returns until when it
+// holds (zero: none, caching falls back to NoCacheTimeout).
+func (f *FS) subscribe(ctx context.Context, p string) time.Time {
+	ls, err := f.sess.Subscribe(ctx, p)
+	if err != nil || len(ls) != 1 || ls[0].Error != "" {
+		return time.Time{}
+	}
+	f.mu.Lock()
+	f.subs[ls[0].Ino] = true
+	f.mu.Unlock()
+	return ls[0].Expires
+}
+
+// register records n (as the kernel knows it) under its inode number.
+func (f *FS) register(n *node) {
+	f.mu.Lock()
+	f.nodes[n.ino()] = n
+	f.mu.Unlock()
+}
+
+func (f *FS) lookupNode(ino uint64) *node {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nodes[ino]
+}
+
+// forget drops n once the kernel forgot it.
+func (f *FS) forget(n *node) {
+	ino := n.ino()
+	f.mu.Lock()
+	if f.nodes[ino] == n {
+		delete(f.nodes, ino)
+	}
+	sub := f.subs[ino]
+	delete(f.subs, ino)
+	f.mu.Unlock()
+	if sub {
+		go f.sess.Unsubscribe(context.Background(), ino)
+	}
+}
+
+// renewer renews the leases of the directories the kernel still knows,
+// at half their lifetime.
+func (f *FS) renewer() {
+	defer f.wg.Done()
+	for {
+		f.mu.Lock()
+		var inos []uint64
+		for ino := range f.subs {
+			inos = append(inos, ino)
+		}
+		f.mu.Unlock()
+		wait := 30 * time.Second
+		if len(inos) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ls, err := f.sess.Renew(ctx, inos...)
+			cancel()
+			for _, l := range ls {
+				if n := f.lookupNode(l.Ino); n != nil && l.Error == "" {
+					n.renewed(l.Expires)
+					wait = min(wait, time.Until(l.Expires)/2)
+				} else if l.Error != "" {
+					f.mu.Lock()
+					delete(f.subs, l.Ino)
+					f.mu.Unlock()
+				}
+			}
+			if err != nil {
+				wait = time.Second
+			}
+		}
+		select {
+		case <-time.After(max(wait, time.Second)):
+		case <-f.stop:
+			return
+		}
+	}
+}
+
+// invalidations applies what the session is told to the daemon's cache
+// and queues the kernel's invalidations for notifier: this goroutine
+// never waits on the kernel, so a FUSE request the kernel holds a lock
+// for is never waited on while its answer depends on us.
+func (f *FS) invalidations() {
+	defer f.wg.Done()
+	for inv := range f.sess.Invalidations() {
+		if inv.Full {
+			f.dropAll()
+			continue
+		}
+		f.apply(inv.Invalidation)
+	}
+}
+
+// dropAll forgets everything cached: leases, attributes, listings; the
+// kernel is told to drop every inode's attributes and pages.
+func (f *FS) dropAll() {
+	f.mu.Lock()
+	nodes := make([]*node, 0, len(f.nodes))
+	for _, n := range f.nodes {
+		nodes = append(nodes, n)
+	}
+	clear(f.subs)
+	f.mu.Unlock()
+	for _, n := range nodes {
+		n.invalidate(true)
+		f.queue(func() { n.NotifyContent(0, 0) })
+		if n.IsDir() {
+			// The kernel's names too: a name may now be another file.
+			for name := range n.Children() {
+				f.queue(func() { n.NotifyEntry(name) })
+			}
+		}
+	}
+	f.Stats.Counter("full_invalidations").Add(1)
+}
+
+func (f *FS) apply(ev nsapi.Invalidation) {
+	f.Stats.Counter("invalidations").Add(1)
+	entry := func(dir uint64, name string) {
+		if d := f.lookupNode(dir); d != nil && name != "" {
+			d.dropListing()
+			f.queue(func() { d.NotifyEntry(name) })
+		}
+	}
+	switch ev.Kind {
+	case nsapi.EventCommitted, nsapi.EventMkdir:
+		entry(ev.Parent, ev.Name)
+		if n := f.lookupNode(ev.Ino); n != nil {
+			n.invalidate(true)
+			f.queue(func() { n.NotifyContent(0, 0) })
+		}
+	case nsapi.EventRemoved:
+		entry(ev.Parent, ev.Name)
+		if n := f.lookupNode(ev.Ino); n != nil {
+			n.invalidate(false)
+			f.queue(func() { n.NotifyContent(-1, 0) })
+		}
+	case nsapi.EventRenamed:
+		entry(ev.From, ev.FromName)
+		entry(ev.Parent, ev.Name)
+	case nsapi.EventAttr:
+		if n := f.lookupNode(ev.Ino); n != nil {
+			n.invalidate(false)
+			f.queue(func() { n.NotifyContent(-1, 0) })
+		}
+	case nsapi.EventModified:
+		if d := f.lookupNode(ev.Parent); d != nil {
+			d.dropListing()
+		}
+		if n := f.lookupNode(ev.Ino); n != nil {
+			if pages := n.modified(ev); pages {
+				f.queue(func() { n.NotifyContent(0, 0) })
+			} else {
+				f.queue(func() { n.NotifyContent(-1, 0) })
+			}
+		}
+	}
+}
+
+// queue hands a kernel notification to notifier; when the queue is full
+// it is dropped with a count (the kernel's caches then expire by time).
+func (f *FS) queue(fn func()) {
+	select {
+	case f.notify <- fn:
+	default:
+		f.Stats.Counter("notify_dropped").Add(1)
+	}
+}
+
+// notifier sends the kernel its invalidations, one at a time, holding
+// no lock of the daemon's.
+func (f *FS) notifier() {
+	defer f.wg.Done()
+	for {
+		select {
+		case fn := <-f.notify:
+			fn()
+		case <-f.stop:
+			return
+		}
+	}
+}
+
+// Summary is the mount's account (SIGUSR1, exit).
+func (f *FS) Summary() string {
+	return fmt.Sprintf("session %s\n%s", f.SessionID(), strings.TrimSpace(f.Stats.Summary()))
+}

@@ -1,0 +1,716 @@
+package mount
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"math"
+	"net/url"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
+)
+
+// node is a file or directory of the mount. Its attributes (and a
+// directory's listing) are cached until its lease expires, or until an
+// invalidation drops them.
+type node struct {
+	fs.Inode
+	fsys *FS
+
+	mu       sync.Mutex
+	attr     nsapi.Attr
+	valid    time.Time              // attr valid until
+	lease    time.Time              // a directory's lease: its entries and their attributes
+	ents     map[string]nsapi.Entry // a directory's listing, valid with the lease
+	jr       *journal               // the write-back journal while open for writing
+	writers  int                    // handles sharing jr
+	pageKey  string                 // the content the kernel's page cache holds
+	pageVer  uint64                 // the data version the kernel's pages were read at
+	gen      uint64                 // counts changes of the content (read-ahead buffers check it)
+	unlinked bool
+}
+
+var (
+	_ = (fs.NodeLookuper)((*node)(nil))
+	_ = (fs.NodeGetattrer)((*node)(nil))
+	_ = (fs.NodeSetattrer)((*node)(nil))
+	_ = (fs.NodeReaddirer)((*node)(nil))
+	_ = (fs.NodeMkdirer)((*node)(nil))
+	_ = (fs.NodeCreater)((*node)(nil))
+	_ = (fs.NodeOpener)((*node)(nil))
+	_ = (fs.NodeUnlinker)((*node)(nil))
+	_ = (fs.NodeRmdirer)((*node)(nil))
+	_ = (fs.NodeRenamer)((*node)(nil))
+	_ = (fs.NodeStatfser)((*node)(nil))
+	_ = (fs.NodeGetxattrer)((*node)(nil))
+	_ = (fs.NodeSetxattrer)((*node)(nil))
+	_ = (fs.NodeListxattrer)((*node)(nil))
+	_ = (fs.NodeRemovexattrer)((*node)(nil))
+	_ = (fs.NodeOnForgetter)((*node)(nil))
+	_ = (fs.NodeGetlker)((*node)(nil))
+	_ = (fs.NodeSetlker)((*node)(nil))
+	_ = (fs.NodeSetlkwer)((*node)(nil))
+)
+
+func (n *node) ino() uint64 { n.mu.Lock(); defer n.mu.Unlock(); return n.attr.ID }
+
+func (n *node) path() string { return n.fsys.nsPath(n.Path(nil)) }
+
+func (n *node) setAttr(a nsapi.Attr, until time.Time) {
+	n.mu.Lock()
+	n.attr, n.valid = a, until
+	n.mu.Unlock()
+}
+
+// errno maps a service error to the caller's errno. Failures that are
+// not the caller's (the service or the network failed) are logged: the
+// errno alone does not say why.
+func errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	k := kerr.KindOf(err)
+	if e := kerr.Errno(k); e == syscall.EIO || k == kerr.Unavailable || k == kerr.Internal {
+		log.Printf("kaon mount: %v", err)
+		return e
+	}
+	return kerr.Errno(k)
+}
+
+func (n *node) client(ctx context.Context) *client.Client { return n.fsys.ids.client(ctx) }
+
+// cacheUntil is how long what a lookup in directory n answers may be
+// cached: its lease, or the short time without one.
+func (n *node) cacheUntil() time.Time {
+	n.mu.Lock()
+	l := n.lease
+	n.mu.Unlock()
+	if time.Now().Before(l) {
+		return l
+	}
+	return time.Now().Add(n.fsys.opts.NoCacheTimeout)
+}
+
+// ensureLease subscribes directory n if it holds no lease; it must be
+// called before reading what the lease covers, so no change between
+// the read and the lease is missed.
+func (n *node) ensureLease(ctx context.Context) {
+	n.mu.Lock()
+	held := time.Now().Before(n.lease)
+	n.mu.Unlock()
+	if held {
+		return
+	}
+	until := n.fsys.subscribe(ctx, n.path())
+	n.mu.Lock()
+	n.lease = until
+	n.mu.Unlock()
+}
+
+func (n *node) renewed(until time.Time) {
+	n.mu.Lock()
+	if n.lease.Before(until) && !n.lease.IsZero() {
+		n.lease = until
+	}
+	n.mu.Unlock()
+}
+
+// invalidate drops n's cached attributes (and with lease its lease and
+// listing).
+func (n *node) invalidate(lease bool) {
+	n.mu.Lock()
+	n.valid = time.Time{}
+	n.ents = nil
+	if lease {
+		n.lease = time.Time{}
+		n.gen++
+	}
+	n.mu.Unlock()
+}
+
+func (n *node) dropListing() {
+	n.mu.Lock()
+	n.ents = nil
+	n.mu.Unlock()
+}
+
+// modified applies a change of n's content and reports whether the
+// kernel's pages of it must go.
+func (n *node) modified(ev nsapi.Invalidation) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.valid = time.Time{}
+	if ev.DataVersion != 0 && ev.DataVersion <= n.pageVer {
+		return false // our own flush, or older news
+	}
+	n.pageKey = ""
+	n.gen++
+	return true
+}
+
+// contentKey names a file's content: the kernel's pages of it are kept
+// across opens while it is unchanged.
+func contentKey(a nsapi.Attr) string {
+	return fmt.Sprintf("%d/%d/%d/%d", a.ID, a.DataVersion, a.Size, a.MTime.UnixNano())
+}
+
+// fresh returns n's attributes, from the cache while valid.
+func (n *node) fresh(ctx context.Context) (nsapi.Attr, time.Time, syscall.Errno) {
+	n.mu.Lock()
+	a, until := n.attr, n.valid
+	n.mu.Unlock()
+	if time.Now().Before(until) {
+		return a, until, 0
+	}
+	var until2 time.Time
+	if p := n.parentNode(); p != nil {
+		p.ensureLease(ctx)
+		until2 = p.cacheUntil()
+	} else { // the root: its own lease
+		n.ensureLease(ctx)
+		until2 = n.cacheUntil()
+	}
+	e, err := n.client(ctx).Stat(ctx, n.path())
+	if err != nil {
+		return a, until, errno(err)
+	}
+	n.mu.Lock()
+	replaced := e.ID != n.attr.ID && n.attr.ID != 0
+	if !replaced {
+		if e.DataVersion != n.attr.DataVersion {
+			n.gen++ // changed: what was read ahead is stale
+		}
+		n.attr, n.valid = e.Attr, until2
+	}
+	a = n.attr
+	n.mu.Unlock()
+	if replaced {
+		// The name is another file now (replaced while no event told
+		// us): the kernel must look it up again.
+		if name, p := n.Parent(); p != nil {
+			n.fsys.queue(func() { p.NotifyEntry(name) })
+		}
+		return a, time.Now(), 0
+	}
+	return a, until2, 0
+}
+
+func (n *node) parentNode() *node {
+	_, p := n.Parent()
+	if p == nil {
+		return nil
+	}
+	pn, _ := p.Operations().(*node)
+	return pn
+}
+
+// fill writes a into out as the kernel sees it.
+func (n *node) fill(a nsapi.Attr, out *fuse.Attr) {
+	out.Ino = a.ID
+	out.Mode = a.Mode & 0o7777
+	out.Nlink = 1
+	if a.IsDir {
+		out.Mode |= syscall.S_IFDIR
+		out.Nlink = 2
+		out.Size = 4096
+	} else {
+		out.Mode |= syscall.S_IFREG
+		out.Size = uint64(a.Size)
+	}
+	// The journal's lock is never taken under n.mu: a read holds it
+	// while it asks n for its content generation.
+	n.mu.Lock()
+	jr, unlinked := n.jr, n.unlinked
+	n.mu.Unlock()
+	if jr != nil {
+		out.Size = uint64(jr.Size())
+	}
+	if unlinked {
+		out.Nlink = 0
+	}
+	out.Blocks = (out.Size + 511) / 512
+	out.Blksize = 1 << 20
+	out.Owner = fuse.Owner{Uid: a.UID, Gid: a.GID}
+	out.SetTimes(nil, &a.MTime, &a.CTime)
+	out.Atime, out.Atimensec = out.Mtime, out.Mtimensec
+}
+
+func timeout(until time.Time) time.Duration {
+	return max(time.Until(until), 0)
+}
+
+// child makes (or finds) the node of entry e below n.
+func (n *node) child(ctx context.Context, e nsapi.Entry, until time.Time, out *fuse.EntryOut) *fs.Inode {
+	mode := uint32(syscall.S_IFREG)
+	if e.IsDir {
+		mode = syscall.S_IFDIR
+	}
+	// go-fuse makes a new Inode for every NewInode and keeps the one it
+	// knows by inode number only after Lookup returned: the node the
+	// kernel knows is found here first, so its state (a journal) answers.
+	cn := n.fsys.lookupNode(e.ID)
+	if cn != nil && cn.IsDir() == e.IsDir {
+		cn.mu.Lock()
+		if cn.jr == nil { // a file open for writing knows its size better
+			cn.attr, cn.valid = e.Attr, until
+		}
+		cn.mu.Unlock()
+	} else {
+		cn = &node{fsys: n.fsys}
+		cn.attr, cn.valid = e.Attr, until
+		n.NewInode(ctx, cn, fs.StableAttr{Mode: mode, Ino: e.ID})
+		n.fsys.register(cn)
+	}
+	ch := &cn.Inode
+	a, _ := cn.snapshot()
+	cn.fill(a, &out.Attr)
+	out.SetEntryTimeout(timeout(until))
+	out.SetAttrTimeout(timeout(until))
+	return ch
+}
+
+func (n *node) snapshot() (nsapi.Attr, time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.attr, n.valid
+}
+
+// Lookup answers from the directory's listing while its lease holds,
+// else asks the namespace service.
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *fs.Inode, eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("lookup").Done(time.Now(), &eno)
+	if len(name) > 255 {
+		return nil, syscall.ENAMETOOLONG
+	}
+	n.ensureLease(ctx)
+	until := n.cacheUntil()
+	n.mu.Lock()
+	ents, leased := n.ents, time.Now().Before(n.lease)
+	n.mu.Unlock()
+	if ents != nil && leased {
+		e, ok := ents[name]
+		if !ok {
+			out.SetEntryTimeout(timeout(until))
+			n.fsys.Stats.Counter("negative_cached").Add(1)
+			return nil, syscall.ENOENT
+		}
+		return n.child(ctx, e, until, out), 0
+	}
+	e, err := n.client(ctx).Stat(ctx, path.Join(n.path(), name))
+	if kerr.Is(err, kerr.NotFound) {
+		out.SetEntryTimeout(timeout(until))
+		return nil, syscall.ENOENT
+	}
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, e, until, out), 0
+}
+
+// Getattr answers from the cache while the lease holds.
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) (eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("getattr").Done(time.Now(), &eno)
+	n.mu.Lock()
+	unlinked := n.unlinked
+	n.mu.Unlock()
+	a, until := n.snapshot()
+	if !unlinked {
+		if a, until, eno = n.fresh(ctx); eno != 0 {
+			return eno
+		}
+	}
+	n.fill(a, &out.Attr)
+	out.SetTimeout(timeout(until))
+	return 0
+}
+
+// Readdir lists the directory (and caches the listing with its lease).
+func (n *node) Readdir(ctx context.Context) (_ fs.DirStream, eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("readdir").Done(time.Now(), &eno)
+	n.ensureLease(ctx)
+	es, err := n.client(ctx).List(ctx, n.path())
+	if err != nil {
+		return nil, errno(err)
+	}
+	ents := make(map[string]nsapi.Entry, len(es))
+	list := make([]fuse.DirEntry, 0, len(es))
+	for _, e := range es {
+		ents[e.Name] = e
+		mode := uint32(syscall.S_IFREG)
+		if e.IsDir {
+			mode = syscall.S_IFDIR
+		}
+		list = append(list, fuse.DirEntry{Name: e.Name, Ino: e.ID, Mode: mode})
+	}
+	n.mu.Lock()
+	if time.Now().Before(n.lease) {
+		n.ents = ents
+	}
+	n.mu.Unlock()
+	return fs.NewListDirStream(list), 0
+}
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("mkdir").Done(time.Now(), &eno)
+	if len(name) > 255 {
+		return nil, syscall.ENAMETOOLONG
+	}
+	c := n.client(ctx)
+	p := path.Join(n.path(), name)
+	perm := mode & 0o7777
+	if err := c.Mkdir(ctx, p, perm, false); err != nil {
+		return nil, errno(err)
+	}
+	n.dropListing() // the session's event would too, later
+	if perm == 0 {  // the service reads mode 0 as its default
+		if err := c.Chmod(ctx, p, 0); err != nil {
+			return nil, errno(err)
+		}
+	}
+	e, err := c.Stat(ctx, p)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, e, n.cacheUntil(), out), 0
+}
+
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("create").Done(time.Now(), &eno)
+	if len(name) > 255 {
+		return nil, nil, 0, syscall.ENAMETOOLONG
+	}
+	c := n.client(ctx)
+	p := path.Join(n.path(), name)
+	perm := mode & 0o7777
+	e, err := c.Touch(ctx, p, true, perm)
+	if kerr.Is(err, kerr.Exists) && flags&syscall.O_EXCL == 0 {
+		e, err = c.Stat(ctx, p) // made meanwhile elsewhere: open it
+	}
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	n.dropListing()               // the session's event would too, later
+	if perm == 0 && e.Mode != 0 { // the service reads mode 0 as its default
+		if err := c.Chmod(ctx, p, 0); err != nil {
+			return nil, nil, 0, errno(err)
+		}
+		e.Mode = 0
+	}
+	ch := n.child(ctx, e, n.cacheUntil(), out)
+	cn := ch.Operations().(*node)
+	fh, fl, eno := cn.open(ctx, flags, c)
+	return ch, fh, fl, eno
+}
+
+func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint32, eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("open").Done(time.Now(), &eno)
+	if _, _, eno := n.fresh(ctx); eno != 0 {
+		return nil, 0, eno
+	}
+	return n.open(ctx, flags, n.client(ctx))
+}
+
+func (n *node) Unlink(ctx context.Context, name string) (eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("unlink").Done(time.Now(), &eno)
+	return n.remove(ctx, name, false)
+}
+
+func (n *node) Rmdir(ctx context.Context, name string) (eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("rmdir").Done(time.Now(), &eno)
+	return n.remove(ctx, name, true)
+}
+
+func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno {
+	c := n.client(ctx)
+	p := path.Join(n.path(), name)
+	e, err := c.Stat(ctx, p)
+	if err != nil {
+		return errno(err)
+	}
+	switch {
+	case dir && !e.IsDir:
+		return syscall.ENOTDIR
+	case !dir && e.IsDir:
+		return syscall.EISDIR
+	}
+	if err := c.Remove(ctx, p, false); err != nil {
+		return errno(err)
+	}
+	n.dropListing() // the session's event would too, later
+	if ch := n.GetChild(name); ch != nil {
+		if cn, ok := ch.Operations().(*node); ok {
+			cn.mu.Lock()
+			cn.unlinked = true
+			cn.mu.Unlock()
+		}
+	}
+	return 0
+}
+
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) (eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("rename").Done(time.Now(), &eno)
+	if flags&^uint32(unix.RENAME_NOREPLACE) != 0 {
+		return syscall.EINVAL // RENAME_EXCHANGE, RENAME_WHITEOUT: not supported
+	}
+	if len(newName) > 255 {
+		return syscall.ENAMETOOLONG
+	}
+	np := newParent.(*node)
+	c := n.client(ctx)
+	from, to := path.Join(n.path(), name), path.Join(np.path(), newName)
+	// A file open for writing here is flushed first: the rename then
+	// moves what was written.
+	if ch := n.GetChild(name); ch != nil {
+		if cn, ok := ch.Operations().(*node); ok {
+			if eno := cn.flush(ctx, c); eno != 0 {
+				return eno
+			}
+		}
+	}
+	replaced := np.GetChild(newName)
+	if err := c.Rename(ctx, from, to, flags&unix.RENAME_NOREPLACE == 0); err != nil {
+		return errno(err)
+	}
+	n.dropListing() // the session's event would too, later
+	np.dropListing()
+	if replaced != nil {
+		// A file open here that the rename replaced is gone: its journal
+		// must not be flushed onto the name it had.
+		if rn, ok := replaced.Operations().(*node); ok && !rn.IsDir() {
+			rn.mu.Lock()
+			rn.unlinked = true
+			rn.mu.Unlock()
+		}
+	}
+	return 0
+}
+
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) (eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("setattr").Done(time.Now(), &eno)
+	c := n.client(ctx)
+	p := n.path()
+	a, _ := n.snapshot()
+	if m, ok := in.GetMode(); ok {
+		if err := c.Chmod(ctx, p, m&0o7777); err != nil {
+			return errno(err)
+		}
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok || gok {
+		if !uok {
+			uid = a.UID
+		}
+		if !gok {
+			gid = a.GID
+		}
+		if err := c.Chown(ctx, p, uid, gid); err != nil {
+			return errno(err)
+		}
+	}
+	if sz, ok := in.GetSize(); ok {
+		n.mu.Lock()
+		jr := n.jr
+		n.mu.Unlock()
+		var err error
+		if jr != nil {
+			err = jr.Truncate(int64(sz))
+		} else {
+			err = c.Truncate(ctx, p, int64(sz))
+		}
+		if err != nil {
+			return errno(err)
+		}
+	}
+	// Times: the namespace keeps mtime itself; setting it to now is what
+	// it does on every change, an explicit time it cannot store.
+	if in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 &&
+		in.Valid&(fuse.FATTR_ATIME_NOW|fuse.FATTR_MTIME_NOW) == 0 {
+		return syscall.EOPNOTSUPP
+	}
+	n.invalidate(false)
+	a, until, eno := n.fresh(ctx)
+	if eno != 0 {
+		return eno
+	}
+	n.fill(a, &out.Attr)
+	out.SetTimeout(timeout(until))
+	return 0
+}
+
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) (eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("statfs").Done(time.Now(), &eno)
+	st, err := n.client(ctx).StatFS(ctx, n.path())
+	if err != nil {
+		return errno(err)
+	}
+	const bs = 4096
+	out.Bsize, out.Frsize = bs, bs
+	out.Blocks, out.Bfree, out.Bavail = st.Total/bs, st.Free/bs, st.Free/bs
+	out.Files, out.Ffree = math.MaxUint32, math.MaxUint32
+	out.NameLen = 255
+	return 0
+}
+
+// Extended attributes are the namespace's (user.*, and sys.* where the
+// caller may); system.* and security.* are not kept.
+func xattrSupported(name string) bool {
+	return !(len(name) >= 7 && name[:7] == "system.") && !(len(name) >= 9 && name[:9] == "security.")
+}
+
+func (n *node) xattrs(ctx context.Context) ([][2]string, syscall.Errno) {
+	as, err := n.client(ctx).Attrs(ctx, n.path())
+	return as, errno(err)
+}
+
+func (n *node) Getxattr(ctx context.Context, name string, dest []byte) (_ uint32, eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("getxattr").Done(time.Now(), &eno)
+	if !xattrSupported(name) {
+		return 0, syscall.ENODATA
+	}
+	value, ok := "", false
+	if strings.HasPrefix(name, "kaon.") {
+		value, ok, eno = n.virtualXattr(ctx, name)
+	} else {
+		var as [][2]string
+		as, eno = n.xattrs(ctx)
+		for _, kv := range as {
+			if kv[0] == name {
+				value, ok = kv[1], true
+			}
+		}
+	}
+	switch {
+	case eno != 0:
+		return 0, eno
+	case !ok:
+		return 0, syscall.ENODATA
+	case len(dest) < len(value):
+		return uint32(len(value)), syscall.ERANGE
+	}
+	return uint32(copy(dest, value)), 0
+}
+
+// virtualXattr answers the kaon.* attributes, which the mount makes up
+// (they are not listed): kaon.url.https, the file's URL for curl and
+// davix; kaon.checksum, its checksums as TYPE:HEX, one per line.
+func (n *node) virtualXattr(ctx context.Context, name string) (string, bool, syscall.Errno) {
+	switch name {
+	case "kaon.url.https":
+		return n.fsys.opts.URL + escapePath(n.path()), true, 0
+	case "kaon.checksum":
+		a, _, eno := n.fresh(ctx)
+		if eno != 0 || a.IsDir {
+			return "", false, eno
+		}
+		types := make([]string, 0, len(a.Checksums))
+		for t := range a.Checksums {
+			types = append(types, t)
+		}
+		sort.Strings(types)
+		var b strings.Builder
+		for _, t := range types {
+			fmt.Fprintf(&b, "%s:%s\n", t, a.Checksums[t])
+		}
+		return b.String(), len(types) > 0, 0
+	}
+	return "", false, 0
+}
+
+// escapePath escapes each name of a namespace path for a URL.
+func escapePath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		parts[i] = url.PathEscape(s)
+	}
+	return strings.Join(parts, "/")
+}
+
+func (n *node) Listxattr(ctx context.Context, dest []byte) (_ uint32, eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("listxattr").Done(time.Now(), &eno)
+	as, eno := n.xattrs(ctx)
+	if eno != 0 {
+		return 0, eno
+	}
+	var b []byte
+	for _, kv := range as {
+		b = append(append(b, kv[0]...), 0)
+	}
+	if len(dest) < len(b) {
+		return uint32(len(b)), syscall.ERANGE
+	}
+	return uint32(copy(dest, b)), 0
+}
+
+func (n *node) Setxattr(ctx context.Context, name string, data []byte, flags uint32) (eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("setxattr").Done(time.Now(), &eno)
+	if !xattrSupported(name) {
+		return syscall.EOPNOTSUPP
+	}
+	if flags&(0x1|0x2) != 0 { // XATTR_CREATE, XATTR_REPLACE
+		as, eno := n.xattrs(ctx)
+		if eno != 0 {
+			return eno
+		}
+		have := false
+		for _, kv := range as {
+			have = have || kv[0] == name
+		}
+		if flags&0x1 != 0 && have {
+			return syscall.EEXIST
+		}
+		if flags&0x2 != 0 && !have {
+			return syscall.ENODATA
+		}
+	}
+	return errno(n.client(ctx).SetAttr(ctx, n.path(), name, string(data)))
+}
+
+func (n *node) Removexattr(ctx context.Context, name string) (eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("removexattr").Done(time.Now(), &eno)
+	if !xattrSupported(name) {
+		return syscall.ENODATA
+	}
+	err := n.client(ctx).RemoveAttr(ctx, n.path(), name)
+	if kerr.Is(err, kerr.NotFound) {
+		return syscall.ENODATA
+	}
+	return errno(err)
+}
+
+func (n *node) OnForget() { n.fsys.forget(n) }
+
+// detach makes a FUSE request's context deaf to interrupts. The kernel
+// interrupts a request whenever its caller gets a signal — every Go
+// program gets SIGURG for preemption all the time — and a create or a
+// rename abandoned half-way (done at the server, failed to the caller)
+// is worse than one that completes: the request runs to its end (bounded
+// by the client's timeout). Only a blocking lock wait listens (Setlkw).
+func detach(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
