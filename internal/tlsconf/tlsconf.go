@@ -176,7 +176,7 @@ func issuerFile(dir string, cert tls.Certificate) string {
 		if err != nil {
 			continue
 		}
-		certs, _ := parsePEMCerts(b)
+		certs, _ := ParsePEMCerts(b)
 		for _, c := range certs {
 			if c.IsCA && top.CheckSignatureFrom(c) == nil {
 				return filepath.Join(dir, name)
@@ -220,7 +220,7 @@ func ReadCADir(dir string) ([]*x509.Certificate, error) {
 		if err != nil {
 			continue // a dangling link or unreadable file is not a CA
 		}
-		certs, err := parsePEMCerts(b)
+		certs, err := ParsePEMCerts(b)
 		if err != nil {
 			return nil, fmt.Errorf("tls: CA file %s: %w", filepath.Join(dir, name), err)
 		}
@@ -233,7 +233,9 @@ func ReadCADir(dir string) ([]*x509.Certificate, error) {
 	return out, nil
 }
 
-func parsePEMCerts(b []byte) ([]*x509.Certificate, error) {
+// ParsePEMCerts reads the PEM certificates of b, skipping other blocks
+// (such as a private key a client should not have sent).
+func ParsePEMCerts(b []byte) ([]*x509.Certificate, error) {
 	var out []*x509.Certificate
 	for {
 		var blk *pem.Block

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+
+	"github.com/kaon-storage/kaon/internal/tlsconf"
 )
 
 // The cryptography of gsi (XrdCryptosslCipher, XrdCryptosslRSA), from the
@@ -262,22 +264,11 @@ func parsePublicKeyPEM(b []byte) (*rsa.PublicKey, error) {
 // parseCerts reads the PEM certificates of b (other blocks, such as a
 // private key a client should not have sent, are skipped).
 func parseCerts(b []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	for {
-		var blk *pem.Block
-		blk, b = pem.Decode(b)
-		if blk == nil {
-			return out, nil
-		}
-		if blk.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(blk.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("malformed certificate: %v", err)
-		}
-		out = append(out, c)
+	certs, err := tlsconf.ParsePEMCerts(b)
+	if err != nil {
+		return nil, fmt.Errorf("malformed certificate: %v", err)
 	}
+	return certs, nil
 }
 
 // certsPEM writes certificates as PEM, in order.
