@@ -373,6 +373,11 @@ func (s *Store) MarkDamaged(fid uint64, why string) error {
 		return err
 	}
 	name := headName(fid)
+	// RADOS creates a missing object on setxattr: a stripe that does not
+	// exist is NotFound, not a new empty object carrying the mark.
+	if _, err := ioctx.Stat(name); err != nil {
+		return s.fail("mark damaged", name, err)
+	}
 	if why == "" {
 		err = ioctx.RmXattr(name, xaDamaged)
 		if e, ok := errnoOf(err); ok && e == syscall.ENODATA {
