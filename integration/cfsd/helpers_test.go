@@ -104,22 +104,13 @@ func (m *mount) start() {
 	// touched, so a hang from here on can be aborted (a stale mount
 	// below answers ENOTCONN at once), and again once it answers, when
 	// the topmost mount is ours.
-	deadline := time.Now().Add(upDeadline)
-	err := fusetest.Within("mount "+m.mp+": wait for it to come up", upDeadline+time.Second, func() error {
-		for time.Now().Before(deadline) {
-			m.conn.Update()
-			if _, err := os.ReadFile(filepath.Join(m.mp, ".proc", "whoami")); err == nil {
-				m.conn.Update()
-				return nil
-			}
-			select {
-			case err := <-m.done:
-				m.done <- err
-				return fmt.Errorf("kaon cfsd exited before mounting: %v", err)
-			case <-time.After(20 * time.Millisecond):
-			}
+	err := fusetest.WaitUp("kaon cfsd", m.mp, upDeadline, m.done, func() bool {
+		m.conn.Update()
+		if _, err := os.ReadFile(filepath.Join(m.mp, ".proc", "whoami")); err != nil {
+			return false
 		}
-		return fmt.Errorf("not up after %v", upDeadline)
+		m.conn.Update()
+		return true
 	})
 	if err != nil {
 		m.t.Fatalf("%v\n%s", err, m.log)

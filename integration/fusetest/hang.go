@@ -206,3 +206,24 @@ func AsUser(t *testing.T, uid, gid uint32, groups []uint32, dir, script string) 
 	}
 	return out, code
 }
+
+// WaitUp waits, within d, until up reports a daemon's mount on mp
+// answering, failing early when the daemon exits first (done carries its
+// exit, put back for whoever waits on it next). name says which daemon.
+func WaitUp(name, mp string, d time.Duration, done chan error, up func() bool) error {
+	deadline := time.Now().Add(d)
+	return Within("mount "+mp+": wait for it to come up", d+time.Second, func() error {
+		for time.Now().Before(deadline) {
+			if up() {
+				return nil
+			}
+			select {
+			case err := <-done:
+				done <- err
+				return fmt.Errorf("%s exited before mounting: %v", name, err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		return fmt.Errorf("not up after %v", d)
+	})
+}

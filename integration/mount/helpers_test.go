@@ -86,23 +86,12 @@ func (m *kmount) start() {
 	m.done = make(chan error, 1)
 	go func(c *exec.Cmd, ch chan error) { ch <- c.Wait() }(m.cmd, m.done)
 	m.conn = fusetest.Track(m.mp)
-	deadline := time.Now().Add(upDeadline)
-	err := fusetest.Within("mount "+m.mp+": wait for it to come up", upDeadline+time.Second, func() error {
-		for time.Now().Before(deadline) {
-			if m.conn.Update() && bytes.Contains([]byte(m.log.String()), []byte("mounted on")) {
-				var st syscall.Stat_t
-				if err := syscall.Stat(m.mp, &st); err == nil {
-					return nil
-				}
-			}
-			select {
-			case err := <-m.done:
-				m.done <- err
-				return fmt.Errorf("kaon mount exited before mounting: %v", err)
-			case <-time.After(20 * time.Millisecond):
-			}
+	err := fusetest.WaitUp("kaon mount", m.mp, upDeadline, m.done, func() bool {
+		if !m.conn.Update() || !bytes.Contains([]byte(m.log.String()), []byte("mounted on")) {
+			return false
 		}
-		return fmt.Errorf("not up after %v", upDeadline)
+		var st syscall.Stat_t
+		return syscall.Stat(m.mp, &st) == nil
 	})
 	if err != nil {
 		m.t.Fatalf("%v\n%s", err, m.log)
