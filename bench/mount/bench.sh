@@ -129,7 +129,9 @@ if has mfs; then
 		CSSERV_LISTEN_HOST = $IP
 	EOF
 	bg "$M/master.log" inns mfsmaster -f -c "$M/master.cfg"
+	for _ in $(seq 600); do grep -qs 'initialized properly' "$M/master.log" && break; sleep 0.1; done
 	bg "$M/cs.log" inns mfschunkserver -f -c "$M/cs.cfg"
+	for _ in $(seq 600); do grep -qs 'connected to Master' "$M/cs.log" && break; sleep 0.1; done
 	for i in 1 2; do
 		MNTS+=("$W/m/mfs$i")
 		bg "$M/mount$i.log" inns mfsmount -f -H "$IP" "$W/m/mfs$i"
