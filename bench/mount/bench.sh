@@ -5,7 +5,7 @@
 # scripts/ceph-dev.sh cluster) and the ext4 directory below them all.
 #
 #   sudo bench/mount/bench.sh                     # ROUNDS=3 FILES=10000 DD_MB=1024 FIO_MB=256 VIS=50
-#   ROUNDS=1 FILES=2000 DD_MB=128 FIO_MB=32 VIS=20 bench/mount/bench.sh   # a few minutes
+#   ROUNDS=1 FILES=500 DD_MB=64 FIO_MB=8 VIS=10 UNTAR=src/net bench/mount/bench.sh   # a few minutes
 #   FS="kaon ext4" bench/mount/bench.sh           # a subset (names: kaon cfsd mfs weed ceph ext4)
 #   CEPH_DIR=/var/tmp/c bench/mount/bench.sh      # an existing ceph-dev.sh cluster (else one is made and purged)
 #   KAON=BINARY WEED=BINARY OUT=DIR               # binaries (built when absent), where table and PNGs go
@@ -14,7 +14,7 @@
 # every round so no file system always goes first; medians over ROUNDS:
 #   dd write DD_MB MiB (bs=1M, conv=fsync), dd read after drop_caches  MB/s
 #   fio 4 KiB random writes over FIO_MB MiB (psync, end_fsync)          IOPS, fsync included
-#   untar of the Go source tree ($(go env GOROOT)/src as a tar)         entries/s
+#   untar of the Go source tree ($(go env GOROOT)/$UNTAR as a tar)      entries/s
 #   ls -lR and find -ls of that tree, cold (drop_caches) then warm      s
 #   FILES creates in one directory, and in 10 directories in parallel   files/s
 #   a file created (or rewritten) in one mount seen in the other        ms, median and p99
@@ -29,162 +29,16 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 ROUNDS=${ROUNDS:-3} FILES=${FILES:-10000} DD_MB=${DD_MB:-1024} FIO_MB=${FIO_MB:-256} VIS=${VIS:-50}
+UNTAR=${UNTAR:-src} # the tree untarred and listed, relative to $(go env GOROOT)
 FS=${FS:-kaon cfsd mfs weed ceph ext4}
 OUT=${OUT:-$repo/bench/mount/out}
-W=$(mktemp -d /var/tmp/kaon-mount-bench.XXXXXX)
-mkdir -p "$OUT" "$W/lat" "$W/m"
-KAON=${KAON:-$W/kaon} MBENCH=$W/mbench
-[ -x "$KAON" ] || go -C "$repo" build -o "$KAON" ./cmd/kaon
+. "$repo/bench/mount/peers.sh"
+mkdir -p "$OUT" "$W/lat"
+MBENCH=$W/mbench
 go -C "$repo" build -o "$MBENCH" ./bench/mount/mbench
-has() { [[ " $FS " == *" $1 "* ]]; }
-
-log() { echo "bench/mount [$(date +%T) load $(cut -d' ' -f1-3 /proc/loadavg)]: $*" >&2; }
-PIDS=() MNTS=() NS="" CEPH_MADE="" CEPH_MNTS=()
-cleanup() {
-	set +e
-	for mp in "${CEPH_MNTS[@]}"; do "$repo/scripts/ceph-dev.sh" umount "$CEPH_DIR" "$mp" >/dev/null 2>&1; done
-	[ -n "$CEPH_MADE" ] && "$repo/scripts/ceph-dev.sh" purge "$CEPH_DIR" >/dev/null 2>&1
-	for mp in "${MNTS[@]}"; do
-		mountpoint -q "$mp" && { fusermount3 -u "$mp" 2>/dev/null || umount "$mp" 2>/dev/null || umount -l "$mp"; }
-	done
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do
-		for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$p" 2>/dev/null
-	done
-	[ -n "$NS" ] && ip netns del "$NS"
-	rm -rf --one-file-system "$W"
-}
-trap cleanup EXIT
-# bg LOG CMD...: start CMD in the background, its PID kept for cleanup.
-bg() { local l=$1; shift; "$@" >"$l" 2>&1 & PIDS+=($!); }
-waitmnt() { # MOUNTPOINT PID WHAT
-	for _ in $(seq 600); do
-		mountpoint -q "$1" && return 0
-		kill -0 "$2" 2>/dev/null || { log "$3 exited before mounting $1"; return 1; }
-		sleep 0.1
-	done
-	log "$3: $1 not mounted within 60s"; return 1
-}
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# ---- the file systems: D[fs] the directory measured, D2[fs] the same
-# directory through a second mount (for visibility) ----------------------
-declare -A D D2
-mkdir -p "$W/ext4"
-D[ext4]=$W/ext4
-if has kaon; then
-	mkdir -p "$W/kaon-data" "$W/m/kaon1" "$W/m/kaon2"
-	bg "$W/kaon-up.log" "$KAON" up --data "$W/kaon-data" --http 127.0.0.1:0 --xrootd ""
-	up=${PIDS[-1]}
-	for _ in $(seq 600); do grep -qs "\"pid\": *$up" "$W/kaon-data/endpoints.json" && break; sleep 0.1; done
-	KURL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["http"])' "$W/kaon-data/endpoints.json")
-	KAON_URL=$KURL "$KAON" mkdir /b
-	for i in 1 2; do
-		MNTS+=("$W/m/kaon$i")
-		bg "$W/kaon-mount$i.log" "$KAON" mount -f --url "$KURL" --subtree /b --cache "$W/kaon-cache$i" "$W/m/kaon$i"
-		waitmnt "$W/m/kaon$i" "${PIDS[-1]}" "kaon mount"
-	done
-	D[kaon]=$W/m/kaon1 D2[kaon]=$W/m/kaon2
-fi
-if has cfsd; then
-	mkdir -p "$W/cfsd-backend" "$W/m/cfsd"
-	MNTS+=("$W/m/cfsd")
-	"$KAON" cfsd mount --backend "$W/cfsd-backend" --log "$W/cfsd.log" "$W/m/cfsd"
-	D[cfsd]=$W/m/cfsd
-fi
-if has mfs; then
-	NS=kaonbench-mfs-$$ IP=10.211.$((RANDOM % 250)).1
-	ip netns add "$NS"
-	ip -n "$NS" link set lo up
-	ip -n "$NS" addr add "$IP/32" dev lo
-	inns() { nsenter --net="/run/netns/$NS" "$@"; }
-	M=$W/mfs
-	mkdir -p "$M/master" "$M/cs" "$M/chunks" "$W/m/mfs1" "$W/m/mfs2"
-	chown mfs:mfs "$M/chunks" "$M/master" "$M/cs" 2>/dev/null || true
-	cp /var/lib/mfs/metadata.mfs.empty "$M/master/metadata.mfs"
-	echo "* / rw,alldirs,maproot=0" >"$M/exports.cfg"
-	: >"$M/topology.cfg"
-	echo "$M/chunks" >"$M/hdd.cfg"
-	cat >"$M/master.cfg" <<-EOF
-		WORKING_USER = root
-		WORKING_GROUP = root
-		SYSLOG_IDENT = kaonbench-mfsmaster
-		DATA_PATH = $M/master
-		EXPORTS_FILENAME = $M/exports.cfg
-		TOPOLOGY_FILENAME = $M/topology.cfg
-		MATOML_LISTEN_HOST = $IP
-		MATOCS_LISTEN_HOST = $IP
-		MATOCL_LISTEN_HOST = $IP
-	EOF
-	cat >"$M/cs.cfg" <<-EOF
-		WORKING_USER = root
-		WORKING_GROUP = root
-		SYSLOG_IDENT = kaonbench-mfschunkserver
-		DATA_PATH = $M/cs
-		HDD_CONF_FILENAME = $M/hdd.cfg
-		HDD_LEAVE_SPACE_DEFAULT = 1GiB
-		BIND_HOST = $IP
-		MASTER_HOST = $IP
-		CSSERV_LISTEN_HOST = $IP
-	EOF
-	bg "$M/master.log" inns mfsmaster -f -c "$M/master.cfg"
-	for _ in $(seq 600); do grep -qs 'initialized properly' "$M/master.log" && break; sleep 0.1; done
-	bg "$M/cs.log" inns mfschunkserver -f -c "$M/cs.cfg"
-	for _ in $(seq 600); do grep -qs 'connected to Master' "$M/cs.log" && break; sleep 0.1; done
-	for i in 1 2; do
-		MNTS+=("$W/m/mfs$i")
-		bg "$M/mount$i.log" inns mfsmount -f -H "$IP" "$W/m/mfs$i"
-		waitmnt "$W/m/mfs$i" "${PIDS[-1]}" mfsmount
-	done
-	# writes fail ("No chunk servers") until the chunkserver has scanned
-	# its folder and reported its space to the master
-	for _ in $(seq 600); do grep -qs 'scanning folder.*complete' "$M/cs.log" && break; sleep 0.1; done
-	for _ in $(seq 60); do
-		timeout 10 dd if=/dev/zero of="$W/m/mfs1/probe" bs=64k count=1 conv=fsync 2>/dev/null && break
-		sleep 1
-	done
-	rm -f "$W/m/mfs1/probe"
-	mkdir -p "$W/m/mfs1/b"
-	D[mfs]=$W/m/mfs1/b D2[mfs]=$W/m/mfs2/b
-fi
-if has weed; then
-	WEED=${WEED:-$("$repo/bench/mount/weed-build.sh")}
-	S=$W/weed
-	mkdir -p "$S/data" "$W/m/weed1" "$W/m/weed2"
-	mp=$(freeport) mg=$(freeport) vp=$(freeport) vg=$(freeport) fp=$(freeport) fg=$(freeport)
-	bg "$S/server.log" "$WEED" server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$S/data" \
-		-master.port="$mp" -master.port.grpc="$mg" -master.volumeSizeLimitMB=1024 \
-		-volume.port="$vp" -volume.port.grpc="$vg" -volume.max=30 \
-		-filer -filer.port="$fp" -filer.port.grpc="$fg"
-	for _ in $(seq 600); do curl -sf "http://127.0.0.1:$fp/" >/dev/null && break; sleep 0.1; done
-	for i in 1 2; do
-		MNTS+=("$W/m/weed$i")
-		bg "$S/mount$i.log" "$WEED" mount -filer="127.0.0.1:$fp.$fg" -dir="$W/m/weed$i" -filer.path=/ -cacheDir="$S/cache$i"
-		waitmnt "$W/m/weed$i" "${PIDS[-1]}" "weed mount"
-	done
-	mkdir -p "$W/m/weed1/b"
-	D[weed]=$W/m/weed1/b D2[weed]=$W/m/weed2/b
-fi
-if has ceph; then
-	if [ -z "${CEPH_DIR:-}" ]; then
-		CEPH_DIR=$W/ceph CEPH_MADE=1
-		"$repo/scripts/ceph-dev.sh" start "$CEPH_DIR" >&2
-	fi
-	for i in 1 2; do
-		CEPH_MNTS+=("$W/m/ceph$i")
-		"$repo/scripts/ceph-dev.sh" mount "$CEPH_DIR" "$W/m/ceph$i" >&2
-	done
-	mkdir -p "$W/m/ceph1/mount-bench-$$"
-	D[ceph]=$W/m/ceph1/mount-bench-$$ D2[ceph]=$W/m/ceph2/mount-bench-$$
-	trap 'rm -rf "${D[ceph]}"; cleanup' EXIT
-fi
-FSL=()
-for f in kaon cfsd mfs weed ceph ext4; do [ -n "${D[$f]:-}" ] && FSL+=("$f"); done
-log "file systems: ${FSL[*]}; work dir $W"
 
 TAR=$W/gosrc.tar
-tar -C "$(go env GOROOT)" -cf "$TAR" src
+tar -C "$(go env GOROOT)" -cf "$TAR" "$UNTAR"
 NFILES=$(tar -tf "$TAR" | wc -l)
 
 now() { date +%s.%N; }
@@ -213,11 +67,11 @@ run() {
 		# per-op latencies (ns) of the last round, for the plot
 		awk -F', *' '{print $2}' "$W"/lat/fio_"$f"_clat.*.log >"$W/lat/fio-$f" 2>/dev/null || true
 		rm -f "$d/fio.bin" "$W"/lat/fio_"$f"_* ;;
-	untar) rm -rf "$d/src"; drop; t=$(timeit tar -C "$d" -xf "$TAR"); add "untar_$f" "$(calc "$NFILES / $t")" ;;
-	lsc) drop; add "lsc_$f" "$(timeit ls -lR "$d/src")" ;;
-	lsw) add "lsw_$f" "$(timeit ls -lR "$d/src")" ;;
-	findc) drop; add "findc_$f" "$(timeit find "$d/src" -ls)" ;;
-	findw) add "findw_$f" "$(timeit find "$d/src" -ls)"; rm -rf "$d/src" ;;
+	untar) rm -rf "${d:?}/${UNTAR%%/*}"; drop; t=$(timeit tar -C "$d" -xf "$TAR"); add "untar_$f" "$(calc "$NFILES / $t")" ;;
+	lsc) drop; add "lsc_$f" "$(timeit ls -lR "$d/$UNTAR")" ;;
+	lsw) add "lsw_$f" "$(timeit ls -lR "$d/$UNTAR")" ;;
+	findc) drop; add "findc_$f" "$(timeit find "$d/$UNTAR" -ls)" ;;
+	findw) add "findw_$f" "$(timeit find "$d/$UNTAR" -ls)"; rm -rf "${d:?}/${UNTAR%%/*}" ;;
 	create1 | create10)
 		local n=${w#create}
 		rm -f "$W/lat/$w-$f"
@@ -252,7 +106,7 @@ done
 {
 	echo "kaon mount vs peers: $ROUNDS rounds (order rotated), medians; $(uname -r), $(nproc) cores; $(date -u +%FT%TZ)"
 	echo "load average after each round: ${LOADS[*]}"
-	echo "ext4: $(findmnt -n -o SOURCE,FSTYPE -T "$W") ; untar: $NFILES entries ; creates: $FILES ; dd: $DD_MB MiB ; fio: 4 KiB randwrite over $FIO_MB MiB ; visibility: $VIS changes"
+	echo "ext4: $(findmnt -n -o SOURCE,FSTYPE -T "$W") ; untar: $NFILES entries of \$GOROOT/$UNTAR ; creates: $FILES ; dd: $DD_MB MiB ; fio: 4 KiB randwrite over $FIO_MB MiB ; visibility: $VIS changes"
 	echo "kaon $("$KAON" version 2>/dev/null | head -1) ; weed ${WEED:+$(basename "$WEED")} ; $(mfsmaster -v 2>/dev/null | head -1) ; $(ceph-fuse --version 2>/dev/null | cut -d' ' -f1-3)"
 	rows=(ddw "dd write" MB/s hi ddr "dd read" MB/s hi fio "fio 4k randwrite" IOPS hi untar "untar" entries/s hi
 		lsc "ls -lR cold" s lo lsw "ls -lR warm" s lo findc "find -ls cold" s lo findw "find -ls warm" s lo
@@ -277,7 +131,7 @@ done
 		if [ "$4" = hi ]; then calc "$a / $b"; else calc "$b / $a"; fi; }
 	for ref in ext4 kaon; do
 		[ -n "${D[$ref]:-}" ] || continue
-		if [ $ref = ext4 ]; then printf '\n%-33s' "speed relative to ext4 (>1 faster)"; else printf '\n%-33s' "kaon mount's speed relative to (>1: kaon faster)"; fi
+		if [ $ref = ext4 ]; then printf '\n%-33s' "speed relative to ext4 (>1 faster)"; else printf '\n%-33s' "kaon's speed vs (>1 kaon faster)"; fi
 		for f in "${FSL[@]}"; do [ $f = $ref ] || printf ' %10s' "$f"; done
 		echo
 		for ((i = 0; i < ${#rows[@]}; i += 4)); do
