@@ -168,8 +168,12 @@ func (r *io500Run) fio(args ...string) (int64, error) {
 	}
 	var rep struct {
 		Jobs []struct {
-			Read  struct{ IOBytes int64 `json:"io_bytes"` } `json:"read"`
-			Write struct{ IOBytes int64 `json:"io_bytes"` } `json:"write"`
+			Read struct {
+				IOBytes int64 `json:"io_bytes"`
+			} `json:"read"`
+			Write struct {
+				IOBytes int64 `json:"io_bytes"`
+			} `json:"write"`
 		} `json:"jobs"`
 	}
 	// fio may print notes before the JSON object

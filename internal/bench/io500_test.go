@@ -25,7 +25,7 @@ func TestIO500Score(t *testing.T) {
 		}
 	}
 	near("bandwidth score", bw, math.Pow(8*2*1*4, 0.25)) // 2.828...
-	near("metadata score", md, 3)                         // (9*1*3)^(1/3)
+	near("metadata score", md, 3)                        // (9*1*3)^(1/3)
 	near("score", score, math.Sqrt(math.Pow(64, 0.25)*3))
 	phases[5].Value = 0
 	if _, md, score := IO500Score(phases); md != 0 || score != 0 {
