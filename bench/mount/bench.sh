@@ -44,7 +44,7 @@ NFILES=$(tar -tf "$TAR" | wc -l)
 now() { date +%s.%N; }
 drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 calc() { awk "BEGIN{printf \"%.6f\", $*}"; }
-timeit() { local t0 t1; t0=$(now); "$@" >/dev/null 2>&1; t1=$(now); calc "$t1 - $t0"; }
+timeit() { local t0 t1; t0=$(now); "$@" >/dev/null 2>"$W/err" || return 1; t1=$(now); calc "$t1 - $t0"; }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END{print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
 declare -A R
 add() { R[$1]="${R[$1]:-} $2"; }
@@ -53,36 +53,37 @@ add() { R[$1]="${R[$1]:-} $2"; }
 run() {
 	local w=$1 f=$2 d=${D[$2]} t
 	case $w in
-	ddw) drop; t=$(timeit dd if=/dev/zero of="$d/dd.bin" bs=1M count="$DD_MB" conv=fsync); add "ddw_$f" "$(calc "$DD_MB * 1.048576 / $t")" ;;
-	ddr) drop; t=$(timeit dd if="$d/dd.bin" of=/dev/null bs=1M); add "ddr_$f" "$(calc "$DD_MB * 1.048576 / $t")"; rm -f "$d/dd.bin" ;;
+	ddw) drop; t=$(timeit dd if=/dev/zero of="$d/dd.bin" bs=1M count="$DD_MB" conv=fsync) || return 1; add "ddw_$f" "$(calc "$DD_MB * 1.048576 / $t")" ;;
+	ddr) drop; t=$(timeit dd if="$d/dd.bin" of=/dev/null bs=1M) || return 1; add "ddr_$f" "$(calc "$DD_MB * 1.048576 / $t")"; rm -f "$d/dd.bin" ;;
 	fio)
 		rm -f "$W"/lat/fio_"$f"_*
 		local t0 t1 ios
 		t0=$(now)
 		fio --name=rw --filename="$d/fio.bin" --rw=randwrite --bs=4k --size="${FIO_MB}M" --ioengine=psync \
-			--end_fsync=1 --output-format=json --write_lat_log="$W/lat/fio_$f" --log_avg_msec=0 >"$W/fio.json"
+			--end_fsync=1 --output-format=json --write_lat_log="$W/lat/fio_$f" --log_avg_msec=0 >"$W/fio.json" 2>"$W/err" || return 1
 		t1=$(now)
 		ios=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["jobs"][0]["write"]["total_ios"])' "$W/fio.json")
 		add "fio_$f" "$(calc "$ios / ($t1 - $t0)")"
 		# per-op latencies (ns) of the last round, for the plot
 		awk -F', *' '{print $2}' "$W"/lat/fio_"$f"_clat.*.log >"$W/lat/fio-$f" 2>/dev/null || true
 		rm -f "$d/fio.bin" "$W"/lat/fio_"$f"_* ;;
-	untar) rm -rf "${d:?}/${UNTAR%%/*}"; drop; t=$(timeit tar -C "$d" -xf "$TAR"); add "untar_$f" "$(calc "$NFILES / $t")" ;;
-	lsc) drop; add "lsc_$f" "$(timeit ls -lR "$d/$UNTAR")" ;;
-	lsw) add "lsw_$f" "$(timeit ls -lR "$d/$UNTAR")" ;;
-	findc) drop; add "findc_$f" "$(timeit find "$d/$UNTAR" -ls)" ;;
-	findw) add "findw_$f" "$(timeit find "$d/$UNTAR" -ls)"; rm -rf "${d:?}/${UNTAR%%/*}" ;;
+	untar) rm -rf "${d:?}/${UNTAR%%/*}"; drop; t=$(timeit tar -C "$d" -xf "$TAR") || return 1; add "untar_$f" "$(calc "$NFILES / $t")" ;;
+	lsc) drop; t=$(timeit ls -lR "$d/$UNTAR") || return 1; add "lsc_$f" "$t" ;;
+	lsw) t=$(timeit ls -lR "$d/$UNTAR") || return 1; add "lsw_$f" "$t" ;;
+	findc) drop; t=$(timeit find "$d/$UNTAR" -ls) || return 1; add "findc_$f" "$t" ;;
+	findw) t=$(timeit find "$d/$UNTAR" -ls) || return 1; add "findw_$f" "$t"; rm -rf "${d:?}/${UNTAR%%/*}" ;;
 	create1 | create10)
 		local n=${w#create}
 		rm -f "$W/lat/$w-$f"
-		add "${w}_$f" "$("$MBENCH" creates -dir "$d/$w" -files "$FILES" -dirs "$n" -lat "$W/lat/$w-$f")"
+		t=$("$MBENCH" creates -dir "$d/$w" -files "$FILES" -dirs "$n" -lat "$W/lat/$w-$f" 2>"$W/err") || return 1
+		add "${w}_$f" "$t"
 		rm -rf "$d/$w" ;;
 	viscreate | vismodify)
 		[ -n "${D2[$f]:-}" ] || return 0
 		rm -f "$W/lat/$w-$f"
 		mkdir -p "$d/$w"
 		local r
-		r=$("$MBENCH" vis -a "$d/$w" -b "${D2[$f]}/$w" -n "$VIS" -kind "${w#vis}" -lat "$W/lat/$w-$f")
+		r=$("$MBENCH" vis -a "$d/$w" -b "${D2[$f]}/$w" -n "$VIS" -kind "${w#vis}" -lat "$W/lat/$w-$f" 2>"$W/err") || return 1
 		add "${w}_$f" "${r% *}"; add "${w}99_$f" "${r#* }"
 		rm -rf "$d/$w" ;;
 	esac
@@ -90,14 +91,17 @@ run() {
 
 WL=(ddw ddr fio untar lsc lsw findc findw create1 create10 viscreate vismodify)
 [ "$DD_MB" -gt 0 ] || WL=("${WL[@]:2}")
-LOADS=()
+LOADS=() FAILS=()
 for r in $(seq 1 "$ROUNDS"); do
 	n=${#FSL[@]} k=$(((r - 1) % n))
 	order=("${FSL[@]:k}" "${FSL[@]:0:k}")
 	log "round $r of $ROUNDS, order ${order[*]}"
 	for w in "${WL[@]}"; do
 		log "$w"
-		for f in "${order[@]}"; do run "$w" "$f"; done
+		for f in "${order[@]}"; do
+			# a failure is reported and counted; the run goes on with the rest
+			run "$w" "$f" || { log "$w on $f FAILED: $(tail -c 300 "$W/err")"; FAILS+=("round $r: $w on $f: $(tail -c 200 "$W/err" | tr '\n' ' ')"); }
+		done
 	done
 	LOADS+=("$(cut -d' ' -f1-3 /proc/loadavg)")
 done
@@ -147,6 +151,7 @@ done
 		done
 	done
 	echo
+	for x in "${FAILS[@]}"; do echo "FAILED $x"; done
 	echo "cold = after drop_caches (kernel caches only; daemons keep their own). IOPS include the final fsync."
 	for k in "${!R[@]}"; do echo "raw $k:${R[$k]}"; done | sort
 } | tee "$OUT/table.txt"

@@ -26,6 +26,8 @@ cleanup() {
 		kill -9 "$p" 2>/dev/null
 	done
 	[ -n "$NS" ] && ip netns del "$NS"
+	# the daemons' logs outlive the run (the runs that failed are read there)
+	[ -n "${OUT:-}" ] && mkdir -p "$OUT/logs" && (cd "$W" && find . -maxdepth 2 -name '*.log' -size -20M -exec cp --parents {} "$OUT/logs/" \;)
 	rm -rf --one-file-system "$W"
 }
 trap cleanup EXIT
