@@ -7,6 +7,7 @@
 #   sudo bench/mount/bench.sh                     # ROUNDS=3 FILES=10000 DD_MB=1024 FIO_MB=256 VIS=50
 #   ROUNDS=1 FILES=500 DD_MB=64 FIO_MB=8 VIS=10 UNTAR=src/net bench/mount/bench.sh   # a few minutes
 #   FS="kaon ext4" bench/mount/bench.sh           # a subset (names: kaon cfsd mfs weed ceph ext4)
+#   WORKLOADS="untar lsc lsw findc findw"         # a subset of: ddw ddr fio untar lsc lsw findc findw create1 create10 viscreate vismodify
 #   CEPH_DIR=/var/tmp/c bench/mount/bench.sh      # an existing ceph-dev.sh cluster (else one is made and purged)
 #   KAON=BINARY WEED=BINARY OUT=DIR               # binaries (built when absent), where table and PNGs go
 #
@@ -14,7 +15,7 @@
 # every round so no file system always goes first; medians over ROUNDS:
 #   dd write DD_MB MiB (bs=1M, conv=fsync), dd read after drop_caches  MB/s
 #   fio 4 KiB random writes over FIO_MB MiB (psync, end_fsync)          IOPS, fsync included
-#   untar of the Go source tree ($(go env GOROOT)/$UNTAR as a tar)      entries/s
+#   untar of the Go source tree ($(go env GOROOT)/$UNTAR as a tar, -m)  entries/s
 #   ls -lR and find -ls of that tree, cold (drop_caches) then warm      s
 #   FILES creates in one directory, and in 10 directories in parallel   files/s
 #   a file created (or rewritten) in one mount seen in the other        ms, median and p99
@@ -67,7 +68,7 @@ run() {
 		# per-op latencies (ns) of the last round, for the plot
 		awk -F', *' '{print $2}' "$W"/lat/fio_"$f"_clat.*.log >"$W/lat/fio-$f" 2>/dev/null || true
 		rm -f "$d/fio.bin" "$W"/lat/fio_"$f"_* ;;
-	untar) rm -rf "${d:?}/${UNTAR%%/*}"; drop; t=$(timeit tar -C "$d" -xf "$TAR") || return 1; add "untar_$f" "$(calc "$NFILES / $t")" ;;
+	untar) rm -rf "${d:?}/${UNTAR%%/*}"; drop; t=$(timeit tar -C "$d" -m -xf "$TAR") || return 1; add "untar_$f" "$(calc "$NFILES / $t")" ;;
 	lsc) drop; t=$(timeit ls -lR "$d/$UNTAR") || return 1; add "lsc_$f" "$t" ;;
 	lsw) t=$(timeit ls -lR "$d/$UNTAR") || return 1; add "lsw_$f" "$t" ;;
 	findc) drop; t=$(timeit find "$d/$UNTAR" -ls) || return 1; add "findc_$f" "$t" ;;
@@ -89,8 +90,8 @@ run() {
 	esac
 }
 
-WL=(ddw ddr fio untar lsc lsw findc findw create1 create10 viscreate vismodify)
-[ "$DD_MB" -gt 0 ] || WL=("${WL[@]:2}")
+read -ra WL <<<"${WORKLOADS:-ddw ddr fio untar lsc lsw findc findw create1 create10 viscreate vismodify}"
+[ "$DD_MB" -gt 0 ] || WL=("${WL[@]/dd[wr]/}")
 LOADS=() FAILS=()
 for r in $(seq 1 "$ROUNDS"); do
 	n=${#FSL[@]} k=$(((r - 1) % n))
@@ -123,7 +124,9 @@ done
 	declare -A MED
 	for ((i = 0; i < ${#rows[@]}; i += 4)); do
 		k=${rows[i]}
-		[ -n "${R[${k}_${FSL[0]}]:-}${R[${k}_${FSL[-1]}]:-}${R[${k}_kaon]:-}" ] || continue
+		any=""
+		for f in "${FSL[@]}"; do any+=${R[${k}_$f]:-}; done
+		[ -n "$any" ] || continue
 		printf '%-22s %-10s' "${rows[i + 1]}" "${rows[i + 2]}"
 		for f in "${FSL[@]}"; do
 			if [ -n "${R[${k}_$f]:-}" ]; then MED[${k}_$f]=$(median ${R[${k}_$f]}); printf ' %10.2f' "${MED[${k}_$f]}"; else printf ' %10s' -; fi
