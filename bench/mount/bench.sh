@@ -32,7 +32,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 ROUNDS=${ROUNDS:-3} FILES=${FILES:-10000} DD_MB=${DD_MB:-1024} FIO_MB=${FIO_MB:-256} VIS=${VIS:-50}
 UNTAR=${UNTAR:-src} # the tree untarred and listed, relative to $(go env GOROOT)
 FS=${FS:-kaon cfsd mfs weed ceph ext4}
-OUT=${OUT:-$repo/bench/mount/out}
+OUT=${OUT:-$repo/bench/out/mount}
 . "$repo/bench/mount/peers.sh"
 mkdir -p "$OUT" "$W/lat"
 MBENCH=$W/mbench

@@ -15,7 +15,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 ROUNDS=${ROUNDS:-3}
 IO500_ARGS=${IO500_ARGS:---procs 4}
 FS=${FS:-kaon cfsd ceph ext4}
-OUT=${OUT:-$repo/bench/mount/out}
+OUT=${OUT:-$repo/bench/out/mount}
 . "$repo/bench/mount/peers.sh"
 mkdir -p "$OUT"
 
