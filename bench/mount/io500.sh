@@ -36,7 +36,7 @@ for r in $(seq 1 "$ROUNDS"); do
 			R[${name}_$f]="${R[${name}_$f]:-} $value"
 			[ "$r" = 1 ] && [ "$f" = "${order[0]}" ] && PHASES+=("$name")
 		done <"$W/io500.out"
-		read -r bw md total < <(awk '/^\[SCORE/{print $3, $7, $11}' "$W/io500.out")
+		read -r bw md total < <(awk '/^\[SCORE/{print $4, $8, $12}' "$W/io500.out")
 		R[bw_$f]="${R[bw_$f]:-} $bw" R[md_$f]="${R[md_$f]:-} $md" R[score_$f]="${R[score_$f]:-} $total"
 		head -1 "$W/io500.out" >"$W/io500.head"
 	done
