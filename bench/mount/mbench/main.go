@@ -237,5 +237,9 @@ func plotCmd(args []string) error {
 		slices.Sort(ds)
 		series = append(series, bench.Series{Name: name, Ds: ds})
 	}
+	if len(series) == 0 {
+		fmt.Fprintf(os.Stderr, "mbench plot: no samples for %s, not drawn\n", *out)
+		return nil
+	}
 	return bench.PlotLatency(*out, *title, series)
 }
