@@ -12,11 +12,12 @@ KAON=${KAON:-$W/kaon}
 has() { [[ " $FS " == *" $1 "* ]]; }
 
 log() { echo "bench/mount [$(date +%T) load $(cut -d' ' -f1-3 /proc/loadavg)]: $*" >&2; }
-PIDS=() MNTS=() NS="" CEPH_MADE="" CEPH_MNTS=()
+PIDS=() MNTS=() NS="" CEPH_MADE="" CEPH_MNTS=() CFSD=""
 cleanup() {
 	set +e
 	for mp in "${CEPH_MNTS[@]}"; do "$repo/scripts/ceph-dev.sh" umount "$CEPH_DIR" "$mp" >/dev/null 2>&1; done
 	[ -n "$CEPH_MADE" ] && "$repo/scripts/ceph-dev.sh" purge "$CEPH_DIR" >/dev/null 2>&1
+	[ -n "$CFSD" ] && "$KAON" cfsd umount "$CFSD" # the daemon saves its state and exits
 	for mp in "${MNTS[@]}"; do
 		mountpoint -q "$mp" && { fusermount3 -u "$mp" 2>/dev/null || umount "$mp" 2>/dev/null || umount -l "$mp"; }
 	done
@@ -65,7 +66,7 @@ if has kaon; then
 fi
 if has cfsd; then
 	mkdir -p "$W/cfsd-backend" "$W/m/cfsd"
-	MNTS+=("$W/m/cfsd")
+	MNTS+=("$W/m/cfsd") CFSD=$W/m/cfsd
 	"$KAON" cfsd mount --backend "$W/cfsd-backend" --log "$W/cfsd.log" "$W/m/cfsd"
 	D[cfsd]=$W/m/cfsd
 fi
