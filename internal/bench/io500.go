@@ -234,14 +234,14 @@ func (r *io500Run) mdtest(kind, phase string) (int64, error) {
 	if kind == "hard" {
 		files = r.cfg.HardFiles
 	}
-	data := make([]byte, io500HardFile)
+	data := make([]byte, io500HardFile) // what the writes write; reads use a buffer per worker
 	path := func(w, i int) string {
 		if kind == "hard" {
 			return filepath.Join(r.root, "mdtest-hard", fmt.Sprintf("file.mdtest.%d.%d", w, i))
 		}
 		return filepath.Join(r.root, "mdtest-easy", fmt.Sprintf("proc%d", w), fmt.Sprintf("file.mdtest.%d.%d", w, i))
 	}
-	op := func(w, i int) error {
+	op := func(w, i int, buf []byte) error {
 		p := path(w, i)
 		switch phase {
 		case "write":
@@ -264,7 +264,7 @@ func (r *io500Run) mdtest(kind, phase string) (int64, error) {
 			if err != nil {
 				return err
 			}
-			_, err = io.ReadFull(f, data)
+			_, err = io.ReadFull(f, buf)
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -287,8 +287,9 @@ func (r *io500Run) mdtest(kind, phase string) (int64, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			buf := make([]byte, io500HardFile)
 			for i := range files {
-				if err := op(w, i); err != nil {
+				if err := op(w, i, buf); err != nil {
 					errs[w] = err
 					return
 				}
