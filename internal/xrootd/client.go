@@ -367,8 +367,8 @@ type RemoteFile struct {
 }
 
 // OpenRead opens path (with "?opaque" if any) for reading, following
-// redirects (each to a new connection, which the file then owns: close
-// it with the file). The file's size comes with the open.
+// redirects (each to a new connection, the file's Conn, which the caller
+// closes after the file). The file's size comes with the open.
 func (c *Client) OpenRead(ctx context.Context, path string) (*RemoteFile, error) {
 	f, st, err := c.open(ctx, path, kXR_open_read|kXR_retstat, 0)
 	if err != nil {
@@ -409,7 +409,7 @@ func (c *Client) open(ctx context.Context, path string, options, mode uint16) (*
 	binary.BigEndian.PutUint16(p[2:], options)
 	cur, b, err := c.follow(ctx, kXR_open, p, path)
 	if err != nil {
-		return nil, "", fmt.Errorf("open %s: %w", stripOpaque(path), err)
+		return nil, "", err
 	}
 	if len(b) < 4 {
 		cur.closeIfNot(c)
@@ -475,11 +475,12 @@ func (c *Client) follow(ctx context.Context, req uint16, params [16]byte, path s
 }
 
 // pathCall sends a request on a path and closes the connection a
-// redirect opened for it.
-func (c *Client) pathCall(ctx context.Context, op string, req uint16, params [16]byte, path string) ([]byte, error) {
+// redirect opened for it. A server's refusal (ServerError) names the
+// operation and the path itself.
+func (c *Client) pathCall(ctx context.Context, req uint16, params [16]byte, path string) ([]byte, error) {
 	cur, b, err := c.follow(ctx, req, params, path)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", op, stripOpaque(path), err)
+		return nil, err
 	}
 	cur.closeIfNot(c)
 	return b, nil
@@ -503,7 +504,7 @@ func (s StatInfo) IsDir() bool { return s.Flags&kXR_isDir != 0 }
 
 // Stat returns what the server knows of path.
 func (c *Client) Stat(ctx context.Context, path string) (StatInfo, error) {
-	b, err := c.pathCall(ctx, "stat", kXR_stat, [16]byte{}, path)
+	b, err := c.pathCall(ctx, kXR_stat, [16]byte{}, path)
 	if err != nil {
 		return StatInfo{}, err
 	}
@@ -527,7 +528,7 @@ func (c *Client) Stat(ctx context.Context, path string) (StatInfo, error) {
 
 // Dirlist returns the names in the directory path.
 func (c *Client) Dirlist(ctx context.Context, path string) ([]string, error) {
-	b, err := c.pathCall(ctx, "dirlist", kXR_dirlist, [16]byte{}, path)
+	b, err := c.pathCall(ctx, kXR_dirlist, [16]byte{}, path)
 	if err != nil {
 		return nil, err
 	}
@@ -548,7 +549,7 @@ func (c *Client) Mkdir(ctx context.Context, path string, mode uint32, parents bo
 		p[0] = kXR_mkdirpath
 	}
 	binary.BigEndian.PutUint16(p[14:], uint16(mode&0o7777))
-	_, err := c.pathCall(ctx, "mkdir", kXR_mkdir, p, path)
+	_, err := c.pathCall(ctx, kXR_mkdir, p, path)
 	return err
 }
 
@@ -556,19 +557,19 @@ func (c *Client) Mkdir(ctx context.Context, path string, mode uint32, parents bo
 func (c *Client) Mv(ctx context.Context, from, to string) error {
 	var p [16]byte
 	binary.BigEndian.PutUint16(p[14:], uint16(len(from)))
-	_, err := c.pathCall(ctx, "mv", kXR_mv, p, from+" "+to)
+	_, err := c.pathCall(ctx, kXR_mv, p, from+" "+to)
 	return err
 }
 
 // Rm removes the file path.
 func (c *Client) Rm(ctx context.Context, path string) error {
-	_, err := c.pathCall(ctx, "rm", kXR_rm, [16]byte{}, path)
+	_, err := c.pathCall(ctx, kXR_rm, [16]byte{}, path)
 	return err
 }
 
 // Rmdir removes the empty directory path.
 func (c *Client) Rmdir(ctx context.Context, path string) error {
-	_, err := c.pathCall(ctx, "rmdir", kXR_rmdir, [16]byte{}, path)
+	_, err := c.pathCall(ctx, kXR_rmdir, [16]byte{}, path)
 	return err
 }
 
@@ -577,7 +578,7 @@ func (c *Client) Rmdir(ctx context.Context, path string) error {
 func (c *Client) Checksum(ctx context.Context, path, algo string) (string, error) {
 	var p [16]byte
 	binary.BigEndian.PutUint16(p[0:], kXR_Qcksum)
-	b, err := c.pathCall(ctx, "query checksum", kXR_query, p, stripOpaque(path)+"?cks.type="+algo)
+	b, err := c.pathCall(ctx, kXR_query, p, stripOpaque(path)+"?cks.type="+algo)
 	if err != nil {
 		return "", err
 	}
