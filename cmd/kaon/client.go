@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	krbclient "github.com/jcmturner/gokrb5/v8/client"
@@ -85,7 +86,7 @@ func newAPI(s server) *client.Client {
 		case err != nil:
 			fmt.Fprintf(os.Stderr, "kaon: not using Kerberos: %v\n", err)
 		case ok:
-			c.HTTP.Transport = negotiate{c.HTTP.Transport, krb}
+			c.HTTP.Transport = negotiate{c.HTTP.Transport, krb, new(sync.Once)}
 		}
 	}
 	return c
@@ -93,17 +94,22 @@ func newAPI(s server) *client.Client {
 
 // negotiate sends every request with an SPNEGO (Kerberos) Authorization
 // header for the server's HTTP/host principal, as curl --negotiate does.
+// A server the user's KDC has no ticket for (an instance without
+// Kerberos) gets the request without one, and the user a warning.
 type negotiate struct {
-	next http.RoundTripper
-	krb  *krbclient.Client
+	next   http.RoundTripper
+	krb    *krbclient.Client
+	warned *sync.Once
 }
 
 func (n negotiate) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	if err := spnego.SetSPNEGOHeader(n.krb, r, "HTTP/"+r.URL.Hostname()); err != nil {
-		return nil, fmt.Errorf("Kerberos ticket for HTTP/%s: %w", r.URL.Hostname(), err)
+	withKrb := r.Clone(r.Context())
+	spn := "HTTP/" + r.URL.Hostname()
+	if err := spnego.SetSPNEGOHeader(n.krb, withKrb, spn); err != nil {
+		n.warned.Do(func() { fmt.Fprintf(os.Stderr, "kaon: not using Kerberos: no ticket for %s: %v\n", spn, err) })
+		return n.next.RoundTrip(r)
 	}
-	return n.next.RoundTrip(r)
+	return n.next.RoundTrip(withKrb)
 }
 
 // failing is the transport of a client that cannot send what it was

@@ -18,8 +18,9 @@ import (
 
 // TestKrb5KaonClients: Kaon's own clients with a ticket from the test's
 // KDC. The kaon CLI, finding no bearer token, authenticates to the https
-// namespace API with the ticket (SPNEGO) and is daemon; without a ticket
-// it is who its socket says. Kaon's root:// client (internal/xrootd, as the storage
+// namespace API with the ticket (SPNEGO) and is daemon; without a ticket,
+// or to a server its KDC has no principal for, it is who its socket says
+// (there, with a warning). Kaon's root:// client (internal/xrootd, as the storage
 // servers' third-party copies use it) logs in with krb5 to Kaon and to
 // Debian's xrootd requiring krb5, and a file it creates is daemon's; with
 // a ticket of another realm it is refused (Kaon: every request, with the
@@ -55,6 +56,12 @@ func TestKrb5KaonClients(t *testing.T) {
 	}
 	if st := k.MustKaon("stat", "/krb/by-cli"); !strings.Contains(st, "Uid: 1 ") {
 		t.Fatalf("the CLI's directory is not daemon's:\n%s", st)
+	}
+	// A server the KDC has no HTTP/ principal for (reached by address)
+	// gets the request without a ticket, and the user a warning.
+	if out, err := client(t, kdc.Conf, daemon, harness.Binary(t), "whoami", "--url", k.EP.HTTPS, "--ca", k.EP.CA); err != nil ||
+		!strings.Contains(out, "method=unix") || !strings.Contains(out, "not using Kerberos: no ticket for HTTP/127.0.0.1") {
+		t.Fatalf("kaon whoami with a ticket, to a server without a principal: %v\n%s", err, out)
 	}
 	// Without a ticket this loopback client is its unix user (root).
 	if out, err := cli("FILE:"+filepath.Join(t.TempDir(), "none"), "whoami"); err != nil || !strings.Contains(out, "method=unix") {
