@@ -163,7 +163,7 @@ func (c *conn) onHandle(h *reqHeader, body []byte, release func(), s *slot) (han
 		}
 		if h.Dlen <= inlineWrite && len(c.slots) == 1 {
 			run()
-			return true, !c.dead.Load()
+			return true, true
 		}
 		s.spawn(run)
 	case kXR_readv:
