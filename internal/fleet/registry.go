@@ -664,13 +664,17 @@ func (r *Registry) ReadableLate(id uint32) (Node, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	f := r.fs[id]
-	if f == nil || f.ConfigStatus == "off" || f.BootStatus != "booted" || time.Since(f.LastBeat) >= lateGrace {
-		return Node{}, false
-	}
-	if n := r.nodes[f.Node]; n == nil || time.Since(n.lastBeat) >= lateGrace {
+	if f == nil || f.ConfigStatus == "off" || !r.lateAlive(f) {
 		return Node{}, false
 	}
 	return r.nodeOf(f.Node), true
+}
+
+// lateAlive is alive with lateGrace for the reports' age. Caller holds
+// r.mu.
+func (r *Registry) lateAlive(f *FsState) bool {
+	n := r.nodes[f.Node]
+	return n != nil && time.Since(n.lastBeat) < lateGrace && time.Since(f.LastBeat) < lateGrace && f.BootStatus == "booted"
 }
 
 // nodeOf describes node name; caller holds r.mu.
