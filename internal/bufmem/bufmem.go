@@ -48,7 +48,7 @@ func NewPool(size int, mk func() []byte) *Pool {
 }
 
 // Get returns a buffer of the pool's size (contents undefined); it counts
-// as in use until Put or Drop.
+// as in use until Put.
 func (p *Pool) Get() []byte {
 	add(int64(p.size))
 	if b, ok := p.p.Get().(*[]byte); ok {
@@ -63,10 +63,6 @@ func (p *Pool) Put(b []byte) {
 	b = b[:p.size]
 	p.p.Put(&b)
 }
-
-// Drop forgets b, which Get gave, without reusing it (something may still
-// write into it); it no longer counts as this pool's.
-func (p *Pool) Drop([]byte) { add(-int64(p.size)) }
 
 var sized sync.Map // int -> *Pool
 
