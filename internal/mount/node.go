@@ -62,6 +62,7 @@ var (
 	_ = (fs.NodeGetlker)((*node)(nil))
 	_ = (fs.NodeSetlker)((*node)(nil))
 	_ = (fs.NodeSetlkwer)((*node)(nil))
+	_ = (fs.NodeLinker)((*node)(nil))
 )
 
 func (n *node) ino() uint64 { n.mu.Lock(); defer n.mu.Unlock(); return n.attr.ID }
@@ -544,11 +545,19 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			return errno(err)
 		}
 	}
-	// Times: the namespace keeps mtime itself; setting it to now is what
-	// it does on every change, an explicit time it cannot store.
-	if in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 &&
-		in.Valid&(fuse.FATTR_ATIME_NOW|fuse.FATTR_MTIME_NOW) == 0 {
-		return syscall.EOPNOTSUPP
+	// Times: the namespace keeps the modification time, no access time
+	// (an atime set is accepted and not kept, as on a noatime mount).
+	// Written data is replayed first, or its commit at close would stamp
+	// the file with the time of the close (cp -p sets times before it
+	// closes).
+	if in.Valid&fuse.FATTR_MTIME != 0 {
+		if eno := n.flush(ctx, c); eno != 0 {
+			return eno
+		}
+		mt, _ := in.GetMTime()
+		if err := c.SetMTime(ctx, p, mt, in.Valid&fuse.FATTR_MTIME_NOW != 0); err != nil {
+			return errno(err)
+		}
 	}
 	n.invalidate(false)
 	a, until, eno := n.fresh(ctx)
@@ -703,6 +712,14 @@ func (n *node) Removexattr(ctx context.Context, name string) (eno syscall.Errno)
 		return syscall.ENODATA
 	}
 	return errno(err)
+}
+
+// Link refuses hard links with EPERM, link(2)'s answer for a file
+// system that has none: the namespace names each inode once (its record
+// holds its one parent and name), and EPERM is what ln, cp -l, rsync
+// and git expect before they fall back to copying.
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
 }
 
 func (n *node) OnForget() { n.fsys.forget(n) }
