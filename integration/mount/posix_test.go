@@ -1,7 +1,10 @@
 package mount_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"hash/adler32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,5 +75,91 @@ func TestLinkAndTimes(t *testing.T) {
 	}
 	if b, err := os.ReadFile(g); err != nil || string(b) != "copied" {
 		t.Fatalf("content of g: %q %v", b, err)
+	}
+}
+
+// TestVirtualXattrs: the kaon.* attributes answer from the namespace —
+// subtree accounting, the caller's quota, a checksum computed for a file
+// changed in place (its recorded sums no longer hold), the URLs curl
+// and xrdcp read the file from, the mount's counters with real byte
+// counts — and listxattr names none of them (cp -a must not copy them).
+func TestVirtualXattrs(t *testing.T) {
+	up := harness.Up(t)
+	up.MustKaon("mkdir", "/vx")
+	up.MustKaon("quota", "set", "--path", "/vx", "-u", "0", "--bytes", "1000000", "--files", "100")
+	m := newMount(t, up.EP.HTTP, "/vx", "", "--xrootd", strings.TrimPrefix(up.EP.XRootD, "root://"))
+	get := func(p, name string) string {
+		t.Helper()
+		buf := make([]byte, 64<<10)
+		n, err := unix.Getxattr(p, name, buf)
+		if err != nil {
+			t.Fatalf("getxattr %s %s: %v", p, name, err)
+		}
+		return string(buf[:n])
+	}
+	a, b := filepath.Join(m.mp, "a"), filepath.Join(m.mp, "d", "b")
+	if err := os.Mkdir(filepath.Join(m.mp, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for p, s := range map[string]string{a: "12345", b: "1234567"} {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Changed in place: the upload's checksums are dropped.
+	f, err := os.OpenFile(a, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("xy"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(a); got != "1xy45" {
+		t.Fatalf("a after the in-place write: %q", got)
+	}
+	for name, want := range map[string]string{"kaon.tsize": "12", "kaon.fcount": "2", "kaon.dcount": "1"} {
+		if got := get(m.mp, name); got != want {
+			t.Errorf("%s of the mount's root: %q, want %q", name, got, want)
+		}
+	}
+	if got := get(a, "kaon.tsize"); got != "5" {
+		t.Errorf("kaon.tsize of a file: %q, want 5", got)
+	}
+	if got := get(m.mp, "kaon.ttime"); !strings.Contains(got, ".") {
+		t.Errorf("kaon.ttime: %q, want SECONDS.NANOSECONDS", got)
+	}
+	if got, want := get(a, "kaon.checksum"), fmt.Sprintf("adler32:%08x\n", adler32.Checksum([]byte("1xy45"))); got != want {
+		t.Errorf("kaon.checksum of a file changed in place: %q, want %q", got, want)
+	}
+	if got := get(a, "kaon.quota"); !strings.Contains(got, "/vx user 0 bytes ") || !strings.Contains(got, "/1000000 files ") {
+		t.Errorf("kaon.quota: %q, want the user 0 node of /vx", got)
+	}
+	if got, want := get(a, "kaon.url.https"), up.EP.HTTP+"/vx/a"; got != want {
+		t.Errorf("kaon.url.https: %q, want %q", got, want)
+	}
+	if got, want := get(a, "kaon.url.root"), up.EP.XRootD+"//vx/a"; got != want {
+		t.Errorf("kaon.url.root: %q, want %q", got, want)
+	}
+	var st struct {
+		BytesIn  int64 `json:"bytes_in"`
+		BytesOut int64 `json:"bytes_out"`
+	}
+	if err := json.Unmarshal([]byte(get(m.mp, "kaon.stats")), &st); err != nil {
+		t.Fatalf("kaon.stats: %v", err)
+	}
+	// 5+7+2 written, at least the 5 of a read back.
+	if st.BytesIn != 14 || st.BytesOut < 5 {
+		t.Errorf("kaon.stats bytes in %d out %d, want 14 and at least 5", st.BytesIn, st.BytesOut)
+	}
+	buf := make([]byte, 4096)
+	n, err := unix.Listxattr(a, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(buf[:n]), "kaon.") {
+		t.Errorf("listxattr names virtual attributes: %q", buf[:n])
 	}
 }
