@@ -7,6 +7,7 @@ import (
 	"hash/adler32"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kaon-storage/kaon/integration/fusetest"
 	"github.com/kaon-storage/kaon/integration/harness"
 )
 
@@ -162,4 +164,26 @@ func TestVirtualXattrs(t *testing.T) {
 	if strings.Contains(string(buf[:n]), "kaon.") {
 		t.Errorf("listxattr names virtual attributes: %q", buf[:n])
 	}
+}
+
+// TestFSX: the fsx-style exerciser (fusetest.FSX) through one mount, and
+// through two mounts of one namespace alternating at each reopen (what
+// one closed is what the other opens): reads, writes at offsets,
+// truncates, mmap reads and writes, fsync, checked against its model.
+func TestFSX(t *testing.T) {
+	up := harness.Up(t)
+	up.MustKaon("mkdir", "/fsx")
+	a := newMount(t, up.EP.HTTP, "/fsx", "")
+	b := newMount(t, up.EP.HTTP, "/fsx", "")
+	// Lean in CI (300 operations each, seconds); KAON_FSX_OPS=3000 for a
+	// long run, KAON_FSX_SEED to replay a failure.
+	ops, seed := 300, time.Now().UnixNano()
+	if v, err := strconv.Atoi(os.Getenv("KAON_FSX_OPS")); err == nil {
+		ops = v
+	}
+	if v, err := strconv.ParseInt(os.Getenv("KAON_FSX_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	fusetest.FSX{Roots: []string{a.mp}, Name: "one", Ops: ops, Seed: seed}.Run(t)
+	fusetest.FSX{Roots: []string{a.mp, b.mp}, Name: "two", Ops: ops, Seed: seed + 1}.Run(t)
 }
