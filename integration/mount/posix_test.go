@@ -187,3 +187,90 @@ func TestFSX(t *testing.T) {
 	fusetest.FSX{Roots: []string{a.mp}, Name: "one", Ops: ops, Seed: seed}.Run(t)
 	fusetest.FSX{Roots: []string{a.mp, b.mp}, Name: "two", Ops: ops, Seed: seed + 1}.Run(t)
 }
+
+// TestLockSemantics: which of POSIX's and OFD's rules for releasing a
+// lock hold through the mount, probed from a second mount (the
+// namespace holds the locks). FUSE sends each lock's owner (the process
+// for POSIX locks, the open file description for OFD locks) but the
+// close of a descriptor (FLUSH) reaches the daemon without its owner
+// (go-fuse's fs API drops FlushIn.LockOwner), so the daemon releases at
+// a close the POSIX locks set through that open file description:
+//   - POSIX lock, closed through the descriptor it was set through:
+//     released (as POSIX);
+//   - OFD lock, another open of the file closed: kept (as OFD);
+//   - OFD lock, its last descriptor closed: released (as OFD);
+//   - POSIX lock, another open of the file by the same process closed:
+//     POSIX releases it, the mount keeps it until the descriptor it
+//     was set through is closed (asserted, so a fix shows here).
+func TestLockSemantics(t *testing.T) {
+	up := harness.Up(t)
+	up.MustKaon("mkdir", "/lk")
+	a := newMount(t, up.EP.HTTP, "/lk", "")
+	b := newMount(t, up.EP.HTTP, "/lk", "")
+	if err := os.WriteFile(filepath.Join(a.mp, "f"), []byte("locks"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	open := func(mp string) int {
+		t.Helper()
+		fd, err := unix.Open(filepath.Join(mp, "f"), unix.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fd
+	}
+	probe := open(b.mp)
+	defer unix.Close(probe)
+	// locked says whether mount B sees a write lock on the file.
+	locked := func() bool {
+		t.Helper()
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
+		if err := unix.FcntlFlock(uintptr(probe), unix.F_OFD_GETLK, &lk); err != nil {
+			t.Fatalf("F_OFD_GETLK in B: %v", err)
+		}
+		return lk.Type != unix.F_UNLCK
+	}
+	lock := func(fd int, cmd int) {
+		t.Helper()
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
+		if err := unix.FcntlFlock(uintptr(fd), cmd, &lk); err != nil {
+			t.Fatalf("lock (cmd %d) in A: %v", cmd, err)
+		}
+	}
+	if locked() {
+		t.Fatal("locked before any lock")
+	}
+
+	fd := open(a.mp)
+	lock(fd, unix.F_SETLK)
+	if !locked() {
+		t.Fatal("POSIX lock set in A not seen in B")
+	}
+	unix.Close(fd)
+	if locked() {
+		t.Error("POSIX lock kept after the close of its descriptor")
+	}
+
+	fd = open(a.mp)
+	lock(fd, unix.F_OFD_SETLK)
+	other := open(a.mp)
+	unix.Close(other)
+	if !locked() {
+		t.Error("OFD lock released by the close of another open of the file")
+	}
+	unix.Close(fd)
+	if locked() {
+		t.Error("OFD lock kept after the last close of its descriptor")
+	}
+
+	fd = open(a.mp)
+	lock(fd, unix.F_SETLK)
+	other = open(a.mp)
+	unix.Close(other)
+	if !locked() {
+		t.Error("POSIX lock now released by the close of another descriptor, as POSIX says: update this test and DESIGN.md §8")
+	}
+	unix.Close(fd)
+	if locked() {
+		t.Error("POSIX lock kept after the close of its descriptor")
+	}
+}
