@@ -153,6 +153,9 @@ func (c *Client) PutRange(ctx context.Context, path string, off int64, data io.R
 		return kerr.Wrap(kerr.Invalid, "PUT", path, err)
 	}
 	req.ContentLength = n
+	// A standby sends the request on to the active server (307): the
+	// body is sent again from its start.
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body()), nil }
 	req.Header.Set("Content-Range", crange)
 	req.Header.Set("Expect", "100-continue")
 	resp, err := c.do(req)
