@@ -28,6 +28,7 @@ type mountOptions struct {
 	url, subtree, cache, logPath string
 	fg, debug, allowOther        bool
 	timeout                      time.Duration
+	xrootd                       string   // the root:// host:port of kaon.url.root
 	options                      []string // -o, comma-separated
 }
 
@@ -54,6 +55,7 @@ func newMountCmd() *cobra.Command {
 	fl.StringVar(&o.logPath, "log", "", "daemon log file (default /dev/null)")
 	fl.BoolVar(&o.allowOther, "allow-other", os.Geteuid() == 0, "let all users access the mount (each acts as itself)")
 	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	fl.StringVar(&o.xrootd, "xrootd", "", "the namespace's root:// host:port, for the kaon.url.root attribute (default: as `kaon ns status` lists it)")
 	fl.DurationVar(&o.timeout, "timeout", time.Minute, "how long a request waits for a server's answer before it fails (a hung server never holds callers)")
 	c.Long = `Mounts Kaon's namespace on MOUNTPOINT. Every caller acts as itself: its
 bearer token (WLCG discovery in its environment: BEARER_TOKEN,
@@ -72,6 +74,7 @@ auto, noauto, user, users, nofail, dev, suid, exec, x-*) and these:
   log=FILE        the daemon's log
   allow_other     let all users in (default as root)
   timeout=DUR     how long a request waits for a server's answer (60s)
+  xrootd=HOST:PORT  the root:// endpoint kaon.url.root names
   debug           log every FUSE request
 
 mount.kaon (the same binary by that name) is mount(8)'s helper:
@@ -94,6 +97,8 @@ func (o *mountOptions) parseOptions() error {
 			o.logPath = v
 		case k == "url":
 			o.url = v
+		case k == "xrootd":
+			o.xrootd = v
 		case k == "allow_other":
 			o.allowOther = true
 		case k == "debug":
@@ -144,7 +149,7 @@ func kaonMount(o mountOptions, mountpoint string) int {
 		defer cancel()
 		var err error
 		f, err = mount.New(ctx, mount.Options{URL: base, Subtree: o.subtree, CacheDir: o.cache,
-			Host: host + ":" + mp, Version: versionString(), Token: envBearer(), Timeout: o.timeout})
+			Host: host + ":" + mp, Version: versionString(), Token: envBearer(), Timeout: o.timeout, XRootD: o.xrootd})
 		if err != nil {
 			return nil, err
 		}

@@ -159,6 +159,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 	if err != nil && err != io.EOF {
 		return nil, errno(err)
 	}
+	h.n.fsys.Stats.BytesOut.Add(int64(n))
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
@@ -171,6 +172,7 @@ func (h *handle) Write(_ context.Context, data []byte, off int64) (_ uint32, eno
 		return 0, syscall.EBADF
 	}
 	n, err := jr.WriteAt(data, off)
+	h.n.fsys.Stats.BytesIn.Add(int64(n))
 	if err != nil {
 		return uint32(n), syscall.EIO
 	}

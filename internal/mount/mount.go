@@ -25,6 +25,9 @@ type Options struct {
 	Host     string // this client's name in `kaon fusex ls` (default: the host name)
 	Version  string // the client's version (fusex ls)
 	Token    string // the daemon's own bearer token for its session ("": its unix identity)
+	// XRootD is the namespace's root:// host:port (kaon.url.root);
+	// "": the one `ns status` lists for the server at URL.
+	XRootD string
 	// Servers are the other namespace servers of a replicated instance
 	// (the session reconnects through them).
 	Servers []string
@@ -42,6 +45,7 @@ type Options struct {
 type FS struct {
 	opts  Options
 	sess  *client.Session // with the daemon's own identity
+	own   *client.Client  // the daemon's own identity
 	ids   *identities
 	Stats *fusecore.Stats
 	root  *node
@@ -50,6 +54,7 @@ type FS struct {
 	nodes map[uint64]*node // by inode number, the nodes the kernel knows
 	subs  map[uint64]bool  // directories subscribed (renewed while known)
 	open  int              // open handles (heartbeats report them)
+	xrdEP string           // the namespace server's root:// host:port, once known
 
 	notify chan func() // kernel notifications, sent by notifier
 	stop   chan struct{}
@@ -88,7 +93,7 @@ func New(ctx context.Context, o Options) (*FS, error) {
 	if !e.IsDir {
 		return nil, kerr.New(kerr.NotDir, "mount", sub, "the subtree to mount is not a directory")
 	}
-	f := &FS{opts: o, ids: newIdentities(o.URL, o.Timeout), Stats: fusecore.NewStats(),
+	f := &FS{opts: o, own: own, xrdEP: o.XRootD, ids: newIdentities(o.URL, o.Timeout), Stats: fusecore.NewStats(),
 		nodes: map[uint64]*node{}, subs: map[uint64]bool{}, notify: make(chan func(), 4096), stop: make(chan struct{})}
 	f.sess, err = own.OpenSession(ctx, client.SessionOptions{Host: o.Host, Version: o.Version, Servers: o.Servers})
 	if err != nil {
@@ -313,4 +318,32 @@ func (f *FS) notifier() {
 // Summary is the mount's account (SIGUSR1, exit).
 func (f *FS) Summary() string {
 	return fmt.Sprintf("session %s\n%s", f.SessionID(), strings.TrimSpace(f.Stats.Summary()))
+}
+
+// xrootd is the root:// host:port of the namespace server the mount
+// talks to (kaon.url.root), asked once with the daemon's identity (ns
+// status lists each server's endpoints, to the admin: root on the node
+// is): "" if it serves none.
+func (f *FS) xrootd(ctx context.Context) (string, error) {
+	f.mu.Lock()
+	ep := f.xrdEP
+	f.mu.Unlock()
+	if ep != "" {
+		return ep, nil
+	}
+	st, err := f.own.NSStatus(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, want := range []string{strings.TrimSuffix(f.opts.URL, "/"), st.Self, st.Active} {
+		for _, sv := range st.Servers {
+			if sv.HTTP == want && sv.XRootD != "" && ep == "" {
+				ep = sv.XRootD
+			}
+		}
+	}
+	f.mu.Lock()
+	f.xrdEP = ep
+	f.mu.Unlock()
+	return ep, nil
 }
