@@ -27,6 +27,7 @@ func init() {
 type mountOptions struct {
 	url, subtree, cache, logPath string
 	fg, debug, allowOther        bool
+	writeback                    bool
 	timeout                      time.Duration
 	options                      []string // -o, comma-separated
 }
@@ -54,6 +55,7 @@ func newMountCmd() *cobra.Command {
 	fl.StringVar(&o.logPath, "log", "", "daemon log file (default /dev/null)")
 	fl.BoolVar(&o.allowOther, "allow-other", os.Geteuid() == 0, "let all users access the mount (each acts as itself)")
 	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	fl.BoolVar(&o.writeback, "writeback", true, "the kernel's write-back cache (small writes batched in the page cache; remote changes still invalidate it)")
 	fl.DurationVar(&o.timeout, "timeout", time.Minute, "how long a request waits for a server's answer before it fails (a hung server never holds callers)")
 	c.Long = `Mounts Kaon's namespace on MOUNTPOINT. Every caller acts as itself: its
 bearer token (WLCG discovery in its environment: BEARER_TOKEN,
@@ -73,6 +75,7 @@ auto, noauto, user, users, nofail, dev, suid, exec, x-*) and these:
   allow_other     let all users in (default as root)
   timeout=DUR     how long a request waits for a server's answer (60s)
   debug           log every FUSE request
+  nowriteback     the kernel's write-back cache off (each write a request)
 
 mount.kaon (the same binary by that name) is mount(8)'s helper:
   mount -t kaon http://mgm:8000/data /mnt/kaon -o subtree=/data
@@ -98,6 +101,10 @@ func (o *mountOptions) parseOptions() error {
 			o.allowOther = true
 		case k == "debug":
 			o.debug = true
+		case k == "writeback":
+			o.writeback = true
+		case k == "nowriteback":
+			o.writeback = false
 		case k == "timeout":
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
@@ -144,7 +151,7 @@ func kaonMount(o mountOptions, mountpoint string) int {
 		defer cancel()
 		var err error
 		f, err = mount.New(ctx, mount.Options{URL: base, Subtree: o.subtree, CacheDir: o.cache,
-			Host: host + ":" + mp, Version: versionString(), Token: envBearer(), Timeout: o.timeout})
+			Host: host + ":" + mp, Version: versionString(), Token: envBearer(), Timeout: o.timeout, Writeback: o.writeback})
 		if err != nil {
 			return nil, err
 		}
@@ -156,7 +163,7 @@ func kaonMount(o mountOptions, mountpoint string) int {
 			sub = "/"
 		}
 		m, err := fusecore.New(f.Root(), fusecore.Config{Mountpoint: mp, FsName: "kaon:" + base + sub, Name: "kaon",
-			AllowOther: o.allowOther, Locks: true, CleanStale: true, Debug: o.debug, Stats: f.Stats})
+			AllowOther: o.allowOther, Locks: true, CleanStale: true, Debug: o.debug, Stats: f.Stats, Writeback: o.writeback})
 		if err != nil {
 			f.Close()
 			f = nil

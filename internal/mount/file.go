@@ -80,6 +80,7 @@ func (n *node) open(ctx context.Context, flags uint32, c *client.Client) (fs.Fil
 		}
 		n.writers++
 	}
+	n.opens++
 	key := contentKey(n.attr)
 	if n.pageKey == key && n.jr == nil {
 		fl |= fuse.FOPEN_KEEP_CACHE
@@ -297,6 +298,15 @@ func (h *handle) Release(ctx context.Context) (eno syscall.Errno) {
 			n.jr = nil
 		}
 		n.mu.Unlock()
+	}
+	n.mu.Lock()
+	n.opens--
+	retire := n.opens == 0 && n.stale
+	n.mu.Unlock()
+	if retire {
+		// Changed elsewhere while open here, to a size the kernel would
+		// not take: it forgets the file now.
+		n.fsys.queue(func() { n.fsys.retire(n) })
 	}
 	n.fsys.sess.SetOpenFiles(n.fsys.openFiles(-1))
 	return eno

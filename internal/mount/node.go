@@ -36,6 +36,9 @@ type node struct {
 	ents     map[string]nsapi.Entry // a directory's listing, valid with the lease
 	jr       *journal               // the write-back journal while open for writing
 	writers  int                    // handles sharing jr
+	opens    int                    // open handles (writers included)
+	told     int64                  // the size last told to the kernel
+	stale    bool                   // the kernel's size is stale: forget n at its last close
 	pageKey  string                 // the content the kernel's page cache holds
 	pageVer  uint64                 // the data version the kernel's pages were read at
 	gen      uint64                 // counts changes of the content (read-ahead buffers check it)
@@ -155,6 +158,11 @@ func (n *node) modified(ev nsapi.Invalidation) bool {
 	if ev.DataVersion != 0 && ev.DataVersion <= n.pageVer {
 		return false // our own flush, or older news
 	}
+	if ev.DataVersion > n.attr.DataVersion {
+		// Reads stop at the size known: the new one, at once.
+		n.attr.Size, n.attr.DataVersion = ev.Size, ev.DataVersion
+		n.attr.MTime = time.Unix(0, ev.MTime)
+	}
 	n.pageKey = ""
 	n.gen++
 	return true
@@ -236,6 +244,11 @@ func (n *node) fill(a nsapi.Attr, out *fuse.Attr) {
 	n.mu.Unlock()
 	if jr != nil {
 		out.Size = uint64(jr.Size())
+	}
+	if !a.IsDir {
+		n.mu.Lock()
+		n.told = int64(out.Size)
+		n.mu.Unlock()
 	}
 	if unlinked {
 		out.Nlink = 0
@@ -545,9 +558,14 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		}
 	}
 	// Times: the namespace keeps mtime itself; setting it to now is what
-	// it does on every change, an explicit time it cannot store.
+	// it does on every change, an explicit time it cannot store. With
+	// the write-back cache the kernel keeps a file's mtime and sends it
+	// (mtime and ctime, no atime) when it writes the file back: the
+	// namespace set its own at the write.
+	kernelTimes := n.fsys.opts.Writeback && !a.IsDir &&
+		in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME|fuse.FATTR_CTIME) == fuse.FATTR_MTIME|fuse.FATTR_CTIME
 	if in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 &&
-		in.Valid&(fuse.FATTR_ATIME_NOW|fuse.FATTR_MTIME_NOW) == 0 {
+		in.Valid&(fuse.FATTR_ATIME_NOW|fuse.FATTR_MTIME_NOW) == 0 && !kernelTimes {
 		return syscall.EOPNOTSUPP
 	}
 	n.invalidate(false)
