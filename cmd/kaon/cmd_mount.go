@@ -28,7 +28,7 @@ type mountOptions struct {
 	url, subtree, cache, logPath string
 	fg, debug, allowOther        bool
 	writeback                    bool
-	timeout                      time.Duration
+	timeout, grace               time.Duration
 	options                      []string // -o, comma-separated
 }
 
@@ -55,6 +55,7 @@ func newMountCmd() *cobra.Command {
 	fl.StringVar(&o.logPath, "log", "", "daemon log file (default /dev/null)")
 	fl.BoolVar(&o.allowOther, "allow-other", os.Geteuid() == 0, "let all users access the mount (each acts as itself)")
 	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	fl.DurationVar(&o.grace, "grace", 2*time.Minute, "how long fsync and close wait for an unreachable server (a restart) while the local journal keeps what was written")
 	fl.BoolVar(&o.writeback, "writeback", true, "the kernel's write-back cache (small writes batched in the page cache; remote changes still invalidate it)")
 	fl.DurationVar(&o.timeout, "timeout", time.Minute, "how long a request waits for a server's answer before it fails (a hung server never holds callers)")
 	c.Long = `Mounts Kaon's namespace on MOUNTPOINT. Every caller acts as itself: its
@@ -75,6 +76,7 @@ auto, noauto, user, users, nofail, dev, suid, exec, x-*) and these:
   allow_other     let all users in (default as root)
   timeout=DUR     how long a request waits for a server's answer (60s)
   debug           log every FUSE request
+  grace=DUR       how long fsync/close replay the journal to an unreachable server (2m)
   nowriteback     the kernel's write-back cache off (each write a request)
 
 mount.kaon (the same binary by that name) is mount(8)'s helper:
@@ -111,6 +113,12 @@ func (o *mountOptions) parseOptions() error {
 				return fmt.Errorf("mount option %q: want a duration (60s)", opt)
 			}
 			o.timeout = d
+		case k == "grace":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("mount option %q: want a duration (2m)", opt)
+			}
+			o.grace = d
 		case strings.HasPrefix(k, "x-"), genericMountOption[k]:
 		default:
 			return fmt.Errorf("unknown mount option %q", opt)
@@ -151,7 +159,7 @@ func kaonMount(o mountOptions, mountpoint string) int {
 		defer cancel()
 		var err error
 		f, err = mount.New(ctx, mount.Options{URL: base, Subtree: o.subtree, CacheDir: o.cache,
-			Host: host + ":" + mp, Version: versionString(), Token: envBearer(), Timeout: o.timeout, Writeback: o.writeback})
+			Host: host + ":" + mp, Version: versionString(), Token: envBearer(), Timeout: o.timeout, Grace: o.grace, Writeback: o.writeback})
 		if err != nil {
 			return nil, err
 		}

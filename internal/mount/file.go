@@ -3,6 +3,7 @@ package mount
 import (
 	"context"
 	"io"
+	"log"
 	"math"
 	"sync"
 	"syscall"
@@ -220,7 +221,7 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 		return 0
 	}
 	p := n.path()
-	if err := jr.Flush(ctx, c, p); err != nil {
+	if err := n.fsys.replay(ctx, jr, c, p); err != nil {
 		return errno(err)
 	}
 	// What the flush made is what the kernel's pages hold.
@@ -236,6 +237,32 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 	}
 	n.mu.Unlock()
 	return 0
+}
+
+// replay flushes journal jr onto p. While the servers cannot be reached
+// (a storage or namespace server restarting) it tries again for the
+// mount's grace period: the journal holds what was written meanwhile,
+// and fsync or close returns once it is on the storage servers, or
+// fails after the grace.
+func (f *FS) replay(ctx context.Context, jr *journal, c *client.Client, p string) error {
+	deadline := time.Now().Add(f.opts.Grace)
+	wait := 100 * time.Millisecond
+	for told := false; ; {
+		err := jr.Flush(ctx, c, p)
+		if err == nil || !kerr.Is(err, kerr.Unavailable) || time.Now().Add(wait).After(deadline) {
+			if err == nil && told {
+				log.Printf("kaon mount: %s: journal replayed", p)
+			}
+			return err
+		}
+		if !told {
+			log.Printf("kaon mount: %s: %v; the journal is kept and replayed once the server is back (grace %v)", p, err, f.opts.Grace)
+			f.Stats.Counter("replay_waits").Add(1)
+			told = true
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 func (h *handle) Flush(ctx context.Context) (eno syscall.Errno) {

@@ -37,6 +37,10 @@ type Options struct {
 	// NoCacheTimeout is the kernel cache lifetime where no lease covers
 	// an entry (its directory could not be subscribed).
 	NoCacheTimeout time.Duration
+	// Grace is how long fsync and close keep replaying a file's journal
+	// while the servers cannot be reached (a restart) before they fail
+	// (default 2 min).
+	Grace time.Duration
 	// Writeback: the kernel's write-back cache is on (fusecore's
 	// Config.Writeback), so the kernel keeps its own size and mtime of
 	// a file and remote changes are told to it differently (see
@@ -77,6 +81,9 @@ func New(ctx context.Context, o Options) (*FS, error) {
 	o.Subtree = sub
 	if o.Timeout <= 0 {
 		o.Timeout = time.Minute
+	}
+	if o.Grace <= 0 {
+		o.Grace = 2 * time.Minute
 	}
 	if o.NoCacheTimeout == 0 {
 		o.NoCacheTimeout = time.Second
