@@ -171,7 +171,7 @@ func kaonMount(o mountOptions, mountpoint string) int {
 			sub = "/"
 		}
 		m, err := fusecore.New(f.Root(), fusecore.Config{Mountpoint: mp, FsName: "kaon:" + base + sub, Name: "kaon",
-			AllowOther: o.allowOther, Locks: true, CleanStale: true, Debug: o.debug, Stats: f.Stats, Writeback: o.writeback})
+			AllowOther: o.allowOther, Locks: true, CleanStale: true, Debug: o.debug, Stats: f.Stats, Writeback: o.writeback, ServerKillsPriv: true})
 		if err != nil {
 			f.Close()
 			f = nil

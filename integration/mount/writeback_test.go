@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -170,4 +171,45 @@ func TestWritebackRemoteChange(t *testing.T) {
 		unix.Close(fd)
 		seen(t, "A sees the file B shrank once A closed it", pa, "0123")
 	})
+}
+
+// TestWriteClearsSetuid: the mount clears setuid on a write by another
+// user (the kernel leaves it to the mount, which spares it asking for
+// security.capability before every write), and on a chown.
+func TestWriteClearsSetuid(t *testing.T) {
+	up := harness.Up(t)
+	up.MustKaon("mkdir", "/suid")
+	up.MustKaon("chmod", "777", "/suid")
+	m := newMount(t, up.EP.HTTP, "/suid", "")
+	mode := func(p string) uint32 {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Mode & 0o7777
+	}
+	p := filepath.Join(m.mp, "s")
+	if err := os.WriteFile(p, []byte("suid\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o4777); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", "echo more >> "+p)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("append as uid 1000: %v\n%s", err, out)
+	}
+	if got := mode(p); got != 0o777 {
+		t.Fatalf("mode after a write by uid 1000: %o, want 777 (setuid cleared)", got)
+	}
+	if err := os.Chmod(p, 0o6777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(p, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if got := mode(p); got != 0o777 {
+		t.Fatalf("mode after a chown: %o, want 777 (setuid and setgid cleared)", got)
+	}
 }

@@ -164,19 +164,52 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-func (h *handle) Write(_ context.Context, data []byte, off int64) (_ uint32, eno syscall.Errno) {
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer h.n.fsys.Stats.Op("write").Done(time.Now(), &eno)
 	h.n.mu.Lock()
-	jr := h.n.jr
+	jr, mode := h.n.jr, h.n.attr.Mode
 	h.n.mu.Unlock()
 	if jr == nil || !h.write {
 		return 0, syscall.EBADF
+	}
+	// The mount clears setuid/setgid on a write by anyone but root
+	// (fusecore's ServerKillsPriv: the kernel then skips asking for
+	// security.capability before every write).
+	if c, ok := fuse.FromContext(ctx); ok && c.Uid != 0 && killsPriv(mode) {
+		if eno := h.n.killPriv(ctx, h.c); eno != 0 {
+			return 0, eno
+		}
 	}
 	n, err := jr.WriteAt(data, off)
 	if err != nil {
 		return uint32(n), syscall.EIO
 	}
 	return uint32(n), 0
+}
+
+// killsPriv reports whether mode has bits a write or a chown clears:
+// setuid, and setgid where it means set-group-ID (group execute set).
+func killsPriv(mode uint32) bool {
+	return mode&syscall.S_ISUID != 0 || mode&(syscall.S_ISGID|0o010) == syscall.S_ISGID|0o010
+}
+
+// killPriv clears setuid and set-group-ID of n.
+func (n *node) killPriv(ctx context.Context, c *client.Client) syscall.Errno {
+	n.mu.Lock()
+	mode := n.attr.Mode & 0o7777
+	n.mu.Unlock()
+	mode &^= syscall.S_ISUID
+	if mode&0o010 != 0 {
+		mode &^= syscall.S_ISGID
+	}
+	if err := c.Chmod(ctx, n.path(), mode); err != nil {
+		return errno(err)
+	}
+	n.mu.Lock()
+	n.attr.Mode = n.attr.Mode&^0o7777 | mode
+	n.mu.Unlock()
+	return 0
 }
 
 // Allocate reserves space the way the namespace can: files have no

@@ -543,6 +543,15 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			return errno(err)
 		}
 	}
+	// FATTR_KILL_SUIDGID: a chown, or a truncate by anyone but root
+	// (fusecore's ServerKillsPriv leaves it to the mount).
+	if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && !a.IsDir {
+		if _, setMode := in.GetMode(); !setMode && killsPriv(a.Mode) {
+			if eno := n.killPriv(ctx, c); eno != 0 {
+				return eno
+			}
+		}
+	}
 	if sz, ok := in.GetSize(); ok {
 		n.mu.Lock()
 		jr := n.jr
