@@ -472,7 +472,7 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 			if err := u.s.current(j.f, c, j.idx); err != nil {
 				return err
 			}
-			return j.f.store.(backend.Updater).Prepare(c.Fid, h, j.ops())
+			return j.f.prepare(c.Fid, h, j.ops())
 		}
 		p, err := u.s.peers("update", c.Path)
 		if err != nil {
