@@ -18,19 +18,21 @@ package fuse
 // sends all requests except FORGET and INTERRUPT through the rings
 // (those still come through /dev/fuse, which the ordinary loop keeps
 // reading), choosing the queue of the CPU the application runs on. A
-// completion is a request; the queue thread serves it inline with the
-// same handler as /dev/fuse requests and hands the reply back with
-// FUSE_IO_URING_CMD_COMMIT_AND_FETCH, which also re-arms the entry: one
-// system call per request instead of a read and a write.
+// completion is a request, served by the same handlers as /dev/fuse
+// requests; the reply goes back with FUSE_IO_URING_CMD_COMMIT_AND_FETCH,
+// which also re-arms the entry.
 //
-// Requests of one queue are served one at a time in its thread: a slow
-// operation delays the later requests of that CPU. Notifications (unique
-// 0) are not accepted on the ring by the kernel and keep using
+// The queue thread only submits and reaps: each request is served in a
+// goroutine of its own (as /dev/fuse requests are), which hands its
+// commit back through a list and an eventfd whose read sits in the same
+// ring, so a slow or blocked handler delays nobody else. Notifications
+// (unique 0) are not accepted on the ring by the kernel and keep using
 // /dev/fuse.
 
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -47,6 +49,7 @@ const (
 	ioringOffSqRing          = 0
 	ioringOffSqes            = 0x10000000
 	ioringFeatSingleMmap     = 1 << 0
+	ioringOpRead             = 22
 	ioringOpUringCmd         = 46
 	fuseIoUringCmdRegister   = 1
 	fuseIoUringCmdCommitFtch = 2
@@ -178,6 +181,21 @@ func (r *uringRing) prepCmd(devFd int, op uint32, userData uint64, iov *[2]sysca
 	r.pending++
 }
 
+// prepRead queues a read of len(buf) bytes from fd.
+func (r *uringRing) prepRead(fd int, buf []byte, userData uint64) {
+	tail := atomic.LoadUint32(r.sqTail) + r.pending
+	idx := tail & *r.sqMask
+	sqe := r.sqes[int(idx)*uringSQESize : int(idx+1)*uringSQESize]
+	clear(sqe)
+	sqe[0] = ioringOpRead
+	*(*int32)(unsafe.Pointer(&sqe[4])) = int32(fd)
+	*(*uint64)(unsafe.Pointer(&sqe[16])) = uint64(uintptr(unsafe.Pointer(&buf[0])))
+	*(*uint32)(unsafe.Pointer(&sqe[24])) = uint32(len(buf))
+	*(*uint64)(unsafe.Pointer(&sqe[32])) = userData
+	*(*uint32)(unsafe.Add(r.sqArray, 4*uintptr(idx))) = idx
+	r.pending++
+}
+
 // submitAndWait publishes the prepared SQEs and waits for at least one
 // completion (running the deferred task work that fills entries).
 func (r *uringRing) submitAndWait() error {
@@ -213,7 +231,21 @@ type uringQueue struct {
 	devFd   int
 	entries []*uringEntry
 	mem     []byte
+
+	// Requests are served in goroutines; their commits come back to
+	// the queue thread (the ring's only submitter) through done, and
+	// an eventfd read in the ring wakes it.
+	efd     int
+	efdBuf  [8]byte
+	mu      sync.Mutex
+	done    []uringCommit
+	serving sync.WaitGroup
 }
+
+type uringCommit struct{ ent, unique uint64 }
+
+// uringWakeTag is the user_data of the eventfd read.
+const uringWakeTag = ^uint64(0)
 
 // IoUringActive reports whether the kernel granted FUSE over io_uring
 // and the queues were registered.
@@ -318,11 +350,14 @@ func (r *uringRing) submitAndWait0() error {
 }
 
 func (q *uringQueue) setup(depth, payloadSize int) error {
-	ring, err := newURing(uint32(depth))
+	ring, err := newURing(uint32(depth + 1))
 	if err != nil {
 		return err
 	}
 	q.ring = ring
+	if q.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC); err != nil {
+		return err
+	}
 	per := uringHeaderSize + payloadSize
 	per = (per + 4095) &^ 4095
 	q.mem, err = unix.Mmap(-1, 0, per*depth, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
@@ -340,6 +375,11 @@ func (q *uringQueue) setup(depth, payloadSize int) error {
 }
 
 func (q *uringQueue) release() {
+	// Handlers still running write into the entries' buffers.
+	q.serving.Wait()
+	if q.efd > 0 {
+		syscall.Close(q.efd)
+	}
 	if q.ring != nil {
 		q.ring.close()
 	}
@@ -348,14 +388,14 @@ func (q *uringQueue) release() {
 	}
 }
 
-// loop waits for requests and answers them until the connection ends.
+// loop waits for requests, hands each to a goroutine and submits the
+// commits the handlers return, until the connection ends.
 func (q *uringQueue) loop() {
 	r := q.ring
+	r.prepRead(q.efd, q.efdBuf[:], uringWakeTag)
 	for {
 		if err := r.submitAndWait(); err != nil {
-			if err != syscall.ENXIO && err != syscall.EBADF {
-				q.ms.opts.Logger.Printf("fuse io_uring queue %d: %v", q.qid, err)
-			}
+			q.ms.opts.Logger.Printf("fuse io_uring queue %d: %v", q.qid, err)
 			return
 		}
 		head := atomic.LoadUint32(r.cqHead)
@@ -368,11 +408,36 @@ func (q *uringQueue) loop() {
 				atomic.StoreUint32(r.cqHead, head+1)
 				return
 			}
-			e := q.entries[ud]
-			commit := q.serve(e)
-			q.ring.prepCmd(q.devFd, fuseIoUringCmdCommitFtch, ud, nil, uringCmdReq{Qid: q.qid, CommitID: commit})
+			if ud == uringWakeTag {
+				q.mu.Lock()
+				done := q.done
+				q.done = nil
+				q.mu.Unlock()
+				for _, c := range done {
+					r.prepCmd(q.devFd, fuseIoUringCmdCommitFtch, c.ent, nil, uringCmdReq{Qid: q.qid, CommitID: c.unique})
+				}
+				r.prepRead(q.efd, q.efdBuf[:], uringWakeTag)
+				continue
+			}
+			q.serving.Add(1)
+			go q.serveAsync(ud)
 		}
 		atomic.StoreUint32(r.cqHead, head)
+	}
+}
+
+// serveAsync answers the request of entry ent and hands the commit to
+// the queue thread.
+func (q *uringQueue) serveAsync(ent uint64) {
+	defer q.serving.Done()
+	unique := q.serve(q.entries[ent])
+	q.mu.Lock()
+	wake := len(q.done) == 0
+	q.done = append(q.done, uringCommit{ent, unique})
+	q.mu.Unlock()
+	if wake {
+		one := [8]byte{1}
+		syscall.Write(q.efd, one[:])
 	}
 }
 
