@@ -20,17 +20,32 @@ import (
 // writable filesystems, in proportion to their free space. Filesystems
 // that share a backend share its free space: six directories in one
 // CephFS weigh together what the CephFS has free, not six times that.
+// Filesystems whose heartbeats are late (under lateGrace) are drawn only
+// when those reporting on time are too few: a loaded host's late report
+// should not refuse an upload as if the disk were gone.
 func (r *Registry) Place(l layout.Layout, space string) ([]uint32, error) {
 	if space == "" {
 		space = DefaultSpace
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	locs, err := r.place(l, space, r.alive)
+	if err != nil && !r.awaiting() {
+		if late, lerr := r.place(l, space, r.lateAlive); lerr == nil {
+			return late, nil
+		}
+	}
+	return locs, err
+}
+
+// place is Place among the filesystems usable says are up; caller holds
+// r.mu.
+func (r *Registry) place(l layout.Layout, space string, usable func(*FsState) bool) ([]uint32, error) {
 	groups := map[string][]*FsState{}
 	shared := map[string]int{} // candidates per backend
 	total := 0
 	for _, f := range r.fs {
-		if f.ConfigStatus == "rw" && f.Health == "ok" && r.alive(f) && f.Space == space && (f.Slow == "" || !r.avoidSlow) {
+		if f.ConfigStatus == "rw" && f.Health == "ok" && usable(f) && f.Space == space && (f.Slow == "" || !r.avoidSlow) {
 			groups[f.Group] = append(groups[f.Group], f)
 			shared[f.BackendID()]++
 			total++

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kaon-storage/kaon/internal/layout"
 )
 
 // testRegistry is a registry of rw, booted filesystems: one per entry
@@ -115,5 +117,29 @@ func TestSpreadCompare(t *testing.T) {
 		if err := CheckLocation(good); err != nil {
 			t.Errorf("location %q: %v", good, err)
 		}
+	}
+}
+
+// TestPlaceLateOnlyWhenNeeded: filesystems whose heartbeats are late are
+// drawn only when too few report on time, and not past lateGrace.
+func TestPlaceLateOnlyWhenNeeded(t *testing.T) {
+	r := testRegistry("a", "b", "c")
+	late := time.Now().Add(-10 * time.Second)
+	r.nodes["b"].lastBeat, r.fs[2].LastBeat = late, late
+	r.nodes["c"].lastBeat, r.fs[3].LastBeat = late, late
+	plain, _ := layout.Parse("plain")
+	for range 20 {
+		if locs, err := r.Place(plain, ""); err != nil || locs[0] != 1 {
+			t.Fatalf("plain with fs 1 on time: %v %v, want [1]", locs, err)
+		}
+	}
+	three, _ := layout.Parse("replica:3")
+	if locs, err := r.Place(three, ""); err != nil || len(locs) != 3 {
+		t.Fatalf("replica:3 with 2 of 3 late: %v %v, want all three", locs, err)
+	}
+	gone := time.Now().Add(-lateGrace - time.Second)
+	r.nodes["c"].lastBeat, r.fs[3].LastBeat = gone, gone
+	if locs, err := r.Place(three, ""); err == nil {
+		t.Fatalf("replica:3 with one server silent past lateGrace: placed on %v", locs)
 	}
 }

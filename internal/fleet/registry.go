@@ -652,6 +652,31 @@ func (r *Registry) Readable(id uint32) (Node, bool) {
 	return r.nodeOf(f.Node), true
 }
 
+// lateGrace is how long after its last heartbeat a filesystem still
+// serves reads that no live replica can: a storage server whose reports
+// are late (a loaded host, a long pause) is out of placement at once but
+// is tried for reads a while longer rather than refusing them.
+const lateGrace = 30 * time.Second
+
+// ReadableLate reports whether fs id, though its reports are late, was
+// readable less than lateGrace ago, and its node.
+func (r *Registry) ReadableLate(id uint32) (Node, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	f := r.fs[id]
+	if f == nil || f.ConfigStatus == "off" || !r.lateAlive(f) {
+		return Node{}, false
+	}
+	return r.nodeOf(f.Node), true
+}
+
+// lateAlive is alive with lateGrace for the reports' age. Caller holds
+// r.mu.
+func (r *Registry) lateAlive(f *FsState) bool {
+	n := r.nodes[f.Node]
+	return n != nil && time.Since(n.lastBeat) < lateGrace && time.Since(f.LastBeat) < lateGrace && f.BootStatus == "booted"
+}
+
 // nodeOf describes node name; caller holds r.mu.
 func (r *Registry) nodeOf(name string) Node {
 	if n := r.nodes[name]; n != nil {

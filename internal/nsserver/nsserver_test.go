@@ -396,3 +396,23 @@ func TestUnfinishedStripesUnknownOnly(t *testing.T) {
 		t.Fatalf("asked by another node: %v", err)
 	}
 }
+
+// TestReadsTryLateServers: a storage server whose heartbeats are late
+// (a loaded host) leaves placement at once, but reads of the files only
+// it holds are still sent to it rather than refused, until lateGrace.
+func TestReadsTryLateServers(t *testing.T) {
+	key, _ := capability.NewKey(bytes.Repeat([]byte("k"), 32))
+	s, err := New(Config{Engine: memkv.New(), Key: key, HeartbeatInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(t, s, 1, 1)
+	time.Sleep(2100 * time.Millisecond) // past 3 intervals + 2 s: late, not lost
+	if _, ok := s.reg.Readable(1); ok {
+		t.Fatal("fs 1 still counts as reporting on time")
+	}
+	entry := s.targets(&capability.Capability{}, []uint32{1})
+	if entry.HTTP != "http://node0" {
+		t.Fatalf("read of a file on a late server sent to %q, want http://node0", entry.HTTP)
+	}
+}

@@ -1,6 +1,7 @@
 package nsserver
 
 import (
+	"cmp"
 	"context"
 	pathpkg "path"
 
@@ -137,14 +138,17 @@ func (s *Server) openRead(pr auth.Principal, path, app string) (*nsapi.Grant, er
 }
 
 // targets lists the filesystems locs as cp's targets and returns the
-// first reachable storage server holding a current stripe of them.
+// first reachable storage server holding a current stripe of them; if
+// none reports on time, the first whose reports are only late.
 func (s *Server) targets(cp *capability.Capability, locs []uint32) fleet.Node {
-	var entry fleet.Node
+	var entry, late fleet.Node
 	for i, fsid := range locs {
 		if node, ok := s.reg.Readable(fsid); ok && entry.HTTP == "" && !cp.IsStale(i) {
 			entry = node
+		} else if node, ok := s.reg.ReadableLate(fsid); ok && late.HTTP == "" && !cp.IsStale(i) {
+			late = node
 		}
 		cp.Targets = append(cp.Targets, capability.Target{FsID: fsid, Addr: s.reg.Node(fsid).HTTP})
 	}
-	return entry
+	return cmp.Or(entry, late)
 }
