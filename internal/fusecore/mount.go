@@ -119,8 +119,8 @@ func (c *Config) mountOptions() fuse.MountOptions {
 		// the file system holds them; symlink targets are cached there.
 		EnableLocks:          c.Locks,
 		EnableSymlinkCaching: true,
+		IoUring:              c.IoUring,
 	}
-	mo.IoUring = c.IoUring
 	if c.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
 	}

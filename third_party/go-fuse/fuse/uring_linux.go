@@ -326,7 +326,7 @@ func (q *uringQueue) run(depth, payloadSize int, started chan<- error) {
 		for i, e := range q.entries {
 			q.ring.prepCmd(q.devFd, fuseIoUringCmdRegister, uint64(i), &e.iov, uringCmdReq{Qid: q.qid})
 		}
-		err = q.ring.submitAndWait0()
+		err = q.ring.submit()
 	}
 	started <- err
 	if err != nil {
@@ -337,8 +337,8 @@ func (q *uringQueue) run(depth, payloadSize int, started chan<- error) {
 	q.release()
 }
 
-// submitAndWait0 submits without waiting (registration).
-func (r *uringRing) submitAndWait0() error {
+// submit publishes the prepared SQEs without waiting (registration).
+func (r *uringRing) submit() error {
 	n := r.pending
 	atomic.StoreUint32(r.sqTail, atomic.LoadUint32(r.sqTail)+n)
 	r.pending = 0
