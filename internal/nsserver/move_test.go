@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/kaontest"
 	"github.com/kaon-storage/kaon/internal/nsapi"
 )
@@ -434,4 +435,47 @@ func TestReadGrantedBeforeSwitch(t *testing.T) {
 	if code, got := st.Get(t, "/f"); code != 200 || !bytes.Equal(got, data) {
 		t.Fatalf("GET after the drain: %d", code)
 	}
+}
+
+// TestDrainReachesSession: a session that subscribed to a file (a mount
+// caching it, holding it open) is told when a drain moves its stripe:
+// the invalidation arrives for the file's inode, and what the session
+// then looks up names the new location, from which the content reads.
+func TestDrainReachesSession(t *testing.T) {
+	st := kaontest.New(t, kaontest.Options{Filesystems: 3, CapabilityTTL: time.Second})
+	ctx := context.Background()
+	f := fill(t, st, []string{"plain"}, 1, 64<<10)[0]
+	n, err := st.NS.Stat(ctx, auth.Root, f.path)
+	if err != nil || len(n.Locations) != 1 {
+		t.Fatalf("%s: %v %v, want one location", f.path, n.Locations, err)
+	}
+	ino, drained := n.ID, n.Locations[0]
+	s, err := st.Client.OpenSession(ctx, client.SessionOptions{Host: "drain-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if ls, err := s.Subscribe(ctx, f.path); err != nil || len(ls) != 1 || ls[0].Error != "" {
+		t.Fatalf("subscribe %s: %+v %v", f.path, ls, err)
+	}
+	if err := st.Client.ConfigFilesystem(ctx, drained, "configstatus", "drain"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(60 * time.Second)
+	for told := false; !told; {
+		select {
+		case inv, ok := <-s.Invalidations():
+			if !ok {
+				t.Fatal("the session's invalidations closed before the drain's move reached it")
+			}
+			told = inv.Full || inv.Ino == ino
+		case <-deadline:
+			t.Fatalf("waiting for the drain's move of %s (inode %d) to reach the subscribed session: nothing within 60 s", f.path, ino)
+		}
+	}
+	n, err = st.Client.Stat(ctx, f.path)
+	if err != nil || slices.Contains(n.Locations, drained) || len(n.Locations) != 1 {
+		t.Fatalf("%s after the session was told: %v %v, want one location off fs %d", f.path, n.Locations, err, drained)
+	}
+	checkFiles(t, st, []file{f})
 }

@@ -366,6 +366,51 @@ func TestTokenScopes(t *testing.T) {
 	}
 }
 
+// TestTokenCreateScopeRace: a token that may only create (storage.create)
+// never replaces or updates a file that appears between the scope
+// decision and the namespace's own step: which scope an open needs is
+// decided by the namespace operation itself, not by an earlier Stat.
+func TestTokenCreateScopeRace(t *testing.T) {
+	ctx := context.Background()
+	s := newServer(t)
+	register(t, s, 1, 1)
+	s.Mkdir(ctx, root, "/up", 0o777, false)
+	tok := auth.Principal{UID: 0, Name: "robot", Method: "token", Scopes: []auth.Scope{{Op: auth.ScopeCreate, Path: "/up"}}}
+	for _, c := range []struct {
+		what string
+		req  nsapi.OpenRequest
+	}{
+		{"upload (create, truncate)", nsapi.OpenRequest{Write: true, Create: true, Truncate: true}},
+		{"open for write, create if missing", nsapi.OpenRequest{Write: true, Create: true}},
+		{"ranged write, create if missing", nsapi.OpenRequest{Write: true, Create: true, Update: true}},
+	} {
+		path := "/up/" + strings.NewReplacer(" ", "-", ",", "", "(", "", ")", "").Replace(c.what)
+		var fid uint64
+		s.openRace = func() {
+			s.openRace = nil
+			g, err := s.Open(ctx, root, path, nsapi.OpenRequest{Write: true, Create: true, Truncate: true})
+			if err != nil {
+				t.Fatalf("%s: root's create of %s: %v", c.what, path, err)
+			}
+			if err := s.Commit(ctx, message.Commit{Fid: g.File.ID, Size: 1}); err != nil {
+				t.Fatalf("%s: root's commit of %s: %v", c.what, path, err)
+			}
+			fid = g.File.ID
+		}
+		_, err := s.Open(ctx, tok, path, c.req)
+		if !kerr.Is(err, kerr.Permission) {
+			t.Errorf("%s of %s created meanwhile, with a create-only token: %v, want permission denied", c.what, path, err)
+		}
+		if fid == 0 {
+			t.Fatalf("%s: the race hook did not run", c.what)
+		}
+		e, err := s.Stat(ctx, root, path)
+		if err != nil || e.ID != fid || e.Size != 1 {
+			t.Errorf("%s: %s after the refused open: %+v, %v; want root's file %d of 1 byte", c.what, path, e, err, fid)
+		}
+	}
+}
+
 // Unfinished names, of the unfinished stripes a restarted storage server
 // found, only those whose id is no file's and no pending upload's; it
 // answers only the node the filesystem is registered on.

@@ -25,37 +25,57 @@ func (s *Server) Open(ctx context.Context, p auth.Principal, path string, r nsap
 		g, err := s.openRead(p, path, r.App)
 		return g, s.refused(ctx, p, "read", path, err)
 	}
-	op := auth.ScopeCreate
-	if p.Scopes != nil && !r.Exclusive {
-		if _, err := s.ns.Stat(caller(p), path); err == nil {
-			op = auth.ScopeModify // an upload that replaces a file
-		}
-	}
-	if err := scope(p, op, path, "write"); err != nil {
+	// Whether the open replaces or updates an existing file is known only
+	// to the namespace's own step: a Stat made here would race with a
+	// create. So a principal whose scopes allow creating but not
+	// modifying opens exclusively, and the namespace refuses to touch a
+	// file that exists by then (replace is the modify scope's).
+	if err := scope(p, auth.ScopeCreate, path, "write"); err != nil {
 		return nil, s.audit(ctx, p, "write", path, "", err)
 	}
-	g, err := s.open(p, path, r)
+	modify := scope(p, auth.ScopeModify, path, "write")
+	if s.openRace != nil {
+		s.openRace()
+	}
+	g, err := s.open(p, path, r, modify)
 	return g, s.audit(ctx, p, "write", path, "", err)
 }
 
-func (s *Server) open(p auth.Principal, path string, r nsapi.OpenRequest) (*nsapi.Grant, error) {
+// open starts an upload or an update session of path; modify is nil when
+// p may change an existing file, else the reason it may not.
+func (s *Server) open(p auth.Principal, path string, r nsapi.OpenRequest, modify error) (*nsapi.Grant, error) {
 	c := caller(p)
 	if !r.Truncate && (r.Update || !r.Create) {
 		n, err := s.ns.Stat(c, path)
 		switch {
+		case err == nil && modify != nil:
+			return nil, modify
 		case err == nil:
 			return s.openUpdate(p, clean(path), n, r.App)
 		case !kerr.Is(err, kerr.NotFound) || !r.Create:
 			return nil, err
 		case r.Update:
-			// A ranged write of a missing file updates a new empty one.
-			if n, err = s.ns.CreateEmpty(c, path, namespace.CreateOptions{Mode: r.Mode}); err != nil {
+			// A ranged write of a missing file updates a new empty one,
+			// created only if still missing (one created meanwhile is
+			// updated, if p may modify it).
+			n, err = s.ns.CreateEmpty(c, path, namespace.CreateOptions{Mode: r.Mode, Exclusive: true})
+			if kerr.Is(err, kerr.Exists) {
+				if modify != nil {
+					return nil, modify
+				}
+				n, err = s.ns.Stat(c, path)
+			}
+			if err != nil {
 				return nil, err
 			}
 			return s.openUpdate(p, clean(path), n, r.App)
 		}
 	}
-	return s.openWrite(p, path, namespace.CreateOptions{Exclusive: r.Exclusive, Mode: r.Mode, SizeHint: r.Size}, r.MkPath, r.App)
+	g, err := s.openWrite(p, path, namespace.CreateOptions{Exclusive: r.Exclusive || modify != nil, Mode: r.Mode, SizeHint: r.Size}, r.MkPath, r.App)
+	if kerr.Is(err, kerr.Exists) && !r.Exclusive && modify != nil {
+		return nil, modify // it exists: replacing it is a modification
+	}
+	return g, err
 }
 
 // openWrite starts an upload of path. With mkpath, missing parent

@@ -151,6 +151,10 @@ type Server struct {
 	accessMu sync.Mutex       // changes of the access rules (read, change, store)
 	fstLevel atomic.Value     // string: the storage servers' log level (debug.go)
 	iostat   fleet.Accounting // I/O by user and application (iostat.go)
+
+	// openRace, when set, runs in Open between the scope decision and
+	// the namespace's step (tests: a file appearing in between).
+	openRace func()
 }
 
 // New opens the namespace in cfg.Engine and the filesystem registry, and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -217,6 +218,26 @@ func (s *Server) Repair(ctx context.Context, job message.RepairJob) error {
 			}
 		}
 	}
+	// A stripe behind the file's version whose journal the namespace
+	// recorded is rolled forward, not rebuilt (its update's apply never
+	// ran: the entry server crashed after the commit). Not so for damage
+	// a read found: those bytes are bad whatever their version.
+	rebuild := job.Rebuild
+	if !job.ReadDamage {
+		rebuild = slices.DeleteFunc(slices.Clone(rebuild), func(i int) bool { return s.current(s.local(c.Targets[i].FsID), c, i) == nil })
+	}
+	dropObsolete := func() {
+		for _, i := range job.Rebuild {
+			if fs := s.local(c.Targets[i].FsID); fs != nil {
+				s.dropObsoleteJournal(fs, c)
+			}
+		}
+	}
+	if len(rebuild) == 0 {
+		dropObsolete()
+		s.log.Info("fsck repaired by rolling update journals forward", "path", c.Path, "fid", c.Fid, "stripes", job.Rebuild)
+		return nil
+	}
 	mem := int64(transfer.PieceSize * 4)
 	if l.Kind == layout.EC {
 		mem = 2 * int64(l.Stripes()) * int64(l.Unit+4)
@@ -227,7 +248,7 @@ func (s *Server) Repair(ctx context.Context, job message.RepairJob) error {
 	}
 	defer release()
 	t0 := time.Now()
-	err = rebuildStripes(ctx, f, job.Rebuild, &repairStripes{s: s, c: c, token: job.Token})
+	err = rebuildStripes(ctx, f, rebuild, &repairStripes{s: s, c: c, token: job.Token})
 	failed, done := "fsck repair failed", "fsck repaired"
 	if job.ReadDamage {
 		failed, done = "rebuild of a stripe a read found damaged failed", "rebuilt a stripe a read found damaged"
@@ -248,6 +269,7 @@ func (s *Server) Repair(ctx context.Context, job message.RepairJob) error {
 		s.log.Warn(failed, "path", c.Path, "fid", c.Fid, "stripes", job.Rebuild, "err", err)
 		return err
 	}
+	dropObsolete()
 	s.log.Info(done, "path", c.Path, "fid", c.Fid, "stripes", job.Rebuild, "took", time.Since(t0).Round(time.Millisecond))
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/capability"
@@ -107,7 +108,68 @@ func (s *Server) PrepareStripe(token string, fid uint64, idx int, h backend.Jour
 		return err // at another version, or a journal of the version before is rolled forward first
 	}
 	h.Meta.Fid, h.Meta.Path, h.Meta.Stripe = fid, c.Path, idx
-	return journalError("prepare", c.Path, f.store.(backend.Updater).Prepare(fid, h, ops))
+	return journalError("prepare", c.Path, f.prepare(fid, h, ops))
+}
+
+// journalLock is the lock of one stripe's journal, with its holders and
+// waiters counted so the map keeps only the ones in use.
+type journalLock struct {
+	sync.Mutex
+	users int
+}
+
+// lockJournal holds the journal lock of the stripe of fid on f: taken by
+// a prepare (which replaces the journal) and by dropObsoleteJournal.
+func (f *filesystem) lockJournal(fid uint64) func() {
+	f.journalMu.Lock()
+	if f.journaling == nil {
+		f.journaling = map[uint64]*journalLock{}
+	}
+	l := f.journaling[fid]
+	if l == nil {
+		l = &journalLock{}
+		f.journaling[fid] = l
+	}
+	l.users++
+	f.journalMu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		f.journalMu.Lock()
+		if l.users--; l.users == 0 {
+			delete(f.journaling, fid)
+		}
+		f.journalMu.Unlock()
+	}
+}
+
+// prepare stores the journal of an update of the stripe of fid on f.
+func (f *filesystem) prepare(fid uint64, h backend.JournalHead, ops io.Reader) error {
+	defer f.lockJournal(fid)()
+	return f.store.(backend.Updater).Prepare(fid, h, ops)
+}
+
+// dropObsoleteJournal removes a journal beside the stripe of c's file on
+// f that can never apply: it takes the stripe to a version at or below
+// the one the file has (c's), which the stripe holds by then — a session
+// whose commit was refused or never made, its server gone before it
+// discarded it. A journal of a later version may be a commit under way
+// and stays.
+func (s *Server) dropObsoleteJournal(f *filesystem, c *capability.Capability) {
+	u, ok := f.store.(backend.Updater)
+	if !ok {
+		return
+	}
+	defer f.lockJournal(c.Fid)()
+	h, err := u.Prepared(c.Fid)
+	if err != nil || h.Meta.Version > c.DataVersion {
+		return
+	}
+	if err := u.Discard(c.Fid); err != nil {
+		s.log.Warn("fsck: an obsolete update journal could not be dropped", "path", c.Path, "fid", c.Fid, "fs", f.id, "err", err)
+		return
+	}
+	s.log.Info("fsck: dropped an obsolete update journal", "path", c.Path, "fid", c.Fid, "fs", f.id, "journal_version", h.Meta.Version, "file_version", c.DataVersion)
 }
 
 // ApplyStripe rolls forward the prepared journal of stripe idx.
@@ -116,7 +178,7 @@ func (s *Server) ApplyStripe(token string, fid uint64, idx int) error {
 	if err != nil {
 		return err
 	}
-	return journalError("apply", c.Path, f.apply(fid))
+	return journalError("apply", c.Path, f.applyUpdate(fid, c.DataVersion))
 }
 
 // apply rolls the prepared update of the stripe of fid on f forward,
@@ -124,6 +186,22 @@ func (s *Server) ApplyStripe(token string, fid uint64, idx int) error {
 func (f *filesystem) apply(fid uint64) error {
 	defer f.lockStripe(fid)()
 	return f.store.(backend.Updater).Apply(fid)
+}
+
+// applyUpdate applies the prepared update of the stripe of fid on f,
+// which the namespace committed over data version base. A reader that
+// opened the stripe since the commit has rolled that journal forward
+// already (current): the stripe past base and no journal left is the
+// update applied, not a stripe that missed it.
+func (f *filesystem) applyUpdate(fid, base uint64) error {
+	defer f.lockStripe(fid)()
+	err := f.store.(backend.Updater).Apply(fid)
+	if kerr.Is(err, kerr.NotFound) {
+		if m, merr := f.store.ReadMeta(fid); merr == nil && m.Version > base {
+			return nil
+		}
+	}
+	return err
 }
 
 // DiscardStripe drops the prepared journal of stripe idx.

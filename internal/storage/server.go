@@ -180,6 +180,12 @@ type filesystem struct {
 	// and a bad block rewritten from another copy (heal.go), which must
 	// never put back bytes of a version the stripe no longer holds.
 	changing [32]sync.Mutex
+
+	// journaling serializes, by fid, the replacement of a stripe's
+	// journal (a prepare) with fsck's drop of an obsolete one, so the
+	// drop never takes a journal prepared after it looked (journal.go).
+	journalMu  sync.Mutex
+	journaling map[uint64]*journalLock
 }
 
 // lockStripe holds the change lock of the stripe of fid on f.

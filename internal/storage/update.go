@@ -472,7 +472,7 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 			if err := u.s.current(j.f, c, j.idx); err != nil {
 				return err
 			}
-			return j.f.store.(backend.Updater).Prepare(c.Fid, h, j.ops())
+			return j.f.prepare(c.Fid, h, j.ops())
 		}
 		p, err := u.s.peers("update", c.Path)
 		if err != nil {
@@ -538,7 +538,7 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 		}
 		var err error
 		if j.f != nil {
-			err = j.f.apply(c.Fid)
+			err = j.f.applyUpdate(c.Fid, c.DataVersion)
 		} else if p, perr := u.s.peers("update", c.Path); perr != nil {
 			err = perr
 		} else {

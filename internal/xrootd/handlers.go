@@ -110,6 +110,13 @@ func (s *slot) spawn(fn func()) {
 	}()
 }
 
+// inlineWrite is the largest write served on the reader goroutine when
+// it is the connection's only request in flight (a client writing one
+// block at a time waits for each answer; a goroutine per write was most
+// of a 4 KiB write's cost). Larger writes, and writes among other
+// requests, get their own goroutine.
+const inlineWrite = 64 << 10
+
 func (s *slot) giveBack() {
 	if !s.spawned {
 		<-s.c.slots
@@ -145,7 +152,7 @@ func (c *conn) onHandle(h *reqHeader, body []byte, release func(), s *slot) (han
 			release()
 			return true, c.badHandle(sid, reqName(h.ReqID), fh)
 		}
-		s.spawn(func() {
+		run := func() {
 			defer f.done(seq)
 			defer release()
 			if h.ReqID == kXR_write {
@@ -153,7 +160,12 @@ func (c *conn) onHandle(h *reqHeader, body []byte, release func(), s *slot) (han
 			} else {
 				c.doPgwrite(h, body, f)
 			}
-		})
+		}
+		if h.Dlen <= inlineWrite && len(c.slots) == 1 {
+			run()
+			return true, true
+		}
+		s.spawn(run)
 	case kXR_readv:
 		elems, err := decodeReadv(body)
 		release()
