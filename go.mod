@@ -109,4 +109,3 @@ require (
 	sigs.k8s.io/json v0.0.0-20211020170558-c049b76a60c6 // indirect
 	sigs.k8s.io/yaml v1.4.0 // indirect
 )
-replace github.com/hanwen/go-fuse/v2 => ./third_party/go-fuse

@@ -107,9 +107,9 @@ func (m *mount) start() {
 	err := fusetest.WaitUp("kaon cfsd", m.mp, upDeadline, m.done, func() bool {
 		m.conn.Update()
 		// Up once the daemon answers and has recorded what the
-		// kernel granted (passthrough, transport) for stats.json.
+		// kernel granted (passthrough) for stats.json.
 		b, err := os.ReadFile(filepath.Join(m.mp, ".proc", "stats.json"))
-		if err != nil || bytes.Contains(b, []byte(`"transport": "starting"`)) {
+		if err != nil || bytes.Contains(b, []byte(`"data_path": "starting"`)) {
 			return false
 		}
 		m.conn.Update()

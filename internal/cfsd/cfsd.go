@@ -71,7 +71,6 @@ type opStats struct {
 // data travel. The control file .proc/stats.json reports it.
 type Transport interface {
 	PassthroughActive() bool // file data bypasses the daemon
-	IoUringActive() bool     // requests arrive over io_uring
 }
 
 // SetMount records the mount serving f (for .proc/stats.json).

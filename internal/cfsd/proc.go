@@ -39,18 +39,15 @@ func (f *FS) addProc(ctx context.Context, root *fs.Inode) {
 		"whoami": {Render: func(c *fuse.Caller) []byte { return []byte(identity(c) + "\n") }},
 		"stats.json": {Render: func(c *fuse.Caller) []byte {
 			// "starting" until the mounter has recorded the mount.
-			pt, mode, transport := false, "starting", "starting"
+			pt, mode := false, "starting"
 			if t := f.mount.Load(); t != nil {
-				pt, mode, transport = (*t).PassthroughActive(), "daemon", "/dev/fuse"
+				pt, mode = (*t).PassthroughActive(), "daemon"
 				if pt {
 					mode = "passthrough"
 				}
-				if (*t).IoUringActive() {
-					transport = "io_uring"
-				}
 			}
 			return f.Stats.JSON(map[string]any{
-				"backend": f.opts.Backend, "passthrough": pt, "data_path": mode, "transport": transport,
+				"backend": f.opts.Backend, "passthrough": pt, "data_path": mode,
 				"quota": f.quota != nil, "recycle": f.recycle.Enabled(),
 			})
 		}},

@@ -66,12 +66,6 @@ type Config struct {
 	// cold `ls -l`/`find -ls` of a large directory needs no LOOKUP per
 	// entry; with FOPEN_CACHE_DIR warm listings send neither.
 	ReaddirPlusAuto bool
-	// IoUring asks for FUSE over io_uring (Linux >= 6.14 with the fuse
-	// module's enable_uring on): requests arrive on per-CPU rings, one
-	// system call per request instead of a read and a write of
-	// /dev/fuse. Without kernel support the mount uses /dev/fuse;
-	// (*Mount).IoUringActive tells which. A prototype (DESIGN-NOTES.md).
-	IoUring bool
 
 	// Stats are the counters the file system keeps; (*Mount).Summary
 	// reports them. Optional.
@@ -126,7 +120,6 @@ func (c *Config) mountOptions() fuse.MountOptions {
 		// the file system holds them; symlink targets are cached there.
 		EnableLocks:          c.Locks,
 		EnableSymlinkCaching: true,
-		IoUring:              c.IoUring,
 	}
 	if c.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
@@ -359,9 +352,6 @@ func (m *Mount) probePassthrough() bool {
 
 // PassthroughActive reports whether file data bypasses the daemon.
 func (m *Mount) PassthroughActive() bool { return m.pt }
-
-// IoUringActive reports whether requests arrive over io_uring.
-func (m *Mount) IoUringActive() bool { return m.Server.IoUringActive() }
 
 // Wait blocks until the mount is gone: unmounted by Unmount, by
 // `umount`/`fusermount3 -u` from outside, or its connection aborted.

@@ -283,7 +283,7 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 }
 
 // replay flushes journal jr onto p. While the servers cannot be reached
-// (a storage or namespace server restarting) it tries again for the
+// or ask to retry (a storage or namespace server restarting) it tries again for the
 // mount's grace period: the journal holds what was written meanwhile,
 // and fsync or close returns once it is on the storage servers, or
 // fails after the grace.
@@ -292,7 +292,8 @@ func (f *FS) replay(ctx context.Context, jr *journal, c *client.Client, p string
 	wait := 100 * time.Millisecond
 	for told := false; ; {
 		err := jr.Flush(ctx, c, p)
-		if err == nil || !kerr.Is(err, kerr.Unavailable) || time.Now().Add(wait).After(deadline) {
+		retry := kerr.Is(err, kerr.Unavailable) || kerr.Is(err, kerr.Busy) // down, or just started (503 + Retry-After)
+		if err == nil || !retry || time.Now().Add(wait).After(deadline) {
 			if err == nil && told {
 				log.Printf("kaon mount: %s: journal replayed", p)
 			}
