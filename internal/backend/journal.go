@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 
 	"github.com/kaon-storage/kaon/internal/checksum"
@@ -311,4 +312,24 @@ func (t *Touched) Sums(old checksum.SumsFunc, read func(p []byte, off int64) err
 		sums[b] = checksum.CRC32CSum(q)
 	}
 	return sums, nil
+}
+
+// SpooledOps is operations held in the first N bytes of a local file,
+// with the crc32c (Castagnoli) of those bytes computed as they were
+// written. A store on the same machine (posix) copies them into its
+// journal in the kernel (copy_file_range) and continues the journal's
+// checksum from CRC instead of reading them through user space; any
+// other reader reads them as a stream.
+type SpooledOps struct {
+	F   *os.File
+	N   int64
+	CRC uint32
+	r   *io.SectionReader
+}
+
+func (o *SpooledOps) Read(p []byte) (int, error) {
+	if o.r == nil {
+		o.r = io.NewSectionReader(o.F, 0, o.N)
+	}
+	return o.r.Read(p)
 }
