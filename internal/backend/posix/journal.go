@@ -275,6 +275,7 @@ func (s *Store) apply(f *os.File, j *os.File, h journalHead, opsLen int64) error
 		// As it was (or applied up to the footer): verify what stays.
 		touched, err = backend.TouchedBlocks(ops, opsLen, t.len, t.block)
 		if err == nil {
+			touched.Keep() // replay patches them: each block read and summed once
 			old, err = tableOf(f, t.table(), t)
 		}
 		if err == nil {
@@ -301,7 +302,7 @@ func (s *Store) apply(f *os.File, j *os.File, h journalHead, opsLen int64) error
 		err = s.crashed("cut")
 	}
 	if err == nil {
-		err = replay(j, opsLen, f)
+		err = replay(j, opsLen, f, touched)
 	}
 	if err == nil {
 		err = s.crashed("data")
@@ -338,8 +339,9 @@ func (s *Store) apply(f *os.File, j *os.File, h journalHead, opsLen int64) error
 
 // replay applies the opsLen bytes of operations at the start of the
 // journal j to the stripe file f (backend.ReplayOps's format), the data
-// of writes copied in the kernel.
-func replay(j *os.File, opsLen int64, f *os.File) error {
+// of writes copied in the kernel; the blocks touched kept (Verify) are
+// patched with them.
+func replay(j *os.File, opsLen int64, f *os.File, touched *backend.Touched) error {
 	var hdr [13]byte
 	for off := int64(0); off < opsLen; {
 		if _, err := j.ReadAt(hdr[:1], off); err != nil {
@@ -357,6 +359,12 @@ func replay(j *os.File, opsLen int64, f *os.File) error {
 			if err := copyRange(f, at, j, off+13, n); err != nil {
 				return err
 			}
+			if touched != nil {
+				data := off + 13
+				if err := touched.Patch(at, n, func(p []byte, o int64) error { _, err := j.ReadAt(p, data+o); return err }); err != nil {
+					return err
+				}
+			}
 			off += 13 + n
 		case 'T':
 			if _, err := j.ReadAt(hdr[1:9], off+1); err != nil {
@@ -368,6 +376,9 @@ func replay(j *os.File, opsLen int64, f *os.File) error {
 			}
 			if err := f.Truncate(size); err != nil {
 				return err
+			}
+			if touched != nil {
+				touched.Forget()
 			}
 			off += 9
 		default:
