@@ -158,3 +158,39 @@ func TestJournalBackAfterApply(t *testing.T) {
 		t.Fatalf("metadata: %+v %v, want version 1", m, err)
 	}
 }
+
+// TestCopyRange: the in-kernel copy and its fallback through user space
+// (taken when the kernel refuses, e.g. a spool on another filesystem)
+// copy the same bytes to the same place.
+func TestCopyRange(t *testing.T) {
+	src := make([]byte, 3<<20+17)
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	dir := t.TempDir()
+	sf, err := os.Create(dir + "/src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	if _, err := sf.Write(src); err != nil {
+		t.Fatal(err)
+	}
+	for name, cp := range map[string]func(*os.File, int64, *os.File, int64, int64) error{"kernel": copyRange, "user": copyRangeSlow} {
+		df, err := os.Create(dir + "/dst-" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cp(df, 100, sf, 5, int64(len(src))-10); err != nil {
+			t.Fatalf("%s copy: %v", name, err)
+		}
+		df.Close()
+		got, _ := os.ReadFile(dir + "/dst-" + name)
+		if want := append(make([]byte, 100), src[5:len(src)-5]...); !bytes.Equal(got, want) {
+			t.Fatalf("%s copy: %d bytes, not the %d copied", name, len(got), len(want))
+		}
+	}
+	if err := copyRange(sf, 0, sf, int64(len(src)), 10); err == nil {
+		t.Fatal("a copy from past the end of the source succeeded")
+	}
+}
