@@ -37,7 +37,16 @@ package posix
 // replay rewrites the same bytes and sums. The blocks step 1 verified
 // are not verified again on a replay after step 2 (their old bytes are
 // gone from the sums on disk), which is why 1 comes before any change.
-// Apply writes through the page cache.
+// Apply writes through the page cache. The bytes move in the kernel
+// where they can (copy.go): a journal prepared from a local update's
+// spool (backend.SpooledOps) is copied from it with copy_file_range and
+// its checksum continued from the spool's, summed as the spool was
+// written; the writes are copied from the journal into the stripe the
+// same way; the blocks step 1 verified stay in memory, patched with the
+// writes, and are summed from there in step 4 (each touched block read
+// and summed once). The journal's removal after an apply is not synced:
+// one that comes back after a crash finds the stripe at its new version
+// and is dropped again.
 
 import (
 	"bytes"
