@@ -10,8 +10,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
+	krbclient "github.com/jcmturner/gokrb5/v8/client"
+	"github.com/jcmturner/gokrb5/v8/spnego"
+
+	"github.com/kaon-storage/kaon/internal/auth/krb5auth"
 	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/role/endpoints"
 	"github.com/kaon-storage/kaon/internal/tlsconf"
@@ -50,7 +55,9 @@ func serverURL(flagURL string) string {
 // newAPI is a client of the namespace server the command talks to. Over
 // https it trusts the system's CAs and the instance's (clientTLS); it
 // sends the bearer token of the environment, if any, or with --x509
-// presents the grid proxy as its TLS client certificate instead.
+// presents the grid proxy as its TLS client certificate instead; with
+// neither, over https, it authenticates with the user's Kerberos tickets
+// (SPNEGO) when there are any (kinit's credential cache).
 func newAPI(s server) *client.Client {
 	c := client.New(serverURL(s.URL))
 	if !s.X509 {
@@ -71,8 +78,38 @@ func newAPI(s server) *client.Client {
 		if err := loadProxy(cfg); err != nil {
 			c.HTTP = &http.Client{Transport: failing{err}}
 		}
+		return c
+	}
+	if c.Token == "" {
+		krb, ok, err := krb5auth.ClientFromEnv()
+		switch {
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "kaon: not using Kerberos: %v\n", err)
+		case ok:
+			c.HTTP.Transport = negotiate{c.HTTP.Transport, krb, new(sync.Once)}
+		}
 	}
 	return c
+}
+
+// negotiate sends every request with an SPNEGO (Kerberos) Authorization
+// header for the server's HTTP/host principal, as curl --negotiate does.
+// A server the user's KDC has no ticket for (an instance without
+// Kerberos) gets the request without one, and the user a warning.
+type negotiate struct {
+	next   http.RoundTripper
+	krb    *krbclient.Client
+	warned *sync.Once
+}
+
+func (n negotiate) RoundTrip(r *http.Request) (*http.Response, error) {
+	withKrb := r.Clone(r.Context())
+	spn := "HTTP/" + r.URL.Hostname()
+	if err := spnego.SetSPNEGOHeader(n.krb, withKrb, spn); err != nil {
+		n.warned.Do(func() { fmt.Fprintf(os.Stderr, "kaon: not using Kerberos: no ticket for %s: %v\n", spn, err) })
+		return n.next.RoundTrip(r)
+	}
+	return n.next.RoundTrip(withKrb)
 }
 
 // failing is the transport of a client that cannot send what it was

@@ -29,7 +29,7 @@ const cfsdUsage = `usage:
 type cfsdOptions struct {
 	backend, state, logPath, pprofAddr, cpuProfile     string
 	quota, recycle, fg, noPT, allowOther, noXattr, acl bool
-	rdplusAuto, cleanStale, debug                      bool
+	rdplusAuto, cleanStale, debug, ioURing             bool
 	entryTO, attrTO, negTO                             time.Duration
 }
 
@@ -61,6 +61,7 @@ func newCfsdMountCmd() *cobra.Command {
 	fl.BoolVar(&o.noXattr, "no-xattr", false, "disable extended attributes (fewer round trips for ls -l and writes; no user.* xattrs, no cfs.id)")
 	fl.BoolVar(&o.acl, "acl", true, "let the kernel evaluate and cache the backend's POSIX ACLs; with --acl=false ACLs are reported unsupported on the mount (fewer round trips for a cold ls -l)")
 	fl.BoolVar(&o.rdplusAuto, "readdirplus-auto", false, "let the kernel use plain READDIR after the first chunk of a listing (default: READDIRPLUS for every chunk)")
+	fl.BoolVar(&o.ioURing, "io-uring", false, "receive FUSE requests over io_uring (Linux >= 6.14 with /sys/module/fuse/parameters/enable_uring set; falls back to /dev/fuse); a prototype, see DESIGN-NOTES.md")
 	fl.BoolVar(&o.cleanStale, "clean-stale", false, "lazily unmount a stale mount left by a crashed daemon")
 	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	fl.BoolVarP(&o.debug, "v", "v", false, "verbose: log every FUSE request (same as --debug)")
@@ -102,7 +103,7 @@ func cfsdMount(o cfsdOptions, mountpoint string) int {
 				Mountpoint: mp, FsName: "kaon-cfsd:" + o.backend, Name: "kaon-cfsd",
 				EntryTimeout: noCache(o.entryTO), AttrTimeout: noCache(o.attrTO), NegativeTimeout: noCache(o.negTO),
 				AllowOther: o.allowOther, ACL: o.acl, Passthrough: !o.noPT, CleanStale: o.cleanStale, Debug: o.debug,
-				ServerKillsPriv: true, NoOpendir: true, ReaddirPlusAuto: o.rdplusAuto, Stats: f.Stats,
+				ServerKillsPriv: true, NoOpendir: true, ReaddirPlusAuto: o.rdplusAuto, IoUring: o.ioURing, Stats: f.Stats,
 			})
 		}
 		if err != nil {
@@ -110,7 +111,7 @@ func cfsdMount(o cfsdOptions, mountpoint string) int {
 			f = nil
 			return nil, err
 		}
-		f.PassthroughActive = m.PassthroughActive
+		f.SetMount(m)
 		mode := "daemon data path"
 		if m.PassthroughActive() {
 			mode = "kernel passthrough"

@@ -1,6 +1,9 @@
 package cfsd_test
 
 import (
+	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kaon-storage/kaon/integration/fusetest"
@@ -11,7 +14,14 @@ import (
 var variants = []struct {
 	name string
 	args []string
-}{{"plain", nil}, {"recycle", []string{"--recycle"}}}
+}{{"plain", nil}, {"recycle", []string{"--recycle"}}, {"io_uring", []string{"--io-uring"}}}
+
+// uringEnabled reports whether the kernel offers FUSE over io_uring
+// (Linux >= 6.14 with the fuse module's enable_uring parameter on).
+func uringEnabled() bool {
+	b, err := os.ReadFile("/sys/module/fuse/parameters/enable_uring")
+	return err == nil && strings.TrimSpace(string(b)) == "Y"
+}
 
 // cfsdCaps: a pass-through mount that can do everything its backend (a
 // plain directory here) can. Not Presents: cfsd keeps its state
@@ -28,8 +38,19 @@ var cfsdCaps = fusetest.Caps{Writable: true, InTree: true, HardLinks: true, Xatt
 func TestSuite(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
+			uring := slices.Contains(v.args, "--io-uring")
+			if uring && !uringEnabled() {
+				t.Skip("FUSE over io_uring not enabled (/sys/module/fuse/parameters/enable_uring)")
+			}
 			fusetest.Run(t, fusetest.Driver{Caps: cfsdCaps, Mount: func(t *testing.T, _ fusetest.Scenario, tree string) (string, func()) {
 				m := newMount(t, tree, v.args...)
+				if uring {
+					// The suite must not pass over /dev/fuse unnoticed.
+					b, err := os.ReadFile(m.path(".proc", "stats.json"))
+					if err != nil || !strings.Contains(string(b), `"transport": "io_uring"`) {
+						t.Fatalf("--io-uring mount serves over another transport: %v\n%s\n%s", err, b, m.log)
+					}
+				}
 				return m.mp, m.stop
 			}})
 		})

@@ -35,3 +35,12 @@ func TestPlainDirectory(t *testing.T) {
 		})
 	}
 }
+
+// TestFSXPlainDirectory: the exerciser's model agrees with a plain
+// directory (through one path and through two alternating), so a
+// difference on a mount is the mount's.
+func TestFSXPlainDirectory(t *testing.T) {
+	d := t.TempDir()
+	FSX{Roots: []string{d}, Name: "one", Ops: 5000, Seed: 1}.Run(t)
+	FSX{Roots: []string{d, d}, Name: "two", Ops: 5000, Seed: 2}.Run(t)
+}

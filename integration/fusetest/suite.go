@@ -43,6 +43,9 @@ type Caps struct {
 	Special bool
 	// Utimes: explicit access and modification times (utimensat).
 	Utimes bool
+	// NoAtime: the mount keeps no access time (stat answers the
+	// modification time); with Utimes, only the mtime set is compared.
+	NoAtime bool
 	// Holes: sparse files (a write far past the end allocates little;
 	// SEEK_DATA/SEEK_HOLE find the data).
 	Holes bool

@@ -10,15 +10,16 @@ import (
 )
 
 // mountCaps: what Kaon's namespace holds the way a local file system
-// does. Not yet: hard links, symlinks, special files (fifos), explicit
-// times (utimensat), holes (fallocate, SEEK_DATA), RENAME_EXCHANGE,
+// does. Times: the modification time, no access time. Not yet: hard
+// links (EPERM, TestLinkAndTimes), symlinks, special files (fifos),
+// holes (fallocate, SEEK_DATA), RENAME_EXCHANGE,
 // paths beyond PATH_MAX (the API takes whole paths), POSIX ACLs (Kaon's
 // are its own, sys.acl). NonRoot is off: other callers act as
 // themselves (TestIdentity), but the permission scenario also wants the
 // caller's supplementary groups (a unix peer carries its uid only; the
 // server reads the groups of the uid's account), setgid directories'
-// inheritance and explicit times, which the namespace does not have.
-var mountCaps = fusetest.Caps{Writable: true, Xattrs: true, Locks: true}
+// inheritance, which the namespace does not have.
+var mountCaps = fusetest.Caps{Writable: true, Xattrs: true, Locks: true, Utimes: true, NoAtime: true}
 
 // TestSuite runs the shared FUSE suite on `kaon mount`: each scenario on
 // a fresh directory of one `kaon up`, mounted as the subtree.

@@ -38,13 +38,19 @@ func (f *FS) addProc(ctx context.Context, root *fs.Inode) {
 	files := map[string]*fusecore.ProcFile{
 		"whoami": {Render: func(c *fuse.Caller) []byte { return []byte(identity(c) + "\n") }},
 		"stats.json": {Render: func(c *fuse.Caller) []byte {
-			pt := f.PassthroughActive != nil && f.PassthroughActive()
-			mode := "daemon"
-			if pt {
-				mode = "passthrough"
+			// "starting" until the mounter has recorded the mount.
+			pt, mode, transport := false, "starting", "starting"
+			if t := f.mount.Load(); t != nil {
+				pt, mode, transport = (*t).PassthroughActive(), "daemon", "/dev/fuse"
+				if pt {
+					mode = "passthrough"
+				}
+				if (*t).IoUringActive() {
+					transport = "io_uring"
+				}
 			}
 			return f.Stats.JSON(map[string]any{
-				"backend": f.opts.Backend, "passthrough": pt, "data_path": mode,
+				"backend": f.opts.Backend, "passthrough": pt, "data_path": mode, "transport": transport,
 				"quota": f.quota != nil, "recycle": f.recycle.Enabled(),
 			})
 		}},

@@ -327,6 +327,16 @@ func (c *Client) Truncate(ctx context.Context, path string, size int64) error {
 	return c.change(ctx, "truncate", nsapi.TruncateRequest{Path: path, Size: size})
 }
 
+// SetMTime sets the modification time of path (the server's current
+// time when now).
+func (c *Client) SetMTime(ctx context.Context, path string, mtime time.Time, now bool) error {
+	r := nsapi.UtimesRequest{Path: path, Now: now}
+	if !now {
+		r.MTime = mtime.UnixNano()
+	}
+	return c.change(ctx, "utimes", r)
+}
+
 // StatFS reports the capacity of the space new files below path go to.
 func (c *Client) StatFS(ctx context.Context, path string) (nsapi.SpaceStats, error) {
 	return get[nsapi.SpaceStats](ctx, c, "statfs", nsapi.PathRequest{Path: path})

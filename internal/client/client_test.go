@@ -122,3 +122,19 @@ func TestErrorsAreKerr(t *testing.T) {
 		t.Errorf("Stat of a server that is gone: %v", err)
 	}
 }
+
+// TestPutRangeThroughStandby: an in-place update sent to a standby
+// reaches the storage server through the active namespace server with
+// its whole body (the standby's redirect is followed with the body sent
+// again).
+func TestPutRangeThroughStandby(t *testing.T) {
+	f := newFake(t)
+	c := New(f.standby.URL)
+	c.Token = "tok"
+	if err := c.PutRange(context.Background(), "/d/f", 0, strings.NewReader("range"), 5); err != nil {
+		t.Fatalf("PutRange through a standby: %v", err)
+	}
+	if string(f.bytes) != "range" {
+		t.Fatalf("the storage server got %q, want %q", f.bytes, "range")
+	}
+}

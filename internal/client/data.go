@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
@@ -54,6 +55,30 @@ func (c *Client) Get(ctx context.Context, path string) (io.ReadCloser, int64, er
 		return nil, 0, textError(resp)
 	}
 	return resp.Body, resp.ContentLength, nil
+}
+
+// Checksum returns the file's checksum of type typ (adler32, crc32c,
+// md5, sha256) as lowercase hex: the recorded one, or one the service
+// computes from the stored data now and records (HEAD with Want-Digest).
+func (c *Client) Checksum(ctx context.Context, path, typ string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, c.Base+escapePath(path), http.NoBody)
+	if err != nil {
+		return "", kerr.Wrap(kerr.Invalid, "checksum", path, err)
+	}
+	req.Header.Set("Want-Digest", typ)
+	resp, err := c.do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", textError(resp)
+	}
+	sum := checksum.ParseDigestHeader(resp.Header.Get("Digest"))[typ]
+	if sum == "" {
+		return "", kerr.New(kerr.Unsupported, "checksum", path, "the server answered no "+typ+" checksum")
+	}
+	return sum, nil
 }
 
 // ask sends method on path to the namespace server, without a body.
@@ -128,6 +153,9 @@ func (c *Client) PutRange(ctx context.Context, path string, off int64, data io.R
 		return kerr.Wrap(kerr.Invalid, "PUT", path, err)
 	}
 	req.ContentLength = n
+	// A standby sends the request on to the active server (307): the
+	// body is sent again from its start.
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body()), nil }
 	req.Header.Set("Content-Range", crange)
 	req.Header.Set("Expect", "100-continue")
 	resp, err := c.do(req)

@@ -2,9 +2,9 @@ package cluster
 
 import (
 	"errors"
+	"github.com/kaon-storage/kaon/internal/bufmem"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -122,13 +122,13 @@ func (d *deferredWriter) Write(p []byte) (int, error) {
 // ReadFrom copies r in pieces of a whole buffer: each is read (and
 // verified) before any of it is written.
 func (d *deferredWriter) ReadFrom(r io.Reader) (int64, error) {
-	bp := servePieces.Get().(*[]byte)
-	defer servePieces.Put(bp)
+	piece := servePieces.Get()
+	defer servePieces.Put(piece)
 	var n int64
 	for {
-		m, err := io.ReadFull(r, *bp)
+		m, err := io.ReadFull(r, piece)
 		if m > 0 {
-			if _, werr := d.Write((*bp)[:m]); werr != nil {
+			if _, werr := d.Write(piece[:m]); werr != nil {
 				return n, werr
 			}
 			n += int64(m)
@@ -143,4 +143,6 @@ func (d *deferredWriter) ReadFrom(r io.Reader) (int64, error) {
 	}
 }
 
-var servePieces = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+// servePieces are the pieces verified reads are served in (1 MiB; the
+// storage server counts one per verified stream in its budget).
+var servePieces = bufmem.Sized(1 << 20)

@@ -18,8 +18,8 @@ package directio
 
 import (
 	"errors"
+	"github.com/kaon-storage/kaon/internal/bufmem"
 	"os"
-	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -109,18 +109,14 @@ func (d *File) Sync() error { return d.f.Sync() }
 func (d *File) Direct() bool { return d.direct }
 
 // bufPool recycles staging buffers: many short uploads would otherwise
-// allocate 2 MiB each and leave the collector behind.
-var bufPool sync.Pool
-
-func getBuf() []byte {
-	if b, ok := bufPool.Get().(*[]byte); ok {
-		return *b
-	}
+// allocate 1 MiB each and leave the collector behind.
+var bufPool = bufmem.NewPool(BufSize, func() []byte {
 	b := make([]byte, BufSize+Align)
 	skip := int(-uintptr(unsafe.Pointer(&b[0])) & (Align - 1))
-	b = b[skip : skip+BufSize : skip+BufSize]
-	return b
-}
+	return b[skip : skip+BufSize : skip+BufSize]
+})
+
+func getBuf() []byte { return bufPool.Get() }
 
 func (d *File) writer(jobs <-chan job) {
 	for j := range jobs {
@@ -238,7 +234,7 @@ func (d *File) Close() error {
 	}
 	for i, b := range d.bufs {
 		if b != nil {
-			bufPool.Put(&b)
+			bufPool.Put(b)
 			d.bufs[i] = nil
 		}
 	}

@@ -23,6 +23,7 @@ package erasure
 
 import (
 	"fmt"
+	"github.com/kaon-storage/kaon/internal/bufmem"
 	"sync"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -126,23 +127,9 @@ func encoderFor(l Layout) (reedsolomon.Encoder, error) {
 	return actual.(reedsolomon.Encoder), nil
 }
 
-// framePools recycle frame buffers (Unit+4 bytes) per unit size, so that
-// opening many files does not churn tens of MiB of garbage each.
-var framePools sync.Map // int -> *sync.Pool
+// Frame buffers (Unit+4 bytes) are recycled per unit size, so that
+// opening many files does not churn tens of MiB of garbage each; bufmem
+// counts them against the stream budget.
+func getFrame(unit int) []byte { return bufmem.Sized(unit + crcSize).Get() }
 
-func getFrame(unit int) []byte {
-	p, _ := framePools.LoadOrStore(unit, &sync.Pool{})
-	if b, ok := p.(*sync.Pool).Get().(*[]byte); ok {
-		return *b
-	}
-	return make([]byte, unit+crcSize)
-}
-
-func putFrame(unit int, b []byte) {
-	if cap(b) < unit+crcSize {
-		return
-	}
-	b = b[:unit+crcSize]
-	p, _ := framePools.LoadOrStore(unit, &sync.Pool{})
-	p.(*sync.Pool).Put(&b)
-}
+func putFrame(unit int, b []byte) { bufmem.Sized(unit + crcSize).Put(b) }

@@ -7,8 +7,8 @@
 // The scenarios run twice, unchanged: integration/frontends drives the
 // real binary with the real clients (curl, the Python XRootD bindings)
 // as root and as uid nobody; this package's own tests drive the
-// in-process stack (internal/kaontest) with Go's net/http and go-hep's
-// XRootD client, so a change to a front end is checked in seconds,
+// in-process stack (internal/kaontest) with Go's net/http and Kaon's
+// own XRootD client (internal/xrootd), so a change to a front end is checked in seconds,
 // without the binary or the clients installed.
 package frontendtest
 

@@ -2,10 +2,10 @@ package frontendtest_test
 
 // The conformance scenarios in process: kaontest's stack (the roles as
 // the binary assembles them, on loopback listeners), driven with Go's
-// net/http and go-hep's XRootD client. Who a client is comes from a test
-// authenticator, as the unix peer's uid does in `kaon up`: a client whose
-// connection comes from nobodyIP, or that logs in to root:// as
-// "nobody", is nobody; any other is root.
+// net/http and Kaon's own XRootD client (internal/xrootd). Who a client
+// is comes from a test authenticator, as the unix peer's uid does in
+// `kaon up`: a client whose connection comes from nobodyIP, or that logs
+// in to root:// as "nobody", is nobody; any other is root.
 
 import (
 	"bytes"
@@ -24,17 +24,12 @@ import (
 	"testing"
 	"time"
 
-	"go-hep.org/x/hep/xrootd"
-	"go-hep.org/x/hep/xrootd/xrdfs"
-	"go-hep.org/x/hep/xrootd/xrdproto"
-	"go-hep.org/x/hep/xrootd/xrdproto/query"
-	"go-hep.org/x/hep/xrootd/xrdproto/write"
-
 	"github.com/kaon-storage/kaon/integration/tokentest"
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/frontendtest"
 	"github.com/kaon-storage/kaon/internal/kaontest"
+	"github.com/kaon-storage/kaon/internal/xrootd"
 )
 
 // nobodyIP is the loopback address nobody's HTTP connections come from.
@@ -53,14 +48,14 @@ func (identity) Authenticate(_ context.Context, r *auth.Request) (auth.Principal
 // TestConformanceInProcess runs frontendtest.Conformance over kaontest.
 func TestConformanceInProcess(t *testing.T) {
 	st := kaontest.New(t, kaontest.Options{Filesystems: 3, Auth: auth.Chain{identity{}}})
-	frontendtest.Conformance(t, admin{st}, []frontendtest.Driver{newHTTPDriver(st.HTTP.URL), xrdDriver{addr: strings.TrimPrefix(st.XRootD, "root://"), data: strings.TrimPrefix(st.FSTXrd, "root://")}})
+	frontendtest.Conformance(t, admin{st}, []frontendtest.Driver{newHTTPDriver(st.HTTP.URL), xrdDriver{addr: strings.TrimPrefix(st.XRootD, "root://")}})
 }
 
 // TestTokenConformanceInProcess runs frontendtest.Tokens over kaontest's
 // HTTP front end, trusting a test issuer whose tokens map to uid 4242 (as
 // integration/frontends does with --token-issuer ...,user=4242); no token
 // reaches the stack's log (server and access log). root:// carries tokens
-// in ztn over TLS, which go-hep's client does not speak: the real binary's
+// in ztn over TLS, which Kaon's client does not speak: the real binary's
 // run covers it.
 func TestTokenConformanceInProcess(t *testing.T) {
 	iss := tokentest.New(t, t.TempDir(), "https://issuer.test", "https://kaon.test")
@@ -225,18 +220,12 @@ func (d httpDriver) Do(t *testing.T, nobody bool, op string, a ...string) fronte
 	return r
 }
 
-// xrdDriver speaks root:// with go-hep's client, logging in as "root" or
-// "nobody"; an upload replaces an existing file (kXR_delete), as xrdcp -f
-// and the Python driver do.
-//
-// go-hep sends a kXR_write's data over a connection bound with kXR_bind
-// and its header over the login connection; Kaon's server, as XrdCl
-// does, expects the whole request on the connection its path id names.
-// So an upload's one kXR_write goes inline (path id 0, inlineWrite) on a
-// client logged in at the storage server's listener (data), which sends
-// the open to the namespace server and is sent back with the capability:
-// the file's connection is then the one the client sends on.
-type xrdDriver struct{ addr, data string }
+// xrdDriver speaks root:// with Kaon's own client (internal/xrootd),
+// logging in as "root" or "nobody"; an upload replaces an existing file
+// (kXR_delete), as xrdcp -f and the Python driver do. Opens are sent to
+// the namespace server, which redirects them to a storage server with a
+// capability; the client follows.
+type xrdDriver struct{ addr string }
 
 func (xrdDriver) Name() string { return "root" }
 
@@ -248,16 +237,24 @@ func (d xrdDriver) Do(t *testing.T, nobody bool, op string, a ...string) fronten
 	if nobody {
 		user = "nobody"
 	}
-	addr := d.addr
-	if op == "put" || op == "write" {
-		addr = d.data
-	}
-	cli, err := xrootd.NewClient(ctx, addr, user)
+	cli, err := xrootd.Dial(ctx, d.addr, xrootd.ClientConfig{User: user})
 	if err != nil {
 		t.Fatalf("root driver: connect to %s: %v", d.addr, err)
 	}
 	defer cli.Close()
-	fs := cli.FS()
+	// upload writes data at off into the file open() opens and closes it
+	// (which commits it).
+	upload := func(f *xrootd.RemoteFile, err error, data []byte, off int64) frontendtest.Result {
+		if err != nil {
+			return outcome(err)
+		}
+		defer f.Conn().Close()
+		err = f.WriteAt(ctx, data, off)
+		if cerr := f.Close(ctx); err == nil {
+			err = cerr
+		}
+		return outcome(err)
+	}
 	var r frontendtest.Result
 	switch op {
 	case "put":
@@ -265,81 +262,58 @@ func (d xrdDriver) Do(t *testing.T, nobody bool, op string, a ...string) fronten
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := fs.Open(ctx, a[1], xrdfs.OpenModeOwnerRead|xrdfs.OpenModeOwnerWrite, xrdfs.OpenOptionsDelete|xrdfs.OpenOptionsMkPath)
-		if err == nil {
-			_, err = cli.Send(ctx, nil, &inlineWrite{write.Request{Handle: f.Handle(), Data: data}})
-			if cerr := f.Close(ctx); err == nil {
-				err = cerr
-			}
-		}
-		r = outcome(err)
+		f, err := cli.Create(ctx, a[1], 0o600)
+		r = upload(f, err, data, 0)
 	case "write":
 		data, err := os.ReadFile(a[0])
 		if err != nil {
 			t.Fatal(err)
 		}
 		off, _ := strconv.ParseInt(a[2], 10, 64)
-		f, err := fs.Open(ctx, a[1], 0, xrdfs.OpenOptionsOpenUpdate)
-		if err == nil {
-			_, err = cli.Send(ctx, nil, &inlineWrite{write.Request{Handle: f.Handle(), Offset: off, Data: data}})
-			if cerr := f.Close(ctx); err == nil {
-				err = cerr
-			}
-		}
-		r = outcome(err)
+		f, err := cli.OpenUpdate(ctx, a[1])
+		r = upload(f, err, data, off)
 	case "read":
-		f, err := fs.Open(ctx, a[0], 0, xrdfs.OpenOptionsOpenRead|xrdfs.OpenOptionsReturnStatus)
+		f, err := cli.OpenRead(ctx, a[0])
 		if err != nil {
 			return outcome(err)
 		}
+		defer f.Conn().Close()
 		defer f.Close(ctx)
 		off, _ := strconv.ParseInt(a[1], 10, 64)
 		n, _ := strconv.ParseInt(a[2], 10, 64)
 		if n < 0 {
-			n = f.Info().EntrySize - off
+			n = f.Size - off
 		}
 		buf := make([]byte, n)
-		got, err := f.ReadAtContext(ctx, buf, off)
+		got, err := f.ReadAt(ctx, buf, off)
 		r = outcome(err)
 		r.Data = buf[:got]
 	case "stat":
-		st, err := fs.Stat(ctx, a[0])
+		st, err := cli.Stat(ctx, a[0])
 		r = outcome(err)
-		r.Size, r.Dir = st.EntrySize, st.IsDir()
+		r.Size, r.Dir = st.Size, st.IsDir()
 	case "ls":
-		ents, err := fs.Dirlist(ctx, a[0])
+		names, err := cli.Dirlist(ctx, a[0])
 		r = outcome(err)
-		for _, e := range ents {
-			r.Names = append(r.Names, e.Name())
-		}
+		r.Names = names
 		sort.Strings(r.Names)
 	case "mkdir":
-		r = outcome(fs.Mkdir(ctx, a[0], 0))
+		r = outcome(cli.Mkdir(ctx, a[0], 0, false))
 	case "mv":
-		r = outcome(fs.Rename(ctx, a[0], a[1]))
+		r = outcome(cli.Mv(ctx, a[0], a[1]))
 	case "rm":
-		r = outcome(fs.RemoveFile(ctx, a[0]))
+		r = outcome(cli.Rm(ctx, a[0]))
 	case "rmdir":
-		r = outcome(fs.RemoveDir(ctx, a[0]))
+		r = outcome(cli.Rmdir(ctx, a[0]))
 	case "checksum":
-		var resp query.Response
-		_, err := cli.Send(ctx, &resp, &query.Request{Query: query.Checksum, Args: []byte(a[0] + "?cks.type=adler32")})
+		sum, err := cli.Checksum(ctx, a[0], "adler32")
 		r = outcome(err)
-		if f := strings.Fields(strings.Trim(string(resp.Data), "\x00 \n")); err == nil && len(f) > 0 {
-			r.Sum = f[len(f)-1]
-		}
+		r.Sum = sum
 	default:
 		t.Fatalf("root driver: unknown op %s", op)
 	}
 	return r
 }
-
-// inlineWrite is a kXR_write whose data go-hep sends inline, on the
-// connection of the request: it takes no path id.
-type inlineWrite struct{ write.Request }
-
-func (*inlineWrite) SetPathID(xrdproto.PathID) {}
-func (*inlineWrite) PathData() []byte          { return nil }
 
 // outcome is the result of a root:// request that failed with err (nil:
 // succeeded), by the server's kXR_* error code.
@@ -347,7 +321,7 @@ func outcome(err error) frontendtest.Result {
 	if err == nil {
 		return frontendtest.Result{Outcome: frontendtest.OK}
 	}
-	var se xrdproto.ServerError
+	var se *xrootd.ServerError
 	code := -1
 	if errors.As(err, &se) {
 		code = int(se.Code)

@@ -93,5 +93,8 @@
 // timeout instead of on every listing. Config.ServerKillsPriv
 // (FUSE_HANDLE_KILLPRIV_V2) is for file systems whose backend clears
 // setuid/setgid itself because it acts as the caller; it saves a GETATTR
-// before every chown.
+// before every chown. Config.IoUring asks for FUSE over io_uring (Linux
+// >= 6.14 with the fuse module's enable_uring on; go-fuse forked in
+// third_party/go-fuse for it): per-CPU rings instead of /dev/fuse reads
+// and writes, (*Mount).IoUringActive tells whether the kernel granted it.
 package fusecore

@@ -38,7 +38,14 @@ type Config struct {
 	NoDefaultPermissions bool
 	ACL                  bool // kernel evaluates POSIX ACLs from system.posix_acl_*
 	Passthrough          bool // request kernel FUSE passthrough for file data
-	CleanStale           bool // lazily unmount a stale mountpoint instead of failing
+	// Writeback turns on the kernel's write-back cache
+	// (FUSE_WRITEBACK_CACHE): writes land in the page cache and reach
+	// the file system in large batches (at the latest at fsync and
+	// close). The kernel then trusts its own size and mtime of a regular
+	// file over the file system's answers: a file system whose files
+	// change elsewhere must tell it (see internal/mount).
+	Writeback  bool
+	CleanStale bool // lazily unmount a stale mountpoint instead of failing
 	// Locks sends flock and fcntl locks to the file system (which holds
 	// them, e.g. in a namespace shared with other mounts) instead of
 	// keeping them in the kernel.
@@ -59,6 +66,12 @@ type Config struct {
 	// cold `ls -l`/`find -ls` of a large directory needs no LOOKUP per
 	// entry; with FOPEN_CACHE_DIR warm listings send neither.
 	ReaddirPlusAuto bool
+	// IoUring asks for FUSE over io_uring (Linux >= 6.14 with the fuse
+	// module's enable_uring on): requests arrive on per-CPU rings, one
+	// system call per request instead of a read and a write of
+	// /dev/fuse. Without kernel support the mount uses /dev/fuse;
+	// (*Mount).IoUringActive tells which. A prototype (DESIGN-NOTES.md).
+	IoUring bool
 
 	// Stats are the counters the file system keeps; (*Mount).Summary
 	// reports them. Optional.
@@ -113,6 +126,7 @@ func (c *Config) mountOptions() fuse.MountOptions {
 		// the file system holds them; symlink targets are cached there.
 		EnableLocks:          c.Locks,
 		EnableSymlinkCaching: true,
+		IoUring:              c.IoUring,
 	}
 	if c.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
@@ -128,6 +142,9 @@ func (c *Config) mountOptions() fuse.MountOptions {
 	}
 	if !c.Passthrough {
 		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	}
+	if c.Writeback {
+		mo.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
 	}
 	if c.AllowOther && os.Geteuid() != 0 {
 		// fusermount3 refuses allow_other without user_allow_other.
@@ -342,6 +359,9 @@ func (m *Mount) probePassthrough() bool {
 
 // PassthroughActive reports whether file data bypasses the daemon.
 func (m *Mount) PassthroughActive() bool { return m.pt }
+
+// IoUringActive reports whether requests arrive over io_uring.
+func (m *Mount) IoUringActive() bool { return m.Server.IoUringActive() }
 
 // Wait blocks until the mount is gone: unmounted by Unmount, by
 // `umount`/`fusermount3 -u` from outside, or its connection aborted.

@@ -41,6 +41,7 @@ var apiRoutes = []apiRoute{
 	{"chown", post, typed(api.chown)},
 	{"touch", post, typed(api.touch)},
 	{"truncate", post, typed(api.truncate)},
+	{"utimes", post, typed(api.utimes)},
 	{"statfs", get, typed(api.statFS)},
 	{"rm", post, typed(api.remove)},
 	{"mv", post, typed(api.rename)},

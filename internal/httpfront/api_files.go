@@ -54,6 +54,10 @@ func (a api) truncate(ctx context.Context, c auth.Principal, r nsapi.TruncateReq
 	return done{}, a.ns.Truncate(ctx, c, r.Path, r.Size)
 }
 
+func (a api) utimes(ctx context.Context, c auth.Principal, r nsapi.UtimesRequest) (done, error) {
+	return done{}, a.ns.SetMTime(ctx, c, r.Path, r.MTime, r.Now)
+}
+
 func (a api) statFS(ctx context.Context, c auth.Principal, r nsapi.PathRequest) (nsapi.SpaceStats, error) {
 	return a.ns.StatFS(ctx, c, r.Path)
 }

@@ -3,6 +3,8 @@ package mount
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"os"
 	"path"
 	"strings"
@@ -25,6 +27,9 @@ type Options struct {
 	Host     string // this client's name in `kaon fusex ls` (default: the host name)
 	Version  string // the client's version (fusex ls)
 	Token    string // the daemon's own bearer token for its session ("": its unix identity)
+	// XRootD is the namespace's root:// host:port (kaon.url.root);
+	// "": the one `ns status` lists for the server at URL.
+	XRootD string
 	// Servers are the other namespace servers of a replicated instance
 	// (the session reconnects through them).
 	Servers []string
@@ -35,6 +40,15 @@ type Options struct {
 	// NoCacheTimeout is the kernel cache lifetime where no lease covers
 	// an entry (its directory could not be subscribed).
 	NoCacheTimeout time.Duration
+	// Grace is how long fsync and close keep replaying a file's journal
+	// while the servers cannot be reached (a restart) before they fail
+	// (default 2 min).
+	Grace time.Duration
+	// Writeback: the kernel's write-back cache is on (fusecore's
+	// Config.Writeback), so the kernel keeps its own size and mtime of
+	// a file and remote changes are told to it differently (see
+	// contentChanged).
+	Writeback bool
 }
 
 // FS is a mounted namespace: the node tree fusecore mounts, its session
@@ -42,6 +56,7 @@ type Options struct {
 type FS struct {
 	opts  Options
 	sess  *client.Session // with the daemon's own identity
+	own   *client.Client  // the daemon's own identity
 	ids   *identities
 	Stats *fusecore.Stats
 	root  *node
@@ -50,6 +65,7 @@ type FS struct {
 	nodes map[uint64]*node // by inode number, the nodes the kernel knows
 	subs  map[uint64]bool  // directories subscribed (renewed while known)
 	open  int              // open handles (heartbeats report them)
+	xrdEP string           // the namespace server's root:// host:port, once known
 
 	notify chan func() // kernel notifications, sent by notifier
 	stop   chan struct{}
@@ -70,6 +86,9 @@ func New(ctx context.Context, o Options) (*FS, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = time.Minute
 	}
+	if o.Grace <= 0 {
+		o.Grace = 2 * time.Minute
+	}
 	if o.NoCacheTimeout == 0 {
 		o.NoCacheTimeout = time.Second
 	}
@@ -88,7 +107,7 @@ func New(ctx context.Context, o Options) (*FS, error) {
 	if !e.IsDir {
 		return nil, kerr.New(kerr.NotDir, "mount", sub, "the subtree to mount is not a directory")
 	}
-	f := &FS{opts: o, ids: newIdentities(o.URL, o.Timeout), Stats: fusecore.NewStats(),
+	f := &FS{opts: o, own: own, xrdEP: o.XRootD, ids: newIdentities(o.URL, o.Timeout), Stats: fusecore.NewStats(),
 		nodes: map[uint64]*node{}, subs: map[uint64]bool{}, notify: make(chan func(), 4096), stop: make(chan struct{})}
 	f.sess, err = own.OpenSession(ctx, client.SessionOptions{Host: o.Host, Version: o.Version, Servers: o.Servers})
 	if err != nil {
@@ -256,7 +275,11 @@ func (f *FS) apply(ev nsapi.Invalidation) {
 		entry(ev.Parent, ev.Name)
 		if n := f.lookupNode(ev.Ino); n != nil {
 			n.invalidate(true)
-			f.queue(func() { n.NotifyContent(0, 0) })
+			if n.IsDir() {
+				f.queue(func() { n.NotifyContent(0, 0) })
+			} else {
+				f.queue(func() { f.contentChanged(n, ev.Size) })
+			}
 		}
 	case nsapi.EventRemoved:
 		entry(ev.Parent, ev.Name)
@@ -278,13 +301,124 @@ func (f *FS) apply(ev nsapi.Invalidation) {
 		}
 		if n := f.lookupNode(ev.Ino); n != nil {
 			if pages := n.modified(ev); pages {
-				f.queue(func() { n.NotifyContent(0, 0) })
+				f.queue(func() { f.contentChanged(n, ev.Size) })
 			} else {
 				f.queue(func() { n.NotifyContent(-1, 0) })
 			}
 		}
 	}
 }
+
+// contentChanged tells the kernel that file n changed elsewhere and is
+// size bytes long now. Its pages go first: the kernel writes the dirty
+// ones back to us (FUSE WRITE into n's journal, served while this
+// waits) before it drops them, mapped ones included, so what this mount
+// wrote is never lost, and is replayed over the remote change at the
+// next flush.
+//
+// Without write-back the kernel then takes size and mtime from the next
+// GETATTR. With write-back it never does for a file it knows (it trusts
+// its own: libfuse issue 864), so:
+//   - a file not open here is made to be forgotten (its name
+//     invalidated, its inode pruned): the next lookup builds a new inode
+//     from the namespace's attributes;
+//   - a file open here that grew gets its new last bytes stored in its
+//     page cache (FUSE_NOTIFY_STORE), which is how the kernel learns a
+//     larger size; one that shrank keeps the kernel's larger size until
+//     its last close here (reads past the end get zeros), then is
+//     forgotten as above. The kernel has no notification that lowers a
+//     size (see docs/DESIGN.md).
+func (f *FS) contentChanged(n *node, size int64) {
+	n.NotifyContent(0, 0)
+	n.mu.Lock()
+	jr, open, told := n.jr, n.opens > 0, n.told
+	n.mu.Unlock()
+	if jr != nil {
+		told = max(told, jr.Size())
+		jr.rebase(size)
+	}
+	if !f.opts.Writeback {
+		return
+	}
+	if !open {
+		f.retire(n)
+		return
+	}
+	if size < told {
+		n.mu.Lock()
+		n.stale = true
+		n.mu.Unlock()
+	}
+	if size > 0 {
+		f.storeTail(n, size)
+	}
+}
+
+// retire makes the kernel forget file n, whose size and mtime it would
+// keep: its names are invalidated, then the inode pruned (nothing holds
+// it once no file is open), so the next lookup makes a new one.
+func (f *FS) retire(n *node) {
+	n.mu.Lock()
+	n.stale = false
+	n.mu.Unlock()
+	if name, p := n.Parent(); p != nil {
+		p.NotifyEntry(name)
+	}
+	if eno := n.NotifyPrune([]*fs.Inode{&n.Inode}); eno != 0 {
+		f.Stats.Counter("prune_failed").Add(1)
+	}
+	f.Stats.Counter("retired").Add(1)
+}
+
+// storeTail stores the last bytes of file n (from the start of the page
+// holding its last byte, so the page is whole) in the kernel's page
+// cache: the kernel's size of n grows to size. They are read as n's
+// readers see them: this mount's journal over the remote file.
+func (f *FS) storeTail(n *node, size int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
+	defer cancel()
+	from := (size - 1) &^ (pageSize - 1)
+	buf := make([]byte, size-from)
+	var rd *client.Reader
+	remote := func(ctx context.Context, p []byte, off int64) (int, error) {
+		if rd == nil {
+			r, err := f.own.OpenReader(ctx, n.path())
+			if err != nil {
+				return 0, err
+			}
+			rd = r
+		}
+		return rd.ReadAt(ctx, p, off)
+	}
+	n.mu.Lock()
+	jr := n.jr
+	n.mu.Unlock()
+	var m int
+	var err error
+	if jr != nil {
+		m, err = jr.ReadAt(ctx, buf, from, remote)
+	} else {
+		m, err = remote(ctx, buf, from)
+	}
+	if err == io.EOF && m == len(buf) {
+		err = nil
+	}
+	if err == nil && m == len(buf) {
+		if eno := n.WriteCache(from, buf); eno == 0 {
+			return
+		} else {
+			err = eno
+		}
+	}
+	// The kernel keeps its old size until the last close here.
+	log.Printf("kaon mount: %s changed elsewhere: telling the kernel its size %d: %v (read %d of %d)", n.path(), size, err, m, len(buf))
+	f.Stats.Counter("store_failed").Add(1)
+	n.mu.Lock()
+	n.stale = true
+	n.mu.Unlock()
+}
+
+const pageSize = 4096
 
 // queue hands a kernel notification to notifier; when the queue is full
 // it is dropped with a count (the kernel's caches then expire by time).
@@ -313,4 +447,32 @@ func (f *FS) notifier() {
 // Summary is the mount's account (SIGUSR1, exit).
 func (f *FS) Summary() string {
 	return fmt.Sprintf("session %s\n%s", f.SessionID(), strings.TrimSpace(f.Stats.Summary()))
+}
+
+// xrootd is the root:// host:port of the namespace server the mount
+// talks to (kaon.url.root), asked once with the daemon's identity (ns
+// status lists each server's endpoints, to the admin: root on the node
+// is): "" if it serves none.
+func (f *FS) xrootd(ctx context.Context) (string, error) {
+	f.mu.Lock()
+	ep := f.xrdEP
+	f.mu.Unlock()
+	if ep != "" {
+		return ep, nil
+	}
+	st, err := f.own.NSStatus(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, want := range []string{strings.TrimSuffix(f.opts.URL, "/"), st.Self, st.Active} {
+		for _, sv := range st.Servers {
+			if sv.HTTP == want && sv.XRootD != "" && ep == "" {
+				ep = sv.XRootD
+			}
+		}
+	}
+	f.mu.Lock()
+	f.xrdEP = ep
+	f.mu.Unlock()
+	return ep, nil
 }

@@ -7,7 +7,9 @@ import (
 	"math"
 	"net/url"
 	"path"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,6 +38,9 @@ type node struct {
 	ents     map[string]nsapi.Entry // a directory's listing, valid with the lease
 	jr       *journal               // the write-back journal while open for writing
 	writers  int                    // handles sharing jr
+	opens    int                    // open handles (writers included)
+	told     int64                  // the size last told to the kernel
+	stale    bool                   // the kernel's size is stale: forget n at its last close
 	pageKey  string                 // the content the kernel's page cache holds
 	pageVer  uint64                 // the data version the kernel's pages were read at
 	gen      uint64                 // counts changes of the content (read-ahead buffers check it)
@@ -62,6 +67,7 @@ var (
 	_ = (fs.NodeGetlker)((*node)(nil))
 	_ = (fs.NodeSetlker)((*node)(nil))
 	_ = (fs.NodeSetlkwer)((*node)(nil))
+	_ = (fs.NodeLinker)((*node)(nil))
 )
 
 func (n *node) ino() uint64 { n.mu.Lock(); defer n.mu.Unlock(); return n.attr.ID }
@@ -155,6 +161,11 @@ func (n *node) modified(ev nsapi.Invalidation) bool {
 	if ev.DataVersion != 0 && ev.DataVersion <= n.pageVer {
 		return false // our own flush, or older news
 	}
+	if ev.DataVersion > n.attr.DataVersion {
+		// Reads stop at the size known: the new one, at once.
+		n.attr.Size, n.attr.DataVersion = ev.Size, ev.DataVersion
+		n.attr.MTime = time.Unix(0, ev.MTime)
+	}
 	n.pageKey = ""
 	n.gen++
 	return true
@@ -236,6 +247,11 @@ func (n *node) fill(a nsapi.Attr, out *fuse.Attr) {
 	n.mu.Unlock()
 	if jr != nil {
 		out.Size = uint64(jr.Size())
+	}
+	if !a.IsDir {
+		n.mu.Lock()
+		n.told = int64(out.Size)
+		n.mu.Unlock()
 	}
 	if unlinked {
 		out.Nlink = 0
@@ -530,6 +546,15 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			return errno(err)
 		}
 	}
+	// FATTR_KILL_SUIDGID: a chown, or a truncate by anyone but root
+	// (fusecore's ServerKillsPriv leaves it to the mount).
+	if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && !a.IsDir {
+		if _, setMode := in.GetMode(); !setMode && killsPriv(a.Mode) {
+			if eno := n.killPriv(ctx, c); eno != 0 {
+				return eno
+			}
+		}
+	}
 	if sz, ok := in.GetSize(); ok {
 		n.mu.Lock()
 		jr := n.jr
@@ -544,11 +569,33 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			return errno(err)
 		}
 	}
-	// Times: the namespace keeps mtime itself; setting it to now is what
-	// it does on every change, an explicit time it cannot store.
-	if in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 &&
-		in.Valid&(fuse.FATTR_ATIME_NOW|fuse.FATTR_MTIME_NOW) == 0 {
-		return syscall.EOPNOTSUPP
+	// Times: the namespace keeps the modification time, no access time
+	// (an atime set is accepted and not kept, as on a noatime mount).
+	// With the write-back cache the kernel keeps a file's mtime and sends
+	// it (mtime and ctime, no atime) before it writes the file back: while
+	// this mount holds unwritten data, that is answered here — the commit
+	// of the data stamps the file, and a close or fsync must not fail
+	// while the servers restart (the grace).
+	kernelTimes := n.fsys.opts.Writeback && !a.IsDir &&
+		in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME|fuse.FATTR_CTIME) == fuse.FATTR_MTIME|fuse.FATTR_CTIME &&
+		in.Valid&(fuse.FATTR_MODE|fuse.FATTR_UID|fuse.FATTR_GID|fuse.FATTR_SIZE) == 0
+	if kernelTimes && n.dirty() {
+		a, until := n.snapshot()
+		n.fill(a, &out.Attr)
+		out.SetTimeout(timeout(until))
+		return 0
+	}
+	// An explicit time: written data is replayed first, or its commit at
+	// close would stamp the file with the time of the close (cp -p sets
+	// times before it closes).
+	if in.Valid&fuse.FATTR_MTIME != 0 {
+		if eno := n.flush(ctx, c); eno != 0 {
+			return eno
+		}
+		mt, _ := in.GetMTime()
+		if err := c.SetMTime(ctx, p, mt, in.Valid&fuse.FATTR_MTIME_NOW != 0); err != nil {
+			return errno(err)
+		}
 	}
 	n.invalidate(false)
 	a, until, eno := n.fresh(ctx)
@@ -616,29 +663,117 @@ func (n *node) Getxattr(ctx context.Context, name string, dest []byte) (_ uint32
 }
 
 // virtualXattr answers the kaon.* attributes, which the mount makes up
-// (they are not listed): kaon.url.https, the file's URL for curl and
-// davix; kaon.checksum, its checksums as TYPE:HEX, one per line.
+// from what the namespace records, as eosxd's eos.* ones. They are not
+// listed by listxattr (as eosxd does not list its own): cp -a, rsync -X
+// and tar --xattrs copy what listxattr names, and a copied kaon.* value
+// would be stale where it landed and refused by the namespace.
+//   - kaon.tsize, kaon.fcount, kaon.dcount, kaon.ttime: a directory's
+//     subtree accounting (bytes, files, directories, latest change as
+//     SECONDS.NANOSECONDS), kept by the namespace on every change, so
+//     reading them costs one stat (uncached: a change deep below is
+//     not a change of the directory's lease); a file answers its own
+//     size, 1, 0 and mtime.
+//   - kaon.quota: the quotas that apply to the caller (their uid and
+//     gid, and the project) at this place, one line each: the node, the
+//     kind and id, bytes and files used of their limits (0: none).
+//   - kaon.checksum: the file's checksums as TYPE:HEX, one per line; a
+//     file with none recorded (written in place since) gets adler32,
+//     computed by the service from the stored data and recorded.
+//   - kaon.url.root, kaon.url.https: the file's URLs for xrdcp and curl
+//     (root:// from --xrootd, else from ns status).
+//   - kaon.stats: the mount's counters (operations, latencies, bytes),
+//     JSON.
 func (n *node) virtualXattr(ctx context.Context, name string) (string, bool, syscall.Errno) {
 	switch name {
 	case "kaon.url.https":
 		return n.fsys.opts.URL + escapePath(n.path()), true, 0
+	case "kaon.url.root":
+		ep, err := n.fsys.xrootd(ctx)
+		if err != nil || ep == "" {
+			return "", false, errno(err)
+		}
+		return "root://" + ep + "/" + n.path(), true, 0
+	case "kaon.stats":
+		return string(n.fsys.Stats.JSON(map[string]any{"session": n.fsys.SessionID()})), true, 0
+	case "kaon.quota":
+		return n.quota(ctx)
+	case "kaon.tsize", "kaon.fcount", "kaon.dcount", "kaon.ttime":
+		// Asked each time: a change deep below moves them, and the
+		// lease's invalidations cover a directory's own entries only.
+		e, err := n.client(ctx).Stat(ctx, n.path())
+		if err != nil {
+			return "", false, errno(err)
+		}
+		a := e.Attr
+		size, files, dirs, t := a.Size, int64(1), int64(0), a.MTime
+		if a.IsDir {
+			size, files, dirs = a.TreeSize, a.TreeFiles, a.TreeDirs
+			if a.TreeMTime != nil {
+				t = *a.TreeMTime
+			}
+		}
+		switch name {
+		case "kaon.tsize":
+			return strconv.FormatInt(size, 10), true, 0
+		case "kaon.fcount":
+			return strconv.FormatInt(files, 10), true, 0
+		case "kaon.dcount":
+			return strconv.FormatInt(dirs, 10), true, 0
+		}
+		return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()), true, 0
 	case "kaon.checksum":
 		a, _, eno := n.fresh(ctx)
 		if eno != 0 || a.IsDir {
 			return "", false, eno
 		}
-		types := make([]string, 0, len(a.Checksums))
-		for t := range a.Checksums {
+		sums := a.Checksums
+		if len(sums) == 0 {
+			sum, err := n.client(ctx).Checksum(ctx, n.path(), "adler32")
+			if err != nil {
+				return "", false, errno(err)
+			}
+			sums = map[string]string{"adler32": sum}
+		}
+		types := make([]string, 0, len(sums))
+		for t := range sums {
 			types = append(types, t)
 		}
 		sort.Strings(types)
 		var b strings.Builder
 		for _, t := range types {
-			fmt.Fprintf(&b, "%s:%s\n", t, a.Checksums[t])
+			fmt.Fprintf(&b, "%s:%s\n", t, sums[t])
 		}
-		return b.String(), len(types) > 0, 0
+		return b.String(), true, 0
 	}
 	return "", false, 0
+}
+
+// quota answers kaon.quota: the quota nodes at or above n's place, for
+// the caller's keys (uid, gids, project).
+func (n *node) quota(ctx context.Context) (string, bool, syscall.Errno) {
+	c := n.client(ctx)
+	who, err := c.Whoami(ctx)
+	if err != nil {
+		return "", false, errno(err)
+	}
+	// quota/ls lists the nodes at or below a path: ask from the top
+	// (quota nodes are few) and keep n's ancestors.
+	qs, err := c.Quotas(ctx, "/")
+	if err != nil {
+		return "", false, errno(err)
+	}
+	p := n.path()
+	var b strings.Builder
+	for _, q := range qs {
+		above := q.Path == "/" || p == q.Path || strings.HasPrefix(p, strings.TrimSuffix(q.Path, "/")+"/")
+		mine := above && q.Kind == nsapi.QuotaProject ||
+			q.Kind == nsapi.QuotaUser && q.ID == who.UID ||
+			q.Kind == nsapi.QuotaGroup && (q.ID == who.GID || slices.Contains(who.Groups, q.ID))
+		if mine {
+			fmt.Fprintf(&b, "%s %s %d bytes %d/%d files %d/%d\n", q.Path, q.Kind, q.ID, q.UsedBytes, q.LimitBytes, q.UsedFiles, q.LimitFiles)
+		}
+	}
+	return b.String(), true, 0
 }
 
 // escapePath escapes each name of a namespace path for a URL.
@@ -703,6 +838,14 @@ func (n *node) Removexattr(ctx context.Context, name string) (eno syscall.Errno)
 		return syscall.ENODATA
 	}
 	return errno(err)
+}
+
+// Link refuses hard links with EPERM, link(2)'s answer for a file
+// system that has none: the namespace names each inode once (its record
+// holds its one parent and name), and EPERM is what ln, cp -l, rsync
+// and git expect before they fall back to copying.
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
 }
 
 func (n *node) OnForget() { n.fsys.forget(n) }

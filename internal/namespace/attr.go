@@ -61,6 +61,24 @@ func (ns *Namespace) Chmod(c Caller, path string, mode uint32) error {
 	})
 }
 
+// SetMTime sets the modification time (utimensat): an explicit time
+// by the owner or root, the current time (now) also by whoever may
+// write it, as POSIX says. The namespace keeps no access time.
+func (ns *Namespace) SetMTime(c Caller, path string, mtime int64, now bool) error {
+	return ns.update(c, "utimes", path, func(n *Inode) error {
+		if !now || !ns.permits(c, n, ns.dirOf(n), Write) {
+			if err := owner(c, n, path); err != nil {
+				return err
+			}
+		}
+		if now {
+			mtime = ns.opts.Now().UnixNano()
+		}
+		n.MTime = mtime
+		return nil
+	})
+}
+
 // Chown sets owner and group (root only). A file's quota usage moves to
 // its new owner.
 func (ns *Namespace) Chown(c Caller, path string, uid, gid uint32) error {

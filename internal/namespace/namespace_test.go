@@ -796,3 +796,36 @@ func TestRecycle(t *testing.T) {
 		t.Fatalf("the bin is reachable by path: %v", err)
 	}
 }
+
+// TestSetMTime: utimensat's rules — an explicit time by the owner (or
+// root) only, the current time also by whoever may write the file; the
+// time set is what stat answers.
+func TestSetMTime(t *testing.T) {
+	ns := newNS(t)
+	if err := ns.Mkdir(Root, "/t", 0o777, false); err != nil {
+		t.Fatal(err)
+	}
+	create(t, ns, "/t/f", 1)
+	if err := ns.Chmod(Root, "/t/f", 0o666); err != nil {
+		t.Fatal(err)
+	}
+	other := Caller{UID: 1000, GID: 1000}
+	want := time.Date(2001, 2, 3, 4, 5, 6, 7, time.UTC).UnixNano()
+	mustKind(t, ns.SetMTime(other, "/t/f", want, false), kerr.Permission)
+	if err := ns.SetMTime(Root, "/t/f", want, false); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ns.Stat(Root, "/t/f"); err != nil || n.MTime != want {
+		t.Fatalf("mtime after utimes: %v %v, want %d", n.MTime, err, want)
+	}
+	if err := ns.SetMTime(other, "/t/f", 0, true); err != nil {
+		t.Fatalf("utimes now by a writer: %v", err)
+	}
+	if n, _ := ns.Stat(Root, "/t/f"); n.MTime == want {
+		t.Fatal("utimes now left the explicit time")
+	}
+	if err := ns.Chmod(Root, "/t/f", 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustKind(t, ns.SetMTime(other, "/t/f", 0, true), kerr.Permission)
+}

@@ -113,6 +113,28 @@ func (r *TruncateRequest) FromArgs(a Args) error {
 	return nil
 }
 
+// UtimesRequest is POST utimes: the modification time of path, or
+// the server's current time when Now.
+type UtimesRequest struct {
+	Path  string `json:"path"`
+	MTime int64  `json:"mtime,string,omitempty"` // unix ns
+	Now   bool   `json:"now,omitempty"`
+}
+
+// FromArgs reads r from a.
+func (r *UtimesRequest) FromArgs(a Args) error {
+	r.Path, r.Now = a["path"], a.Bool("now")
+	if r.Now {
+		return nil
+	}
+	n, err := strconv.ParseInt(a["mtime"], 10, 64)
+	if err != nil {
+		return kerr.New(kerr.Invalid, "utimes", r.Path, "mtime must be unix nanoseconds (or now)")
+	}
+	r.MTime = n
+	return nil
+}
+
 // RemoveRequest is POST rm: a file or an empty directory, or a tree when
 // recursive.
 type RemoveRequest struct {

@@ -25,6 +25,8 @@ func TestRequestsReadTheirJSON(t *testing.T) {
 		&TouchRequest{Path: "/f", Exclusive: true},
 		&TouchRequest{Path: "/f", Mode: 0o600},
 		&TruncateRequest{Path: "/f", Size: 1 << 40},
+		&UtimesRequest{Path: "/f", MTime: 1700000000123456789},
+		&UtimesRequest{Path: "/f", Now: true},
 		&RemoveRequest{Path: "/d", Recursive: true},
 		&RenameRequest{From: "/a", To: "/b", Overwrite: true},
 		&AttrRequest{Path: "/d", Name: AttrACL, Value: "u:1001:rwx"},

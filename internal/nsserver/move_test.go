@@ -444,17 +444,12 @@ func TestReadGrantedBeforeSwitch(t *testing.T) {
 func TestDrainReachesSession(t *testing.T) {
 	st := kaontest.New(t, kaontest.Options{Filesystems: 3, CapabilityTTL: time.Second})
 	ctx := context.Background()
-	var f file
-	var ino uint64
-	for _, c := range fill(t, st, []string{"plain"}, 8, 64<<10) {
-		if n, _ := st.NS.Stat(ctx, auth.Root, c.path); slices.Equal(n.Locations, []uint32{1}) {
-			f, ino = c, n.ID
-			break
-		}
+	f := fill(t, st, []string{"plain"}, 1, 64<<10)[0]
+	n, err := st.NS.Stat(ctx, auth.Root, f.path)
+	if err != nil || len(n.Locations) != 1 {
+		t.Fatalf("%s: %v %v, want one location", f.path, n.Locations, err)
 	}
-	if ino == 0 {
-		t.Fatal("no plain file was placed on fs 1: the test proves nothing")
-	}
+	ino, drained := n.ID, n.Locations[0]
 	s, err := st.Client.OpenSession(ctx, client.SessionOptions{Host: "drain-test"})
 	if err != nil {
 		t.Fatal(err)
@@ -463,7 +458,7 @@ func TestDrainReachesSession(t *testing.T) {
 	if ls, err := s.Subscribe(ctx, f.path); err != nil || len(ls) != 1 || ls[0].Error != "" {
 		t.Fatalf("subscribe %s: %+v %v", f.path, ls, err)
 	}
-	if err := st.Client.ConfigFilesystem(ctx, 1, "configstatus", "drain"); err != nil {
+	if err := st.Client.ConfigFilesystem(ctx, drained, "configstatus", "drain"); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.After(60 * time.Second)
@@ -478,9 +473,9 @@ func TestDrainReachesSession(t *testing.T) {
 			t.Fatalf("waiting for the drain's move of %s (inode %d) to reach the subscribed session: nothing within 60 s", f.path, ino)
 		}
 	}
-	n, err := st.Client.Stat(ctx, f.path)
-	if err != nil || slices.Contains(n.Locations, 1) || len(n.Locations) != 1 {
-		t.Fatalf("%s after the session was told: %v %v, want one location off fs 1", f.path, n.Locations, err)
+	n, err = st.Client.Stat(ctx, f.path)
+	if err != nil || slices.Contains(n.Locations, drained) || len(n.Locations) != 1 {
+		t.Fatalf("%s after the session was told: %v %v, want one location off fs %d", f.path, n.Locations, err, drained)
 	}
 	checkFiles(t, st, []file{f})
 }

@@ -118,6 +118,15 @@ func (s *Server) Chmod(ctx context.Context, p auth.Principal, path string, mode 
 	return s.audit(ctx, p, "chmod", path, "", s.ns.Chmod(caller(p), path, mode))
 }
 
+// SetMTime sets the modification time of path (mtime in unix ns), or
+// the current time when now.
+func (s *Server) SetMTime(ctx context.Context, p auth.Principal, path string, mtime int64, now bool) error {
+	if err := scope(p, auth.ScopeModify, path, "utimes"); err != nil {
+		return s.audit(ctx, p, "utimes", path, "", err)
+	}
+	return s.audit(ctx, p, "utimes", path, "", s.ns.SetMTime(caller(p), path, mtime, now))
+}
+
 // Chown sets owner and group.
 func (s *Server) Chown(ctx context.Context, p auth.Principal, path string, uid, gid uint32) error {
 	if err := unrestricted(p, "chown"); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,11 +28,22 @@ const DefaultStreamMemory = 256 << 20
 // first few streams (extraStreams) and only while half the budget stays
 // free: streams that came first must neither take what later ones need to
 // run at all nor get a bigger share of the device than them.
+//
+// Stripe transfers this server serves for other servers' streams (stripes
+// received, verified stripes sent) are charged without waiting: they may
+// overdraw the budget (debt), which the next releases pay back before
+// anyone else is admitted. Waiting there could deadlock: an entry stream
+// whose stripe waits here for memory stalls all its stripes (the erasure
+// writer keeps only a few rows in flight), including those other servers
+// hold memory for while their own streams wait on it.
 type budget struct {
 	sem     *semaphore.Weighted
 	total   int64
-	used    atomic.Int64
+	used    atomic.Int64 // reserved and charged now
+	peak    atomic.Int64 // most used has been (tests)
 	streams atomic.Int64 // holding memory now
+	mu      sync.Mutex
+	debt    int64 // charged beyond the semaphore, paid back by releases
 }
 
 // extraStreams is how many streams at once may hold extra memory. Extra
@@ -84,20 +96,59 @@ func (b *budget) extra(n int64) (release func(), ok bool) {
 	return b.held(n), true
 }
 
+// charge counts n bytes of a stripe transfer at once, overdrawing the
+// budget if it is full (see budget).
+func (b *budget) charge(n int64) func() {
+	if n <= 0 {
+		return func() {}
+	}
+	if b.sem.TryAcquire(n) {
+		return b.held(n)
+	}
+	b.mu.Lock()
+	b.debt += n
+	b.mu.Unlock()
+	return b.held(n)
+}
+
 func (b *budget) held(n int64) func() {
-	b.used.Add(n)
+	b.addUsed(n)
 	released := false
 	return func() {
-		if !released {
-			released = true
-			b.used.Add(-n)
-			b.sem.Release(n)
+		if released {
+			return
 		}
+		released = true
+		b.addUsed(-n)
+		b.mu.Lock()
+		pay := min(n, b.debt)
+		b.debt -= pay
+		b.mu.Unlock()
+		if n > pay {
+			b.sem.Release(n - pay)
+		}
+	}
+}
+
+func (b *budget) addUsed(n int64) {
+	v := b.used.Add(n)
+	for p := b.peak.Load(); v > p && !b.peak.CompareAndSwap(p, v); p = b.peak.Load() {
 	}
 }
 
 // StreamMemory is the budget of the server's client streams in bytes.
 func (s *Server) StreamMemory() int64 { return s.budget.total }
+
+// connMemory is what the connection of a client stream holds beside the
+// stream's own buffers, counted with them: the HTTP/1.1 connection's
+// reader and writer (4 KiB each), an HTTP/2 stream's write buffer and
+// frames, the handler goroutine's stack, the capability and headers.
+const connMemory = 64 << 10
+
+// stripeMemory is what serving a stripe transfer holds: a stripe received
+// for another server's upload (its writer's buffers and the copy buffer),
+// or a verified stripe sent (a piece read whole before it is sent).
+func stripeMemory(writer int64) int64 { return writer + copyBufSize }
 
 // copyBufSize is the piece size uploads are copied in (copyFull).
 const copyBufSize = 1 << 20
@@ -107,9 +158,9 @@ const copyBufSize = 1 << 20
 // their stores report) and, for EC, the rows in the encoding pipeline.
 func uploadMemory(l layout.Layout, stripes int64) int64 {
 	if l.Kind == layout.EC {
-		return copyBufSize + stripes + erasure.WriterMemory(ecLayout(l))
+		return connMemory + copyBufSize + stripes + erasure.WriterMemory(ecLayout(l))
 	}
-	return copyBufSize + stripes
+	return connMemory + copyBufSize + stripes
 }
 
 // createOptions is how the stripes of layout l are written: the erasure
@@ -165,12 +216,14 @@ func (s *Server) admitUpload(ctx context.Context, l layout.Layout, stores []back
 }
 
 // readMemory is what one EC read holds: the decoded rows it caches (data
-// frames; parity only when repairing). Replica reads stream from the file.
+// frames; parity only when repairing), the piece a range is served in
+// (cluster.ServeContent) and its connection. Replica reads stream from
+// the file.
 func readMemory(l layout.Layout) int64 {
 	if l.Kind != layout.EC {
 		return 0
 	}
-	return erasure.ReaderMemory(ecLayout(l))
+	return erasure.ReaderMemory(ecLayout(l)) + pieceSize + connMemory
 }
 
 func ecLayout(l layout.Layout) erasure.Layout { return erasure.FromLayout(l) }

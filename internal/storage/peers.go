@@ -83,7 +83,22 @@ func (s *Server) OpenStripe(token string, fid uint64, idx int) (backend.Reader, 
 	if err != nil {
 		return nil, kerr.Wrap(kerr.KindOf(err), "stripe", c.Path, err)
 	}
-	return r, nil
+	if _, ok := r.(backend.OSFile); ok {
+		return r, nil // sent with sendfile: no buffer
+	}
+	return &chargedReader{Reader: r, release: s.budget.charge(stripeMemory(0))}, nil
+}
+
+// chargedReader is a stripe sent through a buffer (verified as read),
+// counted in the stream budget until closed.
+type chargedReader struct {
+	backend.Reader
+	release func()
+}
+
+func (r *chargedReader) Close() error {
+	r.release()
+	return r.Reader.Close()
 }
 
 // ReceiveStripe stores stripe idx of the upload a write capability names,
@@ -95,7 +110,9 @@ func (s *Server) ReceiveStripe(token string, fid uint64, idx int, body io.Reader
 	if err != nil {
 		return err
 	}
-	w, err := f.create(fid, framed(c.Layout))
+	o := framed(c.Layout)
+	defer s.budget.charge(stripeMemory(f.store.WriteMemory(o)))()
+	w, err := f.create(fid, o)
 	if err != nil {
 		return stripeError("stripe", c.Path, err)
 	}

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"github.com/kaon-storage/kaon/internal/bufmem"
 	"io"
 	"strings"
 	"sync"
@@ -221,12 +222,12 @@ func Copy(w io.Writer, client File) (n int64, err error) {
 		}
 		return io.Copy(w, io.LimitReader(osf, f.Size()))
 	}
-	bp := pieceBufs.Get().(*[]byte)
-	defer pieceBufs.Put(bp)
+	piece := pieceBufs.Get()
+	defer pieceBufs.Put(piece)
 	for n < f.Size() {
-		m, err := f.ReadAt((*bp)[:min(int64(len(*bp)), f.Size()-n)], n)
+		m, err := f.ReadAt(piece[:min(int64(len(piece)), f.Size()-n)], n)
 		if m > 0 {
-			if _, werr := w.Write((*bp)[:m]); werr != nil {
+			if _, werr := w.Write(piece[:m]); werr != nil {
 				return n, werr
 			}
 			n += int64(m)
@@ -243,4 +244,7 @@ func Copy(w io.Writer, client File) (n int64, err error) {
 
 // pieceBufs are Copy's buffers: a piece is read (and its blocks verified)
 // whole before it is written.
-var pieceBufs = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+var pieceBufs = bufmem.Sized(pieceSize)
+
+// pieceSize is the piece a verified read is read and sent in.
+const pieceSize = 1 << 20

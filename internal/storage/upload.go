@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"github.com/kaon-storage/kaon/internal/bufmem"
 	"io"
 	"sort"
 	"sync"
@@ -388,16 +389,15 @@ func stripeError(op, path string, err error) error {
 }
 
 // copyBufs recycles copyFull's buffers (counted in uploadMemory).
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+var copyBufs = bufmem.Sized(copyBufSize)
 
 // copyFull copies r to w in full 1 MiB chunks: network reads return
 // whatever TCP delivered, and hashing and writing in large pieces costs far
 // fewer syscalls and function calls per byte. Only r's clean end (io.EOF)
 // ends the copy without an error (transfer.Fill).
 func copyFull(w io.Writer, r io.Reader) (int64, error) {
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	buf := *bp
+	buf := copyBufs.Get()
+	defer copyBufs.Put(buf)
 	var n int64
 	for {
 		m, err := transfer.Fill(r, buf)

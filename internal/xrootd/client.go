@@ -359,48 +359,97 @@ func (c *Client) call(ctx context.Context, req uint16, params [16]byte, body []b
 	return b, nil
 }
 
-// RemoteFile is a file open for reading.
+// RemoteFile is a file open for reading or writing.
 type RemoteFile struct {
 	c    *Client
 	fh   [4]byte
-	Size int64
+	Size int64 // at open (reads only)
 }
 
 // OpenRead opens path (with "?opaque" if any) for reading, following
-// redirects (each to a new connection, which the file then owns: close
-// it with the file). The file's size comes with the open.
+// redirects (each to a new connection, the file's Conn, which the caller
+// closes after the file). The file's size comes with the open.
 func (c *Client) OpenRead(ctx context.Context, path string) (*RemoteFile, error) {
+	f, st, err := c.open(ctx, path, kXR_open_read|kXR_retstat, 0)
+	if err != nil {
+		return nil, err
+	}
+	fields := strings.Fields(st)
+	if len(fields) < 2 {
+		f.abandon(ctx, c)
+		return nil, errors.New("open: the server did not return the file's size")
+	}
+	if f.Size, err = strconv.ParseInt(fields[1], 10, 64); err != nil {
+		f.abandon(ctx, c)
+		return nil, errors.New("open: malformed stat answer")
+	}
+	return f, nil
+}
+
+// Create opens path for writing as a new file, replacing any file there
+// and making missing parent directories (xrdcp -f -p), with permissions
+// mode (0: the server's default).
+func (c *Client) Create(ctx context.Context, path string, mode uint32) (*RemoteFile, error) {
+	f, _, err := c.open(ctx, path, kXR_delete|kXR_mkpath, uint16(mode&0o7777))
+	return f, err
+}
+
+// OpenUpdate opens the existing file at path for reading and writing in
+// place.
+func (c *Client) OpenUpdate(ctx context.Context, path string) (*RemoteFile, error) {
+	f, _, err := c.open(ctx, path, kXR_open_updt, 0)
+	return f, err
+}
+
+// open sends kXR_open with options and mode, following redirects; it
+// returns the file and the stat line that came with it (kXR_retstat).
+func (c *Client) open(ctx context.Context, path string, options, mode uint16) (*RemoteFile, string, error) {
+	var p [16]byte
+	binary.BigEndian.PutUint16(p[0:], mode)
+	binary.BigEndian.PutUint16(p[2:], options)
+	cur, b, err := c.follow(ctx, kXR_open, p, path)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(b) < 4 {
+		cur.closeIfNot(c)
+		return nil, "", fmt.Errorf("open %s: short answer", stripOpaque(path))
+	}
+	f := &RemoteFile{c: cur}
+	copy(f.fh[:], b[:4])
+	st := ""
+	if len(b) > 12 {
+		st = strings.TrimRight(string(b[12:]), "\x00")
+	}
+	return f, st, nil
+}
+
+// abandon closes a file opened on c that the caller will not get, and
+// the connection a redirect opened for it.
+func (f *RemoteFile) abandon(ctx context.Context, c *Client) {
+	f.Close(ctx)
+	f.c.closeIfNot(c)
+}
+
+// follow sends a request on a path (body: the path, with "?opaque" if
+// any), following redirects (each to a new connection; the opaque of a
+// redirect replaces the path's). It returns the connection that answered
+// kXR_ok (c, or a new one the caller closes) and the answer.
+func (c *Client) follow(ctx context.Context, req uint16, params [16]byte, path string) (*Client, []byte, error) {
 	cur := c
 	for hops := 0; ; hops++ {
-		var p [16]byte
-		binary.BigEndian.PutUint16(p[2:], kXR_open_read|kXR_retstat)
-		status, b, err := cur.exchange(ctx, kXR_open, p, []byte(path))
+		status, b, err := cur.exchange(ctx, req, params, []byte(path))
 		if err != nil {
 			cur.closeIfNot(c)
-			return nil, err
+			return nil, nil, err
 		}
 		switch status {
 		case kXR_ok:
-			if len(b) < 12 {
-				cur.closeIfNot(c)
-				return nil, errors.New("open: short answer")
-			}
-			f := &RemoteFile{c: cur}
-			copy(f.fh[:], b[:4])
-			st := strings.Fields(strings.TrimRight(string(b[12:]), "\x00"))
-			if len(st) < 2 {
-				f.Close(ctx)
-				return nil, errors.New("open: the server did not return the file's size")
-			}
-			if f.Size, err = strconv.ParseInt(st[1], 10, 64); err != nil {
-				f.Close(ctx)
-				return nil, errors.New("open: malformed stat answer")
-			}
-			return f, nil
+			return cur, b, nil
 		case kXR_redirect:
 			if hops >= maxRedirects || len(b) < 4 {
 				cur.closeIfNot(c)
-				return nil, errors.New("open: too many redirects")
+				return nil, nil, errors.New("too many redirects")
 			}
 			port := int(int32(binary.BigEndian.Uint32(b)))
 			target, opaque, _ := strings.Cut(string(b[4:]), "?")
@@ -412,18 +461,133 @@ func (c *Client) OpenRead(ctx context.Context, path string) (*RemoteFile, error)
 			next, err := Dial(ctx, net.JoinHostPort(target, strconv.Itoa(port)), cur.cfg)
 			cur.closeIfNot(c)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			cur = next
 			if opaque != "" {
-				base, _, _ := strings.Cut(path, "?")
-				path = base + "?" + opaque
+				path = stripOpaque(path) + "?" + opaque
 			}
 		default:
 			cur.closeIfNot(c)
-			return nil, fmt.Errorf("open: unexpected answer %d", status)
+			return nil, nil, fmt.Errorf("unexpected answer %d", status)
 		}
 	}
+}
+
+// pathCall sends a request on a path and closes the connection a
+// redirect opened for it. A server's refusal (ServerError) names the
+// operation and the path itself.
+func (c *Client) pathCall(ctx context.Context, req uint16, params [16]byte, path string) ([]byte, error) {
+	cur, b, err := c.follow(ctx, req, params, path)
+	if err != nil {
+		return nil, err
+	}
+	cur.closeIfNot(c)
+	return b, nil
+}
+
+func stripOpaque(path string) string {
+	p, _, _ := strings.Cut(path, "?")
+	return p
+}
+
+// StatInfo is what kXR_stat tells about a path.
+type StatInfo struct {
+	ID    uint64
+	Size  int64
+	Flags int // kXR_isDir, kXR_readable, ...
+	MTime time.Time
+}
+
+// IsDir says whether the path is a directory.
+func (s StatInfo) IsDir() bool { return s.Flags&kXR_isDir != 0 }
+
+// Stat returns what the server knows of path.
+func (c *Client) Stat(ctx context.Context, path string) (StatInfo, error) {
+	b, err := c.pathCall(ctx, kXR_stat, [16]byte{}, path)
+	if err != nil {
+		return StatInfo{}, err
+	}
+	// "id size flags mtime ..."
+	f := strings.Fields(strings.TrimRight(string(b), "\x00"))
+	var st StatInfo
+	var errs [4]error
+	if len(f) >= 4 {
+		st.ID, errs[0] = strconv.ParseUint(f[0], 10, 64)
+		st.Size, errs[1] = strconv.ParseInt(f[1], 10, 64)
+		st.Flags, errs[2] = strconv.Atoi(f[2])
+		var mt int64
+		mt, errs[3] = strconv.ParseInt(f[3], 10, 64)
+		st.MTime = time.Unix(mt, 0)
+	}
+	if len(f) < 4 || errors.Join(errs[:]...) != nil {
+		return StatInfo{}, fmt.Errorf("stat %s: malformed answer %q", stripOpaque(path), b)
+	}
+	return st, nil
+}
+
+// Dirlist returns the names in the directory path.
+func (c *Client) Dirlist(ctx context.Context, path string) ([]string, error) {
+	b, err := c.pathCall(ctx, kXR_dirlist, [16]byte{}, path)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, n := range strings.Split(strings.TrimRight(string(b), "\x00\n"), "\n") {
+		if n != "" {
+			names = append(names, n)
+		}
+	}
+	return names, nil
+}
+
+// Mkdir makes the directory path with permissions mode (0: the server's
+// default), and its missing parents if parents is set.
+func (c *Client) Mkdir(ctx context.Context, path string, mode uint32, parents bool) error {
+	var p [16]byte
+	if parents {
+		p[0] = kXR_mkdirpath
+	}
+	binary.BigEndian.PutUint16(p[14:], uint16(mode&0o7777))
+	_, err := c.pathCall(ctx, kXR_mkdir, p, path)
+	return err
+}
+
+// Mv renames from to to.
+func (c *Client) Mv(ctx context.Context, from, to string) error {
+	var p [16]byte
+	binary.BigEndian.PutUint16(p[14:], uint16(len(from)))
+	_, err := c.pathCall(ctx, kXR_mv, p, from+" "+to)
+	return err
+}
+
+// Rm removes the file path.
+func (c *Client) Rm(ctx context.Context, path string) error {
+	_, err := c.pathCall(ctx, kXR_rm, [16]byte{}, path)
+	return err
+}
+
+// Rmdir removes the empty directory path.
+func (c *Client) Rmdir(ctx context.Context, path string) error {
+	_, err := c.pathCall(ctx, kXR_rmdir, [16]byte{}, path)
+	return err
+}
+
+// Checksum returns the file's checksum of type algo ("adler32", ...) as
+// the server renders it (hex for adler32).
+func (c *Client) Checksum(ctx context.Context, path, algo string) (string, error) {
+	var p [16]byte
+	binary.BigEndian.PutUint16(p[0:], kXR_Qcksum)
+	b, err := c.pathCall(ctx, kXR_query, p, stripOpaque(path)+"?cks.type="+algo)
+	if err != nil {
+		return "", err
+	}
+	// "<algo> <value>"
+	f := strings.Fields(strings.TrimRight(string(b), "\x00\n "))
+	if len(f) != 2 {
+		return "", fmt.Errorf("query checksum %s: malformed answer %q", stripOpaque(path), b)
+	}
+	return f[1], nil
 }
 
 func (c *Client) closeIfNot(keep *Client) {
@@ -449,7 +613,26 @@ func (f *RemoteFile) ReadAt(ctx context.Context, p []byte, off int64) (int, erro
 	return n, nil
 }
 
-// Close closes the file (and the connection a redirect opened for it).
+// writeChunk is the most a kXR_write carries (xrdcp's default chunk).
+const writeChunk = 8 << 20
+
+// WriteAt writes p at off.
+func (f *RemoteFile) WriteAt(ctx context.Context, p []byte, off int64) error {
+	for len(p) > 0 {
+		n := min(len(p), writeChunk)
+		var params [16]byte
+		copy(params[0:4], f.fh[:])
+		binary.BigEndian.PutUint64(params[4:], uint64(off))
+		if _, err := f.c.call(ctx, kXR_write, params, p[:n]); err != nil {
+			return err
+		}
+		p, off = p[n:], off+int64(n)
+	}
+	return nil
+}
+
+// Close closes the file; an upload is committed by its close. The
+// connection a redirect opened for the file (Conn) stays open.
 func (f *RemoteFile) Close(ctx context.Context) error {
 	var params [16]byte
 	copy(params[0:4], f.fh[:])

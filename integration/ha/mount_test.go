@@ -1,0 +1,140 @@
+package ha
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kaon-storage/kaon/integration/fusetest"
+	"github.com/kaon-storage/kaon/integration/harness"
+)
+
+// TestMountFailover: `kaon mount` through the kill -9 of the active
+// namespace server (the mount talks to a standby, which sends it to the
+// active one, as any client). A file written and closed before stays;
+// a file open for writing across the failover is either stored whole
+// when its close succeeded, or its close fails (EIO) — what the client
+// was told is compared with what is stored; the flock taken before is
+// held after (the session re-established it); new files can be made
+// after.
+func TestMountFailover(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (FUSE)")
+	}
+	in := newInstance(t, 2)
+	in.waitActive(0, "server 0 is active")
+	if _, e, code := in.kaon(in.http[0], "mkdir", "/m"); code != 0 {
+		t.Fatal(e)
+	}
+	d := fusetest.TempDir(t)
+	mp := filepath.Join(d, "mnt")
+	os.Mkdir(mp, 0o755)
+	cmd := exec.Command(harness.Binary(t), "mount", "-f", "--url", in.http[1], "--subtree", "/m", "--timeout", "20s",
+		"--cache", filepath.Join(d, "cache"), mp)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	conn := fusetest.Track(mp)
+	defer conn.Untrack()
+	if err := fusetest.WaitUp("kaon mount", mp, 60*time.Second, done, func() bool {
+		var st syscall.Stat_t
+		return conn.Update() && syscall.Stat(mp, &st) == nil
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	defer func() {
+		if out, err := fusetest.Exec(t, harness.Binary(t), "umount", "-f", mp); err != nil {
+			t.Errorf("kaon umount -f: %v %s", err, out)
+		}
+		if err := fusetest.Within("kaon mount exits after umount", 60*time.Second, func() error { <-done; return nil }); err != nil {
+			cmd.Process.Kill()
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("kaon mount log:\n%s", log.String())
+		}
+	}()
+
+	before := []byte("written and closed before the failover")
+	if err := os.WriteFile(filepath.Join(mp, "before"), before, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lk, err := os.Open(filepath.Join(mp, "before"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	if err := unix.Flock(int(lk.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("flock before the failover: %v", err)
+	}
+	open, err := os.Create(filepath.Join(mp, "across"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	part1, part2 := bytes.Repeat([]byte("1"), 100000), bytes.Repeat([]byte("2"), 100000)
+	if _, err := open.Write(part1); err != nil {
+		t.Fatal(err)
+	}
+
+	in.mgms[0].Kill9()
+	in.down[0] = true
+	in.waitActive(1, "server 1 takes over")
+
+	_, werr := open.Write(part2)
+	cerr := open.Close()
+	told := werr == nil && cerr == nil
+	t.Logf("write across the failover: write %v, close %v", werr, cerr)
+	if !told && !errors.Is(cerr, syscall.EIO) && !errors.Is(werr, syscall.EIO) {
+		t.Errorf("write/close across the failover failed with %v / %v, want EIO", werr, cerr)
+	}
+	stored := curl("-L", in.http[1]+"/m/across")
+	switch want := append(append([]byte{}, part1...), part2...); {
+	case told && (stored.code != 200 || !bytes.Equal(stored.body, want)):
+		t.Errorf("close succeeded but /m/across holds %d bytes (status %d), want %d: written data lost", len(stored.body), stored.code, len(want))
+	case !told && stored.code == 200 && bytes.Equal(stored.body, want):
+		t.Errorf("close failed but the whole file is stored")
+	}
+	in.checkFile(in.http[1], "/m/before", before)
+	in.eventually("read the file closed before through the mount", 30*time.Second, func() error {
+		b, err := os.ReadFile(filepath.Join(mp, "before"))
+		if err != nil || !bytes.Equal(b, before) {
+			return errors.New("read " + string(b) + ": " + strings.TrimSpace(errString(err)))
+		}
+		return nil
+	})
+	// The flock is the mount's still: another open file description
+	// conflicts with it.
+	other, err := os.Open(filepath.Join(mp, "before"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := unix.Flock(int(other.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
+		t.Errorf("flock after the failover against the one held before: %v, want EWOULDBLOCK", err)
+	}
+	after := []byte("made after")
+	in.eventually("create a file through the mount after the failover", 30*time.Second, func() error {
+		return os.WriteFile(filepath.Join(mp, "after"), after, 0o644)
+	})
+	in.checkFile(in.http[1], "/m/after", after)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

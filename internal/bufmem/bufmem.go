@@ -1,0 +1,76 @@
+// Package bufmem holds the recycled buffers of data streams (copy
+// buffers, direct-I/O staging, erasure frames) and counts the bytes handed
+// out and not yet returned, so that a storage server's stream budget can
+// be checked against what the streams really hold (tests compare Peak
+// with the budget's).
+package bufmem
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+var inUse, peak atomic.Int64
+
+// InUse is how many bytes of buffers are handed out now, over all pools.
+func InUse() int64 { return inUse.Load() }
+
+// Peak is the most InUse has been since the last ResetPeak.
+func Peak() int64 { return peak.Load() }
+
+// ResetPeak starts a new Peak from the bytes in use now.
+func ResetPeak() { peak.Store(inUse.Load()) }
+
+func add(n int64) {
+	v := inUse.Add(n)
+	for {
+		p := peak.Load()
+		if v <= p || peak.CompareAndSwap(p, v) {
+			return
+		}
+	}
+}
+
+// Pool recycles buffers of one size.
+type Pool struct {
+	size int
+	make func() []byte
+	p    sync.Pool
+}
+
+// NewPool returns a pool of buffers of size bytes, made by mk (nil:
+// make([]byte, size)), which must return a slice of exactly that length.
+func NewPool(size int, mk func() []byte) *Pool {
+	if mk == nil {
+		mk = func() []byte { return make([]byte, size) }
+	}
+	return &Pool{size: size, make: mk}
+}
+
+// Get returns a buffer of the pool's size (contents undefined); it counts
+// as in use until Put.
+func (p *Pool) Get() []byte {
+	add(int64(p.size))
+	if b, ok := p.p.Get().(*[]byte); ok {
+		return *b
+	}
+	return p.make()
+}
+
+// Put returns b, which Get gave, to the pool.
+func (p *Pool) Put(b []byte) {
+	add(-int64(p.size))
+	b = b[:p.size]
+	p.p.Put(&b)
+}
+
+var sized sync.Map // int -> *Pool
+
+// Sized is the shared pool of plain buffers of size bytes.
+func Sized(size int) *Pool {
+	if p, ok := sized.Load(size); ok {
+		return p.(*Pool)
+	}
+	p, _ := sized.LoadOrStore(size, NewPool(size, nil))
+	return p.(*Pool)
+}
