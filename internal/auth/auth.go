@@ -43,6 +43,10 @@ type Principal struct {
 	// access rules name besides the identity (nsserver, kaon access).
 	Host    string
 	Subject string
+	// DN is the certificate subject a grid-mapfile mapped to this user
+	// (x509, gsi; "" otherwise): a macaroon it mints carries it, so the
+	// macaroon dies with the DN's grid-mapfile line.
+	DN string
 }
 
 // Operations a scope allows.
