@@ -29,6 +29,7 @@ type AuditRecord struct {
 	Op       string    `json:"op"`
 	Path     string    `json:"path"`
 	Target   string    `json:"target,omitempty"` // a rename's destination
+	Detail   string    `json:"detail,omitempty"` // what a grant granted (a macaroon's activities, expiry)
 	Result   string    `json:"result"`           // "ok" or the error kind
 	Error    string    `json:"error,omitempty"`
 	// Term is the HA term of the server that decided (Config.Term, the
@@ -140,6 +141,27 @@ func (s *Server) audit(ctx context.Context, p auth.Principal, op, path, target s
 	s.auditLog.mu.Lock()
 	_ = s.auditLog.enc.Encode(r)
 	s.auditLog.mu.Unlock()
+	return err
+}
+
+// AuditGrant records that a front end granted p a credential for path
+// (op "macaroon": detail says its activities and expiry, never the
+// credential itself), or refused it with err; it returns err.
+func (s *Server) AuditGrant(ctx context.Context, p auth.Principal, op, path, detail string, err error) error {
+	if s.auditLog == nil && err == nil {
+		return nil
+	}
+	r := AuditRecord{Time: s.now().UTC(), User: p.Name, UID: p.UID, GID: p.GID, Method: p.Method,
+		Protocol: auth.Protocol(ctx), Op: op, Path: path, Detail: detail, Result: "ok", Term: s.cfg.Term}
+	if err != nil {
+		r.Result, r.Error = kerr.KindOf(err).String(), err.Error()
+		s.refusals.add(r, err)
+	}
+	if s.auditLog != nil {
+		s.auditLog.mu.Lock()
+		_ = s.auditLog.enc.Encode(r)
+		s.auditLog.mu.Unlock()
+	}
 	return err
 }
 
