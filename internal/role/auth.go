@@ -127,6 +127,9 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, k
 		if err != nil {
 			return nil, err
 		}
+		if err := m.OpenReplayCache(filepath.Join(dir, "krb5-replay")); err != nil {
+			return nil, err // a replay cache lost in a restart would take a captured AP-REQ again
+		}
 		log.Info("Kerberos: root:// krb5 and https Negotiate", "service", m.Service, "realm", m.Realm)
 		c = append(c, m)
 	case a.Krb5Keytab != "":
