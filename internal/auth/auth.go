@@ -43,6 +43,10 @@ type Principal struct {
 	// access rules name besides the identity (nsserver, kaon access).
 	Host    string
 	Subject string
+	// DN is the certificate subject a grid-mapfile mapped to this user
+	// (x509, gsi; "" otherwise): a macaroon it mints carries it, so the
+	// macaroon dies with the DN's grid-mapfile line.
+	DN string
 }
 
 // Operations a scope allows.
@@ -208,16 +212,24 @@ func Protocol(ctx context.Context) string {
 }
 
 // RefusePlaintextBearer heads the chain of an instance that takes bearer
-// credentials (tokens, macaroons) over TLS only: one that travelled in
-// plaintext is a leaked credential, refused rather than used.
+// credentials (tokens, macaroons, and Kerberos as HTTP Negotiate) over TLS
+// only: one that travelled in plaintext is a leaked credential, refused
+// rather than used. An HTTP Negotiate token is bound to no connection:
+// whoever reads it presents it first (the replay cache then refuses the
+// owner). root://'s krb5 in plaintext passes, as in XRootD: its AP-REQ
+// authenticates the session it came on.
 type RefusePlaintextBearer struct{}
 
 // Authenticate implements Authenticator.
-func (RefusePlaintextBearer) Authenticate(_ context.Context, r *Request) (Principal, bool, error) {
-	if r.Bearer == "" || r.TLS {
-		return Principal{}, false, nil
+func (RefusePlaintextBearer) Authenticate(ctx context.Context, r *Request) (Principal, bool, error) {
+	switch {
+	case r.TLS:
+	case r.Bearer != "":
+		return Nobody, true, kerr.New(kerr.Permission, "", "", "a bearer token over plaintext is refused (this instance takes tokens over TLS only: use https, roots://)")
+	case len(r.Kerberos) > 0 && Protocol(ctx) == "http":
+		return Nobody, true, kerr.New(kerr.Permission, "", "", "Kerberos (Negotiate) over plaintext http is refused (this instance takes it over TLS only: use https)")
 	}
-	return Nobody, true, kerr.New(kerr.Permission, "", "", "a bearer token over plaintext is refused (this instance takes tokens over TLS only: use https, roots://)")
+	return Principal{}, false, nil
 }
 
 // Refuse ends a chain that admits no anonymous client: it applies to

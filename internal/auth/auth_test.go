@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -47,6 +48,26 @@ func TestRefusePlaintextBearer(t *testing.T) {
 		if p, err := c.Authenticate(ctx, r); err != nil || p.Name != "alice" {
 			t.Fatalf("%+v: %+v %v", r, p, err)
 		}
+	}
+}
+
+// TestRefusePlaintextNegotiate: a Kerberos token sent as HTTP Negotiate in
+// plaintext is a bearer credential too (whoever reads it may present it
+// first), refused as a bearer token is; over TLS it passes, and so does
+// root://'s krb5 in plaintext (XRootD's own rule: its AP-REQ is bound to
+// the session).
+func TestRefusePlaintextNegotiate(t *testing.T) {
+	alice := Principal{UID: 1000, Name: "alice", Method: "krb5"}
+	c := Chain{RefusePlaintextBearer{}, fixed{p: alice, ok: true}}
+	http, root := WithProtocol(context.Background(), "http"), WithProtocol(context.Background(), "root")
+	if p, err := c.Authenticate(http, &Request{Kerberos: []byte{0x60}}); err == nil || p.UID == alice.UID || !strings.Contains(err.Error(), "Negotiate") {
+		t.Fatalf("a plaintext Negotiate token was taken: %+v %v", p, err)
+	}
+	if p, err := c.Authenticate(http, &Request{Kerberos: []byte{0x60}, TLS: true}); err != nil || p.Name != "alice" {
+		t.Fatalf("Negotiate over TLS: %+v %v", p, err)
+	}
+	if p, err := c.Authenticate(root, &Request{Kerberos: []byte{0x6e}}); err != nil || p.Name != "alice" {
+		t.Fatalf("root:// krb5 in plaintext: %+v %v", p, err)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/auth/macaroon"
@@ -38,6 +40,13 @@ func (f *Namespace) mintMacaroon(w http.ResponseWriter, r *http.Request, c auth.
 		return
 	}
 	resp, err := svc.Mint(c, p, req)
+	detail := ""
+	if err == nil {
+		detail = "activities=" + strings.Join(resp.Activities, ",") + " expires=" + resp.Expires.Format(time.RFC3339)
+	}
+	if f.NS != nil {
+		err = f.NS.AuditGrant(r.Context(), c, "macaroon", p, detail, err)
+	}
 	if err != nil {
 		textError(w, err, 0)
 		return

@@ -29,6 +29,7 @@ type AuditRecord struct {
 	Op       string    `json:"op"`
 	Path     string    `json:"path"`
 	Target   string    `json:"target,omitempty"` // a rename's destination
+	Detail   string    `json:"detail,omitempty"` // what a grant granted (a macaroon's activities, expiry)
 	Result   string    `json:"result"`           // "ok" or the error kind
 	Error    string    `json:"error,omitempty"`
 	// Term is the HA term of the server that decided (Config.Term, the
@@ -125,11 +126,17 @@ func newAuditor(w io.Writer) *auditor {
 
 // audit records a mutation's outcome and returns err.
 func (s *Server) audit(ctx context.Context, p auth.Principal, op, path, target string, err error) error {
+	return s.record(ctx, p, AuditRecord{Op: op, Path: path, Target: target}, err)
+}
+
+// record completes r (time, who, front end, outcome), writes it to the
+// audit log and counts a refusal; it returns err.
+func (s *Server) record(ctx context.Context, p auth.Principal, r AuditRecord, err error) error {
 	if s.auditLog == nil && err == nil {
 		return err
 	}
-	r := AuditRecord{Time: s.now().UTC(), User: p.Name, UID: p.UID, GID: p.GID, Method: p.Method,
-		Protocol: auth.Protocol(ctx), Op: op, Path: path, Target: target, Result: "ok", Term: s.cfg.Term}
+	r.Time, r.User, r.UID, r.GID, r.Method = s.now().UTC(), p.Name, p.UID, p.GID, p.Method
+	r.Protocol, r.Result, r.Term = auth.Protocol(ctx), "ok", s.cfg.Term
 	if err != nil {
 		r.Result, r.Error = kerr.KindOf(err).String(), err.Error()
 		s.refusals.add(r, err)
@@ -141,6 +148,13 @@ func (s *Server) audit(ctx context.Context, p auth.Principal, op, path, target s
 	_ = s.auditLog.enc.Encode(r)
 	s.auditLog.mu.Unlock()
 	return err
+}
+
+// AuditGrant records that a front end granted p a credential for path
+// (op "macaroon": detail says its activities and expiry, never the
+// credential itself), or refused it with err; it returns err.
+func (s *Server) AuditGrant(ctx context.Context, p auth.Principal, op, path, detail string, err error) error {
+	return s.record(ctx, p, AuditRecord{Op: op, Path: path, Detail: detail}, err)
 }
 
 // refused records a read that was refused (permission, quota, expiry)

@@ -97,7 +97,11 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, k
 	if has["token"] || has["x509"] {
 		// Macaroons: what grid clients with certificates hand third-party
 		// copies (minted by httpfront for the chain's Service).
-		c = append(c, &macaroon.Service{Key: key.Derive("kaon-macaroon-v1"), Location: self.URL, MaxValidity: a.MaxTTL})
+		ms := &macaroon.Service{Key: key.Derive("kaon-macaroon-v1"), Location: self.URL, MaxValidity: a.MaxTTL}
+		if x, ok := sec.certs().(interface{ CheckDN(dn, user string) error }); ok {
+			ms.CheckDN = x.CheckDN // a grid-mapfile user's macaroons die with their DN's line
+		}
+		c = append(c, ms)
 	}
 	if has["token"] {
 		v, err := a.verifier(ctx, dir, self, sec.keysClient(), log)
@@ -122,6 +126,9 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, k
 		m, err := krb5auth.New(a.Krb5Keytab)
 		if err != nil {
 			return nil, err
+		}
+		if err := m.OpenReplayCache(filepath.Join(dir, "krb5-replay")); err != nil {
+			return nil, err // a replay cache lost in a restart would take a captured AP-REQ again
 		}
 		log.Info("Kerberos: root:// krb5 and https Negotiate", "service", m.Service, "realm", m.Realm)
 		c = append(c, m)

@@ -215,3 +215,11 @@ func listenHosts(addrs ...string) []string {
 	}
 	return out
 }
+
+// certs is the x509 method (nil: none).
+func (s *Security) certs() auth.Authenticator {
+	if s == nil {
+		return nil
+	}
+	return s.x509
+}

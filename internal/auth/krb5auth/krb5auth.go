@@ -45,6 +45,7 @@ type Method struct {
 	Realm string
 	// lookup finds a local account (os/user; tests replace it).
 	lookup func(name string) (auth.Principal, error)
+	replay *replayFile // the replay cache on disk (nil: memory only)
 }
 
 // New reads the keytab at path (the server's keys: xrootd/HOST@REALM for
@@ -133,6 +134,9 @@ func (m *Method) verify(a *messages.APReq, remote net.Addr) (auth.Principal, err
 	ok, creds, err := service.VerifyAPREQ(a, s)
 	if err != nil || !ok {
 		return auth.Nobody, kerr.New(kerr.Unauthenticated, "authenticate", "", "Kerberos ticket refused: "+why(a, err))
+	}
+	if err := m.remember(a); err != nil {
+		return auth.Nobody, kerr.Wrap(kerr.Internal, "authenticate", "", fmt.Errorf("krb5 replay cache: %w", err))
 	}
 	name, realm := creds.CName().PrincipalNameString(), creds.Realm()
 	who := name + "@" + realm

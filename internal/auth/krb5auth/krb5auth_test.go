@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/jcmturner/gokrb5/v8/iana/nametype"
 	"github.com/jcmturner/gokrb5/v8/keytab"
 	"github.com/jcmturner/gokrb5/v8/messages"
+	"github.com/jcmturner/gokrb5/v8/service"
 	"github.com/jcmturner/gokrb5/v8/types"
 
 	"github.com/kaon-storage/kaon/internal/auth"
@@ -129,5 +131,45 @@ func BenchmarkVerify(b *testing.B) {
 		if _, _, err := m.Authenticate(context.Background(), &auth.Request{Remote: remote, Kerberos: cred}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestReplayAfterRestart: an authenticator accepted before a restart is
+// refused as a replay after it (the replay cache is on disk); a fresh one
+// is taken, and an entry older than the clock skew is dropped on open.
+func TestReplayAfterRestart(t *testing.T) {
+	kt := serviceKeytab(t, "service-secret")
+	file := filepath.Join(t.TempDir(), "krb5-replay")
+	open := func() *Method {
+		m, err := fromKeytab(kt, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.OpenReplayCache(file); err != nil {
+			t.Fatal(err)
+		}
+		m.lookup = func(string) (auth.Principal, error) {
+			return auth.Principal{UID: 1001, Name: "alice", Method: "krb5"}, nil
+		}
+		return m
+	}
+	remote := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4000}
+	now := time.Now()
+	good := mintAPReq(t, kt, "alice", realm, now.Add(-time.Minute), now.Add(time.Hour))
+	m := open()
+	if _, _, err := m.Authenticate(context.Background(), &auth.Request{Remote: remote, Kerberos: good}); err != nil {
+		t.Fatalf("first use: %v", err)
+	}
+	m.Close()
+	// A restart: the process's in-memory cache is gone.
+	service.GetReplayCache(MaxSkew).ClearOldEntries(-time.Hour)
+	m = open()
+	defer m.Close()
+	if _, _, err := m.Authenticate(context.Background(), &auth.Request{Remote: remote, Kerberos: good}); err == nil || !strings.Contains(err.Error(), "replayed") {
+		t.Fatalf("the same AP-REQ after a restart: %v", err)
+	}
+	fresh := mintAPReq(t, kt, "alice", realm, now.Add(-time.Minute), now.Add(time.Hour))
+	if _, _, err := m.Authenticate(context.Background(), &auth.Request{Remote: remote, Kerberos: fresh}); err != nil {
+		t.Fatalf("a fresh authenticator after a restart: %v", err)
 	}
 }

@@ -18,6 +18,8 @@
 //	path:/P                    only below /P (several: below all of them)
 //	activity:A[,A...]          only these (several: those in all of them)
 //	before:RFC3339             only until then
+//	dn:DN                      minted by the certificate DN, which the
+//	                           grid-mapfile must still map to the id's user
 //
 // Activities are dCache's and XrdMacaroons': DOWNLOAD, LIST and
 // READ_METADATA read; UPLOAD creates; DELETE, MANAGE and UPDATE_METADATA
@@ -26,6 +28,13 @@
 // activities (auth.Principal.Scopes), never more than the minter could do:
 // a minter holding a scoped token gets no activity its scopes do not allow,
 // root gets none (as tokens, a macaroon never acts as root).
+//
+// A macaroon minted by a grid-mapfile user (x509, gsi) carries the DN:
+// each use asks CheckDN whether the grid-mapfile still maps it to the
+// same user, so removing the DN revokes the macaroons it minted (the
+// grid-mapfile is re-read when it changes: a stat per use). Macaroons
+// minted from tokens, krb5 or unix carry no such caveat: they live until
+// they expire, as their minter's credential cannot be checked again.
 package macaroon
 
 import (
@@ -55,6 +64,10 @@ type Service struct {
 	Location    string        // the instance's URL (informational)
 	MaxValidity time.Duration // longest validity granted
 	Now         func() time.Time
+	// CheckDN says why dn is no longer mapped to user by the
+	// grid-mapfile (nil: it still is); nil: no grid-mapfile, and a
+	// macaroon with a dn caveat is refused.
+	CheckDN func(dn, user string) error
 }
 
 // activities maps each activity to the scope operation it needs.
@@ -81,6 +94,9 @@ type Request struct {
 type Response struct {
 	Macaroon  string `json:"macaroon"`
 	ExpiresIn int64  `json:"expires_in"` // seconds
+	// What was granted, for the audit log (never the macaroon).
+	Activities []string  `json:"-"`
+	Expires    time.Time `json:"-"`
 }
 
 // Mint makes a macaroon for p below path p (clean, absolute) with the
@@ -105,6 +121,9 @@ func (s *Service) Mint(who auth.Principal, p string, req Request) (Response, err
 		return Response{}, kerr.New(kerr.Permission, "macaroon", p, "a macaroon does not mint macaroons")
 	}
 	cavs := []string{idCaveat(who), "path:" + p}
+	if who.DN != "" {
+		cavs = append(cavs, "dn:"+who.DN)
+	}
 	var acts []string
 	for _, c := range req.Caveats {
 		k, v, _ := strings.Cut(c, ":")
@@ -153,7 +172,7 @@ func (s *Service) Mint(who auth.Principal, p string, req Request) (Response, err
 	if err != nil {
 		return Response{}, err
 	}
-	return Response{Macaroon: base64.RawURLEncoding.EncodeToString(b), ExpiresIn: int64(validity / time.Second)}, nil
+	return Response{Macaroon: base64.RawURLEncoding.EncodeToString(b), ExpiresIn: int64(validity / time.Second), Activities: acts, Expires: exp}, nil
 }
 
 func idCaveat(p auth.Principal) string {
@@ -187,6 +206,7 @@ func (s *Service) Authenticate(_ context.Context, r *auth.Request) (auth.Princip
 	var paths []string
 	var acts map[string]bool
 	haveID, haveBefore := false, false
+	var dns []string
 	now := s.now()
 	for _, c := range conds {
 		k, v, _ := strings.Cut(c, ":")
@@ -215,12 +235,22 @@ func (s *Service) Authenticate(_ context.Context, r *auth.Request) (auth.Princip
 				return refuse("expired at " + v)
 			}
 			haveBefore = true
+		case "dn":
+			dns = append(dns, v)
 		default:
 			return refuse(fmt.Sprintf("unknown caveat %q", k))
 		}
 	}
 	if !haveID || !haveBefore || len(paths) == 0 {
 		return refuse("it names no identity, path or expiry")
+	}
+	for _, dn := range dns {
+		if s.CheckDN == nil {
+			return refuse("minted by " + dn + " but this instance has no grid-mapfile to check it against")
+		}
+		if err := s.CheckDN(dn, p.Name); err != nil {
+			return refuse(err.Error())
+		}
 	}
 	// The path of the scopes is the deepest of the path caveats, if every
 	// other covers it; paths on different branches allow nothing.

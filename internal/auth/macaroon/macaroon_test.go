@@ -3,6 +3,7 @@ package macaroon
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +151,47 @@ func TestParseDuration(t *testing.T) {
 		if _, err := parseDuration(s); err == nil {
 			t.Errorf("%q parsed", s)
 		}
+	}
+}
+
+// TestRevokedDN: a macaroon minted by a certificate's user carries its DN
+// and is refused, naming why, once the grid-mapfile no longer maps that
+// DN to the same user; one of another method carries none and is not
+// asked about it; a dn caveat the instance cannot check is refused.
+func TestRevokedDN(t *testing.T) {
+	now := time.Now()
+	s := service(&now)
+	gridmap := map[string]string{"/DC=test/CN=Alice": "alice"}
+	s.CheckDN = func(dn, user string) error {
+		if gridmap[dn] != user {
+			return errors.New(dn + " is no longer mapped to " + user + " by the grid-mapfile")
+		}
+		return nil
+	}
+	who := alice
+	who.DN = "/DC=test/CN=Alice"
+	r, err := s.Mint(who, "/data", Request{Caveats: []string{"activity:DOWNLOAD"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := verify(t, s, r.Macaroon); err != nil || p.Name != "alice" {
+		t.Fatalf("before revocation: %+v %v", p, err)
+	}
+	delete(gridmap, "/DC=test/CN=Alice")
+	if _, err := verify(t, s, r.Macaroon); err == nil || kerr.KindOf(err) != kerr.Permission || !strings.Contains(err.Error(), "/DC=test/CN=Alice is no longer mapped") {
+		t.Fatalf("after the DN left the grid-mapfile: %v", err)
+	}
+	tok := alice
+	tok.Method = "token"
+	r2, err := s.Mint(tok, "/data", Request{Caveats: []string{"activity:DOWNLOAD"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := verify(t, s, r2.Macaroon); err != nil {
+		t.Fatalf("a token user's macaroon was checked against the grid-mapfile: %v", err)
+	}
+	s.CheckDN = nil
+	if _, err := verify(t, s, r.Macaroon); err == nil || !strings.Contains(err.Error(), "grid-mapfile") {
+		t.Fatalf("a dn caveat without a grid-mapfile to check it: %v", err)
 	}
 }

@@ -246,7 +246,27 @@ func (x *X509) Authenticate(_ context.Context, r *auth.Request) (auth.Principal,
 		return auth.Nobody, true, kerr.New(kerr.Permission, "authenticate", "", fmt.Sprintf("%s maps %q to %q: %v", by, dn, name, err))
 	}
 	p.FQANs = fqans
+	if by == "grid-mapfile" {
+		p.DN = dn
+	}
 	return p, true, nil
+}
+
+// CheckDN says why the grid-mapfile, as it is now, no longer maps dn to
+// user (nil: it still does): a macaroon minted by dn dies with its line
+// (macaroon.Service.CheckDN).
+func (x *X509) CheckDN(dn, user string) error {
+	_, gridmap, err := x.state()
+	if err != nil {
+		return err
+	}
+	switch name, ok := gridmap[dn]; {
+	case !ok:
+		return fmt.Errorf("its minter %s is no longer in the grid-mapfile", dn)
+	case name != user:
+		return fmt.Errorf("the grid-mapfile now maps its minter %s to %q, not %q", dn, name, user)
+	}
+	return nil
 }
 
 // localUser is the principal of a local account; the superuser is never
