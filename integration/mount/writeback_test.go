@@ -15,8 +15,8 @@ import (
 	"github.com/kaon-storage/kaon/integration/harness"
 )
 
-// TestWritebackRemoteChange: with the kernel's write-back cache on (the
-// default), a change made elsewhere — another mount changing a file in
+// TestWritebackRemoteChange: with the kernel's write-back cache on
+// (`--writeback`), a change made elsewhere — another mount changing a file in
 // place, growing or shrinking it, curl replacing it — still reaches
 // mount A's cached pages and attributes, size and content, whether the
 // file is closed in A, open with dirty pages, or mapped. The kernel
@@ -25,8 +25,8 @@ import (
 func TestWritebackRemoteChange(t *testing.T) {
 	up := harness.Up(t)
 	up.MustKaon("mkdir", "/wb")
-	a := newMount(t, up.EP.HTTP, "/wb", "")
-	b := newMount(t, up.EP.HTTP, "/wb", "")
+	a := newMount(t, up.EP.HTTP, "/wb", "", "--writeback")
+	b := newMount(t, up.EP.HTTP, "/wb", "", "--writeback")
 	size := func(p string) int64 {
 		var st unix.Stat_t
 		if err := unix.Stat(p, &st); err != nil {
@@ -180,7 +180,7 @@ func TestWriteClearsSetuid(t *testing.T) {
 	up := harness.Up(t)
 	up.MustKaon("mkdir", "/suid")
 	up.MustKaon("chmod", "777", "/suid")
-	m := newMount(t, up.EP.HTTP, "/suid", "")
+	m := newMount(t, up.EP.HTTP, "/suid", "", "--writeback")
 	mode := func(p string) uint32 {
 		var st unix.Stat_t
 		if err := unix.Stat(p, &st); err != nil {
