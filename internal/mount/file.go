@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/fusecore"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/nsapi"
 )
@@ -240,8 +241,13 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 }
 
 func (h *handle) Flush(ctx context.Context) (eno syscall.Errno) {
+	owner, ok := fusecore.FlushOwner(ctx)
 	ctx = detach(ctx)
-	h.releaseLocks(ctx, false)
+	if ok {
+		h.n.releasePOSIX(ctx, owner)
+	} else {
+		h.releaseLocks(ctx, false)
+	}
 	if !h.write {
 		return 0
 	}
@@ -249,11 +255,27 @@ func (h *handle) Flush(ctx context.Context) (eno syscall.Errno) {
 	return h.n.flush(ctx, h.c)
 }
 
-// releaseLocks releases the POSIX locks set through h (any close), and
-// with all set its flock and OFD locks too (the last close). A POSIX
-// lock set through another descriptor of the file is kept, and an OFD
-// lock goes at any close of its descriptor, not only the last: FUSE
-// does not tell them apart.
+// releasePOSIX releases owner's POSIX locks on n: the close (FLUSH) of
+// any descriptor of the file by a process releases all the locks the
+// process holds on it, as POSIX says, whichever descriptor set them. The
+// owner of a FLUSH is the process's; an OFD lock's owner is its open
+// file description, released at its last close (Release).
+func (n *node) releasePOSIX(ctx context.Context, owner uint64) {
+	n.mu.Lock()
+	held := n.posix[owner]
+	delete(n.posix, owner)
+	n.mu.Unlock()
+	if !held {
+		return // the common close: no lock, no round trip
+	}
+	if err := n.fsys.sess.Unlock(ctx, nsapi.LockRequest{Path: n.path(), Kind: nsapi.LockPOSIX, Owner: owner}); err != nil {
+		n.fsys.Stats.Counter("unlock_failed").Add(1)
+	}
+}
+
+// releaseLocks releases the locks set through h: its POSIX ones (any
+// close, when the FLUSH's owner is unknown), and with all its flock and
+// OFD locks too (the last close, RELEASE).
 func (h *handle) releaseLocks(ctx context.Context, all bool) {
 	h.mu.Lock()
 	var rel []lockOwner
@@ -378,6 +400,14 @@ func (n *node) setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fus
 		}
 		h.owners[lockOwner{owner, r.Kind == nsapi.LockFlock}] = true
 		h.mu.Unlock()
+		if r.Kind == nsapi.LockPOSIX {
+			n.mu.Lock()
+			if n.posix == nil {
+				n.posix = map[uint64]bool{}
+			}
+			n.posix[owner] = true
+			n.mu.Unlock()
+		}
 	}
 	if kerr.Is(err, kerr.Aborted) && ctx.Err() != nil {
 		return syscall.EINTR

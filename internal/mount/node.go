@@ -42,6 +42,7 @@ type node struct {
 	pageVer  uint64                 // the data version the kernel's pages were read at
 	gen      uint64                 // counts changes of the content (read-ahead buffers check it)
 	unlinked bool
+	posix    map[uint64]bool // owners of POSIX locks set here (released at their process's close)
 }
 
 var (
