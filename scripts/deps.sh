@@ -2,7 +2,7 @@
 # Installs the Debian packages Kaon's tests and benchmarks drive for real.
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
-PKGS=(curl davix fuse3 attr strace xrootd-client xrootd-server xrootd-server-plugins python3-xrootd
+PKGS=(curl davix fuse3 attr strace fio xrootd-client xrootd-server xrootd-server-plugins python3-xrootd
       gfal2 gfal2-util-scripts python3-gfal2 gfal2-plugin-http gfal2-plugin-xrootd
       etcd-server etcd-client librados-dev scitokens-cpp xrootd-scitokens-plugins openssl
       globus-proxy-utils voms-clients voms-clients-java krb5-kdc krb5-admin-server krb5-user

@@ -15,6 +15,9 @@
 #   dd read   same file after drop_caches          -> MB/s
 #   untar     tarball of $(go env GOROOT)/src      -> files/s
 #   ls -lR and find -ls, cold (drop_caches) and warm -> seconds
+#   mdtest-style: one process creates $MD_FILES empty files in one directory,
+#   then stats each by name (warm, then cold after drop_caches), then
+#   removes them                                   -> operations/s
 # untar also runs on nullfs (bench/cfsd/nullfs): a FUSE file system with
 # the same mount options that keeps its tree in memory and discards data.
 # Its column is the ceiling of any FUSE file system on this machine for
@@ -27,6 +30,7 @@ DD_MB=${DD_MB:-2048}
 WORK=${WORK:-/tmp/kaon-cfsd-bench}
 MOUNT_OPTS=${MOUNT_OPTS:-}
 KAON=${KAON:-$WORK/kaon}
+MD_FILES=${MD_FILES:-10000}
 
 mkdir -p "$WORK"
 [ -x "$KAON" ] || go build -o "$KAON" ./cmd/kaon
@@ -61,6 +65,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END{print (NR%2)?a[(NR
 declare -A R
 add() { R[$1]="${R[$1]:-} $2"; }
 
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 for i in $(seq 1 "$RUNS"); do
   order="bk mt nl"; [ $((i % 2)) = 0 ] && order="nl mt bk"   # alternate who goes first
   [ -n "$NULLPID" ] || order=${order/nl/}
@@ -88,10 +93,29 @@ for i in $(seq 1 "$RUNS"); do
       add "findw_$side" "$(timeit find "$D/src" -ls)"
     fi
     rm -rf "$D/src"
+    # mdtest-style create / stat / remove (one process, one directory)
+    mkdir -p "$D/md"
+    for kv in $(python3 - "$D/md" "$MD_FILES" <<'PY'
+import os, sys, time
+d, n = sys.argv[1], int(sys.argv[2])
+names = [os.path.join(d, "f%07d" % i) for i in range(n)]
+def rate(key, fn):
+    t = time.perf_counter()
+    for p in names: fn(p)
+    print("%s=%.1f" % (key, n / (time.perf_counter() - t)))
+rate("mdc", lambda p: os.close(os.open(p, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)))
+rate("mds", os.stat)
+os.system("sync; echo 3 > /proc/sys/vm/drop_caches")
+rate("mdsc", os.stat)
+rate("mdr", os.unlink)
+PY
+    ); do add "${kv%%=*}_$side" "${kv#*=}"; done
+    rmdir "$D/md"
   done
 done
 
 echo "kaon cfsd benchmark: $RUNS runs, medians; backend $(findmnt -n -o FSTYPE -T "$B") at $B; $(uname -r)"
+echo "load average at start: $LOAD0; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "mount options: ${MOUNT_OPTS:-(default)}; data path: $(grep -o '"data_path": "[a-z]*"' "$M/.proc/stats.json")"
 printf '%-24s %10s %10s %8s %10s %12s\n' workload backend mount ratio nullfs nullfs-ratio
 line() { # name key unit better(hi|lo)
@@ -110,4 +134,8 @@ line "ls -lR cold" lsc s lo
 line "ls -lR warm" lsw s lo
 line "find -ls cold" findc s lo
 line "find -ls warm" findw s lo
+line "mdtest create" mdc ops/s hi
+line "mdtest stat warm" mds ops/s hi
+line "mdtest stat cold" mdsc ops/s hi
+line "mdtest remove" mdr ops/s hi
 for k in "${!R[@]}"; do echo "raw $k:${R[$k]}"; done | sort

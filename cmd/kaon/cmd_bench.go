@@ -25,8 +25,9 @@ import (
 
 func init() {
 	addVerb(func() *cobra.Command {
-		return group("bench", "benchmarks: bench stream | bench ns | bench fsck | bench rebuild | bench token | bench sessions | bench locks | bench session-wire",
-			newBenchStreamCmd(), newBenchNSCmd(), newBenchFsckCmd(), newBenchRebuildCmd(), newBenchTokenCmd(), newBenchSessionsCmd(), newBenchLocksCmd(), newBenchSessionWireCmd())
+		return group("bench", "benchmarks: bench stream | bench ns | bench fsck | bench rebuild | bench token | bench sessions | bench locks | bench session-wire | bench io500",
+			newBenchStreamCmd(), newBenchNSCmd(), newBenchFsckCmd(), newBenchRebuildCmd(), newBenchTokenCmd(), newBenchSessionsCmd(), newBenchLocksCmd(), newBenchSessionWireCmd(),
+			newBenchIO500Cmd())
 	})
 }
 
@@ -264,6 +265,44 @@ func newBenchTokenCmd() *cobra.Command {
 	fl.IntVar(&workers, "workers", 8, "concurrent clients (kept-alive connections)")
 	fl.IntVar(&rounds, "rounds", 5, "rounds with and without a token, alternating")
 	fl.StringVar(&user, "user", "65534", "local user the token acts as")
+	return c
+}
+
+func newBenchIO500Cmd() *cobra.Command {
+	var (
+		cfg     bench.IO500Config
+		easy    string
+		verbose bool
+	)
+	c := leaf("io500 DIR", "IO500's phases (ior-easy/hard with fio, mdtest-easy/hard, find) in a fresh directory under DIR, scored as IO500 scores", func(c *cobra.Command, args []string) int {
+		if len(args) != 1 {
+			return usageError(c)
+		}
+		cfg.Dir = args[0]
+		n, err := parseSize(easy)
+		if err != nil {
+			return fail("bench io500", fmt.Errorf("--easy-size: %w", err))
+		}
+		cfg.EasyBytes = n
+		if verbose {
+			cfg.Progress = os.Stderr
+		}
+		res, err := bench.IO500(cfg)
+		if err != nil {
+			return fail("bench io500", err)
+		}
+		bench.PrintIO500(os.Stdout, cfg, res)
+		return 0
+	})
+	fl := c.Flags()
+	fl.IntVar(&cfg.Procs, "procs", 4, "parallel processes (fio jobs, metadata workers)")
+	fl.StringVar(&easy, "easy-size", "1G", "ior-easy: bytes each process writes to a file of its own")
+	fl.IntVar(&cfg.HardWrites, "hard-writes", 10000, "ior-hard: 47008-byte writes per process to the one shared file")
+	fl.IntVar(&cfg.EasyFiles, "easy-files", 10000, "mdtest-easy: empty files per process, a directory each")
+	fl.IntVar(&cfg.HardFiles, "hard-files", 5000, "mdtest-hard: 3901-byte files per process, all in one directory")
+	fl.BoolVar(&cfg.DropCaches, "drop-caches", false, "drop the kernel's caches before every read and stat phase (root)")
+	fl.StringVar(&cfg.Fio, "fio", "fio", "fio binary")
+	fl.BoolVarP(&verbose, "v", "v", false, "print every phase as it finishes (stderr)")
 	return c
 }
 

@@ -110,7 +110,7 @@ func cfsdMount(o cfsdOptions, mountpoint string) int {
 			f = nil
 			return nil, err
 		}
-		f.PassthroughActive = m.PassthroughActive
+		f.SetMount(m)
 		mode := "daemon data path"
 		if m.PassthroughActive() {
 			mode = "kernel passthrough"

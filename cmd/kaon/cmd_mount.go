@@ -27,7 +27,8 @@ func init() {
 type mountOptions struct {
 	url, subtree, cache, logPath string
 	fg, debug, allowOther        bool
-	timeout                      time.Duration
+	writeback                    bool
+	timeout, grace               time.Duration
 	xrootd                       string   // the root:// host:port of kaon.url.root
 	options                      []string // -o, comma-separated
 }
@@ -56,6 +57,8 @@ func newMountCmd() *cobra.Command {
 	fl.BoolVar(&o.allowOther, "allow-other", os.Geteuid() == 0, "let all users access the mount (each acts as itself)")
 	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	fl.StringVar(&o.xrootd, "xrootd", "", "the namespace's root:// host:port, for the kaon.url.root attribute (default: as `kaon ns status` lists it)")
+	fl.DurationVar(&o.grace, "grace", 2*time.Minute, "how long fsync and close wait for an unreachable server (a restart) while the local journal keeps what was written")
+	fl.BoolVar(&o.writeback, "writeback", true, "the kernel's write-back cache (small writes batched in the page cache; remote changes still invalidate it)")
 	fl.DurationVar(&o.timeout, "timeout", time.Minute, "how long a request waits for a server's answer before it fails (a hung server never holds callers)")
 	c.Long = `Mounts Kaon's namespace on MOUNTPOINT. Every caller acts as itself: its
 bearer token (WLCG discovery in its environment: BEARER_TOKEN,
@@ -76,6 +79,8 @@ auto, noauto, user, users, nofail, dev, suid, exec, x-*) and these:
   timeout=DUR     how long a request waits for a server's answer (60s)
   xrootd=HOST:PORT  the root:// endpoint kaon.url.root names
   debug           log every FUSE request
+  grace=DUR       how long fsync/close replay the journal to an unreachable server (2m)
+  nowriteback     the kernel's write-back cache off (each write a request)
 
 mount.kaon (the same binary by that name) is mount(8)'s helper:
   mount -t kaon http://mgm:8000/data /mnt/kaon -o subtree=/data
@@ -103,12 +108,22 @@ func (o *mountOptions) parseOptions() error {
 			o.allowOther = true
 		case k == "debug":
 			o.debug = true
+		case k == "writeback":
+			o.writeback = true
+		case k == "nowriteback":
+			o.writeback = false
 		case k == "timeout":
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
 				return fmt.Errorf("mount option %q: want a duration (60s)", opt)
 			}
 			o.timeout = d
+		case k == "grace":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("mount option %q: want a duration (2m)", opt)
+			}
+			o.grace = d
 		case strings.HasPrefix(k, "x-"), genericMountOption[k]:
 		default:
 			return fmt.Errorf("unknown mount option %q", opt)
@@ -149,7 +164,7 @@ func kaonMount(o mountOptions, mountpoint string) int {
 		defer cancel()
 		var err error
 		f, err = mount.New(ctx, mount.Options{URL: base, Subtree: o.subtree, CacheDir: o.cache,
-			Host: host + ":" + mp, Version: versionString(), Token: envBearer(), Timeout: o.timeout, XRootD: o.xrootd})
+			Host: host + ":" + mp, Version: versionString(), Token: envBearer(), Timeout: o.timeout, Grace: o.grace, Writeback: o.writeback, XRootD: o.xrootd})
 		if err != nil {
 			return nil, err
 		}
@@ -161,7 +176,7 @@ func kaonMount(o mountOptions, mountpoint string) int {
 			sub = "/"
 		}
 		m, err := fusecore.New(f.Root(), fusecore.Config{Mountpoint: mp, FsName: "kaon:" + base + sub, Name: "kaon",
-			AllowOther: o.allowOther, Locks: true, CleanStale: true, Debug: o.debug, Stats: f.Stats})
+			AllowOther: o.allowOther, Locks: true, CleanStale: true, Debug: o.debug, Stats: f.Stats, Writeback: o.writeback, ServerKillsPriv: true})
 		if err != nil {
 			f.Close()
 			f = nil

@@ -106,7 +106,10 @@ func (m *mount) start() {
 	// the topmost mount is ours.
 	err := fusetest.WaitUp("kaon cfsd", m.mp, upDeadline, m.done, func() bool {
 		m.conn.Update()
-		if _, err := os.ReadFile(filepath.Join(m.mp, ".proc", "whoami")); err != nil {
+		// Up once the daemon answers and has recorded what the
+		// kernel granted (passthrough) for stats.json.
+		b, err := os.ReadFile(filepath.Join(m.mp, ".proc", "stats.json"))
+		if err != nil || bytes.Contains(b, []byte(`"data_path": "starting"`)) {
 			return false
 		}
 		m.conn.Update()

@@ -475,3 +475,45 @@ func TestServerRestart(t *testing.T) {
 		t.Fatalf("kaon ls /r: %s", out)
 	}
 }
+
+// TestWriteSurvivesRestart: a file is written through the mount, then
+// the servers stop (storage server and namespace: `kaon up` is both);
+// its close waits, the written bytes in the mount's journal, and
+// returns success once the servers are back, when they are stored —
+// what close told the writer is what curl reads.
+func TestWriteSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	ports := harness.FreePorts(t, 2)
+	up := harness.Start(t, dir, "up", "--data", dir, "--http", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		"--xrootd", fmt.Sprintf("127.0.0.1:%d", ports[1]))
+	up.MustKaon("mkdir", "/j")
+	m := newMount(t, up.EP.HTTP, "/j", "", "--grace", "5m")
+	p := filepath.Join(m.mp, "f")
+	want := bytes.Repeat([]byte("journaled "), 100_000)
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Write(fd, want); err != nil {
+		t.Fatal(err)
+	}
+	up.Stop()
+	closed := make(chan error, 1)
+	go func() { closed <- unix.Close(fd) }()
+	waitFor(t, time.Minute, "the mount says it keeps the journal for the server's return", func() bool {
+		return strings.Contains(m.log.String(), "replayed once the server is back")
+	})
+	select {
+	case err := <-closed:
+		t.Fatalf("close returned while the servers were down: %v", err)
+	default:
+	}
+	up.Restart()
+	if err := fusetest.Within("close after the servers are back", 2*time.Minute, func() error { return <-closed }); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	out, err := exec.Command("curl", "-sSf", "-L", up.EP.HTTP+"/j/f").Output()
+	if err != nil || !bytes.Equal(out, want) {
+		t.Fatalf("curl GET after close succeeded: %d bytes (%v), want the %d written", len(out), err, len(want))
+	}
+}

@@ -50,7 +50,8 @@ func PlotLatency(file, title string, series []Series) error {
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
 	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
 	p.Add(plotter.NewGrid())
-	colors := []color.Color{kaonColor, color.RGBA{R: 220, G: 100, B: 40, A: 255}, color.RGBA{R: 60, G: 160, B: 80, A: 255}, rawColor}
+	colors := []color.Color{kaonColor, color.RGBA{R: 220, G: 100, B: 40, A: 255}, color.RGBA{R: 60, G: 160, B: 80, A: 255}, rawColor,
+		color.RGBA{R: 150, G: 60, B: 170, A: 255}, color.RGBA{R: 200, G: 170, B: 20, A: 255}}
 	for i, s := range series {
 		if len(s.Ds) == 0 {
 			continue

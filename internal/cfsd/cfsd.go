@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -52,8 +53,9 @@ type FS struct {
 	quota   *Quota   // nil when quota is disabled
 	recycle *Recycle // always present; may be disabled
 
-	// PassthroughActive is set by the mounter once the kernel answered.
-	PassthroughActive func() bool
+	// mount is what the kernel negotiated, set by SetMount once the
+	// mount exists (requests may arrive before: hence atomic).
+	mount atomic.Pointer[Transport]
 
 	root *node
 }
@@ -64,6 +66,15 @@ type opStats struct {
 	getxattr, setxattr, listxattr, removexattr, statfs, allocate, lseek,
 	flush *fusecore.OpStats
 }
+
+// Transport is what the kernel granted a mount: how requests and file
+// data travel. The control file .proc/stats.json reports it.
+type Transport interface {
+	PassthroughActive() bool // file data bypasses the daemon
+}
+
+// SetMount records the mount serving f (for .proc/stats.json).
+func (f *FS) SetMount(t Transport) { f.mount.Store(&t) }
 
 // New opens the backend and state. Call Root() for the fs tree and Close
 // after unmounting.

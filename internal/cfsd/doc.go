@@ -58,7 +58,8 @@
 //
 //	whoami      the caller as Kaon sees it: "auth=unix uid=U(name) gid=G groups=.. pid=P"
 //	stats.json  per-op count, errors, rate_1s/10s/60s, mean/p50/p90/p99/p999 latency (µs),
-//	            bytes_in/bytes_out through the daemon, "passthrough": true|false
+//	            bytes_in/bytes_out through the daemon, "passthrough": true|false,
+//	            "data_path": "daemon"|"passthrough" ("starting" until the mount is recorded)
 //	quota       table "uid user bytes bytes_limit inodes inodes_lim" (root sees all users,
 //	            others their own line); root writes "set <uid|user> bytes=10G inodes=100000"
 //	            (0 = unlimited; K/M/G/T suffixes are powers of 1024)

@@ -38,10 +38,13 @@ func (f *FS) addProc(ctx context.Context, root *fs.Inode) {
 	files := map[string]*fusecore.ProcFile{
 		"whoami": {Render: func(c *fuse.Caller) []byte { return []byte(identity(c) + "\n") }},
 		"stats.json": {Render: func(c *fuse.Caller) []byte {
-			pt := f.PassthroughActive != nil && f.PassthroughActive()
-			mode := "daemon"
-			if pt {
-				mode = "passthrough"
+			// "starting" until the mounter has recorded the mount.
+			pt, mode := false, "starting"
+			if t := f.mount.Load(); t != nil {
+				pt, mode = (*t).PassthroughActive(), "daemon"
+				if pt {
+					mode = "passthrough"
+				}
 			}
 			return f.Stats.JSON(map[string]any{
 				"backend": f.opts.Backend, "passthrough": pt, "data_path": mode,

@@ -93,5 +93,7 @@
 // timeout instead of on every listing. Config.ServerKillsPriv
 // (FUSE_HANDLE_KILLPRIV_V2) is for file systems whose backend clears
 // setuid/setgid itself because it acts as the caller; it saves a GETATTR
-// before every chown.
+// before every chown. FUSE over io_uring was prototyped and measured
+// (DESIGN-NOTES.md; the go-fuse change is docs/patches/go-fuse-io-uring.patch)
+// and does not pay here: requests arrive over /dev/fuse.
 package fusecore

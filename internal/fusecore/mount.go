@@ -38,7 +38,14 @@ type Config struct {
 	NoDefaultPermissions bool
 	ACL                  bool // kernel evaluates POSIX ACLs from system.posix_acl_*
 	Passthrough          bool // request kernel FUSE passthrough for file data
-	CleanStale           bool // lazily unmount a stale mountpoint instead of failing
+	// Writeback turns on the kernel's write-back cache
+	// (FUSE_WRITEBACK_CACHE): writes land in the page cache and reach
+	// the file system in large batches (at the latest at fsync and
+	// close). The kernel then trusts its own size and mtime of a regular
+	// file over the file system's answers: a file system whose files
+	// change elsewhere must tell it (see internal/mount).
+	Writeback  bool
+	CleanStale bool // lazily unmount a stale mountpoint instead of failing
 	// Locks sends flock and fcntl locks to the file system (which holds
 	// them, e.g. in a namespace shared with other mounts) instead of
 	// keeping them in the kernel.
@@ -128,6 +135,9 @@ func (c *Config) mountOptions() fuse.MountOptions {
 	}
 	if !c.Passthrough {
 		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	}
+	if c.Writeback {
+		mo.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
 	}
 	if c.AllowOther && os.Geteuid() != 0 {
 		// fusermount3 refuses allow_other without user_allow_other.

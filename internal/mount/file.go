@@ -3,6 +3,7 @@ package mount
 import (
 	"context"
 	"io"
+	"log"
 	"math"
 	"sync"
 	"syscall"
@@ -81,6 +82,7 @@ func (n *node) open(ctx context.Context, flags uint32, c *client.Client) (fs.Fil
 		}
 		n.writers++
 	}
+	n.opens++
 	key := contentKey(n.attr)
 	if n.pageKey == key && n.jr == nil {
 		fl |= fuse.FOPEN_KEEP_CACHE
@@ -164,13 +166,22 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-func (h *handle) Write(_ context.Context, data []byte, off int64) (_ uint32, eno syscall.Errno) {
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, eno syscall.Errno) {
+	ctx = detach(ctx)
 	defer h.n.fsys.Stats.Op("write").Done(time.Now(), &eno)
 	h.n.mu.Lock()
-	jr := h.n.jr
+	jr, mode := h.n.jr, h.n.attr.Mode
 	h.n.mu.Unlock()
 	if jr == nil || !h.write {
 		return 0, syscall.EBADF
+	}
+	// The mount clears setuid/setgid on a write by anyone but root
+	// (fusecore's ServerKillsPriv: the kernel then skips asking for
+	// security.capability before every write).
+	if c, ok := fuse.FromContext(ctx); ok && c.Uid != 0 && killsPriv(mode) {
+		if eno := h.n.killPriv(ctx, h.c); eno != 0 {
+			return 0, eno
+		}
 	}
 	n, err := jr.WriteAt(data, off)
 	h.n.fsys.Stats.BytesIn.Add(int64(n))
@@ -178,6 +189,30 @@ func (h *handle) Write(_ context.Context, data []byte, off int64) (_ uint32, eno
 		return uint32(n), syscall.EIO
 	}
 	return uint32(n), 0
+}
+
+// killsPriv reports whether mode has bits a write or a chown clears:
+// setuid, and setgid where it means set-group-ID (group execute set).
+func killsPriv(mode uint32) bool {
+	return mode&syscall.S_ISUID != 0 || mode&(syscall.S_ISGID|0o010) == syscall.S_ISGID|0o010
+}
+
+// killPriv clears setuid and set-group-ID of n.
+func (n *node) killPriv(ctx context.Context, c *client.Client) syscall.Errno {
+	n.mu.Lock()
+	mode := n.attr.Mode & 0o7777
+	n.mu.Unlock()
+	mode &^= syscall.S_ISUID
+	if mode&0o010 != 0 {
+		mode &^= syscall.S_ISGID
+	}
+	if err := c.Chmod(ctx, n.path(), mode); err != nil {
+		return errno(err)
+	}
+	n.mu.Lock()
+	n.attr.Mode = n.attr.Mode&^0o7777 | mode
+	n.mu.Unlock()
+	return 0
 }
 
 // Allocate reserves space the way the namespace can: files have no
@@ -213,16 +248,24 @@ func (h *handle) Allocate(_ context.Context, off, size uint64, mode uint32) (eno
 	return syscall.EOPNOTSUPP
 }
 
-// flush writes n's journal to the namespace: close-to-open, and fsync.
-func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
+// dirty reports whether n's journal holds data not yet on the servers.
+func (n *node) dirty() bool {
 	n.mu.Lock()
 	jr, unlinked := n.jr, n.unlinked
 	n.mu.Unlock()
-	if jr == nil || unlinked || !jr.Dirty() {
+	return jr != nil && !unlinked && jr.Dirty()
+}
+
+// flush writes n's journal to the namespace: close-to-open, and fsync.
+func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
+	if !n.dirty() {
 		return 0
 	}
+	n.mu.Lock()
+	jr := n.jr
+	n.mu.Unlock()
 	p := n.path()
-	if err := jr.Flush(ctx, c, p); err != nil {
+	if err := n.fsys.replay(ctx, jr, c, p); err != nil {
 		return errno(err)
 	}
 	// What the flush made is what the kernel's pages hold.
@@ -238,6 +281,33 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 	}
 	n.mu.Unlock()
 	return 0
+}
+
+// replay flushes journal jr onto p. While the servers cannot be reached
+// or ask to retry (a storage or namespace server restarting) it tries again for the
+// mount's grace period: the journal holds what was written meanwhile,
+// and fsync or close returns once it is on the storage servers, or
+// fails after the grace.
+func (f *FS) replay(ctx context.Context, jr *journal, c *client.Client, p string) error {
+	deadline := time.Now().Add(f.opts.Grace)
+	wait := 100 * time.Millisecond
+	for told := false; ; {
+		err := jr.Flush(ctx, c, p)
+		retry := kerr.Is(err, kerr.Unavailable) || kerr.Is(err, kerr.Busy) // down, or just started (503 + Retry-After)
+		if err == nil || !retry || time.Now().Add(wait).After(deadline) {
+			if err == nil && told {
+				log.Printf("kaon mount: %s: journal replayed", p)
+			}
+			return err
+		}
+		if !told {
+			log.Printf("kaon mount: %s: %v; the journal is kept and replayed once the server is back (grace %v)", p, err, f.opts.Grace)
+			f.Stats.Counter("replay_waits").Add(1)
+			told = true
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 func (h *handle) Flush(ctx context.Context) (eno syscall.Errno) {
@@ -321,6 +391,15 @@ func (h *handle) Release(ctx context.Context) (eno syscall.Errno) {
 			n.jr = nil
 		}
 		n.mu.Unlock()
+	}
+	n.mu.Lock()
+	n.opens--
+	retire := n.opens == 0 && n.stale
+	n.mu.Unlock()
+	if retire {
+		// Changed elsewhere while open here, to a size the kernel would
+		// not take: it forgets the file now.
+		n.fsys.queue(func() { n.fsys.retire(n) })
 	}
 	n.fsys.sess.SetOpenFiles(n.fsys.openFiles(-1))
 	return eno

@@ -106,6 +106,27 @@ func (j *journal) Truncate(size int64) error {
 	return nil
 }
 
+// rebase applies a change of the remote file made elsewhere (now size
+// bytes long): reads of what is not journaled see it; the writers' size
+// follows it unless they set one themselves (a truncation, or writes
+// beyond it).
+func (j *journal) rebase(size int64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch {
+	case j.cut >= 0: // truncated here: the writers' size stands
+	case j.size > j.base: // extended here
+		j.size = max(j.size, size)
+	default:
+		end := int64(0)
+		if len(j.dirty) > 0 {
+			end = j.dirty[len(j.dirty)-1].end
+		}
+		j.size = max(size, end)
+	}
+	j.base = size
+}
+
 // ReadAt reads p at off: journaled bytes from the journal, others from
 // remote (below the remote size that no truncation cut), zeros beyond.
 func (j *journal) ReadAt(ctx context.Context, p []byte, off int64, remote func(context.Context, []byte, int64) (int, error)) (int, error) {

@@ -120,3 +120,31 @@ func TestDiscoverToken(t *testing.T) {
 		t.Errorf("parseEnviron: %v", env)
 	}
 }
+
+// TestJournalRebase: a change made elsewhere while the file is open for
+// writing here shows to its readers under what this mount wrote; the
+// writers' size follows the remote one unless they set one.
+func TestJournalRebase(t *testing.T) {
+	j, err := newJournal(t.TempDir(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	j.WriteAt([]byte("AA"), 0)
+	grown := remoteOf([]byte("0123456789BBBBB"))
+	j.rebase(15)
+	if got := read(t, j, grown, 0, 32); got != "AA23456789BBBBB" {
+		t.Fatalf("after a remote growth: %q", got)
+	}
+	shrunk := remoteOf([]byte("0123"))
+	j.rebase(4)
+	if got := read(t, j, shrunk, 0, 32); got != "AA23" {
+		t.Fatalf("after a remote shrink: %q", got)
+	}
+	// Written beyond the remote end here: the writers' size stands.
+	j.WriteAt([]byte("CC"), 8)
+	j.rebase(6)
+	if j.Size() != 10 {
+		t.Fatalf("size after a remote change below this mount's writes: %d, want 10", j.Size())
+	}
+}

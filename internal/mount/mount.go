@@ -3,6 +3,8 @@ package mount
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"os"
 	"path"
 	"strings"
@@ -38,6 +40,15 @@ type Options struct {
 	// NoCacheTimeout is the kernel cache lifetime where no lease covers
 	// an entry (its directory could not be subscribed).
 	NoCacheTimeout time.Duration
+	// Grace is how long fsync and close keep replaying a file's journal
+	// while the servers cannot be reached (a restart) before they fail
+	// (default 2 min).
+	Grace time.Duration
+	// Writeback: the kernel's write-back cache is on (fusecore's
+	// Config.Writeback), so the kernel keeps its own size and mtime of
+	// a file and remote changes are told to it differently (see
+	// contentChanged).
+	Writeback bool
 }
 
 // FS is a mounted namespace: the node tree fusecore mounts, its session
@@ -74,6 +85,9 @@ func New(ctx context.Context, o Options) (*FS, error) {
 	o.Subtree = sub
 	if o.Timeout <= 0 {
 		o.Timeout = time.Minute
+	}
+	if o.Grace <= 0 {
+		o.Grace = 2 * time.Minute
 	}
 	if o.NoCacheTimeout == 0 {
 		o.NoCacheTimeout = time.Second
@@ -261,7 +275,11 @@ func (f *FS) apply(ev nsapi.Invalidation) {
 		entry(ev.Parent, ev.Name)
 		if n := f.lookupNode(ev.Ino); n != nil {
 			n.invalidate(true)
-			f.queue(func() { n.NotifyContent(0, 0) })
+			if n.IsDir() {
+				f.queue(func() { n.NotifyContent(0, 0) })
+			} else {
+				f.queue(func() { f.contentChanged(n, ev.Size) })
+			}
 		}
 	case nsapi.EventRemoved:
 		entry(ev.Parent, ev.Name)
@@ -283,13 +301,124 @@ func (f *FS) apply(ev nsapi.Invalidation) {
 		}
 		if n := f.lookupNode(ev.Ino); n != nil {
 			if pages := n.modified(ev); pages {
-				f.queue(func() { n.NotifyContent(0, 0) })
+				f.queue(func() { f.contentChanged(n, ev.Size) })
 			} else {
 				f.queue(func() { n.NotifyContent(-1, 0) })
 			}
 		}
 	}
 }
+
+// contentChanged tells the kernel that file n changed elsewhere and is
+// size bytes long now. Its pages go first: the kernel writes the dirty
+// ones back to us (FUSE WRITE into n's journal, served while this
+// waits) before it drops them, mapped ones included, so what this mount
+// wrote is never lost, and is replayed over the remote change at the
+// next flush.
+//
+// Without write-back the kernel then takes size and mtime from the next
+// GETATTR. With write-back it never does for a file it knows (it trusts
+// its own: libfuse issue 864), so:
+//   - a file not open here is made to be forgotten (its name
+//     invalidated, its inode pruned): the next lookup builds a new inode
+//     from the namespace's attributes;
+//   - a file open here that grew gets its new last bytes stored in its
+//     page cache (FUSE_NOTIFY_STORE), which is how the kernel learns a
+//     larger size; one that shrank keeps the kernel's larger size until
+//     its last close here (reads past the end get zeros), then is
+//     forgotten as above. The kernel has no notification that lowers a
+//     size (see docs/DESIGN.md).
+func (f *FS) contentChanged(n *node, size int64) {
+	n.NotifyContent(0, 0)
+	n.mu.Lock()
+	jr, open, told := n.jr, n.opens > 0, n.told
+	n.mu.Unlock()
+	if jr != nil {
+		told = max(told, jr.Size())
+		jr.rebase(size)
+	}
+	if !f.opts.Writeback {
+		return
+	}
+	if !open {
+		f.retire(n)
+		return
+	}
+	if size < told {
+		n.mu.Lock()
+		n.stale = true
+		n.mu.Unlock()
+	}
+	if size > 0 {
+		f.storeTail(n, size)
+	}
+}
+
+// retire makes the kernel forget file n, whose size and mtime it would
+// keep: its names are invalidated, then the inode pruned (nothing holds
+// it once no file is open), so the next lookup makes a new one.
+func (f *FS) retire(n *node) {
+	n.mu.Lock()
+	n.stale = false
+	n.mu.Unlock()
+	if name, p := n.Parent(); p != nil {
+		p.NotifyEntry(name)
+	}
+	if eno := n.NotifyPrune([]*fs.Inode{&n.Inode}); eno != 0 {
+		f.Stats.Counter("prune_failed").Add(1)
+	}
+	f.Stats.Counter("retired").Add(1)
+}
+
+// storeTail stores the last bytes of file n (from the start of the page
+// holding its last byte, so the page is whole) in the kernel's page
+// cache: the kernel's size of n grows to size. They are read as n's
+// readers see them: this mount's journal over the remote file.
+func (f *FS) storeTail(n *node, size int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
+	defer cancel()
+	from := (size - 1) &^ (pageSize - 1)
+	buf := make([]byte, size-from)
+	var rd *client.Reader
+	remote := func(ctx context.Context, p []byte, off int64) (int, error) {
+		if rd == nil {
+			r, err := f.own.OpenReader(ctx, n.path())
+			if err != nil {
+				return 0, err
+			}
+			rd = r
+		}
+		return rd.ReadAt(ctx, p, off)
+	}
+	n.mu.Lock()
+	jr := n.jr
+	n.mu.Unlock()
+	var m int
+	var err error
+	if jr != nil {
+		m, err = jr.ReadAt(ctx, buf, from, remote)
+	} else {
+		m, err = remote(ctx, buf, from)
+	}
+	if err == io.EOF && m == len(buf) {
+		err = nil
+	}
+	if err == nil && m == len(buf) {
+		if eno := n.WriteCache(from, buf); eno == 0 {
+			return
+		} else {
+			err = eno
+		}
+	}
+	// The kernel keeps its old size until the last close here.
+	log.Printf("kaon mount: %s changed elsewhere: telling the kernel its size %d: %v (read %d of %d)", n.path(), size, err, m, len(buf))
+	f.Stats.Counter("store_failed").Add(1)
+	n.mu.Lock()
+	n.stale = true
+	n.mu.Unlock()
+}
+
+const pageSize = 4096
 
 // queue hands a kernel notification to notifier; when the queue is full
 // it is dropped with a count (the kernel's caches then expire by time).

@@ -38,6 +38,9 @@ type node struct {
 	ents     map[string]nsapi.Entry // a directory's listing, valid with the lease
 	jr       *journal               // the write-back journal while open for writing
 	writers  int                    // handles sharing jr
+	opens    int                    // open handles (writers included)
+	told     int64                  // the size last told to the kernel
+	stale    bool                   // the kernel's size is stale: forget n at its last close
 	pageKey  string                 // the content the kernel's page cache holds
 	pageVer  uint64                 // the data version the kernel's pages were read at
 	gen      uint64                 // counts changes of the content (read-ahead buffers check it)
@@ -159,6 +162,11 @@ func (n *node) modified(ev nsapi.Invalidation) bool {
 	if ev.DataVersion != 0 && ev.DataVersion <= n.pageVer {
 		return false // our own flush, or older news
 	}
+	if ev.DataVersion > n.attr.DataVersion {
+		// Reads stop at the size known: the new one, at once.
+		n.attr.Size, n.attr.DataVersion = ev.Size, ev.DataVersion
+		n.attr.MTime = time.Unix(0, ev.MTime)
+	}
 	n.pageKey = ""
 	n.gen++
 	return true
@@ -240,6 +248,11 @@ func (n *node) fill(a nsapi.Attr, out *fuse.Attr) {
 	n.mu.Unlock()
 	if jr != nil {
 		out.Size = uint64(jr.Size())
+	}
+	if !a.IsDir {
+		n.mu.Lock()
+		n.told = int64(out.Size)
+		n.mu.Unlock()
 	}
 	if unlinked {
 		out.Nlink = 0
@@ -534,6 +547,15 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			return errno(err)
 		}
 	}
+	// FATTR_KILL_SUIDGID: a chown, or a truncate by anyone but root
+	// (fusecore's ServerKillsPriv leaves it to the mount).
+	if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && !a.IsDir {
+		if _, setMode := in.GetMode(); !setMode && killsPriv(a.Mode) {
+			if eno := n.killPriv(ctx, c); eno != 0 {
+				return eno
+			}
+		}
+	}
 	if sz, ok := in.GetSize(); ok {
 		n.mu.Lock()
 		jr := n.jr
@@ -550,9 +572,23 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	}
 	// Times: the namespace keeps the modification time, no access time
 	// (an atime set is accepted and not kept, as on a noatime mount).
-	// Written data is replayed first, or its commit at close would stamp
-	// the file with the time of the close (cp -p sets times before it
-	// closes).
+	// With the write-back cache the kernel keeps a file's mtime and sends
+	// it (mtime and ctime, no atime) before it writes the file back: while
+	// this mount holds unwritten data, that is answered here — the commit
+	// of the data stamps the file, and a close or fsync must not fail
+	// while the servers restart (the grace).
+	kernelTimes := n.fsys.opts.Writeback && !a.IsDir &&
+		in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME|fuse.FATTR_CTIME) == fuse.FATTR_MTIME|fuse.FATTR_CTIME &&
+		in.Valid&(fuse.FATTR_MODE|fuse.FATTR_UID|fuse.FATTR_GID|fuse.FATTR_SIZE) == 0
+	if kernelTimes && n.dirty() {
+		a, until := n.snapshot()
+		n.fill(a, &out.Attr)
+		out.SetTimeout(timeout(until))
+		return 0
+	}
+	// An explicit time: written data is replayed first, or its commit at
+	// close would stamp the file with the time of the close (cp -p sets
+	// times before it closes).
 	if in.Valid&fuse.FATTR_MTIME != 0 {
 		if eno := n.flush(ctx, c); eno != 0 {
 			return eno

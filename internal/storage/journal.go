@@ -178,7 +178,7 @@ func (s *Server) ApplyStripe(token string, fid uint64, idx int) error {
 	if err != nil {
 		return err
 	}
-	return journalError("apply", c.Path, f.apply(fid))
+	return journalError("apply", c.Path, f.applyUpdate(fid, c.DataVersion))
 }
 
 // apply rolls the prepared update of the stripe of fid on f forward,
@@ -186,6 +186,22 @@ func (s *Server) ApplyStripe(token string, fid uint64, idx int) error {
 func (f *filesystem) apply(fid uint64) error {
 	defer f.lockStripe(fid)()
 	return f.store.(backend.Updater).Apply(fid)
+}
+
+// applyUpdate applies the prepared update of the stripe of fid on f,
+// which the namespace committed over data version base. A reader that
+// opened the stripe since the commit has rolled that journal forward
+// already (current): the stripe past base and no journal left is the
+// update applied, not a stripe that missed it.
+func (f *filesystem) applyUpdate(fid, base uint64) error {
+	defer f.lockStripe(fid)()
+	err := f.store.(backend.Updater).Apply(fid)
+	if kerr.Is(err, kerr.NotFound) {
+		if m, merr := f.store.ReadMeta(fid); merr == nil && m.Version > base {
+			return nil
+		}
+	}
+	return err
 }
 
 // DiscardStripe drops the prepared journal of stripe idx.

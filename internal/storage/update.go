@@ -538,7 +538,7 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 		}
 		var err error
 		if j.f != nil {
-			err = j.f.apply(c.Fid)
+			err = j.f.applyUpdate(c.Fid, c.DataVersion)
 		} else if p, perr := u.s.peers("update", c.Path); perr != nil {
 			err = perr
 		} else {

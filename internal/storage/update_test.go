@@ -416,6 +416,64 @@ func TestUpdateAfterAnUnappliedCommit(t *testing.T) {
 	}
 }
 
+// readerAtCommit is the namespace, where a reader opens every stripe of
+// the file at its new version right after an update committed, before
+// the update applied its journals (a mount told of the change reads at
+// once).
+type readerAtCommit struct {
+	*storagetest.Namespace
+	read func()
+}
+
+func (r readerAtCommit) CommitUpdate(ctx context.Context, m message.UpdateCommit) (message.FileVersion, error) {
+	fv, err := r.Namespace.CommitUpdate(ctx, m)
+	if err == nil {
+		r.read()
+	}
+	return fv, err
+}
+
+// TestReadBetweenCommitAndApply: a read that opens the stripes after the
+// namespace recorded an update and before its entry server applied it
+// rolls their journals forward; the update's own apply then finds none
+// and must take that for done, not mark the stripes stale (which left a
+// plain file unreadable: a mount reading a file the moment it was told
+// of its change did that).
+func TestReadBetweenCommitAndApply(t *testing.T) {
+	servers, ns, key, _ := memServers(t, 2, 3)
+	c := spread(69, "replica:2", 2, 2)
+	old := bytes.Repeat([]byte("old "), 1000)
+	uploaded(t, servers, key, c, old)
+	servers[0].cfg.Namespace = readerAtCommit{ns, func() {
+		for i, s := range servers {
+			b, err := s.OpenStripe(key.Sign(readCap(t, ns, c)), c.Fid, i)
+			if err != nil {
+				t.Errorf("a reader of stripe %d right after the commit: %v", i, err)
+				continue
+			}
+			b.Close()
+		}
+	}}
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.WriteAt([]byte("NEW!"), 0)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 1 || len(fv.Stale) != 0 {
+		t.Fatalf("the namespace after an update read between its commit and its apply: %+v, want version 1, no stale stripe", fv)
+	}
+	want := append([]byte("NEW!"), old[4:]...)
+	for i, s := range servers {
+		if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("a reader at server %d: %v, new content %v", i, err, bytes.Equal(got, want))
+		}
+	}
+}
+
 // TestRepairRollsJournalsForward: fsck finds a stripe behind the file's
 // data version (stale) whose journal the namespace recorded (its entry
 // server crashed between the commit and the apply). The repair rolls that

@@ -27,7 +27,7 @@ func ClientFromEnv() (cl *client.Client, ok bool, err error) {
 	case strings.HasPrefix(cc, "FILE:"):
 		cc = strings.TrimPrefix(cc, "FILE:")
 	case strings.Contains(cc, ":") && !strings.HasPrefix(cc, "/"):
-		return nil, false, fmt.Errorf("Kerberos credential cache %s: only FILE: caches are read", cc)
+		return nil, false, fmt.Errorf("the Kerberos credential cache %s: only FILE: caches are read", cc)
 	}
 	if _, err := os.Stat(cc); errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
@@ -38,15 +38,15 @@ func ClientFromEnv() (cl *client.Client, ok bool, err error) {
 	}
 	cfg, err := config.Load(conf)
 	if err != nil {
-		return nil, false, fmt.Errorf("Kerberos configuration %s: %w", conf, err)
+		return nil, false, fmt.Errorf("the Kerberos configuration %s: %w", conf, err)
 	}
 	ccache, err := credentials.LoadCCache(cc)
 	if err != nil {
-		return nil, false, fmt.Errorf("Kerberos credential cache %s: %w", cc, err)
+		return nil, false, fmt.Errorf("the Kerberos credential cache %s: %w", cc, err)
 	}
 	cl, err = client.NewFromCCache(ccache, cfg, client.DisablePAFXFAST(true))
 	if err != nil {
-		return nil, false, fmt.Errorf("Kerberos credential cache %s: %w (kinit again)", cc, err)
+		return nil, false, fmt.Errorf("the Kerberos credential cache %s: %w (kinit again)", cc, err)
 	}
 	return cl, true, nil
 }
