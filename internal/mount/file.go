@@ -315,9 +315,13 @@ func (h *handle) Flush(ctx context.Context) (eno syscall.Errno) {
 	ctx = detach(ctx)
 	if ok {
 		h.n.releasePOSIX(ctx, owner)
-	} else {
-		h.releaseLocks(ctx, false)
+		h.mu.Lock()
+		delete(h.owners, lockOwner{owner, false})
+		h.mu.Unlock()
 	}
+	// OFD locks set through h go now too: the kernel sends nothing for
+	// them at a close but the RELEASE, which comes after close returned.
+	h.releaseLocks(ctx, false)
 	if !h.write {
 		return 0
 	}
@@ -343,9 +347,10 @@ func (n *node) releasePOSIX(ctx context.Context, owner uint64) {
 	}
 }
 
-// releaseLocks releases the locks set through h: its POSIX ones (any
-// close, when the FLUSH's owner is unknown), and with all its flock and
-// OFD locks too (the last close, RELEASE).
+// releaseLocks releases the locks set through h: its POSIX and OFD ones
+// (any close: FUSE does not tell them apart, so an OFD lock goes at any
+// close of its description, not only the last), and with all its flock
+// locks too (the last close, RELEASE).
 func (h *handle) releaseLocks(ctx context.Context, all bool) {
 	h.mu.Lock()
 	var rel []lockOwner
@@ -356,6 +361,13 @@ func (h *handle) releaseLocks(ctx context.Context, all bool) {
 		}
 	}
 	h.mu.Unlock()
+	h.n.mu.Lock()
+	for _, o := range rel {
+		if !o.flock {
+			delete(h.n.posix, o.owner)
+		}
+	}
+	h.n.mu.Unlock()
 	for _, o := range rel {
 		kind := nsapi.LockPOSIX
 		if o.flock {

@@ -594,7 +594,15 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			return eno
 		}
 		mt, _ := in.GetMTime()
-		if err := c.SetMTime(ctx, p, mt, in.Valid&fuse.FATTR_MTIME_NOW != 0); err != nil {
+		// With the write-back cache the kernel sends a touch (and an
+		// O_TRUNC) as an explicit time; having checked permissions
+		// (default_permissions), it lets only the owner or root set any
+		// other time than now, so another caller's time is "now".
+		now := in.Valid&fuse.FATTR_MTIME_NOW != 0
+		if cl, ok := fuse.FromContext(ctx); ok && cl.Uid != 0 && cl.Uid != a.UID {
+			now = true
+		}
+		if err := c.SetMTime(ctx, p, mt, now); err != nil {
 			return errno(err)
 		}
 	}
