@@ -422,6 +422,13 @@ func TestHungServer(t *testing.T) {
 			up.Cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}()
+	// Every thread of the server stopped (state T) before the mount is
+	// asked: a thread in a system call stops only when it returns.
+	waitFor(t, 30*time.Second, "the server to be stopped (SIGSTOP)", func() bool {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", up.Cmd.Process.Pid))
+		_, rest, _ := strings.Cut(string(st), ") ")
+		return err == nil && strings.HasPrefix(rest, "T")
+	})
 	var statErr error
 	if err := fusetest.Within("stat of a new name while the server is stopped", 30*time.Second, func() error {
 		_, statErr = os.Stat(filepath.Join(m.mp, "not-cached"))

@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 
 	"github.com/kaon-storage/kaon/internal/checksum"
@@ -162,10 +163,23 @@ func ReplayOps(r io.Reader, t OpTarget) error {
 // Touched is what a journal's operations do to the blocks of a stripe.
 type Touched struct {
 	bs             int
-	OldLen, NewLen int64      // the stripe's data length before and after
-	blocks         [][2]int64 // ranges [lo, hi) of blocks whose bytes may change, merged
-	covered        [][2]int64 // ranges of blocks one write overwrites whole
+	OldLen, NewLen int64            // the stripe's data length before and after
+	blocks         [][2]int64       // ranges [lo, hi) of blocks whose bytes may change, merged
+	covered        [][2]int64       // ranges of blocks one write overwrites whole
+	keep           bool             // Verify keeps what it read (Keep)
+	kept           map[int64][]byte // whole blocks Verify read, with the writes since (Patch)
+	keptBytes      int64
 }
+
+// Keep makes Verify keep the whole blocks it reads (up to maxKept bytes)
+// so that Sums sums them without reading them again; the caller must
+// then tell each write it applies to Patch, and each truncation to
+// Forget.
+func (t *Touched) Keep() { t.keep = true }
+
+// maxKept bounds the bytes of verified blocks Touched keeps in memory
+// for Sums; blocks beyond it are read again.
+const maxKept = 64 << 20
 
 // TouchedBlocks reads the n bytes of operations r holds (ReadOps's
 // format; the data of writes is skipped, not read) and says what they do
@@ -281,10 +295,37 @@ func (t *Touched) Verify(read func(p []byte, off int64) error, old checksum.Sums
 			if _, err := checksum.VerifyBlocks(p, b, t.bs, want); err != nil {
 				return err
 			}
+			if t.keep && len(p) == t.bs && t.keptBytes+int64(t.bs) <= maxKept {
+				if t.kept == nil {
+					t.kept = map[int64][]byte{}
+				}
+				t.kept[b], t.keptBytes = p, t.keptBytes+int64(t.bs)
+			}
 		}
 	}
 	return nil
 }
+
+// Patch brings the blocks Verify kept up to date with a write of n
+// bytes at off, whose data read gives (read(p, o): p's bytes at offset o
+// of the write's data). A truncation forgets them (Forget).
+func (t *Touched) Patch(off, n int64, read func(p []byte, o int64) error) error {
+	b := int64(t.bs)
+	for blk := off / b; len(t.kept) > 0 && blk*b < off+n; blk++ {
+		p, ok := t.kept[blk]
+		if !ok {
+			continue
+		}
+		from, to := max(off, blk*b), min(off+n, blk*b+b)
+		if err := read(p[from-blk*b:to-blk*b], from-off); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Forget drops the blocks Verify kept: Sums reads them again.
+func (t *Touched) Forget() { t.kept, t.keptBytes = nil, 0 }
 
 // Sums returns the block sums of the stripe after the update: old's
 // (the sums before, of OldLen bytes) for the blocks it did not touch,
@@ -305,10 +346,34 @@ func (t *Touched) Sums(old checksum.SumsFunc, read func(p []byte, off int64) err
 			continue
 		}
 		q := p[:min(int64(t.bs), t.NewLen-b*int64(t.bs))]
+		if k, ok := t.kept[b]; ok && len(k) == len(q) {
+			sums[b] = checksum.CRC32CSum(k) // verified before, patched with the writes since
+			continue
+		}
 		if err := read(q, b*int64(t.bs)); err != nil {
 			return nil, fmt.Errorf("block %d: %w", b, err)
 		}
 		sums[b] = checksum.CRC32CSum(q)
 	}
 	return sums, nil
+}
+
+// SpooledOps is operations held in the first N bytes of a local file,
+// with the crc32c (Castagnoli) of those bytes computed as they were
+// written. A store on the same machine (posix) copies them into its
+// journal in the kernel (copy_file_range) and continues the journal's
+// checksum from CRC instead of reading them through user space; any
+// other reader reads them as a stream.
+type SpooledOps struct {
+	F   *os.File
+	N   int64
+	CRC uint32
+	r   *io.SectionReader
+}
+
+func (o *SpooledOps) Read(p []byte) (int, error) {
+	if o.r == nil {
+		o.r = io.NewSectionReader(o.F, 0, o.N)
+	}
+	return o.r.Read(p)
 }

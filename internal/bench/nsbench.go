@@ -24,8 +24,11 @@ type NSConfig struct {
 	Files, Dirs, Workers int
 	URL                  string // through the server's API; empty: in-process
 	ServerPID            int    // server to read RSS from (API mode)
-	Dir                  string // store directory (in-process mode)
-	Sync                 bool   // durable commits (in-process mode)
+	// HTTP2 speaks HTTP/2 to the API (h2c for http://, as the mount's
+	// session channel does) instead of HTTP/1.1 connections.
+	HTTP2 bool
+	Dir   string // store directory (in-process mode)
+	Sync  bool   // durable commits (in-process mode)
 	// Store opens the store of the in-process namespace (default: Pebble
 	// in Dir).
 	Store func() (NSStore, error)
@@ -127,7 +130,15 @@ func Namespace(cfg NSConfig) (NSResult, error) {
 	res := NSResult{Mode: "in-process"}
 	if cfg.URL != "" {
 		res.Mode = "server API " + cfg.URL
-		ops = apiOps{base: cfg.URL, c: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Workers * 2}}}
+		t := &http.Transport{MaxIdleConnsPerHost: cfg.Workers * 2}
+		if cfg.HTTP2 {
+			res.Mode += " over HTTP/2"
+			var p http.Protocols
+			p.SetHTTP2(true)
+			p.SetUnencryptedHTTP2(true)
+			t.Protocols = &p
+		}
+		ops = apiOps{base: cfg.URL, c: &http.Client{Transport: t}}
 	} else {
 		var store kv.Store
 		if cfg.Store != nil {

@@ -38,6 +38,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -73,11 +74,15 @@ type Update struct {
 	spool    *os.File
 	buf      *bufio.Writer
 	spoolLen int64
+	spoolCRC uint32 // crc32c of the spool's spoolLen bytes
 	changed  bool
 	base     File // the committed content, opened on first read
 	failed   error
 	closed   bool
 }
+
+// castagnoli sums the spool (backend.SpooledOps).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // extent is a written range: n bytes at logical offset off, their data at
 // spool offset at.
@@ -179,6 +184,7 @@ func (u *Update) spoolWrite(p []byte, off int64) error {
 	if _, err := u.buf.Write(p); err != nil {
 		return err
 	}
+	u.spoolCRC = crc32.Update(crc32.Update(u.spoolCRC, castagnoli, op), castagnoli, p)
 	u.spoolLen = at + int64(len(p))
 	u.insert(extent{off: off, n: int64(len(p)), at: at})
 	end := off + int64(len(p))
@@ -218,10 +224,12 @@ func (u *Update) Truncate(size int64) error {
 	if size < 0 {
 		return kerr.New(kerr.Invalid, "truncate", u.path, "negative size")
 	}
-	if _, err := u.buf.Write(backend.EncodeTruncate(nil, size)); err != nil {
+	op := backend.EncodeTruncate(nil, size)
+	if _, err := u.buf.Write(op); err != nil {
 		u.failed = kerr.Wrap(kerr.IO, "truncate", u.path, err)
 		return u.failed
 	}
+	u.spoolCRC = crc32.Update(u.spoolCRC, castagnoli, op)
 	u.spoolLen += 9
 	u.cut = min(u.cut, size)
 	var ext []extent
@@ -402,7 +410,7 @@ func (u *Update) committed(v message.FileVersion) {
 		u.base = nil
 	}
 	u.baseSize, u.cut, u.size, u.trunc, u.endAfter = v.Size, v.Size, v.Size, -1, 0
-	u.ext, u.spoolLen, u.changed = nil, 0, false
+	u.ext, u.spoolLen, u.spoolCRC, u.changed = nil, 0, 0, false
 	err := u.spool.Truncate(0)
 	if err == nil {
 		_, err = u.spool.Seek(0, io.SeekStart)
@@ -448,7 +456,7 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 		}
 	} else {
 		for _, j := range jobs {
-			j.ops = func() io.Reader { return io.NewSectionReader(u.spool, 0, u.spoolLen) }
+			j.ops = func() io.Reader { return &backend.SpooledOps{F: u.spool, N: u.spoolLen, CRC: u.spoolCRC} }
 		}
 	}
 	if cleanup != nil {

@@ -37,7 +37,16 @@ package posix
 // replay rewrites the same bytes and sums. The blocks step 1 verified
 // are not verified again on a replay after step 2 (their old bytes are
 // gone from the sums on disk), which is why 1 comes before any change.
-// Apply writes through the page cache.
+// Apply writes through the page cache. The bytes move in the kernel
+// where they can (copy.go): a journal prepared from a local update's
+// spool (backend.SpooledOps) is copied from it with copy_file_range and
+// its checksum continued from the spool's, summed as the spool was
+// written; the writes are copied from the journal into the stripe the
+// same way; the blocks step 1 verified stay in memory, patched with the
+// writes, and are summed from there in step 4 (each touched block read
+// and summed once). The journal's removal after an apply is not synced:
+// one that comes back after a crash finds the stripe at its new version
+// and is dropped again.
 
 import (
 	"bytes"
@@ -49,6 +58,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/kaon-storage/kaon/internal/backend"
@@ -107,21 +117,22 @@ func (s *Store) Prepare(fid uint64, jh backend.JournalHead, ops io.Reader) error
 	if err != nil {
 		return s.fail("prepare update", fid, err)
 	}
-	crc := crc32.New(castagnoli)
-	w := io.MultiWriter(f, crc)
 	head, _ := json.Marshal(h)
-	_, err = io.Copy(w, ops)
-	if err == nil {
-		_, err = w.Write(sums)
+	var sum uint32
+	var n int64
+	if so, ok := ops.(*backend.SpooledOps); ok {
+		// The spool's bytes and their sum, taken as they were spooled:
+		// copied in the kernel, not read here.
+		sum, n, err = so.CRC, so.N, copyRange(f, 0, so.F, 0, so.N)
+	} else {
+		crc := crc32.New(castagnoli)
+		n, err = io.CopyBuffer(io.MultiWriter(f, crc), ops, make([]byte, copyBufSize))
+		sum = crc.Sum32()
 	}
+	rest := slices.Concat(sums, head, binary.BigEndian.AppendUint32(nil, uint32(len(head))))
+	sum = crc32.Update(sum, castagnoli, rest)
 	if err == nil {
-		_, err = w.Write(head)
-	}
-	if err == nil {
-		_, err = w.Write(binary.BigEndian.AppendUint32(nil, uint32(len(head))))
-	}
-	if err == nil {
-		_, err = f.Write(append(binary.BigEndian.AppendUint32(nil, crc.Sum32()), journalMagic...))
+		_, err = f.WriteAt(append(binary.BigEndian.AppendUint32(rest, sum), journalMagic...), n)
 	}
 	if err == nil {
 		err = f.Sync()
@@ -170,7 +181,7 @@ func (s *Store) readJournal(fid uint64) (*os.File, journalHead, int64, error) {
 		return fail("no trailer")
 	}
 	crc := crc32.New(castagnoli)
-	if _, err := io.Copy(crc, io.NewSectionReader(f, 0, size-12)); err != nil {
+	if _, err := io.CopyBuffer(crc, io.NewSectionReader(f, 0, size-12), make([]byte, copyBufSize)); err != nil {
 		return fail(err.Error())
 	}
 	if crc.Sum32() != binary.BigEndian.Uint32(tail[:4]) {
@@ -227,7 +238,7 @@ func (s *Store) Apply(fid uint64) error {
 	}
 	switch m.Version {
 	case h.Meta.Version:
-		return s.Discard(fid) // applied before a crash; only the journal was left
+		return s.drop(fid, false) // applied before a crash; only the journal was left
 	case h.From:
 	default:
 		_ = s.Discard(fid)
@@ -247,7 +258,7 @@ func (s *Store) Apply(fid uint64) error {
 		}
 		return s.fail("update", fid, err)
 	}
-	return s.Discard(fid)
+	return s.drop(fid, false)
 }
 
 // apply rolls the journal j of head h forward on the stripe file f
@@ -273,6 +284,7 @@ func (s *Store) apply(f *os.File, j *os.File, h journalHead, opsLen int64) error
 		// As it was (or applied up to the footer): verify what stays.
 		touched, err = backend.TouchedBlocks(ops, opsLen, t.len, t.block)
 		if err == nil {
+			touched.Keep() // replay patches them: each block read and summed once
 			old, err = tableOf(f, t.table(), t)
 		}
 		if err == nil {
@@ -299,7 +311,7 @@ func (s *Store) apply(f *os.File, j *os.File, h journalHead, opsLen int64) error
 		err = s.crashed("cut")
 	}
 	if err == nil {
-		err = backend.ReplayOps(io.NewSectionReader(j, 0, opsLen), f)
+		err = replay(j, opsLen, f, touched)
 	}
 	if err == nil {
 		err = s.crashed("data")
@@ -334,6 +346,57 @@ func (s *Store) apply(f *os.File, j *os.File, h journalHead, opsLen int64) error
 	return err
 }
 
+// replay applies the opsLen bytes of operations at the start of the
+// journal j to the stripe file f (backend.ReplayOps's format), the data
+// of writes copied in the kernel; the blocks touched kept (Verify) are
+// patched with them.
+func replay(j *os.File, opsLen int64, f *os.File, touched *backend.Touched) error {
+	var hdr [13]byte
+	for off := int64(0); off < opsLen; {
+		if _, err := j.ReadAt(hdr[:1], off); err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+		switch hdr[0] {
+		case 'W':
+			if _, err := j.ReadAt(hdr[1:13], off+1); err != nil {
+				return fmt.Errorf("journal: cut off write: %w", err)
+			}
+			at, n := int64(binary.BigEndian.Uint64(hdr[1:9])), int64(binary.BigEndian.Uint32(hdr[9:13]))
+			if n > backend.MaxOpData || at < 0 || off+13+n > opsLen {
+				return fmt.Errorf("journal: bad write of %d bytes at %d", n, at)
+			}
+			if err := copyRange(f, at, j, off+13, n); err != nil {
+				return err
+			}
+			if touched != nil {
+				data := off + 13
+				if err := touched.Patch(at, n, func(p []byte, o int64) error { _, err := j.ReadAt(p, data+o); return err }); err != nil {
+					return err
+				}
+			}
+			off += 13 + n
+		case 'T':
+			if _, err := j.ReadAt(hdr[1:9], off+1); err != nil {
+				return fmt.Errorf("journal: cut off truncate: %w", err)
+			}
+			size := int64(binary.BigEndian.Uint64(hdr[1:9]))
+			if size < 0 {
+				return fmt.Errorf("journal: bad truncate to %d", size)
+			}
+			if err := f.Truncate(size); err != nil {
+				return err
+			}
+			if touched != nil {
+				touched.Forget()
+			}
+			off += 9
+		default:
+			return fmt.Errorf("journal: unknown operation %q", hdr[0])
+		}
+	}
+	return nil
+}
+
 // tableOf reads the block sums of a stripe of t's shape from r at off.
 func tableOf(r io.ReaderAt, off int64, t sumsInfo) (checksum.SumsFunc, error) {
 	b := make([]byte, 4*checksum.Blocks(t.len, t.block))
@@ -357,14 +420,22 @@ func (s *Store) crashed(step string) error {
 	return nil
 }
 
-func (s *Store) Discard(fid uint64) error {
+func (s *Store) Discard(fid uint64) error { return s.drop(fid, true) }
+
+// drop removes the journal of fid; durably (the directory synced) when
+// durable. A journal Apply rolled forward need not go durably: the
+// stripe's new version is synced before, and a journal that comes back
+// after a crash takes the stripe to the version it has, which Apply,
+// storage's open check and fsck take as applied and drop, and the next
+// Prepare replaces. A discarded one must: it never applied.
+func (s *Store) drop(fid uint64, durable bool) error {
 	p := journalPath(s.root, fid)
 	err := os.Remove(p)
 	os.Remove(p + ".tmp")
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return s.fail("discard update", fid, err)
 	}
-	if err == nil {
+	if err == nil && durable {
 		return syncDir(filepath.Dir(p))
 	}
 	return nil
