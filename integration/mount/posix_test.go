@@ -189,20 +189,18 @@ func TestFSX(t *testing.T) {
 	fusetest.FSX{Roots: []string{a.mp, b.mp}, Name: "two", Ops: ops, Seed: seed + 1}.Run(t)
 }
 
-// TestLockSemantics: which of POSIX's and OFD's rules for releasing a
-// lock hold through the mount, probed from a second mount (the
-// namespace holds the locks). FUSE sends each lock's owner (the process
-// for POSIX locks, the open file description for OFD locks) but the
-// close of a descriptor (FLUSH) reaches the daemon without its owner
-// (go-fuse's fs API drops FlushIn.LockOwner), so the daemon releases at
-// a close the POSIX locks set through that open file description:
+// TestLockSemantics: POSIX's and OFD's rules for releasing a lock hold
+// through the mount, probed from a second mount (the namespace holds the
+// locks). FUSE sends each lock's owner (the process for POSIX locks, the
+// open file description for OFD locks) and the closing process with each
+// FLUSH (go-fuse's fs API drops it; fusecore.FlushOwner keeps it):
 //   - POSIX lock, closed through the descriptor it was set through:
-//     released (as POSIX);
-//   - OFD lock, another open of the file closed: kept (as OFD);
-//   - OFD lock, its last descriptor closed: released (as OFD);
+//     released;
+//   - OFD lock, another open of the file closed: kept;
+//   - OFD lock, its last descriptor closed: released;
 //   - POSIX lock, another open of the file by the same process closed:
-//     POSIX releases it, the mount keeps it until the descriptor it
-//     was set through is closed (asserted, so a fix shows here).
+//     released (the process's locks on the file go at any of its
+//     closes of it).
 func TestLockSemantics(t *testing.T) {
 	up := harness.Up(t)
 	up.MustKaon("mkdir", "/lk")
@@ -267,11 +265,8 @@ func TestLockSemantics(t *testing.T) {
 	lock(fd, unix.F_SETLK)
 	other = open(a.mp)
 	unix.Close(other)
-	if !locked() {
-		t.Error("POSIX lock now released by the close of another descriptor, as POSIX says: update this test and DESIGN.md §8")
+	if locked() {
+		t.Error("POSIX lock kept after its process closed another descriptor of the file")
 	}
 	unix.Close(fd)
-	if locked() {
-		t.Error("POSIX lock kept after the close of its descriptor")
-	}
 }

@@ -14,12 +14,10 @@ import (
 // links (EPERM, TestLinkAndTimes), symlinks, special files (fifos),
 // holes (fallocate, SEEK_DATA), RENAME_EXCHANGE,
 // paths beyond PATH_MAX (the API takes whole paths), POSIX ACLs (Kaon's
-// are its own, sys.acl). NonRoot is off: other callers act as
-// themselves (TestIdentity), but the permission scenario also wants the
-// caller's supplementary groups (a unix peer carries its uid only; the
-// server reads the groups of the uid's account), setgid directories'
-// inheritance, which the namespace does not have.
-var mountCaps = fusetest.Caps{Writable: true, Xattrs: true, Locks: true, Utimes: true, NoAtime: true}
+// are its own, sys.acl). NonRoot: other callers act as themselves
+// (TestIdentity) with their process's gid and supplementary groups
+// (auth.ProcessGroups).
+var mountCaps = fusetest.Caps{Writable: true, NonRoot: true, Xattrs: true, Locks: true, Utimes: true, NoAtime: true}
 
 // TestSuite runs the shared FUSE suite on `kaon mount`: each scenario on
 // a fresh directory of one `kaon up`, mounted as the subtree.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -135,5 +136,31 @@ func TestScopes(t *testing.T) {
 	}
 	if !(Principal{Scopes: []Scope{{ScopeRead, "/"}}}).Allows(ScopeRead, "/x/y") {
 		t.Fatal("/ does not cover everything")
+	}
+}
+
+// TestStatusIDs: a process's groups are taken from /proc/PID/status only
+// when its file system uid is the socket's owner.
+func TestStatusIDs(t *testing.T) {
+	st := "Name:\tsh\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1500\nGroups:\t1000 2000 \n"
+	gid, groups, ok := statusIDs(st, 1000)
+	if !ok || gid != 1500 || !slices.Equal(groups, []uint32{1000, 2000}) {
+		t.Fatalf("got %d %v %v, want 1500 [1000 2000] true", gid, groups, ok)
+	}
+	if _, _, ok := statusIDs(st, 1001); ok {
+		t.Fatal("another uid's process gave its groups")
+	}
+	if _, _, ok := statusIDs("Uid:\t0\t0\t0\t1000\nGid:\t0\t0\t0\t0\nGroups:\t0\n", 1000); !ok {
+		t.Fatal("the file system uid is the one that counts")
+	}
+	if _, _, ok := statusIDs("Uid:\t1000\t1000\t1000\t1000\nGroups:\t\n", 1000); ok {
+		t.Fatal("no Gid line, yet taken")
+	}
+	p := Principal{UID: uint32(os.Getuid()), GID: 4242, Method: "unix"}
+	if q := ProcessGroups(p, uint32(os.Getpid())); q.GID != uint32(os.Getegid()) {
+		t.Fatalf("own process: gid %d, want %d", q.GID, os.Getegid())
+	}
+	if q := ProcessGroups(Principal{UID: p.UID, GID: 4242, Method: "none"}, uint32(os.Getpid())); q.GID != 4242 {
+		t.Fatal("groups taken for a principal that is not a unix peer")
 	}
 }

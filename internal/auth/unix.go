@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"os"
 	"os/user"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -70,6 +72,64 @@ func Peer(remote, local net.Addr) (Principal, bool) {
 		p.GID, p.Name = 0, "root"
 	}
 	return p, true
+}
+
+// ProcessGroups is p, a unix peer, with the file system gid and the
+// supplementary groups of local process pid (/proc/PID/status) when that
+// process's file system uid is p's: the groups a local caller acts with
+// (newgrp, a batch system's job group, an account with no entry in
+// /etc/group), where the account's groups are only a guess. A peer can
+// name only a process of its own uid, whose groups it could use anyway.
+// Any other case (not a unix peer, no such process, another uid) is p.
+func ProcessGroups(p Principal, pid uint32) Principal {
+	if p.Method != "unix" || pid == 0 {
+		return p
+	}
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/status")
+	if err != nil {
+		return p
+	}
+	gid, groups, ok := statusIDs(string(b), p.UID)
+	if !ok {
+		return p
+	}
+	p.GID, p.Groups = gid, groups
+	return p
+}
+
+// statusIDs reads the file system gid and the groups from a
+// /proc/PID/status whose file system uid is uid.
+func statusIDs(status string, uid uint32) (gid uint32, groups []uint32, ok bool) {
+	var uidOK, gidOK bool
+	groups = []uint32{}
+	for _, l := range strings.Split(status, "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		f := strings.Fields(v)
+		switch k {
+		case "Uid", "Gid":
+			if len(f) != 4 { // real, effective, saved, file system
+				return 0, nil, false
+			}
+			n, err := strconv.ParseUint(f[3], 10, 32)
+			if err != nil {
+				return 0, nil, false
+			}
+			if k == "Uid" {
+				uidOK = uint32(n) == uid
+			} else {
+				gid, gidOK = uint32(n), true
+			}
+		case "Groups":
+			for _, s := range f {
+				n, err := strconv.ParseUint(s, 10, 32)
+				if err != nil {
+					return 0, nil, false
+				}
+				groups = append(groups, uint32(n))
+			}
+		}
+	}
+	return gid, groups, uidOK && gidOK
 }
 
 // socketOwner asks the kernel (NETLINK_SOCK_DIAG, one exact lookup, not a

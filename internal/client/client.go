@@ -18,6 +18,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,9 @@ type Client struct {
 	Base  string       // http(s)://host:port
 	HTTP  *http.Client // its CheckRedirect is the client's own
 	Token string       // a bearer token sent to the namespace servers ("": none)
+	// CallerPid, when not 0, is sent to the namespace servers as the
+	// local process a mount acts for (nsapi.CallerPidHeader).
+	CallerPid uint32
 
 	h2once sync.Once
 	h2     *http.Client // HTTP/2 only, for sessions (session.go)
@@ -70,6 +74,9 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 func (c *Client) authorize(req *http.Request) {
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	if c.CallerPid != 0 {
+		req.Header.Set(nsapi.CallerPidHeader, strconv.FormatUint(uint64(c.CallerPid), 10))
 	}
 }
 

@@ -280,7 +280,7 @@ func New(root fs.InodeEmbedder, cfg Config) (*Mount, error) {
 		NullPermissions: true,
 		MountOptions:    cfg.mountOptions(),
 	}
-	var raw fuse.RawFileSystem = fs.NewNodeFS(root, opts)
+	var raw fuse.RawFileSystem = lockOwners{fs.NewNodeFS(root, opts)}
 	if cfg.NoOpendir {
 		raw = noOpendir{raw}
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -192,10 +193,15 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 		}
 		cr.p, cr.err = chain.Authenticate(r.Context(), req)
 	})
-	if cr.err == nil {
-		httpserve.SetPrincipal(r, cr.p.Name+"/"+cr.p.Method)
+	if cr.err != nil {
+		return cr.p, cr.err
 	}
-	return cr.p, cr.err
+	p := cr.p
+	if pid, err := strconv.ParseUint(r.Header.Get(nsapi.CallerPidHeader), 10, 32); err == nil {
+		p = auth.ProcessGroups(p, uint32(pid)) // a local mount's caller: its own groups
+	}
+	httpserve.SetPrincipal(r, p.Name+"/"+p.Method)
+	return p, nil
 }
 
 // appOf is the application a request comes from, for I/O accounting:

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/fusecore"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/nsapi"
 )
@@ -310,7 +311,16 @@ func (f *FS) replay(ctx context.Context, jr *journal, c *client.Client, p string
 }
 
 func (h *handle) Flush(ctx context.Context) (eno syscall.Errno) {
+	owner, ok := fusecore.FlushOwner(ctx)
 	ctx = detach(ctx)
+	if ok {
+		h.n.releasePOSIX(ctx, owner)
+		h.mu.Lock()
+		delete(h.owners, lockOwner{owner, false})
+		h.mu.Unlock()
+	}
+	// OFD locks set through h go now too: the kernel sends nothing for
+	// them at a close but the RELEASE, which comes after close returned.
 	h.releaseLocks(ctx, false)
 	if !h.write {
 		return 0
@@ -319,11 +329,28 @@ func (h *handle) Flush(ctx context.Context) (eno syscall.Errno) {
 	return h.n.flush(ctx, h.c)
 }
 
-// releaseLocks releases the POSIX locks set through h (any close), and
-// with all set its flock and OFD locks too (the last close). A POSIX
-// lock set through another descriptor of the file is kept, and an OFD
-// lock goes at any close of its descriptor, not only the last: FUSE
-// does not tell them apart.
+// releasePOSIX releases owner's POSIX locks on n: the close (FLUSH) of
+// any descriptor of the file by a process releases all the locks the
+// process holds on it, as POSIX says, whichever descriptor set them. The
+// owner of a FLUSH is the process's; an OFD lock's owner is its open
+// file description, released at its last close (Release).
+func (n *node) releasePOSIX(ctx context.Context, owner uint64) {
+	n.mu.Lock()
+	held := n.posix[owner]
+	delete(n.posix, owner)
+	n.mu.Unlock()
+	if !held {
+		return // the common close: no lock, no round trip
+	}
+	if err := n.fsys.sess.Unlock(ctx, nsapi.LockRequest{Path: n.path(), Kind: nsapi.LockPOSIX, Owner: owner}); err != nil {
+		n.fsys.Stats.Counter("unlock_failed").Add(1)
+	}
+}
+
+// releaseLocks releases the locks set through h: its POSIX and OFD ones
+// (any close: FUSE does not tell them apart, so an OFD lock goes at any
+// close of its description, not only the last), and with all its flock
+// locks too (the last close, RELEASE).
 func (h *handle) releaseLocks(ctx context.Context, all bool) {
 	h.mu.Lock()
 	var rel []lockOwner
@@ -334,6 +361,13 @@ func (h *handle) releaseLocks(ctx context.Context, all bool) {
 		}
 	}
 	h.mu.Unlock()
+	h.n.mu.Lock()
+	for _, o := range rel {
+		if !o.flock {
+			delete(h.n.posix, o.owner)
+		}
+	}
+	h.n.mu.Unlock()
 	for _, o := range rel {
 		kind := nsapi.LockPOSIX
 		if o.flock {
@@ -457,6 +491,14 @@ func (n *node) setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fus
 		}
 		h.owners[lockOwner{owner, r.Kind == nsapi.LockFlock}] = true
 		h.mu.Unlock()
+		if r.Kind == nsapi.LockPOSIX {
+			n.mu.Lock()
+			if n.posix == nil {
+				n.posix = map[uint64]bool{}
+			}
+			n.posix[owner] = true
+			n.mu.Unlock()
+		}
 	}
 	if kerr.Is(err, kerr.Aborted) && ctx.Err() != nil {
 		return syscall.EINTR

@@ -32,7 +32,10 @@ import (
 //   - and its connections are made with the caller's uid (the socket is
 //     created under the caller's fsuid), so a namespace server on the
 //     same host that accepts unix peers sees the caller's own uid, as it
-//     would for curl run by that process. A caller with no token talking
+//     would for curl run by that process; the caller's pid goes with
+//     each request (nsapi.CallerPidHeader), and the server takes that
+//     process's gid and supplementary groups when its file system uid is
+//     the socket's owner (auth.ProcessGroups). A caller with no token talking
 //     to a server elsewhere has no credential: it is refused or nobody,
 //     as the server decides.
 //
@@ -72,7 +75,13 @@ func (ids *identities) client(ctx context.Context) *client.Client {
 
 func (ids *identities) clientOf(c *fuse.Caller) *client.Client {
 	tok := ids.token(c)
-	key := strconv.FormatUint(uint64(c.Uid), 10) + "\x00" + tok
+	// Without a token the caller is its socket's owner (a unix peer) and
+	// its groups are its process's: the server reads them from the pid.
+	var pid uint32
+	if tok == "" {
+		pid = c.Pid
+	}
+	key := strconv.FormatUint(uint64(c.Uid), 10) + "\x00" + tok + "\x00" + strconv.FormatUint(uint64(pid), 10)
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
 	if cl := ids.cl[key]; cl != nil {
@@ -92,6 +101,7 @@ func (ids *identities) clientOf(c *fuse.Caller) *client.Client {
 	cl := client.New(ids.url)
 	cl.HTTP = &http.Client{Transport: tr}
 	cl.Token = tok
+	cl.CallerPid = pid
 	ids.cl[key] = cl
 	return cl
 }

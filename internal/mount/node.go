@@ -45,6 +45,7 @@ type node struct {
 	pageVer  uint64                 // the data version the kernel's pages were read at
 	gen      uint64                 // counts changes of the content (read-ahead buffers check it)
 	unlinked bool
+	posix    map[uint64]bool // owners of POSIX locks set here (released at their process's close)
 }
 
 var (
@@ -593,7 +594,15 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			return eno
 		}
 		mt, _ := in.GetMTime()
-		if err := c.SetMTime(ctx, p, mt, in.Valid&fuse.FATTR_MTIME_NOW != 0); err != nil {
+		// With the write-back cache the kernel sends a touch (and an
+		// O_TRUNC) as an explicit time; having checked permissions
+		// (default_permissions), it lets only the owner or root set any
+		// other time than now, so another caller's time is "now".
+		now := in.Valid&fuse.FATTR_MTIME_NOW != 0
+		if cl, ok := fuse.FromContext(ctx); ok && cl.Uid != 0 && cl.Uid != a.UID {
+			now = true
+		}
+		if err := c.SetMTime(ctx, p, mt, now); err != nil {
 			return errno(err)
 		}
 	}

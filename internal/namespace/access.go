@@ -143,6 +143,16 @@ func (ns *Namespace) visibleTo(c Caller, n *Inode) *Inode {
 }
 
 // owner allows what only n's owner (or root) may do.
+// newGID is the group of an entry c makes in directory parent: the
+// directory's when it is set-group-ID (which a new directory inherits
+// too), else c's own, as POSIX file systems do.
+func newGID(c Caller, parent *Inode) uint32 {
+	if parent.Mode&0o2000 != 0 {
+		return parent.GID
+	}
+	return c.GID
+}
+
 func owner(c Caller, n *Inode, p string) error {
 	if c.UID != 0 && !c.Capability && c.UID != n.UID {
 		return kerr.New(kerr.Permission, "", p, "only the owner may change this")

@@ -83,8 +83,10 @@ func (ns *Namespace) SetMTime(c Caller, path string, mtime int64, now bool) erro
 // its new owner.
 func (ns *Namespace) Chown(c Caller, path string, uid, gid uint32) error {
 	return ns.update(c, "chown", path, func(n *Inode) error {
-		if c.UID != 0 {
-			return kerr.New(kerr.Permission, "", path, "only root may change ownership")
+		// POSIX: root gives a file to anyone; its owner may only change
+		// its group, to one the owner is a member of.
+		if c.UID != 0 && (c.UID != n.UID || uid != n.UID || gid != n.GID && gid != c.GID && !contains(c.Groups, gid)) {
+			return kerr.New(kerr.Permission, "", path, "only root may give a file away, and its owner change its group only to one of theirs")
 		}
 		n.UID, n.GID = uid, gid
 		return nil

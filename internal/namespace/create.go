@@ -85,7 +85,7 @@ func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptio
 	}
 	now := ns.opts.Now().UnixNano()
 	f = &Inode{ID: ns.allocID(tx), Parent: parent.ID, Name: p[strings.LastIndexByte(p, '/')+1:],
-		Mode: mode, UID: c.UID, GID: c.GID, CTime: now, MTime: now, BTime: now,
+		Mode: mode, UID: c.UID, GID: newGID(c, parent), CTime: now, MTime: now, BTime: now,
 		Layout: l.String(), Locations: locs, Checksums: map[string]string{}}
 	for _, s := range sums {
 		f.Checksums[strings.TrimSpace(s)] = ""

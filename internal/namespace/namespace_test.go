@@ -829,3 +829,59 @@ func TestSetMTime(t *testing.T) {
 	}
 	mustKind(t, ns.SetMTime(other, "/t/f", 0, true), kerr.Permission)
 }
+
+// TestOwnerChgrpAndSetgid: a file's owner may change its group to one of
+// theirs, never give it away nor pick another group (POSIX chown); in a
+// set-group-ID directory new entries take the directory's group and new
+// directories stay set-group-ID.
+func TestOwnerChgrpAndSetgid(t *testing.T) {
+	ns := newNS(t)
+	alice := Caller{UID: 1000, GID: 1000, Groups: []uint32{1000, 2000}}
+	if err := ns.Mkdir(Root, "/pub", 0o777, false); err != nil {
+		t.Fatal(err)
+	}
+	f, err := ns.BeginCreate(alice, "/pub/mine", CreateOptions{}, place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.Commit(f.ID, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Chown(alice, "/pub/mine", 1000, 2000); err != nil {
+		t.Fatalf("owner to a group of theirs: %v", err)
+	}
+	mustKind(t, ns.Chown(alice, "/pub/mine", 1000, 3000), kerr.Permission)
+	mustKind(t, ns.Chown(alice, "/pub/mine", 0, 2000), kerr.Permission)
+	mustKind(t, ns.Chown(Caller{UID: 1001, GID: 2000, Groups: []uint32{2000}}, "/pub/mine", 1000, 2000), kerr.Permission)
+	if st, _ := ns.Stat(Root, "/pub/mine"); st.UID != 1000 || st.GID != 2000 {
+		t.Fatalf("after chgrp: %d:%d, want 1000:2000", st.UID, st.GID)
+	}
+
+	if err := ns.Mkdir(Root, "/sgid", 0o777, false); err != nil {
+		t.Fatal(err)
+	}
+	ns.Chown(Root, "/sgid", 0, 2000)
+	ns.Chmod(Root, "/sgid", 0o2777)
+	if err := ns.Mkdir(alice, "/sgid/sd", 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	g, err := ns.BeginCreate(alice, "/sgid/sf", CreateOptions{}, place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.Commit(g.ID, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := ns.Stat(Root, "/sgid/sd"); st.UID != 1000 || st.GID != 2000 || st.Mode != 0o2755 {
+		t.Errorf("dir in a setgid dir: %d:%d %o, want 1000:2000 2755", st.UID, st.GID, st.Mode)
+	}
+	if st, _ := ns.Stat(Root, "/sgid/sf"); st.UID != 1000 || st.GID != 2000 {
+		t.Errorf("file in a setgid dir: %d:%d, want 1000:2000", st.UID, st.GID)
+	}
+	if err := ns.Mkdir(alice, "/pub/plain", 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := ns.Stat(Root, "/pub/plain"); st.GID != 1000 || st.Mode != 0o755 {
+		t.Errorf("dir in a plain dir: gid %d %o, want 1000 755", st.GID, st.Mode)
+	}
+}

@@ -62,8 +62,8 @@ func (ns *Namespace) Mkdir(c Caller, path string, mode uint32, parents bool) err
 			if err := reserved("mkdir", "/"+strings.Join(names[:i+1], "/"), cur); err != nil {
 				return err
 			}
-			d := &Inode{ID: ns.allocID(tx), Parent: cur.ID, Name: name, IsDir: true, Mode: mode & 0o7777,
-				UID: c.UID, GID: c.GID, CTime: now, MTime: now, BTime: now, TreeMTime: now}
+			d := &Inode{ID: ns.allocID(tx), Parent: cur.ID, Name: name, IsDir: true, Mode: mode&0o7777 | cur.Mode&0o2000,
+				UID: c.UID, GID: newGID(c, cur), CTime: now, MTime: now, BTime: now, TreeMTime: now}
 			for k, v := range cur.XAttrs {
 				if strings.HasPrefix(k, "sys.") || k == nsapi.AttrUserACL {
 					if d.XAttrs == nil {

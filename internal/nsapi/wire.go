@@ -26,6 +26,12 @@ type ErrorBody struct {
 // there again.
 const ActiveHeader = "Kaon-Active"
 
+// CallerPidHeader names, on a request of a local mount acting for one of
+// its callers on a socket owned by the caller's uid, the calling
+// process: the server takes that process's groups (auth.ProcessGroups)
+// when the process's file system uid is the socket's owner.
+const CallerPidHeader = "Kaon-Caller-Pid"
+
 // Args is an admin request as the server reads it: the query's
 // parameters, then the fields of a JSON body, each value a string as
 // sent, anything else (booleans, numbers, lists) as its JSON text. Each
