@@ -224,7 +224,7 @@ func (s *Server) Repair(ctx context.Context, job message.RepairJob) error {
 	// a read found: those bytes are bad whatever their version.
 	rebuild := job.Rebuild
 	if !job.ReadDamage {
-		rebuild = slices.DeleteFunc(slices.Clone(rebuild), func(i int) bool { return s.current(s.local(c.Targets[i].FsID), c, i) == nil })
+		rebuild = slices.DeleteFunc(slices.Clone(rebuild), func(i int) bool { return s.rolledForward(s.local(c.Targets[i].FsID), c, i) })
 	}
 	dropObsolete := func() {
 		for _, i := range job.Rebuild {
@@ -272,6 +272,29 @@ func (s *Server) Repair(ctx context.Context, job message.RepairJob) error {
 	dropObsolete()
 	s.log.Info(done, "path", c.Path, "fid", c.Fid, "stripes", job.Rebuild, "took", time.Since(t0).Round(time.Millisecond))
 	return nil
+}
+
+// rolledForward reports whether stripe idx on f is a journal's business:
+// behind the file's data version and taken there by the journal the
+// namespace recorded, or at the version with a journal beside it (an
+// obsolete one, which the repair drops). A stripe at the version with no
+// journal is not: what fsck found wrong with it (bytes, size, checksums,
+// index) is damage a rebuild mends — as is damage beside an obsolete
+// journal, found again by the next scan once the journal is gone.
+func (s *Server) rolledForward(f *filesystem, c *capability.Capability, idx int) bool {
+	m, err := f.store.ReadMeta(c.Fid)
+	if err != nil {
+		return false
+	}
+	if m.Version >= c.DataVersion {
+		u, ok := f.store.(backend.Updater)
+		if !ok {
+			return false
+		}
+		_, err := u.Prepared(c.Fid)
+		return err == nil && m.Version == c.DataVersion
+	}
+	return s.current(f, c, idx) == nil
 }
 
 // repairStripes are a file's stripes as a repair reaches them: local ones
