@@ -113,18 +113,16 @@ func (o *mountOptions) parseOptions() error {
 			o.writeback = true
 		case k == "nowriteback":
 			o.writeback = false
-		case k == "timeout":
+		case k == "timeout" || k == "grace":
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
-				return fmt.Errorf("mount option %q: want a duration (60s)", opt)
+				return fmt.Errorf("mount option %q: want a positive duration (60s, 2m)", opt)
 			}
-			o.timeout = d
-		case k == "grace":
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return fmt.Errorf("mount option %q: want a duration (2m)", opt)
+			if k == "timeout" {
+				o.timeout = d
+			} else {
+				o.grace = d
 			}
-			o.grace = d
 		case strings.HasPrefix(k, "x-"), genericMountOption[k]:
 		default:
 			return fmt.Errorf("unknown mount option %q", opt)

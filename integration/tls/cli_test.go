@@ -9,7 +9,6 @@ import (
 
 	"github.com/kaon-storage/kaon/integration/harness"
 	"github.com/kaon-storage/kaon/internal/auth/x509auth/x509test"
-	"github.com/kaon-storage/kaon/internal/tlsconf"
 )
 
 // TestCLIGridClient: the kaon CLI against a --require-tls instance works
@@ -19,23 +18,9 @@ import (
 // that order) and, told to with --x509, authenticates with the grid proxy
 // of X509_USER_PROXY.
 func TestCLIGridClient(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Fatal("this test runs kaon as root and maps a DN to the local user daemon")
-	}
-	dir := t.TempDir()
-	local, err := tlsconf.LocalCA(filepath.Join(dir, "tls"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	grid := x509test.NewCA("Grid")
-	caDir := filepath.Join(dir, "certificates")
-	if err := x509test.WriteCADir(caDir, grid); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(filepath.Join(local.HashDir, mustHash(t, local)+".0"))
-	os.WriteFile(filepath.Join(caDir, mustHash(t, local)+".0"), b, 0o644)
-	gridmap := filepath.Join(dir, "grid-mapfile")
-	os.WriteFile(gridmap, []byte(`"/DC=org/DC=kaon-test/O=Users/CN=Alice" daemon`+"\n"), 0o644)
+	site := newGridSite(t, grid)
+	dir, local, caDir, gridmap := site.dir, site.local, site.caDir, site.gridmap
 	k := harness.Start(t, dir, "up", "--data", dir, "--http", "127.0.0.1:0", "--xrootd", "127.0.0.1:0", "--require-tls",
 		"--auth", "unix,token,x509", "--tls-ca-dir", caDir, "--grid-mapfile", gridmap)
 	ep := readEP(t, dir)

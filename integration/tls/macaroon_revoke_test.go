@@ -10,7 +10,6 @@ import (
 
 	"github.com/kaon-storage/kaon/integration/harness"
 	"github.com/kaon-storage/kaon/internal/auth/x509auth/x509test"
-	"github.com/kaon-storage/kaon/internal/tlsconf"
 )
 
 // TestMacaroonRevokedDN: a macaroon minted with a grid proxy works until
@@ -18,24 +17,9 @@ import (
 // refused (403 naming the DN) long before it expires; the minting is in
 // the audit log (who, path, activities, expiry), the macaroon is not.
 func TestMacaroonRevokedDN(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Fatal("this test runs kaon as root and maps a DN to the local user daemon")
-	}
-	dir := t.TempDir()
-	local, err := tlsconf.LocalCA(filepath.Join(dir, "tls"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	grid := x509test.NewCA("Grid")
-	caDir := filepath.Join(dir, "certificates")
-	if err := x509test.WriteCADir(caDir, grid); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(filepath.Join(local.HashDir, mustHash(t, local)+".0"))
-	os.WriteFile(filepath.Join(caDir, mustHash(t, local)+".0"), b, 0o644)
-	const dn = "/DC=org/DC=kaon-test/O=Users/CN=Alice"
-	gridmap := filepath.Join(dir, "grid-mapfile")
-	os.WriteFile(gridmap, []byte(`"`+dn+`" daemon`+"\n"), 0o644)
+	site := newGridSite(t, grid)
+	dir, caDir, gridmap := site.dir, site.caDir, site.gridmap
 	proxy := filepath.Join(t.TempDir(), "proxy")
 	if err := grid.User("Alice").Proxy(x509test.ProxyOpts{}).WriteProxyFile(proxy); err != nil {
 		t.Fatal(err)
@@ -69,7 +53,7 @@ func TestMacaroonRevokedDN(t *testing.T) {
 	past := time.Now().Add(-time.Hour)
 	os.Chtimes(gridmap, past, past)
 	out, _ = run(t, nil, "curl", "-sSL", "--cacert", ep.CA, "-H", "Authorization: Bearer "+r.Macaroon, "-w", "\n%{http_code}", ep.HTTPS+"/alice/f")
-	if !strings.HasSuffix(out, "\n403") || !strings.Contains(out, dn) || !strings.Contains(out, "no longer in the grid-mapfile") {
+	if !strings.HasSuffix(out, "\n403") || !strings.Contains(out, aliceDN) || !strings.Contains(out, "no longer in the grid-mapfile") {
 		t.Fatalf("the macaroon of a DN removed from the grid-mapfile: %s", out)
 	}
 	audit, _ := os.ReadFile(filepath.Join(d, "audit.log"))

@@ -9,7 +9,6 @@ import (
 
 	"github.com/kaon-storage/kaon/integration/harness"
 	"github.com/kaon-storage/kaon/internal/auth/x509auth/x509test"
-	"github.com/kaon-storage/kaon/internal/tlsconf"
 )
 
 // TestMacaroons: an X.509 client (curl with a proxy) asks for a macaroon
@@ -20,23 +19,9 @@ import (
 // between two Kaon instances with macaroons (as FTS does); no macaroon
 // reaches a log.
 func TestMacaroons(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Fatal("this test runs kaon as root and maps a DN to the local user daemon")
-	}
-	dir := t.TempDir()
-	local, err := tlsconf.LocalCA(filepath.Join(dir, "tls"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	grid := x509test.NewCA("Grid")
-	caDir := filepath.Join(dir, "certificates")
-	if err := x509test.WriteCADir(caDir, grid); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(filepath.Join(local.HashDir, mustHash(t, local)+".0"))
-	os.WriteFile(filepath.Join(caDir, mustHash(t, local)+".0"), b, 0o644)
-	gridmap := filepath.Join(dir, "grid-mapfile")
-	os.WriteFile(gridmap, []byte(`"/DC=org/DC=kaon-test/O=Users/CN=Alice" daemon`+"\n"), 0o644)
+	site := newGridSite(t, grid)
+	dir, caDir, gridmap := site.dir, site.caDir, site.gridmap
 	proxy := filepath.Join(t.TempDir(), "proxy")
 	if err := grid.User("Alice").Proxy(x509test.ProxyOpts{}).WriteProxyFile(proxy); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/kaon-storage/kaon/integration/harness"
 	"github.com/kaon-storage/kaon/internal/auth/x509auth/x509test"
-	"github.com/kaon-storage/kaon/internal/tlsconf"
 )
 
 // TestMacaroonTPCWithXRootD: HTTP third-party copies between Kaon and
@@ -31,24 +30,9 @@ import (
 //
 // No macaroon of Kaon's reaches Kaon's log.
 func TestMacaroonTPCWithXRootD(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Fatal("this test runs kaon as root and maps a DN to the local user daemon")
-	}
-	dir := t.TempDir()
-	local, err := tlsconf.LocalCA(filepath.Join(dir, "tls"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	grid := x509test.NewRSACA("Grid")
-	caDir := filepath.Join(dir, "certificates")
-	if err := x509test.WriteCADir(caDir, grid); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(filepath.Join(local.HashDir, mustHash(t, local)+".0"))
-	os.WriteFile(filepath.Join(caDir, mustHash(t, local)+".0"), b, 0o644)
-	const aliceDN = "/DC=org/DC=kaon-test/O=Users/CN=Alice"
-	gridmap := filepath.Join(dir, "grid-mapfile")
-	os.WriteFile(gridmap, []byte(`"`+aliceDN+`" daemon`+"\n"), 0o644)
+	site := newGridSite(t, grid)
+	dir, caDir, gridmap := site.dir, site.caDir, site.gridmap
 	alice := grid.User("Alice")
 	proxy := filepath.Join(t.TempDir(), "proxy")
 	if err := alice.Proxy(x509test.ProxyOpts{}).WriteProxyFile(proxy); err != nil {

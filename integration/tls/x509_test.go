@@ -138,6 +138,39 @@ func TestX509Proxies(t *testing.T) {
 	checkNoSecrets(t, k)
 }
 
+// aliceDN is the grid user whose proxies the tests hold.
+const aliceDN = "/DC=org/DC=kaon-test/O=Users/CN=Alice"
+
+// gridSite is a site's X.509 set-up in a temporary directory: a local CA
+// for the host certificate (its hash file also in the CA directory, so
+// clients trust it), the grid CA, and a grid-mapfile mapping Alice to the
+// local user daemon. The tests run kaon as root to map her.
+type gridSite struct {
+	dir, caDir, gridmap string
+	local               *tlsconf.Local
+}
+
+func newGridSite(t *testing.T, grid *x509test.Cred) gridSite {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Fatal("this test runs kaon as root and maps a DN to the local user daemon")
+	}
+	s := gridSite{dir: t.TempDir()}
+	var err error
+	if s.local, err = tlsconf.LocalCA(filepath.Join(s.dir, "tls")); err != nil {
+		t.Fatal(err)
+	}
+	s.caDir = filepath.Join(s.dir, "certificates")
+	if err := x509test.WriteCADir(s.caDir, grid); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(s.local.HashDir, mustHash(t, s.local)+".0"))
+	os.WriteFile(filepath.Join(s.caDir, mustHash(t, s.local)+".0"), b, 0o644)
+	s.gridmap = filepath.Join(s.dir, "grid-mapfile")
+	os.WriteFile(s.gridmap, []byte(`"`+aliceDN+`" daemon`+"\n"), 0o644)
+	return s
+}
+
 func mustHash(t *testing.T, l *tlsconf.Local) string {
 	h, err := tlsconf.SubjectHash(l.Cert)
 	if err != nil {

@@ -64,6 +64,21 @@ func updateCap(t *testing.T, ns *storagetest.Namespace, c *capability.Capability
 }
 
 // readCap is the read capability of the file c wrote, at ns's version.
+// updateHead writes "NEW!" at offset 0 of c's file through an update
+// session on s and commits it.
+func updateHead(t *testing.T, s *Server, ns *storagetest.Namespace, key *capability.Key, c *capability.Capability) {
+	t.Helper()
+	uc := updateCap(t, ns, c)
+	u, err := s.NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.WriteAt([]byte("NEW!"), 0)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func readCap(t *testing.T, ns *storagetest.Namespace, c *capability.Capability) *capability.Capability {
 	r := *updateCap(t, ns, c)
 	r.Write, r.Update = false, false
@@ -180,15 +195,7 @@ func TestUpdateMissedByAStripe(t *testing.T) {
 	// The second replica's filesystem loses its identity marker: offline.
 	stores["/s1/fs0"].SetMarker(nil)
 	servers[1].beat(context.Background())
-	uc := updateCap(t, ns, c)
-	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.WriteAt([]byte("NEW!"), 0)
-	if err := u.Commit(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	updateHead(t, servers[0], ns, key, c)
 	fv, _ := ns.FileVersion(context.Background(), c.Fid)
 	if fv.DataVersion != 1 || !slices.Equal(fv.Stale, []int{1}) {
 		t.Fatalf("the namespace after an update one replica missed: %+v", fv)
@@ -204,7 +211,7 @@ func TestUpdateMissedByAStripe(t *testing.T) {
 	servers[1].beat(context.Background())
 	rc := readCap(t, ns, c)
 	rc.Stale = nil
-	_, err = servers[1].OpenStripe(key.Sign(rc), c.Fid, 1)
+	_, err := servers[1].OpenStripe(key.Sign(rc), c.Fid, 1)
 	if !kerr.Is(err, kerr.IO) {
 		t.Fatalf("the stale replica was opened at the file's version: %v", err)
 	}
@@ -343,15 +350,7 @@ func TestApplyToAnUnreachablePeer(t *testing.T) {
 	c := spread(67, "replica:2", 2, 2)
 	old := bytes.Repeat([]byte("old "), 1000)
 	uploaded(t, servers, key, c, old)
-	uc := updateCap(t, ns, c)
-	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.WriteAt([]byte("NEW!"), 0)
-	if err := u.Commit(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	updateHead(t, servers[0], ns, key, c)
 	if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 1 || len(fv.Stale) != 0 {
 		t.Fatalf("the namespace after an update whose apply did not reach a peer: %+v", fv)
 	}
@@ -454,15 +453,7 @@ func TestReadBetweenCommitAndApply(t *testing.T) {
 			b.Close()
 		}
 	}}
-	uc := updateCap(t, ns, c)
-	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.WriteAt([]byte("NEW!"), 0)
-	if err := u.Commit(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	updateHead(t, servers[0], ns, key, c)
 	if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 1 || len(fv.Stale) != 0 {
 		t.Fatalf("the namespace after an update read between its commit and its apply: %+v, want version 1, no stale stripe", fv)
 	}
