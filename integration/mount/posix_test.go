@@ -174,8 +174,8 @@ func TestVirtualXattrs(t *testing.T) {
 func TestFSX(t *testing.T) {
 	up := harness.Up(t)
 	up.MustKaon("mkdir", "/fsx")
-	a := newMount(t, up.EP.HTTP, "/fsx", "")
-	b := newMount(t, up.EP.HTTP, "/fsx", "")
+	a := newMount(t, up.EP.HTTP, "/fsx", "", "--writeback")
+	b := newMount(t, up.EP.HTTP, "/fsx", "", "--writeback")
 	// Lean in CI (300 operations each, seconds); KAON_FSX_OPS=3000 for a
 	// long run, KAON_FSX_SEED to replay a failure.
 	ops, seed := 300, time.Now().UnixNano()

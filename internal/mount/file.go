@@ -5,6 +5,7 @@ import (
 	"io"
 	"log"
 	"math"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -263,24 +264,69 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 	}
 	n.mu.Lock()
 	jr := n.jr
+	if n.flushing == 0 {
+		n.flushBase, n.flushChanges = n.pageVer, 0
+	}
+	n.flushing++
 	n.mu.Unlock()
+	before := jr.Changes()
 	p := n.path()
-	if err := n.fsys.replay(ctx, jr, c, p); err != nil {
-		return errno(err)
+	err := n.fsys.replay(ctx, jr, c, p)
+	var e nsapi.Entry
+	if err == nil {
+		// What the flush made is what the kernel's pages hold.
+		e, err = c.Stat(ctx, p)
 	}
-	// What the flush made is what the kernel's pages hold.
-	e, err := c.Stat(ctx, p)
-	if err != nil {
-		return errno(err)
-	}
+	n.flushed(jr.Changes()-before, e, err == nil)
+	return errno(err)
+}
+
+// flushed ends a flush of n that sent changes changing requests and
+// (ok) left the file as e. When the last flush under way ends, the news
+// of n's content held meanwhile are decided. The namespace's events do
+// not say whose change they report, and a flush's own arrive while it
+// runs, before it knows the data version it made: taken as changes made
+// elsewhere, they had the kernel's pages dropped and its size set to a
+// size the file had half-way through the flush — after the writer had
+// moved on (a later truncate undone, reads past the end answered). So a
+// flush holds them, and what its own requests can account for is its
+// own: each commits at most one data version, so a file more than that
+// many versions past the one the pages were read at was changed
+// elsewhere too, and its pages go; news newer than the flush's result
+// are applied as they came.
+func (n *node) flushed(changes int, e nsapi.Entry, ok bool) {
 	n.mu.Lock()
-	n.gen++ // what was read ahead before the flush is stale
-	if e.ID == n.attr.ID {
+	n.flushing--
+	n.flushChanges += changes
+	last := n.flushing == 0
+	mine := ok && e.ID == n.attr.ID
+	if mine {
+		n.gen++ // what was read ahead before the flush is stale
 		n.attr = e.Attr
 		n.pageKey, n.pageVer = contentKey(e.Attr), e.DataVersion
 	}
+	var held []nsapi.Invalidation
+	elsewhere := false
+	if last {
+		held, n.held = n.held, nil
+		upTo := n.flushBase + uint64(n.flushChanges)
+		elsewhere = mine && e.DataVersion > upTo
+		if mine {
+			upTo = e.DataVersion
+		}
+		held = slices.DeleteFunc(held, func(ev nsapi.Invalidation) bool { return ev.DataVersion <= upTo })
+	}
+	if elsewhere {
+		n.pageKey = ""
+	}
 	n.mu.Unlock()
-	return 0
+	if elsewhere {
+		n.fsys.Stats.Counter("changed_during_flush").Add(1)
+		n.fsys.queue(func() { n.fsys.contentChanged(n, e.Size) })
+	}
+	for _, ev := range held {
+		n.fsys.apply(ev)
+	}
 }
 
 // replay flushes journal jr onto p. While the servers cannot be reached

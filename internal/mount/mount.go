@@ -299,7 +299,7 @@ func (f *FS) apply(ev nsapi.Invalidation) {
 		if d := f.lookupNode(ev.Parent); d != nil {
 			d.dropListing()
 		}
-		if n := f.lookupNode(ev.Ino); n != nil {
+		if n := f.lookupNode(ev.Ino); n != nil && !n.hold(ev) {
 			if pages := n.modified(ev); pages {
 				f.queue(func() { f.contentChanged(n, ev.Size) })
 			} else {

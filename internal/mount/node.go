@@ -46,6 +46,13 @@ type node struct {
 	gen      uint64                 // counts changes of the content (read-ahead buffers check it)
 	unlinked bool
 	posix    map[uint64]bool // owners of POSIX locks set here (released at their process's close)
+	// While flushes of n's journal run, the namespace's news of n's
+	// content are held (they are mostly the flushes' own changes) and
+	// decided when the last one ends (see flushed).
+	flushing     int
+	flushBase    uint64 // pageVer when the first of them began
+	flushChanges int    // changing requests they sent
+	held         []nsapi.Invalidation
 }
 
 var (
@@ -153,6 +160,18 @@ func (n *node) dropListing() {
 	n.mu.Unlock()
 }
 
+// hold keeps ev, a change of n's content, for the end of the flushes
+// of n under way; it reports false when none is.
+func (n *node) hold(ev nsapi.Invalidation) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.flushing == 0 {
+		return false
+	}
+	n.held = append(n.held, ev)
+	return true
+}
+
 // modified applies a change of n's content and reports whether the
 // kernel's pages of it must go.
 func (n *node) modified(ev nsapi.Invalidation) bool {
@@ -162,6 +181,7 @@ func (n *node) modified(ev nsapi.Invalidation) bool {
 	if ev.DataVersion != 0 && ev.DataVersion <= n.pageVer {
 		return false // our own flush, or older news
 	}
+	n.pageVer = max(n.pageVer, ev.DataVersion) // the pages go now
 	if ev.DataVersion > n.attr.DataVersion {
 		// Reads stop at the size known: the new one, at once.
 		n.attr.Size, n.attr.DataVersion = ev.Size, ev.DataVersion
