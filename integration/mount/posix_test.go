@@ -170,12 +170,10 @@ func TestVirtualXattrs(t *testing.T) {
 // TestFSX: the fsx-style exerciser (fusetest.FSX) through one mount, and
 // through two mounts of one namespace alternating at each reopen (what
 // one closed is what the other opens): reads, writes at offsets,
-// truncates, mmap reads and writes, fsync, checked against its model.
+// truncates, mmap reads and writes, fsync, checked against its model;
+// with the kernel's write-back cache (the default) and without.
 func TestFSX(t *testing.T) {
 	up := harness.Up(t)
-	up.MustKaon("mkdir", "/fsx")
-	a := newMount(t, up.EP.HTTP, "/fsx", "", "--writeback")
-	b := newMount(t, up.EP.HTTP, "/fsx", "", "--writeback")
 	// Lean in CI (300 operations each, seconds); KAON_FSX_OPS=3000 for a
 	// long run, KAON_FSX_SEED to replay a failure.
 	ops, seed := 300, time.Now().UnixNano()
@@ -185,8 +183,16 @@ func TestFSX(t *testing.T) {
 	if v, err := strconv.ParseInt(os.Getenv("KAON_FSX_SEED"), 10, 64); err == nil {
 		seed = v
 	}
-	fusetest.FSX{Roots: []string{a.mp}, Name: "one", Ops: ops, Seed: seed}.Run(t)
-	fusetest.FSX{Roots: []string{a.mp, b.mp}, Name: "two", Ops: ops, Seed: seed + 1}.Run(t)
+	for _, mode := range []string{"writeback", "nowriteback"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := "/fsx-" + mode
+			up.MustKaon("mkdir", dir)
+			a := newMount(t, up.EP.HTTP, dir, "", "-o", mode)
+			b := newMount(t, up.EP.HTTP, dir, "", "-o", mode)
+			fusetest.FSX{Roots: []string{a.mp}, Name: "one", Ops: ops, Seed: seed}.Run(t)
+			fusetest.FSX{Roots: []string{a.mp, b.mp}, Name: "two", Ops: ops, Seed: seed + 1}.Run(t)
+		})
+	}
 }
 
 // TestLockSemantics: POSIX's and OFD's rules for releasing a lock hold
