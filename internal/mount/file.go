@@ -364,10 +364,14 @@ func (h *handle) Flush(ctx context.Context) (eno syscall.Errno) {
 		h.mu.Lock()
 		delete(h.owners, lockOwner{owner, false})
 		h.mu.Unlock()
+	} else {
+		// The closing process unknown: every POSIX and OFD lock set
+		// through h goes.
+		h.releaseLocks(ctx, false)
 	}
-	// OFD locks set through h go now too: the kernel sends nothing for
-	// them at a close but the RELEASE, which comes after close returned.
-	h.releaseLocks(ctx, false)
+	// OFD locks and flocks belong to the open file description (h): a
+	// close of one of its descriptors (a dup) keeps them; its last
+	// close's RELEASE releases them (Release).
 	if !h.write {
 		return 0
 	}
@@ -393,10 +397,11 @@ func (n *node) releasePOSIX(ctx context.Context, owner uint64) {
 	}
 }
 
-// releaseLocks releases the locks set through h: its POSIX and OFD ones
-// (any close: FUSE does not tell them apart, so an OFD lock goes at any
-// close of its description, not only the last), and with all its flock
-// locks too (the last close, RELEASE).
+// releaseLocks releases the locks set through h: its POSIX and OFD ones,
+// and with all its flocks too (the last close of h, RELEASE: what the
+// description's owner holds, OFD locks and flocks, and POSIX locks of
+// processes that never closed a descriptor of the file, whose FLUSH
+// would have released them).
 func (h *handle) releaseLocks(ctx context.Context, all bool) {
 	h.mu.Lock()
 	var rel []lockOwner
