@@ -87,6 +87,9 @@ func (n *node) open(ctx context.Context, flags uint32, c *client.Client) (fs.Fil
 	key := contentKey(n.attr)
 	if n.pageKey == key && n.jr == nil {
 		fl |= fuse.FOPEN_KEEP_CACHE
+	} else { // the kernel empties the file's page cache at this open
+		n.emptied++
+		n.emptiedVer = n.attr.DataVersion
 	}
 	n.pageKey, n.pageVer = key, n.attr.DataVersion
 	if flags&syscall.O_DIRECT != 0 {
@@ -322,7 +325,8 @@ func (n *node) flushed(changes int, e nsapi.Entry, ok bool) {
 	n.mu.Unlock()
 	if elsewhere {
 		n.fsys.Stats.Counter("changed_during_flush").Add(1)
-		n.fsys.queue(func() { n.fsys.contentChanged(n, e.Size) })
+		since := n.emptiedCount()
+		n.fsys.queue(func() { n.fsys.contentChanged(n, e.Size, e.DataVersion, since) })
 	}
 	for _, ev := range held {
 		n.fsys.apply(ev)

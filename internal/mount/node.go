@@ -46,6 +46,9 @@ type node struct {
 	gen      uint64                 // counts changes of the content (read-ahead buffers check it)
 	unlinked bool
 	posix    map[uint64]bool // owners of POSIX locks set here (released at their process's close)
+	// Opens at which the kernel emptied n's page cache, and the data
+	// version of the last (a page drop queued before it is done).
+	emptied, emptiedVer uint64
 	// While flushes of n's journal run, the namespace's news of n's
 	// content are held (they are mostly the flushes' own changes) and
 	// decided when the last one ends (see flushed).
@@ -237,6 +240,22 @@ func (n *node) fresh(ctx context.Context) (nsapi.Attr, time.Time, syscall.Errno)
 		return a, time.Now(), 0
 	}
 	return a, until2, 0
+}
+
+func (n *node) emptiedCount() uint64 { n.mu.Lock(); defer n.mu.Unlock(); return n.emptied }
+
+// knownAs reports whether the kernel knows n as name in directory dir
+// (an inode number), and n is not unlinked.
+func (n *node) knownAs(dir uint64, name string) bool {
+	n.mu.Lock()
+	unlinked := n.unlinked
+	n.mu.Unlock()
+	got, p := n.Parent()
+	if unlinked || p == nil || got != name {
+		return false
+	}
+	pn, ok := p.Operations().(*node)
+	return ok && pn.ino() == dir
 }
 
 func (n *node) parentNode() *node {
