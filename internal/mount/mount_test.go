@@ -13,7 +13,7 @@ import (
 
 // tree builds an unmounted FS whose root (inode 1) holds file "f"
 // (inode 7), as the kernel would know them after a lookup.
-func tree(t *testing.T) (*FS, *node) {
+func tree(t *testing.T) *FS {
 	t.Helper()
 	f := &FS{Stats: fusecore.NewStats(), nodes: map[uint64]*node{}, subs: map[uint64]bool{}, notify: make(chan func(), 16)}
 	f.root = &node{fsys: f}
@@ -25,7 +25,7 @@ func tree(t *testing.T) (*FS, *node) {
 	ch := f.root.NewPersistentInode(context.Background(), cn, fs.StableAttr{Mode: syscall.S_IFREG, Ino: 7})
 	f.root.AddChild("f", ch, false)
 	f.register(cn)
-	return f, cn
+	return f
 }
 
 // TestLateCommitKeepsName: the news that a file came into being, arriving
@@ -33,7 +33,7 @@ func tree(t *testing.T) (*FS, *node) {
 // attributes only: invalidating its name would make the kernel evict
 // the (closed) file's inode and its pages with it.
 func TestLateCommitKeepsName(t *testing.T) {
-	f, _ := tree(t)
+	f := tree(t)
 	f.apply(nsapi.Invalidation{Event: nsapi.Event{Kind: nsapi.EventCommitted, Ino: 7, Parent: 1, Name: "f", Size: 5}})
 	if n := len(f.notify); n != 1 {
 		t.Fatalf("a late commit of a file known by its name queued %d kernel notifications, want 1 (its attributes)", n)
