@@ -17,8 +17,28 @@ import (
 // with truncate (or create, of a missing file) is an upload that replaces
 // the file atomically at commit; a write without them, or with Update,
 // of an existing file is an update session that changes it in place.
+// Symbolic links on path are followed (symlink.go), except by an
+// exclusive create, which a link in the way refuses as open(2) does.
 func (s *Server) Open(ctx context.Context, p auth.Principal, path string, r nsapi.OpenRequest) (*nsapi.Grant, error) {
-	if !r.Write && !r.Create && !r.Truncate {
+	read := !r.Write && !r.Create && !r.Truncate
+	if !r.Exclusive {
+		op, what := auth.ScopeCreate, "write"
+		if read {
+			op, what = auth.ScopeRead, "read"
+		}
+		to, _, err := s.follow(p, op, path, what)
+		switch {
+		case kerr.Is(err, kerr.NotFound) && r.MkPath:
+			// missing parent directories, made below
+		case err != nil && read:
+			return nil, s.refused(ctx, p, what, path, err)
+		case err != nil:
+			return nil, s.audit(ctx, p, what, path, "", err)
+		default:
+			path = to
+		}
+	}
+	if read {
 		if err := scope(p, auth.ScopeRead, path, "read"); err != nil {
 			return nil, s.refused(ctx, p, "read", path, err)
 		}
@@ -140,6 +160,9 @@ func (s *Server) openRead(pr auth.Principal, path, app string) (*nsapi.Grant, er
 	}
 	if n.IsDir {
 		return nil, kerr.New(kerr.IsDir, "read", path, "is a directory")
+	}
+	if n.IsLink() { // replaced by a link since Open followed the path
+		return nil, kerr.New(kerr.Busy, "read", path, "became a symbolic link while being opened; retry")
 	}
 	if !s.canRead(pr, n) {
 		return nil, kerr.New(kerr.Permission, "read", path, "read permission denied")

@@ -29,6 +29,9 @@ func (s *Server) openUpdate(pr auth.Principal, p string, n *namespace.Inode, app
 	if n.IsDir {
 		return nil, kerr.New(kerr.IsDir, "open", p, "is a directory")
 	}
+	if n.IsLink() { // replaced by a link since Open followed the path
+		return nil, kerr.New(kerr.Busy, "open", p, "became a symbolic link while being opened; retry")
+	}
 	if !s.ns.Permits(caller(pr), n, namespace.Update) {
 		return nil, kerr.New(kerr.Permission, "open", p, "write permission denied")
 	}
