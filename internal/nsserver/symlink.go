@@ -68,3 +68,31 @@ func (s *Server) Follow(ctx context.Context, p auth.Principal, path string) (nsa
 	}
 	return entryOf(to, n), nil
 }
+
+// ListFollowing lists the directory path leads to for a front end
+// (root:// kXR_dirlist, a WebDAV PROPFIND, an HTML listing): a symbolic
+// link in it is listed under its own name and path with what it leads
+// to, so a client sees a file or a directory it can open; a link that
+// leads nowhere it may go (dangling, a loop, refused) is listed as
+// itself, a file of its target's length.
+func (s *Server) ListFollowing(ctx context.Context, p auth.Principal, path string) ([]nsapi.Entry, error) {
+	d, err := s.Follow(ctx, p, path)
+	if err != nil {
+		return nil, kerr.WithOp(err, "list")
+	}
+	ents, err := s.List(ctx, p, d.Path)
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range ents {
+		if !e.IsLink() {
+			continue
+		}
+		to, err := s.Follow(ctx, p, e.Path)
+		if err == nil {
+			to.Name, to.Path = e.Name, e.Path
+			ents[i] = to
+		}
+	}
+	return ents, nil
+}
