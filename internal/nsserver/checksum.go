@@ -90,7 +90,7 @@ type sumCall struct {
 func (s *Server) computeChecksum(ctx context.Context, pr auth.Principal, p string, n *namespace.Inode, typ string) (*namespace.Inode, error) {
 	var body io.Reader = bytes.NewReader(nil)
 	if n.Size > 0 {
-		g, err := s.openRead(pr, p, "checksum")
+		g, err := s.openRead(pr, p, "", "checksum")
 		if err != nil {
 			return nil, err
 		}
