@@ -174,10 +174,11 @@ func (s *Server) XAttrs(ctx context.Context, p auth.Principal, path string) ([][
 // Touch creates an empty file (or replaces a file by an empty one unless
 // exclusive) in one step.
 func (s *Server) Touch(ctx context.Context, p auth.Principal, path string, exclusive bool, mode uint32) (nsapi.Entry, error) {
+	named := path
 	if !exclusive { // a link in the way: its target is touched (symlink.go)
-		to, _, err := s.follow(p, auth.ScopeCreate, path, "create")
+		to, _, err := s.ns.Follow(caller(p), path)
 		if err != nil {
-			return nsapi.Entry{}, s.audit(ctx, p, "create", path, "", err)
+			return nsapi.Entry{}, s.audit(ctx, p, "create", path, "", asOp(err, "create"))
 		}
 		path = to
 	}
@@ -187,8 +188,10 @@ func (s *Server) Touch(ctx context.Context, p auth.Principal, path string, exclu
 			op = auth.ScopeModify // replaces a file
 		}
 	}
-	if err := scope(p, op, path, "create"); err != nil {
-		return nsapi.Entry{}, s.audit(ctx, p, "create", path, "", err)
+	for _, sp := range []string{named, path} { // the path named and the path reached
+		if err := scope(p, op, sp, "create"); err != nil {
+			return nsapi.Entry{}, s.audit(ctx, p, "create", named, "", err)
+		}
 	}
 	n, err := s.ns.CreateEmpty(caller(p), path, namespace.CreateOptions{Exclusive: exclusive, Mode: mode})
 	if err = s.audit(ctx, p, "create", path, "", err); err != nil {

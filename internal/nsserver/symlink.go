@@ -2,6 +2,7 @@ package nsserver
 
 import (
 	"context"
+	"errors"
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -44,12 +45,21 @@ func (s *Server) follow(p auth.Principal, op, path, what string) (string, *names
 	}
 	to, n, err := s.ns.Follow(caller(p), path)
 	if err != nil {
-		return "", nil, kerr.WithOp(err, what)
+		return "", nil, asOp(err, what)
 	}
 	if err := scope(p, op, to, what); err != nil {
 		return "", nil, err
 	}
 	return to, n, nil
+}
+
+// asOp names op as err's operation (Follow's errors name "follow").
+func asOp(err error, op string) error {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		ke.Op = op
+	}
+	return err
 }
 
 // Follow returns the entry path leads to, its symbolic links followed

@@ -100,6 +100,20 @@ func TestSymlinkAuthorization(t *testing.T) {
 	if e, err := s.Stat(ctx, root, "/pub/new"); err != nil || e.Target != "created" {
 		t.Fatalf("the link after a write through it: %+v %v", e, err)
 	}
+	// A touch that replaces needs the modify scope on both paths.
+	mod := auth.Principal{UID: 0, Name: "robot", Method: "token", Scopes: []auth.Scope{{Op: auth.ScopeModify, Path: "/pub"}}}
+	for _, p := range []string{"/pub/f", "/pub/ok"} {
+		if _, err := s.Touch(ctx, mod, p, false, 0); err != nil {
+			t.Fatalf("touch %s with the modify scope: %v", p, err)
+		}
+	}
+	if _, err := s.Touch(ctx, mod, "/pub/out", false, 0); !kerr.Is(err, kerr.Permission) {
+		t.Fatalf("touch through a link out of the scope: %v", err)
+	}
+	if e, err := s.Stat(ctx, root, "/pub/ok"); err != nil || e.Target != "f" {
+		t.Fatalf("the link after a touch through it: %+v %v", e, err)
+	}
+
 	// Making a link needs the create scope where it is made.
 	if _, err := s.Symlink(ctx, tok, "/pub/f", "/other/l"); !kerr.Is(err, kerr.Permission) {
 		t.Fatalf("symlink outside the token's scope: %v", err)
