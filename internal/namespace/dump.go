@@ -16,8 +16,9 @@ const dumpBatch = 4096
 
 // Dump calls fn with the path of every file below the directory at path
 // (or of path itself when it is a file), depth first: a directory's
-// files in name order, then its subdirectories in name order; version folders, the recycle bin and
-// symbolic links (no data of their own) are left out (what a namespace dump for Rucio's consistency checks lists). It
+// files in name order, then its subdirectories in name order; version
+// folders, the recycle bin and symbolic links (no data of their own) are
+// left out (what a namespace dump for Rucio's consistency checks lists). It
 // reads the directory entries' keys only (no record is decoded) a batch
 // at a time, so a dump runs beside the writes it does not block and is
 // not a snapshot: a file created or removed while it runs may be listed
