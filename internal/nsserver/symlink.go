@@ -98,10 +98,11 @@ func (s *Server) ListFollowing(ctx context.Context, p auth.Principal, path strin
 		if !e.IsLink() {
 			continue
 		}
-		to, err := s.Follow(ctx, p, e.Path)
-		if err == nil {
-			to.Name, to.Path = e.Name, e.Path
-			ents[i] = to
+		// Not audited: a listing is not a request for what its links
+		// lead to, so a link it may not follow is no refusal.
+		if _, n, err := s.follow(p, auth.ScopeRead, e.Path, "list"); err == nil && n != nil {
+			ents[i] = entryOf(e.Path, n)
+			ents[i].Name = e.Name
 		}
 	}
 	return ents, nil

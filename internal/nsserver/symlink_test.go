@@ -100,6 +100,23 @@ func TestSymlinkAuthorization(t *testing.T) {
 	if e, err := s.Stat(ctx, root, "/pub/new"); err != nil || e.Target != "created" {
 		t.Fatalf("the link after a write through it: %+v %v", e, err)
 	}
+	// A front end's listing shows a link as what it leads to where the
+	// caller may follow it, else as itself.
+	ents, err := s.ListFollowing(ctx, tok, "/pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]nsapi.Entry{}
+	for _, e := range ents {
+		got[e.Name] = e
+	}
+	if e := got["ok"]; e.IsLink() || e.Path != "/pub/ok" || e.ID != got["f"].ID {
+		t.Fatalf("listed link to f: %+v", e)
+	}
+	if e := got["out"]; !e.IsLink() || e.Target != "../secret/f" {
+		t.Fatalf("listed link out of the scope: %+v", e)
+	}
+
 	// A touch that replaces needs the modify scope on both paths.
 	mod := auth.Principal{UID: 0, Name: "robot", Method: "token", Scopes: []auth.Scope{{Op: auth.ScopeModify, Path: "/pub"}}}
 	for _, p := range []string{"/pub/f", "/pub/ok"} {
