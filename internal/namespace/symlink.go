@@ -1,6 +1,7 @@
 package namespace
 
 import (
+	"errors"
 	pathpkg "path"
 	"strings"
 
@@ -21,7 +22,9 @@ const MaxLinkHops = 40
 func (ns *Namespace) Symlink(c Caller, target, path string) (l *Inode, err error) {
 	switch {
 	case target == "":
-		return nil, kerr.New(kerr.NotFound, "symlink", path, "empty link target") // ENOENT, as symlink(2)
+		// symlink(2) says ENOENT; the kernel answers that itself before
+		// a mount asks, and an API client is told what is wrong (400).
+		return nil, kerr.New(kerr.Invalid, "symlink", path, "empty link target")
 	case len(target) > nsapi.MaxPath:
 		return nil, kerr.New(kerr.NameTooLong, "symlink", path, "link target longer than 4096 bytes")
 	case strings.IndexByte(target, 0) >= 0:
@@ -32,9 +35,7 @@ func (ns *Namespace) Symlink(c Caller, target, path string) (l *Inode, err error
 		switch {
 		case err != nil:
 			return err
-		case p == "/" || parent == nil:
-			return kerr.New(kerr.Exists, "symlink", p, "file exists")
-		case n != nil:
+		case p == "/" || parent == nil || n != nil:
 			return kerr.New(kerr.Exists, "symlink", p, "file exists")
 		}
 		if err := reserved("symlink", p, parent); err != nil {
@@ -46,7 +47,12 @@ func (ns *Namespace) Symlink(c Caller, target, path string) (l *Inode, err error
 		now := ns.opts.Now().UnixNano()
 		l = &Inode{ID: ns.allocID(tx), Parent: parent.ID, Name: baseName(p), Mode: 0o777, UID: c.UID,
 			GID: newGID(c, parent), CTime: now, MTime: now, BTime: now, Size: int64(len(target)), Target: target}
-		return kerr.WithOp(ns.link(tx, parent, l, nil), "symlink")
+		err = ns.link(tx, parent, l, nil)
+		var ke *kerr.Error
+		if errors.As(err, &ke) {
+			ke.Op = "symlink" // link names the upload's commit
+		}
+		return err
 	})
 	return l, err
 }

@@ -90,7 +90,7 @@ func testSymlinks(t *testing.T, eng kv.Engine, reopen func() kv.Engine) {
 	}
 
 	// Refusals: empty, over PATH_MAX, a name taken, no write permission.
-	mustKind(t, errOf(ns.Symlink(alice, "", "/a/empty")), kerr.NotFound)
+	mustKind(t, errOf(ns.Symlink(alice, "", "/a/empty")), kerr.Invalid)
 	mustKind(t, errOf(ns.Symlink(alice, strings.Repeat("x", nsapi.MaxPath+1), "/a/long")), kerr.NameTooLong)
 	if _, err := ns.Symlink(alice, strings.Repeat("x/", nsapi.MaxPath/2), "/a/max"); err != nil {
 		t.Fatalf("a 4096-byte target: %v", err)
@@ -244,7 +244,11 @@ func TestSymlinkQuota(t *testing.T) {
 	if _, err := ns.Symlink(alice, "t", "/q/l1"); err != nil {
 		t.Fatal(err)
 	}
-	mustKind(t, errOf(ns.Symlink(alice, "t", "/q/l2")), kerr.Quota)
+	err := errOf(ns.Symlink(alice, "t", "/q/l2"))
+	mustKind(t, err, kerr.Quota)
+	if !strings.HasPrefix(err.Error(), "symlink ") {
+		t.Fatalf("quota refusal %q does not name the symlink", err)
+	}
 	if err := ns.Remove(alice, "/q/l1", RemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
