@@ -1,0 +1,213 @@
+package mount
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/backend/posix"
+	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/layout"
+)
+
+// The direct path (Options.Direct). A read-only open of a file of a
+// plain or replicated layout asks the namespace for the caller's read
+// capability at the open (a refusal fails the open: EACCES, no
+// descriptor), checks its scope as a storage server would (the file
+// opened, read mode, not expired: capability.Parse; its signature is the
+// namespace server's, which handed it to the daemon itself), and looks
+// for a stripe it names that this host reaches itself: a filesystem
+// whose registered directory (`kaon fs ls`: the same host's disk, or a
+// CephFS tree mounted here at the path the filesystem names) holds the
+// identity marker of that filesystem, with the stripe at the
+// capability's data version and not marked damaged. Then the storage
+// server is not asked for the data:
+//
+//   - passthrough: a stripe without block sums is the file's bytes
+//     exactly; its descriptor is handed to the kernel (FUSE passthrough),
+//     which reads it without the daemon;
+//   - local: a stripe with block sums (sums and footer follow the data,
+//     which the kernel would read too) is read by the daemon, block sums
+//     verified, from the local file.
+//
+// Anything else (an erasure-coded file, no stripe reachable here, a
+// stale or damaged one, a local read error) reads through the storage
+// server as before, with the capability already granted. Writes always
+// go through the journal and the storage servers (docs/DESIGN.md).
+
+// Data paths of an open (node.datapath, kaon.datapath).
+const (
+	pathPassthrough = "passthrough"
+	pathLocal       = "local"
+	pathServer      = "server"
+)
+
+// listEvery bounds how often the filesystems are listed again to find a
+// filesystem not known to be reachable here.
+const listEvery = 30 * time.Second
+
+// locals are the filesystems this host reaches itself, by id.
+type locals struct {
+	mu     sync.Mutex
+	stores map[uint32]*posix.Store // nil value: listed, not reachable here
+	listed time.Time
+	failed string // why the last listing failed ("" if it did not)
+}
+
+// store is the local store of filesystem id, or nil and why not.
+func (f *FS) store(ctx context.Context, id uint32) (*posix.Store, string) {
+	l := &f.locals
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st, ok := l.stores[id]; ok && st != nil {
+		return st, ""
+	}
+	if time.Since(l.listed) < listEvery {
+		if l.failed != "" {
+			return nil, l.failed
+		}
+		return nil, "not reachable from this host"
+	}
+	l.listed = time.Now()
+	// The registrations are the admin's (`fs ls`): the daemon's own
+	// identity (root on the namespace's host, or an admin token).
+	fss, err := f.own.Filesystems(ctx)
+	if err != nil {
+		why := "cannot list the filesystems: " + err.Error()
+		if why != l.failed {
+			log.Printf("kaon mount: direct path unavailable: %s", why)
+		}
+		l.failed = why
+		return nil, why
+	}
+	l.failed = ""
+	stores := map[uint32]*posix.Store{}
+	for _, fs := range fss {
+		stores[fs.ID] = nil
+		if !filepath.IsAbs(fs.Path) {
+			continue // RADOS
+		}
+		id, err := posix.ReadIdentity(fs.Path)
+		if err != nil || id.FsID != fs.ID || (fs.UUID != "" && id.UUID != fs.UUID) {
+			continue // not here, or another filesystem is at that path
+		}
+		if old := l.stores[fs.ID]; old != nil && old.Root() == fs.Path {
+			stores[fs.ID] = old
+		} else {
+			stores[fs.ID] = posix.New(fs.Path, posix.Options{})
+			log.Printf("kaon mount: direct path: fs %d reached at %s", fs.ID, fs.Path)
+		}
+	}
+	l.stores = stores
+	if st := stores[id]; st != nil {
+		return st, ""
+	}
+	return nil, "not reachable from this host"
+}
+
+// grant is what a direct open found.
+type grant struct {
+	rd    *client.Reader // the caller's grant from the namespace (its capability)
+	local backend.Reader // the local stripe, nil if none
+	fsid  uint32
+	key   string // the file and data version read (passthrough opens of one inode share one)
+	size  int64  // the file's size and data version as the namespace granted it
+	ver   uint64
+	why   string // why no local stripe
+}
+
+// passthrough reports whether g's stripe can be handed to the kernel:
+// a local file whose bytes are the file's exactly.
+func (g *grant) passthrough() (int, bool) {
+	if g == nil || g.local == nil || g.local.BlockSums() {
+		return -1, false
+	}
+	of, ok := g.local.(backend.OSFile)
+	if !ok {
+		return -1, false
+	}
+	st, err := of.OSFile().Stat()
+	if err != nil || st.Size() != g.local.Size() {
+		return -1, false
+	}
+	return int(of.OSFile().Fd()), true
+}
+
+// openDirect asks the namespace for c's read capability of p and finds a
+// stripe of it this host reaches. An error is the namespace's refusal
+// (or a capability that does not allow this read): the open fails.
+func (f *FS) openDirect(ctx context.Context, c *client.Client, p string) (*grant, error) {
+	rd, err := c.OpenReader(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	g := &grant{rd: rd}
+	cp, err := capability.Parse(rd.Capability(), time.Now(), capability.Access{Path: p})
+	if err != nil {
+		return nil, kerr.WithOp(err, "open")
+	}
+	g.key, g.size, g.ver = fmt.Sprintf("%d/%d", cp.Fid, cp.DataVersion), cp.Size, cp.DataVersion
+	l, err := layout.Parse(cp.Layout)
+	switch {
+	case err != nil:
+		g.why = err.Error()
+		return g, nil
+	case l.Kind == layout.EC:
+		g.why = "erasure-coded layout"
+		return g, nil
+	case len(cp.Targets) == 0:
+		g.why = "no stripes"
+		return g, nil
+	}
+	var whys []string
+	for i, t := range cp.Targets {
+		if cp.IsStale(i) {
+			continue
+		}
+		st, why := f.store(ctx, t.FsID)
+		if st == nil {
+			whys = append(whys, fmt.Sprintf("fs %d: %s", t.FsID, why))
+			continue
+		}
+		if m, err := st.ReadMeta(cp.Fid); err != nil || m.Version != cp.DataVersion {
+			whys = append(whys, fmt.Sprintf("fs %d: stripe not at data version %d", t.FsID, cp.DataVersion))
+			continue
+		}
+		r, err := st.Open(cp.Fid)
+		if err != nil {
+			whys = append(whys, fmt.Sprintf("fs %d: %v", t.FsID, err))
+			continue
+		}
+		if d := r.Damaged(); d != "" || r.Size() != cp.Size {
+			r.Close()
+			whys = append(whys, fmt.Sprintf("fs %d: stripe damaged or of another size", t.FsID))
+			continue
+		}
+		g.local, g.fsid = r, t.FsID
+		return g, nil
+	}
+	g.why = strings.Join(whys, "; ")
+	return g, nil
+}
+
+// SetPassthrough tells the file system whether the kernel took FUSE
+// passthrough (fusecore's Mount.PassthroughActive): only then are local
+// stripes handed to it.
+func (f *FS) SetPassthrough(on bool) { f.passthrough.Store(on) }
+
+// directStats is the direct path's part of kaon.stats.
+func (f *FS) directStats() map[string]any {
+	pt := f.passthrough.Load()
+	mode := "off"
+	if f.opts.Direct {
+		mode = "auto"
+	}
+	return map[string]any{"mode": mode, "passthrough": pt}
+}
