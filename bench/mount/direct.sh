@@ -11,6 +11,9 @@
 #   ROUNDS=3 DD_MB=2048 DIRECT=auto bench/mount/direct.sh
 #   PEER=local bench/mount/direct.sh     # no Ceph: a local-directory posix
 #                                        # filesystem vs dd on that directory
+#   BLOCKSUMS=on                         # the Kaon filesystem keeps block sums:
+#                                        # reads by the daemon, not passthrough
+#   CACHE=DIR                            # kaon mount's journals (default /dev/shm)
 #
 # Without CLUSTER_DIR a cluster is made with scripts/ceph-dev.sh in a
 # temporary directory and purged at the end. The Kaon filesystem is
@@ -18,7 +21,8 @@
 # the mount on this host reaches its stripes there itself. Root.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-ROUNDS=${ROUNDS:-3} DD_MB=${DD_MB:-2048} DIRECT=${DIRECT:-auto} PEER=${PEER:-ceph}
+ROUNDS=${ROUNDS:-3} DD_MB=${DD_MB:-2048} DIRECT=${DIRECT:-auto} PEER=${PEER:-ceph} BLOCKSUMS=${BLOCKSUMS:-off}
+CACHE=${CACHE:-/dev/shm} # where kaon mount's write journals go (a whole file: DD_MB)
 work=$(mktemp -d /var/tmp/kaon-direct-bench.XXXXXX)
 dir=${1:-} kaon=${2:-}
 made=""
@@ -27,6 +31,7 @@ cleanup() {
 	[ -n "${kaon:-}" ] && mountpoint -q "$kmnt" 2>/dev/null && { "$kaon" umount "$kmnt" || "$kaon" umount -f "$kmnt"; } >/dev/null 2>&1 || true
 	[ -n "${kpid:-}" ] && kill "$kpid" 2>/dev/null && wait "$kpid" 2>/dev/null || true
 	[ -n "${top:-}" ] && rm -rf "$top" || true
+	[ -n "${cache:-}" ] && rm -rf "$cache" || true
 	[ "$PEER" = ceph ] && [ -n "$dir" ] && "$repo/scripts/ceph-dev.sh" umount "$dir" "$cmnt" >/dev/null 2>&1 || true
 	[ -n "$made" ] && "$repo/scripts/ceph-dev.sh" purge "$dir" >/dev/null 2>&1 || true
 	rm -rf "$work" || true
@@ -44,6 +49,8 @@ if [ "$PEER" = ceph ]; then
 	fi
 	"$repo/scripts/ceph-dev.sh" mount "$dir" "$cmnt" >&2
 fi
+[ "$PEER" = ceph ] || cmnt=$work/local
+mkdir -p "$cmnt"
 top=$cmnt/direct-bench-$$ # each run its own: Kaon refuses a place holding another instance's filesystem
 mkdir -p "$top/raw" "$top/kaon"
 
@@ -54,11 +61,21 @@ for _ in $(seq 300); do [ -f "$kdata/endpoints.json" ] && break; sleep 0.1; done
 export KAON_URL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["http"])' "$kdata/endpoints.json")
 "$kaon" space define peer >/dev/null
 "$kaon" fs add --node "$(hostname)" --path "$top/kaon/fs" --space peer >/dev/null
+"$kaon" fs config "$("$kaon" fs ls | awk -v p="$top/kaon/fs" '$3 == p {print $2}')" blocksums="$BLOCKSUMS"
 for _ in $(seq 300); do [ "$("$kaon" fs ls | grep -c booted)" -ge 2 ] && break; sleep 0.2; done
 [ "$("$kaon" fs ls | grep -c booted)" -ge 2 ] || { "$kaon" fs ls >&2; echo "the filesystem in $top did not boot" >&2; exit 1; }
 "$kaon" mkdir /bench
 "$kaon" attr set /bench sys.forced.space=peer
-"$kaon" mount --url "$KAON_URL" --subtree /bench -o direct="$DIRECT" --cache "$work/cache" --log "$work/mount.log" "$kmnt"
+# The setting reaches the storage server with a heartbeat: probe files
+# until one is stored as the setting says (no sums: its stripe is its size).
+head -c 100000 /dev/urandom >"$work/probe"
+for i in $(seq 100); do
+	curl -sSf -L -T "$work/probe" "$KAON_URL/bench/probe-$i" >/dev/null
+	[ "$BLOCKSUMS" = on ] || [ -n "$(find "$top/kaon/fs" -type f -size 100000c)" ] && break
+	sleep 0.5
+done
+cache=$(mktemp -d "$CACHE/kaon-direct-cache.XXXXXX")
+"$kaon" mount --url "$KAON_URL" --subtree /bench -o direct="$DIRECT" --cache "$cache" --log "$work/mount.log" "$kmnt"
 
 now() { date +%s.%N; }
 drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
@@ -84,7 +101,7 @@ one() {
 	fi
 	rm -f "$d/dd.bin"
 }
-echo "bench/mount/direct.sh: dd ${DD_MB} MiB, $ROUNDS rounds, kaon mount -o direct=$DIRECT vs $PEER ($top), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "bench/mount/direct.sh: dd ${DD_MB} MiB, $ROUNDS rounds, kaon mount -o direct=$DIRECT (blocksums=$BLOCKSUMS) vs $PEER ($top), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$ROUNDS"); do
 	if [ $((r % 2)) = 1 ]; then
 		one kaon "$kmnt"
