@@ -94,7 +94,7 @@ func (f *FS) store(ctx context.Context, id uint32) (*posix.Store, string) {
 		if !filepath.IsAbs(fs.Path) {
 			continue // RADOS
 		}
-		id, err := posix.ReadIdentity(fs.Path)
+		id, err := readIdentity(fs.Path)
 		if err != nil || id.FsID != fs.ID || (fs.UUID != "" && id.UUID != fs.UUID) {
 			continue // not here, or another filesystem is at that path
 		}
@@ -110,6 +110,31 @@ func (f *FS) store(ctx context.Context, id uint32) (*posix.Store, string) {
 		return st, ""
 	}
 	return nil, "not reachable from this host"
+}
+
+// probeTimeout bounds the look at a filesystem's identity marker: a
+// hung mount (a CephFS whose cluster does not answer) is not reachable,
+// and never holds the opens waiting for the listing.
+const probeTimeout = 2 * time.Second
+
+// readIdentity reads the identity marker of the filesystem at root,
+// giving up after probeTimeout (the read is left to finish on its own).
+func readIdentity(root string) (backend.Identity, error) {
+	type result struct {
+		id  backend.Identity
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		id, err := posix.ReadIdentity(root)
+		ch <- result{id, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.id, r.err
+	case <-time.After(probeTimeout):
+		return backend.Identity{}, fmt.Errorf("%s: no answer within %v", root, probeTimeout)
+	}
 }
 
 // grant is what a direct open found.
