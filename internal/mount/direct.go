@@ -201,18 +201,9 @@ func (f *FS) openDirect(ctx context.Context, c *client.Client, p string) (*grant
 			whys = append(whys, fmt.Sprintf("fs %d: %s", t.FsID, why))
 			continue
 		}
-		if m, err := st.ReadMeta(cp.Fid); err != nil || m.Version != cp.DataVersion {
-			whys = append(whys, fmt.Sprintf("fs %d: stripe not at data version %d", t.FsID, cp.DataVersion))
-			continue
-		}
-		r, err := st.Open(cp.Fid)
-		if err != nil {
-			whys = append(whys, fmt.Sprintf("fs %d: %v", t.FsID, err))
-			continue
-		}
-		if d := r.Damaged(); d != "" || r.Size() != cp.Size {
-			r.Close()
-			whys = append(whys, fmt.Sprintf("fs %d: stripe damaged or of another size", t.FsID))
+		r, why := f.localStripe(st, cp)
+		if r == nil {
+			whys = append(whys, fmt.Sprintf("fs %d: %s", t.FsID, why))
 			continue
 		}
 		g.local, g.fsid = r, t.FsID
@@ -220,6 +211,46 @@ func (f *FS) openDirect(ctx context.Context, c *client.Client, p string) (*grant
 	}
 	g.why = strings.Join(whys, "; ")
 	return g, nil
+}
+
+// localStripe opens cp's stripe in st if it is at the granted data
+// version, not marked damaged and of the file's size; else nil and why.
+// A backend that does not answer within the mount's timeout (a hung
+// CephFS) is given up on: the storage server is asked instead.
+func (f *FS) localStripe(st *posix.Store, cp *capability.Capability) (backend.Reader, string) {
+	type result struct {
+		r   backend.Reader
+		why string
+	}
+	ch := make(chan result, 1)
+	go func() {
+		if m, err := st.ReadMeta(cp.Fid); err != nil || m.Version != cp.DataVersion {
+			ch <- result{why: fmt.Sprintf("stripe not at data version %d", cp.DataVersion)}
+			return
+		}
+		r, err := st.Open(cp.Fid)
+		if err != nil {
+			ch <- result{why: err.Error()}
+			return
+		}
+		if d := r.Damaged(); d != "" || r.Size() != cp.Size {
+			r.Close()
+			ch <- result{why: "stripe damaged or of another size"}
+			return
+		}
+		ch <- result{r: r}
+	}()
+	select {
+	case res := <-ch:
+		return res.r, res.why
+	case <-time.After(f.opts.Timeout):
+		go func() {
+			if res := <-ch; res.r != nil {
+				res.r.Close()
+			}
+		}()
+		return nil, fmt.Sprintf("no answer within %v", f.opts.Timeout)
+	}
 }
 
 // SetPassthrough tells the file system whether the kernel took FUSE
