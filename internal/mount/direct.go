@@ -30,12 +30,15 @@ import (
 // capability's data version and not marked damaged. Then the storage
 // server is not asked for the data:
 //
-//   - passthrough: a stripe without block sums is the file's bytes
-//     exactly; its descriptor is handed to the kernel (FUSE passthrough),
-//     which reads it without the daemon;
-//   - local: a stripe with block sums (sums and footer follow the data,
-//     which the kernel would read too) is read by the daemon, block sums
-//     verified, from the local file.
+//   - passthrough: a stripe without block sums on a filesystem that keeps
+//     none (fs config blocksums=off) is the file's bytes exactly, and no
+//     update appends sums to it while it is read; its descriptor is
+//     handed to the kernel (FUSE passthrough), which reads it without the
+//     daemon;
+//   - local: any other (sums and footer follow the data, which the
+//     kernel would read too; or sums an update may append) is read by
+//     the daemon, block sums verified where it has them, from the local
+//     file.
 //
 // Anything else (an erasure-coded file, no stripe reachable here, a
 // stale or damaged one, a local read error) reads through the storage
@@ -49,31 +52,32 @@ const (
 	pathServer      = "server"
 )
 
-// listEvery bounds how often the filesystems are listed again to find a
-// filesystem not known to be reachable here.
+// listEvery is how often the filesystems are listed again (at an open):
+// one that became reachable here, a changed setting, a moved path.
 const listEvery = 30 * time.Second
 
 // locals are the filesystems this host reaches itself, by id.
 type locals struct {
 	mu     sync.Mutex
 	stores map[uint32]*posix.Store // nil value: listed, not reachable here
+	noSums map[uint32]bool         // set to keep no block sums (fs config blocksums=off)
 	listed time.Time
 	failed string // why the last listing failed ("" if it did not)
 }
 
 // store is the local store of filesystem id, or nil and why not.
-func (f *FS) store(ctx context.Context, id uint32) (*posix.Store, string) {
+func (f *FS) store(ctx context.Context, id uint32) (*posix.Store, bool, string) {
 	l := &f.locals
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if st, ok := l.stores[id]; ok && st != nil {
-		return st, ""
-	}
 	if time.Since(l.listed) < listEvery {
-		if l.failed != "" {
-			return nil, l.failed
+		if st := l.stores[id]; st != nil {
+			return st, l.noSums[id], ""
 		}
-		return nil, "not reachable from this host"
+		if l.failed != "" {
+			return nil, false, l.failed
+		}
+		return nil, false, "not reachable from this host"
 	}
 	l.listed = time.Now()
 	// The registrations are the admin's (`fs ls`): the daemon's own
@@ -85,12 +89,12 @@ func (f *FS) store(ctx context.Context, id uint32) (*posix.Store, string) {
 			log.Printf("kaon mount: direct path unavailable: %s", why)
 		}
 		l.failed = why
-		return nil, why
+		return nil, false, why
 	}
 	l.failed = ""
-	stores := map[uint32]*posix.Store{}
+	stores, noSums := map[uint32]*posix.Store{}, map[uint32]bool{}
 	for _, fs := range fss {
-		stores[fs.ID] = nil
+		stores[fs.ID], noSums[fs.ID] = nil, fs.NoBlockSums
 		if !filepath.IsAbs(fs.Path) {
 			continue // RADOS
 		}
@@ -105,11 +109,11 @@ func (f *FS) store(ctx context.Context, id uint32) (*posix.Store, string) {
 			log.Printf("kaon mount: direct path: fs %d reached at %s", fs.ID, fs.Path)
 		}
 	}
-	l.stores = stores
+	l.stores, l.noSums = stores, noSums
 	if st := stores[id]; st != nil {
-		return st, ""
+		return st, noSums[id], ""
 	}
-	return nil, "not reachable from this host"
+	return nil, false, "not reachable from this host"
 }
 
 // probeTimeout bounds the look at a filesystem's identity marker: a
@@ -142,16 +146,19 @@ type grant struct {
 	rd    *client.Reader // the caller's grant from the namespace (its capability)
 	local backend.Reader // the local stripe, nil if none
 	fsid  uint32
-	key   string // the file and data version read (passthrough opens of one inode share one)
-	size  int64  // the file's size and data version as the namespace granted it
-	ver   uint64
-	why   string // why no local stripe
+	// noSums: the stripe's filesystem keeps no block sums, so no update
+	// ever appends any to it (passthrough is safe while it is read).
+	noSums bool
+	key    string // the file and data version read (passthrough opens of one inode share one)
+	size   int64  // the file's size and data version as the namespace granted it
+	ver    uint64
+	why    string // why no local stripe
 }
 
 // passthrough reports whether g's stripe can be handed to the kernel:
 // a local file whose bytes are the file's exactly.
 func (g *grant) passthrough() (int, bool) {
-	if g == nil || g.local == nil || g.local.BlockSums() {
+	if g == nil || g.local == nil || !g.noSums || g.local.BlockSums() {
 		return -1, false
 	}
 	of, ok := g.local.(backend.OSFile)
@@ -196,7 +203,7 @@ func (f *FS) openDirect(ctx context.Context, c *client.Client, p string) (*grant
 		if cp.IsStale(i) {
 			continue
 		}
-		st, why := f.store(ctx, t.FsID)
+		st, noSums, why := f.store(ctx, t.FsID)
 		if st == nil {
 			whys = append(whys, fmt.Sprintf("fs %d: %s", t.FsID, why))
 			continue
@@ -206,7 +213,7 @@ func (f *FS) openDirect(ctx context.Context, c *client.Client, p string) (*grant
 			whys = append(whys, fmt.Sprintf("fs %d: %s", t.FsID, why))
 			continue
 		}
-		g.local, g.fsid = r, t.FsID
+		g.local, g.fsid, g.noSums = r, t.FsID, noSums
 		return g, nil
 	}
 	g.why = strings.Join(whys, "; ")
