@@ -63,6 +63,10 @@ type locals struct {
 	noSums map[uint32]bool         // set to keep no block sums (fs config blocksums=off)
 	listed time.Time
 	failed string // why the last listing failed ("" if it did not)
+	// lastWhy is the last reason an open read through the storage server
+	// (its own lock: mu is held while listing, over the network).
+	whyMu   sync.Mutex
+	lastWhy string
 }
 
 // store is the local store of filesystem id, or nil and why not.
@@ -258,6 +262,19 @@ func (f *FS) localStripe(st *posix.Store, cp *capability.Capability) (backend.Re
 		}()
 		return nil, fmt.Sprintf("no answer within %v", f.opts.Timeout)
 	}
+}
+
+// newServerReason reports whether why differs from the last reason an
+// open was read through the storage server (logged once per change).
+func (f *FS) newServerReason(why string) bool {
+	l := &f.locals
+	l.whyMu.Lock()
+	defer l.whyMu.Unlock()
+	if why == l.lastWhy {
+		return false
+	}
+	l.lastWhy = why
+	return true
 }
 
 // SetPassthrough tells the file system whether the kernel took FUSE

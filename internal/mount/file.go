@@ -161,7 +161,9 @@ var _ = (fs.FilePassthroughFder)(ptHandle{})
 func (p ptHandle) PassthroughFd() (int, bool) { return p.fd, true }
 
 // dataPath records and counts how an open reads (kaon.datapath,
-// kaon.stats), with a log line when a file's path changes. n.mu held.
+// kaon.stats). The log tells when a file's path changes after its first
+// open, and each new reason for reading through the storage server
+// (not every file's first open: a mount reads thousands). n.mu held.
 func (n *node) dataPath(g *grant, pt bool) {
 	if g == nil {
 		return
@@ -174,8 +176,11 @@ func (n *node) dataPath(g *grant, pt bool) {
 		dp, why = pathLocal, fmt.Sprintf("fs %d", g.fsid)
 	}
 	n.fsys.Stats.Counter("direct_" + dp).Add(1)
-	if dp != n.datapath {
-		log.Printf("kaon mount: %s: reads %s (%s)", n.path(), dp, why)
+	switch {
+	case n.datapath != "" && dp != n.datapath:
+		log.Printf("kaon mount: %s: reads %s now (%s)", n.path(), dp, why)
+	case dp == pathServer && n.fsys.newServerReason(why):
+		log.Printf("kaon mount: %s: reads through the storage server (%s)", n.path(), why)
 	}
 	n.datapath = dp
 }
