@@ -3,6 +3,7 @@ package mount
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/gateway"
 	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/fusecore"
 )
@@ -39,8 +42,11 @@ import (
 //     to a server elsewhere has no credential: it is refused or nobody,
 //     as the server decides.
 //
-// A gateway mode (a host credential the namespace trusts to assert
-// callers' uids) is not built yet.
+// On a gateway host (Options.Gateway: a key the namespace servers trust,
+// auth/gateway) the mount asserts instead, per request, the caller's uid,
+// its file system gid and its supplementary groups (/proc/PID/status),
+// signed with the key; tokens are not looked for. The servers squash
+// uid 0 to nobody unless they trust the key with no_root_squash.
 
 // tokenTTL is how long a process's discovered token is reused.
 const tokenTTL = time.Second
@@ -53,15 +59,19 @@ type tokenEntry struct {
 
 type identities struct {
 	url     string
+	servers []string      // the instance's other namespace servers
+	gw      *gateway.Key  // the gateway key (nil: not a gateway)
 	timeout time.Duration // for a server's answer (ResponseHeaderTimeout)
 	mu      sync.Mutex
 	tok     map[uint32]tokenEntry      // by pid
 	cl      map[string]*client.Client  // by uid and token
 	tr      map[uint32]*http.Transport // by uid
+	grp     map[uint32]groupsEntry     // a gateway's callers' groups, by pid
 }
 
-func newIdentities(url string, timeout time.Duration) *identities {
-	return &identities{url: url, timeout: timeout, tok: map[uint32]tokenEntry{}, cl: map[string]*client.Client{}, tr: map[uint32]*http.Transport{}}
+func newIdentities(o Options) *identities {
+	return &identities{url: o.URL, servers: o.Servers, gw: o.Gateway, timeout: o.Timeout,
+		tok: map[uint32]tokenEntry{}, cl: map[string]*client.Client{}, tr: map[uint32]*http.Transport{}}
 }
 
 // client is the client acting as the caller of ctx's FUSE request.
@@ -74,6 +84,9 @@ func (ids *identities) client(ctx context.Context) *client.Client {
 }
 
 func (ids *identities) clientOf(c *fuse.Caller) *client.Client {
+	if ids.gw != nil {
+		return ids.asserting(c)
+	}
 	tok := ids.token(c)
 	// Without a token the caller is its socket's owner (a unix peer) and
 	// its groups are its process's: the server reads them from the pid.
@@ -99,11 +112,82 @@ func (ids *identities) clientOf(c *fuse.Caller) *client.Client {
 		clear(ids.cl)
 	}
 	cl := client.New(ids.url)
+	cl.Servers = ids.servers
 	cl.HTTP = &http.Client{Transport: tr}
 	cl.Token = tok
 	cl.CallerPid = pid
 	ids.cl[key] = cl
 	return cl
+}
+
+// asserting is the client of a gateway mount acting as caller c: its
+// uid, and its process's gid and groups (c's gid alone if the process
+// is gone or changed uid), asserted on each request.
+func (ids *identities) asserting(c *fuse.Caller) *client.Client {
+	gid, groups := ids.groups(c)
+	var key strings.Builder
+	fmt.Fprintf(&key, "gw\x00%d\x00%d", c.Uid, gid)
+	for _, g := range groups {
+		fmt.Fprintf(&key, ",%d", g)
+	}
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	if cl := ids.cl[key.String()]; cl != nil {
+		return cl
+	}
+	tr := ids.tr[0] // the daemon's own sockets: the assertion says who
+	if tr == nil {
+		tr = http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64
+		tr.ResponseHeaderTimeout = ids.timeout
+		ids.tr[0] = tr
+	}
+	if len(ids.cl) > 4096 {
+		clear(ids.cl)
+	}
+	cl := client.New(ids.url)
+	cl.Servers = ids.servers
+	cl.HTTP = &http.Client{Transport: tr}
+	cl.Assert = Asserting(ids.gw, c.Uid, gid, groups)
+	ids.cl[key.String()] = cl
+	return cl
+}
+
+// Asserting is a client.Client's Assert hook asserting uid, gid and
+// groups with gateway key k.
+func Asserting(k *gateway.Key, uid, gid uint32, groups []uint32) func(*http.Request) {
+	return func(r *http.Request) {
+		r.Header.Set(gateway.Header, k.Assert(r.Method, r.URL.RequestURI(), uid, gid, groups))
+	}
+}
+
+type groupsEntry struct {
+	uid, gid uint32
+	groups   []uint32
+	expires  time.Time
+}
+
+// groups are the file system gid and the supplementary groups of c's
+// process (read again after tokenTTL).
+func (ids *identities) groups(c *fuse.Caller) (uint32, []uint32) {
+	now := time.Now()
+	ids.mu.Lock()
+	e, ok := ids.grp[c.Pid]
+	ids.mu.Unlock()
+	if ok && e.uid == c.Uid && now.Before(e.expires) {
+		return e.gid, e.groups
+	}
+	gid, groups, ok := auth.ProcessIDs(c.Pid, c.Uid)
+	if !ok || c.Pid == 0 {
+		gid, groups = c.Gid, nil
+	}
+	ids.mu.Lock()
+	if ids.grp == nil || len(ids.grp) > 4096 {
+		ids.grp = map[uint32]groupsEntry{}
+	}
+	ids.grp[c.Pid] = groupsEntry{c.Uid, gid, groups, now.Add(tokenTTL)}
+	ids.mu.Unlock()
+	return gid, groups
 }
 
 // token is the bearer token of the calling process ("" for none).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 
+	"github.com/kaon-storage/kaon/internal/auth/gateway"
 	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/fusecore"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -30,9 +31,14 @@ type Options struct {
 	// XRootD is the namespace's root:// host:port (kaon.url.root);
 	// "": the one `ns status` lists for the server at URL.
 	XRootD string
-	// Servers are the other namespace servers of a replicated instance
-	// (the session reconnects through them).
+	// Servers are the other namespace servers of a replicated instance:
+	// requests go to them, in order, when the one they go to cannot be
+	// reached, and the session reconnects through them.
 	Servers []string
+	// Gateway is the key of a host the namespace servers trust as a
+	// gateway: callers' uids and gids are asserted with it instead of
+	// their tokens being looked for (nil: not a gateway).
+	Gateway *gateway.Key
 	// Timeout bounds how long a request waits for a server's answer
 	// (then EIO-like errors), so a hung server never holds a caller in
 	// the kernel for good (default 60 s).
@@ -99,7 +105,19 @@ func New(ctx context.Context, o Options) (*FS, error) {
 		return nil, kerr.Wrap(kerr.IO, "mount", o.CacheDir, err)
 	}
 	own := client.New(o.URL)
+	own.Servers = o.Servers
 	own.Token = o.Token
+	if o.Gateway != nil {
+		// The daemon asserts itself (root is squashed to nobody unless
+		// the servers trust the key with no_root_squash).
+		groups, _ := os.Getgroups()
+		gs := make([]uint32, len(groups))
+		for i, g := range groups {
+			gs[i] = uint32(g)
+		}
+		own.Token = ""
+		own.Assert = Asserting(o.Gateway, uint32(os.Getuid()), uint32(os.Getgid()), gs)
+	}
 	e, err := own.Stat(ctx, sub)
 	if err != nil {
 		return nil, err
@@ -107,7 +125,7 @@ func New(ctx context.Context, o Options) (*FS, error) {
 	if !e.IsDir {
 		return nil, kerr.New(kerr.NotDir, "mount", sub, "the subtree to mount is not a directory")
 	}
-	f := &FS{opts: o, own: own, xrdEP: o.XRootD, ids: newIdentities(o.URL, o.Timeout), Stats: fusecore.NewStats(),
+	f := &FS{opts: o, own: own, xrdEP: o.XRootD, ids: newIdentities(o), Stats: fusecore.NewStats(),
 		nodes: map[uint64]*node{}, subs: map[uint64]bool{}, notify: make(chan func(), 4096), stop: make(chan struct{})}
 	f.sess, err = own.OpenSession(ctx, client.SessionOptions{Host: o.Host, Version: o.Version, Servers: o.Servers})
 	if err != nil {
