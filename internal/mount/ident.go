@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -21,6 +23,7 @@ import (
 	"github.com/kaon-storage/kaon/internal/auth/gateway"
 	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/fusecore"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // Identity per calling process. Every request the mount makes for a
@@ -293,4 +296,33 @@ func dialAs(uid, gid uint32) func(ctx context.Context, network, addr string) (ne
 		}()
 		return d.DialContext(ctx, network, addr)
 	}
+}
+
+// squashedDenies says whether a root caller of a gateway mount whose
+// root the servers squash (f.squash: who root is to them) lacks the
+// access open flags ask for to a file of attributes a. The kernel lets
+// root open any file (default_permissions) and a file's pages may be
+// cached already, so without this root would read through the cache
+// what the servers refuse it.
+func (f *FS) squashedDenies(ctx context.Context, a nsapi.Attr, flags uint32) bool {
+	c, ok := fuse.FromContext(ctx)
+	if !ok || c.Uid != 0 || f.squash == nil {
+		return false
+	}
+	want := uint32(4)
+	switch flags & syscall.O_ACCMODE {
+	case syscall.O_WRONLY:
+		want = 2
+	case syscall.O_RDWR:
+		want = 6
+	}
+	w := f.squash
+	bits := a.Mode
+	switch {
+	case a.UID == w.UID:
+		bits >>= 6
+	case a.GID == w.GID || slices.Contains(w.Groups, a.GID):
+		bits >>= 3
+	}
+	return bits&want != want
 }

@@ -60,12 +60,15 @@ type Options struct {
 // FS is a mounted namespace: the node tree fusecore mounts, its session
 // with the namespace service and the daemon's cache.
 type FS struct {
-	opts  Options
-	sess  *client.Session // with the daemon's own identity
-	own   *client.Client  // the daemon's own identity
-	ids   *identities
-	Stats *fusecore.Stats
-	root  *node
+	opts Options
+	sess *client.Session // with the daemon's own identity
+	own  *client.Client  // the daemon's own identity
+	ids  *identities
+	// squash is who root is to the servers when they squash it (a
+	// gateway mount whose key they trust without no_root_squash).
+	squash *nsapi.Whoami
+	Stats  *fusecore.Stats
+	root   *node
 
 	mu    sync.Mutex
 	nodes map[uint64]*node // by inode number, the nodes the kernel knows
@@ -127,6 +130,15 @@ func New(ctx context.Context, o Options) (*FS, error) {
 	}
 	f := &FS{opts: o, own: own, xrdEP: o.XRootD, ids: newIdentities(o), Stats: fusecore.NewStats(),
 		nodes: map[uint64]*node{}, subs: map[uint64]bool{}, notify: make(chan func(), 4096), stop: make(chan struct{})}
+	if o.Gateway != nil && os.Getuid() == 0 {
+		w, err := own.Whoami(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if w.UID != 0 {
+			f.squash = &w
+		}
+	}
 	f.sess, err = own.OpenSession(ctx, client.SessionOptions{Host: o.Host, Version: o.Version, Servers: o.Servers})
 	if err != nil {
 		return nil, err
