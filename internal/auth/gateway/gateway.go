@@ -20,8 +20,8 @@
 // for its own request only, once, for at most Window. Anything else is
 // refused with the reason; a server without the gateway method never
 // reads the header, so a plain client that sends one gains nothing.
-// (A JWS through go-jose was the first form: its verification cost
-// 7 times as much, DESIGN-NOTES.md.)
+// (A JWS through go-jose was the first form: it cost two to three
+// times as much per request, DESIGN-NOTES.md.)
 //
 // uid 0 is squashed to nobody unless the key is trusted with
 // no_root_squash (NFS's vocabulary). The uids and gids are numbers of the
