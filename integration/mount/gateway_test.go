@@ -104,21 +104,30 @@ func TestGatewayIdentity(t *testing.T) {
 		}
 	}
 
-	// A mount with a key the server does not trust stops with the reason.
-	mp := filepath.Join(d, "wrong")
-	os.Mkdir(mp, 0o755)
-	cmd := exec.Command(harness.Binary(t), "mount", "-f", "--url", up.EP.HTTP+"/gw", "-o", "gateway="+wrong, "--cache", filepath.Join(d, "wcache"), mp)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := fusetest.ExecCmd(t, "kaon mount with an untrusted gateway key", cmd)
-	if err == nil || !strings.Contains(out, "gateway assertion refused") || !strings.Contains(out, wk.ID) {
-		t.Errorf("kaon mount with an untrusted key: %v\n%s\nwant a failure naming the key %s and the reason", err, out, wk.ID)
-		fusetest.Exec(t, harness.Binary(t), "umount", "-f", mp)
+	// A mount with a key the server does not trust stops with the reason;
+	// so does one whose server takes no assertions (it would take every
+	// caller for its socket's owner).
+	plain := harness.Up(t)
+	plain.MustKaon("mkdir", "/gw")
+	failed := func(what, url, key, want string) {
+		t.Helper()
+		mp := filepath.Join(d, what)
+		os.Mkdir(mp, 0o755)
+		cmd := exec.Command(harness.Binary(t), "mount", "-f", "--url", url+"/gw", "-o", "gateway="+key, "--cache", filepath.Join(d, what+"-cache"), mp)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		out, err := fusetest.ExecCmd(t, "kaon mount "+what, cmd)
+		if err == nil || !strings.Contains(out, want) {
+			t.Errorf("kaon mount %s: %v\n%s\nwant a failure saying %q", what, err, out, want)
+			fusetest.Exec(t, harness.Binary(t), "umount", "-f", mp)
+		}
+		if strings.Contains(out, secret) || strings.Contains(out, wrongSecret) {
+			t.Errorf("kaon mount %s: a key is in its output:\n%s", what, out)
+		}
 	}
-	if strings.Contains(out, wrongSecret) {
-		t.Errorf("the key is in kaon mount's output:\n%s", out)
-	}
+	failed("with-an-untrusted-key", up.EP.HTTP, wrong, "gateway assertion refused: signed with key \""+wk.ID+"\", which this instance does not trust")
+	failed("on-a-server-without-gateways", plain.EP.HTTP, key, "does not take gateway assertions")
 	// Neither key is in any log.
-	for _, l := range []string{up.Logs(), m.log.String()} {
+	for _, l := range []string{up.Logs(), plain.Logs(), m.log.String()} {
 		if strings.Contains(l, secret) || strings.Contains(l, wrongSecret) {
 			t.Errorf("a gateway key is in a log:\n%s", l)
 		}

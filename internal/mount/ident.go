@@ -87,22 +87,30 @@ func (ids *identities) client(ctx context.Context) *client.Client {
 }
 
 func (ids *identities) clientOf(c *fuse.Caller) *client.Client {
+	var tok, key string
+	var pid, gid uint32
+	var groups []uint32
 	if ids.gw != nil {
-		return ids.asserting(c)
+		// A gateway asserts the caller's uid and its process's groups.
+		gid, groups = ids.groups(c)
+		key = fmt.Sprint("gw ", c.Uid, gid, groups)
+	} else {
+		tok = ids.token(c)
+		// Without a token the caller is its socket's owner (a unix peer)
+		// and its groups are its process's: the server reads them from
+		// the pid.
+		if tok == "" {
+			pid = c.Pid
+		}
+		key = strconv.FormatUint(uint64(c.Uid), 10) + "\x00" + tok + "\x00" + strconv.FormatUint(uint64(pid), 10)
 	}
-	tok := ids.token(c)
-	// Without a token the caller is its socket's owner (a unix peer) and
-	// its groups are its process's: the server reads them from the pid.
-	var pid uint32
-	if tok == "" {
-		pid = c.Pid
-	}
-	key := strconv.FormatUint(uint64(c.Uid), 10) + "\x00" + tok + "\x00" + strconv.FormatUint(uint64(pid), 10)
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
 	if cl := ids.cl[key]; cl != nil {
 		return cl
 	}
+	// Sockets are the caller's even on a gateway: a server on this host
+	// that ignored the assertion would see the caller, not the daemon.
 	tr := ids.tr[c.Uid]
 	if tr == nil {
 		tr = http.DefaultTransport.(*http.Transport).Clone()
@@ -117,42 +125,13 @@ func (ids *identities) clientOf(c *fuse.Caller) *client.Client {
 	cl := client.New(ids.url)
 	cl.Servers = ids.servers
 	cl.HTTP = &http.Client{Transport: tr}
-	cl.Token = tok
-	cl.CallerPid = pid
+	if ids.gw != nil {
+		cl.Assert = Asserting(ids.gw, c.Uid, gid, groups)
+	} else {
+		cl.Token = tok
+		cl.CallerPid = pid
+	}
 	ids.cl[key] = cl
-	return cl
-}
-
-// asserting is the client of a gateway mount acting as caller c: its
-// uid, and its process's gid and groups (c's gid alone if the process
-// is gone or changed uid), asserted on each request.
-func (ids *identities) asserting(c *fuse.Caller) *client.Client {
-	gid, groups := ids.groups(c)
-	var key strings.Builder
-	fmt.Fprintf(&key, "gw\x00%d\x00%d", c.Uid, gid)
-	for _, g := range groups {
-		fmt.Fprintf(&key, ",%d", g)
-	}
-	ids.mu.Lock()
-	defer ids.mu.Unlock()
-	if cl := ids.cl[key.String()]; cl != nil {
-		return cl
-	}
-	tr := ids.tr[0] // the daemon's own sockets: the assertion says who
-	if tr == nil {
-		tr = http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = 64
-		tr.ResponseHeaderTimeout = ids.timeout
-		ids.tr[0] = tr
-	}
-	if len(ids.cl) > 4096 {
-		clear(ids.cl)
-	}
-	cl := client.New(ids.url)
-	cl.Servers = ids.servers
-	cl.HTTP = &http.Client{Transport: tr}
-	cl.Assert = Asserting(ids.gw, c.Uid, gid, groups)
-	ids.cl[key.String()] = cl
 	return cl
 }
 

@@ -130,12 +130,17 @@ func New(ctx context.Context, o Options) (*FS, error) {
 	}
 	f := &FS{opts: o, own: own, xrdEP: o.XRootD, ids: newIdentities(o), Stats: fusecore.NewStats(),
 		nodes: map[uint64]*node{}, subs: map[uint64]bool{}, notify: make(chan func(), 4096), stop: make(chan struct{})}
-	if o.Gateway != nil && os.Getuid() == 0 {
+	if o.Gateway != nil {
+		// The servers must take the assertions: one that ignored them
+		// would take every caller for its socket's owner or nobody.
 		w, err := own.Whoami(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if w.UID != 0 {
+		if w.Method != "gateway" {
+			return nil, kerr.New(kerr.Permission, "mount", o.URL, fmt.Sprintf("the namespace server does not take gateway assertions (it took this host's for %s by %s; start it with --auth ...,gateway --gateway-key FILE)", w.Name, w.Method))
+		}
+		if os.Getuid() == 0 && w.UID != 0 {
 			f.squash = &w
 		}
 	}
