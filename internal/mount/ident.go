@@ -126,7 +126,7 @@ func (ids *identities) clientOf(c *fuse.Caller) *client.Client {
 	cl.Servers = ids.servers
 	cl.HTTP = &http.Client{Transport: tr}
 	if ids.gw != nil {
-		cl.Assert = Asserting(ids.gw, c.Uid, gid, groups)
+		cl.Assert = asserting(ids.gw, c.Uid, gid, groups)
 	} else {
 		cl.Token = tok
 		cl.CallerPid = pid
@@ -135,9 +135,9 @@ func (ids *identities) clientOf(c *fuse.Caller) *client.Client {
 	return cl
 }
 
-// Asserting is a client.Client's Assert hook asserting uid, gid and
+// asserting is a client.Client's Assert hook asserting uid, gid and
 // groups with gateway key k.
-func Asserting(k *gateway.Key, uid, gid uint32, groups []uint32) func(*http.Request) {
+func asserting(k *gateway.Key, uid, gid uint32, groups []uint32) func(*http.Request) {
 	return func(r *http.Request) {
 		r.Header.Set(gateway.Header, k.Assert(r.Method, r.URL.RequestURI(), uid, gid, groups))
 	}

@@ -119,7 +119,7 @@ func New(ctx context.Context, o Options) (*FS, error) {
 			gs[i] = uint32(g)
 		}
 		own.Token = ""
-		own.Assert = Asserting(o.Gateway, uint32(os.Getuid()), uint32(os.Getgid()), gs)
+		own.Assert = asserting(o.Gateway, uint32(os.Getuid()), uint32(os.Getgid()), gs)
 	}
 	e, err := own.Stat(ctx, sub)
 	if err != nil {
