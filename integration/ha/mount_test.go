@@ -137,6 +137,7 @@ func TestMountServers(t *testing.T) {
 		t.Fatalf("flock before server 0 stopped: %v", err)
 	}
 
+	stopped := time.Now()
 	in.mgms[0].Stop()
 	in.down[0] = true
 	in.waitActive(1, "server 1 takes over")
@@ -145,6 +146,7 @@ func TestMountServers(t *testing.T) {
 	in.eventually("create a file through the mount after server 0 stopped", 30*time.Second, func() error {
 		return os.WriteFile(filepath.Join(mp, "after"), after, 0o644)
 	})
+	t.Logf("a file made through the mount %v after server 0 was told to stop", time.Since(stopped).Round(time.Millisecond))
 	in.checkFile(in.http[1], "/m/after", after)
 	in.checkFile(in.http[1], "/m/before", before)
 	in.eventually("read the file written before through the mount", 30*time.Second, func() error {
