@@ -114,13 +114,37 @@ func TestGatewayIdentity(t *testing.T) {
 		mp := filepath.Join(d, what)
 		os.Mkdir(mp, 0o755)
 		cmd := exec.Command(harness.Binary(t), "mount", "-f", "--url", url+"/gw", "-o", "gateway="+key, "--cache", filepath.Join(d, what+"-cache"), mp)
+		out := &syncBuf{}
+		cmd.Stdout, cmd.Stderr = out, out
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		out, err := fusetest.ExecCmd(t, "kaon mount "+what, cmd)
-		if err == nil || !strings.Contains(out, want) {
-			t.Errorf("kaon mount %s: %v\n%s\nwant a failure saying %q", what, err, out, want)
-			fusetest.Exec(t, harness.Binary(t), "umount", "-f", mp)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		if strings.Contains(out, secret) || strings.Contains(out, wrongSecret) {
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		// It exits, or it mounts (which it must not).
+		var err error
+		waitFor(t, upDeadline, "kaon mount "+what+": exit or mount", func() bool {
+			select {
+			case err = <-done:
+				return true
+			default:
+			}
+			if _, mounted := fusetest.MountDev(mp); mounted {
+				fusetest.Exec(t, harness.Binary(t), "umount", "-f", mp)
+				if werr := fusetest.Within("kaon mount "+what+": exit after umount -f", stopDeadline, func() error { <-done; return nil }); werr != nil {
+					cmd.Process.Kill()
+					t.Error(werr)
+				}
+				t.Errorf("kaon mount %s: mounted, want a refusal", what)
+				return true
+			}
+			return false
+		})
+		if err == nil || !strings.Contains(out.String(), want) {
+			t.Errorf("kaon mount %s: %v\n%s\nwant a failure saying %q", what, err, out, want)
+		}
+		if strings.Contains(out.String(), secret) || strings.Contains(out.String(), wrongSecret) {
 			t.Errorf("kaon mount %s: a key is in its output:\n%s", what, out)
 		}
 	}
