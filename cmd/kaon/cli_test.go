@@ -176,7 +176,7 @@ func TestMountServers(t *testing.T) {
 			t.Errorf("%q: %q %q %v, want %q %q", c.spec, servers, sub, err, c.servers, c.sub)
 		}
 	}
-	o := mountOptions{options: []string{"_netdev", "gateway=/etc/kaon/gateway.key"}}
+	o := mountOptions{direct: "auto", options: []string{"_netdev", "gateway=/etc/kaon/gateway.key"}}
 	if err := o.parseOptions(); err != nil || o.gateway != "/etc/kaon/gateway.key" {
 		t.Errorf("-o gateway=: %q %v", o.gateway, err)
 	}
