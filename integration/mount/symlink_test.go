@@ -173,14 +173,14 @@ func TestSymlinks(t *testing.T) {
 		t.Fatalf("xrdfs ls -l through a linked directory: %v\n%s", err, out)
 	}
 	if out, err := exec.Command("xrdfs", xrd, "ls", "-l", "/sl").CombinedOutput(); err != nil || !strings.Contains(string(out), "dr") ||
-		!regexpLine(string(out), "/sl/ld2") {
+		!dirLine(string(out), "/sl/ld2") {
 		t.Fatalf("xrdfs ls -l /sl: %v\n%s", err, out)
 	}
 }
 
-// regexpLine says whether a line of out ends with name and starts with
+// dirLine says whether a line of out ends with name and starts with
 // d (a directory, as a link to one is listed).
-func regexpLine(out, name string) bool {
+func dirLine(out, name string) bool {
 	for _, l := range strings.Split(out, "\n") {
 		if strings.HasSuffix(strings.TrimSpace(l), " "+name) && strings.HasPrefix(l, "d") {
 			return true
