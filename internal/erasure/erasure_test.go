@@ -15,7 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
+	"github.com/kaon-storage/kaon/internal/directio"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
 	"github.com/klauspost/reedsolomon"
@@ -708,6 +710,71 @@ func TestWriterStopsGoroutines(t *testing.T) {
 		}
 		if n := settle(base); n > base {
 			t.Fatalf("abort=%v: %d goroutines left, had %d", abort, n, base)
+		}
+	}
+}
+
+// alignedShard is an AlignedWriter that checks what the Writer hands it
+// (an aligned buffer, the lead a shard written from offset 0 has) and
+// scribbles over the scratch bytes before the frame, as a direct-I/O
+// file does when it copies its pending tail there.
+type alignedShard struct {
+	t     *testing.T
+	buf   bytes.Buffer
+	calls int
+}
+
+func (a *alignedShard) Write(p []byte) (int, error) { return a.buf.Write(p) }
+
+func (a *alignedShard) WriteFrom(b []byte, lead int) (int, error) {
+	a.calls++
+	if addr := uintptr(unsafe.Pointer(&b[0])); addr%directio.Align != 0 {
+		a.t.Errorf("frame buffer at %#x is not %d-aligned", addr, directio.Align)
+	}
+	if want := a.buf.Len() % directio.Align; lead != want {
+		a.t.Errorf("lead %d, the shard's unaligned tail is %d bytes", lead, want)
+	}
+	for i := range b[:lead] {
+		b[i] = 0xEE
+	}
+	return a.buf.Write(b[lead:])
+}
+
+// TestAlignedShardWriters: shard writers that can write frames from the
+// Writer's buffers get every frame that way, at the lead their offset
+// needs, and the shards are byte for byte those of plain writers.
+func TestAlignedShardWriters(t *testing.T) {
+	l := Layout{4, 2, testUnit}
+	for _, size := range []int64{1, l.RowSize(), 7*l.RowSize() + 1234} {
+		data := randBytes(uint64(size)+5, size)
+		want := encode(t, l, data)
+		shards := make([]*alignedShard, l.Shards())
+		ws := make([]io.Writer, l.Shards())
+		for i := range shards {
+			shards[i] = &alignedShard{t: t}
+			ws[i] = shards[i]
+		}
+		w, err := NewWriter(l, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rest := data; len(rest) > 0; {
+			n := min(len(rest), 3000)
+			if _, err := w.Write(rest[:n]); err != nil {
+				t.Fatal(err)
+			}
+			rest = rest[n:]
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range shards {
+			if s.calls != int(l.Rows(size)) {
+				t.Errorf("size %d shard %d: %d frames written from the Writer's buffers, %d rows", size, i, s.calls, l.Rows(size))
+			}
+			if !bytes.Equal(s.buf.Bytes(), want[i]) {
+				t.Fatalf("size %d shard %d: %d bytes differ from a plain writer's %d", size, i, s.buf.Len(), len(want[i]))
+			}
 		}
 	}
 }

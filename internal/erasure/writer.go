@@ -8,7 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kaon-storage/kaon/internal/bufmem"
 	"github.com/kaon-storage/kaon/internal/checksum"
+	"github.com/kaon-storage/kaon/internal/directio"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/klauspost/reedsolomon"
 )
@@ -20,13 +22,39 @@ import (
 const writeDepth = 2
 
 // WriterMemory is the most a Writer of layout l holds in buffers.
-func WriterMemory(l Layout) int64 { return int64(writeDepth*l.Shards()) * l.FrameSize() }
+func WriterMemory(l Layout) int64 { return int64(writeDepth*l.Shards()) * int64(alignedFrameSize(l)) }
 
-// stripe is one row's frames, K data then M parity, each Unit+4 bytes.
+// AlignedWriter is a shard writer that writes a frame straight from the
+// Writer's buffer (directio.File.WriteFrom): b starts on a
+// directio.Align boundary, the frame is b[lead:] and b[:lead] is scratch
+// the writer may fill with the unaligned tail it holds from the frames
+// before. The Writer places row r's frames at lead = r*FrameSize() modulo
+// Align, where a shard written from offset 0 has exactly that tail
+// pending; a writer in any other state must write b[lead:] as Write does.
+type AlignedWriter interface {
+	WriteFrom(b []byte, lead int) (int, error)
+}
+
+// alignedFrameSize is the size of a Writer's frame buffers: a frame and
+// the room for a lead of up to Align-1 bytes before it.
+func alignedFrameSize(l Layout) int { return l.Unit + crcSize + directio.Align }
+
+// stripe is one row's frames, K data then M parity, each Unit+4 bytes,
+// at lead bytes into their aligned buffers bufs.
 type stripe struct {
 	row     int64
+	lead    int
+	bufs    [][]byte
 	frames  [][]byte
 	pending atomic.Int32 // shard writes still to do
+}
+
+// place points s's frames at the lead row's frames have in a shard.
+func (s *stripe) place(l Layout, row int64) {
+	s.lead = int(row * l.FrameSize() % directio.Align)
+	for i, b := range s.bufs {
+		s.frames[i] = b[s.lead : s.lead+int(l.FrameSize())]
+	}
 }
 
 // ShardError names the shard whose I/O failed; it is the cause (Err) of
@@ -138,9 +166,10 @@ func (w *Writer) nextStripe() *stripe {
 	}
 	if w.alloc < writeDepth {
 		w.alloc++
-		s := &stripe{frames: make([][]byte, w.l.Shards())}
-		for i := range s.frames {
-			s.frames[i] = getFrame(w.l.Unit)
+		s := &stripe{frames: make([][]byte, w.l.Shards()), bufs: make([][]byte, w.l.Shards())}
+		pool := bufmem.Aligned(alignedFrameSize(w.l), directio.Align)
+		for i := range s.bufs {
+			s.bufs[i] = pool.Get()
 		}
 		return s
 	}
@@ -161,6 +190,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 		}
 		if w.cur == nil {
 			w.cur = w.nextStripe()
+			w.cur.place(w.l, w.rows)
 			w.fill = 0
 		}
 		j, off := w.fill/unit, w.fill%unit
@@ -219,7 +249,13 @@ func (w *Writer) shardLoop(i int) {
 	failed := false
 	for s := range w.shardq[i] {
 		if !failed && w.firstErr() == nil {
-			n, err := w.shards[i].Write(s.frames[i])
+			var n int
+			var err error
+			if aw, ok := w.shards[i].(AlignedWriter); ok {
+				n, err = aw.WriteFrom(s.bufs[i][:s.lead+len(s.frames[i])], s.lead)
+			} else {
+				n, err = w.shards[i].Write(s.frames[i])
+			}
 			if err == nil && n != len(s.frames[i]) {
 				err = io.ErrShortWrite
 			}
@@ -310,10 +346,11 @@ func (w *Writer) Abort() {
 }
 
 func (w *Writer) release(s *stripe) {
-	for _, f := range s.frames {
-		putFrame(w.l.Unit, f)
+	pool := bufmem.Aligned(alignedFrameSize(w.l), directio.Align)
+	for _, b := range s.bufs {
+		pool.Put(b)
 	}
-	s.frames = nil
+	s.bufs, s.frames = nil, nil
 }
 
 // ErrShard extracts the failing shard index from an error returned by a

@@ -255,6 +255,16 @@ func (w *writer) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// WriteFrom writes a framed stripe's frame b[lead:] from its aligned
+// buffer b without a staging copy (erasure.AlignedWriter,
+// directio.File.WriteFrom).
+func (w *writer) WriteFrom(b []byte, lead int) (int, error) {
+	if w.sums != nil {
+		return w.Write(b[lead:])
+	}
+	return w.f.WriteFrom(b, lead)
+}
+
 func (w *writer) Finish(m backend.Meta) error {
 	m.Fid = w.fid
 	var err error
