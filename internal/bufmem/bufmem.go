@@ -65,6 +65,10 @@ func (p *Pool) Put(b []byte) {
 	p.p.Put(&b)
 }
 
+// Drop stops counting b, which Get gave, without recycling it: someone
+// may still hold it (an I/O call that was given up on).
+func (p *Pool) Drop(b []byte) { add(-int64(p.size)) }
+
 var sized, aligned sync.Map // int -> *Pool
 
 // Aligned is the shared pool of size-byte buffers whose first byte sits

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/kaon-storage/kaon/internal/bufmem"
 	"github.com/kaon-storage/kaon/internal/directio"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
@@ -776,5 +777,57 @@ func TestAlignedShardWriters(t *testing.T) {
 				t.Fatalf("size %d shard %d: %d bytes differ from a plain writer's %d", size, i, s.buf.Len(), len(want[i]))
 			}
 		}
+	}
+}
+
+// failingAligned fails every frame written from the Writer's buffers and
+// remembers them.
+type failingAligned struct{ seen []*byte }
+
+func (f *failingAligned) Write(p []byte) (int, error) { return 0, errors.New("not used") }
+func (f *failingAligned) WriteFrom(b []byte, lead int) (int, error) {
+	f.seen = append(f.seen, &b[0])
+	return 0, syscall.EIO
+}
+
+// TestFailedShardBuffersNotRecycled: a shard write that failed may be
+// one a guard stopped waiting for, still running on a hung disk and
+// copying into its buffer; the Writer must not hand that buffer out
+// again.
+func TestFailedShardBuffersNotRecycled(t *testing.T) {
+	l := Layout{4, 2, testUnit}
+	bad := &failingAligned{}
+	ws := make([]io.Writer, l.Shards())
+	for i := range ws {
+		ws[i] = &alignedShard{t: t}
+	}
+	ws[5] = bad
+	w, err := NewWriter(l, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetTolerance(1)
+	if _, err := w.Write(randBytes(9, 3*l.RowSize())); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(bad.seen) == 0 {
+		t.Fatal("the failing shard was never given a frame")
+	}
+	pool := bufmem.Aligned(alignedFrameSize(l), directio.Align)
+	var got [][]byte
+	for range 4 * writeDepth * l.Shards() {
+		b := pool.Get()
+		got = append(got, b)
+		for _, p := range bad.seen {
+			if &b[0] == p {
+				t.Fatal("a buffer given to a shard write that failed was recycled")
+			}
+		}
+	}
+	for _, b := range got {
+		pool.Put(b)
 	}
 }

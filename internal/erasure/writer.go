@@ -347,8 +347,17 @@ func (w *Writer) Abort() {
 
 func (w *Writer) release(s *stripe) {
 	pool := bufmem.Aligned(alignedFrameSize(w.l), directio.Align)
+	w.failMu.Lock()
+	tainted := len(w.failed) > 0
+	w.failMu.Unlock()
 	for _, b := range s.bufs {
-		pool.Put(b)
+		if tainted {
+			// A shard write that failed (a guard that stopped waiting on a
+			// hung disk) may still touch its frame: never hand it out again.
+			pool.Drop(b)
+		} else {
+			pool.Put(b)
+		}
 	}
 	s.bufs, s.frames = nil, nil
 }

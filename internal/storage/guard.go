@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/erasure"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
@@ -367,6 +368,27 @@ type guardedWriter struct {
 func (w *guardedWriter) Write(p []byte) (int, error) {
 	var n int
 	if ok, err := w.g.runN("write", int64(len(p)), func() (err error) { n, err = w.w.Write(p); return err }, nil); !ok || err != nil {
+		if !ok {
+			n = 0
+		}
+		return n, w.g.noted(err)
+	}
+	w.written += int64(n)
+	w.g.noted(nil)
+	return n, nil
+}
+
+// WriteFrom passes a frame written from the erasure writer's buffer on
+// (erasure.AlignedWriter). A call the guard gives up on may still copy
+// into b[:lead] later: the erasure writer never recycles the buffers of
+// a write that failed.
+func (w *guardedWriter) WriteFrom(b []byte, lead int) (int, error) {
+	aw, ok := w.w.(erasure.AlignedWriter)
+	if !ok {
+		return w.Write(b[lead:])
+	}
+	var n int
+	if ok, err := w.g.runN("write", int64(len(b)-lead), func() (err error) { n, err = aw.WriteFrom(b, lead); return err }, nil); !ok || err != nil {
 		if !ok {
 			n = 0
 		}
