@@ -358,6 +358,8 @@ func (s *guarded) CheckIdentity(want backend.Identity) string {
 	return why
 }
 
+var _ erasure.AlignedWriter = (*guardedWriter)(nil)
+
 // guardedWriter writes one stripe under the guard.
 type guardedWriter struct {
 	w       backend.Writer
