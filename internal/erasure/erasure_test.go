@@ -831,3 +831,43 @@ func TestFailedShardBuffersNotRecycled(t *testing.T) {
 		pool.Put(b)
 	}
 }
+
+// TestDataCRC32C: the crc32c the Writer folds from its data frames is
+// that of the bytes written so far, in the middle of a row, at row ends
+// and after Close, for every test size.
+func TestDataCRC32C(t *testing.T) {
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
+	for _, l := range testLayouts {
+		for _, size := range testSizes(l) {
+			data := randBytes(uint64(size)+11, size)
+			ws := make([]io.Writer, l.Shards())
+			for i := range ws {
+				ws[i] = io.Discard
+			}
+			w, err := NewWriter(l, ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(uint64(size), 3))
+			for off := 0; off < len(data); {
+				n := min(len(data)-off, 1+rng.IntN(2*l.Unit))
+				if rng.IntN(4) == 0 { // up to a row's end
+					n = min(len(data)-off, int(l.RowSize())-off%int(l.RowSize()))
+				}
+				if _, err := w.Write(data[off : off+n]); err != nil {
+					t.Fatal(err)
+				}
+				off += n
+				if got, want := w.DataCRC32C(), crc32.Checksum(data[:off], castagnoli); got != want {
+					t.Fatalf("%v size %d after %d bytes: %08x want %08x", l, size, off, got, want)
+				}
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := w.DataCRC32C(), crc32.Checksum(data, castagnoli); got != want {
+				t.Fatalf("%v size %d after Close: %08x want %08x", l, size, got, want)
+			}
+		}
+	}
+}

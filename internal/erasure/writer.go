@@ -43,6 +43,7 @@ func alignedFrameSize(l Layout) int { return l.Unit + crcSize + directio.Align }
 // at lead bytes into their aligned buffers bufs.
 type stripe struct {
 	row     int64
+	fill    int // logical bytes in the row (less than RowSize in the last)
 	lead    int
 	bufs    [][]byte
 	frames  [][]byte
@@ -100,6 +101,14 @@ type Writer struct {
 	errOnce sync.Once
 	err     atomic.Pointer[error]
 	closed  bool
+
+	// The crc32c of the logical bytes of the rows encoded so far, folded
+	// from the data frames' crc32c in row order (DataCRC32C).
+	crcMu   sync.Mutex
+	crcCond sync.Cond
+	encoded int64 // rows folded in (or skipped after an error)
+	dataCRC uint32
+	shift   uint32 // checksum.CRC32CShift(Unit)
 }
 
 // NewWriter returns a Writer that writes the shards of a new file; shards
@@ -128,7 +137,9 @@ func NewWriter(l Layout, shards []io.Writer) (*Writer, error) {
 		free:   make(chan *stripe, writeDepth),
 		encq:   make(chan *stripe, writeDepth),
 		shardq: make([]chan *stripe, l.Shards()),
+		shift:  checksum.CRC32CShift(int64(l.Unit)),
 	}
+	w.crcCond.L = &w.crcMu
 	for i := range w.shardq {
 		w.shardq[i] = make(chan *stripe, writeDepth)
 		w.wg.Add(1)
@@ -206,7 +217,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 }
 
 func (w *Writer) submit() {
-	w.cur.row = w.rows
+	w.cur.row, w.cur.fill = w.rows, w.fill
 	w.rows++
 	w.encq <- w.cur
 	w.cur = nil
@@ -223,6 +234,7 @@ func (w *Writer) encodeLoop() {
 	unit := w.l.Unit
 	for s := range w.encq {
 		if w.firstErr() != nil {
+			w.fold(nil)
 			w.free <- s
 			continue
 		}
@@ -231,17 +243,62 @@ func (w *Writer) encodeLoop() {
 		}
 		if err := w.enc.Encode(views); err != nil {
 			w.setErr(kerr.Wrap(kerr.Internal, "ec encode", w.name, err))
+			w.fold(nil)
 			w.free <- s
 			continue
 		}
 		for _, f := range s.frames {
 			binary.LittleEndian.PutUint32(f[unit:], checksum.CRC32CSum(f[:unit]))
 		}
+		w.fold(s)
 		s.pending.Store(int32(len(s.frames)))
 		for _, q := range w.shardq {
 			q <- s
 		}
 	}
+}
+
+// fold adds the logical bytes of s (the next row; nil: a row skipped
+// after an error) to the running crc32c: a full data frame's crc32c is
+// its frame's, a part of one (the last row) is summed again.
+func (w *Writer) fold(s *stripe) {
+	w.crcMu.Lock()
+	defer w.crcMu.Unlock()
+	if s != nil {
+		unit := w.l.Unit
+		for j := 0; j < w.l.K && s.fill > j*unit; j++ {
+			if n := s.fill - j*unit; n < unit {
+				w.dataCRC = checksum.CRC32CCombine(w.dataCRC, checksum.CRC32CSum(s.frames[j][:n]), checksum.CRC32CShift(int64(n)))
+			} else {
+				w.dataCRC = checksum.CRC32CCombine(w.dataCRC, binary.LittleEndian.Uint32(s.frames[j][unit:]), w.shift)
+			}
+		}
+	}
+	w.encoded++
+	w.crcCond.Broadcast()
+}
+
+// DataCRC32C is the crc32c of every byte written so far, from the data
+// frames' crc32c (no second pass over the bytes): the sum of what the
+// shards hold, so an end-to-end comparison with the client's checks the
+// stored bytes, not only the received ones. It waits for the rows handed
+// to the encoder; it must not be called concurrently with Write or
+// Close. Meaningless once the Writer failed.
+func (w *Writer) DataCRC32C() uint32 {
+	w.crcMu.Lock()
+	for w.encoded < w.rows {
+		w.crcCond.Wait()
+	}
+	crc := w.dataCRC
+	w.crcMu.Unlock()
+	if w.cur != nil { // the row being filled
+		unit := w.l.Unit
+		for j := 0; j*unit < w.fill; j++ {
+			n := min(unit, w.fill-j*unit)
+			crc = checksum.CRC32CCombine(crc, checksum.CRC32CSum(w.cur.frames[j][:n]), checksum.CRC32CShift(int64(n)))
+		}
+	}
+	return crc
 }
 
 func (w *Writer) shardLoop(i int) {

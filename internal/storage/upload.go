@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/kaon-storage/kaon/internal/bufmem"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -26,10 +27,13 @@ const maxReorder = 256 << 20
 // Upload is one file being written through this server as its entry. Bytes
 // are hashed and encoded as they stream; nothing is held whole.
 type Upload struct {
-	s       *Server
-	cap     *capability.Capability
-	token   string
-	sums    *checksum.Multi
+	s     *Server
+	cap   *capability.Capability
+	token string
+	sums  *checksum.Multi
+	// crcOf, when set, gives the crc32c the sums leave out: an erasure
+	// writer folds it from the data frames' crc32c (one pass, not two).
+	crcOf   *erasure.Writer
 	sink    io.Writer // layout encoder feeding the stripes
 	closeFn func() error
 	stopFn  func() // stops the encoder without flushing (abort)
@@ -69,7 +73,15 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 	if len(c.Targets) != l.Stripes() {
 		return nil, kerr.New(kerr.Invalid, "write", c.Path, "capability targets do not match the layout")
 	}
-	sums, err := checksum.NewMulti(c.Checksums...)
+	types := c.Checksums
+	if len(types) == 0 {
+		types = checksum.DefaultTypes
+	}
+	foldCRC := l.Kind == layout.EC && len(types) > 1 && slices.Contains(types, checksum.CRC32C)
+	if foldCRC {
+		types = slices.DeleteFunc(slices.Clone(types), func(t string) bool { return t == checksum.CRC32C })
+	}
+	sums, err := checksum.NewMulti(types...)
 	if err != nil {
 		return nil, kerr.Wrap(kerr.Invalid, "write", c.Path, err)
 	}
@@ -133,6 +145,9 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 		}
 		ew.SetName(c.Path)
 		u.sink, u.closeFn, u.stopFn = ew, ew.Close, ew.Abort
+		if foldCRC {
+			u.crcOf = ew
+		}
 	case layout.Replica:
 		ws := make([]io.Writer, len(u.stripes))
 		for i, w := range u.stripes {
@@ -272,7 +287,15 @@ func (u *Upload) Size() int64 {
 func (u *Upload) Sums() map[string]string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.sums.Sums()
+	return u.sumsLocked()
+}
+
+func (u *Upload) sumsLocked() map[string]string {
+	sums := u.sums.Sums()
+	if u.crcOf != nil {
+		sums[checksum.CRC32C] = fmt.Sprintf("%08x", u.crcOf.DataCRC32C())
+	}
+	return sums
 }
 
 // Computes reports whether the upload computes checksum type typ.
@@ -312,7 +335,7 @@ func (u *Upload) Commit(ctx context.Context) error {
 		return u.failed
 	}
 	defer u.release()
-	sums := u.sums.Sums()
+	sums := u.sumsLocked()
 	var ferr error
 	for i, w := range u.stripes {
 		m := backend.Meta{Fid: u.cap.Fid, Stripe: i, Layout: u.cap.Layout, Size: u.off, Checksums: sums, Path: u.cap.Path}
