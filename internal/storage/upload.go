@@ -27,13 +27,11 @@ const maxReorder = 256 << 20
 // Upload is one file being written through this server as its entry. Bytes
 // are hashed and encoded as they stream; nothing is held whole.
 type Upload struct {
-	s     *Server
-	cap   *capability.Capability
-	token string
-	sums  *checksum.Multi
-	// crcOf, when set, gives the crc32c the sums leave out: an erasure
-	// writer folds it from the data frames' crc32c (one pass, not two).
-	crcOf   *erasure.Writer
+	s       *Server
+	cap     *capability.Capability
+	token   string
+	sums    *checksum.Multi
+	crcOf   *erasure.Writer // set: the crc32c sums leave out, folded from the data frames
 	sink    io.Writer // layout encoder feeding the stripes
 	closeFn func() error
 	stopFn  func() // stops the encoder without flushing (abort)
