@@ -31,7 +31,6 @@ type Upload struct {
 	cap     *capability.Capability
 	token   string
 	sums    *checksum.Multi
-	crcOf   *erasure.Writer // set: the crc32c sums leave out, folded from the data frames
 	sink    io.Writer // layout encoder feeding the stripes
 	closeFn func() error
 	stopFn  func() // stops the encoder without flushing (abort)
@@ -41,6 +40,9 @@ type Upload struct {
 	// staged: a conversion's copy, neither claimed nor committed here
 	// (the namespace switches it in); Commit only finishes the stripes.
 	staged bool
+	// crcOf, when set, is the erasure writer whose data frames give the
+	// crc32c the sums leave out (one pass over the bytes, not two).
+	crcOf *erasure.Writer
 
 	mu      sync.Mutex
 	off     int64            // bytes accepted in order
