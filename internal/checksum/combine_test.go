@@ -33,3 +33,28 @@ func TestCRC32CCombine(t *testing.T) {
 		t.Fatalf("chained: %08x want %08x", crc, want)
 	}
 }
+
+// TestBlockSummerCRC32C: the crc32c a BlockSummer folds from its blocks
+// is that of the stream, at and between block boundaries.
+func TestBlockSummerCRC32C(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	buf := make([]byte, 5*MinBlockSize+77)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	s := NewBlockSummer(MinBlockSize)
+	if s.CRC32C() != 0 {
+		t.Fatal("empty stream: crc32c not 0")
+	}
+	for off := 0; off < len(buf); {
+		n := min(len(buf)-off, 1+rng.IntN(2*MinBlockSize))
+		if rng.IntN(3) == 0 {
+			n = min(len(buf)-off, MinBlockSize-off%MinBlockSize)
+		}
+		s.Write(buf[off : off+n])
+		off += n
+		if got, want := s.CRC32C(), CRC32CSum(buf[:off]); got != want {
+			t.Fatalf("after %d bytes: %08x want %08x", off, got, want)
+		}
+	}
+}

@@ -401,6 +401,14 @@ func (w *guardedWriter) WriteFrom(b []byte, lead int) (int, error) {
 	return n, nil
 }
 
+// DataCRC32C is the stripe's (backend.CRC32CWriter): no I/O, no guard.
+func (w *guardedWriter) DataCRC32C() (uint32, bool) {
+	if cw, ok := w.w.(backend.CRC32CWriter); ok {
+		return cw.DataCRC32C()
+	}
+	return 0, false
+}
+
 // Finish is a large operation when the stripe is (it makes it durable).
 func (w *guardedWriter) Finish(m backend.Meta) error {
 	_, err := w.g.runN("finish", w.written, func() error { return w.w.Finish(m) }, nil)

@@ -40,9 +40,9 @@ type Upload struct {
 	// staged: a conversion's copy, neither claimed nor committed here
 	// (the namespace switches it in); Commit only finishes the stripes.
 	staged bool
-	// crcOf, when set, is the erasure writer whose data frames give the
-	// crc32c the sums leave out (one pass over the bytes, not two).
-	crcOf *erasure.Writer
+	// crcOf, when set, gives the crc32c the sums leave out, from what the
+	// erasure writer's data frames or the first stripe's block sums hold.
+	crcOf func() uint32
 
 	mu      sync.Mutex
 	off     int64            // bytes accepted in order
@@ -73,15 +73,7 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 	if len(c.Targets) != l.Stripes() {
 		return nil, kerr.New(kerr.Invalid, "write", c.Path, "capability targets do not match the layout")
 	}
-	types := c.Checksums
-	if len(types) == 0 {
-		types = checksum.DefaultTypes
-	}
-	foldCRC := l.Kind == layout.EC && len(types) > 1 && slices.Contains(types, checksum.CRC32C)
-	if foldCRC {
-		types = slices.DeleteFunc(slices.Clone(types), func(t string) bool { return t == checksum.CRC32C })
-	}
-	sums, err := checksum.NewMulti(types...)
+	sums, err := checksum.NewMulti(c.Checksums...)
 	if err != nil {
 		return nil, kerr.Wrap(kerr.Invalid, "write", c.Path, err)
 	}
@@ -145,9 +137,7 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 		}
 		ew.SetName(c.Path)
 		u.sink, u.closeFn, u.stopFn = ew, ew.Close, ew.Abort
-		if foldCRC {
-			u.crcOf = ew
-		}
+		u.crcOf = ew.DataCRC32C
 	case layout.Replica:
 		ws := make([]io.Writer, len(u.stripes))
 		for i, w := range u.stripes {
@@ -157,7 +147,35 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 	default:
 		u.sink, u.closeFn = u.stripes[0], func() error { return nil }
 	}
+	if l.Kind != layout.EC {
+		// The first stripe sees every byte; a local one sums its blocks.
+		u.crcOf = nil
+		if cw, ok := u.stripes[0].(backend.CRC32CWriter); ok {
+			if _, ok := cw.DataCRC32C(); ok {
+				u.crcOf = func() uint32 { crc, _ := cw.DataCRC32C(); return crc }
+			}
+		}
+	}
+	u.foldCRC32C()
 	return u, nil
+}
+
+// foldCRC32C leaves crc32c out of the sums when the stripes' writer
+// gives it (crcOf) and other types are hashed anyway: one pass over the
+// bytes instead of two, and the value is that of the bytes stored.
+func (u *Upload) foldCRC32C() {
+	types := u.sums.Types()
+	if u.crcOf == nil || len(types) < 2 || !slices.Contains(types, checksum.CRC32C) {
+		u.crcOf = nil
+		return
+	}
+	types = slices.DeleteFunc(types, func(t string) bool { return t == checksum.CRC32C })
+	sums, err := checksum.NewMulti(types...)
+	if err != nil { // types came from a Multi: cannot happen
+		u.crcOf = nil
+		return
+	}
+	u.sums = sums
 }
 
 func (u *Upload) abortStripes() {
@@ -293,7 +311,7 @@ func (u *Upload) Sums() map[string]string {
 func (u *Upload) sumsLocked() map[string]string {
 	sums := u.sums.Sums()
 	if u.crcOf != nil {
-		sums[checksum.CRC32C] = fmt.Sprintf("%08x", u.crcOf.DataCRC32C())
+		sums[checksum.CRC32C] = fmt.Sprintf("%08x", u.crcOf())
 	}
 	return sums
 }
