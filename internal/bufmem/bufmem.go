@@ -69,7 +69,10 @@ func (p *Pool) Put(b []byte) {
 // may still hold it (an I/O call that was given up on).
 func (p *Pool) Drop(b []byte) { add(-int64(p.size)) }
 
-var sized, aligned sync.Map // int -> *Pool
+var (
+	sized   sync.Map // size -> *Pool
+	aligned sync.Map // [2]int{size, align} -> *Pool
+)
 
 // Aligned is the shared pool of size-byte buffers whose first byte sits
 // on an align boundary (a power of two), for direct I/O straight from

@@ -180,10 +180,11 @@ func (d *File) Write(p []byte) (int, error) {
 // the bytes staged and not written yet (fewer than Align, past the last
 // aligned write) are exactly lead bytes, they are copied into b[:lead],
 // the aligned part of b is written from b itself and only the tail past
-// it (< Align bytes) is staged for the next call or Finish. A writer of
-// frames that places frame r at offset r's remainder modulo Align of its
-// buffer (package erasure) so writes each frame with no copy of its own;
-// any other b[lead:] is written as Write would. The count is of b[lead:].
+// it (< Align bytes) is staged for the next call or Finish. A caller
+// that puts each piece at its file offset modulo Align within its buffer
+// (the erasure writer's frames) so has every piece written with no copy
+// of its own; any other b[lead:] is written as Write would. The count is
+// of b[lead:].
 func (d *File) WriteFrom(b []byte, lead int) (int, error) {
 	if lead < 0 || lead > len(b) {
 		return 0, errors.New("directio: WriteFrom lead out of range")

@@ -50,7 +50,8 @@ type stripe struct {
 	pending atomic.Int32 // shard writes still to do
 }
 
-// place points s's frames at the lead row's frames have in a shard.
+// place puts s's frames where row's frames start in a shard, modulo
+// Align, within their buffers (the lead an AlignedWriter expects).
 func (s *stripe) place(l Layout, row int64) {
 	s.lead = int(row * l.FrameSize() % directio.Align)
 	for i, b := range s.bufs {
