@@ -368,8 +368,13 @@ type guardedWriter struct {
 }
 
 func (w *guardedWriter) Write(p []byte) (int, error) {
+	return w.write(len(p), func() (int, error) { return w.w.Write(p) })
+}
+
+// write runs one write of size bytes under the guard.
+func (w *guardedWriter) write(size int, fn func() (int, error)) (int, error) {
 	var n int
-	if ok, err := w.g.runN("write", int64(len(p)), func() (err error) { n, err = w.w.Write(p); return err }, nil); !ok || err != nil {
+	if ok, err := w.g.runN("write", int64(size), func() (err error) { n, err = fn(); return err }, nil); !ok || err != nil {
 		if !ok {
 			n = 0
 		}
@@ -389,16 +394,7 @@ func (w *guardedWriter) WriteFrom(b []byte, lead int) (int, error) {
 	if !ok {
 		return w.Write(b[lead:])
 	}
-	var n int
-	if ok, err := w.g.runN("write", int64(len(b)-lead), func() (err error) { n, err = aw.WriteFrom(b, lead); return err }, nil); !ok || err != nil {
-		if !ok {
-			n = 0
-		}
-		return n, w.g.noted(err)
-	}
-	w.written += int64(n)
-	w.g.noted(nil)
-	return n, nil
+	return w.write(len(b)-lead, func() (int, error) { return aw.WriteFrom(b, lead) })
 }
 
 // DataCRC32C is the stripe's (backend.CRC32CWriter): no I/O, no guard.

@@ -149,7 +149,6 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 	}
 	if l.Kind != layout.EC {
 		// The first stripe sees every byte; a local one sums its blocks.
-		u.crcOf = nil
 		if cw, ok := u.stripes[0].(backend.CRC32CWriter); ok {
 			if _, ok := cw.DataCRC32C(); ok {
 				u.crcOf = func() uint32 { crc, _ := cw.DataCRC32C(); return crc }
@@ -310,7 +309,7 @@ func (u *Upload) Sums() map[string]string {
 
 func (u *Upload) sumsLocked() map[string]string {
 	sums := u.sums.Sums()
-	if u.crcOf != nil {
+	if u.crcOf != nil && u.failed == nil { // a failed write may still run
 		sums[checksum.CRC32C] = fmt.Sprintf("%08x", u.crcOf())
 	}
 	return sums
