@@ -20,7 +20,7 @@ func TestMountWritebackDefault(t *testing.T) {
 		t.Fatal("--writeback=false leaves write-back on")
 	}
 	for opts, want := range map[string]bool{"nowriteback": false, "writeback": true} {
-		o := mountOptions{writeback: !want, options: []string{"_netdev", opts}}
+		o := mountOptions{writeback: !want, direct: "auto", options: []string{"_netdev", opts}}
 		if err := o.parseOptions(); err != nil {
 			t.Fatalf("-o %s: %v", opts, err)
 		}
