@@ -16,7 +16,7 @@ import (
 )
 
 // TestWritebackRemoteChange: with the kernel's write-back cache on
-// (the default), a change made elsewhere — another mount changing a file in
+// (-o writeback), a change made elsewhere — another mount changing a file in
 // place, growing or shrinking it, curl replacing it — still reaches
 // mount A's cached pages and attributes, size and content, whether the
 // file is closed in A, open with dirty pages, or mapped. The kernel
@@ -25,8 +25,8 @@ import (
 func TestWritebackRemoteChange(t *testing.T) {
 	up := harness.Up(t)
 	up.MustKaon("mkdir", "/wb")
-	a := newMount(t, up.EP.HTTP, "/wb", "")
-	b := newMount(t, up.EP.HTTP, "/wb", "")
+	a := newMount(t, up.EP.HTTP, "/wb", "", "-o", "writeback")
+	b := newMount(t, up.EP.HTTP, "/wb", "", "-o", "writeback")
 	size := func(p string) int64 {
 		var st unix.Stat_t
 		if err := unix.Stat(p, &st); err != nil {
@@ -199,7 +199,7 @@ func TestWritebackRemoteChange(t *testing.T) {
 func TestWritebackAcknowledged(t *testing.T) {
 	up := harness.Up(t)
 	up.MustKaon("mkdir", "/ack")
-	m := newMount(t, up.EP.HTTP, "/ack", "")
+	m := newMount(t, up.EP.HTTP, "/ack", "", "-o", "writeback")
 	p := filepath.Join(m.mp, "f")
 	get := func() string {
 		out, err := exec.Command("curl", "-sSf", "-L", up.EP.HTTP+"/ack/f").Output()
