@@ -284,7 +284,8 @@ func (s *Store) apply(f *os.File, j *os.File, h journalHead, opsLen int64) error
 		// As it was (or applied up to the footer): verify what stays.
 		touched, err = backend.TouchedBlocks(ops, opsLen, t.len, t.block)
 		if err == nil {
-			touched.Keep() // replay patches them: each block read and summed once
+			touched.Keep()  // replay patches them: each block read and summed once
+			touched.Delta() // a write inside a full block reads only the bytes it replaces
 			old, err = tableOf(f, t.table(), t)
 		}
 		if err == nil {
@@ -365,12 +366,19 @@ func replay(j *os.File, opsLen int64, f *os.File, touched *backend.Touched) erro
 			if n > backend.MaxOpData || at < 0 || off+13+n > opsLen {
 				return fmt.Errorf("journal: bad write of %d bytes at %d", n, at)
 			}
-			if err := copyRange(f, at, j, off+13, n); err != nil {
+			data := off + 13
+			readNew := func(p []byte, o int64) error { _, err := j.ReadAt(p, data+o); return err }
+			if touched != nil {
+				readOld := func(p []byte, o int64) error { _, err := f.ReadAt(p, o); return err }
+				if err := touched.Overwrite(at, n, readOld, readNew); err != nil {
+					return err
+				}
+			}
+			if err := copyRange(f, at, j, data, n); err != nil {
 				return err
 			}
 			if touched != nil {
-				data := off + 13
-				if err := touched.Patch(at, n, func(p []byte, o int64) error { _, err := j.ReadAt(p, data+o); return err }); err != nil {
+				if err := touched.Patch(at, n, readNew); err != nil {
 					return err
 				}
 			}
