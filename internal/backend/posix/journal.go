@@ -46,7 +46,15 @@ package posix
 // writes, and are summed from there in step 4 (each touched block read
 // and summed once). The journal's removal after an apply is not synced:
 // one that comes back after a crash finds the stripe at its new version
-// and is dropped again.
+// and is dropped again. A journal is read whole to check its checksum
+// before it applies, unless this Store wrote and synced it itself and it
+// is still the same file (inode, size, modification time: journalID)
+// and summed its bytes as it wrote them (streamed, as a peer's journal
+// comes): the check is then for a journal that lay on disk across a
+// crash, and a commit's apply follows its prepare within moments (an
+// append's journal would otherwise be read once more). A journal copied
+// from a spool is always checked: its sum is the spool's, and the check
+// is what finds a spool whose bytes changed after they were summed.
 
 import (
 	"bytes"
@@ -60,6 +68,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/checksum"
@@ -120,7 +129,8 @@ func (s *Store) Prepare(fid uint64, jh backend.JournalHead, ops io.Reader) error
 	head, _ := json.Marshal(h)
 	var sum uint32
 	var n int64
-	if so, ok := ops.(*backend.SpooledOps); ok {
+	so, spooled := ops.(*backend.SpooledOps)
+	if spooled {
 		// The spool's bytes and their sum, taken as they were spooled:
 		// copied in the kernel, not read here.
 		sum, n, err = so.CRC, so.N, copyRange(f, 0, so.F, 0, so.N)
@@ -150,7 +160,24 @@ func (s *Store) Prepare(fid uint64, jh backend.JournalHead, ops io.Reader) error
 		os.Remove(tmp)
 		return s.fail("prepare update", fid, err)
 	}
+	if st, err := os.Stat(final); err == nil && !spooled {
+		s.prepared.Store(fid, idOf(st))
+	}
 	return nil
+}
+
+// journalID tells a journal file this Store wrote from any other.
+type journalID struct {
+	ino, size int64
+	mtime     int64
+}
+
+func idOf(st os.FileInfo) journalID {
+	id := journalID{size: st.Size(), mtime: st.ModTime().UnixNano()}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		id.ino = int64(sys.Ino)
+	}
+	return id
 }
 
 // readJournal opens the journal of fid and returns it with its head and
@@ -180,12 +207,14 @@ func (s *Store) readJournal(fid uint64) (*os.File, journalHead, int64, error) {
 	if _, err := f.ReadAt(tail[:], size-12); err != nil || string(tail[4:]) != journalMagic {
 		return fail("no trailer")
 	}
-	crc := crc32.New(castagnoli)
-	if _, err := io.CopyBuffer(crc, io.NewSectionReader(f, 0, size-12), make([]byte, copyBufSize)); err != nil {
-		return fail(err.Error())
-	}
-	if crc.Sum32() != binary.BigEndian.Uint32(tail[:4]) {
-		return fail("checksum mismatch")
+	if id, ok := s.prepared.Load(fid); !ok || id != idOf(st) {
+		crc := crc32.New(castagnoli)
+		if _, err := io.CopyBuffer(crc, io.NewSectionReader(f, 0, size-12), make([]byte, copyBufSize)); err != nil {
+			return fail(err.Error())
+		}
+		if crc.Sum32() != binary.BigEndian.Uint32(tail[:4]) {
+			return fail("checksum mismatch")
+		}
 	}
 	var lb [4]byte
 	if _, err := f.ReadAt(lb[:], size-16); err != nil {
@@ -437,6 +466,7 @@ func (s *Store) Discard(fid uint64) error { return s.drop(fid, true) }
 // storage's open check and fsck take as applied and drop, and the next
 // Prepare replaces. A discarded one must: it never applied.
 func (s *Store) drop(fid uint64, durable bool) error {
+	s.prepared.Delete(fid)
 	p := journalPath(s.root, fid)
 	err := os.Remove(p)
 	os.Remove(p + ".tmp")
