@@ -57,6 +57,7 @@ package posix
 // is what finds a spool whose bytes changed after they were summed.
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -377,18 +378,23 @@ func (s *Store) apply(f *os.File, j *os.File, h journalHead, opsLen int64) error
 }
 
 // replay applies the opsLen bytes of operations at the start of the
-// journal j to the stripe file f (backend.ReplayOps's format), the data
-// of writes copied in the kernel; the blocks touched kept (Verify) are
-// patched with them.
+// journal j to the stripe file f (backend.ReplayOps's format); the
+// blocks touched kept (Verify) are patched with them. The journal is
+// read in large pieces, and the data of small writes written from
+// there (a commit of scattered 4 KiB writes is thousands of them: one
+// pwrite each, not a read of each header and a copy); the data of large
+// writes is copied in the kernel.
 func replay(j *os.File, opsLen int64, f *os.File, touched *backend.Touched) error {
+	br := bufio.NewReaderSize(io.NewSectionReader(j, 0, opsLen), 1<<20)
 	var hdr [13]byte
+	var small []byte
 	for off := int64(0); off < opsLen; {
-		if _, err := j.ReadAt(hdr[:1], off); err != nil {
+		if _, err := io.ReadFull(br, hdr[:1]); err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}
 		switch hdr[0] {
 		case 'W':
-			if _, err := j.ReadAt(hdr[1:13], off+1); err != nil {
+			if _, err := io.ReadFull(br, hdr[1:13]); err != nil {
 				return fmt.Errorf("journal: cut off write: %w", err)
 			}
 			at, n := int64(binary.BigEndian.Uint64(hdr[1:9])), int64(binary.BigEndian.Uint32(hdr[9:13]))
@@ -396,24 +402,40 @@ func replay(j *os.File, opsLen int64, f *os.File, touched *backend.Touched) erro
 				return fmt.Errorf("journal: bad write of %d bytes at %d", n, at)
 			}
 			data := off + 13
-			readNew := func(p []byte, o int64) error { _, err := j.ReadAt(p, data+o); return err }
+			var readNew func(p []byte, o int64) error
+			if n <= smallWrite {
+				small = slices.Grow(small[:0], int(n))[:n]
+				if _, err := io.ReadFull(br, small); err != nil {
+					return fmt.Errorf("journal: cut off write: %w", err)
+				}
+				readNew = func(p []byte, o int64) error { copy(p, small[o:]); return nil }
+			} else {
+				readNew = func(p []byte, o int64) error { _, err := j.ReadAt(p, data+o); return err }
+			}
 			if touched != nil {
 				readOld := func(p []byte, o int64) error { _, err := f.ReadAt(p, o); return err }
 				if err := touched.Overwrite(at, n, readOld, readNew); err != nil {
 					return err
 				}
 			}
-			if err := copyRange(f, at, j, data, n); err != nil {
-				return err
+			if n <= smallWrite {
+				if _, err := f.WriteAt(small, at); err != nil {
+					return err
+				}
+			} else {
+				if err := copyRange(f, at, j, data, n); err != nil {
+					return err
+				}
+				br.Reset(io.NewSectionReader(j, data+n, opsLen-data-n))
 			}
 			if touched != nil {
 				if err := touched.Patch(at, n, readNew); err != nil {
 					return err
 				}
 			}
-			off += 13 + n
+			off = data + n
 		case 'T':
-			if _, err := j.ReadAt(hdr[1:9], off+1); err != nil {
+			if _, err := io.ReadFull(br, hdr[1:9]); err != nil {
 				return fmt.Errorf("journal: cut off truncate: %w", err)
 			}
 			size := int64(binary.BigEndian.Uint64(hdr[1:9]))
@@ -433,6 +455,10 @@ func replay(j *os.File, opsLen int64, f *os.File, touched *backend.Touched) erro
 	}
 	return nil
 }
+
+// smallWrite is the largest write replay writes from its read buffer
+// rather than copying it in the kernel.
+const smallWrite = 64 << 10
 
 // tableOf reads the block sums of a stripe of t's shape from r at off.
 func tableOf(r io.ReaderAt, off int64, t sumsInfo) (checksum.SumsFunc, error) {
