@@ -28,6 +28,7 @@ type mountOptions struct {
 	url, subtree, cache, logPath string
 	fg, debug, allowOther        bool
 	writeback                    bool
+	direct                       string // auto, off
 	timeout, grace               time.Duration
 	xrootd                       string   // the root:// host:port of kaon.url.root
 	options                      []string // -o, comma-separated
@@ -59,6 +60,7 @@ func newMountCmd() *cobra.Command {
 	fl.StringVar(&o.xrootd, "xrootd", "", "the namespace's root:// host:port, for the kaon.url.root attribute (default: as `kaon ns status` lists it)")
 	fl.DurationVar(&o.grace, "grace", 2*time.Minute, "how long fsync and close wait for an unreachable server (a restart) while the local journal keeps what was written")
 	fl.BoolVar(&o.writeback, "writeback", false, "the kernel's write-back cache (small writes batched in the page cache; remote changes still invalidate it; off by default: fsx finds stale reads with it, see DESIGN §8)")
+	fl.StringVar(&o.direct, "direct", "auto", "read a file's stripe straight from its backend where this host reaches it (FUSE passthrough for plain stripes): auto or off")
 	fl.DurationVar(&o.timeout, "timeout", time.Minute, "how long a request waits for a server's answer before it fails (a hung server never holds callers)")
 	c.Long = `Mounts Kaon's namespace on MOUNTPOINT. Every caller acts as itself: its
 bearer token (WLCG discovery in its environment: BEARER_TOKEN,
@@ -82,6 +84,11 @@ auto, noauto, user, users, nofail, dev, suid, exec, x-*) and these:
   grace=DUR       how long fsync/close replay the journal to an unreachable server (2m)
   writeback       the kernel's write-back cache on (off by default: see DESIGN §8)
   nowriteback     the kernel's write-back cache off (each write a request)
+  direct=auto|off read-only opens read a stripe this host reaches itself
+                  (same host, or a CephFS mounted at the filesystem's
+                  path) without the storage server; plain stripes go to
+                  the kernel (FUSE passthrough; not with writeback). auto
+                  by default
 
 mount.kaon (the same binary by that name) is mount(8)'s helper:
   mount -t kaon http://mgm:8000/data /mnt/kaon -o subtree=/data
@@ -113,6 +120,8 @@ func (o *mountOptions) parseOptions() error {
 			o.writeback = true
 		case k == "nowriteback":
 			o.writeback = false
+		case k == "direct":
+			o.direct = v
 		case k == "timeout" || k == "grace":
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
@@ -127,6 +136,9 @@ func (o *mountOptions) parseOptions() error {
 		default:
 			return fmt.Errorf("unknown mount option %q", opt)
 		}
+	}
+	if o.direct != "auto" && o.direct != "off" {
+		return fmt.Errorf("direct=%s: want auto or off", o.direct)
 	}
 	return nil
 }
@@ -163,7 +175,8 @@ func kaonMount(o mountOptions, mountpoint string) int {
 		defer cancel()
 		var err error
 		f, err = mount.New(ctx, mount.Options{URL: base, Subtree: o.subtree, CacheDir: o.cache,
-			Host: host + ":" + mp, Version: versionString(), Token: envBearer(), Timeout: o.timeout, Grace: o.grace, Writeback: o.writeback, XRootD: o.xrootd})
+			Host: host + ":" + mp, Version: versionString(), Token: envBearer(), Timeout: o.timeout, Grace: o.grace, Writeback: o.writeback, XRootD: o.xrootd,
+			Direct: o.direct == "auto"})
 		if err != nil {
 			return nil, err
 		}
@@ -175,13 +188,16 @@ func kaonMount(o mountOptions, mountpoint string) int {
 			sub = "/"
 		}
 		m, err := fusecore.New(f.Root(), fusecore.Config{Mountpoint: mp, FsName: "kaon:" + base + sub, Name: "kaon",
-			AllowOther: o.allowOther, Locks: true, CleanStale: true, Debug: o.debug, Stats: f.Stats, Writeback: o.writeback, ServerKillsPriv: true})
+			AllowOther: o.allowOther, Locks: true, CleanStale: true, Debug: o.debug, Stats: f.Stats, Writeback: o.writeback, ServerKillsPriv: true,
+			Passthrough: o.direct == "auto" && !o.writeback}) // the kernel refuses passthrough with write-back
+
 		if err != nil {
 			f.Close()
 			f = nil
 			return nil, err
 		}
-		fmt.Fprintf(os.Stderr, "kaon mount: %s%s mounted on %s (session %s)\n", base, sub, mp, f.SessionID())
+		f.SetPassthrough(m.PassthroughActive())
+		fmt.Fprintf(os.Stderr, "kaon mount: %s%s mounted on %s (session %s, direct path %s, passthrough %v)\n", base, sub, mp, f.SessionID(), o.direct, m.PassthroughActive())
 		return mounted{m, f}, nil
 	})
 	if err != nil {

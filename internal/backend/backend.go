@@ -134,6 +134,12 @@ type Settings struct {
 	// CephFS layout's object size, or a RADOS store's object size; 0
 	// leaves the store's own.
 	ObjectSize int64
+	// NoBlockSums keeps new replicas without block sums (and scrubs add
+	// none): each stripe file is then the file's bytes exactly, which a
+	// mount on a host reaching it hands to the kernel (FUSE passthrough),
+	// for a backend that checks its own bytes (CephFS: BlueStore sums
+	// every block). Reads of such stripes are not verified block by block.
+	NoBlockSums bool
 }
 
 // Write modes (Settings.IO, Info.IO).

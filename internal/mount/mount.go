@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -49,6 +50,10 @@ type Options struct {
 	// a file and remote changes are told to it differently (see
 	// contentChanged).
 	Writeback bool
+	// Direct reads a file's stripe straight from its backend where this
+	// host reaches it (direct.go); false: always through the storage
+	// servers.
+	Direct bool
 }
 
 // FS is a mounted namespace: the node tree fusecore mounts, its session
@@ -66,6 +71,10 @@ type FS struct {
 	subs  map[uint64]bool  // directories subscribed (renewed while known)
 	open  int              // open handles (heartbeats report them)
 	xrdEP string           // the namespace server's root:// host:port, once known
+	// passthrough: the kernel took FUSE passthrough (SetPassthrough).
+	passthrough atomic.Bool
+
+	locals locals // the filesystems reachable from this host (direct.go)
 
 	notify chan func() // kernel notifications, sent by notifier
 	stop   chan struct{}

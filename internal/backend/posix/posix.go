@@ -216,7 +216,7 @@ func (s *Store) Create(fid uint64, o backend.CreateOptions) (backend.Writer, err
 	}
 	s.files.Add(1)
 	w := &writer{s: s, fid: fid, f: f}
-	if !o.Framed {
+	if !o.Framed && !s.noSums() {
 		w.sums = checksum.NewBlockSummer(checksum.BlockSize)
 	}
 	return w, nil
@@ -451,7 +451,19 @@ func (s *Store) Rewrite(fid uint64, off int64, p []byte) error {
 	return nil
 }
 
+// noSums: the filesystem keeps stripes without block sums
+// (backend.Settings.NoBlockSums).
+func (s *Store) noSums() bool {
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
+	return s.settings.NoBlockSums
+}
+
+// AddBlockSums adds nothing where the filesystem keeps no block sums.
 func (s *Store) AddBlockSums(fid uint64, bs int, sums []uint32, length int64) error {
+	if s.noSums() {
+		return nil
+	}
 	defer s.lockFid(fid)()
 	f, err := os.OpenFile(PhysPath(s.root, fid), os.O_RDWR, 0)
 	if err != nil {

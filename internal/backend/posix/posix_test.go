@@ -1,6 +1,7 @@
 package posix
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -338,5 +339,45 @@ func BenchmarkStripeWrite(b *testing.B) {
 			}
 			cpu.Report(b, size)
 		})
+	}
+}
+
+// TestNoBlockSums: a filesystem set to keep no block sums writes stripes
+// that are the file's bytes exactly (what a mount hands the kernel), and
+// a scrub's AddBlockSums leaves them so; one that keeps them appends them.
+func TestNoBlockSums(t *testing.T) {
+	data := bytes.Repeat([]byte("kaon"), 50000)
+	for _, off := range []bool{false, true} {
+		s := New(filepath.Join(t.TempDir(), "fs"), Options{})
+		if err := s.Configure(backend.Settings{NoBlockSums: off}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Initialize(backend.Identity{FsID: 1, UUID: "u"}); err != nil {
+			t.Fatal(err)
+		}
+		w, err := s.Create(7, backend.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(data)
+		if err := w.Finish(backend.Meta{Size: int64(len(data)), Layout: "plain"}); err != nil {
+			t.Fatal(err)
+		}
+		sums := make([]uint32, checksum.Blocks(int64(len(data)), checksum.BlockSize))
+		if err := s.AddBlockSums(7, checksum.BlockSize, sums, int64(len(data))); err != nil && off {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(PhysPath(s.Root(), 7))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Open(7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		if plain := st.Size() == int64(len(data)) && !r.BlockSums(); plain != off {
+			t.Errorf("blocksums off=%v: stripe file of %d bytes for %d, block sums %v", off, st.Size(), len(data), r.BlockSums())
+		}
 	}
 }
