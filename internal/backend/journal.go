@@ -262,6 +262,7 @@ func TouchedBlocks(r io.ReaderAt, n, oldLen int64, bs int) (*Touched, error) {
 		}
 	}
 	var hdr [13]byte
+	r = &window{r: r, n: n}
 	for off := int64(0); off < n; {
 		if _, err := r.ReadAt(hdr[:1], off); err != nil {
 			return nil, fmt.Errorf("journal: %w", err)
@@ -313,6 +314,33 @@ func TouchedBlocks(r io.ReaderAt, n, oldLen int64, bs int) (*Touched, error) {
 	t.blocks = merge(t.blocks)
 	t.covered = merge(t.covered)
 	return t, nil
+}
+
+// window reads the first n bytes of r through a 1 MiB window, so that
+// the headers of many small operations cost one read, not two each.
+type window struct {
+	r   io.ReaderAt
+	n   int64
+	buf []byte
+	off int64 // of buf's first byte
+}
+
+func (w *window) ReadAt(p []byte, off int64) (int, error) {
+	if off < w.off || off+int64(len(p)) > w.off+int64(len(w.buf)) {
+		if w.buf == nil {
+			w.buf = make([]byte, min(w.n, 1<<20))
+		}
+		w.buf = w.buf[:min(int64(cap(w.buf)), w.n-off)]
+		if int64(len(p)) > int64(len(w.buf)) {
+			return w.r.ReadAt(p, off)
+		}
+		if m, err := w.r.ReadAt(w.buf, off); err != nil && !(errors.Is(err, io.EOF) && m == len(w.buf)) {
+			w.buf = w.buf[:0]
+			return 0, err
+		}
+		w.off = off
+	}
+	return copy(p, w.buf[off-w.off:]), nil
 }
 
 // merge sorts ranges and joins those that overlap or touch.

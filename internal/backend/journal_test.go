@@ -109,6 +109,9 @@ func TestTouchedBlocks(t *testing.T) {
 				continue
 			}
 			p := make([]byte, 1+r.IntN(3*bs))
+			if r.IntN(40) == 0 {
+				p = make([]byte, 1+r.IntN(3<<20)) // past TouchedBlocks' 1 MiB window
+			}
 			for i := range p {
 				p[i] = byte(r.Uint32()) | 1 // never 0: a write is told from a hole
 			}
