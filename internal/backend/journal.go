@@ -316,8 +316,9 @@ func TouchedBlocks(r io.ReaderAt, n, oldLen int64, bs int) (*Touched, error) {
 	return t, nil
 }
 
-// window reads the first n bytes of r through a 1 MiB window, so that
-// the headers of many small operations cost one read, not two each.
+// window reads the first n bytes of r through a 64 KiB window, so that
+// the headers of many small operations cost one read, not two each (and
+// the header of a large one reads little of its data).
 type window struct {
 	r   io.ReaderAt
 	n   int64
@@ -328,7 +329,7 @@ type window struct {
 func (w *window) ReadAt(p []byte, off int64) (int, error) {
 	if off < w.off || off+int64(len(p)) > w.off+int64(len(w.buf)) {
 		if w.buf == nil {
-			w.buf = make([]byte, min(w.n, 1<<20))
+			w.buf = make([]byte, min(w.n, 64<<10))
 		}
 		w.buf = w.buf[:min(int64(cap(w.buf)), w.n-off)]
 		if int64(len(p)) > int64(len(w.buf)) {

@@ -110,7 +110,7 @@ func TestTouchedBlocks(t *testing.T) {
 			}
 			p := make([]byte, 1+r.IntN(3*bs))
 			if r.IntN(40) == 0 {
-				p = make([]byte, 1+r.IntN(3<<20)) // past TouchedBlocks' 1 MiB window
+				p = make([]byte, 1+r.IntN(1<<20)) // past TouchedBlocks' 64 KiB window
 			}
 			for i := range p {
 				p[i] = byte(r.Uint32()) | 1 // never 0: a write is told from a hole

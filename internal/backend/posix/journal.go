@@ -380,12 +380,14 @@ func (s *Store) apply(f *os.File, j *os.File, h journalHead, opsLen int64) error
 // replay applies the opsLen bytes of operations at the start of the
 // journal j to the stripe file f (backend.ReplayOps's format); the
 // blocks touched kept (Verify) are patched with them. The journal is
-// read in large pieces, and the data of small writes written from
+// read in 64 KiB pieces, and the data of small writes written from
 // there (a commit of scattered 4 KiB writes is thousands of them: one
 // pwrite each, not a read of each header and a copy); the data of large
 // writes is copied in the kernel.
 func replay(j *os.File, opsLen int64, f *os.File, touched *backend.Touched) error {
-	br := bufio.NewReaderSize(io.NewSectionReader(j, 0, opsLen), 1<<20)
+	// A small buffer: after a large write's header it has read ahead
+	// into data the kernel copies.
+	br := bufio.NewReaderSize(io.NewSectionReader(j, 0, opsLen), smallWrite)
 	var hdr [13]byte
 	var small []byte
 	for off := int64(0); off < opsLen; {
