@@ -199,6 +199,15 @@ type Writer interface {
 	Abort()
 }
 
+// CRC32CWriter is a Writer that sums the bytes written as they pass (a
+// stripe with block sums): DataCRC32C is the crc32c of all of them so
+// far, folded from the block sums, ok false where the stripe keeps none
+// (a framed one). An upload takes the file's crc32c from it instead of
+// hashing every byte twice.
+type CRC32CWriter interface {
+	DataCRC32C() (crc uint32, ok bool)
+}
+
 // Reader reads a finished stripe. ReadAt returns only bytes that
 // verified against their block sums, where the stripe has them.
 type Reader interface {

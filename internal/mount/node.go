@@ -442,8 +442,12 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint32, eno syscall.Errno) {
 	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("open").Done(time.Now(), &eno)
-	if _, _, eno := n.fresh(ctx); eno != 0 {
+	a, _, eno := n.fresh(ctx)
+	if eno != 0 {
 		return nil, 0, eno
+	}
+	if n.fsys.squashedDenies(ctx, a, flags) {
+		return nil, 0, syscall.EACCES
 	}
 	return n.open(ctx, flags, n.client(ctx))
 }

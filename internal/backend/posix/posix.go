@@ -256,6 +256,24 @@ func (w *writer) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// DataCRC32C is backend.CRC32CWriter's.
+func (w *writer) DataCRC32C() (uint32, bool) {
+	if w.sums == nil {
+		return 0, false
+	}
+	return w.sums.CRC32C(), true
+}
+
+// WriteFrom writes a framed stripe's frame b[lead:] from its aligned
+// buffer b without a staging copy (erasure.AlignedWriter,
+// directio.File.WriteFrom).
+func (w *writer) WriteFrom(b []byte, lead int) (int, error) {
+	if w.sums != nil {
+		return w.Write(b[lead:])
+	}
+	return w.f.WriteFrom(b, lead)
+}
+
 func (w *writer) Finish(m backend.Meta) error {
 	m.Fid = w.fid
 	var err error
