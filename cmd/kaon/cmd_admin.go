@@ -254,6 +254,10 @@ func runFileInfo(u server, p string) int {
 	if e.IsDir {
 		return fail("file info", fmt.Errorf("%s: is a directory", p))
 	}
+	if e.IsLink() {
+		fmt.Printf("  File: %s\n   fid: %d (%08x)\n  Type: symbolic link -> %s (no data, no stripes)\n", e.Path, e.ID, e.ID, e.Target)
+		return 0
+	}
 	fmt.Printf("  File: %s\n   fid: %d (%08x)\n  Size: %d\nLayout: %s\nData version: %d\n", e.Path, e.ID, e.ID, e.Size, e.Layout, e.DataVersion)
 	if len(e.Stale) > 0 {
 		fmt.Printf("Stale stripes: %s (missed an update: never read, rebuilt by fsck repair --class stale)\n", strings.Trim(fmt.Sprint(e.Stale), "[]"))

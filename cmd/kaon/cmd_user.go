@@ -83,6 +83,25 @@ func init() {
 		return withURL(c)
 	})
 	addVerb(func() *cobra.Command {
+		var sym bool
+		c := leaf("ln -s TARGET LINK", "create a symbolic link: ln -s TARGET LINK (the target kept as written)", func(c *cobra.Command, args []string) int {
+			if len(args) != 2 {
+				fmt.Fprintln(os.Stderr, "usage: kaon ln -s TARGET LINK")
+				return 2
+			}
+			if !sym {
+				fmt.Fprintln(os.Stderr, "kaon ln: hard links are not supported (the namespace names each file once); use ln -s")
+				return 2
+			}
+			if _, err := newAPI(urlOf(c)).Symlink(ctx(), args[0], args[1]); err != nil {
+				return fail("ln", err)
+			}
+			return 0
+		})
+		c.Flags().BoolVarP(&sym, "s", "s", false, "make a symbolic link")
+		return withURL(c)
+	})
+	addVerb(func() *cobra.Command {
 		return withURL(leaf("cp SRC DST", "copy local<->Kaon: cp SRC DST (Kaon paths as kaon:/path)", func(c *cobra.Command, args []string) int {
 			if len(args) != 2 {
 				fmt.Fprintln(os.Stderr, "usage: kaon cp SRC DST   (Kaon paths are written kaon:/path)")
@@ -149,8 +168,11 @@ func oneArg(c *cobra.Command, args []string) (string, bool) {
 
 func modeString(e nsapi.Entry) string {
 	s := []byte("-rwxrwxrwx")
-	if e.IsDir {
+	switch {
+	case e.IsDir:
 		s[0] = 'd'
+	case e.IsLink():
+		s[0] = 'l'
 	}
 	for i := 0; i < 9; i++ {
 		if e.Mode&(1<<(8-i)) == 0 {
@@ -171,6 +193,9 @@ func runLs(u server, p string, long bool) int {
 		if e.IsDir {
 			name += "/"
 		}
+		if long && e.IsLink() {
+			name += " -> " + e.Target
+		}
 		if long {
 			fmt.Fprintf(tw, "%s\t %d\t %d\t %d\t %s\t %s\t\n", modeString(e), e.UID, e.GID, e.Size, e.MTime.Format("Jan 02 15:04"), name)
 		} else {
@@ -187,15 +212,18 @@ func runStat(u server, p string) int {
 		return fail("stat", err)
 	}
 	kind := "file"
-	if e.IsDir {
+	switch {
+	case e.IsDir:
 		kind = "directory"
+	case e.IsLink():
+		kind = "symbolic link -> " + e.Target
 	}
 	fmt.Printf("  Path: %s\n  Type: %s\n    ID: %d\n  Mode: %04o (%s)  Uid: %d  Gid: %d\n  Size: %d\n Mtime: %s\n Ctime: %s\n Btime: %s\n",
 		e.Path, kind, e.ID, e.Mode, modeString(e), e.UID, e.GID, e.Size,
 		e.MTime.Format(time.RFC3339Nano), e.CTime.Format(time.RFC3339Nano), e.BTime.Format(time.RFC3339Nano))
 	if e.IsDir {
 		fmt.Printf("  Tree: %d bytes, %d files, %d directories, latest change %s\n", e.TreeSize, e.TreeFiles, e.TreeDirs, e.TreeMTime.Format(time.RFC3339Nano))
-	} else {
+	} else if !e.IsLink() {
 		fmt.Printf("Layout: %s\n", e.Layout)
 		for _, t := range checksum.SortedTypes(e.Checksums) {
 			fmt.Printf("  %s: %s\n", t, e.Checksums[t])

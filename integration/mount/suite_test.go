@@ -10,14 +10,15 @@ import (
 )
 
 // mountCaps: what Kaon's namespace holds the way a local file system
-// does. Times: the modification time, no access time. Not yet: hard
-// links (EPERM, TestLinkAndTimes), symlinks, special files (fifos),
+// does. Times: the modification time, no access time. Symlinks: the
+// namespace's links, followed by the kernel (TestSymlinks). Not yet: hard
+// links (EPERM, TestLinkAndTimes), special files (fifos),
 // holes (fallocate, SEEK_DATA), RENAME_EXCHANGE,
 // paths beyond PATH_MAX (the API takes whole paths), POSIX ACLs (Kaon's
 // are its own, sys.acl). NonRoot: other callers act as themselves
 // (TestIdentity) with their process's gid and supplementary groups
 // (auth.ProcessGroups).
-var mountCaps = fusetest.Caps{Writable: true, NonRoot: true, Xattrs: true, Locks: true, Utimes: true, NoAtime: true}
+var mountCaps = fusetest.Caps{Writable: true, NonRoot: true, Xattrs: true, Locks: true, Utimes: true, NoAtime: true, Symlinks: true}
 
 // TestSuite runs the shared FUSE suite on `kaon mount`: each scenario on
 // a fresh directory of one `kaon up`, mounted as the subtree.

@@ -409,6 +409,11 @@ func (c *Client) Touch(ctx context.Context, path string, exclusive bool, mode ui
 	return post[nsapi.Entry](ctx, c, "touch", nsapi.TouchRequest{Path: path, Exclusive: exclusive, Mode: nsapi.Mode(mode)})
 }
 
+// Symlink creates a symbolic link at path whose content is target.
+func (c *Client) Symlink(ctx context.Context, target, path string) (nsapi.Entry, error) {
+	return post[nsapi.Entry](ctx, c, "symlink", nsapi.SymlinkRequest{Path: path, Target: target})
+}
+
 // Truncate sets the size of the file at path in place (cut, or extended
 // with zeros).
 func (c *Client) Truncate(ctx context.Context, path string, size int64) error {

@@ -40,6 +40,7 @@ var apiRoutes = []apiRoute{
 	{"chmod", post, typed(api.chmod)},
 	{"chown", post, typed(api.chown)},
 	{"touch", post, typed(api.touch)},
+	{"symlink", post, typed(api.symlink)},
 	{"truncate", post, typed(api.truncate)},
 	{"utimes", post, typed(api.utimes)},
 	{"statfs", get, typed(api.statFS)},

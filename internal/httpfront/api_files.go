@@ -50,6 +50,10 @@ func (a api) touch(ctx context.Context, c auth.Principal, r nsapi.TouchRequest) 
 	return a.ns.Touch(ctx, c, r.Path, r.Exclusive, uint32(r.Mode))
 }
 
+func (a api) symlink(ctx context.Context, c auth.Principal, r nsapi.SymlinkRequest) (nsapi.Entry, error) {
+	return a.ns.Symlink(ctx, c, r.Target, r.Path)
+}
+
 func (a api) truncate(ctx context.Context, c auth.Principal, r nsapi.TruncateRequest) (done, error) {
 	return done{}, a.ns.Truncate(ctx, c, r.Path, r.Size)
 }

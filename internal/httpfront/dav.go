@@ -115,7 +115,7 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 
 func (f *Namespace) davGet(w http.ResponseWriter, r *http.Request, c auth.Principal, p string) {
 	ctx := r.Context()
-	n, err := f.NS.Stat(ctx, c, p)
+	n, err := f.NS.Follow(ctx, c, p) // a symbolic link serves what it leads to
 	if err != nil {
 		textError(w, err, 0)
 		return
@@ -164,7 +164,7 @@ func (f *Namespace) davGet(w http.ResponseWriter, r *http.Request, c auth.Princi
 }
 
 func (f *Namespace) htmlListing(w http.ResponseWriter, r *http.Request, c auth.Principal, p string) {
-	ents, err := f.NS.List(r.Context(), c, p)
+	ents, err := f.NS.ListFollowing(r.Context(), c, p)
 	if err != nil {
 		textError(w, err, 0)
 		return
@@ -255,6 +255,7 @@ type davProp struct {
 	Fid           uint64   `xml:"K:fid"`
 	Mode          string   `xml:"K:mode"`
 	Layout        string   `xml:"K:layout,omitempty"`
+	LinkTarget    string   `xml:"K:symlink-target,omitempty"` // a link that leads nowhere, listed as itself
 	Checksum      []string `xml:"K:checksum,omitempty"`
 	TreeSize      *int64   `xml:"K:treesize,omitempty"`
 	TreeFiles     *int64   `xml:"K:files,omitempty"`
@@ -274,8 +275,12 @@ func propsOf(n nsapi.Entry) propResponse {
 	pr.Fid = n.ID
 	// LCGDM-style mode (davix reads it): octal with the file type bits.
 	typ := uint32(0o100000)
-	if n.IsDir {
+	switch {
+	case n.IsDir:
 		typ = 0o040000
+	case n.IsLink():
+		typ = 0o120000
+		pr.LinkTarget = n.Target
 	}
 	pr.Mode = fmt.Sprintf("%o", typ|n.Mode)
 	pr.ResourceType = &struct {
@@ -311,14 +316,15 @@ func (f *Namespace) davPropfind(w http.ResponseWriter, r *http.Request, c auth.P
 		return
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
-	n, err := f.NS.Stat(r.Context(), c, p)
+	n, err := f.NS.Follow(r.Context(), c, p) // a symbolic link shows what it leads to
 	if err != nil {
 		textError(w, err, 0)
 		return
 	}
+	n.Path = p
 	resps := []propResponse{propsOf(n)}
 	if depth == "1" && n.IsDir {
-		ents, err := f.NS.List(r.Context(), c, p)
+		ents, err := f.NS.ListFollowing(r.Context(), c, p)
 		if err != nil {
 			textError(w, err, 0)
 			return

@@ -78,7 +78,7 @@ func (f *Namespace) serveWeb(w http.ResponseWriter, r *http.Request) bool {
 		f.webStatus(w, r, v, c)
 		return true
 	}
-	n, err := f.NS.Stat(r.Context(), c, p)
+	n, err := f.NS.Follow(r.Context(), c, p) // a symbolic link shows what it leads to
 	if err != nil {
 		f.webError(w, r, v, p, err)
 		return true
@@ -86,7 +86,7 @@ func (f *Namespace) serveWeb(w http.ResponseWriter, r *http.Request) bool {
 	if !n.IsDir {
 		return false // a download: WebDAV's GET redirects to the data
 	}
-	ents, err := f.NS.List(r.Context(), c, p)
+	ents, err := f.NS.List(r.Context(), c, n.Path) // links in it shown as links
 	if err != nil {
 		f.webError(w, r, v, p, err)
 		return true

@@ -57,11 +57,15 @@ const Locked = Aborted + 1
 // one the caller holds); EDEADLK, HTTP 409.
 const Deadlock = Locked + 1
 
+// Loop: a path crosses more symbolic links than may be followed (40, a
+// loop most likely); ELOOP, HTTP 508 (Loop Detected).
+const Loop = Deadlock + 1
+
 var kindNames = [...]string{"internal error", "not found", "exists", "not a directory",
 	"is a directory", "directory not empty", "permission denied", "invalid argument",
 	"name too long", "no space", "quota exceeded", "busy", "I/O error", "unsupported",
 	"read-only", "expired", "unavailable", "not authenticated", "namespace unavailable", "aborted",
-	"locked by another owner", "deadlock"}
+	"locked by another owner", "deadlock", "too many levels of symbolic links"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -151,6 +155,8 @@ func KindOf(err error) Kind {
 			return Busy
 		case syscall.EDEADLK:
 			return Deadlock
+		case syscall.ELOOP:
+			return Loop
 		case syscall.EROFS:
 			return ReadOnly
 		case syscall.EIO:
@@ -204,6 +210,8 @@ func Errno(k Kind) syscall.Errno {
 		return syscall.EAGAIN
 	case Deadlock:
 		return syscall.EDEADLK
+	case Loop:
+		return syscall.ELOOP
 	}
 	return syscall.EIO
 }
@@ -237,6 +245,8 @@ func HTTPStatus(k Kind) int {
 		return 423 // Locked (WebDAV)
 	case Deadlock:
 		return 409
+	case Loop:
+		return 508 // Loop Detected (WebDAV)
 	}
 	return 500
 }

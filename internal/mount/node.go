@@ -72,6 +72,8 @@ var (
 	_ = (fs.NodeSetlker)((*node)(nil))
 	_ = (fs.NodeSetlkwer)((*node)(nil))
 	_ = (fs.NodeLinker)((*node)(nil))
+	_ = (fs.NodeSymlinker)((*node)(nil))
+	_ = (fs.NodeReadlinker)((*node)(nil))
 )
 
 func (n *node) ino() uint64 { n.mu.Lock(); defer n.mu.Unlock(); return n.attr.ID }
@@ -236,11 +238,15 @@ func (n *node) fill(a nsapi.Attr, out *fuse.Attr) {
 	out.Ino = a.ID
 	out.Mode = a.Mode & 0o7777
 	out.Nlink = 1
-	if a.IsDir {
+	switch {
+	case a.IsDir:
 		out.Mode |= syscall.S_IFDIR
 		out.Nlink = 2
 		out.Size = 4096
-	} else {
+	case a.IsLink():
+		out.Mode = syscall.S_IFLNK | 0o777
+		out.Size = uint64(len(a.Target))
+	default:
 		out.Mode |= syscall.S_IFREG
 		out.Size = uint64(a.Size)
 	}
@@ -273,10 +279,7 @@ func timeout(until time.Time) time.Duration {
 
 // child makes (or finds) the node of entry e below n.
 func (n *node) child(ctx context.Context, e nsapi.Entry, until time.Time, out *fuse.EntryOut) *fs.Inode {
-	mode := uint32(syscall.S_IFREG)
-	if e.IsDir {
-		mode = syscall.S_IFDIR
-	}
+	mode := fileType(e.Attr)
 	// go-fuse makes a new Inode for every NewInode and keeps the one it
 	// knows by inode number only after Lookup returned: the node the
 	// kernel knows is found here first, so its state (a journal) answers.
@@ -371,11 +374,7 @@ func (n *node) Readdir(ctx context.Context) (_ fs.DirStream, eno syscall.Errno) 
 	list := make([]fuse.DirEntry, 0, len(es))
 	for _, e := range es {
 		ents[e.Name] = e
-		mode := uint32(syscall.S_IFREG)
-		if e.IsDir {
-			mode = syscall.S_IFDIR
-		}
-		list = append(list, fuse.DirEntry{Name: e.Name, Ino: e.ID, Mode: mode})
+		list = append(list, fuse.DirEntry{Name: e.Name, Ino: e.ID, Mode: fileType(e.Attr)})
 	}
 	n.mu.Lock()
 	if time.Now().Before(n.lease) {
@@ -863,6 +862,46 @@ func (n *node) Removexattr(ctx context.Context, name string) (eno syscall.Errno)
 		return syscall.ENODATA
 	}
 	return errno(err)
+}
+
+// fileType is the S_IF* type of a.
+func fileType(a nsapi.Attr) uint32 {
+	switch {
+	case a.IsDir:
+		return syscall.S_IFDIR
+	case a.IsLink():
+		return syscall.S_IFLNK
+	}
+	return syscall.S_IFREG
+}
+
+// Symlink creates a symbolic link; its target is stored as given. The
+// mount never resolves a link: the kernel reads it (Readlink) and
+// follows it itself, within the mount or out of it, as for any local
+// file system.
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (_ *fs.Inode, eno syscall.Errno) {
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("symlink").Done(time.Now(), &eno)
+	if len(name) > 255 {
+		return nil, syscall.ENAMETOOLONG
+	}
+	e, err := n.client(ctx).Symlink(ctx, target, path.Join(n.path(), name))
+	if err != nil {
+		return nil, errno(err)
+	}
+	n.dropListing() // the session's event would too, later
+	return n.child(ctx, e, n.cacheUntil(), out), 0
+}
+
+// Readlink answers a link's target from its attributes: a link's target
+// never changes (a new one is a new inode).
+func (n *node) Readlink(ctx context.Context) (_ []byte, eno syscall.Errno) {
+	defer n.fsys.Stats.Op("readlink").Done(time.Now(), &eno)
+	a, _ := n.snapshot()
+	if !a.IsLink() {
+		return nil, syscall.EINVAL
+	}
+	return []byte(a.Target), 0
 }
 
 // Link refuses hard links with EPERM, link(2)'s answer for a file

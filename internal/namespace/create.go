@@ -154,7 +154,10 @@ func (ns *Namespace) link(tx *txn, parent, f, old *Inode) error {
 	var vdir *Inode
 	var freed []*Inode // files the replacement removes
 	if old != nil {
-		if keep = keepVersions(parent); keep > 0 {
+		if keep = keepVersions(parent); keep > 0 && old.IsLink() {
+			keep = 0 // a link has no content to keep a version of
+		}
+		if keep > 0 {
 			var err error
 			if vdir, freed, err = ns.versionPlan(parent, old.Name, keep); kerr.Is(err, kerr.Exists) {
 				return kerr.WithOp(err, "commit")

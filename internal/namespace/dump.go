@@ -16,8 +16,9 @@ const dumpBatch = 4096
 
 // Dump calls fn with the path of every file below the directory at path
 // (or of path itself when it is a file), depth first: a directory's
-// files in name order, then its subdirectories in name order; version folders and the recycle bin are left
-// out (what a namespace dump for Rucio's consistency checks lists). It
+// files in name order, then its subdirectories in name order; version
+// folders, the recycle bin and symbolic links (no data of their own) are
+// left out (what a namespace dump for Rucio's consistency checks lists). It
 // reads the directory entries' keys only (no record is decoded) a batch
 // at a time, so a dump runs beside the writes it does not block and is
 // not a snapshot: a file created or removed while it runs may be listed
@@ -31,6 +32,8 @@ func (ns *Namespace) Dump(c Caller, path string, fn func(path string) error) err
 		return err
 	case n == nil:
 		return kerr.New(kerr.NotFound, "ns dump", p, "no such file or directory")
+	case n.IsLink():
+		return nil
 	case !n.IsDir:
 		return fn(p)
 	}
@@ -61,7 +64,7 @@ func (ns *Namespace) Dump(c Caller, path string, fn func(path string) error) err
 					if cid := binary.BigEndian.Uint64(v[1:9]); !IsVersionDir(name) && !ns.isBin(cid) {
 						subdirs = append(subdirs, dir{d.path + "/" + name, cid})
 					}
-				} else {
+				} else if !isLinkEntry(v) {
 					names = append(names, name)
 				}
 				return seen < dumpBatch

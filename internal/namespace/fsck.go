@@ -45,7 +45,7 @@ func (ns *Namespace) LookupFids(fids []uint64) ([]FidState, error) {
 		if err != nil {
 			return nil, kerr.Wrap(kerr.Internal, "fsck", name, err)
 		}
-		if n != nil && !n.IsDir && n.ID == fid {
+		if n != nil && !n.IsDir && !n.IsLink() && n.ID == fid {
 			out[i].File = n
 		}
 	}
@@ -59,7 +59,8 @@ func (ns *Namespace) PathOf(n *Inode) (string, error) {
 	return ns.pathOf(n)
 }
 
-// ScanFiles calls fn for up to max committed files from key from (nil:
+// ScanFiles calls fn for up to max committed files (links, which have
+// no data, left out) from key from (nil:
 // the first), in key order, and returns the key to continue from (nil
 // when every file was seen). The files of one call are read under one
 // read lock; between calls the namespace may change.
@@ -76,8 +77,8 @@ func (ns *Namespace) ScanFiles(from []byte, max int, fn func(f *Inode)) (next []
 			next = append([]byte(nil), k...)
 			return false
 		}
-		if len(k) < 9 || len(v) < 2 || v[0] != 'f' {
-			return true // a container's entry
+		if len(k) < 9 || len(v) < 2 || v[0] != 'f' || isLinkEntry(v) {
+			return true // a container's entry, or a link's (no data)
 		}
 		n, err := decodeInode(v[1:])
 		if err != nil {

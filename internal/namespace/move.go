@@ -215,6 +215,9 @@ func (ns *Namespace) BeginConvert(fid uint64, l layout.Layout, locs []uint32) (p
 		if f.IsDir {
 			return kerr.New(kerr.IsDir, "convert", "fid "+strconv.FormatUint(fid, 10), "is a directory")
 		}
+		if err := notLink("convert", f.Name, f); err != nil {
+			return err
+		}
 		if len(locs) != l.Stripes() {
 			return kerr.New(kerr.Invalid, "convert", f.Name, "placement does not match the layout")
 		}

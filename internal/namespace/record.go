@@ -50,6 +50,10 @@ package namespace
 //	                            version (uvarint), the tag of the update
 //	                            that made it (uvarint), then the stale
 //	                            stripes: count, then uvarint stripe indexes
+//	[target]                    with flag 8 (a symbolic link): its target
+//	                            (string), kept verbatim. A link is stored
+//	                            as a file entry without layout, stripes or
+//	                            checksums; its size is the target's length
 
 import (
 	"encoding/binary"
@@ -62,7 +66,8 @@ import (
 // SchemaVersion is written to "v"; Open refuses any other value.
 const SchemaVersion = "1"
 
-// Inode is one file or container.
+// Inode is one file, container or symbolic link (a file entry with a
+// Target and no data).
 type Inode struct {
 	ID     uint64
 	Parent uint64
@@ -91,6 +96,9 @@ type Inode struct {
 	// Stale are the stripes (indexes into Locations) that missed an
 	// update: never read, rebuilt by fsck from current ones.
 	Stale []int
+	// Target is a symbolic link's target ("" for files and containers),
+	// as it was given: the namespace never interprets it.
+	Target string
 
 	// containers: subtree accounting, including the container's own children
 	TreeSize  int64
@@ -115,6 +123,9 @@ func (n *Inode) CurrentChecksums() map[string]string {
 	}
 	return out
 }
+
+// IsLink says whether n is a symbolic link.
+func (n *Inode) IsLink() bool { return n.Target != "" }
 
 func (n *Inode) clone() *Inode {
 	c := *n
@@ -143,6 +154,7 @@ const (
 	flagDir    = 1
 	flagNoName = 2
 	flagData   = 4 // data version and stale stripes follow the locations
+	flagLink   = 8 // a symbolic link: its target ends the record
 )
 
 // checksumCodes numbers checksum types in records; never reorder it.
@@ -166,6 +178,9 @@ func (n *Inode) encodeRecord(b []byte, named bool) []byte {
 	}
 	if n.DataVersion > 0 || len(n.Stale) > 0 {
 		flags |= flagData
+	}
+	if n.IsLink() {
+		flags |= flagLink
 	}
 	b = append(b, recordVersion, flags)
 	b = binary.AppendUvarint(b, n.ID)
@@ -202,6 +217,9 @@ func (n *Inode) encodeRecord(b []byte, named bool) []byte {
 		for _, i := range n.Stale {
 			b = binary.AppendUvarint(b, uint64(i))
 		}
+	}
+	if flags&flagLink != 0 {
+		b = appendString(b, n.Target)
 	}
 	return b
 }
@@ -331,6 +349,11 @@ func decodeInode(b []byte) (*Inode, error) {
 			n.Stale = append(n.Stale, int(d.uvarint()))
 		}
 	}
+	if flags&flagLink != 0 {
+		if n.Target = d.str(); n.Target == "" && d.err == nil {
+			return n, errCorrupt
+		}
+	}
 	return n, d.err
 }
 
@@ -451,4 +474,10 @@ func parseFileIndex(v []byte) (parent uint64, name string, ok bool) {
 		return 0, "", false
 	}
 	return binary.BigEndian.Uint64(v[1:]), string(v[9:]), true
+}
+
+// isLinkEntry says whether directory entry value v (as putFile writes
+// it) is a symbolic link's, without decoding the record.
+func isLinkEntry(v []byte) bool {
+	return len(v) >= 3 && v[0] == 'f' && v[1] == recordVersion && v[2]&flagLink != 0
 }

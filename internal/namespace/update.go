@@ -51,6 +51,9 @@ func (ns *Namespace) CommitUpdate(u DataUpdate) (f *Inode, err error) {
 		if n.IsDir {
 			return kerr.New(kerr.IsDir, "update", what, "is a directory")
 		}
+		if err := notLink("update", n.Name, n); err != nil {
+			return err
+		}
 		name := n.Name
 		if n.DataVersion != u.Base {
 			return kerr.New(kerr.Busy, "update", name, fmt.Sprintf("the file changed since the update began (data version %d, the update is from %d)", n.DataVersion, u.Base))

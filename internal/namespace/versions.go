@@ -300,6 +300,8 @@ func versionedPath(op, p string, f, parent *Inode) error {
 	switch {
 	case parent == nil || p == "/" || (f != nil && f.IsDir):
 		return kerr.New(kerr.IsDir, op, p, "is a directory; versions are kept of files")
+	case f != nil && f.IsLink():
+		return notLink(op, p, f)
 	case IsVersionDir(parent.Name) || IsVersionDir(baseName(p)):
 		return kerr.New(kerr.Invalid, op, p, "is in a version folder; name the file the versions are of")
 	}

@@ -31,9 +31,17 @@ type Attr struct {
 	// Stale are the stripes (indexes into Locations) that missed an
 	// update: never read until fsck rebuilt them from current ones.
 	Stale []int `json:"stale,omitempty"`
+	// Target is a symbolic link's target, verbatim ("" for files and
+	// directories; a link's is never empty). A link has no data: its
+	// Size is the target's length.
+	Target string `json:"target,omitempty"`
 }
 
-// Entry is a file or directory under its name (stat, ls, file info).
+// IsLink says whether a is a symbolic link's.
+func (a *Attr) IsLink() bool { return a.Target != "" }
+
+// Entry is a file, directory or symbolic link under its name (stat, ls,
+// file info).
 type Entry struct {
 	Path string `json:"path"` // "" when it was asked for by inode
 	Name string `json:"name"`

@@ -95,6 +95,19 @@ func (r *TouchRequest) FromArgs(a Args) (err error) {
 	return err
 }
 
+// SymlinkRequest is POST symlink: a symbolic link at Path whose content
+// is Target, kept verbatim.
+type SymlinkRequest struct {
+	Path   string `json:"path"`
+	Target string `json:"target"`
+}
+
+// FromArgs reads r from a.
+func (r *SymlinkRequest) FromArgs(a Args) error {
+	r.Path, r.Target = a["path"], a["target"]
+	return nil
+}
+
 // TruncateRequest is POST truncate: the file's size changes in place
 // (cut, or extended with zeros), its next data version.
 type TruncateRequest struct {

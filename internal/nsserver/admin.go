@@ -96,12 +96,12 @@ func (s *Server) FileInfo(_ context.Context, p auth.Principal, path string) (nsa
 
 // Locate returns the storage servers holding the file at path.
 func (s *Server) Locate(ctx context.Context, p auth.Principal, path string) ([]nsapi.Node, error) {
-	if err := scope(p, auth.ScopeRead, path, "locate"); err != nil {
-		return nil, err
-	}
-	n, err := s.ns.Stat(caller(p), path)
+	_, n, err := s.follow(p, auth.ScopeRead, path, "locate")
 	if err != nil {
 		return nil, err
+	}
+	if n == nil {
+		return nil, kerr.New(kerr.NotFound, "locate", path, "no such file or directory")
 	}
 	if n.IsDir {
 		return nil, kerr.New(kerr.IsDir, "locate", path, "is a directory")

@@ -31,12 +31,12 @@ func (s *Server) Checksum(ctx context.Context, pr auth.Principal, p, typ string)
 }
 
 func (s *Server) checksum(ctx context.Context, pr auth.Principal, p, typ string) (*namespace.Inode, error) {
-	if err := scope(pr, auth.ScopeRead, p, "checksum"); err != nil {
-		return nil, err
-	}
-	n, err := s.ns.Stat(caller(pr), p)
+	_, n, err := s.follow(pr, auth.ScopeRead, p, "checksum")
 	if err != nil {
 		return nil, err
+	}
+	if n == nil {
+		return nil, kerr.New(kerr.NotFound, "checksum", p, "no such file or directory")
 	}
 	if n.IsDir {
 		return nil, kerr.New(kerr.IsDir, "checksum", p, "is a directory")
@@ -90,7 +90,7 @@ type sumCall struct {
 func (s *Server) computeChecksum(ctx context.Context, pr auth.Principal, p string, n *namespace.Inode, typ string) (*namespace.Inode, error) {
 	var body io.Reader = bytes.NewReader(nil)
 	if n.Size > 0 {
-		g, err := s.openRead(pr, p, "checksum")
+		g, err := s.openRead(pr, p, "", "checksum")
 		if err != nil {
 			return nil, err
 		}

@@ -17,12 +17,33 @@ import (
 // with truncate (or create, of a missing file) is an upload that replaces
 // the file atomically at commit; a write without them, or with Update,
 // of an existing file is an update session that changes it in place.
+// Symbolic links on path are followed (symlink.go), except by an
+// exclusive create, which a link in the way refuses as open(2) does.
 func (s *Server) Open(ctx context.Context, p auth.Principal, path string, r nsapi.OpenRequest) (*nsapi.Grant, error) {
-	if !r.Write && !r.Create && !r.Truncate {
+	read := !r.Write && !r.Create && !r.Truncate
+	named := clean(path) // what a root:// client names again at the storage server
+	if !r.Exclusive {
+		op, what := auth.ScopeCreate, "write"
+		if read {
+			op, what = auth.ScopeRead, "read"
+		}
+		to, _, err := s.follow(p, op, path, what)
+		switch {
+		case kerr.Is(err, kerr.NotFound) && r.MkPath:
+			// missing parent directories, made below
+		case err != nil && read:
+			return nil, s.refused(ctx, p, what, path, err)
+		case err != nil:
+			return nil, s.audit(ctx, p, what, path, "", err)
+		default:
+			path = to
+		}
+	}
+	if read {
 		if err := scope(p, auth.ScopeRead, path, "read"); err != nil {
 			return nil, s.refused(ctx, p, "read", path, err)
 		}
-		g, err := s.openRead(p, path, r.App)
+		g, err := s.openRead(p, path, named, r.App)
 		return g, s.refused(ctx, p, "read", path, err)
 	}
 	// Whether the open replaces or updates an existing file is known only
@@ -37,13 +58,14 @@ func (s *Server) Open(ctx context.Context, p auth.Principal, path string, r nsap
 	if s.openRace != nil {
 		s.openRace()
 	}
-	g, err := s.open(p, path, r, modify)
+	g, err := s.open(p, path, named, r, modify)
 	return g, s.audit(ctx, p, "write", path, "", err)
 }
 
-// open starts an upload or an update session of path; modify is nil when
-// p may change an existing file, else the reason it may not.
-func (s *Server) open(p auth.Principal, path string, r nsapi.OpenRequest, modify error) (*nsapi.Grant, error) {
+// open starts an upload or an update session of path (named: the path
+// the client named, which its capability carries); modify is nil when p
+// may change an existing file, else the reason it may not.
+func (s *Server) open(p auth.Principal, path, named string, r nsapi.OpenRequest, modify error) (*nsapi.Grant, error) {
 	c := caller(p)
 	if !r.Truncate && (r.Update || !r.Create) {
 		n, err := s.ns.Stat(c, path)
@@ -51,7 +73,7 @@ func (s *Server) open(p auth.Principal, path string, r nsapi.OpenRequest, modify
 		case err == nil && modify != nil:
 			return nil, modify
 		case err == nil:
-			return s.openUpdate(p, clean(path), n, r.App)
+			return s.openUpdate(p, clean(path), named, n, r.App)
 		case !kerr.Is(err, kerr.NotFound) || !r.Create:
 			return nil, err
 		case r.Update:
@@ -68,10 +90,10 @@ func (s *Server) open(p auth.Principal, path string, r nsapi.OpenRequest, modify
 			if err != nil {
 				return nil, err
 			}
-			return s.openUpdate(p, clean(path), n, r.App)
+			return s.openUpdate(p, clean(path), named, n, r.App)
 		}
 	}
-	g, err := s.openWrite(p, path, namespace.CreateOptions{Exclusive: r.Exclusive || modify != nil, Mode: r.Mode, SizeHint: r.Size}, r.MkPath, r.App)
+	g, err := s.openWrite(p, path, named, namespace.CreateOptions{Exclusive: r.Exclusive || modify != nil, Mode: r.Mode, SizeHint: r.Size}, r.MkPath, r.App)
 	if kerr.Is(err, kerr.Exists) && !r.Exclusive && modify != nil {
 		return nil, modify // it exists: replacing it is a modification
 	}
@@ -81,7 +103,7 @@ func (s *Server) open(p auth.Principal, path string, r nsapi.OpenRequest, modify
 // openWrite starts an upload of path. With mkpath, missing parent
 // directories are created first (as XRootD does for uploads), unless the
 // nearest existing one has sys.mkpath=off.
-func (s *Server) openWrite(pr auth.Principal, path string, o namespace.CreateOptions, mkpath bool, app string) (*nsapi.Grant, error) {
+func (s *Server) openWrite(pr auth.Principal, path, named string, o namespace.CreateOptions, mkpath bool, app string) (*nsapi.Grant, error) {
 	c := caller(pr)
 	p, err := nsapi.CleanPath(path)
 	if err != nil {
@@ -96,7 +118,7 @@ func (s *Server) openWrite(pr auth.Principal, path string, o namespace.CreateOpt
 	if err != nil {
 		return nil, err
 	}
-	cp := &capability.Capability{Fid: f.ID, Write: true, Path: p, Layout: f.Layout, UID: pr.UID, GID: pr.GID, App: app,
+	cp := &capability.Capability{Fid: f.ID, Write: true, Path: cmp.Or(named, p), Layout: f.Layout, UID: pr.UID, GID: pr.GID, App: app,
 		Expires: s.now().Add(s.ttl).Unix()}
 	for t := range f.Checksums {
 		cp.Checksums = append(cp.Checksums, t)
@@ -130,10 +152,11 @@ func (s *Server) makeParents(c namespace.Caller, p string) error {
 	return kerr.WithOp(s.ns.Mkdir(c, dir, 0o755, true), "create")
 }
 
-// openRead authorizes a read of path and picks the storage server to
+// openRead authorizes a read of path (named: the path the client named,
+// "" for path; its capability carries it) and picks the storage server to
 // serve it: the first readable replica, or for EC the first readable
 // stripe's server (it gathers the rest).
-func (s *Server) openRead(pr auth.Principal, path, app string) (*nsapi.Grant, error) {
+func (s *Server) openRead(pr auth.Principal, path, named, app string) (*nsapi.Grant, error) {
 	n, err := s.ns.Stat(caller(pr), path)
 	if err != nil {
 		return nil, err
@@ -141,11 +164,14 @@ func (s *Server) openRead(pr auth.Principal, path, app string) (*nsapi.Grant, er
 	if n.IsDir {
 		return nil, kerr.New(kerr.IsDir, "read", path, "is a directory")
 	}
+	if n.IsLink() { // replaced by a link since Open followed the path
+		return nil, kerr.New(kerr.Busy, "read", path, "became a symbolic link while being opened; retry")
+	}
 	if !s.canRead(pr, n) {
 		return nil, kerr.New(kerr.Permission, "read", path, "read permission denied")
 	}
 	p, _ := nsapi.CleanPath(path)
-	cp := &capability.Capability{Fid: n.ID, Path: p, Layout: n.Layout, Size: n.Size, Sums: n.CurrentChecksums(),
+	cp := &capability.Capability{Fid: n.ID, Path: cmp.Or(named, p), Layout: n.Layout, Size: n.Size, Sums: n.CurrentChecksums(),
 		DataVersion: n.DataVersion, Stale: n.Stale, UID: pr.UID, GID: pr.GID, App: app, Expires: s.now().Add(s.ttl).Unix()}
 	entry := s.targets(cp, n.Locations)
 	if entry.HTTP == "" && len(n.Locations) == 0 {

@@ -174,14 +174,24 @@ func (s *Server) XAttrs(ctx context.Context, p auth.Principal, path string) ([][
 // Touch creates an empty file (or replaces a file by an empty one unless
 // exclusive) in one step.
 func (s *Server) Touch(ctx context.Context, p auth.Principal, path string, exclusive bool, mode uint32) (nsapi.Entry, error) {
+	named := path
+	if !exclusive { // a link in the way: its target is touched (symlink.go)
+		to, _, err := s.ns.Follow(caller(p), path)
+		if err != nil {
+			return nsapi.Entry{}, s.audit(ctx, p, "create", path, "", asOp(err, "create"))
+		}
+		path = to
+	}
 	op := auth.ScopeCreate
 	if p.Scopes != nil && !exclusive {
 		if _, err := s.ns.Stat(caller(p), path); err == nil {
 			op = auth.ScopeModify // replaces a file
 		}
 	}
-	if err := scope(p, op, path, "create"); err != nil {
-		return nsapi.Entry{}, s.audit(ctx, p, "create", path, "", err)
+	for _, sp := range []string{named, path} { // the path named and the path reached
+		if err := scope(p, op, sp, "create"); err != nil {
+			return nsapi.Entry{}, s.audit(ctx, p, "create", named, "", err)
+		}
 	}
 	n, err := s.ns.CreateEmpty(caller(p), path, namespace.CreateOptions{Exclusive: exclusive, Mode: mode})
 	if err = s.audit(ctx, p, "create", path, "", err); err != nil {
@@ -194,12 +204,12 @@ func (s *Server) Touch(ctx context.Context, p auth.Principal, path string, exclu
 // extending it with zeros): the file's next data version.
 func (s *Server) Truncate(ctx context.Context, p auth.Principal, path string, size int64) (err error) {
 	defer func() { err = s.audit(ctx, p, "truncate", path, "", err) }()
-	if err := scope(p, auth.ScopeModify, path, "truncate"); err != nil {
-		return err
-	}
-	n, err := s.ns.Stat(caller(p), path)
+	to, n, err := s.follow(p, auth.ScopeModify, path, "truncate")
 	if err != nil {
 		return err
+	}
+	if n == nil {
+		return kerr.New(kerr.NotFound, "truncate", path, "no such file or directory")
 	}
 	if n.IsDir {
 		return kerr.New(kerr.IsDir, "truncate", path, "is a directory")
@@ -207,5 +217,5 @@ func (s *Server) Truncate(ctx context.Context, p auth.Principal, path string, si
 	if size == n.Size {
 		return nil
 	}
-	return s.truncate(ctx, p, clean(path), n, size)
+	return s.truncate(ctx, p, to, n, size)
 }

@@ -7,6 +7,7 @@ package nsserver
 // (CommitUpdate, message.Updates) as the file's next data version.
 
 import (
+	"cmp"
 	"context"
 	pathpkg "path"
 	"strconv"
@@ -25,9 +26,12 @@ var _ message.Updates = (*Server)(nil)
 // openUpdate grants an update session of committed file n at path p: the
 // storage server it names runs it (the first current stripe's, which
 // reaches the others).
-func (s *Server) openUpdate(pr auth.Principal, p string, n *namespace.Inode, app string) (*nsapi.Grant, error) {
+func (s *Server) openUpdate(pr auth.Principal, p, named string, n *namespace.Inode, app string) (*nsapi.Grant, error) {
 	if n.IsDir {
 		return nil, kerr.New(kerr.IsDir, "open", p, "is a directory")
+	}
+	if n.IsLink() { // replaced by a link since Open followed the path
+		return nil, kerr.New(kerr.Busy, "open", p, "became a symbolic link while being opened; retry")
 	}
 	if !s.ns.Permits(caller(pr), n, namespace.Update) {
 		return nil, kerr.New(kerr.Permission, "open", p, "write permission denied")
@@ -39,7 +43,7 @@ func (s *Server) openUpdate(pr auth.Principal, p string, n *namespace.Inode, app
 	if err != nil {
 		return nil, kerr.Wrap(kerr.Internal, "open", p, err)
 	}
-	cp := &capability.Capability{Fid: n.ID, Write: true, Update: true, Path: p, Layout: n.Layout, Size: n.Size,
+	cp := &capability.Capability{Fid: n.ID, Write: true, Update: true, Path: cmp.Or(named, p), Layout: n.Layout, Size: n.Size,
 		DataVersion: n.DataVersion, Stale: n.Stale, UID: pr.UID, GID: pr.GID, App: app, Expires: s.now().Add(s.ttl).Unix()}
 	for t := range n.Checksums {
 		cp.Checksums = append(cp.Checksums, t)
@@ -108,7 +112,7 @@ func (s *Server) truncate(ctx context.Context, pr auth.Principal, p string, n *n
 	if size < 0 {
 		return kerr.New(kerr.Invalid, "truncate", p, "negative size")
 	}
-	g, err := s.openUpdate(pr, p, n, "")
+	g, err := s.openUpdate(pr, p, "", n, "")
 	if err != nil {
 		return kerr.WithOp(err, "truncate")
 	}

@@ -21,7 +21,7 @@ func attrOf(n *namespace.Inode) nsapi.Attr {
 	a := nsapi.Attr{ID: n.ID, IsDir: n.IsDir, Mode: n.Mode, UID: n.UID, GID: n.GID, Size: n.Size,
 		MTime: time.Unix(0, n.MTime), CTime: time.Unix(0, n.CTime), BTime: time.Unix(0, n.BTime),
 		Layout: n.Layout, Checksums: n.CurrentChecksums(), Locations: n.Locations, XAttrs: n.XAttrs,
-		DataVersion: n.DataVersion, Stale: n.Stale}
+		DataVersion: n.DataVersion, Stale: n.Stale, Target: n.Target}
 	if n.IsDir {
 		t := time.Unix(0, n.TreeMTime)
 		a.Size, a.TreeSize, a.TreeFiles, a.TreeDirs, a.TreeMTime = n.TreeSize, n.TreeSize, n.TreeFiles, n.TreeDirs, &t

@@ -111,6 +111,7 @@ type dirPage struct {
 type row struct {
 	Name, Href string
 	IsDir      bool
+	Target     string // a symbolic link's (the link opens what it leads to)
 	Size       int64
 	UID, GID   uint32
 	Mode       uint32
@@ -156,7 +157,7 @@ func RenderDir(w http.ResponseWriter, status int, d Dir) {
 	}
 	for _, e := range ents[from:to] {
 		rw := row{Name: e.Name, Href: Href(path.Join(d.Path, e.Name), e.IsDir), IsDir: e.IsDir, Size: e.Size,
-			UID: e.UID, GID: e.GID, Mode: e.Mode, MTime: e.MTime}
+			UID: e.UID, GID: e.GID, Mode: e.Mode, MTime: e.MTime, Target: e.Target}
 		for t, v := range e.Checksums {
 			rw.Checksums = append(rw.Checksums, t+":"+v)
 		}

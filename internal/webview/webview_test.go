@@ -45,6 +45,17 @@ func TestRenderDirEscapes(t *testing.T) {
 	}
 }
 
+// TestRenderDirLinks: a symbolic link is listed with its target
+// (escaped: a target is any text its maker chose).
+func TestRenderDirLinks(t *testing.T) {
+	w := httptest.NewRecorder()
+	RenderDir(w, http.StatusOK, Dir{Path: "/d", Entries: []nsapi.Entry{
+		{Name: "current", Attr: nsapi.Attr{Size: 14, Target: "../runs/<b>latest"}}}})
+	if body := w.Body.String(); !strings.Contains(body, ">current</a> → <code>../runs/&lt;b&gt;latest</code>") {
+		t.Fatalf("link row:\n%s", body)
+	}
+}
+
 func TestRenderDirPages(t *testing.T) {
 	ents := make([]nsapi.Entry, 2*PageSize+500)
 	for i := range ents {

@@ -134,24 +134,31 @@ func (n Namespace) admit(ctx context.Context, id xrootd.Identity) (context.Conte
 
 var _ xrootd.Namespace = Namespace{}
 
+// Stat answers kXR_stat for what p leads to: symbolic links are
+// followed, as xrootd's stat(2) over a POSIX tree does (nsserver's
+// symlink.go says how, and where a link may lead).
 func (n Namespace) Stat(ctx context.Context, id xrootd.Identity, p string) (xrootd.FileInfo, error) {
 	ctx, c, err := n.admit(ctx, id)
 	if err != nil {
 		return xrootd.FileInfo{}, err
 	}
-	in, err := n.NS.Stat(ctx, c, p)
+	in, err := n.NS.Follow(ctx, c, p)
 	if err != nil {
 		return xrootd.FileInfo{}, err
 	}
 	return info(in), nil
 }
 
+// List answers kXR_dirlist of the directory p leads to, a symbolic link
+// in it with what it leads to (nsserver.ListFollowing), as xrootd's
+// dirlist stats each entry: xrdfs ls -l and xrdcp -r see a file or a
+// directory.
 func (n Namespace) List(ctx context.Context, id xrootd.Identity, p string) ([]xrootd.FileInfo, error) {
 	ctx, c, err := n.admit(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	ents, err := n.NS.List(ctx, c, p)
+	ents, err := n.NS.ListFollowing(ctx, c, p)
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ func xrdCode(k kerr.Kind) uint32 {
 		return kXR_NotFound
 	case kerr.Exists:
 		return kXR_ItExists
-	case kerr.NotDir, kerr.NotEmpty:
+	case kerr.NotDir, kerr.NotEmpty, kerr.Loop:
 		return kXR_FSError // what xrootd itself answers for ENOTDIR/ENOTEMPTY
 	case kerr.IsDir:
 		return kXR_isDirectory
