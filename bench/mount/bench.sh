@@ -7,13 +7,14 @@
 #   sudo bench/mount/bench.sh                     # ROUNDS=3 FILES=10000 DD_MB=1024 FIO_MB=256 VIS=50
 #   ROUNDS=1 FILES=500 DD_MB=64 FIO_MB=8 VIS=10 UNTAR=src/net bench/mount/bench.sh   # a few minutes
 #   FS="kaon ext4" bench/mount/bench.sh           # a subset (names: kaon cfsd mfs weed ceph ext4)
-#   WORKLOADS="untar lsc lsw findc findw"         # a subset of: ddw ddr fio untar lsc lsw findc findw create1 create10 viscreate vismodify
+#   WORKLOADS="untar lsc lsw findc findw"         # a subset of: ddw ddr small fio untar lsc lsw findc findw create1 create10 viscreate vismodify
 #   CEPH_DIR=/var/tmp/c bench/mount/bench.sh      # an existing ceph-dev.sh cluster (else one is made and purged)
 #   KAON=BINARY WEED=BINARY OUT=DIR               # binaries (built when absent), where table and PNGs go
 #
 # Workloads, each run on every file system in turn; the order rotates
 # every round so no file system always goes first; medians over ROUNDS:
 #   dd write DD_MB MiB (bs=1M, conv=fsync), dd read after drop_caches  MB/s
+#   SMALL writes of SMALL_BS bytes (dd, conv=fsync: close and fsync in)  writes/s
 #   fio 4 KiB random writes over FIO_MB MiB (psync, end_fsync)          IOPS, fsync included
 #   untar of the Go source tree ($(go env GOROOT)/$UNTAR as a tar, -m)  entries/s
 #   ls -lR and find -ls of that tree, cold (drop_caches) then warm      s
@@ -30,6 +31,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 ROUNDS=${ROUNDS:-3} FILES=${FILES:-10000} DD_MB=${DD_MB:-1024} FIO_MB=${FIO_MB:-256} VIS=${VIS:-50}
+SMALL=${SMALL:-65536} SMALL_BS=${SMALL_BS:-512}
 UNTAR=${UNTAR:-src} # the tree untarred and listed, relative to $(go env GOROOT)
 FS=${FS:-kaon cfsd mfs weed ceph ext4}
 OUT=${OUT:-$repo/bench/out/mount}
@@ -56,6 +58,7 @@ run() {
 	case $w in
 	ddw) drop; t=$(timeit dd if=/dev/zero of="$d/dd.bin" bs=1M count="$DD_MB" conv=fsync) || return 1; add "ddw_$f" "$(calc "$DD_MB * 1.048576 / $t")" ;;
 	ddr) drop; t=$(timeit dd if="$d/dd.bin" of=/dev/null bs=1M) || return 1; add "ddr_$f" "$(calc "$DD_MB * 1.048576 / $t")"; rm -f "$d/dd.bin" ;;
+	small) t=$(timeit dd if=/dev/zero of="$d/small.bin" bs="$SMALL_BS" count="$SMALL" conv=fsync) || return 1; add "small_$f" "$(calc "$SMALL / $t")"; rm -f "$d/small.bin" ;;
 	fio)
 		rm -f "$W"/lat/fio_"$f"_*
 		local t0 t1 ios
@@ -90,7 +93,7 @@ run() {
 	esac
 }
 
-read -ra WL <<<"${WORKLOADS:-ddw ddr fio untar lsc lsw findc findw create1 create10 viscreate vismodify}"
+read -ra WL <<<"${WORKLOADS:-ddw ddr small fio untar lsc lsw findc findw create1 create10 viscreate vismodify}"
 [ "$DD_MB" -gt 0 ] || WL=("${WL[@]/dd[wr]/}")
 LOADS=() FAILS=()
 for r in $(seq 1 "$ROUNDS"); do
@@ -113,7 +116,7 @@ done
 	echo "load average after each round: ${LOADS[*]}"
 	echo "ext4: $(findmnt -n -o SOURCE,FSTYPE -T "$W") ; untar: $NFILES entries of \$GOROOT/$UNTAR ; creates: $FILES ; dd: $DD_MB MiB ; fio: 4 KiB randwrite over $FIO_MB MiB ; visibility: $VIS changes"
 	echo "kaon $("$KAON" version 2>/dev/null | head -1) ; weed ${WEED:+$(basename "$WEED")} ; $(mfsmaster -v 2>/dev/null | head -1) ; $(ceph-fuse --version 2>/dev/null | cut -d' ' -f1-3)"
-	rows=(ddw "dd write" MB/s hi ddr "dd read" MB/s hi fio "fio 4k randwrite" IOPS hi untar "untar" entries/s hi
+	rows=(ddw "dd write" MB/s hi ddr "dd read" MB/s hi small "small writes" writes/s hi fio "fio 4k randwrite" IOPS hi untar "untar" entries/s hi
 		lsc "ls -lR cold" s lo lsw "ls -lR warm" s lo findc "find -ls cold" s lo findw "find -ls warm" s lo
 		create1 "creates 1 dir" files/s hi create10 "creates 10 dirs" files/s hi
 		viscreate "seen: create p50" ms lo viscreate99 "seen: create p99" ms lo

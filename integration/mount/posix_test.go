@@ -170,12 +170,10 @@ func TestVirtualXattrs(t *testing.T) {
 // TestFSX: the fsx-style exerciser (fusetest.FSX) through one mount, and
 // through two mounts of one namespace alternating at each reopen (what
 // one closed is what the other opens): reads, writes at offsets,
-// truncates, mmap reads and writes, fsync, checked against its model.
+// truncates, mmap reads and writes, fsync, checked against its model;
+// with the kernel's write-back cache (the default) and without.
 func TestFSX(t *testing.T) {
 	up := harness.Up(t)
-	up.MustKaon("mkdir", "/fsx")
-	a := newMount(t, up.EP.HTTP, "/fsx", "")
-	b := newMount(t, up.EP.HTTP, "/fsx", "")
 	// Lean in CI (300 operations each, seconds); KAON_FSX_OPS=3000 for a
 	// long run, KAON_FSX_SEED to replay a failure.
 	ops, seed := 300, time.Now().UnixNano()
@@ -185,8 +183,16 @@ func TestFSX(t *testing.T) {
 	if v, err := strconv.ParseInt(os.Getenv("KAON_FSX_SEED"), 10, 64); err == nil {
 		seed = v
 	}
-	fusetest.FSX{Roots: []string{a.mp}, Name: "one", Ops: ops, Seed: seed}.Run(t)
-	fusetest.FSX{Roots: []string{a.mp, b.mp}, Name: "two", Ops: ops, Seed: seed + 1}.Run(t)
+	for _, mode := range []string{"writeback", "nowriteback"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := "/fsx-" + mode
+			up.MustKaon("mkdir", dir)
+			a := newMount(t, up.EP.HTTP, dir, "", "-o", mode)
+			b := newMount(t, up.EP.HTTP, dir, "", "-o", mode)
+			fusetest.FSX{Roots: []string{a.mp}, Name: "one", Ops: ops, Seed: seed}.Run(t)
+			fusetest.FSX{Roots: []string{a.mp, b.mp}, Name: "two", Ops: ops, Seed: seed + 1}.Run(t)
+		})
+	}
 }
 
 // TestLockSemantics: POSIX's and OFD's rules for releasing a lock hold
@@ -257,9 +263,7 @@ func TestLockSemantics(t *testing.T) {
 		t.Error("OFD lock released by the close of another open of the file")
 	}
 	unix.Close(fd)
-	if locked() {
-		t.Error("OFD lock kept after the last close of its descriptor")
-	}
+	waitFor(t, visible, "OFD lock released after the last close of its descriptor", func() bool { return !locked() })
 
 	fd = open(a.mp)
 	lock(fd, unix.F_SETLK)
@@ -269,4 +273,57 @@ func TestLockSemantics(t *testing.T) {
 		t.Error("POSIX lock kept after its process closed another descriptor of the file")
 	}
 	unix.Close(fd)
+
+	// An OFD lock and a flock belong to the open file description: the
+	// close of a duplicate of its descriptor keeps them, the close of
+	// the last releases them (the kernel tells the mount with the
+	// RELEASE, which may come just after close returned).
+	for _, kind := range []string{"OFD lock", "flock"} {
+		fd = open(a.mp)
+		if kind == "flock" {
+			if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+				t.Fatalf("flock in A: %v", err)
+			}
+		} else {
+			lock(fd, unix.F_OFD_SETLK)
+		}
+		dup, err := unix.Dup(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(dup)
+		if kind == "flock" {
+			if !flocked(t, probe) {
+				t.Errorf("%s released by the close of a duplicate of its descriptor", kind)
+			}
+		} else if !locked() {
+			t.Errorf("%s released by the close of a duplicate of its descriptor", kind)
+		}
+		unix.Close(fd)
+		waitFor(t, visible, kind+" released after the last close of its open file description", func() bool {
+			if kind == "flock" {
+				return !flocked(t, probe)
+			}
+			return !locked()
+		})
+	}
+}
+
+// flocked says whether fd's file is flock'ed by another open file
+// description (a non-blocking exclusive flock fails; one taken is
+// released at once).
+func flocked(t *testing.T, fd int) bool {
+	t.Helper()
+	switch err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err {
+	case nil:
+		if err := unix.Flock(fd, unix.LOCK_UN); err != nil {
+			t.Fatalf("flock unlock of the probe: %v", err)
+		}
+		return false
+	case unix.EWOULDBLOCK:
+		return true
+	default:
+		t.Fatalf("flock probe: %v", err)
+		return false
+	}
 }

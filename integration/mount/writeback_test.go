@@ -16,7 +16,7 @@ import (
 )
 
 // TestWritebackRemoteChange: with the kernel's write-back cache on
-// (`--writeback`), a change made elsewhere — another mount changing a file in
+// (the default), a change made elsewhere — another mount changing a file in
 // place, growing or shrinking it, curl replacing it — still reaches
 // mount A's cached pages and attributes, size and content, whether the
 // file is closed in A, open with dirty pages, or mapped. The kernel
@@ -25,8 +25,8 @@ import (
 func TestWritebackRemoteChange(t *testing.T) {
 	up := harness.Up(t)
 	up.MustKaon("mkdir", "/wb")
-	a := newMount(t, up.EP.HTTP, "/wb", "", "--writeback")
-	b := newMount(t, up.EP.HTTP, "/wb", "", "--writeback")
+	a := newMount(t, up.EP.HTTP, "/wb", "")
+	b := newMount(t, up.EP.HTTP, "/wb", "")
 	size := func(p string) int64 {
 		var st unix.Stat_t
 		if err := unix.Stat(p, &st); err != nil {
@@ -83,14 +83,34 @@ func TestWritebackRemoteChange(t *testing.T) {
 		}
 		seen(t, "A sees the file B shrank", pa, "a l")
 	})
+	curl := func(t *testing.T, name, content string, hdr ...string) {
+		t.Helper()
+		src := filepath.Join(t.TempDir(), "src")
+		os.WriteFile(src, []byte(content), 0o644)
+		args := []string{"-sSf", "-L", "-T", src, up.EP.HTTP + "/wb/" + name}
+		for _, h := range hdr {
+			args = append(args, "-H", h)
+		}
+		if out, err := exec.Command("curl", args...).CombinedOutput(); err != nil {
+			t.Fatalf("curl PUT %s: %v\n%s", name, err, out)
+		}
+	}
 	t.Run("curl", func(t *testing.T) {
 		pa, _ := cached(t, "curl", "before")
-		src := filepath.Join(t.TempDir(), "src")
-		os.WriteFile(src, []byte("replaced by curl, longer"), 0o644)
-		if out, err := exec.Command("curl", "-sSf", "-L", "-T", src, up.EP.HTTP+"/wb/curl").CombinedOutput(); err != nil {
-			t.Fatalf("curl PUT: %v\n%s", err, out)
-		}
+		curl(t, "curl", "replaced by curl, longer")
 		seen(t, "A sees curl's upload", pa, "replaced by curl, longer")
+	})
+	t.Run("curl-shrink", func(t *testing.T) {
+		pa, _ := cached(t, "curlshrink", strings.Repeat("long ", 2000))
+		curl(t, "curlshrink", "short")
+		seen(t, "A sees curl's shorter upload", pa, "short")
+	})
+	t.Run("curl-in-place", func(t *testing.T) {
+		// A ranged PUT changes the file in place (same inode), past its
+		// end: it grows.
+		pa, _ := cached(t, "curlrange", "0123456789")
+		curl(t, "curlrange", "ABCDEFGH", "Content-Range: bytes 6-13/*")
+		seen(t, "A sees curl's change in place", pa, "012345ABCDEFGH")
 	})
 	t.Run("open-dirty", func(t *testing.T) {
 		// A holds the file open with a dirty page (written, not flushed);
@@ -173,6 +193,73 @@ func TestWritebackRemoteChange(t *testing.T) {
 	})
 }
 
+// TestWritebackAcknowledged: with write-back, what fsync and close
+// acknowledged is on the servers: curl reads it back. Many small writes
+// stay in the kernel's page cache until then.
+func TestWritebackAcknowledged(t *testing.T) {
+	up := harness.Up(t)
+	up.MustKaon("mkdir", "/ack")
+	m := newMount(t, up.EP.HTTP, "/ack", "")
+	p := filepath.Join(m.mp, "f")
+	get := func() string {
+		out, err := exec.Command("curl", "-sSf", "-L", up.EP.HTTP+"/ack/f").Output()
+		if err != nil {
+			t.Fatalf("curl GET /ack/f: %v", err)
+		}
+		return string(out)
+	}
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}()
+	var want []byte
+	for i := range 1000 {
+		rec := []byte(strings.Repeat(string(rune('a'+i%26)), 7) + "\n")
+		if _, err := unix.Write(fd, rec); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, rec...)
+	}
+	if err := unix.Fsync(fd); err != nil {
+		t.Fatalf("fsync: %v", err)
+	}
+	if got := get(); got != string(want) {
+		t.Fatalf("curl after fsync: %d bytes (first difference at %d), want the %d written", len(got), firstDiff(got, string(want)), len(want))
+	}
+	// Overwrite the start, shrink, append: close acknowledges all.
+	if _, err := unix.Pwrite(fd, []byte("START"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Ftruncate(fd, 4000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Pwrite(fd, []byte("END"), 4000); err != nil {
+		t.Fatal(err)
+	}
+	want = append(append([]byte("START"), want[5:4000]...), "END"...)
+	if err := unix.Close(fd); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	fd = -1
+	if got := get(); got != string(want) {
+		t.Fatalf("curl after close: %d bytes (first difference at %d), want %d", len(got), firstDiff(got, string(want)), len(want))
+	}
+}
+
+func firstDiff(a, b string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
 // TestWriteClearsSetuid: the mount clears setuid on a write by another
 // user (the kernel leaves it to the mount, which spares it asking for
 // security.capability before every write), and on a chown.
@@ -180,7 +267,7 @@ func TestWriteClearsSetuid(t *testing.T) {
 	up := harness.Up(t)
 	up.MustKaon("mkdir", "/suid")
 	up.MustKaon("chmod", "777", "/suid")
-	m := newMount(t, up.EP.HTTP, "/suid", "", "--writeback")
+	m := newMount(t, up.EP.HTTP, "/suid", "")
 	mode := func(p string) uint32 {
 		var st unix.Stat_t
 		if err := unix.Stat(p, &st); err != nil {

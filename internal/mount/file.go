@@ -6,6 +6,7 @@ import (
 	"io"
 	"log"
 	"math"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -120,6 +121,9 @@ func (n *node) open(ctx context.Context, flags uint32, c *client.Client) (fs.Fil
 	key := contentKey(n.attr)
 	if n.pageKey == key && n.jr == nil {
 		fl |= fuse.FOPEN_KEEP_CACHE
+	} else { // the kernel empties the file's page cache at this open
+		n.emptied++
+		n.emptiedVer = n.attr.DataVersion
 	}
 	n.pageKey, n.pageVer = key, n.attr.DataVersion
 	if flags&syscall.O_DIRECT != 0 {
@@ -375,24 +379,70 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 	}
 	n.mu.Lock()
 	jr := n.jr
+	if n.flushing == 0 {
+		n.flushBase, n.flushChanges = n.pageVer, 0
+	}
+	n.flushing++
 	n.mu.Unlock()
+	before := jr.Changes()
 	p := n.path()
-	if err := n.fsys.replay(ctx, jr, c, p); err != nil {
-		return errno(err)
+	err := n.fsys.replay(ctx, jr, c, p)
+	var e nsapi.Entry
+	if err == nil {
+		// What the flush made is what the kernel's pages hold.
+		e, err = c.Stat(ctx, p)
 	}
-	// What the flush made is what the kernel's pages hold.
-	e, err := c.Stat(ctx, p)
-	if err != nil {
-		return errno(err)
-	}
+	n.flushed(jr.Changes()-before, e, err == nil)
+	return errno(err)
+}
+
+// flushed ends a flush of n that sent changes changing requests and
+// (ok) left the file as e. When the last flush under way ends, the news
+// of n's content held meanwhile are decided. The namespace's events do
+// not say whose change they report, and a flush's own arrive while it
+// runs, before it knows the data version it made: taken as changes made
+// elsewhere, they had the kernel's pages dropped and its size set to a
+// size the file had half-way through the flush — after the writer had
+// moved on (a later truncate undone, reads past the end answered). So a
+// flush holds them, and what its own requests can account for is its
+// own: each commits at most one data version, so a file more than that
+// many versions past the one the pages were read at was changed
+// elsewhere too, and its pages go; news newer than the flush's result
+// are applied as they came.
+func (n *node) flushed(changes int, e nsapi.Entry, ok bool) {
 	n.mu.Lock()
-	n.gen++ // what was read ahead before the flush is stale
-	if e.ID == n.attr.ID {
+	n.flushing--
+	n.flushChanges += changes
+	last := n.flushing == 0
+	mine := ok && e.ID == n.attr.ID
+	if mine {
+		n.gen++ // what was read ahead before the flush is stale
 		n.attr = e.Attr
 		n.pageKey, n.pageVer = contentKey(e.Attr), e.DataVersion
 	}
+	var held []nsapi.Invalidation
+	elsewhere := false
+	if last {
+		held, n.held = n.held, nil
+		upTo := n.flushBase + uint64(n.flushChanges)
+		elsewhere = mine && e.DataVersion > upTo
+		if mine {
+			upTo = e.DataVersion
+		}
+		held = slices.DeleteFunc(held, func(ev nsapi.Invalidation) bool { return ev.DataVersion <= upTo })
+	}
+	if elsewhere {
+		n.pageKey = ""
+	}
 	n.mu.Unlock()
-	return 0
+	if elsewhere {
+		n.fsys.Stats.Counter("changed_during_flush").Add(1)
+		since := n.emptiedCount()
+		n.fsys.queue(func() { n.fsys.contentChanged(n, e.Size, e.DataVersion, since) })
+	}
+	for _, ev := range held {
+		n.fsys.apply(ev)
+	}
 }
 
 // replay flushes journal jr onto p. While the servers cannot be reached
@@ -430,10 +480,14 @@ func (h *handle) Flush(ctx context.Context) (eno syscall.Errno) {
 		h.mu.Lock()
 		delete(h.owners, lockOwner{owner, false})
 		h.mu.Unlock()
+	} else {
+		// The closing process unknown: every POSIX and OFD lock set
+		// through h goes.
+		h.releaseLocks(ctx, false)
 	}
-	// OFD locks set through h go now too: the kernel sends nothing for
-	// them at a close but the RELEASE, which comes after close returned.
-	h.releaseLocks(ctx, false)
+	// OFD locks and flocks belong to the open file description (h): a
+	// close of one of its descriptors (a dup) keeps them; its last
+	// close's RELEASE releases them (Release).
 	if !h.write {
 		return 0
 	}
@@ -459,10 +513,11 @@ func (n *node) releasePOSIX(ctx context.Context, owner uint64) {
 	}
 }
 
-// releaseLocks releases the locks set through h: its POSIX and OFD ones
-// (any close: FUSE does not tell them apart, so an OFD lock goes at any
-// close of its description, not only the last), and with all its flock
-// locks too (the last close, RELEASE).
+// releaseLocks releases the locks set through h: its POSIX and OFD ones,
+// and with all its flocks too (the last close of h, RELEASE: what the
+// description's owner holds, OFD locks and flocks, and POSIX locks of
+// processes that never closed a descriptor of the file, whose FLUSH
+// would have released them).
 func (h *handle) releaseLocks(ctx context.Context, all bool) {
 	h.mu.Lock()
 	var rel []lockOwner

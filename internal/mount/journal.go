@@ -27,6 +27,10 @@ type journal struct {
 	size  int64    // the file's size as its writers see it
 	base  int64    // the remote file's size
 	cut   int64    // smallest size truncated to since the last flush (-1: none)
+	// changes counts the requests Flush sent that change the file
+	// (truncations, ranged PUTs), failed ones too (a lost answer may be
+	// a committed change): each commits at most one data version.
+	changes int
 }
 
 type extent struct{ off, end int64 }
@@ -178,6 +182,9 @@ func (j *journal) ReadAt(ctx context.Context, p []byte, off int64, remote func(c
 	return len(p), nil
 }
 
+// Changes is how many changing requests Flush has sent so far.
+func (j *journal) Changes() int { j.mu.Lock(); defer j.mu.Unlock(); return j.changes }
+
 // Flush replays the journal on path through c.
 func (j *journal) Flush(ctx context.Context, c *client.Client, path string) error {
 	j.mu.Lock()
@@ -186,6 +193,7 @@ func (j *journal) Flush(ctx context.Context, c *client.Client, path string) erro
 		return nil
 	}
 	if j.cut >= 0 && j.cut < j.base {
+		j.changes++
 		if err := c.Truncate(ctx, path, j.cut); err != nil {
 			return err
 		}
@@ -194,6 +202,7 @@ func (j *journal) Flush(ctx context.Context, c *client.Client, path string) erro
 	j.cut = -1
 	for len(j.dirty) > 0 {
 		d := j.dirty[0]
+		j.changes++
 		if err := c.PutRange(ctx, path, d.off, io.NewSectionReader(j.f, d.off, d.end-d.off), d.end-d.off); err != nil {
 			return err
 		}
@@ -201,6 +210,7 @@ func (j *journal) Flush(ctx context.Context, c *client.Client, path string) erro
 		j.dirty = j.dirty[1:]
 	}
 	if j.size != j.base {
+		j.changes++
 		if err := c.Truncate(ctx, path, j.size); err != nil {
 			return err
 		}

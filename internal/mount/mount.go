@@ -316,13 +316,25 @@ func (f *FS) apply(ev nsapi.Invalidation) {
 	}
 	switch ev.Kind {
 	case nsapi.EventCommitted, nsapi.EventMkdir:
+		if n := f.lookupNode(ev.Ino); n != nil && !n.IsDir() && n.knownAs(ev.Parent, ev.Name) {
+			// A new file this mount already looked up under this name (the
+			// event came late): what the kernel holds of it was read since.
+			// Its name is not invalidated: FUSE keeps no unused inode, so a
+			// closed file's inode would go, its pages with it (the late
+			// event of a file read meanwhile emptied the page cache,
+			// TestPageCacheKept); its attributes are.
+			n.invalidate(false)
+			f.queue(func() { n.NotifyContent(-1, 0) })
+			break
+		}
 		entry(ev.Parent, ev.Name)
 		if n := f.lookupNode(ev.Ino); n != nil {
 			n.invalidate(true)
 			if n.IsDir() {
 				f.queue(func() { n.NotifyContent(0, 0) })
 			} else {
-				f.queue(func() { f.contentChanged(n, ev.Size) })
+				since := n.emptiedCount()
+				f.queue(func() { f.contentChanged(n, ev.Size, ev.DataVersion, since) })
 			}
 		}
 	case nsapi.EventRemoved:
@@ -343,9 +355,10 @@ func (f *FS) apply(ev nsapi.Invalidation) {
 		if d := f.lookupNode(ev.Parent); d != nil {
 			d.dropListing()
 		}
-		if n := f.lookupNode(ev.Ino); n != nil {
+		if n := f.lookupNode(ev.Ino); n != nil && !n.hold(ev) {
 			if pages := n.modified(ev); pages {
-				f.queue(func() { f.contentChanged(n, ev.Size) })
+				since := n.emptiedCount()
+				f.queue(func() { f.contentChanged(n, ev.Size, ev.DataVersion, since) })
 			} else {
 				f.queue(func() { n.NotifyContent(-1, 0) })
 			}
@@ -353,12 +366,15 @@ func (f *FS) apply(ev nsapi.Invalidation) {
 	}
 }
 
-// contentChanged tells the kernel that file n changed elsewhere and is
-// size bytes long now. Its pages go first: the kernel writes the dirty
-// ones back to us (FUSE WRITE into n's journal, served while this
-// waits) before it drops them, mapped ones included, so what this mount
-// wrote is never lost, and is replayed over the remote change at the
-// next flush.
+// contentChanged tells the kernel that file n changed elsewhere (to data
+// version ver) and is size bytes long now; since is n's emptiedCount
+// when the change was applied to the daemon's cache. Its pages go first:
+// the kernel writes the dirty ones back to us (FUSE WRITE into n's
+// journal, served while this waits) before it drops them, mapped ones
+// included, so what this mount wrote is never lost, and is replayed over
+// the remote change at the next flush. An open that emptied the page
+// cache meanwhile, at ver or later, did it already: its pages, read
+// since, are current and stay.
 //
 // Without write-back the kernel then takes size and mtime from the next
 // GETATTR. With write-back it never does for a file it knows (it trusts
@@ -372,8 +388,13 @@ func (f *FS) apply(ev nsapi.Invalidation) {
 //     its last close here (reads past the end get zeros), then is
 //     forgotten as above. The kernel has no notification that lowers a
 //     size (see docs/DESIGN.md).
-func (f *FS) contentChanged(n *node, size int64) {
-	n.NotifyContent(0, 0)
+func (f *FS) contentChanged(n *node, size int64, ver, since uint64) {
+	n.mu.Lock()
+	reread := n.emptied != since && n.emptiedVer >= ver
+	n.mu.Unlock()
+	if !reread {
+		n.NotifyContent(0, 0)
+	}
 	n.mu.Lock()
 	jr, open, told := n.jr, n.opens > 0, n.told
 	n.mu.Unlock()

@@ -49,6 +49,16 @@ type node struct {
 	ptOpens  int             // opens the kernel reads itself (passthrough: direct.go)
 	ptKey    string          // the file and data version their backing file holds
 	datapath string          // how the last read-only open reads (kaon.datapath)
+	// Opens at which the kernel emptied n's page cache, and the data
+	// version of the last (a page drop queued before it is done).
+	emptied, emptiedVer uint64
+	// While flushes of n's journal run, the namespace's news of n's
+	// content are held (they are mostly the flushes' own changes) and
+	// decided when the last one ends (see flushed).
+	flushing     int
+	flushBase    uint64 // pageVer when the first of them began
+	flushChanges int    // changing requests they sent
+	held         []nsapi.Invalidation
 }
 
 var (
@@ -158,6 +168,18 @@ func (n *node) dropListing() {
 	n.mu.Unlock()
 }
 
+// hold keeps ev, a change of n's content, for the end of the flushes
+// of n under way; it reports false when none is.
+func (n *node) hold(ev nsapi.Invalidation) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.flushing == 0 {
+		return false
+	}
+	n.held = append(n.held, ev)
+	return true
+}
+
 // modified applies a change of n's content and reports whether the
 // kernel's pages of it must go.
 func (n *node) modified(ev nsapi.Invalidation) bool {
@@ -167,6 +189,7 @@ func (n *node) modified(ev nsapi.Invalidation) bool {
 	if ev.DataVersion != 0 && ev.DataVersion <= n.pageVer {
 		return false // our own flush, or older news
 	}
+	n.pageVer = max(n.pageVer, ev.DataVersion) // the pages go now
 	if ev.DataVersion > n.attr.DataVersion {
 		// Reads stop at the size known: the new one, at once.
 		n.attr.Size, n.attr.DataVersion = ev.Size, ev.DataVersion
@@ -222,6 +245,22 @@ func (n *node) fresh(ctx context.Context) (nsapi.Attr, time.Time, syscall.Errno)
 		return a, time.Now(), 0
 	}
 	return a, until2, 0
+}
+
+func (n *node) emptiedCount() uint64 { n.mu.Lock(); defer n.mu.Unlock(); return n.emptied }
+
+// knownAs reports whether the kernel knows n as name in directory dir
+// (an inode number), and n is not unlinked.
+func (n *node) knownAs(dir uint64, name string) bool {
+	n.mu.Lock()
+	unlinked := n.unlinked
+	n.mu.Unlock()
+	got, p := n.Parent()
+	if unlinked || p == nil || got != name {
+		return false
+	}
+	pn, ok := p.Operations().(*node)
+	return ok && pn.ino() == dir
 }
 
 func (n *node) parentNode() *node {
