@@ -43,6 +43,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"slices"
@@ -83,6 +84,9 @@ const (
 	opWrite    = 'W'
 	opTruncate = 'T'
 )
+
+// castagnoliTable sums blocks (Touched.Overwrite).
+var castagnoliTable = crc32.MakeTable(crc32.Castagnoli)
 
 // MaxOpData is the largest write one operation carries.
 const MaxOpData = 16 << 20
@@ -169,6 +173,70 @@ type Touched struct {
 	keep           bool             // Verify keeps what it read (Keep)
 	kept           map[int64][]byte // whole blocks Verify read, with the writes since (Patch)
 	keptBytes      int64
+	truncates      bool             // the operations truncate
+	delta          map[int64]uint32 // Delta: per block, what its writes change of its sum
+	scratch        []byte           // Overwrite's buffer: a block's changed bytes, then zeros
+}
+
+// Delta makes the full blocks the writes change in part be summed from
+// the bytes the writes replace, not read and verified whole: each
+// write's old bytes (Overwrite, before it is applied) are xored with its
+// new ones, and crc32c being linear, the block's new sum is its old sum
+// xor the raw crc of that difference followed by zeros to the block's
+// end. A block's untouched bytes are then neither read nor verified, and
+// no rot is blessed: a block whose bytes rotted before the update keeps
+// a sum that does not match them (the old sum's mismatch carries through
+// the xor), for the next read or scrub to find and repair from a copy.
+// Only blocks whose length stays (full blocks below the old length) and
+// only for operations without a truncation; Delta has no effect
+// otherwise. For a stripe at the version before the update, whose sums
+// are those of its bytes: a replay over a partly applied stripe must sum
+// from the bytes (no Delta).
+func (t *Touched) Delta() {
+	if !t.truncates {
+		t.delta = map[int64]uint32{}
+	}
+}
+
+// deltaBlock says whether block b is summed by Delta.
+func (t *Touched) deltaBlock(b int64) bool {
+	return t.delta != nil && (b+1)*int64(t.bs) <= t.OldLen && !within(t.covered, b)
+}
+
+// Overwrite tells a Touched in Delta mode of a write of n bytes at off
+// before it is applied: readOld reads the stripe's bytes there now,
+// readNew the write's data (p's bytes at offset o of the data). Blocks
+// Delta does not sum are left to Verify, Patch and Sums.
+func (t *Touched) Overwrite(off, n int64, readOld, readNew func(p []byte, o int64) error) error {
+	if t.delta == nil {
+		return nil
+	}
+	b := int64(t.bs)
+	for blk := off / b; blk*b < off+n; blk++ {
+		if !t.deltaBlock(blk) {
+			continue
+		}
+		from, to := max(off, blk*b), min(off+n, blk*b+b)
+		if t.scratch == nil {
+			t.scratch = make([]byte, 2*b)
+		}
+		old, nw := t.scratch[:to-from], t.scratch[b:b+to-from]
+		if err := readOld(old, from); err != nil {
+			return fmt.Errorf("block %d: %w", blk, err)
+		}
+		if err := readNew(nw, from-off); err != nil {
+			return err
+		}
+		for i := range old {
+			old[i] ^= nw[i]
+		}
+		// The difference, then zeros to the block's end: raw crc (no
+		// pre- or post-inversion), so that sum(new) = sum(old) ^ it.
+		tail := t.scratch[to-from : to-from+(blk*b+b-to)]
+		clear(tail)
+		t.delta[blk] ^= ^crc32.Update(0xffffffff, castagnoliTable, t.scratch[:blk*b+b-from])
+	}
+	return nil
 }
 
 // Keep makes Verify keep the whole blocks it reads (up to maxKept bytes)
@@ -194,6 +262,7 @@ func TouchedBlocks(r io.ReaderAt, n, oldLen int64, bs int) (*Touched, error) {
 		}
 	}
 	var hdr [13]byte
+	r = &window{r: r, n: n}
 	for off := int64(0); off < n; {
 		if _, err := r.ReadAt(hdr[:1], off); err != nil {
 			return nil, fmt.Errorf("journal: %w", err)
@@ -229,6 +298,7 @@ func TouchedBlocks(r io.ReaderAt, n, oldLen int64, bs int) (*Touched, error) {
 			if size < 0 {
 				return nil, fmt.Errorf("journal: bad truncate to %d", size)
 			}
+			t.truncates = true
 			if size < cur {
 				touch(size, min(size+1, cur)) // the new last block, if short
 			} else {
@@ -244,6 +314,34 @@ func TouchedBlocks(r io.ReaderAt, n, oldLen int64, bs int) (*Touched, error) {
 	t.blocks = merge(t.blocks)
 	t.covered = merge(t.covered)
 	return t, nil
+}
+
+// window reads the first n bytes of r through a 64 KiB window, so that
+// the headers of many small operations cost one read, not two each (and
+// the header of a large one reads little of its data).
+type window struct {
+	r   io.ReaderAt
+	n   int64
+	buf []byte
+	off int64 // of buf's first byte
+}
+
+func (w *window) ReadAt(p []byte, off int64) (int, error) {
+	if off < w.off || off+int64(len(p)) > w.off+int64(len(w.buf)) {
+		if w.buf == nil {
+			w.buf = make([]byte, min(w.n, 64<<10))
+		}
+		w.buf = w.buf[:min(int64(cap(w.buf)), w.n-off)]
+		if int64(len(p)) > int64(len(w.buf)) {
+			return w.r.ReadAt(p, off)
+		}
+		if m, err := w.r.ReadAt(w.buf, off); err != nil && !(errors.Is(err, io.EOF) && m == len(w.buf)) {
+			w.buf = w.buf[:0]
+			return 0, err
+		}
+		w.off = off
+	}
+	return copy(p, w.buf[off-w.off:]), nil
 }
 
 // merge sorts ranges and joins those that overlap or touch.
@@ -281,7 +379,7 @@ func (t *Touched) Verify(read func(p []byte, off int64) error, old checksum.Sums
 	oldN := checksum.Blocks(t.OldLen, t.bs)
 	for _, r := range t.blocks {
 		for b := r[0]; b < min(r[1], oldN); b++ {
-			if within(t.covered, b) {
+			if within(t.covered, b) || t.deltaBlock(b) {
 				continue
 			}
 			p := make([]byte, min(int64(t.bs), t.OldLen-b*int64(t.bs)))
@@ -343,6 +441,10 @@ func (t *Touched) Sums(old checksum.SumsFunc, read func(p []byte, off int64) err
 	p := make([]byte, t.bs)
 	for b := range n {
 		if b < oldN && !within(t.blocks, b) {
+			continue
+		}
+		if t.deltaBlock(b) {
+			sums[b] ^= t.delta[b] // the old sum, with what the writes changed
 			continue
 		}
 		q := p[:min(int64(t.bs), t.NewLen-b*int64(t.bs))]

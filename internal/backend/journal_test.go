@@ -109,6 +109,9 @@ func TestTouchedBlocks(t *testing.T) {
 				continue
 			}
 			p := make([]byte, 1+r.IntN(3*bs))
+			if r.IntN(40) == 0 {
+				p = make([]byte, 1+r.IntN(1<<20)) // past TouchedBlocks' 64 KiB window
+			}
 			for i := range p {
 				p[i] = byte(r.Uint32()) | 1 // never 0: a write is told from a hole
 			}
@@ -181,4 +184,122 @@ func writtenAt(t *testing.T, ops []byte, i int64) bool {
 		}
 	}
 	return written
+}
+
+// deltaTarget applies writes to m, telling tb of each before (Overwrite).
+type deltaTarget struct {
+	m  *buf
+	tb *Touched
+}
+
+func (d deltaTarget) WriteAt(p []byte, off int64) (int, error) {
+	readOld := func(q []byte, o int64) error { copy(q, d.m.b[o:]); return nil }
+	readNew := func(q []byte, o int64) error { copy(q, p[o:]); return nil }
+	if err := d.tb.Overwrite(off, int64(len(p)), readOld, readNew); err != nil {
+		return 0, err
+	}
+	return d.m.WriteAt(p, off)
+}
+
+func (d deltaTarget) Truncate(size int64) error { return d.m.Truncate(size) }
+
+// TestTouchedDelta: with Delta, the sums of full blocks written in part
+// come from the old sums and the replaced bytes (crc32c's linearity):
+// they equal the new bytes' sums, Verify reads none of those blocks and
+// Sums reads none of them, and a byte that rotted before the update in
+// such a block leaves its sum not matching (never blessed).
+func TestTouchedDelta(t *testing.T) {
+	const bs = 4096
+	r := rand.New(rand.NewPCG(7, 8))
+	sumsOf := func(b []byte) []uint32 {
+		s := checksum.NewBlockSummer(bs)
+		s.Write(b)
+		return s.Sums()
+	}
+	table := func(s []uint32) checksum.SumsFunc {
+		return func(first, n int64) ([]uint32, error) { return s[first : first+n], nil }
+	}
+	deltaRounds := 0
+	for round := range 500 {
+		old := make([]byte, bs+r.IntN(10*bs))
+		for i := range old {
+			old[i] = byte(r.Uint32())
+		}
+		var ops []byte
+		truncates := r.IntN(8) == 0
+		if truncates {
+			ops = EncodeTruncate(ops, int64(len(old)+r.IntN(bs)))
+		}
+		for range 1 + r.IntN(6) {
+			p := make([]byte, 1+r.IntN(bs+bs/2))
+			for i := range p {
+				p[i] = byte(r.Uint32())
+			}
+			ops = EncodeWrite(ops, int64(r.IntN(len(old)+bs)), p)
+		}
+		// Rot a byte of the old stripe (its sums are of the good bytes).
+		oldSums := sumsOf(old)
+		rot := int64(r.IntN(len(old)))
+		rotten := bytes.Clone(old)
+		rotten[rot] ^= 0x40
+		tb, err := TouchedBlocks(bytes.NewReader(ops), int64(len(ops)), int64(len(old)), bs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb.Delta()
+		if tb.delta == nil != truncates {
+			t.Fatalf("round %d: Delta with a truncation %v, on %v", round, truncates, tb.delta != nil)
+		}
+		m := &buf{b: bytes.Clone(old)}
+		if err := ReplayOps(bytes.NewReader(ops), deltaTarget{m, tb}); err != nil {
+			t.Fatal(err)
+		}
+		read := func(p []byte, off int64) error {
+			if tb.deltaBlock(off / bs) {
+				t.Fatalf("round %d: Sums read block %d, which Delta sums", round, off/bs)
+			}
+			copy(p, m.b[off:])
+			return nil
+		}
+		got, err := tb.Sums(table(oldSums), read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := sumsOf(m.b); !slices.Equal(got, want) {
+			t.Fatalf("round %d: sums after the update differ from the new bytes' (%d and %d blocks)", round, len(got), len(want))
+		}
+		if err := tb.Verify(func(p []byte, off int64) error {
+			if tb.deltaBlock(off / bs) {
+				t.Fatalf("round %d: Verify read block %d, which Delta sums", round, off/bs)
+			}
+			copy(p, old[off:])
+			return nil
+		}, table(oldSums)); err != nil {
+			t.Fatal(err)
+		}
+		if len(tb.delta) > 0 {
+			deltaRounds++
+		}
+
+		// The same update over the rotten stripe.
+		tb, err = TouchedBlocks(bytes.NewReader(ops), int64(len(ops)), int64(len(old)), bs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb.Delta()
+		m = &buf{b: bytes.Clone(rotten)}
+		if err := ReplayOps(bytes.NewReader(ops), deltaTarget{m, tb}); err != nil {
+			t.Fatal(err)
+		}
+		got, err = tb.Sums(table(oldSums), func(p []byte, off int64) error { copy(p, m.b[off:]); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := rot / bs; tb.deltaBlock(b) && got[b] == sumsOf(m.b)[b] {
+			t.Fatalf("round %d: block %d rotted at byte %d before the update, and its new sum matches its bytes", round, b, rot)
+		}
+	}
+	if deltaRounds < 100 {
+		t.Fatalf("only %d of 500 rounds summed a block by Delta", deltaRounds)
+	}
 }

@@ -245,6 +245,42 @@ func runJournalSums(t *testing.T, h Hooks, head func(fid uint64, from, to uint64
 		wantKind(t, "Prepared after a failed apply", err, kerr.NotFound)
 		wantBadBlock(t, s, 31, old, 70_500)
 	})
+	t.Run("WritesWithoutTruncation", func(t *testing.T) {
+		// Writes inside full blocks and an append (no truncation: a
+		// store may sum the blocks written in part from the bytes they
+		// replace, backend.Touched.Delta).
+		s := initialized(t, h)
+		old := prepareOps(t, s, 35, appendOps())
+		if err := s.(backend.Updater).Apply(35); err != nil {
+			t.Fatal(err)
+		}
+		updated(t, s, 35, applied(t, old, appendOps()))
+	})
+	t.Run("RotBesideAWriteIsNeverBlessed", func(t *testing.T) {
+		if h.Corrupt == nil {
+			t.Skip("the store's blocks are out of the suite's reach")
+		}
+		s := initialized(t, h)
+		ops := appendOps()
+		old := prepareOps(t, s, 36, ops)
+		// A byte of the block the write at 70_000 changes in part, one
+		// the write leaves: the apply fails, or its block's sum still
+		// does not match it.
+		h.Corrupt(t, s, 36, 100_000)
+		err := s.(backend.Updater).Apply(36)
+		if err != nil {
+			wantKind(t, "Apply over a rotten block", err, kerr.IO)
+			if m, _ := s.ReadMeta(36); m.Version != 0 {
+				t.Fatalf("a failed update over a rotten block changed the version: %+v", m)
+			}
+			wantBadBlock(t, s, 36, old, 100_000)
+			return
+		}
+		if m, _ := s.ReadMeta(36); m.Version != 1 {
+			t.Fatalf("stripe after the update: %+v", m)
+		}
+		wantBadBlock(t, s, 36, applied(t, old, ops), 100_000)
+	})
 	t.Run("WithoutBlockSums", func(t *testing.T) {
 		if h.Legacy == nil {
 			t.Skip("the store keeps no block sums of its own")

@@ -46,9 +46,18 @@ package posix
 // writes, and are summed from there in step 4 (each touched block read
 // and summed once). The journal's removal after an apply is not synced:
 // one that comes back after a crash finds the stripe at its new version
-// and is dropped again.
+// and is dropped again. A journal is read whole to check its checksum
+// before it applies, unless this Store wrote and synced it itself and it
+// is still the same file (inode, size, modification time: journalID)
+// and summed its bytes as it wrote them (streamed, as a peer's journal
+// comes): the check is then for a journal that lay on disk across a
+// crash, and a commit's apply follows its prepare within moments (an
+// append's journal would otherwise be read once more). A journal copied
+// from a spool is always checked: its sum is the spool's, and the check
+// is what finds a spool whose bytes changed after they were summed.
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -60,6 +69,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/checksum"
@@ -120,7 +130,8 @@ func (s *Store) Prepare(fid uint64, jh backend.JournalHead, ops io.Reader) error
 	head, _ := json.Marshal(h)
 	var sum uint32
 	var n int64
-	if so, ok := ops.(*backend.SpooledOps); ok {
+	so, spooled := ops.(*backend.SpooledOps)
+	if spooled {
 		// The spool's bytes and their sum, taken as they were spooled:
 		// copied in the kernel, not read here.
 		sum, n, err = so.CRC, so.N, copyRange(f, 0, so.F, 0, so.N)
@@ -150,7 +161,24 @@ func (s *Store) Prepare(fid uint64, jh backend.JournalHead, ops io.Reader) error
 		os.Remove(tmp)
 		return s.fail("prepare update", fid, err)
 	}
+	if st, err := os.Stat(final); err == nil && !spooled {
+		s.prepared.Store(fid, idOf(st))
+	}
 	return nil
+}
+
+// journalID tells a journal file this Store wrote from any other.
+type journalID struct {
+	ino, size int64
+	mtime     int64
+}
+
+func idOf(st os.FileInfo) journalID {
+	id := journalID{size: st.Size(), mtime: st.ModTime().UnixNano()}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		id.ino = int64(sys.Ino)
+	}
+	return id
 }
 
 // readJournal opens the journal of fid and returns it with its head and
@@ -180,12 +208,14 @@ func (s *Store) readJournal(fid uint64) (*os.File, journalHead, int64, error) {
 	if _, err := f.ReadAt(tail[:], size-12); err != nil || string(tail[4:]) != journalMagic {
 		return fail("no trailer")
 	}
-	crc := crc32.New(castagnoli)
-	if _, err := io.CopyBuffer(crc, io.NewSectionReader(f, 0, size-12), make([]byte, copyBufSize)); err != nil {
-		return fail(err.Error())
-	}
-	if crc.Sum32() != binary.BigEndian.Uint32(tail[:4]) {
-		return fail("checksum mismatch")
+	if id, ok := s.prepared.Load(fid); !ok || id != idOf(st) {
+		crc := crc32.New(castagnoli)
+		if _, err := io.CopyBuffer(crc, io.NewSectionReader(f, 0, size-12), make([]byte, copyBufSize)); err != nil {
+			return fail(err.Error())
+		}
+		if crc.Sum32() != binary.BigEndian.Uint32(tail[:4]) {
+			return fail("checksum mismatch")
+		}
 	}
 	var lb [4]byte
 	if _, err := f.ReadAt(lb[:], size-16); err != nil {
@@ -284,7 +314,8 @@ func (s *Store) apply(f *os.File, j *os.File, h journalHead, opsLen int64) error
 		// As it was (or applied up to the footer): verify what stays.
 		touched, err = backend.TouchedBlocks(ops, opsLen, t.len, t.block)
 		if err == nil {
-			touched.Keep() // replay patches them: each block read and summed once
+			touched.Keep()  // replay patches them: each block read and summed once
+			touched.Delta() // a write inside a full block reads only the bytes it replaces
 			old, err = tableOf(f, t.table(), t)
 		}
 		if err == nil {
@@ -347,36 +378,66 @@ func (s *Store) apply(f *os.File, j *os.File, h journalHead, opsLen int64) error
 }
 
 // replay applies the opsLen bytes of operations at the start of the
-// journal j to the stripe file f (backend.ReplayOps's format), the data
-// of writes copied in the kernel; the blocks touched kept (Verify) are
-// patched with them.
+// journal j to the stripe file f (backend.ReplayOps's format); the
+// blocks touched kept (Verify) are patched with them. The journal is
+// read in 64 KiB pieces, and the data of small writes written from
+// there (a commit of scattered 4 KiB writes is thousands of them: one
+// pwrite each, not a read of each header and a copy); the data of large
+// writes is copied in the kernel.
 func replay(j *os.File, opsLen int64, f *os.File, touched *backend.Touched) error {
+	// A small buffer: after a large write's header it has read ahead
+	// into data the kernel copies.
+	br := bufio.NewReaderSize(io.NewSectionReader(j, 0, opsLen), smallWrite)
 	var hdr [13]byte
+	var small []byte
 	for off := int64(0); off < opsLen; {
-		if _, err := j.ReadAt(hdr[:1], off); err != nil {
+		if _, err := io.ReadFull(br, hdr[:1]); err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}
 		switch hdr[0] {
 		case 'W':
-			if _, err := j.ReadAt(hdr[1:13], off+1); err != nil {
+			if _, err := io.ReadFull(br, hdr[1:13]); err != nil {
 				return fmt.Errorf("journal: cut off write: %w", err)
 			}
 			at, n := int64(binary.BigEndian.Uint64(hdr[1:9])), int64(binary.BigEndian.Uint32(hdr[9:13]))
 			if n > backend.MaxOpData || at < 0 || off+13+n > opsLen {
 				return fmt.Errorf("journal: bad write of %d bytes at %d", n, at)
 			}
-			if err := copyRange(f, at, j, off+13, n); err != nil {
-				return err
+			data := off + 13
+			var readNew func(p []byte, o int64) error
+			if n <= smallWrite {
+				small = slices.Grow(small[:0], int(n))[:n]
+				if _, err := io.ReadFull(br, small); err != nil {
+					return fmt.Errorf("journal: cut off write: %w", err)
+				}
+				readNew = func(p []byte, o int64) error { copy(p, small[o:]); return nil }
+			} else {
+				readNew = func(p []byte, o int64) error { _, err := j.ReadAt(p, data+o); return err }
 			}
 			if touched != nil {
-				data := off + 13
-				if err := touched.Patch(at, n, func(p []byte, o int64) error { _, err := j.ReadAt(p, data+o); return err }); err != nil {
+				readOld := func(p []byte, o int64) error { _, err := f.ReadAt(p, o); return err }
+				if err := touched.Overwrite(at, n, readOld, readNew); err != nil {
 					return err
 				}
 			}
-			off += 13 + n
+			if n <= smallWrite {
+				if _, err := f.WriteAt(small, at); err != nil {
+					return err
+				}
+			} else {
+				if err := copyRange(f, at, j, data, n); err != nil {
+					return err
+				}
+				br.Reset(io.NewSectionReader(j, data+n, opsLen-data-n))
+			}
+			if touched != nil {
+				if err := touched.Patch(at, n, readNew); err != nil {
+					return err
+				}
+			}
+			off = data + n
 		case 'T':
-			if _, err := j.ReadAt(hdr[1:9], off+1); err != nil {
+			if _, err := io.ReadFull(br, hdr[1:9]); err != nil {
 				return fmt.Errorf("journal: cut off truncate: %w", err)
 			}
 			size := int64(binary.BigEndian.Uint64(hdr[1:9]))
@@ -396,6 +457,10 @@ func replay(j *os.File, opsLen int64, f *os.File, touched *backend.Touched) erro
 	}
 	return nil
 }
+
+// smallWrite is the largest write replay writes from its read buffer
+// rather than copying it in the kernel.
+const smallWrite = 64 << 10
 
 // tableOf reads the block sums of a stripe of t's shape from r at off.
 func tableOf(r io.ReaderAt, off int64, t sumsInfo) (checksum.SumsFunc, error) {
@@ -429,6 +494,7 @@ func (s *Store) Discard(fid uint64) error { return s.drop(fid, true) }
 // storage's open check and fsck take as applied and drop, and the next
 // Prepare replaces. A discarded one must: it never applied.
 func (s *Store) drop(fid uint64, durable bool) error {
+	s.prepared.Delete(fid)
 	p := journalPath(s.root, fid)
 	err := os.Remove(p)
 	os.Remove(p + ".tmp")

@@ -194,3 +194,49 @@ func TestCopyRange(t *testing.T) {
 		t.Fatal("a copy from past the end of the source succeeded")
 	}
 }
+
+// TestJournalCheckedAfterRestart: a streamed journal this Store wrote
+// applies without being read back for its checksum (Apply follows its
+// Prepare), but one found on disk by another Store of the same root (the
+// server restarted) is checked, and refused when a byte changed.
+func TestJournalCheckedAfterRestart(t *testing.T) {
+	old := bytes.Repeat([]byte("o"), 200<<10)
+	ops := backend.EncodeWrite(nil, 70_000, bytes.Repeat([]byte("n"), 5000))
+	h := backend.JournalHead{From: 0, Meta: backend.Meta{Fid: 5, Layout: "replica:2", Size: int64(len(old)), Path: "/j", Version: 1}}
+	a := journalStore(t, old)
+	if err := a.Prepare(5, h, bytes.NewReader(ops)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.prepared.Load(uint64(5)); !ok {
+		t.Fatal("a streamed journal the store wrote is not known to it")
+	}
+	f, err := os.OpenFile(journalPath(a.root, 5), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("X"), 72_000-70_000+13); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	restarted := New(a.root, a.opts)
+	if err := restarted.Apply(5); !kerr.Is(err, kerr.IO) {
+		t.Fatalf("Apply after a restart of a journal damaged on disk: %v, want kerr.IO (damaged)", err)
+	}
+	if !bytes.Equal(readStripe(t, restarted, len(old)), old) {
+		t.Fatal("a refused journal changed the stripe")
+	}
+	if err := a.Prepare(5, h, bytes.NewReader(ops)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Apply(5); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.prepared.Load(uint64(5)); ok {
+		t.Fatal("an applied journal is still known")
+	}
+	want := bytes.Clone(old)
+	copy(want[70_000:], bytes.Repeat([]byte("n"), 5000))
+	if !bytes.Equal(readStripe(t, a, len(want)), want) {
+		t.Fatal("the journal applied to other bytes than the update wrote")
+	}
+}

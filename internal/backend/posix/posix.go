@@ -63,6 +63,7 @@ type Store struct {
 	buckets sync.Map // bucket directories known to exist
 
 	rewriting [64]sync.Mutex // in-place changes, by fid (lockFid)
+	prepared  sync.Map       // fid → journalID: journals this Store wrote and synced (journal.go)
 
 	crashAt string // tests: the step of Apply that fails as a crash would (journal.go)
 
