@@ -490,6 +490,14 @@ func (s *Session) Subscribe(ctx context.Context, paths ...string) ([]nsapi.Lease
 	return m.Leases, err
 }
 
+// SubscribeList subscribes directories as Subscribe does and lists each
+// (up to nsapi.MaxLeaseListing entries) after its lease was granted, in
+// the same round trip: Lease.Listed says which were.
+func (s *Session) SubscribeList(ctx context.Context, paths ...string) ([]nsapi.Lease, error) {
+	m, err := s.call(ctx, nsapi.SessionRequest{Op: nsapi.SessionSubscribe, Paths: paths, List: true})
+	return m.Leases, err
+}
+
 // Renew renews leases by inode.
 func (s *Session) Renew(ctx context.Context, inos ...uint64) ([]nsapi.Lease, error) {
 	m, err := s.call(ctx, nsapi.SessionRequest{Op: nsapi.SessionRenew, Inos: inos})

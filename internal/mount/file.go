@@ -280,6 +280,7 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 		n.pageKey, n.pageVer = contentKey(e.Attr), e.DataVersion
 	}
 	n.mu.Unlock()
+	n.changedHere() // its listed size is stale
 	return 0
 }
 

@@ -146,16 +146,17 @@ func (f *FS) nsPath(rel string) string {
 }
 
 // subscribe takes a lease on directory p and returns until when it
-// holds (zero: none, caching falls back to NoCacheTimeout).
-func (f *FS) subscribe(ctx context.Context, p string) time.Time {
-	ls, err := f.sess.Subscribe(ctx, p)
+// holds (zero: none, caching falls back to NoCacheTimeout) and, when
+// listed, its entries as read after the lease was granted.
+func (f *FS) subscribe(ctx context.Context, p string) (time.Time, []nsapi.Entry, bool) {
+	ls, err := f.sess.SubscribeList(ctx, p)
 	if err != nil || len(ls) != 1 || ls[0].Error != "" {
-		return time.Time{}
+		return time.Time{}, nil, false
 	}
 	f.mu.Lock()
 	f.subs[ls[0].Ino] = true
 	f.mu.Unlock()
-	return ls[0].Expires
+	return ls[0].Expires, ls[0].Entries, ls[0].Listed
 }
 
 // register records n (as the kernel knows it) under its inode number.
@@ -266,7 +267,7 @@ func (f *FS) apply(ev nsapi.Invalidation) {
 	f.Stats.Counter("invalidations").Add(1)
 	entry := func(dir uint64, name string) {
 		if d := f.lookupNode(dir); d != nil && name != "" {
-			d.dropListing()
+			d.nameChanged(name)
 			f.queue(func() { d.NotifyEntry(name) })
 		}
 	}
@@ -291,13 +292,16 @@ func (f *FS) apply(ev nsapi.Invalidation) {
 		entry(ev.From, ev.FromName)
 		entry(ev.Parent, ev.Name)
 	case nsapi.EventAttr:
+		if d := f.lookupNode(ev.Parent); d != nil {
+			d.nameChanged(ev.Name) // its listed attributes
+		}
 		if n := f.lookupNode(ev.Ino); n != nil {
 			n.invalidate(false)
 			f.queue(func() { n.NotifyContent(-1, 0) })
 		}
 	case nsapi.EventModified:
 		if d := f.lookupNode(ev.Parent); d != nil {
-			d.dropListing()
+			d.nameChanged(ev.Name) // its listed size and mtime
 		}
 		if n := f.lookupNode(ev.Ino); n != nil {
 			if pages := n.modified(ev); pages {

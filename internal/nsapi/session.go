@@ -50,7 +50,15 @@ type SessionRequest struct {
 	Lock   *LockRequest  `json:"lock,omitempty"`
 	Cancel uint64        `json:"cancel,omitempty"`
 	Open   int           `json:"open_files,omitempty"` // heartbeat: files the client has open (fusex ls)
+	// List (subscribe): each directory is also listed once its lease is
+	// granted, when it holds at most MaxLeaseListing entries: the client
+	// then knows every name (and every absent one) while the lease holds.
+	List bool `json:"list,omitempty"`
 }
+
+// MaxLeaseListing bounds the directories a subscribe lists (by the
+// entries its subtree counts): a larger one is leased without a listing.
+const MaxLeaseListing = 4096
 
 // SessionHello opens a session. Resume and Key name a session the client
 // held: in the same incarnation (Term) it is resumed with its locks (its
@@ -90,6 +98,10 @@ type Lease struct {
 	Expires time.Time `json:"expires,omitempty"`
 	Error   string    `json:"error,omitempty"` // why it was not granted
 	Kind    kerr.Kind `json:"kind,omitempty"`
+	// Listed: Entries are the directory's entries, read after the lease
+	// was granted (so any later change comes as an invalidation).
+	Listed  bool    `json:"listed,omitempty"`
+	Entries []Entry `json:"entries,omitempty"`
 }
 
 // Lock kinds: POSIX record locks (fcntl) and BSD flock; they do not
