@@ -35,6 +35,7 @@ const (
 	SessionGetLk       = "getlk"       // Lock: the first lock that would conflict
 	SessionCancel      = "cancel"      // Cancel: give up the blocked lock request with that ID
 	SessionClose       = "close"       // end the session: its leases and locks are released
+	SessionStat        = "stat"        // Paths[0]: its entry (Entry), as GET /api/v1/stat answers it
 )
 
 // SessionRequest is one message a client sends on its session stream.
@@ -166,6 +167,7 @@ type SessionMessage struct {
 	Session *SessionInfo  `json:"session,omitempty"` // open
 	Leases  []Lease       `json:"leases,omitempty"`  // subscribe, renew
 	Lock    *Lock         `json:"lock,omitempty"`    // getlk: the conflicting lock (nil: none)
+	Entry   *Entry        `json:"entry,omitempty"`   // stat
 	Event   *Invalidation `json:"event,omitempty"`
 	// Held answers a lock request: the locks its owner holds on the file
 	// now (what a client reclaims after a takeover).
