@@ -3,6 +3,8 @@ package ops
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
@@ -123,6 +125,8 @@ func TestAccessLimit(t *testing.T) {
 	u := k.EP.HTTP + "/api/v1/stat?path=/pub/f"
 	var ok, limited, other atomic.Int64
 	var noRetryAfter atomic.Int64
+	var failMu sync.Mutex
+	var failed error // the first transport error; not t.Fatalf outside the test's goroutine
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range clients {
@@ -132,7 +136,20 @@ func TestAccessLimit(t *testing.T) {
 			c := &http.Client{Transport: &http.Transport{}}
 			defer c.CloseIdleConnections()
 			for time.Since(start) < window {
-				code, _, h := bearerGet(t, c, u, tok)
+				req, _ := http.NewRequest(http.MethodGet, u, nil)
+				req.Header.Set("Authorization", "Bearer "+tok)
+				resp, err := c.Do(req)
+				if err != nil {
+					failMu.Lock()
+					if failed == nil {
+						failed = fmt.Errorf("GET %s after %.1f s: %w", u, time.Since(start).Seconds(), err)
+					}
+					failMu.Unlock()
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				code, h := resp.StatusCode, resp.Header
 				switch code {
 				case 200:
 					ok.Add(1)
@@ -148,6 +165,9 @@ func TestAccessLimit(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	if failed != nil {
+		t.Fatalf("a client of user 4242 under the limit: %v", failed)
+	}
 	elapsed := time.Since(start).Seconds()
 	want := rate * elapsed
 	t.Logf("%d clients, %.1f s: %d answered, %d refused (503), %d other; %.0f allowed at %d/s", clients, elapsed, ok.Load(), limited.Load(), other.Load(), want, rate)
