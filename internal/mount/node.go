@@ -728,19 +728,15 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	}
 	n.invalidate(false)
 	n.changedHere()
-	if after.ID != 0 && after.ID == a.ID {
+	if after.ID != 0 && after.ID == a.ID { // as fresh would have stored it
 		until := n.cacheUntilHere()
 		n.mu.Lock()
-		if n.jr == nil || after.IsDir {
-			n.attr, n.valid = after.Attr, until
-		} else { // a file open for writing here knows its size better
-			sz := n.attr.Size
-			n.attr, n.valid = after.Attr, until
-			n.attr.Size = sz
+		if after.DataVersion != n.attr.DataVersion {
+			n.gen++ // changed: what was read ahead is stale
 		}
-		a = n.attr
+		n.attr, n.valid = after.Attr, until
 		n.mu.Unlock()
-		n.fill(a, &out.Attr)
+		n.fill(after.Attr, &out.Attr)
 		out.SetTimeout(timeout(until))
 		return 0
 	}
