@@ -265,9 +265,19 @@ func (f *FS) dropAll() {
 
 func (f *FS) apply(ev nsapi.Invalidation) {
 	f.Stats.Counter("invalidations").Add(1)
+	// The daemon's listings first, whatever the kernel is told below:
+	// every name an event concerns is unsure in its directory's listing
+	// from now on (its entry, its attributes, its size).
+	for _, de := range [2]struct {
+		dir  uint64
+		name string
+	}{{ev.Parent, ev.Name}, {ev.From, ev.FromName}} {
+		if d := f.lookupNode(de.dir); d != nil && de.name != "" {
+			d.nameChanged(de.name)
+		}
+	}
 	entry := func(dir uint64, name string) {
 		if d := f.lookupNode(dir); d != nil && name != "" {
-			d.nameChanged(name)
 			f.queue(func() { d.NotifyEntry(name) })
 		}
 	}
@@ -292,17 +302,11 @@ func (f *FS) apply(ev nsapi.Invalidation) {
 		entry(ev.From, ev.FromName)
 		entry(ev.Parent, ev.Name)
 	case nsapi.EventAttr:
-		if d := f.lookupNode(ev.Parent); d != nil {
-			d.nameChanged(ev.Name) // its listed attributes
-		}
 		if n := f.lookupNode(ev.Ino); n != nil {
 			n.invalidate(false)
 			f.queue(func() { n.NotifyContent(-1, 0) })
 		}
 	case nsapi.EventModified:
-		if d := f.lookupNode(ev.Parent); d != nil {
-			d.nameChanged(ev.Name) // its listed size and mtime
-		}
 		if n := f.lookupNode(ev.Ino); n != nil {
 			if pages := n.modified(ev); pages {
 				f.queue(func() { f.contentChanged(n, ev.Size) })
