@@ -36,7 +36,7 @@ func (a api) fileInfo(ctx context.Context, c auth.Principal, r nsapi.PathRequest
 
 // mkdir, chmod and chown answer the entry as it is after the change, so
 // that a client caching attributes (kaon mount) needs no stat after
-// them; an entry the caller may not stat is answered as {} (as before).
+// them; an entry the caller may not stat is answered empty (ID 0).
 func (a api) mkdir(ctx context.Context, c auth.Principal, r nsapi.MkdirRequest) (*nsapi.Entry, error) {
 	return a.changed(ctx, c, r.Path, a.ns.Mkdir(ctx, c, r.Path, uint32(r.Mode), r.Parents))
 }
