@@ -146,3 +146,42 @@ func TestExampleConfigs(t *testing.T) {
 		}
 	}
 }
+
+// TestMountServers: --url (or mount(8)'s source) names one server or
+// several, comma-separated, in order; the first one's path is the
+// subtree; -o gateway= names the gateway key.
+func TestMountServers(t *testing.T) {
+	for _, c := range []struct {
+		spec    string
+		servers []string
+		sub     string
+		err     string
+	}{
+		{"http://a:1", []string{"http://a:1"}, "", ""},
+		{"http://a:1/data/", []string{"http://a:1"}, "/data", ""},
+		{"https://a:1,https://b:2", []string{"https://a:1", "https://b:2"}, "", ""},
+		{"http://a:1/d, http://b:2/d", []string{"http://a:1", "http://b:2"}, "/d", ""},
+		{"http://a:1/d,http://b:2/e", nil, "", "names subtree /e"},
+		{"http://a:1,b:2", nil, "", `"b:2" is not a namespace server URL`},
+		{",", nil, "", "no namespace server URL"},
+	} {
+		servers, sub, err := mountServers(c.spec)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: %v, want an error with %q", c.spec, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(servers, c.servers) || sub != c.sub {
+			t.Errorf("%q: %q %q %v, want %q %q", c.spec, servers, sub, err, c.servers, c.sub)
+		}
+	}
+	o := mountOptions{direct: "auto", options: []string{"_netdev", "gateway=/etc/kaon/gateway.key"}}
+	if err := o.parseOptions(); err != nil || o.gateway != "/etc/kaon/gateway.key" {
+		t.Errorf("-o gateway=: %q %v", o.gateway, err)
+	}
+	args, err := mountHelperArgs([]string{"http://a:1,http://b:2", "/mnt", "-o", "rw,gateway=/k"})
+	if want := []string{"mount", "--url", "http://a:1,http://b:2", "-o", "rw,gateway=/k", "--", "/mnt"}; err != nil || !reflect.DeepEqual(args, want) {
+		t.Errorf("mount.kaon: %q %v, want %q", args, err, want)
+	}
+}

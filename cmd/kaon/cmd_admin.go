@@ -109,7 +109,7 @@ const fsUsage = `usage: kaon fs ls
        kaon fs add --node N --path DIR [--space S | --group S.N] [--io auto|direct|buffered] [--location SITE::RACK]
        kaon fs add --node N --rados --pool P [--namespace NS] [--ceph-conf F] [--ceph-user U] [--object-size 16M] [--space S]
        kaon fs config ID key=value   (configstatus=rw|ro|drain|off|lost, location=SITE::RACK, group=S.N, space=S,
-                                      io=auto|direct|buffered, object-size=SIZE,
+                                      io=auto|direct|buffered, object-size=SIZE, blocksums=on|off,
                                       drain.rate=SIZE per second (0 = no cap), drain.parallel=N,
                                       rebuild.rate=SIZE per second (default: gives way to clients; 0 = no cap), rebuild.parallel=N,
                                       fsck: scan_disk_interval=4h, scan_ns_rate=1000 (stripes/s), scaninterval=7d, scanrate=100 (MB/s))
@@ -172,7 +172,7 @@ func newFsCmd() *cobra.Command {
 	fl.StringVar(&conf, "ceph-conf", "", "--rados: ceph.conf on the storage server (default: its --ceph-conf)")
 	fl.StringVar(&user, "ceph-user", "", "--rados: Ceph client id (default: the storage server's --ceph-user)")
 	fl.StringVar(&nf.ObjectSize, "object-size", "", "--rados: object size stripes are cut into (4M, 16M, 64M)")
-	config := leaf("config ID key=value", "set a filesystem's setting: configstatus=rw|ro|drain|off|lost, location, group, space, io, object-size, drain.*, rebuild.*, fsck's scan_*", func(c *cobra.Command, args []string) int {
+	config := leaf("config ID key=value", "set a filesystem's setting: configstatus=rw|ro|drain|off|lost, location, group, space, io, object-size, blocksums, drain.*, rebuild.*, fsck's scan_*", func(c *cobra.Command, args []string) int {
 		if len(args) != 2 {
 			fmt.Fprintln(os.Stderr, fsUsage)
 			return 2

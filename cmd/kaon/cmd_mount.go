@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kaon-storage/kaon/internal/auth/gateway"
 	"github.com/kaon-storage/kaon/internal/fusecore"
 	"github.com/kaon-storage/kaon/internal/mount"
 )
@@ -28,8 +29,10 @@ type mountOptions struct {
 	url, subtree, cache, logPath string
 	fg, debug, allowOther        bool
 	writeback                    bool
+	direct                       string // auto, off
 	timeout, grace               time.Duration
 	xrootd                       string   // the root:// host:port of kaon.url.root
+	gateway                      string   // the gateway key file ("": callers' tokens)
 	options                      []string // -o, comma-separated
 }
 
@@ -48,7 +51,8 @@ func newMountCmd() *cobra.Command {
 			return kaonMount(o, args[0])
 		})
 	fl := c.Flags()
-	fl.StringVar(&o.url, "url", "", "namespace server URL (default $KAON_URL or the local all-in-one)")
+	fl.StringVar(&o.url, "url", "", "namespace server URL, or the servers of a replicated instance comma-separated, tried in order (default $KAON_URL or the local all-in-one)")
+	fl.StringVar(&o.gateway, "gateway", "", "on a host the instance trusts as a gateway: its key file (the namespace servers' --gateway-key); callers' uids and gids are asserted with it instead of their tokens")
 	fl.StringVar(&o.subtree, "subtree", "", "the namespace directory to mount (default /, or the URL's path)")
 	fl.StringSliceVarP(&o.options, "options", "o", nil, "mount options, comma-separated (see kaon mount --help)")
 	fl.BoolVarP(&o.fg, "foreground", "f", false, "stay in the foreground (default: daemonize once mounted)")
@@ -59,11 +63,16 @@ func newMountCmd() *cobra.Command {
 	fl.StringVar(&o.xrootd, "xrootd", "", "the namespace's root:// host:port, for the kaon.url.root attribute (default: as `kaon ns status` lists it)")
 	fl.DurationVar(&o.grace, "grace", 2*time.Minute, "how long fsync and close wait for an unreachable server (a restart) while the local journal keeps what was written")
 	fl.BoolVar(&o.writeback, "writeback", false, "the kernel's write-back cache (small writes batched in the page cache; remote changes still invalidate it; off by default: fsx finds stale reads with it, see DESIGN §8)")
+	fl.StringVar(&o.direct, "direct", "auto", "read a file's stripe straight from its backend where this host reaches it (FUSE passthrough for plain stripes): auto or off")
 	fl.DurationVar(&o.timeout, "timeout", time.Minute, "how long a request waits for a server's answer before it fails (a hung server never holds callers)")
 	c.Long = `Mounts Kaon's namespace on MOUNTPOINT. Every caller acts as itself: its
 bearer token (WLCG discovery in its environment: BEARER_TOKEN,
 BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID), else its
-unix identity toward a namespace server on this host. Metadata is cached
+unix identity toward a namespace server on this host; on a gateway host
+(--gateway KEYFILE, a key the servers trust with --auth gateway) its uid
+and groups, asserted with the key on each request. --url may name
+several servers, comma-separated (a replicated instance): a request that
+cannot reach one goes to the next. Metadata is cached
 for as long as the mount's leases last and invalidated by the namespace
 service; writes go to a local journal and reach the storage servers at
 fsync and close. Locks (flock, fcntl) are the namespace's, shared with
@@ -78,14 +87,21 @@ auto, noauto, user, users, nofail, dev, suid, exec, x-*) and these:
   allow_other     let all users in (default as root)
   timeout=DUR     how long a request waits for a server's answer (60s)
   xrootd=HOST:PORT  the root:// endpoint kaon.url.root names
+  gateway=KEYFILE the gateway key: callers' uids are asserted with it
   debug           log every FUSE request
   grace=DUR       how long fsync/close replay the journal to an unreachable server (2m)
   writeback       the kernel's write-back cache on (off by default: see DESIGN §8)
   nowriteback     the kernel's write-back cache off (each write a request)
+  direct=auto|off read-only opens read a stripe this host reaches itself
+                  (same host, or a CephFS mounted at the filesystem's
+                  path) without the storage server; plain stripes go to
+                  the kernel (FUSE passthrough; not with writeback). auto
+                  by default
 
 mount.kaon (the same binary by that name) is mount(8)'s helper:
   mount -t kaon http://mgm:8000/data /mnt/kaon -o subtree=/data
-  /etc/fstab: http://mgm:8000 /mnt/kaon kaon _netdev 0 0`
+  /etc/fstab: http://mgm:8000 /mnt/kaon kaon _netdev 0 0
+  /etc/fstab: http://mgm1:8000,http://mgm2:8000 /mnt/kaon kaon _netdev,gateway=/etc/kaon/gateway.key 0 0`
 	return c
 }
 
@@ -105,6 +121,8 @@ func (o *mountOptions) parseOptions() error {
 			o.url = v
 		case k == "xrootd":
 			o.xrootd = v
+		case k == "gateway":
+			o.gateway = v
 		case k == "allow_other":
 			o.allowOther = true
 		case k == "debug":
@@ -113,6 +131,8 @@ func (o *mountOptions) parseOptions() error {
 			o.writeback = true
 		case k == "nowriteback":
 			o.writeback = false
+		case k == "direct":
+			o.direct = v
 		case k == "timeout" || k == "grace":
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
@@ -128,6 +148,9 @@ func (o *mountOptions) parseOptions() error {
 			return fmt.Errorf("unknown mount option %q", opt)
 		}
 	}
+	if o.direct != "auto" && o.direct != "off" {
+		return fmt.Errorf("direct=%s: want auto or off", o.direct)
+	}
 	return nil
 }
 
@@ -138,13 +161,21 @@ var genericMountOption = map[string]bool{"rw": true, "defaults": true, "_netdev"
 	"exec": true, "noexec": true, "atime": true, "noatime": true, "relatime": true, "async": true}
 
 func kaonMount(o mountOptions, mountpoint string) int {
-	base := serverURL(o.url)
-	if u, err := url.Parse(base); err == nil && u.Path != "" && u.Path != "/" {
-		if o.subtree == "" {
-			o.subtree = u.Path
+	servers, sub, err := mountServers(serverURL(o.url))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kaon mount: %v\n", err)
+		return 2
+	}
+	base := servers[0]
+	if o.subtree == "" {
+		o.subtree = sub
+	}
+	var gw *gateway.Key
+	if o.gateway != "" {
+		if gw, err = gateway.LoadKey(o.gateway); err != nil {
+			fmt.Fprintf(os.Stderr, "kaon mount: %v\n", err)
+			return 1
 		}
-		u.Path = ""
-		base = u.String()
 	}
 	mp, err := filepath.Abs(mountpoint)
 	if err != nil {
@@ -163,7 +194,8 @@ func kaonMount(o mountOptions, mountpoint string) int {
 		defer cancel()
 		var err error
 		f, err = mount.New(ctx, mount.Options{URL: base, Subtree: o.subtree, CacheDir: o.cache,
-			Host: host + ":" + mp, Version: versionString(), Token: envBearer(), Timeout: o.timeout, Grace: o.grace, Writeback: o.writeback, XRootD: o.xrootd})
+			Host: host + ":" + mp, Version: versionString(), Token: envBearer(), Servers: servers[1:], Gateway: gw, Timeout: o.timeout, Grace: o.grace, Writeback: o.writeback, XRootD: o.xrootd,
+			Direct: o.direct == "auto"})
 		if err != nil {
 			return nil, err
 		}
@@ -175,13 +207,16 @@ func kaonMount(o mountOptions, mountpoint string) int {
 			sub = "/"
 		}
 		m, err := fusecore.New(f.Root(), fusecore.Config{Mountpoint: mp, FsName: "kaon:" + base + sub, Name: "kaon",
-			AllowOther: o.allowOther, Locks: true, CleanStale: true, Debug: o.debug, Stats: f.Stats, Writeback: o.writeback, ServerKillsPriv: true})
+			AllowOther: o.allowOther, Locks: true, CleanStale: true, Debug: o.debug, Stats: f.Stats, Writeback: o.writeback, ServerKillsPriv: true,
+			Passthrough: o.direct == "auto" && !o.writeback}) // the kernel refuses passthrough with write-back
+
 		if err != nil {
 			f.Close()
 			f = nil
 			return nil, err
 		}
-		fmt.Fprintf(os.Stderr, "kaon mount: %s%s mounted on %s (session %s)\n", base, sub, mp, f.SessionID())
+		f.SetPassthrough(m.PassthroughActive())
+		fmt.Fprintf(os.Stderr, "kaon mount: %s%s mounted on %s (session %s, direct path %s, passthrough %v)\n", base, sub, mp, f.SessionID(), o.direct, m.PassthroughActive())
 		return mounted{m, f}, nil
 	})
 	if err != nil {
@@ -189,6 +224,35 @@ func kaonMount(o mountOptions, mountpoint string) int {
 		return 1
 	}
 	return 0
+}
+
+// mountServers splits --url (or the mount source) into the namespace
+// servers' URLs, in order, and the subtree the first one's path names
+// ("" for none).
+func mountServers(spec string) (servers []string, subtree string, err error) {
+	for i, s := range strings.Split(spec, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, "", fmt.Errorf("%q is not a namespace server URL (http(s)://HOST:PORT[/PATH])", s)
+		}
+		if p := strings.TrimRight(u.Path, "/"); p != "" {
+			if i == 0 {
+				subtree = p
+			} else if p != subtree {
+				return nil, "", fmt.Errorf("%q names subtree %s, not the first URL's %q", s, p, subtree)
+			}
+		}
+		u.Path, u.RawPath = "", ""
+		servers = append(servers, u.String())
+	}
+	if len(servers) == 0 {
+		return nil, "", fmt.Errorf("no namespace server URL")
+	}
+	return servers, subtree, nil
 }
 
 // mounted is a mount and its file system, whose session ends with it.

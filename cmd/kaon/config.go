@@ -66,13 +66,14 @@ func bindNamespace(fl *pflag.FlagSet, n *role.NamespaceConfig) {
 func bindAuth(fl *pflag.FlagSet, a *role.AuthConfig) {
 	d := role.DefaultAuth()
 	fl.StringVar(&a.Methods, "auth", d.Methods,
-		"accepted authentication methods, comma-separated: unix (loopback peers; others are nobody), token (bearer tokens), x509 (https client certificates), gsi (root:// grid proxies), krb5 (Kerberos tickets: root:// krb5, https Negotiate); root:// offers token, gsi and krb5 in this order; without unix a client none applies to is refused")
+		"accepted authentication methods, comma-separated: unix (loopback peers; others are nobody), token (bearer tokens), x509 (https client certificates), gsi (root:// grid proxies), krb5 (Kerberos tickets: root:// krb5, https Negotiate), gateway (uids asserted by gateway hosts: --gateway-key); root:// offers token, gsi and krb5 in this order; without unix a client none applies to is refused")
 	fl.StringArrayVar(&a.Issuers, "token-issuer", nil,
 		"trusted token issuer ISSUER=JWKS (JWKS: a file or an https:// URL; ISSUER alone: its discovery document), options ,base=/PATH ,user=LOCALUSER ,map=FILE (one of user= or map= is required) ,authz=user|capability (default user: the mapped user's mode bits and ACLs decide, scopes narrow; capability: the scopes authorize by themselves) (repeatable)")
 	fl.StringArrayVar(&a.Audiences, "token-audience", nil, "token audience this service accepts besides its own URL and the WLCG/SciTokens 'any' (repeatable)")
 	fl.StringVar(&a.IssuerURL, "issuer-url", d.IssuerURL, "iss of the tokens this instance issues, where it publishes its keys (default: its HTTP URL)")
 	fl.StringVar(&a.Plaintext, "auth-plaintext", d.Plaintext, "bearer tokens over plaintext http: refuse or allow (default: refuse with --tls, a token sent in the clear is a leaked one; allow without)")
 	fl.StringVar(&a.Krb5Keytab, "krb5-keytab", d.Krb5Keytab, "keytab with the service keys of --auth krb5: xrootd/HOST@REALM (offered to root:// clients) and HTTP/HOST@REALM (https Negotiate); user@REALM maps to the local user")
+	fl.StringArrayVar(&a.Gateways, "gateway-key", nil, "key file FILE[,no_root_squash] of hosts trusted as gateways (--auth gateway): a kaon mount there with -o gateway=FILE acts as each caller's uid and gids, without tokens; uid 0 is nobody unless no_root_squash (repeatable)")
 	fl.DurationVar(&a.MaxTTL, "token-max-ttl", d.MaxTTL, "longest lifetime of the tokens this instance issues, and of any issuer's tokens it accepts (exp - iat; exp - now without iat)")
 }
 

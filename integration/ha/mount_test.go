@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,39 +35,7 @@ func TestMountFailover(t *testing.T) {
 	if _, e, code := in.kaon(in.http[0], "mkdir", "/m"); code != 0 {
 		t.Fatal(e)
 	}
-	d := fusetest.TempDir(t)
-	mp := filepath.Join(d, "mnt")
-	os.Mkdir(mp, 0o755)
-	cmd := exec.Command(harness.Binary(t), "mount", "-f", "--url", in.http[1], "--subtree", "/m", "--timeout", "20s",
-		"--cache", filepath.Join(d, "cache"), mp)
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	conn := fusetest.Track(mp)
-	defer conn.Untrack()
-	if err := fusetest.WaitUp("kaon mount", mp, 60*time.Second, done, func() bool {
-		var st syscall.Stat_t
-		return conn.Update() && syscall.Stat(mp, &st) == nil
-	}); err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
-	defer func() {
-		if out, err := fusetest.Exec(t, harness.Binary(t), "umount", "-f", mp); err != nil {
-			t.Errorf("kaon umount -f: %v %s", err, out)
-		}
-		if err := fusetest.Within("kaon mount exits after umount", 60*time.Second, func() error { <-done; return nil }); err != nil {
-			cmd.Process.Kill()
-			t.Error(err)
-		}
-		if t.Failed() {
-			t.Logf("kaon mount log:\n%s", log.String())
-		}
-	}()
+	mp := haMount(t, in.http[1])
 
 	before := []byte("written and closed before the failover")
 	if err := os.WriteFile(filepath.Join(mp, "before"), before, 0o644); err != nil {
@@ -138,3 +107,112 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestMountServers: `kaon mount --url A,B` with A the active server:
+// when A stops, the mount's requests and its session go to B (A refuses
+// connections; B takes over as the active server); a file written
+// before is read back, a new one is stored, a flock taken before is
+// still the mount's. With --url A alone the mount could not reach the
+// instance any more.
+func TestMountServers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (FUSE)")
+	}
+	in := newInstance(t, 2)
+	in.waitActive(0, "server 0 is active")
+	if _, e, code := in.kaon(in.http[0], "mkdir", "/m"); code != 0 {
+		t.Fatal(e)
+	}
+	mp := haMount(t, in.http[0]+","+in.http[1])
+	before := []byte("written before server 0 stopped")
+	if err := os.WriteFile(filepath.Join(mp, "before"), before, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lk, err := os.Open(filepath.Join(mp, "before"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	if err := unix.Flock(int(lk.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("flock before server 0 stopped: %v", err)
+	}
+
+	stopped := time.Now()
+	in.mgms[0].Stop()
+	in.down[0] = true
+	in.waitActive(1, "server 1 takes over")
+
+	after := []byte("written after server 0 stopped")
+	in.eventually("create a file through the mount after server 0 stopped", 30*time.Second, func() error {
+		return os.WriteFile(filepath.Join(mp, "after"), after, 0o644)
+	})
+	t.Logf("a file made through the mount %v after server 0 was told to stop", time.Since(stopped).Round(time.Millisecond))
+	in.checkFile(in.http[1], "/m/after", after)
+	in.checkFile(in.http[1], "/m/before", before)
+	in.eventually("read the file written before through the mount", 30*time.Second, func() error {
+		b, err := os.ReadFile(filepath.Join(mp, "before"))
+		if err != nil || !bytes.Equal(b, before) {
+			return errors.New("read " + string(b) + ": " + strings.TrimSpace(errString(err)))
+		}
+		return nil
+	})
+	other, err := os.Open(filepath.Join(mp, "before"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := unix.Flock(int(other.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
+		t.Errorf("flock after server 0 stopped against the one held before: %v, want EWOULDBLOCK", err)
+	}
+}
+
+// haMount runs `kaon mount -f --url URLS --subtree /m` on a new
+// mountpoint until the test ends (then kaon umount -f), and returns the
+// mountpoint.
+func haMount(t *testing.T, urls string) string {
+	t.Helper()
+	d := fusetest.TempDir(t)
+	mp := filepath.Join(d, "mnt")
+	os.Mkdir(mp, 0o755)
+	cmd := exec.Command(harness.Binary(t), "mount", "-f", "--url", urls, "--subtree", "/m", "--timeout", "20s",
+		"--cache", filepath.Join(d, "cache"), mp)
+	var log syncBuf
+	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	conn := fusetest.Track(mp)
+	if err := fusetest.WaitUp("kaon mount", mp, 60*time.Second, done, func() bool {
+		var st syscall.Stat_t
+		return conn.Update() && syscall.Stat(mp, &st) == nil
+	}); err != nil {
+		conn.Untrack()
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	t.Cleanup(func() {
+		defer conn.Untrack()
+		if out, err := fusetest.Exec(t, harness.Binary(t), "umount", "-f", mp); err != nil {
+			t.Errorf("kaon umount -f: %v %s", err, out)
+		}
+		if err := fusetest.Within("kaon mount exits after umount", 60*time.Second, func() error { <-done; return nil }); err != nil {
+			cmd.Process.Kill()
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("kaon mount log:\n%s", log.String())
+		}
+	})
+	return mp
+}
+
+// syncBuf is a buffer written by a child's stdout and stderr.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

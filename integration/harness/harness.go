@@ -5,6 +5,8 @@ package harness
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -31,17 +33,27 @@ func RepoRoot() string {
 	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
 }
 
-// Binary builds cmd/kaon once and returns its path.
+// Binary builds cmd/kaon once per test process and returns its path.
+// The binary lives in one directory per checkout and build tags
+// (os.TempDir()/kaon-bin-HASH), replaced by an atomic rename: each test
+// package used to build into a directory of its own that nothing removed
+// (719 of them, 46 GB, filled this machine's disk).
 func Binary(t testing.TB) string {
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kaon-bin-")
+		sum := sha256.Sum256([]byte(RepoRoot() + "\x00" + buildTags))
+		dir := filepath.Join(os.TempDir(), "kaon-bin-"+hex.EncodeToString(sum[:6]))
+		if buildErr = os.MkdirAll(dir, 0o755); buildErr != nil {
+			return
+		}
+		_ = os.Chmod(dir, 0o755) // tests run the CLI as other users too
+		tmp, err := os.CreateTemp(dir, "kaon-*.partial")
 		if err != nil {
 			buildErr = err
 			return
 		}
-		_ = os.Chmod(dir, 0o755) // tests run the CLI as other users too
-		binPath = filepath.Join(dir, "kaon")
-		args := []string{"build", "-o", binPath}
+		tmp.Close()
+		defer os.Remove(tmp.Name()) // gone after the rename; left only by a failed build
+		args := []string{"build", "-o", tmp.Name()}
 		if buildTags != "" {
 			args = append(args, "-tags", buildTags)
 		}
@@ -49,7 +61,12 @@ func Binary(t testing.TB) string {
 		cmd.Dir = RepoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
 		}
+		// Processes of other packages still running the previous binary
+		// keep its inode; the name now points at this build.
+		binPath = filepath.Join(dir, "kaon")
+		buildErr = os.Rename(tmp.Name(), binPath)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

@@ -137,6 +137,10 @@ type Request struct {
 	// Admin says the request is for the admin API (HostRoot applies only
 	// there).
 	Admin bool
+	// Gateway is a gateway's assertion of the identity the request is
+	// made for (the Kaon-Gateway header, auth/gateway), and Target the
+	// request it came on ("METHOD REQUEST-URI"), which it must name.
+	Gateway, Target string
 }
 
 // Authenticator is one authentication method.

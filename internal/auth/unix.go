@@ -85,16 +85,23 @@ func ProcessGroups(p Principal, pid uint32) Principal {
 	if p.Method != "unix" || pid == 0 {
 		return p
 	}
-	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/status")
-	if err != nil {
-		return p
-	}
-	gid, groups, ok := statusIDs(string(b), p.UID)
+	gid, groups, ok := ProcessIDs(pid, p.UID)
 	if !ok {
 		return p
 	}
 	p.GID, p.Groups = gid, groups
 	return p
+}
+
+// ProcessIDs are the file system gid and the supplementary groups of
+// local process pid, when its file system uid is uid (false otherwise,
+// or when there is no such process).
+func ProcessIDs(pid, uid uint32) (gid uint32, groups []uint32, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/status")
+	if err != nil {
+		return 0, nil, false
+	}
+	return statusIDs(string(b), uid)
 }
 
 // statusIDs reads the file system gid and the groups from a

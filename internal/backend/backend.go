@@ -134,6 +134,12 @@ type Settings struct {
 	// CephFS layout's object size, or a RADOS store's object size; 0
 	// leaves the store's own.
 	ObjectSize int64
+	// NoBlockSums keeps new replicas without block sums (and scrubs add
+	// none): each stripe file is then the file's bytes exactly, which a
+	// mount on a host reaching it hands to the kernel (FUSE passthrough),
+	// for a backend that checks its own bytes (CephFS: BlueStore sums
+	// every block). Reads of such stripes are not verified block by block.
+	NoBlockSums bool
 }
 
 // Write modes (Settings.IO, Info.IO).
@@ -191,6 +197,15 @@ type Writer interface {
 	// Abort closes and removes the stripe. It is a no-op after a successful
 	// Finish and removes what a failed Finish left.
 	Abort()
+}
+
+// CRC32CWriter is a Writer that sums the bytes written as they pass (a
+// stripe with block sums): DataCRC32C is the crc32c of all of them so
+// far, folded from the block sums, ok false where the stripe keeps none
+// (a framed one). An upload takes the file's crc32c from it instead of
+// hashing every byte twice.
+type CRC32CWriter interface {
+	DataCRC32C() (crc uint32, ok bool)
 }
 
 // Reader reads a finished stripe. ReadAt returns only bytes that

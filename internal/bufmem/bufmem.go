@@ -8,6 +8,7 @@ package bufmem
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 var inUse, peak atomic.Int64
@@ -64,7 +65,30 @@ func (p *Pool) Put(b []byte) {
 	p.p.Put(&b)
 }
 
-var sized sync.Map // int -> *Pool
+// Drop stops counting b, which Get gave, without recycling it: someone
+// may still hold it (an I/O call that was given up on).
+func (p *Pool) Drop(b []byte) { add(-int64(p.size)) }
+
+var (
+	sized   sync.Map // size -> *Pool
+	aligned sync.Map // [2]int{size, align} -> *Pool
+)
+
+// Aligned is the shared pool of size-byte buffers whose first byte sits
+// on an align boundary (a power of two), for direct I/O straight from
+// them.
+func Aligned(size, align int) *Pool {
+	key := [2]int{size, align}
+	if p, ok := aligned.Load(key); ok {
+		return p.(*Pool)
+	}
+	p, _ := aligned.LoadOrStore(key, NewPool(size, func() []byte {
+		b := make([]byte, size+align)
+		skip := int(-uintptr(unsafe.Pointer(&b[0])) & uintptr(align-1))
+		return b[skip : skip+size : skip+size]
+	}))
+	return p.(*Pool)
+}
 
 // Sized is the shared pool of plain buffers of size bytes.
 func Sized(size int) *Pool {

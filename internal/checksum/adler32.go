@@ -33,8 +33,9 @@ const (
 	laneMask        = 0x000000FF000000FF
 )
 
-// adlerUpdate folds p into the Adler-32 state (s1, s2), both < 65521.
-func adlerUpdate(s1, s2 uint32, p []byte) (uint32, uint32) {
+// adlerGeneric folds p into the Adler-32 state (s1, s2), both < 65521
+// (adlerUpdate where no vector version runs).
+func adlerGeneric(s1, s2 uint32, p []byte) (uint32, uint32) {
 	for len(p) >= 8 {
 		iters := len(p) / 8
 		if iters > adlerBlockIters {

@@ -46,15 +46,28 @@ func Blocks(n int64, bs int) int64 {
 
 // BlockSummer computes the crc32c of every block of a stream.
 type BlockSummer struct {
-	bs   int
-	sums []uint32
-	cur  uint32 // crc of the bytes of the unfinished block
-	n    int    // bytes in the unfinished block
-	len  int64
+	bs    int
+	sums  []uint32
+	cur   uint32 // crc of the bytes of the unfinished block
+	n     int    // bytes in the unfinished block
+	len   int64
+	whole uint32 // crc32c of the finished blocks, folded (CRC32C)
+	shift uint32 // CRC32CShift(bs)
 }
 
 // NewBlockSummer sums blocks of bs bytes.
-func NewBlockSummer(bs int) *BlockSummer { return &BlockSummer{bs: bs} }
+func NewBlockSummer(bs int) *BlockSummer {
+	return &BlockSummer{bs: bs, shift: CRC32CShift(int64(bs))}
+}
+
+// CRC32C is the crc32c of the whole stream so far, folded from the
+// blocks' (no second pass over the bytes).
+func (s *BlockSummer) CRC32C() uint32 {
+	if s.n > 0 {
+		return CRC32CCombine(s.whole, s.cur, CRC32CShift(int64(s.n)))
+	}
+	return s.whole
+}
 
 // Write adds p to the stream; it never fails.
 func (s *BlockSummer) Write(p []byte) (int, error) {
@@ -67,6 +80,7 @@ func (s *BlockSummer) Write(p []byte) (int, error) {
 		p = p[take:]
 		if s.n == s.bs {
 			s.sums = append(s.sums, s.cur)
+			s.whole = CRC32CCombine(s.whole, s.cur, s.shift)
 			s.cur, s.n = 0, 0
 		}
 	}

@@ -16,11 +16,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -38,6 +40,17 @@ type Client struct {
 	// CallerPid, when not 0, is sent to the namespace servers as the
 	// local process a mount acts for (nsapi.CallerPidHeader).
 	CallerPid uint32
+	// Assert, when set, adds a credential to each request to a namespace
+	// server (a gateway's assertion of the caller it is made for: it is
+	// called again for each request, redirects included).
+	Assert func(*http.Request)
+	// Servers are the other namespace servers of the instance, tried in
+	// order when the one a request goes to cannot be reached (its
+	// connection is refused or times out: nothing was sent, so any
+	// request may go again); the one that answered is used from then on.
+	Servers []string
+
+	cur atomic.Int32 // the server used: 0 Base, i Servers[i-1]
 
 	h2once sync.Once
 	h2     *http.Client // HTTP/2 only, for sessions (session.go)
@@ -52,6 +65,71 @@ func New(base string) *Client {
 // following the redirects of standbys to the active server; any other
 // redirect (to a storage server) is the answer.
 func (c *Client) do(req *http.Request) (*http.Response, error) {
+	if len(c.Servers) == 0 {
+		return c.doAt(req)
+	}
+	all := append([]string{c.Base}, c.Servers...)
+	cur := int(c.cur.Load())
+	order := []int{cur} // the current server, then the others in order
+	for i := range all {
+		if i != cur {
+			order = append(order, i)
+		}
+	}
+	var tried []string
+	for _, n := range order {
+		if err := retarget(req, all[n], len(tried) > 0); err != nil {
+			break
+		}
+		resp, err := c.doAt(req)
+		if err == nil {
+			c.cur.Store(int32(n))
+			return resp, nil
+		}
+		tried = append(tried, all[n])
+		if !unreached(err) {
+			return nil, err
+		}
+	}
+	return nil, &kerr.Error{Kind: kerr.Unavailable, Msg: "cannot reach Kaon at any of " + strings.Join(tried, ", ")}
+}
+
+// current is the server requests go to first: the one that answered
+// last.
+func (c *Client) current() string {
+	if n := int(c.cur.Load()); n > 0 && n <= len(c.Servers) {
+		return strings.TrimRight(c.Servers[n-1], "/")
+	}
+	return c.Base
+}
+
+// retarget points req (made for Base) at server base, with its body
+// anew when again (a previous attempt was refused before it was sent).
+func retarget(req *http.Request, base string, again bool) error {
+	u, err := url.Parse(base)
+	if err != nil {
+		return err
+	}
+	if again && req.Body != nil && req.Body != http.NoBody {
+		if req.GetBody == nil {
+			return errors.New("the body cannot be sent again")
+		}
+		if req.Body, err = req.GetBody(); err != nil {
+			return err
+		}
+	}
+	req.URL.Scheme, req.URL.Host, req.Host = u.Scheme, u.Host, ""
+	return nil
+}
+
+// unreached says err is a failure to connect: the request was not sent.
+func unreached(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// doAt sends req to the server its URL names.
+func (c *Client) doAt(req *http.Request) (*http.Response, error) {
 	c.authorize(req)
 	hc := *c.HTTP
 	hc.CheckRedirect = func(next *http.Request, via []*http.Request) error {
@@ -77,6 +155,9 @@ func (c *Client) authorize(req *http.Request) {
 	}
 	if c.CallerPid != 0 {
 		req.Header.Set(nsapi.CallerPidHeader, strconv.FormatUint(uint64(c.CallerPid), 10))
+	}
+	if c.Assert != nil {
+		c.Assert(req)
 	}
 }
 

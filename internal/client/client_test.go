@@ -138,3 +138,69 @@ func TestPutRangeThroughStandby(t *testing.T) {
 		t.Fatalf("the storage server got %q, want %q", f.bytes, "range")
 	}
 }
+
+// TestServersInOrder: a client given several namespace servers sends a
+// request the first one cannot take (its port is closed: nothing was
+// sent) to the next, body and credentials included, and keeps using the
+// one that answered; a request a server received and then failed is not
+// sent again (it may have been done).
+func TestServersInOrder(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	var mu sync.Mutex
+	var got []string
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path+" "+string(b)+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		io.WriteString(w, `{}`)
+	}))
+	defer live.Close()
+	c := New(closed.URL)
+	c.Servers = []string{live.URL}
+	c.Token = "tok"
+	ctx := context.Background()
+	if err := c.Mkdir(ctx, "/d", 0o755, false); err != nil {
+		t.Fatalf("mkdir with the first server down: %v", err)
+	}
+	if _, err := c.Stat(ctx, "/d"); err != nil {
+		t.Fatalf("stat: %v", err)
+	}
+	if c.current() != live.URL {
+		t.Errorf("current server %s, want %s", c.current(), live.URL)
+	}
+	mu.Lock()
+	if len(got) != 2 || !strings.HasPrefix(got[0], `POST /api/v1/mkdir {"path":"/d"`) || !strings.HasSuffix(got[0], "Bearer tok") {
+		t.Errorf("the second server got %q", got)
+	}
+	mu.Unlock()
+
+	// A server that took the request and hung up: the request is not
+	// sent to the next one.
+	hangup := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close()
+	}))
+	defer hangup.Close()
+	c = New(hangup.URL)
+	c.Servers = []string{live.URL}
+	mu.Lock()
+	got = nil
+	mu.Unlock()
+	if err := c.Mkdir(ctx, "/e", 0o755, false); err == nil {
+		t.Error("mkdir on a server that hung up succeeded")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 0 {
+		t.Errorf("a request the first server received went to the next too: %q", got)
+	}
+
+	// None reachable: the error names them.
+	c = New(closed.URL)
+	c.Servers = []string{closed.URL + "/"}
+	if _, err := c.Stat(ctx, "/d"); !kerr.Is(err, kerr.Unavailable) || !strings.Contains(err.Error(), closed.URL) {
+		t.Errorf("stat with no server reachable: %v", err)
+	}
+}

@@ -210,6 +210,19 @@ func (r *Reader) locate(ctx context.Context) error {
 	return nil
 }
 
+// Capability is the signed capability the namespace server granted this
+// reader (the cap parameter of its redirect), "" if it names none.
+func (r *Reader) Capability() string {
+	r.mu.Lock()
+	loc := r.loc
+	r.mu.Unlock()
+	u, err := url.Parse(loc)
+	if err != nil {
+		return ""
+	}
+	return u.Query().Get("cap")
+}
+
 // ReadAt reads len(p) bytes at off; it returns fewer with io.EOF at the
 // end of the file.
 func (r *Reader) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {

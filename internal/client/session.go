@@ -105,7 +105,7 @@ func (c *Client) OpenSession(ctx context.Context, opts SessionOptions) (*Session
 	if opts.Events <= 0 {
 		opts.Events = 4096
 	}
-	s := &Session{c: c, opts: opts, hc: c.sessionHTTP(), inv: make(chan Invalidation, opts.Events), base: c.Base,
+	s := &Session{c: c, opts: opts, hc: c.sessionHTTP(), inv: make(chan Invalidation, opts.Events), base: c.current(),
 		pending: map[uint64]chan nsapi.SessionMessage{}, held: map[lockKey][]nsapi.Lock{}, done: make(chan struct{}), ready: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.connect(ctx); err != nil {

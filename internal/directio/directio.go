@@ -110,11 +110,7 @@ func (d *File) Direct() bool { return d.direct }
 
 // bufPool recycles staging buffers: many short uploads would otherwise
 // allocate 1 MiB each and leave the collector behind.
-var bufPool = bufmem.NewPool(BufSize, func() []byte {
-	b := make([]byte, BufSize+Align)
-	skip := int(-uintptr(unsafe.Pointer(&b[0])) & (Align - 1))
-	return b[skip : skip+BufSize : skip+BufSize]
-})
+var bufPool = bufmem.Aligned(BufSize, Align)
 
 func getBuf() []byte { return bufPool.Get() }
 
@@ -176,6 +172,50 @@ func (d *File) Write(p []byte) (int, error) {
 		}
 	}
 	return written, nil
+}
+
+// WriteFrom appends b[lead:] like Write, but without copying it into the
+// staging buffer when it can: b must start on an Align boundary (see
+// bufmem.Aligned) and b[:lead] is scratch the call may overwrite. When
+// the bytes staged and not written yet (fewer than Align, past the last
+// aligned write) are exactly lead bytes, they are copied into b[:lead],
+// the aligned part of b is written from b itself and only the tail past
+// it (< Align bytes) is staged for the next call or Finish. A caller
+// that puts each piece at its file offset modulo Align within its buffer
+// (the erasure writer's frames) so has every piece written with no copy
+// of its own; any other b[lead:] is written as Write would. The count is
+// of b[lead:].
+func (d *File) WriteFrom(b []byte, lead int) (int, error) {
+	if lead < 0 || lead > len(b) {
+		return 0, errors.New("directio: WriteFrom lead out of range")
+	}
+	if !d.direct || d.jobs != nil || lead >= Align || len(b) < Align ||
+		uintptr(unsafe.Pointer(&b[0]))&(Align-1) != 0 {
+		return d.Write(b[lead:])
+	}
+	if d.err != nil {
+		return 0, d.err
+	}
+	if d.n >= Align {
+		// Write the staged aligned part; keep its tail at the front.
+		full := d.n &^ (Align - 1)
+		if d.err = d.writeAt(d.bufs[d.cur][:full], d.off); d.err != nil {
+			return 0, d.err
+		}
+		d.off += int64(full)
+		d.n = copy(d.bufs[d.cur], d.bufs[d.cur][full:d.n])
+	}
+	if d.n != lead {
+		return d.Write(b[lead:])
+	}
+	copy(b, d.bufs[d.cur][:lead])
+	full := len(b) &^ (Align - 1)
+	if d.err = d.writeAt(b[:full], d.off); d.err != nil {
+		return 0, d.err
+	}
+	d.off += int64(full)
+	d.n = copy(d.bufs[d.cur], b[full:])
+	return len(b) - lead, nil
 }
 
 // flush writes the full current buffer, or hands it to the writer and

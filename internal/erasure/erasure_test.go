@@ -15,7 +15,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
+	"github.com/kaon-storage/kaon/internal/bufmem"
+	"github.com/kaon-storage/kaon/internal/directio"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/layout"
 	"github.com/klauspost/reedsolomon"
@@ -708,6 +711,163 @@ func TestWriterStopsGoroutines(t *testing.T) {
 		}
 		if n := settle(base); n > base {
 			t.Fatalf("abort=%v: %d goroutines left, had %d", abort, n, base)
+		}
+	}
+}
+
+// alignedShard is an AlignedWriter that checks what the Writer hands it
+// (an aligned buffer, the lead a shard written from offset 0 has) and
+// scribbles over the scratch bytes before the frame, as a direct-I/O
+// file does when it copies its pending tail there.
+type alignedShard struct {
+	t     *testing.T
+	buf   bytes.Buffer
+	calls int
+}
+
+func (a *alignedShard) Write(p []byte) (int, error) { return a.buf.Write(p) }
+
+func (a *alignedShard) WriteFrom(b []byte, lead int) (int, error) {
+	a.calls++
+	if addr := uintptr(unsafe.Pointer(&b[0])); addr%directio.Align != 0 {
+		a.t.Errorf("frame buffer at %#x is not %d-aligned", addr, directio.Align)
+	}
+	if want := a.buf.Len() % directio.Align; lead != want {
+		a.t.Errorf("lead %d, the shard's unaligned tail is %d bytes", lead, want)
+	}
+	for i := range b[:lead] {
+		b[i] = 0xEE
+	}
+	return a.buf.Write(b[lead:])
+}
+
+// TestAlignedShardWriters: shard writers that can write frames from the
+// Writer's buffers get every frame that way, at the lead their offset
+// needs, and the shards are byte for byte those of plain writers.
+func TestAlignedShardWriters(t *testing.T) {
+	l := Layout{4, 2, testUnit}
+	for _, size := range []int64{1, l.RowSize(), 7*l.RowSize() + 1234} {
+		data := randBytes(uint64(size)+5, size)
+		want := encode(t, l, data)
+		shards := make([]*alignedShard, l.Shards())
+		ws := make([]io.Writer, l.Shards())
+		for i := range shards {
+			shards[i] = &alignedShard{t: t}
+			ws[i] = shards[i]
+		}
+		w, err := NewWriter(l, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rest := data; len(rest) > 0; {
+			n := min(len(rest), 3000)
+			if _, err := w.Write(rest[:n]); err != nil {
+				t.Fatal(err)
+			}
+			rest = rest[n:]
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range shards {
+			if s.calls != int(l.Rows(size)) {
+				t.Errorf("size %d shard %d: %d frames written from the Writer's buffers, %d rows", size, i, s.calls, l.Rows(size))
+			}
+			if !bytes.Equal(s.buf.Bytes(), want[i]) {
+				t.Fatalf("size %d shard %d: %d bytes differ from a plain writer's %d", size, i, s.buf.Len(), len(want[i]))
+			}
+		}
+	}
+}
+
+// failingAligned fails every frame written from the Writer's buffers and
+// remembers them.
+type failingAligned struct{ seen []*byte }
+
+func (f *failingAligned) Write(p []byte) (int, error) { return 0, errors.New("not used") }
+func (f *failingAligned) WriteFrom(b []byte, lead int) (int, error) {
+	f.seen = append(f.seen, &b[0])
+	return 0, syscall.EIO
+}
+
+// TestFailedShardBuffersNotRecycled: a shard write that failed may be
+// one a guard stopped waiting for, still running on a hung disk and
+// copying into its buffer; the Writer must not hand that buffer out
+// again.
+func TestFailedShardBuffersNotRecycled(t *testing.T) {
+	l := Layout{4, 2, testUnit}
+	bad := &failingAligned{}
+	ws := make([]io.Writer, l.Shards())
+	for i := range ws {
+		ws[i] = &alignedShard{t: t}
+	}
+	ws[5] = bad
+	w, err := NewWriter(l, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetTolerance(1)
+	if _, err := w.Write(randBytes(9, 3*l.RowSize())); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(bad.seen) == 0 {
+		t.Fatal("the failing shard was never given a frame")
+	}
+	pool := bufmem.Aligned(alignedFrameSize(l), directio.Align)
+	var got [][]byte
+	for range 4 * writeDepth * l.Shards() {
+		b := pool.Get()
+		got = append(got, b)
+		for _, p := range bad.seen {
+			if &b[0] == p {
+				t.Fatal("a buffer given to a shard write that failed was recycled")
+			}
+		}
+	}
+	for _, b := range got {
+		pool.Put(b)
+	}
+}
+
+// TestDataCRC32C: the crc32c the Writer folds from its data frames is
+// that of the bytes written so far, in the middle of a row, at row ends
+// and after Close, for every test size.
+func TestDataCRC32C(t *testing.T) {
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
+	for _, l := range testLayouts {
+		for _, size := range testSizes(l) {
+			data := randBytes(uint64(size)+11, size)
+			ws := make([]io.Writer, l.Shards())
+			for i := range ws {
+				ws[i] = io.Discard
+			}
+			w, err := NewWriter(l, ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(uint64(size), 3))
+			for off := 0; off < len(data); {
+				n := min(len(data)-off, 1+rng.IntN(2*l.Unit))
+				if rng.IntN(4) == 0 { // up to a row's end
+					n = min(len(data)-off, int(l.RowSize())-off%int(l.RowSize()))
+				}
+				if _, err := w.Write(data[off : off+n]); err != nil {
+					t.Fatal(err)
+				}
+				off += n
+				if got, want := w.DataCRC32C(), crc32.Checksum(data[:off], castagnoli); got != want {
+					t.Fatalf("%v size %d after %d bytes: %08x want %08x", l, size, off, got, want)
+				}
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := w.DataCRC32C(), crc32.Checksum(data, castagnoli); got != want {
+				t.Fatalf("%v size %d after Close: %08x want %08x", l, size, got, want)
+			}
 		}
 	}
 }

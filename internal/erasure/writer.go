@@ -8,7 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kaon-storage/kaon/internal/bufmem"
 	"github.com/kaon-storage/kaon/internal/checksum"
+	"github.com/kaon-storage/kaon/internal/directio"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/klauspost/reedsolomon"
 )
@@ -20,13 +22,41 @@ import (
 const writeDepth = 2
 
 // WriterMemory is the most a Writer of layout l holds in buffers.
-func WriterMemory(l Layout) int64 { return int64(writeDepth*l.Shards()) * l.FrameSize() }
+func WriterMemory(l Layout) int64 { return int64(writeDepth*l.Shards()) * int64(alignedFrameSize(l)) }
 
-// stripe is one row's frames, K data then M parity, each Unit+4 bytes.
+// AlignedWriter is a shard writer that writes a frame straight from the
+// Writer's buffer (directio.File.WriteFrom): b starts on a
+// directio.Align boundary, the frame is b[lead:] and b[:lead] is scratch
+// the writer may fill with the unaligned tail it holds from the frames
+// before. The Writer places row r's frames at lead = r*FrameSize() modulo
+// Align, where a shard written from offset 0 has exactly that tail
+// pending; a writer in any other state must write b[lead:] as Write does.
+type AlignedWriter interface {
+	WriteFrom(b []byte, lead int) (int, error)
+}
+
+// alignedFrameSize is the size of a Writer's frame buffers: a frame and
+// the room for a lead of up to Align-1 bytes before it.
+func alignedFrameSize(l Layout) int { return l.Unit + crcSize + directio.Align }
+
+// stripe is one row's frames, K data then M parity, each Unit+4 bytes,
+// at lead bytes into their aligned buffers bufs.
 type stripe struct {
 	row     int64
+	fill    int // logical bytes in the row (less than RowSize in the last)
+	lead    int
+	bufs    [][]byte
 	frames  [][]byte
 	pending atomic.Int32 // shard writes still to do
+}
+
+// place puts s's frames where row's frames start in a shard, modulo
+// Align, within their buffers (the lead an AlignedWriter expects).
+func (s *stripe) place(l Layout, row int64) {
+	s.lead = int(row * l.FrameSize() % directio.Align)
+	for i, b := range s.bufs {
+		s.frames[i] = b[s.lead : s.lead+int(l.FrameSize())]
+	}
 }
 
 // ShardError names the shard whose I/O failed; it is the cause (Err) of
@@ -72,6 +102,14 @@ type Writer struct {
 	errOnce sync.Once
 	err     atomic.Pointer[error]
 	closed  bool
+
+	// The crc32c of the logical bytes of the rows encoded so far, folded
+	// from the data frames' crc32c in row order (DataCRC32C).
+	crcMu   sync.Mutex
+	crcCond sync.Cond
+	encoded int64 // rows folded in (or skipped after an error)
+	dataCRC uint32
+	shift   uint32 // checksum.CRC32CShift(Unit)
 }
 
 // NewWriter returns a Writer that writes the shards of a new file; shards
@@ -100,7 +138,9 @@ func NewWriter(l Layout, shards []io.Writer) (*Writer, error) {
 		free:   make(chan *stripe, writeDepth),
 		encq:   make(chan *stripe, writeDepth),
 		shardq: make([]chan *stripe, l.Shards()),
+		shift:  checksum.CRC32CShift(int64(l.Unit)),
 	}
+	w.crcCond.L = &w.crcMu
 	for i := range w.shardq {
 		w.shardq[i] = make(chan *stripe, writeDepth)
 		w.wg.Add(1)
@@ -138,9 +178,10 @@ func (w *Writer) nextStripe() *stripe {
 	}
 	if w.alloc < writeDepth {
 		w.alloc++
-		s := &stripe{frames: make([][]byte, w.l.Shards())}
-		for i := range s.frames {
-			s.frames[i] = getFrame(w.l.Unit)
+		s := &stripe{frames: make([][]byte, w.l.Shards()), bufs: make([][]byte, w.l.Shards())}
+		pool := bufmem.Aligned(alignedFrameSize(w.l), directio.Align)
+		for i := range s.bufs {
+			s.bufs[i] = pool.Get()
 		}
 		return s
 	}
@@ -161,6 +202,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 		}
 		if w.cur == nil {
 			w.cur = w.nextStripe()
+			w.cur.place(w.l, w.rows)
 			w.fill = 0
 		}
 		j, off := w.fill/unit, w.fill%unit
@@ -176,7 +218,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 }
 
 func (w *Writer) submit() {
-	w.cur.row = w.rows
+	w.cur.row, w.cur.fill = w.rows, w.fill
 	w.rows++
 	w.encq <- w.cur
 	w.cur = nil
@@ -193,6 +235,7 @@ func (w *Writer) encodeLoop() {
 	unit := w.l.Unit
 	for s := range w.encq {
 		if w.firstErr() != nil {
+			w.fold(nil)
 			w.free <- s
 			continue
 		}
@@ -201,12 +244,14 @@ func (w *Writer) encodeLoop() {
 		}
 		if err := w.enc.Encode(views); err != nil {
 			w.setErr(kerr.Wrap(kerr.Internal, "ec encode", w.name, err))
+			w.fold(nil)
 			w.free <- s
 			continue
 		}
 		for _, f := range s.frames {
 			binary.LittleEndian.PutUint32(f[unit:], checksum.CRC32CSum(f[:unit]))
 		}
+		w.fold(s)
 		s.pending.Store(int32(len(s.frames)))
 		for _, q := range w.shardq {
 			q <- s
@@ -214,12 +259,61 @@ func (w *Writer) encodeLoop() {
 	}
 }
 
+// fold adds the logical bytes of s (the next row; nil: a row skipped
+// after an error) to the running crc32c: a full data frame's crc32c is
+// its frame's, a part of one (the last row) is summed again.
+func (w *Writer) fold(s *stripe) {
+	w.crcMu.Lock()
+	defer w.crcMu.Unlock()
+	if s != nil {
+		unit := w.l.Unit
+		for j := 0; j < w.l.K && s.fill > j*unit; j++ {
+			if n := s.fill - j*unit; n < unit {
+				w.dataCRC = checksum.CRC32CCombine(w.dataCRC, checksum.CRC32CSum(s.frames[j][:n]), checksum.CRC32CShift(int64(n)))
+			} else {
+				w.dataCRC = checksum.CRC32CCombine(w.dataCRC, binary.LittleEndian.Uint32(s.frames[j][unit:]), w.shift)
+			}
+		}
+	}
+	w.encoded++
+	w.crcCond.Broadcast()
+}
+
+// DataCRC32C is the crc32c of every byte written so far, from the data
+// frames' crc32c (no second pass over the bytes): the sum of what the
+// shards hold, so an end-to-end comparison with the client's checks the
+// stored bytes, not only the received ones. It waits for the rows handed
+// to the encoder; it must not be called concurrently with Write or
+// Close. Meaningless once the Writer failed.
+func (w *Writer) DataCRC32C() uint32 {
+	w.crcMu.Lock()
+	for w.encoded < w.rows {
+		w.crcCond.Wait()
+	}
+	crc := w.dataCRC
+	w.crcMu.Unlock()
+	if w.cur != nil { // the row being filled
+		unit := w.l.Unit
+		for j := 0; j*unit < w.fill; j++ {
+			n := min(unit, w.fill-j*unit)
+			crc = checksum.CRC32CCombine(crc, checksum.CRC32CSum(w.cur.frames[j][:n]), checksum.CRC32CShift(int64(n)))
+		}
+	}
+	return crc
+}
+
 func (w *Writer) shardLoop(i int) {
 	defer w.wg.Done()
 	failed := false
 	for s := range w.shardq[i] {
 		if !failed && w.firstErr() == nil {
-			n, err := w.shards[i].Write(s.frames[i])
+			var n int
+			var err error
+			if aw, ok := w.shards[i].(AlignedWriter); ok {
+				n, err = aw.WriteFrom(s.bufs[i][:s.lead+len(s.frames[i])], s.lead)
+			} else {
+				n, err = w.shards[i].Write(s.frames[i])
+			}
 			if err == nil && n != len(s.frames[i]) {
 				err = io.ErrShortWrite
 			}
@@ -310,10 +404,20 @@ func (w *Writer) Abort() {
 }
 
 func (w *Writer) release(s *stripe) {
-	for _, f := range s.frames {
-		putFrame(w.l.Unit, f)
+	pool := bufmem.Aligned(alignedFrameSize(w.l), directio.Align)
+	w.failMu.Lock()
+	tainted := len(w.failed) > 0
+	w.failMu.Unlock()
+	for _, b := range s.bufs {
+		if tainted {
+			// A shard write that failed (a guard that stopped waiting on a
+			// hung disk) may still touch its frame: never hand it out again.
+			pool.Drop(b)
+		} else {
+			pool.Put(b)
+		}
 	}
-	s.frames = nil
+	s.bufs, s.frames = nil, nil
 }
 
 // ErrShard extracts the failing shard index from an error returned by a

@@ -336,7 +336,7 @@ func (r *Registry) Heartbeat(hb message.Heartbeat) ([]message.FsAssignment, erro
 		if f.Node == hb.Node {
 			sp := r.spaces[f.Space]
 			a := message.FsAssignment{ID: f.ID, Path: f.Path, UUID: f.UUID, ConfigStatus: f.ConfigStatus, Init: !f.Initialized,
-				IO: f.IO, CephPool: sp.CephPool, ObjectSize: sp.ObjectSize}
+				IO: f.IO, CephPool: sp.CephPool, ObjectSize: sp.ObjectSize, NoBlockSums: f.NoBlockSums}
 			if f.ObjectSize > 0 {
 				a.ObjectSize = f.ObjectSize
 			}
@@ -525,6 +525,7 @@ func (r *Registry) Restore(s Settings) (skipped []string, err error) {
 			}
 		}
 		c.Group, c.Space, c.ConfigStatus, c.IO, c.ObjectSize = saved.Group, saved.Space, saved.ConfigStatus, saved.IO, saved.ObjectSize
+		c.NoBlockSums = saved.NoBlockSums
 		c.DrainRate, c.DrainParallel, c.Fsck = saved.DrainRate, saved.DrainParallel, saved.Fsck
 		if c == f.Filesystem {
 			continue
@@ -590,6 +591,13 @@ var fsKeys = []FsKey{
 			return errors.New("io must be auto, direct or buffered")
 		}
 		c.IO = v
+		return nil
+	}},
+	{Name: "blocksums", Set: func(c *namespace.Filesystem, v string) error {
+		if v != "on" && v != "off" {
+			return errors.New("blocksums must be on or off")
+		}
+		c.NoBlockSums = v == "off"
 		return nil
 	}},
 	{Name: "object-size", Set: func(c *namespace.Filesystem, v string) (err error) {

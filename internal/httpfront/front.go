@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/gateway"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster"
 	"github.com/kaon-storage/kaon/internal/httpserve"
@@ -165,6 +166,15 @@ func authenticate(chain auth.Chain, r *http.Request, admin bool) (auth.Principal
 	}
 	if cred, ok := negotiation(r); ok && len(challenges(chain)) > 0 {
 		req := &auth.Request{Remote: ca.remote, Local: ca.local, Kerberos: cred, Admin: admin, TLS: r.TLS != nil}
+		p, err := chain.Authenticate(r.Context(), req)
+		if err == nil {
+			httpserve.SetPrincipal(r, p.Name+"/"+p.Method)
+		}
+		return p, err
+	}
+	if a := r.Header.Get(gateway.Header); a != "" && acceptsGateway(chain) {
+		// A gateway's assertion, per request: it names its request.
+		req := &auth.Request{Remote: ca.remote, Local: ca.local, Gateway: a, Target: r.Method + " " + r.URL.RequestURI(), Admin: admin, TLS: r.TLS != nil}
 		p, err := chain.Authenticate(r.Context(), req)
 		if err == nil {
 			httpserve.SetPrincipal(r, p.Name+"/"+p.Method)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/gateway"
 	"github.com/kaon-storage/kaon/internal/auth/token"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
@@ -96,6 +97,17 @@ func authError(err error, method, p string) error {
 		c.Path = p
 	}
 	return &c
+}
+
+// acceptsGateway says whether chain takes gateways' assertions; without
+// the gateway method the header is ignored, whoever sends it.
+func acceptsGateway(chain auth.Chain) bool {
+	for _, a := range chain {
+		if _, ok := a.(*gateway.Method); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // acceptsTokens says whether chain has a method of bearer credentials

@@ -2,6 +2,7 @@ package mount
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/fusecore"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -29,6 +31,11 @@ type handle struct {
 
 	mu sync.Mutex
 	rd *client.Reader // opened at the first read that needs the remote file
+	// local is the stripe read from this host's backend (the direct
+	// path, direct.go), nil when reads go to the storage server; pt: its
+	// descriptor was handed to the kernel (passthrough).
+	local backend.Reader
+	pt    bool
 	// Read-ahead: what the last remote read fetched beyond what was
 	// asked, and how much the next one fetches (doubling while reads are
 	// sequential, up to maxReadAhead).
@@ -63,9 +70,24 @@ var (
 
 // open makes a handle; writers share the node's journal. The kernel
 // keeps the file's pages across opens while its content is unchanged
-// (same inode, data version, size and mtime).
+// (same inode, data version, size and mtime). A read-only open takes the
+// direct path where it can (direct.go).
 func (n *node) open(ctx context.Context, flags uint32, c *client.Client) (fs.FileHandle, uint32, syscall.Errno) {
 	h := &handle{n: n, c: c, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
+	var g *grant
+	if !h.write && n.fsys.opts.Direct && flags&syscall.O_DIRECT == 0 {
+		n.mu.Lock()
+		plain := !n.attr.IsDir && n.jr == nil // this mount's unflushed writes are read from the journal
+		n.mu.Unlock()
+		if plain {
+			var err error
+			if g, err = n.fsys.openDirect(ctx, c, n.path()); err != nil {
+				return nil, 0, errno(err)
+			}
+			h.rd, h.local = g.rd, g.local
+			n.granted(g)
+		}
+	}
 	var fl uint32
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -82,6 +104,18 @@ func (n *node) open(ctx context.Context, flags uint32, c *client.Client) (fs.Fil
 		}
 		n.writers++
 	}
+	// The kernel keeps an inode's opens all passthrough or all not; one
+	// that is not while others are reads without its page cache.
+	var fh fs.FileHandle = h
+	if fd, ok := g.passthrough(); ok && n.fsys.passthrough.Load() && n.jr == nil && n.opens == n.ptOpens && (n.ptOpens == 0 || n.ptKey == g.key) {
+		h.pt = true
+		n.ptOpens++
+		n.ptKey = g.key
+		fh = ptHandle{h, fd}
+	} else if n.ptOpens > 0 {
+		fl |= fuse.FOPEN_DIRECT_IO
+	}
+	n.dataPath(g, h.pt)
 	n.opens++
 	key := contentKey(n.attr)
 	if n.pageKey == key && n.jr == nil {
@@ -92,7 +126,73 @@ func (n *node) open(ctx context.Context, flags uint32, c *client.Client) (fs.Fil
 		fl |= fuse.FOPEN_DIRECT_IO
 	}
 	n.fsys.sess.SetOpenFiles(n.fsys.openFiles(1))
-	return h, fl, 0
+	return fh, fl, 0
+}
+
+// granted applies what the namespace granted an open (the file's size
+// and data version now) to n: a change made elsewhere that no
+// invalidation told yet is seen by this open (close-to-open), the
+// kernel's attributes of n dropped before the open returns so its next
+// read past the size it knew asks again.
+func (n *node) granted(g *grant) {
+	n.mu.Lock()
+	changed := n.attr.Size != g.size || n.attr.DataVersion != g.ver
+	if changed {
+		n.attr.Size, n.attr.DataVersion = g.size, g.ver
+		n.valid = time.Time{}
+		n.gen++
+	}
+	n.mu.Unlock()
+	if changed {
+		n.NotifyContent(-1, 0) // attributes only: no page lock taken
+		n.fsys.Stats.Counter("direct_refreshed").Add(1)
+	}
+}
+
+// ptHandle is a handle whose stripe the kernel reads itself (FUSE
+// passthrough): go-fuse registers fd as the open's backing file.
+type ptHandle struct {
+	*handle
+	fd int
+}
+
+var _ = (fs.FilePassthroughFder)(ptHandle{})
+
+func (p ptHandle) PassthroughFd() (int, bool) { return p.fd, true }
+
+// dataPath records and counts how an open reads (kaon.datapath,
+// kaon.stats). The log tells when a file's path changes after its first
+// open, and each new reason for reading through the storage server
+// (not every file's first open: a mount reads thousands). n.mu held.
+func (n *node) dataPath(g *grant, pt bool) {
+	if g == nil {
+		return
+	}
+	dp, why := pathServer, g.why
+	switch {
+	case pt:
+		dp, why = pathPassthrough, fmt.Sprintf("fs %d", g.fsid)
+	case g.local != nil:
+		dp, why = pathLocal, fmt.Sprintf("fs %d", g.fsid)
+	}
+	n.fsys.Stats.Counter("direct_" + dp).Add(1)
+	switch {
+	case n.datapath != "" && dp != n.datapath:
+		log.Printf("kaon mount: %s: reads %s now (%s)", n.path(), dp, why)
+	case dp == pathServer && n.fsys.newServerReason(why):
+		log.Printf("kaon mount: %s: reads through the storage server (%s)", n.path(), why)
+	}
+	n.datapath = dp
+}
+
+// closeLocal closes the local stripe h read.
+func (h *handle) closeLocal() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.local != nil {
+		h.local.Close()
+		h.local = nil
+	}
 }
 
 // remote reads the file as stored, through the read-ahead buffer: a
@@ -105,6 +205,18 @@ func (h *handle) remote(ctx context.Context, p []byte, off int64) (int, error) {
 	h.n.mu.Unlock()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.local != nil {
+		m, err := h.local.ReadAt(p, off)
+		if err == nil || err == io.EOF {
+			return m, err
+		}
+		// A block that fails its sum, a disk error: the storage server
+		// reads (and repairs) it from another copy.
+		log.Printf("kaon mount: %s: direct read failed, reading through the storage server: %v", h.n.path(), err)
+		h.n.fsys.Stats.Counter("direct_read_failed").Add(1)
+		h.local.Close()
+		h.local = nil
+	}
 	if gen != h.raGen {
 		h.ra = h.ra[:0]
 	}
@@ -405,8 +517,12 @@ func (h *handle) Release(ctx context.Context) (eno syscall.Errno) {
 		}
 		n.mu.Unlock()
 	}
+	h.closeLocal()
 	n.mu.Lock()
 	n.opens--
+	if h.pt {
+		n.ptOpens--
+	}
 	retire := n.opens == 0 && n.stale
 	n.mu.Unlock()
 	if retire {

@@ -3,21 +3,27 @@ package mount
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/gateway"
 	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/fusecore"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // Identity per calling process. Every request the mount makes for a
@@ -39,8 +45,11 @@ import (
 //     to a server elsewhere has no credential: it is refused or nobody,
 //     as the server decides.
 //
-// A gateway mode (a host credential the namespace trusts to assert
-// callers' uids) is not built yet.
+// On a gateway host (Options.Gateway: a key the namespace servers trust,
+// auth/gateway) the mount asserts instead, per request, the caller's uid,
+// its file system gid and its supplementary groups (/proc/PID/status),
+// signed with the key; tokens are not looked for. The servers squash
+// uid 0 to nobody unless they trust the key with no_root_squash.
 
 // tokenTTL is how long a process's discovered token is reused.
 const tokenTTL = time.Second
@@ -53,15 +62,19 @@ type tokenEntry struct {
 
 type identities struct {
 	url     string
+	servers []string      // the instance's other namespace servers
+	gw      *gateway.Key  // the gateway key (nil: not a gateway)
 	timeout time.Duration // for a server's answer (ResponseHeaderTimeout)
 	mu      sync.Mutex
 	tok     map[uint32]tokenEntry      // by pid
 	cl      map[string]*client.Client  // by uid and token
 	tr      map[uint32]*http.Transport // by uid
+	grp     map[uint32]groupsEntry     // a gateway's callers' groups, by pid
 }
 
-func newIdentities(url string, timeout time.Duration) *identities {
-	return &identities{url: url, timeout: timeout, tok: map[uint32]tokenEntry{}, cl: map[string]*client.Client{}, tr: map[uint32]*http.Transport{}}
+func newIdentities(o Options) *identities {
+	return &identities{url: o.URL, servers: o.Servers, gw: o.Gateway, timeout: o.Timeout,
+		tok: map[uint32]tokenEntry{}, cl: map[string]*client.Client{}, tr: map[uint32]*http.Transport{}}
 }
 
 // client is the client acting as the caller of ctx's FUSE request.
@@ -74,19 +87,30 @@ func (ids *identities) client(ctx context.Context) *client.Client {
 }
 
 func (ids *identities) clientOf(c *fuse.Caller) *client.Client {
-	tok := ids.token(c)
-	// Without a token the caller is its socket's owner (a unix peer) and
-	// its groups are its process's: the server reads them from the pid.
-	var pid uint32
-	if tok == "" {
-		pid = c.Pid
+	var tok, key string
+	var pid, gid uint32
+	var groups []uint32
+	if ids.gw != nil {
+		// A gateway asserts the caller's uid and its process's groups.
+		gid, groups = ids.groups(c)
+		key = fmt.Sprint("gw ", c.Uid, gid, groups)
+	} else {
+		tok = ids.token(c)
+		// Without a token the caller is its socket's owner (a unix peer)
+		// and its groups are its process's: the server reads them from
+		// the pid.
+		if tok == "" {
+			pid = c.Pid
+		}
+		key = strconv.FormatUint(uint64(c.Uid), 10) + "\x00" + tok + "\x00" + strconv.FormatUint(uint64(pid), 10)
 	}
-	key := strconv.FormatUint(uint64(c.Uid), 10) + "\x00" + tok + "\x00" + strconv.FormatUint(uint64(pid), 10)
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
 	if cl := ids.cl[key]; cl != nil {
 		return cl
 	}
+	// Sockets are the caller's even on a gateway: a server on this host
+	// that ignored the assertion would see the caller, not the daemon.
 	tr := ids.tr[c.Uid]
 	if tr == nil {
 		tr = http.DefaultTransport.(*http.Transport).Clone()
@@ -99,11 +123,53 @@ func (ids *identities) clientOf(c *fuse.Caller) *client.Client {
 		clear(ids.cl)
 	}
 	cl := client.New(ids.url)
+	cl.Servers = ids.servers
 	cl.HTTP = &http.Client{Transport: tr}
-	cl.Token = tok
-	cl.CallerPid = pid
+	if ids.gw != nil {
+		cl.Assert = asserting(ids.gw, c.Uid, gid, groups)
+	} else {
+		cl.Token = tok
+		cl.CallerPid = pid
+	}
 	ids.cl[key] = cl
 	return cl
+}
+
+// asserting is a client.Client's Assert hook asserting uid, gid and
+// groups with gateway key k.
+func asserting(k *gateway.Key, uid, gid uint32, groups []uint32) func(*http.Request) {
+	return func(r *http.Request) {
+		r.Header.Set(gateway.Header, k.Assert(r.Method, r.URL.RequestURI(), uid, gid, groups))
+	}
+}
+
+type groupsEntry struct {
+	uid, gid uint32
+	groups   []uint32
+	expires  time.Time
+}
+
+// groups are the file system gid and the supplementary groups of c's
+// process (read again after tokenTTL).
+func (ids *identities) groups(c *fuse.Caller) (uint32, []uint32) {
+	now := time.Now()
+	ids.mu.Lock()
+	e, ok := ids.grp[c.Pid]
+	ids.mu.Unlock()
+	if ok && e.uid == c.Uid && now.Before(e.expires) {
+		return e.gid, e.groups
+	}
+	gid, groups, ok := auth.ProcessIDs(c.Pid, c.Uid)
+	if !ok || c.Pid == 0 {
+		gid, groups = c.Gid, nil
+	}
+	ids.mu.Lock()
+	if ids.grp == nil || len(ids.grp) > 4096 {
+		ids.grp = map[uint32]groupsEntry{}
+	}
+	ids.grp[c.Pid] = groupsEntry{c.Uid, gid, groups, now.Add(tokenTTL)}
+	ids.mu.Unlock()
+	return gid, groups
 }
 
 // token is the bearer token of the calling process ("" for none).
@@ -209,4 +275,33 @@ func dialAs(uid, gid uint32) func(ctx context.Context, network, addr string) (ne
 		}()
 		return d.DialContext(ctx, network, addr)
 	}
+}
+
+// squashedDenies says whether a root caller of a gateway mount whose
+// root the servers squash (f.squash: who root is to them) lacks the
+// access open flags ask for to a file of attributes a. The kernel lets
+// root open any file (default_permissions) and a file's pages may be
+// cached already, so without this root would read through the cache
+// what the servers refuse it.
+func (f *FS) squashedDenies(ctx context.Context, a nsapi.Attr, flags uint32) bool {
+	c, ok := fuse.FromContext(ctx)
+	if !ok || c.Uid != 0 || f.squash == nil {
+		return false
+	}
+	want := uint32(4)
+	switch flags & syscall.O_ACCMODE {
+	case syscall.O_WRONLY:
+		want = 2
+	case syscall.O_RDWR:
+		want = 6
+	}
+	w := f.squash
+	bits := a.Mode
+	switch {
+	case a.UID == w.UID:
+		bits >>= 6
+	case a.GID == w.GID || slices.Contains(w.Groups, a.GID):
+		bits >>= 3
+	}
+	return bits&want != want
 }

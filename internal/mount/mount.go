@@ -9,10 +9,12 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 
+	"github.com/kaon-storage/kaon/internal/auth/gateway"
 	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/fusecore"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -30,9 +32,14 @@ type Options struct {
 	// XRootD is the namespace's root:// host:port (kaon.url.root);
 	// "": the one `ns status` lists for the server at URL.
 	XRootD string
-	// Servers are the other namespace servers of a replicated instance
-	// (the session reconnects through them).
+	// Servers are the other namespace servers of a replicated instance:
+	// requests go to them, in order, when the one they go to cannot be
+	// reached, and the session reconnects through them.
 	Servers []string
+	// Gateway is the key of a host the namespace servers trust as a
+	// gateway: callers' uids and gids are asserted with it instead of
+	// their tokens being looked for (nil: not a gateway).
+	Gateway *gateway.Key
 	// Timeout bounds how long a request waits for a server's answer
 	// (then EIO-like errors), so a hung server never holds a caller in
 	// the kernel for good (default 60 s).
@@ -49,23 +56,34 @@ type Options struct {
 	// a file and remote changes are told to it differently (see
 	// contentChanged).
 	Writeback bool
+	// Direct reads a file's stripe straight from its backend where this
+	// host reaches it (direct.go); false: always through the storage
+	// servers.
+	Direct bool
 }
 
 // FS is a mounted namespace: the node tree fusecore mounts, its session
 // with the namespace service and the daemon's cache.
 type FS struct {
-	opts  Options
-	sess  *client.Session // with the daemon's own identity
-	own   *client.Client  // the daemon's own identity
-	ids   *identities
-	Stats *fusecore.Stats
-	root  *node
+	opts Options
+	sess *client.Session // with the daemon's own identity
+	own  *client.Client  // the daemon's own identity
+	ids  *identities
+	// squash is who root is to the servers when they squash it (a
+	// gateway mount whose key they trust without no_root_squash).
+	squash *nsapi.Whoami
+	Stats  *fusecore.Stats
+	root   *node
 
 	mu    sync.Mutex
 	nodes map[uint64]*node // by inode number, the nodes the kernel knows
 	subs  map[uint64]bool  // directories subscribed (renewed while known)
 	open  int              // open handles (heartbeats report them)
 	xrdEP string           // the namespace server's root:// host:port, once known
+	// passthrough: the kernel took FUSE passthrough (SetPassthrough).
+	passthrough atomic.Bool
+
+	locals locals // the filesystems reachable from this host (direct.go)
 
 	notify chan func() // kernel notifications, sent by notifier
 	stop   chan struct{}
@@ -99,7 +117,19 @@ func New(ctx context.Context, o Options) (*FS, error) {
 		return nil, kerr.Wrap(kerr.IO, "mount", o.CacheDir, err)
 	}
 	own := client.New(o.URL)
+	own.Servers = o.Servers
 	own.Token = o.Token
+	if o.Gateway != nil {
+		// The daemon asserts itself (root is squashed to nobody unless
+		// the servers trust the key with no_root_squash).
+		groups, _ := os.Getgroups()
+		gs := make([]uint32, len(groups))
+		for i, g := range groups {
+			gs[i] = uint32(g)
+		}
+		own.Token = ""
+		own.Assert = asserting(o.Gateway, uint32(os.Getuid()), uint32(os.Getgid()), gs)
+	}
 	e, err := own.Stat(ctx, sub)
 	if err != nil {
 		return nil, err
@@ -107,8 +137,22 @@ func New(ctx context.Context, o Options) (*FS, error) {
 	if !e.IsDir {
 		return nil, kerr.New(kerr.NotDir, "mount", sub, "the subtree to mount is not a directory")
 	}
-	f := &FS{opts: o, own: own, xrdEP: o.XRootD, ids: newIdentities(o.URL, o.Timeout), Stats: fusecore.NewStats(),
+	f := &FS{opts: o, own: own, xrdEP: o.XRootD, ids: newIdentities(o), Stats: fusecore.NewStats(),
 		nodes: map[uint64]*node{}, subs: map[uint64]bool{}, notify: make(chan func(), 4096), stop: make(chan struct{})}
+	if o.Gateway != nil {
+		// The servers must take the assertions: one that ignored them
+		// would take every caller for its socket's owner or nobody.
+		w, err := own.Whoami(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if w.Method != "gateway" {
+			return nil, kerr.New(kerr.Permission, "mount", o.URL, fmt.Sprintf("the namespace server does not take gateway assertions (it took this host's for %s by %s; start it with --auth ...,gateway --gateway-key FILE)", w.Name, w.Method))
+		}
+		if os.Getuid() == 0 && w.UID != 0 {
+			f.squash = &w
+		}
+	}
 	f.sess, err = own.OpenSession(ctx, client.SessionOptions{Host: o.Host, Version: o.Version, Servers: o.Servers})
 	if err != nil {
 		return nil, err

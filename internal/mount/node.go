@@ -48,6 +48,9 @@ type node struct {
 	gen      uint64                 // counts changes of the content (read-ahead buffers check it)
 	unlinked bool
 	posix    map[uint64]bool // owners of POSIX locks set here (released at their process's close)
+	ptOpens  int             // opens the kernel reads itself (passthrough: direct.go)
+	ptKey    string          // the file and data version their backing file holds
+	datapath string          // how the last read-only open reads (kaon.datapath)
 }
 
 var (
@@ -547,8 +550,12 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint32, eno syscall.Errno) {
 	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("open").Done(time.Now(), &eno)
-	if _, _, eno := n.fresh(ctx); eno != 0 {
+	a, _, eno := n.fresh(ctx)
+	if eno != 0 {
 		return nil, 0, eno
+	}
+	if n.fsys.squashedDenies(ctx, a, flags) {
+		return nil, 0, syscall.EACCES
 	}
 	return n.open(ctx, flags, n.client(ctx))
 }
@@ -823,8 +830,12 @@ func (n *node) Getxattr(ctx context.Context, name string, dest []byte) (_ uint32
 //     computed by the service from the stored data and recorded.
 //   - kaon.url.root, kaon.url.https: the file's URLs for xrdcp and curl
 //     (root:// from --xrootd, else from ns status).
-//   - kaon.stats: the mount's counters (operations, latencies, bytes),
-//     JSON.
+//   - kaon.stats: the mount's counters (operations, latencies, bytes;
+//     direct_passthrough, direct_local, direct_server: read-only opens
+//     by data path), JSON, with "direct": the mode and whether the
+//     kernel took passthrough.
+//   - kaon.datapath: how this mount's last read-only open of the file
+//     reads it (direct.go): passthrough, local or server; "" before any.
 func (n *node) virtualXattr(ctx context.Context, name string) (string, bool, syscall.Errno) {
 	switch name {
 	case "kaon.url.https":
@@ -836,7 +847,12 @@ func (n *node) virtualXattr(ctx context.Context, name string) (string, bool, sys
 		}
 		return "root://" + ep + "/" + n.path(), true, 0
 	case "kaon.stats":
-		return string(n.fsys.Stats.JSON(map[string]any{"session": n.fsys.SessionID()})), true, 0
+		return string(n.fsys.Stats.JSON(map[string]any{"session": n.fsys.SessionID(), "direct": n.fsys.directStats()})), true, 0
+	case "kaon.datapath":
+		n.mu.Lock()
+		dp := n.datapath
+		n.mu.Unlock()
+		return dp, true, 0
 	case "kaon.quota":
 		return n.quota(ctx)
 	case "kaon.tsize", "kaon.fcount", "kaon.dcount", "kaon.ttime":

@@ -27,6 +27,9 @@ type Filesystem struct {
 	// IO is the operator's write mode for it (backend.Settings.IO:
 	// auto, direct, buffered); "" is auto.
 	IO string `json:"io,omitempty"`
+	// NoBlockSums: new replicas on it are kept without block sums
+	// (backend.Settings.NoBlockSums; `fs config ID blocksums=off`).
+	NoBlockSums bool `json:"no_block_sums,omitempty"`
 	// ObjectSize cuts its stripes into objects of this size (RADOS;
 	// overrides the space's); 0 leaves it to the space or the store.
 	ObjectSize int64 `json:"object_size,omitempty"`

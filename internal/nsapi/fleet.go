@@ -32,6 +32,7 @@ type Filesystem struct {
 	// it shares with other filesystems, the write mode in use, what is at
 	// its place, the storage system's own health (Ceph's).
 	IO            string `json:"io,omitempty"`
+	NoBlockSums   bool   `json:"no_block_sums,omitempty"` // blocksums=off
 	ObjectSize    int64  `json:"object_size,omitempty"`
 	Kind          string `json:"kind,omitempty"`
 	Backend       string `json:"backend,omitempty"`

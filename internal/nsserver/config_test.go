@@ -16,7 +16,7 @@ func TestFsConfigKeys(t *testing.T) {
 	s := newServer(t)
 	register(t, s, 1, 1)
 	for _, c := range []struct{ key, value, err string }{
-		{"bogus", "1", `fs config fs 1: unknown key "bogus" (configstatus, location, group, space, io, object-size, drain.rate, drain.parallel, rebuild.rate, rebuild.parallel, scan_disk_interval, scan_ns_rate, scaninterval, scanrate)`},
+		{"bogus", "1", `fs config fs 1: unknown key "bogus" (configstatus, location, group, space, io, blocksums, object-size, drain.rate, drain.parallel, rebuild.rate, rebuild.parallel, scan_disk_interval, scan_ns_rate, scaninterval, scanrate)`},
 		{"configstatus", "up", "fs config fs 1: configstatus must be rw, ro, drain, off or lost"},
 		{"location", "site:rack", `fs config fs 1: bad location "site:rack": want names of letters, digits, '-', '_', '.' joined by '::' (site::rack1)`},
 		{"rebuild.rate", "1K", `fs config fs 1: rate "1K" is below 1M (bytes per second; 0 = no cap); default gives way to client streams`},
@@ -25,6 +25,8 @@ func TestFsConfigKeys(t *testing.T) {
 		{"rebuild.rate", "0", ""},
 		{"group", "a b.0", `fs config fs 1: bad group "a b.0": bad space name "a b": want 1-64 letters, digits, '_' or '-'`},
 		{"io", "fast", "fs config fs 1: io must be auto, direct or buffered"},
+		{"blocksums", "no", "fs config fs 1: blocksums must be on or off"},
+		{"blocksums", "off", ""},
 		{"object-size", "x", `fs config fs 1: bad size "x" (e.g. 4M, 16M, 64M)`},
 		{"drain.rate", "1K", `fs config fs 1: rate "1K" is below 1M (bytes per second; 0 = no cap)`},
 		{"drain.parallel", "0", `fs config fs 1: bad parallel "0" (1 to 64 moves at once)`},

@@ -76,7 +76,7 @@ func filesystemOf(f fleet.FsState, d *movement.DrainProgress) nsapi.Filesystem {
 	out := nsapi.Filesystem{ID: f.ID, Node: f.Node, Path: f.Path, Group: f.Group, Space: f.Space, ConfigStatus: f.ConfigStatus,
 		UUID: f.UUID, Initialized: f.Initialized, Addr: f.Addr, BootStatus: f.BootStatus, Capacity: f.Capacity,
 		Used: f.Used, Files: f.Files, Health: f.Health, LastBeat: f.LastBeat,
-		IO: f.IO, ObjectSize: f.ObjectSize, Kind: f.Kind, Backend: f.Backend, IOInUse: f.IOInUse, FsType: f.FsType,
+		IO: f.IO, NoBlockSums: f.NoBlockSums, ObjectSize: f.ObjectSize, Kind: f.Kind, Backend: f.Backend, IOInUse: f.IOInUse, FsType: f.FsType,
 		BackendHealth: f.BackendHealth, Slow: f.Slow, Location: f.Location, DownSince: f.DownSince, DownWhy: f.DownWhy}
 	if f.Latency != nil {
 		l := nsapi.Latency(*f.Latency)

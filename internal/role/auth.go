@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/auth"
+	"github.com/kaon-storage/kaon/internal/auth/gateway"
 	"github.com/kaon-storage/kaon/internal/auth/krb5auth"
 	"github.com/kaon-storage/kaon/internal/auth/macaroon"
 	"github.com/kaon-storage/kaon/internal/auth/token"
@@ -69,15 +70,15 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, k
 	has := map[string]bool{}
 	for _, m := range strings.Split(a.Methods, ",") {
 		switch m = strings.TrimSpace(m); m {
-		case "unix", "token", "x509", "gsi", "krb5":
+		case "unix", "token", "x509", "gsi", "krb5", "gateway":
 			has[m] = true
 		case "":
 		default:
-			return nil, fmt.Errorf("--auth: unknown method %q (want unix, token, x509, gsi, krb5)", m)
+			return nil, fmt.Errorf("--auth: unknown method %q (want unix, token, x509, gsi, krb5, gateway)", m)
 		}
 	}
 	if len(has) == 0 {
-		return nil, fmt.Errorf("--auth: name at least one method (unix, token, x509, gsi, krb5)")
+		return nil, fmt.Errorf("--auth: name at least one method (unix, token, x509, gsi, krb5, gateway)")
 	}
 	var c auth.Chain
 	switch a.Plaintext {
@@ -111,6 +112,25 @@ func (a AuthConfig) chain(ctx context.Context, dir string, self *token.Issuer, k
 		c = append(c, v)
 	} else if len(a.Issuers) > 0 {
 		return nil, fmt.Errorf("--token-issuer given but --auth %q does not accept tokens", a.Methods)
+	}
+	switch {
+	case has["gateway"]:
+		if len(a.Gateways) == 0 {
+			return nil, fmt.Errorf("--auth gateway needs --gateway-key (the key file shared with the gateway hosts)")
+		}
+		var keys []gateway.Trusted
+		for _, spec := range a.Gateways {
+			t, err := gateway.ParseTrusted(spec)
+			if err != nil {
+				return nil, err
+			}
+			keys = append(keys, t)
+		}
+		m := gateway.New(keys...)
+		log.Info("gateway hosts assert their callers' uids", "keys", m.Keys())
+		c = append(c, m)
+	case len(a.Gateways) > 0:
+		return nil, fmt.Errorf("--gateway-key given but --auth %q does not list gateway", a.Methods)
 	}
 	if has["x509"] {
 		if sec == nil || sec.x509 == nil {
@@ -156,6 +176,9 @@ func required(has map[string]bool) string {
 	}
 	if has["krb5"] {
 		what = append(what, "a Kerberos ticket (kinit; root:// krb5, https Negotiate)")
+	}
+	if has["gateway"] {
+		what = append(what, "a gateway's assertion (kaon mount -o gateway=KEYFILE)")
 	}
 	return strings.Join(what, " or ") + " is required"
 }
@@ -258,6 +281,8 @@ func methodName(a auth.Authenticator) string {
 		return "x509"
 	case *krb5auth.Method:
 		return "krb5"
+	case *gateway.Method:
+		return "gateway"
 	case auth.Unix, auth.HostRoot:
 		return "unix"
 	case auth.Refuse, auth.RefusePlaintextBearer:

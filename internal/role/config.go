@@ -137,6 +137,9 @@ type AuthConfig struct {
 	// Krb5Keytab is --krb5-keytab: the service keys of krb5 (root://) and
 	// Negotiate (https).
 	Krb5Keytab string
+	// Gateways is --gateway-key FILE[,no_root_squash]: the keys of the
+	// hosts trusted to assert their callers' uids (auth/gateway).
+	Gateways []string
 }
 
 // DefaultAuth is the authentication settings given no flags.

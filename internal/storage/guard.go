@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/erasure"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
@@ -357,6 +358,8 @@ func (s *guarded) CheckIdentity(want backend.Identity) string {
 	return why
 }
 
+var _ erasure.AlignedWriter = (*guardedWriter)(nil)
+
 // guardedWriter writes one stripe under the guard.
 type guardedWriter struct {
 	w       backend.Writer
@@ -365,8 +368,13 @@ type guardedWriter struct {
 }
 
 func (w *guardedWriter) Write(p []byte) (int, error) {
+	return w.write(len(p), func() (int, error) { return w.w.Write(p) })
+}
+
+// write runs one write of size bytes under the guard.
+func (w *guardedWriter) write(size int, fn func() (int, error)) (int, error) {
 	var n int
-	if ok, err := w.g.runN("write", int64(len(p)), func() (err error) { n, err = w.w.Write(p); return err }, nil); !ok || err != nil {
+	if ok, err := w.g.runN("write", int64(size), func() (err error) { n, err = fn(); return err }, nil); !ok || err != nil {
 		if !ok {
 			n = 0
 		}
@@ -375,6 +383,26 @@ func (w *guardedWriter) Write(p []byte) (int, error) {
 	w.written += int64(n)
 	w.g.noted(nil)
 	return n, nil
+}
+
+// WriteFrom passes a frame written from the erasure writer's buffer on
+// (erasure.AlignedWriter). A call the guard gives up on may still copy
+// into b[:lead] later: the erasure writer never recycles the buffers of
+// a write that failed.
+func (w *guardedWriter) WriteFrom(b []byte, lead int) (int, error) {
+	aw, ok := w.w.(erasure.AlignedWriter)
+	if !ok {
+		return w.Write(b[lead:])
+	}
+	return w.write(len(b)-lead, func() (int, error) { return aw.WriteFrom(b, lead) })
+}
+
+// DataCRC32C is the stripe's (backend.CRC32CWriter): no I/O, no guard.
+func (w *guardedWriter) DataCRC32C() (uint32, bool) {
+	if cw, ok := w.w.(backend.CRC32CWriter); ok {
+		return cw.DataCRC32C()
+	}
+	return 0, false
 }
 
 // Finish is a large operation when the stripe is (it makes it durable).

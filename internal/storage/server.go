@@ -509,7 +509,7 @@ func (s *Server) apply(as []message.FsAssignment) (initialized bool) {
 			continue
 		}
 		want := backend.Identity{FsID: a.ID, UUID: a.UUID}
-		set := backend.Settings{IO: a.IO, CephPool: a.CephPool, ObjectSize: a.ObjectSize}
+		set := backend.Settings{IO: a.IO, CephPool: a.CephPool, ObjectSize: a.ObjectSize, NoBlockSums: a.NoBlockSums}
 		var why string
 		var made bool
 		ran := m.g.probe("setup", min(beatWait, s.cfg.IOTimeout+time.Second), func() {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -448,5 +450,60 @@ func TestRefusedWriteVoidsUpload(t *testing.T) {
 	}
 	if len(ns.commits) != 0 || len(ns.aborts) != 2 {
 		t.Fatalf("commits %v aborts %v", ns.commits, ns.aborts)
+	}
+}
+
+// TestUploadCRC32CFolded: an upload's crc32c comes from what its
+// stripes sum anyway (an erasure writer's data frames, a plain or
+// replicated stripe's block sums), not a second pass over the stream; it
+// is the crc32c of the bytes in the middle of the upload (what a copy
+// checks before committing), in the commit and in every stripe's
+// metadata, for the default set and for crc32c beside another type.
+func TestUploadCRC32CFolded(t *testing.T) {
+	for _, tc := range []struct {
+		layout string
+		n      int
+	}{{"plain", 1}, {"replica:3", 3}, {"ec:4+2:65536", 6}} {
+		for _, types := range [][]string{nil, {"md5", "crc32c"}} {
+			s, ns, key, paths := newServer(t, tc.n)
+			c := writeCap(43, tc.layout, tc.n)
+			c.Checksums = types
+			u, err := s.NewUpload(context.Background(), c, key.Sign(c), time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, typ := range u.sums.Types() {
+				if typ == "crc32c" {
+					t.Fatalf("%s %v: the upload hashes crc32c over the stream besides its stripes", tc.layout, types)
+				}
+			}
+			data := make([]byte, 3<<20+12345)
+			rand.Read(data)
+			half := 1<<20 + 777
+			if _, err := u.Write(data[:half]); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := u.Sums()["crc32c"], fmt.Sprintf("%08x", crc32.Checksum(data[:half], crc32.MakeTable(crc32.Castagnoli))); got != want {
+				t.Fatalf("%s %v: crc32c after %d bytes %s, want %s", tc.layout, types, half, got, want)
+			}
+			if _, err := u.Write(data[half:]); err != nil {
+				t.Fatal(err)
+			}
+			if err := u.Commit(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf("%08x", crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)))
+			if got := ns.commits[0].Checksums["crc32c"]; got != want {
+				t.Fatalf("%s %v: committed crc32c %s, want %s (all: %v)", tc.layout, types, got, want, ns.commits[0].Checksums)
+			}
+			if len(types) == 0 && ns.commits[0].Checksums["adler32"] == "" || len(types) > 0 && ns.commits[0].Checksums["md5"] == "" {
+				t.Fatalf("%s %v: the other checksums are missing: %v", tc.layout, types, ns.commits[0].Checksums)
+			}
+			for i, p := range paths {
+				if m, err := s.mounts[p].store.ReadMeta(43); err != nil || m.Checksums["crc32c"] != want {
+					t.Fatalf("%s %v: stripe %d meta %+v %v", tc.layout, types, i, m, err)
+				}
+			}
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/kaon-storage/kaon/internal/bufmem"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -39,6 +40,9 @@ type Upload struct {
 	// staged: a conversion's copy, neither claimed nor committed here
 	// (the namespace switches it in); Commit only finishes the stripes.
 	staged bool
+	// crcOf, when set, gives the crc32c the sums leave out, from what the
+	// erasure writer's data frames or the first stripe's block sums hold.
+	crcOf func() uint32
 
 	mu      sync.Mutex
 	off     int64            // bytes accepted in order
@@ -133,6 +137,7 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 		}
 		ew.SetName(c.Path)
 		u.sink, u.closeFn, u.stopFn = ew, ew.Close, ew.Abort
+		u.crcOf = ew.DataCRC32C
 	case layout.Replica:
 		ws := make([]io.Writer, len(u.stripes))
 		for i, w := range u.stripes {
@@ -142,7 +147,34 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 	default:
 		u.sink, u.closeFn = u.stripes[0], func() error { return nil }
 	}
+	if l.Kind != layout.EC {
+		// The first stripe sees every byte; a local one sums its blocks.
+		if cw, ok := u.stripes[0].(backend.CRC32CWriter); ok {
+			if _, ok := cw.DataCRC32C(); ok {
+				u.crcOf = func() uint32 { crc, _ := cw.DataCRC32C(); return crc }
+			}
+		}
+	}
+	u.foldCRC32C()
 	return u, nil
+}
+
+// foldCRC32C leaves crc32c out of the sums when the stripes' writer
+// gives it (crcOf) and other types are hashed anyway: one pass over the
+// bytes instead of two, and the value is that of the bytes stored.
+func (u *Upload) foldCRC32C() {
+	types := u.sums.Types()
+	if u.crcOf == nil || len(types) < 2 || !slices.Contains(types, checksum.CRC32C) {
+		u.crcOf = nil
+		return
+	}
+	types = slices.DeleteFunc(types, func(t string) bool { return t == checksum.CRC32C })
+	sums, err := checksum.NewMulti(types...)
+	if err != nil { // types came from a Multi: cannot happen
+		u.crcOf = nil
+		return
+	}
+	u.sums = sums
 }
 
 func (u *Upload) abortStripes() {
@@ -272,7 +304,15 @@ func (u *Upload) Size() int64 {
 func (u *Upload) Sums() map[string]string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.sums.Sums()
+	return u.sumsLocked()
+}
+
+func (u *Upload) sumsLocked() map[string]string {
+	sums := u.sums.Sums()
+	if u.crcOf != nil && u.failed == nil { // a failed write may still run
+		sums[checksum.CRC32C] = fmt.Sprintf("%08x", u.crcOf())
+	}
+	return sums
 }
 
 // Computes reports whether the upload computes checksum type typ.
@@ -312,7 +352,7 @@ func (u *Upload) Commit(ctx context.Context) error {
 		return u.failed
 	}
 	defer u.release()
-	sums := u.sums.Sums()
+	sums := u.sumsLocked()
 	var ferr error
 	for i, w := range u.stripes {
 		m := backend.Meta{Fid: u.cap.Fid, Stripe: i, Layout: u.cap.Layout, Size: u.off, Checksums: sums, Path: u.cap.Path}

@@ -35,7 +35,9 @@ package posix
 // one whose footer rotted, which then reads with the wrong length and is
 // found by its size (fsck d_mem_sz_diff). AddBlockSums turns a version 1
 // replica into version 2 by appending sums and footer; a footer of a
-// version other than 1 is refused (a newer Kaon wrote it).
+// version other than 1 is refused (a newer Kaon wrote it). A filesystem
+// set to keep no block sums (backend.Settings.NoBlockSums) writes
+// version 1 replicas and AddBlockSums leaves them so.
 
 import (
 	"encoding/binary"
@@ -244,6 +246,11 @@ func decodeSums(s string) map[string]string {
 // written once, when the namespace registers the filesystem, and checked
 // on every heartbeat.
 const markerName = ".kaon-fsid"
+
+// ReadIdentity reads the identity marker of the filesystem at root,
+// writing nothing (a client that reaches the directory itself checks it
+// is the filesystem a capability names: kaon mount's direct path).
+func ReadIdentity(root string) (backend.Identity, error) { return readMarker(root) }
 
 func readMarker(root string) (backend.Identity, error) {
 	b, err := os.ReadFile(filepath.Join(root, markerName))

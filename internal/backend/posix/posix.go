@@ -215,7 +215,7 @@ func (s *Store) Create(fid uint64, o backend.CreateOptions) (backend.Writer, err
 	}
 	s.files.Add(1)
 	w := &writer{s: s, fid: fid, f: f}
-	if !o.Framed {
+	if !o.Framed && !s.noSums() {
 		w.sums = checksum.NewBlockSummer(checksum.BlockSize)
 	}
 	return w, nil
@@ -253,6 +253,24 @@ func (w *writer) Write(p []byte) (int, error) {
 		w.sums.Write(p[:n])
 	}
 	return n, err
+}
+
+// DataCRC32C is backend.CRC32CWriter's.
+func (w *writer) DataCRC32C() (uint32, bool) {
+	if w.sums == nil {
+		return 0, false
+	}
+	return w.sums.CRC32C(), true
+}
+
+// WriteFrom writes a framed stripe's frame b[lead:] from its aligned
+// buffer b without a staging copy (erasure.AlignedWriter,
+// directio.File.WriteFrom).
+func (w *writer) WriteFrom(b []byte, lead int) (int, error) {
+	if w.sums != nil {
+		return w.Write(b[lead:])
+	}
+	return w.f.WriteFrom(b, lead)
 }
 
 func (w *writer) Finish(m backend.Meta) error {
@@ -450,7 +468,19 @@ func (s *Store) Rewrite(fid uint64, off int64, p []byte) error {
 	return nil
 }
 
+// noSums: the filesystem keeps stripes without block sums
+// (backend.Settings.NoBlockSums).
+func (s *Store) noSums() bool {
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
+	return s.settings.NoBlockSums
+}
+
+// AddBlockSums adds nothing where the filesystem keeps no block sums.
 func (s *Store) AddBlockSums(fid uint64, bs int, sums []uint32, length int64) error {
+	if s.noSums() {
+		return nil
+	}
 	defer s.lockFid(fid)()
 	f, err := os.OpenFile(PhysPath(s.root, fid), os.O_RDWR, 0)
 	if err != nil {

@@ -1,12 +1,15 @@
 package posix
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,7 +19,9 @@ import (
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/backend/backendtest"
 	"github.com/kaon-storage/kaon/internal/bench/cputime"
+	"github.com/kaon-storage/kaon/internal/bufmem"
 	"github.com/kaon-storage/kaon/internal/checksum"
+	"github.com/kaon-storage/kaon/internal/directio"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
@@ -338,5 +343,91 @@ func BenchmarkStripeWrite(b *testing.B) {
 			}
 			cpu.Report(b, size)
 		})
+	}
+}
+
+// TestFramedWriterWritesFromFrames: a framed stripe's writer offers the
+// erasure writer's copy-free path (erasure.AlignedWriter), and what it
+// writes that way reads back.
+func TestFramedWriterWritesFromFrames(t *testing.T) {
+	s := New(filepath.Join(t.TempDir(), "fs"), Options{IO: backend.IODirect, Sync: true})
+	if err := s.Initialize(backend.Identity{FsID: 1, UUID: "framed"}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Create(7, backend.CreateOptions{Framed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aw, ok := w.(interface {
+		WriteFrom(b []byte, lead int) (int, error)
+	})
+	if !ok {
+		t.Fatal("a framed stripe's writer has no WriteFrom")
+	}
+	b := bufmem.Aligned(2*directio.Align, directio.Align).Get()
+	for i := range b {
+		b[i] = byte(i)
+	}
+	if n, err := aw.WriteFrom(b[:directio.Align+10], 0); err != nil || n != directio.Align+10 {
+		t.Fatalf("WriteFrom = %d, %v", n, err)
+	}
+	if n, err := aw.WriteFrom(b[:directio.Align+30], 10); err != nil || n != directio.Align+20 {
+		t.Fatalf("WriteFrom = %d, %v", n, err)
+	}
+	if err := w.Finish(backend.Meta{Size: 2*directio.Align + 30}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Open(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got := make([]byte, r.Size())
+	if _, err := r.ReadAt(got, 0); err != nil && err != io.EOF {
+		t.Fatal(err)
+	}
+	want := append(slices.Clone(b[:directio.Align+10]), b[10:directio.Align+30]...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read back %d bytes, want %d, equal %v", len(got), len(want), bytes.Equal(got, want))
+	}
+}
+
+// TestNoBlockSums: a filesystem set to keep no block sums writes stripes
+// that are the file's bytes exactly (what a mount hands the kernel), and
+// a scrub's AddBlockSums leaves them so; one that keeps them appends them.
+func TestNoBlockSums(t *testing.T) {
+	data := bytes.Repeat([]byte("kaon"), 50000)
+	for _, off := range []bool{false, true} {
+		s := New(filepath.Join(t.TempDir(), "fs"), Options{})
+		if err := s.Configure(backend.Settings{NoBlockSums: off}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Initialize(backend.Identity{FsID: 1, UUID: "u"}); err != nil {
+			t.Fatal(err)
+		}
+		w, err := s.Create(7, backend.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(data)
+		if err := w.Finish(backend.Meta{Size: int64(len(data)), Layout: "plain"}); err != nil {
+			t.Fatal(err)
+		}
+		sums := make([]uint32, checksum.Blocks(int64(len(data)), checksum.BlockSize))
+		if err := s.AddBlockSums(7, checksum.BlockSize, sums, int64(len(data))); err != nil && off {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(PhysPath(s.Root(), 7))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Open(7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		if plain := st.Size() == int64(len(data)) && !r.BlockSums(); plain != off {
+			t.Errorf("blocksums off=%v: stripe file of %d bytes for %d, block sums %v", off, st.Size(), len(data), r.BlockSums())
+		}
 	}
 }

@@ -91,6 +91,8 @@ type FsAssignment struct {
 	IO         string `json:"io,omitempty"`
 	CephPool   string `json:"ceph_pool,omitempty"`
 	ObjectSize int64  `json:"object_size,omitempty"`
+	// NoBlockSums: new replicas are kept without block sums.
+	NoBlockSums bool `json:"no_block_sums,omitempty"`
 	// Fsck are its scan settings (fsck.go).
 	Fsck *FsckSettings `json:"fsck,omitempty"`
 }
