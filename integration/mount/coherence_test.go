@@ -429,16 +429,19 @@ func TestHungServer(t *testing.T) {
 		_, rest, _ := strings.Cut(string(st), ") ")
 		return err == nil && strings.HasPrefix(rest, "T")
 	})
-	var statErr error
-	if err := fusetest.Within("stat of a new name while the server is stopped", 30*time.Second, func() error {
-		_, statErr = os.Stat(filepath.Join(m.mp, "not-cached"))
+	// A create always asks the server (a lookup of a missing name no
+	// longer does: the directory's listing, held with its lease,
+	// answers it).
+	var createErr error
+	if err := fusetest.Within("create of a new file while the server is stopped", 30*time.Second, func() error {
+		createErr = os.WriteFile(filepath.Join(m.mp, "not-cached"), []byte("z"), 0o644)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("stat with the server stopped: %v", statErr)
-	if statErr == nil || errors.Is(statErr, os.ErrNotExist) {
-		t.Fatalf("stat with the server stopped: %v, want a failure other than ENOENT", statErr)
+	t.Logf("create with the server stopped: %v", createErr)
+	if createErr == nil || errors.Is(createErr, os.ErrNotExist) {
+		t.Fatalf("create with the server stopped: %v, want a failure other than ENOENT", createErr)
 	}
 	up.Cmd.Process.Signal(syscall.SIGCONT)
 	stopped = false
@@ -523,4 +526,60 @@ func TestWriteSurvivesRestart(t *testing.T) {
 	if err != nil || !bytes.Equal(out, want) {
 		t.Fatalf("curl GET after close succeeded: %d bytes (%v), want the %d written", len(out), err, len(want))
 	}
+}
+
+// TestListingCacheInvalidated: a mount answers lookups — negative ones
+// included — and attributes from the directory listing it holds with
+// its lease, without asking the server; a file created and an
+// attribute changed elsewhere (curl, kaon chmod) must not be hidden by
+// that cache: the name is found and the new mode shown, in the daemon
+// and in the kernel, long before the lease (300 s) ends.
+func TestListingCacheInvalidated(t *testing.T) {
+	up := harness.Up(t)
+	up.MustKaon("mkdir", "/neg")
+	put := func(name, body string) {
+		t.Helper()
+		src := filepath.Join(t.TempDir(), name)
+		os.WriteFile(src, []byte(body), 0o644)
+		if out, err := exec.Command("curl", "-sSf", "-L", "-T", src, up.EP.HTTP+"/neg/"+name).CombinedOutput(); err != nil {
+			t.Fatalf("curl PUT %s: %v\n%s", name, err, out)
+		}
+	}
+	put("y", "y")
+	m := newMount(t, up.EP.HTTP, "/neg", "")
+	px, py := filepath.Join(m.mp, "x"), filepath.Join(m.mp, "y")
+	if ents, err := os.ReadDir(m.mp); err != nil || len(ents) != 1 {
+		t.Fatalf("listing before the changes: %v, %v", ents, err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(px, &st); err != syscall.ENOENT {
+		t.Fatalf("stat of x before its create: %v, want ENOENT", err)
+	}
+	if err := syscall.Stat(py, &st); err != nil || st.Mode&0o777 == 0o600 {
+		t.Fatalf("stat of y before its chmod: mode %o, %v", st.Mode&0o777, err)
+	}
+	// The lookups above were the cache's (the test is about that cache).
+	stats := make([]byte, 1<<16)
+	n, err := unix.Getxattr(m.mp, "kaon.stats", stats)
+	if err != nil {
+		t.Fatalf("kaon.stats: %v", err)
+	}
+	for _, c := range []string{`"negative_cached"`, `"lookup_cached"`} {
+		if !strings.Contains(string(stats[:n]), c) {
+			t.Fatalf("the mount answered no lookup from its listing (%s not counted):\n%s", c, stats[:n])
+		}
+	}
+
+	put("x", "from curl")
+	up.MustKaon("chmod", "600", "/neg/y")
+	waitFor(t, visible, "the mount finds x, created with curl after a cached negative lookup", func() bool {
+		return readFile(px) == "from curl"
+	})
+	waitFor(t, visible, "the mount shows y's mode changed with kaon chmod after its attributes were cached", func() bool {
+		return syscall.Stat(py, &st) == nil && st.Mode&0o777 == 0o600
+	})
+	waitFor(t, visible, "the mount lists x", func() bool {
+		ents, _ := os.ReadDir(m.mp)
+		return len(ents) == 2
+	})
 }

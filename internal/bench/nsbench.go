@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/kv"
 	"github.com/kaon-storage/kaon/internal/kv/pebblekv"
 	"github.com/kaon-storage/kaon/internal/namespace"
@@ -27,8 +29,12 @@ type NSConfig struct {
 	// HTTP2 speaks HTTP/2 to the API (h2c for http://, as the mount's
 	// session channel does) instead of HTTP/1.1 connections.
 	HTTP2 bool
-	Dir   string // store directory (in-process mode)
-	Sync  bool   // durable commits (in-process mode)
+	// Session sends the stats as requests framed on one session stream
+	// (/sessions/v1, what the mount's lease subscriptions use) instead
+	// of HTTP requests of their own.
+	Session bool
+	Dir     string // store directory (in-process mode)
+	Sync    bool   // durable commits (in-process mode)
 	// Store opens the store of the in-process namespace (default: Pebble
 	// in Dir).
 	Store func() (NSStore, error)
@@ -88,6 +94,7 @@ func (l localOps) remove(p string) error {
 type apiOps struct {
 	base string
 	c    *http.Client
+	sess *client.Session // stats on the session stream, when set
 }
 
 func (a apiOps) post(route string, args map[string]any) error {
@@ -115,7 +122,13 @@ func (a apiOps) mkdir(p string) error {
 func (a apiOps) create(p string) error {
 	return a.post("touch", map[string]any{"path": p, "exclusive": true})
 }
-func (a apiOps) stat(p string) error { return a.get("stat", p, nil) }
+func (a apiOps) stat(p string) error {
+	if a.sess != nil {
+		_, err := a.sess.Stat(context.Background(), p)
+		return err
+	}
+	return a.get("stat", p, nil)
+}
 func (a apiOps) list(p string) (int, error) {
 	var ents []json.RawMessage
 	err := a.get("ls", p, &ents)
@@ -138,7 +151,17 @@ func Namespace(cfg NSConfig) (NSResult, error) {
 			p.SetUnencryptedHTTP2(true)
 			t.Protocols = &p
 		}
-		ops = apiOps{base: cfg.URL, c: &http.Client{Transport: t}}
+		a := apiOps{base: cfg.URL, c: &http.Client{Transport: t}}
+		if cfg.Session {
+			res.Mode += ", stats on a session stream"
+			s, err := client.New(cfg.URL).OpenSession(context.Background(), client.SessionOptions{Host: "kaon bench ns"})
+			if err != nil {
+				return res, err
+			}
+			defer s.Close()
+			a.sess = s
+		}
+		ops = a
 	} else {
 		var store kv.Store
 		if cfg.Store != nil {

@@ -257,6 +257,12 @@ func (c *Client) Mkdir(ctx context.Context, path string, mode uint32, parents bo
 	return c.change(ctx, "mkdir", nsapi.MkdirRequest{Path: path, Mode: nsapi.Mode(mode), Parents: parents})
 }
 
+// MkdirStat creates a directory as Mkdir does and returns its entry as
+// the server answered it (ID 0: it did not; stat it).
+func (c *Client) MkdirStat(ctx context.Context, path string, mode uint32, parents bool) (nsapi.Entry, error) {
+	return post[nsapi.Entry](ctx, c, "mkdir", nsapi.MkdirRequest{Path: path, Mode: nsapi.Mode(mode), Parents: parents})
+}
+
 // Remove removes a file or an empty directory, or a tree when recursive.
 func (c *Client) Remove(ctx context.Context, path string, recursive bool) error {
 	return c.change(ctx, "rm", nsapi.RemoveRequest{Path: path, Recursive: recursive})
@@ -275,6 +281,16 @@ func (c *Client) Chmod(ctx context.Context, path string, mode uint32) error {
 // Chown sets owner and group.
 func (c *Client) Chown(ctx context.Context, path string, uid, gid uint32) error {
 	return c.change(ctx, "chown", nsapi.ChownRequest{Path: path, UID: uid, GID: gid})
+}
+
+// ChmodStat and ChownStat change as Chmod and Chown do and return the
+// entry after the change as the server answered it (ID 0: it did not).
+func (c *Client) ChmodStat(ctx context.Context, path string, mode uint32) (nsapi.Entry, error) {
+	return post[nsapi.Entry](ctx, c, "chmod", nsapi.ChmodRequest{Path: path, Mode: nsapi.Mode(mode)})
+}
+
+func (c *Client) ChownStat(ctx context.Context, path string, uid, gid uint32) (nsapi.Entry, error) {
+	return post[nsapi.Entry](ctx, c, "chown", nsapi.ChownRequest{Path: path, UID: uid, GID: gid})
 }
 
 // SetAttr sets an extended attribute.

@@ -490,6 +490,27 @@ func (s *Session) Subscribe(ctx context.Context, paths ...string) ([]nsapi.Lease
 	return m.Leases, err
 }
 
+// SubscribeList subscribes directories as Subscribe does and lists each
+// (up to nsapi.MaxLeaseListing entries) after its lease was granted, in
+// the same round trip: Lease.Listed says which were.
+func (s *Session) SubscribeList(ctx context.Context, paths ...string) ([]nsapi.Lease, error) {
+	m, err := s.call(ctx, nsapi.SessionRequest{Op: nsapi.SessionSubscribe, Paths: paths, List: true})
+	return m.Leases, err
+}
+
+// Stat returns the entry at path as Client.Stat does, as a request
+// framed on the session's stream instead of an HTTP request of its own.
+func (s *Session) Stat(ctx context.Context, path string) (nsapi.Entry, error) {
+	m, err := s.call(ctx, nsapi.SessionRequest{Op: nsapi.SessionStat, Paths: []string{path}})
+	if err != nil {
+		return nsapi.Entry{}, kerr.WithOp(err, "stat")
+	}
+	if m.Entry == nil {
+		return nsapi.Entry{}, kerr.New(kerr.Unsupported, "stat", path, "the server does not answer stat on the session stream")
+	}
+	return *m.Entry, nil
+}
+
 // Renew renews leases by inode.
 func (s *Session) Renew(ctx context.Context, inos ...uint64) ([]nsapi.Lease, error) {
 	m, err := s.call(ctx, nsapi.SessionRequest{Op: nsapi.SessionRenew, Inos: inos})

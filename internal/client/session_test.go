@@ -263,3 +263,48 @@ func TestIdleSessionStreamIsSmall(t *testing.T) {
 		t.Fatalf("an idle session costs %d KiB of heap (server and client), want at most 256 KiB", per>>10)
 	}
 }
+
+// TestSubscribeListAndStat: a subscribe that asks for the listing gets
+// the directory's entries read after its lease was granted (a change
+// after it comes as an invalidation); stat framed on the session stream
+// answers as the HTTP route does, NotFound included; mkdir, chmod and
+// chown answer the entry as it is after the change.
+func TestSubscribeListAndStat(t *testing.T) {
+	st := kaontest.New(t, kaontest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := st.Client.MkdirStat(ctx, "/l", 0o750, false)
+	if err != nil || d.ID == 0 || !d.IsDir || d.Mode != 0o750 {
+		t.Fatalf("mkdir's entry: %+v, %v", d, err)
+	}
+	if code := st.Put(t, "/l/a", []byte("a")); code != 201 {
+		t.Fatalf("PUT: %d", code)
+	}
+	if e, err := st.Client.ChmodStat(ctx, "/l/a", 0o600); err != nil || e.Mode != 0o600 || e.Name != "a" {
+		t.Fatalf("chmod's entry: %+v, %v", e, err)
+	}
+	if e, err := st.Client.ChownStat(ctx, "/l/a", 7, 8); err != nil || e.UID != 7 || e.GID != 8 || e.Mode != 0o600 {
+		t.Fatalf("chown's entry: %+v, %v", e, err)
+	}
+	s := openSession(t, st, "a")
+	ls, err := s.SubscribeList(ctx, "/l")
+	if err != nil || len(ls) != 1 || !ls[0].Listed || len(ls[0].Entries) != 1 || ls[0].Entries[0].Name != "a" || ls[0].Entries[0].UID != 7 {
+		t.Fatalf("subscribe with listing: %+v, %v", ls, err)
+	}
+	if code := st.Put(t, "/l/b", []byte("b")); code != 201 {
+		t.Fatalf("PUT: %d", code)
+	}
+	if inv := next(t, s, "the upload's invalidation"); inv.Kind != nsapi.EventCommitted || inv.Name != "b" {
+		t.Fatalf("after the upload: %+v", inv)
+	}
+	if e, err := s.Stat(ctx, "/l/b"); err != nil || e.Size != 1 || e.Name != "b" {
+		t.Fatalf("stat on the session: %+v, %v", e, err)
+	}
+	if _, err := s.Stat(ctx, "/l/nope"); !kerr.Is(err, kerr.NotFound) {
+		t.Fatalf("stat of a missing name on the session: %v, want NotFound", err)
+	}
+	// Without asking, no listing.
+	if ls, err := s.Subscribe(ctx, "/l"); err != nil || ls[0].Listed || ls[0].Entries != nil {
+		t.Fatalf("subscribe without listing: %+v, %v", ls, err)
+	}
+}

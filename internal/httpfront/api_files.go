@@ -34,16 +34,31 @@ func (a api) fileInfo(ctx context.Context, c auth.Principal, r nsapi.PathRequest
 	return a.ns.FileInfo(ctx, c, r.Path)
 }
 
-func (a api) mkdir(ctx context.Context, c auth.Principal, r nsapi.MkdirRequest) (done, error) {
-	return done{}, a.ns.Mkdir(ctx, c, r.Path, uint32(r.Mode), r.Parents)
+// mkdir, chmod and chown answer the entry as it is after the change, so
+// that a client caching attributes (kaon mount) needs no stat after
+// them; an entry the caller may not stat is answered empty (ID 0).
+func (a api) mkdir(ctx context.Context, c auth.Principal, r nsapi.MkdirRequest) (*nsapi.Entry, error) {
+	return a.changed(ctx, c, r.Path, a.ns.Mkdir(ctx, c, r.Path, uint32(r.Mode), r.Parents))
 }
 
-func (a api) chmod(ctx context.Context, c auth.Principal, r nsapi.ChmodRequest) (done, error) {
-	return done{}, a.ns.Chmod(ctx, c, r.Path, uint32(r.Mode))
+func (a api) chmod(ctx context.Context, c auth.Principal, r nsapi.ChmodRequest) (*nsapi.Entry, error) {
+	return a.changed(ctx, c, r.Path, a.ns.Chmod(ctx, c, r.Path, uint32(r.Mode)))
 }
 
-func (a api) chown(ctx context.Context, c auth.Principal, r nsapi.ChownRequest) (done, error) {
-	return done{}, a.ns.Chown(ctx, c, r.Path, r.UID, r.GID)
+func (a api) chown(ctx context.Context, c auth.Principal, r nsapi.ChownRequest) (*nsapi.Entry, error) {
+	return a.changed(ctx, c, r.Path, a.ns.Chown(ctx, c, r.Path, r.UID, r.GID))
+}
+
+// changed answers a change of path that ended with err: its entry now.
+func (a api) changed(ctx context.Context, c auth.Principal, path string, err error) (*nsapi.Entry, error) {
+	if err != nil {
+		return nil, err
+	}
+	e, err := a.ns.Stat(ctx, c, path)
+	if err != nil {
+		return &nsapi.Entry{}, nil
+	}
+	return &e, nil
 }
 
 func (a api) touch(ctx context.Context, c auth.Principal, r nsapi.TouchRequest) (nsapi.Entry, error) {

@@ -215,7 +215,14 @@ func (f *Namespace) sessionRequest(ctx context.Context, p auth.Principal, st *se
 	case nsapi.SessionHeartbeat:
 		answer(nsapi.SessionMessage{}, f.NS.SessionHeartbeat(ss, req.Open))
 	case nsapi.SessionSubscribe:
-		answer(nsapi.SessionMessage{Leases: f.NS.Subscribe(ctx, p, ss, req.Paths)}, nil)
+		answer(nsapi.SessionMessage{Leases: f.NS.Subscribe(ctx, p, ss, req.Paths, req.List)}, nil)
+	case nsapi.SessionStat:
+		if len(req.Paths) != 1 {
+			st.fail(req, kerr.New(kerr.Invalid, "session stat", "", "one path is required"))
+			return
+		}
+		e, err := f.NS.Stat(ctx, p, req.Paths[0])
+		answer(nsapi.SessionMessage{Entry: &e}, err)
 	case nsapi.SessionRenew:
 		l, err := f.NS.RenewLeases(ss, req.Inos)
 		answer(nsapi.SessionMessage{Leases: l}, err)

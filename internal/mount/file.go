@@ -443,6 +443,7 @@ func (n *node) flushed(changes int, e nsapi.Entry, ok bool) {
 	for _, ev := range held {
 		n.fsys.apply(ev)
 	}
+	n.changedHere() // its listed size is stale
 }
 
 // replay flushes journal jr onto p. While the servers cannot be reached

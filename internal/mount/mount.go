@@ -190,16 +190,17 @@ func (f *FS) nsPath(rel string) string {
 }
 
 // subscribe takes a lease on directory p and returns until when it
-// holds (zero: none, caching falls back to NoCacheTimeout).
-func (f *FS) subscribe(ctx context.Context, p string) time.Time {
-	ls, err := f.sess.Subscribe(ctx, p)
+// holds (zero: none, caching falls back to NoCacheTimeout) and, when
+// listed, its entries as read after the lease was granted.
+func (f *FS) subscribe(ctx context.Context, p string) (time.Time, []nsapi.Entry, bool) {
+	ls, err := f.sess.SubscribeList(ctx, p)
 	if err != nil || len(ls) != 1 || ls[0].Error != "" {
-		return time.Time{}
+		return time.Time{}, nil, false
 	}
 	f.mu.Lock()
 	f.subs[ls[0].Ino] = true
 	f.mu.Unlock()
-	return ls[0].Expires
+	return ls[0].Expires, ls[0].Entries, ls[0].Listed
 }
 
 // register records n (as the kernel knows it) under its inode number.
@@ -308,9 +309,19 @@ func (f *FS) dropAll() {
 
 func (f *FS) apply(ev nsapi.Invalidation) {
 	f.Stats.Counter("invalidations").Add(1)
+	// The daemon's listings first, whatever the kernel is told below:
+	// every name an event concerns is unsure in its directory's listing
+	// from now on (its entry, its attributes, its size).
+	for _, de := range [2]struct {
+		dir  uint64
+		name string
+	}{{ev.Parent, ev.Name}, {ev.From, ev.FromName}} {
+		if d := f.lookupNode(de.dir); d != nil && de.name != "" {
+			d.nameChanged(de.name)
+		}
+	}
 	entry := func(dir uint64, name string) {
 		if d := f.lookupNode(dir); d != nil && name != "" {
-			d.dropListing()
 			f.queue(func() { d.NotifyEntry(name) })
 		}
 	}
@@ -352,9 +363,6 @@ func (f *FS) apply(ev nsapi.Invalidation) {
 			f.queue(func() { n.NotifyContent(-1, 0) })
 		}
 	case nsapi.EventModified:
-		if d := f.lookupNode(ev.Parent); d != nil {
-			d.dropListing()
-		}
 		if n := f.lookupNode(ev.Ino); n != nil && !n.hold(ev) {
 			if pages := n.modified(ev); pages {
 				since := n.emptiedCount()

@@ -36,6 +36,8 @@ type node struct {
 	valid    time.Time              // attr valid until
 	lease    time.Time              // a directory's lease: its entries and their attributes
 	ents     map[string]nsapi.Entry // a directory's listing, valid with the lease
+	unsure   map[string]bool        // names changed since the listing: asked of the server
+	listGen  uint64                 // counts changes of a directory's names (a listing read across one is not kept)
 	jr       *journal               // the write-back journal while open for writing
 	writers  int                    // handles sharing jr
 	opens    int                    // open handles (writers included)
@@ -135,10 +137,14 @@ func (n *node) ensureLease(ctx context.Context) {
 	if held {
 		return
 	}
-	until := n.fsys.subscribe(ctx, n.path())
+	gen := n.listingGen()
+	until, es, listed := n.fsys.subscribe(ctx, n.path())
 	n.mu.Lock()
 	n.lease = until
 	n.mu.Unlock()
+	if listed {
+		n.setListing(es, gen)
+	}
 }
 
 func (n *node) renewed(until time.Time) {
@@ -149,12 +155,13 @@ func (n *node) renewed(until time.Time) {
 	n.mu.Unlock()
 }
 
-// invalidate drops n's cached attributes (and with lease its lease and
-// listing).
+// invalidate drops n's cached attributes and listing (and with lease
+// its lease).
 func (n *node) invalidate(lease bool) {
 	n.mu.Lock()
 	n.valid = time.Time{}
-	n.ents = nil
+	n.ents, n.unsure = nil, nil
+	n.listGen++
 	if lease {
 		n.lease = time.Time{}
 		n.gen++
@@ -162,9 +169,21 @@ func (n *node) invalidate(lease bool) {
 	n.mu.Unlock()
 }
 
-func (n *node) dropListing() {
+// A directory's listing is cached with its lease, so that lookups,
+// negative ones included, and listings are answered without a request.
+// Every change of a name the lease covers (an invalidation, or a change
+// made here) makes that name unsure — asked of the server from then on
+// — without dropping the rest; a listing read while a change arrived
+// is not kept (listGen).
+
+// nameChanged notes that directory n's entry name changed.
+func (n *node) nameChanged(name string) {
 	n.mu.Lock()
-	n.ents = nil
+	n.listGen++
+	if n.ents != nil {
+		delete(n.ents, name)
+		n.unsure[name] = true
+	}
 	n.mu.Unlock()
 }
 
@@ -178,6 +197,60 @@ func (n *node) hold(ev nsapi.Invalidation) bool {
 	}
 	n.held = append(n.held, ev)
 	return true
+}
+
+// listingGen is the generation a listing read from now on is kept at.
+func (n *node) listingGen() uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.listGen
+}
+
+// setListing caches es as directory n's listing if its names did not
+// change since gen and its lease holds.
+func (n *node) setListing(es []nsapi.Entry, gen uint64) {
+	ents := make(map[string]nsapi.Entry, len(es))
+	for _, e := range es {
+		ents[e.Name] = e
+	}
+	n.mu.Lock()
+	if gen == n.listGen && time.Now().Before(n.lease) {
+		n.ents, n.unsure = ents, map[string]bool{}
+	}
+	n.mu.Unlock()
+}
+
+// listed answers name from directory n's cached listing: known says
+// whether it can (lease held, name not changed since), found whether
+// the name exists.
+func (n *node) listed(name string) (e nsapi.Entry, found, known bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ents == nil || !time.Now().Before(n.lease) || n.unsure[name] {
+		return e, false, false
+	}
+	e, found = n.ents[name]
+	return e, found, true
+}
+
+// created puts e, made here, into directory n's listing (unless the
+// name changed meanwhile).
+func (n *node) created(e nsapi.Entry) {
+	n.mu.Lock()
+	if n.ents != nil && !n.unsure[e.Name] {
+		n.ents[e.Name] = e
+	}
+	n.mu.Unlock()
+}
+
+// changedHere notes in n's directory that n changed (its listed
+// attributes are stale).
+func (n *node) changedHere() {
+	if name, p := n.Parent(); p != nil {
+		if pn, ok := p.Operations().(*node); ok {
+			pn.nameChanged(name)
+		}
+	}
 }
 
 // modified applies a change of n's content and reports whether the
@@ -218,6 +291,16 @@ func (n *node) fresh(ctx context.Context) (nsapi.Attr, time.Time, syscall.Errno)
 	if p := n.parentNode(); p != nil {
 		p.ensureLease(ctx)
 		until2 = p.cacheUntil()
+		name, _ := n.Parent()
+		if e, found, known := p.listed(name); known && found && e.ID == a.ID && a.ID != 0 {
+			n.mu.Lock()
+			if n.jr == nil {
+				n.attr, n.valid = e.Attr, until2
+			}
+			a, until2 = n.attr, n.valid
+			n.mu.Unlock()
+			return a, until2, 0
+		}
 	} else { // the root: its own lease
 		n.ensureLease(ctx)
 		until2 = n.cacheUntil()
@@ -261,6 +344,15 @@ func (n *node) knownAs(dir uint64, name string) bool {
 	}
 	pn, ok := p.Operations().(*node)
 	return ok && pn.ino() == dir
+}
+
+// cacheUntilHere is how long n's own attributes may be cached: its
+// directory's lease (the root's own).
+func (n *node) cacheUntilHere() time.Time {
+	if p := n.parentNode(); p != nil {
+		return p.cacheUntil()
+	}
+	return n.cacheUntil()
 }
 
 func (n *node) parentNode() *node {
@@ -359,16 +451,13 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *
 	}
 	n.ensureLease(ctx)
 	until := n.cacheUntil()
-	n.mu.Lock()
-	ents, leased := n.ents, time.Now().Before(n.lease)
-	n.mu.Unlock()
-	if ents != nil && leased {
-		e, ok := ents[name]
-		if !ok {
+	if e, found, known := n.listed(name); known {
+		if !found {
 			out.SetEntryTimeout(timeout(until))
 			n.fsys.Stats.Counter("negative_cached").Add(1)
 			return nil, syscall.ENOENT
 		}
+		n.fsys.Stats.Counter("lookup_cached").Add(1)
 		return n.child(ctx, e, until, out), 0
 	}
 	e, err := n.client(ctx).Stat(ctx, path.Join(n.path(), name))
@@ -405,22 +494,38 @@ func (n *node) Readdir(ctx context.Context) (_ fs.DirStream, eno syscall.Errno) 
 	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("readdir").Done(time.Now(), &eno)
 	n.ensureLease(ctx)
-	es, err := n.client(ctx).List(ctx, n.path())
-	if err != nil {
-		return nil, errno(err)
+	es := n.cachedListing()
+	if es == nil {
+		gen := n.listingGen()
+		var err error
+		if es, err = n.client(ctx).List(ctx, n.path()); err != nil {
+			return nil, errno(err)
+		}
+		n.setListing(es, gen)
+	} else {
+		n.fsys.Stats.Counter("readdir_cached").Add(1)
 	}
-	ents := make(map[string]nsapi.Entry, len(es))
 	list := make([]fuse.DirEntry, 0, len(es))
 	for _, e := range es {
-		ents[e.Name] = e
 		list = append(list, fuse.DirEntry{Name: e.Name, Ino: e.ID, Mode: fileType(e.Attr)})
 	}
-	n.mu.Lock()
-	if time.Now().Before(n.lease) {
-		n.ents = ents
-	}
-	n.mu.Unlock()
 	return fs.NewListDirStream(list), 0
+}
+
+// cachedListing is directory n's listing, by name, when the cache holds
+// all of it (nil otherwise).
+func (n *node) cachedListing() []nsapi.Entry {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ents == nil || len(n.unsure) > 0 || !time.Now().Before(n.lease) {
+		return nil
+	}
+	es := make([]nsapi.Entry, 0, len(n.ents))
+	for _, e := range n.ents {
+		es = append(es, e)
+	}
+	slices.SortFunc(es, func(a, b nsapi.Entry) int { return strings.Compare(a.Name, b.Name) })
+	return es
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, eno syscall.Errno) {
@@ -432,19 +537,21 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	c := n.client(ctx)
 	p := path.Join(n.path(), name)
 	perm := mode & 0o7777
-	if err := c.Mkdir(ctx, p, perm, false); err != nil {
-		return nil, errno(err)
-	}
-	n.dropListing() // the session's event would too, later
-	if perm == 0 {  // the service reads mode 0 as its default
-		if err := c.Chmod(ctx, p, 0); err != nil {
-			return nil, errno(err)
-		}
-	}
-	e, err := c.Stat(ctx, p)
+	e, err := c.MkdirStat(ctx, p, perm, false)
 	if err != nil {
 		return nil, errno(err)
 	}
+	if perm == 0 { // the service reads mode 0 as its default
+		if e, err = c.ChmodStat(ctx, p, 0); err != nil {
+			return nil, errno(err)
+		}
+	}
+	if e.ID == 0 { // a server that does not answer the entry
+		if e, err = c.Stat(ctx, p); err != nil {
+			return nil, errno(err)
+		}
+	}
+	n.created(e)
 	return n.child(ctx, e, n.cacheUntil(), out), 0
 }
 
@@ -464,13 +571,14 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
-	n.dropListing()               // the session's event would too, later
 	if perm == 0 && e.Mode != 0 { // the service reads mode 0 as its default
 		if err := c.Chmod(ctx, p, 0); err != nil {
+			n.nameChanged(name)
 			return nil, nil, 0, errno(err)
 		}
 		e.Mode = 0
 	}
+	n.created(e)
 	ch := n.child(ctx, e, n.cacheUntil(), out)
 	cn := ch.Operations().(*node)
 	fh, fl, eno := cn.open(ctx, flags, c)
@@ -515,10 +623,11 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 	case !dir && e.IsDir:
 		return syscall.EISDIR
 	}
-	if err := c.Remove(ctx, p, false); err != nil {
+	err = c.Remove(ctx, p, false)
+	n.nameChanged(name) // the session's event would too, later
+	if err != nil {
 		return errno(err)
 	}
-	n.dropListing() // the session's event would too, later
 	if ch := n.GetChild(name); ch != nil {
 		if cn, ok := ch.Operations().(*node); ok {
 			cn.mu.Lock()
@@ -551,11 +660,12 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		}
 	}
 	replaced := np.GetChild(newName)
-	if err := c.Rename(ctx, from, to, flags&unix.RENAME_NOREPLACE == 0); err != nil {
+	err := c.Rename(ctx, from, to, flags&unix.RENAME_NOREPLACE == 0)
+	n.nameChanged(name) // the session's events would too, later
+	np.nameChanged(newName)
+	if err != nil {
 		return errno(err)
 	}
-	n.dropListing() // the session's event would too, later
-	np.dropListing()
 	if replaced != nil {
 		// A file open here that the rename replaced is gone: its journal
 		// must not be flushed onto the name it had.
@@ -574,10 +684,15 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	c := n.client(ctx)
 	p := n.path()
 	a, _ := n.snapshot()
+	// The entry after the last change, as the server answered it: no
+	// stat after a chmod or chown (ID 0: none yet, or stale).
+	var after nsapi.Entry
 	if m, ok := in.GetMode(); ok {
-		if err := c.Chmod(ctx, p, m&0o7777); err != nil {
+		e, err := c.ChmodStat(ctx, p, m&0o7777)
+		if err != nil {
 			return errno(err)
 		}
+		after = e
 	}
 	uid, uok := in.GetUID()
 	gid, gok := in.GetGID()
@@ -588,9 +703,11 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if !gok {
 			gid = a.GID
 		}
-		if err := c.Chown(ctx, p, uid, gid); err != nil {
+		e, err := c.ChownStat(ctx, p, uid, gid)
+		if err != nil {
 			return errno(err)
 		}
+		after = e
 	}
 	// FATTR_KILL_SUIDGID: a chown, or a truncate by anyone but root
 	// (fusecore's ServerKillsPriv leaves it to the mount).
@@ -599,6 +716,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			if eno := n.killPriv(ctx, c); eno != 0 {
 				return eno
 			}
+			after.ID = 0
 		}
 	}
 	if sz, ok := in.GetSize(); ok {
@@ -614,6 +732,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if err != nil {
 			return errno(err)
 		}
+		after.ID = 0
 	}
 	// Times: the namespace keeps the modification time, no access time
 	// (an atime set is accepted and not kept, as on a noatime mount).
@@ -650,8 +769,22 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if err := c.SetMTime(ctx, p, mt, now); err != nil {
 			return errno(err)
 		}
+		after.ID = 0
 	}
 	n.invalidate(false)
+	n.changedHere()
+	if after.ID != 0 && after.ID == a.ID { // as fresh would have stored it
+		until := n.cacheUntilHere()
+		n.mu.Lock()
+		if after.DataVersion != n.attr.DataVersion {
+			n.gen++ // changed: what was read ahead is stale
+		}
+		n.attr, n.valid = after.Attr, until
+		n.mu.Unlock()
+		n.fill(after.Attr, &out.Attr)
+		out.SetTimeout(timeout(until))
+		return 0
+	}
 	a, until, eno := n.fresh(ctx)
 	if eno != 0 {
 		return eno
@@ -928,7 +1061,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if err != nil {
 		return nil, errno(err)
 	}
-	n.dropListing() // the session's event would too, later
+	n.nameChanged(name) // the session's event would too, later
 	return n.child(ctx, e, n.cacheUntil(), out), 0
 }
 

@@ -35,6 +35,7 @@ const (
 	SessionGetLk       = "getlk"       // Lock: the first lock that would conflict
 	SessionCancel      = "cancel"      // Cancel: give up the blocked lock request with that ID
 	SessionClose       = "close"       // end the session: its leases and locks are released
+	SessionStat        = "stat"        // Paths[0]: its entry (Entry), as GET /api/v1/stat answers it
 )
 
 // SessionRequest is one message a client sends on its session stream.
@@ -50,7 +51,15 @@ type SessionRequest struct {
 	Lock   *LockRequest  `json:"lock,omitempty"`
 	Cancel uint64        `json:"cancel,omitempty"`
 	Open   int           `json:"open_files,omitempty"` // heartbeat: files the client has open (fusex ls)
+	// List (subscribe): each directory is also listed once its lease is
+	// granted, when it holds at most MaxLeaseListing entries: the client
+	// then knows every name (and every absent one) while the lease holds.
+	List bool `json:"list,omitempty"`
 }
+
+// MaxLeaseListing bounds the directories a subscribe lists (by the
+// entries its subtree counts): a larger one is leased without a listing.
+const MaxLeaseListing = 4096
 
 // SessionHello opens a session. Resume and Key name a session the client
 // held: in the same incarnation (Term) it is resumed with its locks (its
@@ -90,6 +99,10 @@ type Lease struct {
 	Expires time.Time `json:"expires,omitempty"`
 	Error   string    `json:"error,omitempty"` // why it was not granted
 	Kind    kerr.Kind `json:"kind,omitempty"`
+	// Listed: Entries are the directory's entries, read after the lease
+	// was granted (so any later change comes as an invalidation).
+	Listed  bool    `json:"listed,omitempty"`
+	Entries []Entry `json:"entries,omitempty"`
 }
 
 // Lock kinds: POSIX record locks (fcntl) and BSD flock; they do not
@@ -154,6 +167,7 @@ type SessionMessage struct {
 	Session *SessionInfo  `json:"session,omitempty"` // open
 	Leases  []Lease       `json:"leases,omitempty"`  // subscribe, renew
 	Lock    *Lock         `json:"lock,omitempty"`    // getlk: the conflicting lock (nil: none)
+	Entry   *Entry        `json:"entry,omitempty"`   // stat
 	Event   *Invalidation `json:"event,omitempty"`
 	// Held answers a lock request: the locks its owner holds on the file
 	// now (what a client reclaims after a takeover).

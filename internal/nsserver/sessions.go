@@ -43,7 +43,10 @@ func (s *Server) SessionHeartbeat(ss *Session, openFiles int) error {
 // Subscribe gives ss leases on paths (directories: their entries and
 // their attributes; files: their attributes and data), each for what p
 // may stat; a path it may not is answered with the reason in its Lease.
-func (s *Server) Subscribe(ctx context.Context, p auth.Principal, ss *Session, paths []string) []nsapi.Lease {
+// With list, a directory of at most nsapi.MaxLeaseListing entries is
+// listed after its lease is granted (a directory p may not list is
+// leased without).
+func (s *Server) Subscribe(ctx context.Context, p auth.Principal, ss *Session, paths []string, list bool) []nsapi.Lease {
 	out := make([]nsapi.Lease, len(paths))
 	for i, path := range paths {
 		out[i].Path = path
@@ -52,6 +55,11 @@ func (s *Server) Subscribe(ctx context.Context, p auth.Principal, ss *Session, p
 			out[i].Ino = e.ID
 			out[i].Path = e.Path
 			out[i].Expires, err = s.sess.Subscribe(ss, e.ID, e.Path)
+		}
+		if err == nil && list && e.IsDir && e.TreeFiles+e.TreeDirs <= nsapi.MaxLeaseListing {
+			if es, lerr := s.List(ctx, p, e.Path); lerr == nil {
+				out[i].Listed, out[i].Entries = true, es
+			}
 		}
 		if err != nil {
 			out[i].Kind, out[i].Error = kerr.KindOf(err), err.Error()
