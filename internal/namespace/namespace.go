@@ -183,9 +183,24 @@ func (tx *txn) emit(e Event)    { tx.events = append(tx.events, e) }
 // batch (still under the lock, so cache and store change together and in
 // order), publishes its events, and waits for durability after releasing
 // the lock, so concurrent mutations share one fsync (group commit).
+//
+// A panic under the lock (a store failing hard, a bug in fn) releases
+// it with the cache dropped and goes on to the caller: the HTTP server
+// recovers a handler's panic and keeps serving, and a lock left held
+// hung every later request.
 func (ns *Namespace) mutate(op string, fn func(tx *txn) error) error {
 	ns.mu.Lock()
+	locked := true
 	tx := &txn{b: ns.eng.NewBatch()}
+	defer func() {
+		if locked {
+			r := recover()
+			ns.dropCache() // fn or the apply may have left it half-changed
+			ns.binID = 0
+			ns.mu.Unlock()
+			panic(r)
+		}
+	}()
 	err := fn(tx)
 	var wait func() error
 	if err == nil && tx.writes > 0 {
@@ -207,6 +222,7 @@ func (ns *Namespace) mutate(op string, fn func(tx *txn) error) error {
 		ns.binID = 0
 	}
 	tx.b.Discard()
+	locked = false
 	ns.mu.Unlock()
 	if err != nil {
 		return err
