@@ -77,23 +77,9 @@ func TestMountFailover(t *testing.T) {
 		t.Errorf("close failed but the whole file is stored")
 	}
 	in.checkFile(in.http[1], "/m/before", before)
-	in.eventually("read the file closed before through the mount", 30*time.Second, func() error {
-		b, err := os.ReadFile(filepath.Join(mp, "before"))
-		if err != nil || !bytes.Equal(b, before) {
-			return errors.New("read " + string(b) + ": " + strings.TrimSpace(errString(err)))
-		}
-		return nil
-	})
-	// The flock is the mount's still: another open file description
-	// conflicts with it.
-	other, err := os.Open(filepath.Join(mp, "before"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if err := unix.Flock(int(other.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
-		t.Errorf("flock after the failover against the one held before: %v, want EWOULDBLOCK", err)
-	}
+	in.readsThrough(mp, "before", before)
+	// The flock is the mount's still.
+	flockHeld(t, filepath.Join(mp, "before"), "after the failover")
 	after := []byte("made after")
 	in.eventually("create a file through the mount after the failover", 30*time.Second, func() error {
 		return os.WriteFile(filepath.Join(mp, "after"), after, 0o644)
@@ -149,20 +135,32 @@ func TestMountServers(t *testing.T) {
 	t.Logf("a file made through the mount %v after server 0 was told to stop", time.Since(stopped).Round(time.Millisecond))
 	in.checkFile(in.http[1], "/m/after", after)
 	in.checkFile(in.http[1], "/m/before", before)
-	in.eventually("read the file written before through the mount", 30*time.Second, func() error {
-		b, err := os.ReadFile(filepath.Join(mp, "before"))
-		if err != nil || !bytes.Equal(b, before) {
+	in.readsThrough(mp, "before", before)
+	flockHeld(t, filepath.Join(mp, "before"), "after server 0 stopped")
+}
+
+// readsThrough waits until name reads back as want through the mount on mp.
+func (in *instance) readsThrough(mp, name string, want []byte) {
+	in.eventually("read "+name+" through the mount", 30*time.Second, func() error {
+		b, err := os.ReadFile(filepath.Join(mp, name))
+		if err != nil || !bytes.Equal(b, want) {
 			return errors.New("read " + string(b) + ": " + strings.TrimSpace(errString(err)))
 		}
 		return nil
 	})
-	other, err := os.Open(filepath.Join(mp, "before"))
+}
+
+// flockHeld checks that the flock the test took on p is still held: another
+// open file description of p conflicts with it.
+func flockHeld(t *testing.T, p, when string) {
+	t.Helper()
+	other, err := os.Open(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
 	if err := unix.Flock(int(other.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
-		t.Errorf("flock after server 0 stopped against the one held before: %v, want EWOULDBLOCK", err)
+		t.Errorf("flock %s against the one held before: %v, want EWOULDBLOCK", when, err)
 	}
 }
 
