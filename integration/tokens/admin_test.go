@@ -83,7 +83,7 @@ var adminRoutes = map[string]adminRoute{
 // they say nothing about the instance's servers and disks.
 var userRoutes = []string{"stat", "ls", "mkdir", "chmod", "chown", "touch", "rm", "mv", "attr/set", "attr/rm", "attr/ls",
 	"fileinfo", "quota/ls", "recycle/ls", "recycle/restore", "recycle/purge", "whoami", "file/versions", "file/restore-version",
-	"srr", "truncate", "statfs", "utimes"}
+	"srr", "truncate", "statfs", "utimes", "symlink"}
 
 // apiRoutes are the routes the admin API's sources register: the
 // entries of its route table ({"ROUTE", get|post, ...}) and the routes
