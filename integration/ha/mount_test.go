@@ -27,28 +27,11 @@ import (
 // held after (the session re-established it); new files can be made
 // after.
 func TestMountFailover(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (FUSE)")
-	}
-	in := newInstance(t, 2)
-	in.waitActive(0, "server 0 is active")
-	if _, e, code := in.kaon(in.http[0], "mkdir", "/m"); code != 0 {
-		t.Fatal(e)
-	}
+	in := mountInstance(t)
 	mp := haMount(t, in.http[1])
 
 	before := []byte("written and closed before the failover")
-	if err := os.WriteFile(filepath.Join(mp, "before"), before, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	lk, err := os.Open(filepath.Join(mp, "before"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lk.Close()
-	if err := unix.Flock(int(lk.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		t.Fatalf("flock before the failover: %v", err)
-	}
+	writeAndFlock(t, filepath.Join(mp, "before"), before, "before the failover")
 	open, err := os.Create(filepath.Join(mp, "across"))
 	if err != nil {
 		t.Fatal(err)
@@ -101,27 +84,10 @@ func errString(err error) string {
 // still the mount's. With --url A alone the mount could not reach the
 // instance any more.
 func TestMountServers(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (FUSE)")
-	}
-	in := newInstance(t, 2)
-	in.waitActive(0, "server 0 is active")
-	if _, e, code := in.kaon(in.http[0], "mkdir", "/m"); code != 0 {
-		t.Fatal(e)
-	}
+	in := mountInstance(t)
 	mp := haMount(t, in.http[0]+","+in.http[1])
 	before := []byte("written before server 0 stopped")
-	if err := os.WriteFile(filepath.Join(mp, "before"), before, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	lk, err := os.Open(filepath.Join(mp, "before"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lk.Close()
-	if err := unix.Flock(int(lk.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		t.Fatalf("flock before server 0 stopped: %v", err)
-	}
+	writeAndFlock(t, filepath.Join(mp, "before"), before, "before server 0 stopped")
 
 	stopped := time.Now()
 	in.mgms[0].Stop()
@@ -137,6 +103,37 @@ func TestMountServers(t *testing.T) {
 	in.checkFile(in.http[1], "/m/before", before)
 	in.readsThrough(mp, "before", before)
 	flockHeld(t, filepath.Join(mp, "before"), "after server 0 stopped")
+}
+
+// mountInstance is two namespace servers on etcd, server 0 active, with
+// the directory /m the tests mount (root: FUSE).
+func mountInstance(t *testing.T) *instance {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (FUSE)")
+	}
+	in := newInstance(t, 2)
+	in.waitActive(0, "server 0 is active")
+	if _, e, code := in.kaon(in.http[0], "mkdir", "/m"); code != 0 {
+		t.Fatal(e)
+	}
+	return in
+}
+
+// writeAndFlock writes data to p and takes an exclusive flock on it,
+// held until the test ends.
+func writeAndFlock(t *testing.T, p string, data []byte, when string) {
+	t.Helper()
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lk, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lk.Close() })
+	if err := unix.Flock(int(lk.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("flock %s: %v", when, err)
+	}
 }
 
 // readsThrough waits until name reads back as want through the mount on mp.

@@ -135,10 +135,12 @@ func TestDirectRead(t *testing.T) {
 	// A new stripe is the file's bytes exactly: the kernel reads it
 	// itself. The setting reaches the storage server with its next
 	// heartbeat: files are written until one lands without sums.
-	for i, start := 0, time.Now(); ; i++ {
+	i := 0
+	waitFor(t, time.Minute, "fs config blocksums=off: a new stripe without block sums", func() bool {
 		// A new file each time: an existing stripe keeps its sums
 		// through updates.
 		p = filepath.Join(m.mp, fmt.Sprintf("plain-%d", i))
+		i++
 		if err := os.WriteFile(p, want, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -146,14 +148,13 @@ func TestDirectRead(t *testing.T) {
 		if err := syscall.Stat(p, &st); err != nil {
 			t.Fatal(err)
 		}
-		if fi, err := os.Stat(stripeOf(t, up.Dir, st.Ino)); err == nil && fi.Size() == int64(len(want)) {
-			break
+		fi, err := os.Stat(stripeOf(t, up.Dir, st.Ino))
+		if err == nil && fi.Size() == int64(len(want)) {
+			return true
 		}
-		if time.Since(start) > time.Minute {
-			t.Fatalf("fs config blocksums=off: new stripes still have block sums after %v", time.Since(start))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		time.Sleep(200 * time.Millisecond) // a file each poll: not every 5 ms
+		return false
+	})
 	var before struct {
 		BytesOut int64 `json:"bytes_out"`
 	}
