@@ -77,19 +77,23 @@ func runTxn(t *testing.T, open func(t *testing.T) kv.Engine) {
 	})
 
 	// N goroutines each add 1 M times to one counter: any lost update
-	// (a commit that did not see the previous one) leaves it short.
+	// (a commit that did not see the previous one) leaves it short of the
+	// commits acknowledged, and a transaction that gave up (kerr.Busy
+	// wrapping ErrConflict after TxnAttempts lost races, which a loaded
+	// machine makes possible) must have left no trace, as Jepsen's counter
+	// checker compares what clients were told against what is stored.
 	t.Run("TxnCounterNoLostUpdate", func(t *testing.T) {
 		e := open(t)
 		ctx := testCtx(t)
 		const N, M = 8, 25
-		var calls atomic.Int64
+		var calls, acked, gaveUp atomic.Int64
 		var wg sync.WaitGroup
 		for g := 0; g < N; g++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for i := 0; i < M; i++ {
-					if err := e.Txn(ctx, func(tx kv.Tx) error {
+					err := e.Txn(ctx, func(tx kv.Tx) error {
 						calls.Add(1)
 						n := 0
 						if v, err := tx.Get([]byte("counter")); err == nil {
@@ -100,7 +104,13 @@ func runTxn(t *testing.T, open func(t *testing.T) kv.Engine) {
 						runtime.Gosched() // let others read the same value
 						tx.Put([]byte("counter"), []byte(strconv.Itoa(n+1)))
 						return nil
-					}); err != nil {
+					})
+					switch {
+					case err == nil:
+						acked.Add(1)
+					case errors.Is(err, kv.ErrConflict):
+						gaveUp.Add(1)
+					default:
 						t.Error(err)
 						return
 					}
@@ -108,11 +118,14 @@ func runTxn(t *testing.T, open func(t *testing.T) kv.Engine) {
 			}()
 		}
 		wg.Wait()
-		v, err := e.Get([]byte("counter"))
-		if err != nil || string(v) != strconv.Itoa(N*M) {
-			t.Fatalf("counter = %q (%v), want %d", v, err, N*M)
+		if acked.Load() == 0 {
+			t.Fatalf("no transaction of %d committed", N*M)
 		}
-		t.Logf("%d commits took %d attempts", N*M, calls.Load())
+		v, err := e.Get([]byte("counter"))
+		if err != nil || string(v) != strconv.FormatInt(acked.Load(), 10) {
+			t.Fatalf("counter = %q (%v), want %d acknowledged increments (%d gave up)", v, err, acked.Load(), gaveUp.Load())
+		}
+		t.Logf("%d commits (%d gave up) took %d attempts", acked.Load(), gaveUp.Load(), calls.Load())
 	})
 
 	// Write skew: two on-call doctors x and y, at least one must stay. Each
