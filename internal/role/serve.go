@@ -149,6 +149,7 @@ func StartUp(c UpConfig, log *slog.Logger) (_ *Server, err error) {
 		policy.AddSelf(xaddr, fxaddr)
 	}
 	nsSrv := serveHTTP(sec.listener(nsL), ns.Endpoint())
+	nsSrv.RegisterOnShutdown(ns.CloseSessionStreams)
 	fstSrv := serveHTTP(sec.listener(fstL), fst.HTTP)
 	go fst.Server.Run(ctx)
 	go ns.Service.Run(ctx)
@@ -233,6 +234,7 @@ func StartMGM(c MGMConfig, log *slog.Logger) (_ *Server, err error) {
 		ep.XRootD = "root://" + xaddr
 	}
 	srv := serveHTTP(sec.listener(l), ns.Endpoint())
+	srv.RegisterOnShutdown(ns.CloseSessionStreams)
 	s.onClose(func() { shutdown(srv) })
 	sec.endpoints(&ep)
 	s.Endpoints = ep
