@@ -12,7 +12,7 @@ import (
 
 func newBenchSessionWireCmd() *cobra.Command {
 	var cfg bench.WireConfig
-	c := leaf("session-wire", "the session channel's candidate transports on one stream of invalidations: gRPC vs HTTP/2 (net/http), in process over loopback", func(*cobra.Command, []string) int {
+	c := leaf("session-wire", "the session channel's candidate transports on one stream of invalidations: gRPC, HTTP/2 (net/http) and WebSocket (gorilla), in process over loopback", func(*cobra.Command, []string) int {
 		res, err := bench.SessionWire(cfg, os.Stdout)
 		if err != nil {
 			return fail("bench session-wire", err)
