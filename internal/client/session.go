@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -167,7 +168,7 @@ var sessionsOverHTTP2 = false
 // and its response (servers before the WebSocket).
 type streamConn interface {
 	send(*nsapi.SessionRequest) error // one writer at a time (s.mu)
-	next() (*json.Decoder, error)     // the next messages' decoder (one reader)
+	decoder() *json.Decoder           // of the server's messages (one reader)
 	ping() error                      // safe beside send
 	close(error)
 }
@@ -273,6 +274,14 @@ func (s *Session) dialWS(ctx context.Context, base string) (streamConn, string, 
 	if err == nil {
 		conn.SetReadLimit(wsMessageLimit)
 		w := &wsConn{c: conn}
+		w.enc = json.NewEncoder(&w.out)
+		w.dec = json.NewDecoder(&nsapi.MessageStream{Next: func() (io.Reader, error) {
+			_, rd, err := conn.NextReader()
+			if err == nil {
+				w.alive()
+			}
+			return rd, err
+		}})
 		conn.SetPongHandler(func(string) error { w.alive(); return nil })
 		return w, "", nil
 	}
@@ -305,22 +314,24 @@ const wsMessageLimit = 64 << 20
 // as the HTTP/2 transport's pings end a silent connection.
 type wsConn struct {
 	c       *websocket.Conn
+	out     bytes.Buffer  // the request being sent (send: one at a time)
+	enc     *json.Encoder // to out
+	dec     *json.Decoder // of the server's messages, read as one stream
 	pinging atomic.Bool
 }
 
 // wsSilence is how long a pinged stream may be silent.
 var wsSilence = 30 * time.Second
 
-func (w *wsConn) send(r *nsapi.SessionRequest) error { return w.c.WriteJSON(r) }
-
-func (w *wsConn) next() (*json.Decoder, error) {
-	_, rd, err := w.c.NextReader()
-	if err != nil {
-		return nil, err
+func (w *wsConn) send(r *nsapi.SessionRequest) error {
+	w.out.Reset()
+	if err := w.enc.Encode(r); err != nil {
+		return err
 	}
-	w.alive()
-	return json.NewDecoder(rd), nil
+	return w.c.WriteMessage(websocket.TextMessage, w.out.Bytes())
 }
+
+func (w *wsConn) decoder() *json.Decoder { return w.dec }
 
 // alive notes that the server was heard from.
 func (w *wsConn) alive() {
@@ -350,14 +361,7 @@ type h2Conn struct {
 
 func (h *h2Conn) send(r *nsapi.SessionRequest) error { return h.enc.Encode(r) }
 
-func (h *h2Conn) next() (*json.Decoder, error) {
-	if h.dec == nil {
-		return nil, io.ErrUnexpectedEOF
-	}
-	d := h.dec
-	h.dec = nil
-	return d, nil
-}
+func (h *h2Conn) decoder() *json.Decoder { return h.dec }
 
 func (h *h2Conn) ping() error { return nil } // HTTP/2 pings (sessionHTTP)
 
@@ -438,25 +442,12 @@ func (s *Session) hello(ctx context.Context, conn streamConn) error {
 // read reads the stream's messages until it ends.
 func (s *Session) read(conn streamConn) error {
 	defer conn.close(nil)
-	for {
-		dec, err := conn.next()
-		if err != nil {
-			return err
-		}
-		if err := s.readValues(dec); err != nil {
-			return err
-		}
-	}
-}
-
-// readValues handles the messages dec decodes; nil at its end (the end of
-// a WebSocket message).
-func (s *Session) readValues(dec *json.Decoder) error {
+	dec := conn.decoder()
 	for {
 		var m nsapi.SessionMessage
 		if err := dec.Decode(&m); err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil
+				return io.ErrUnexpectedEOF
 			}
 			return err
 		}

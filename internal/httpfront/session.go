@@ -21,8 +21,9 @@ import (
 
 // The session channel (nsapi.SessionPath): a WebSocket (RFC 6455,
 // gorilla/websocket) whose messages carry, as JSON values, the client's
-// nsapi.SessionRequests and the service's nsapi.SessionMessages (a
-// message may hold several values); or one HTTP/2 request whose body is
+// nsapi.SessionRequests and the service's nsapi.SessionMessages (one
+// request a message; a message of the service's may hold several, read
+// as one stream: nsapi.MessageStream); or one HTTP/2 request whose body is
 // the client's stream of requests and whose response is the service's
 // stream of messages (clients before the WebSocket, which takes about
 // half the goroutine hand-offs per round trip: docs/DESIGN-NOTES.md). The
@@ -185,8 +186,7 @@ func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	st := &sessionStream{queued: make(chan struct{}, 1),
 		sessions: map[uint32]*nsserver.Session{}, waits: map[uint64]context.CancelFunc{}}
-	// next returns a decoder of the client's next requests.
-	var next func() (*json.Decoder, error)
+	var dec *json.Decoder // of the client's requests
 	if ws {
 		if r.Header.Get("Origin") != "" {
 			writeJSONError(w, kerr.New(kerr.Permission, "session", r.URL.Path, "a WebSocket session channel is not opened from a web page (the handshake names an Origin)"))
@@ -201,13 +201,10 @@ func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
 		conn.SetReadLimit(wsRequestLimit)
 		st.ws = &wsOut{c: conn}
 		st.enc, st.flush = json.NewEncoder(st.ws), st.ws.Flush
-		next = func() (*json.Decoder, error) {
+		dec = json.NewDecoder(&nsapi.MessageStream{Next: func() (io.Reader, error) {
 			_, rd, err := conn.NextReader()
-			if err != nil {
-				return nil, err
-			}
-			return json.NewDecoder(rd), nil
-		}
+			return rd, err
+		}})
 	} else {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
@@ -216,15 +213,7 @@ func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		st.enc, st.flush = json.NewEncoder(w), rc.Flush
-		dec := json.NewDecoder(r.Body)
-		next = func() (*json.Decoder, error) {
-			if dec == nil {
-				return nil, io.EOF
-			}
-			d := dec
-			dec = nil
-			return d, nil
-		}
+		dec = json.NewDecoder(r.Body)
 	}
 	written := make(chan struct{})
 	go func() {
@@ -248,7 +237,16 @@ func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	f.readSession(ctx, p, st, next)
+	for ctx.Err() == nil {
+		var req nsapi.SessionRequest
+		if err := dec.Decode(&req); err != nil {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil && !websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway) {
+				f.Log.Debug("session stream ended", "err", err)
+			}
+			break
+		}
+		f.sessionRequest(ctx, p, st, req)
+	}
 	cancel()
 	<-written
 	// Blocked lock requests withdrawn by cancel may still answer: not on
@@ -261,34 +259,6 @@ func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
 		f.NS.DetachSession(ss, st)
 	}
 	st.mu.Unlock()
-}
-
-// readSession serves a stream's requests until it ends: next gives a
-// decoder of the next requests (one per WebSocket message; the whole
-// body on HTTP/2).
-func (f *Namespace) readSession(ctx context.Context, p auth.Principal, st *sessionStream, next func() (*json.Decoder, error)) {
-	for ctx.Err() == nil {
-		dec, err := next()
-		if err != nil {
-			if !errors.Is(err, io.EOF) && ctx.Err() == nil && !websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway) {
-				f.Log.Debug("session stream ended", "err", err)
-			}
-			return
-		}
-		for ctx.Err() == nil {
-			var req nsapi.SessionRequest
-			if err := dec.Decode(&req); err != nil {
-				if errors.Is(err, io.EOF) && st.ws != nil {
-					break // the end of the message
-				}
-				if !errors.Is(err, io.EOF) && ctx.Err() == nil {
-					f.Log.Debug("session stream ended", "err", err)
-				}
-				return
-			}
-			f.sessionRequest(ctx, p, st, req)
-		}
-	}
 }
 
 // sessionRequest serves one request of a stream. Blocking lock requests

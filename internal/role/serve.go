@@ -354,8 +354,7 @@ func listen(addr string, s *Server) (net.Listener, string, error) {
 // test may serve it through httptest). It speaks HTTP/1.1 and HTTP/2:
 // over TLS when a client offers only h2 (ALPN prefers http/1.1, so
 // curl, davix and gfal keep HTTP/1.1), in plaintext with prior knowledge
-// (h2c); the session channel needs HTTP/2, and carries many sessions'
-// streams over one connection.
+// (h2c); the session channel's clients before the WebSocket need HTTP/2.
 func HTTPServer(h http.Handler) *http.Server {
 	var p http.Protocols
 	p.SetHTTP1(true)
