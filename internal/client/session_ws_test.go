@@ -17,7 +17,6 @@ import (
 	"github.com/kaon-storage/kaon/internal/kaontest"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/nsapi"
-	"github.com/kaon-storage/kaon/internal/role"
 )
 
 // TestSessionTransports: a session works the same over a WebSocket (what
@@ -90,7 +89,10 @@ func TestSessionWithServerBeforeWebSocket(t *testing.T) {
 	st.Put(t, "/f", []byte("x"))
 	ns := st.HTTP.Config.Handler
 	old := httptest.NewUnstartedServer(nil)
-	old.Config = role.HTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	old.Config = &http.Server{Protocols: &protos, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == nsapi.SessionPath && r.Method != http.MethodPost {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusNotImplemented)
@@ -98,7 +100,7 @@ func TestSessionWithServerBeforeWebSocket(t *testing.T) {
 			return
 		}
 		ns.ServeHTTP(w, r)
-	}))
+	})}
 	old.Start()
 	defer old.Close()
 	s, err := client.New(old.URL).OpenSession(ctx, client.SessionOptions{Host: "new client"})
