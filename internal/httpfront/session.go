@@ -25,8 +25,9 @@ import (
 // request a message; a message of the service's may hold several, read
 // as one stream: nsapi.MessageStream); or one HTTP/2 request whose body is
 // the client's stream of requests and whose response is the service's
-// stream of messages (clients before the WebSocket, which takes about
-// half the goroutine hand-offs per round trip: docs/DESIGN-NOTES.md). The
+// stream of messages (clients before the WebSocket; net/http's HTTP/2
+// hands a request over between goroutines ~11 times, the WebSocket once:
+// docs/DESIGN-NOTES.md). The
 // client is authenticated as every request of this endpoint is (the
 // connection's unix peer or certificate, or the request's bearer token);
 // what its sessions ask is authorized by the service. A standby answers
@@ -36,13 +37,13 @@ import (
 //
 // Requests are served, and their replies written, by the goroutine that
 // reads the stream (a blocked lock request waits in a goroutine of its
-// own); pushed
-// messages go through a queue per stream, written by one goroutine that
-// takes what is queued, writes it and flushes: pushing never waits
-// (nsserver.SessionSink), and a message the queue cannot take is lost,
-// which the client sees as a gap in its session's sequence numbers. The
-// queue grows as messages come (an idle stream holds none: a channel of
-// sessionQueue messages held 512 KiB per stream, one stream per mount).
+// own); pushed messages go through a queue per stream, written by one
+// goroutine that takes what is queued, writes it and flushes: pushing
+// never waits (nsserver.SessionSink), and a message the queue cannot take
+// is lost, which the client sees as a gap in its session's sequence
+// numbers. The queue grows as messages come (an idle stream holds none: a
+// channel of sessionQueue messages held 512 KiB per stream, one stream
+// per mount).
 
 // sessionQueue is how many messages a stream holds before pushed ones
 // are lost.
