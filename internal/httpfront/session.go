@@ -108,7 +108,7 @@ func (st *sessionStream) write(m nsapi.SessionMessage, flush bool) bool {
 	if st.wrong == nil {
 		st.wrong = st.enc.Encode(m)
 	}
-	if st.wrong == nil && (flush || st.ws != nil && st.ws.buf.Len() >= wsMessage) {
+	if st.wrong == nil && (flush || st.ws != nil && st.ws.Len() >= wsMessage) {
 		st.wrong = st.flush()
 	}
 	return st.wrong == nil
@@ -118,25 +118,41 @@ func (st *sessionStream) write(m nsapi.SessionMessage, flush bool) bool {
 // WebSocket are sent without waiting for the end of the queue.
 const wsMessage = 32 << 10
 
-// wsOut collects the JSON values of one WebSocket message.
+// wsOut collects the JSON values of one WebSocket message, in a buffer
+// from wsBufs while it has any: an idle stream (one per mount) holds none.
 type wsOut struct {
 	c   *websocket.Conn
-	buf bytes.Buffer
+	buf *bytes.Buffer
 }
 
-func (o *wsOut) Write(p []byte) (int, error) { return o.buf.Write(p) }
+var wsBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func (o *wsOut) Write(p []byte) (int, error) {
+	if o.buf == nil {
+		o.buf = wsBufs.Get().(*bytes.Buffer)
+	}
+	return o.buf.Write(p)
+}
+
+// Len is the size of the message collected.
+func (o *wsOut) Len() int {
+	if o.buf == nil {
+		return 0
+	}
+	return o.buf.Len()
+}
 
 // Flush sends what was collected as one message.
 func (o *wsOut) Flush() error {
-	if o.buf.Len() == 0 {
+	if o.Len() == 0 {
 		return nil
 	}
 	err := o.c.WriteMessage(websocket.TextMessage, o.buf.Bytes())
-	if o.buf.Cap() > 4*wsMessage {
-		o.buf = bytes.Buffer{} // an idle stream holds no burst's buffer
-	} else {
+	if o.buf.Cap() <= 8*wsMessage {
 		o.buf.Reset()
+		wsBufs.Put(o.buf)
 	}
+	o.buf = nil
 	return err
 }
 
@@ -146,6 +162,9 @@ const wsRequestLimit = 16 << 20
 var sessionUpgrader = websocket.Upgrader{
 	ReadBufferSize:  4 << 10,
 	WriteBufferSize: 4 << 10,
+	// Write buffers are taken from a pool for each message: an idle
+	// stream (one per mount) holds none.
+	WriteBufferPool: &sync.Pool{},
 	// No Origin: a program. A browser's page names its origin, and
 	// would open a session as the loopback user running the browser
 	// (serveSession refuses it before, saying why).
