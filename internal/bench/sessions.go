@@ -25,9 +25,8 @@ type SessionsConfig struct {
 	ServerPID int
 	Sessions  int // sessions to open
 	Leases    int // leases per session
-	// PerStream sessions share one HTTP/2 stream (the protocol's S), and
-	// streams are spread over Conns connections: so 100 000 sessions
-	// need neither 100 000 connections nor 100 000 streams here.
+	// PerStream sessions share one stream (the protocol's S): so 100 000
+	// sessions need neither 100 000 connections nor 100 000 streams here.
 	PerStream int
 	Conns     int
 	// HTTP2 opens the streams as HTTP/2 POSTs (as clients before the
