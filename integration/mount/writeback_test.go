@@ -18,7 +18,7 @@ import (
 )
 
 // TestWritebackRemoteChange: with the kernel's write-back cache on
-// (-o writeback), a change made elsewhere — another mount changing a file in
+// (the default), a change made elsewhere — another mount changing a file in
 // place, growing or shrinking it, curl replacing it — still reaches
 // mount A's cached pages and attributes, size and content, whether the
 // file is closed in A, open with dirty pages, or mapped. The kernel
@@ -27,8 +27,8 @@ import (
 func TestWritebackRemoteChange(t *testing.T) {
 	up := harness.Up(t)
 	up.MustKaon("mkdir", "/wb")
-	a := newMount(t, up.EP.HTTP, "/wb", "", "-o", "writeback")
-	b := newMount(t, up.EP.HTTP, "/wb", "", "-o", "writeback")
+	a := newMount(t, up.EP.HTTP, "/wb", "")
+	b := newMount(t, up.EP.HTTP, "/wb", "")
 	size := func(p string) int64 {
 		var st unix.Stat_t
 		if err := unix.Stat(p, &st); err != nil {
@@ -201,7 +201,7 @@ func TestWritebackRemoteChange(t *testing.T) {
 func TestWritebackAcknowledged(t *testing.T) {
 	up := harness.Up(t)
 	up.MustKaon("mkdir", "/ack")
-	m := newMount(t, up.EP.HTTP, "/ack", "", "-o", "writeback")
+	m := newMount(t, up.EP.HTTP, "/ack", "")
 	p := filepath.Join(m.mp, "f")
 	get := func() string {
 		out, err := exec.Command("curl", "-sSf", "-L", up.EP.HTTP+"/ack/f").Output()
@@ -253,7 +253,7 @@ func TestWritebackAcknowledged(t *testing.T) {
 	}
 }
 
-// TestWritebackExecWithDirtyFile: with write-back, a process holding a
+// TestWritebackExecWithDirtyFile: with write-back (the default), a process holding a
 // file of the mount open with dirty pages can still start a program.
 // The exec closes the child's copy of the descriptor (O_CLOEXEC, as Go
 // and most runtimes open files): the kernel writes the file's times back
@@ -266,7 +266,7 @@ func TestWritebackAcknowledged(t *testing.T) {
 func TestWritebackExecWithDirtyFile(t *testing.T) {
 	up := harness.Up(t)
 	up.MustKaon("mkdir", "/exec")
-	m := newMount(t, up.EP.HTTP, "/exec", "", "-o", "writeback")
+	m := newMount(t, up.EP.HTTP, "/exec", "")
 	f, err := os.Create(filepath.Join(m.mp, "f"))
 	if err != nil {
 		t.Fatal(err)
