@@ -253,8 +253,9 @@ func TestWritebackAcknowledged(t *testing.T) {
 	}
 }
 
-// TestWritebackExecWithDirtyFile: with write-back (the default), a process holding a
-// file of the mount open with dirty pages can still start a program.
+// TestWritebackExecWithDirtyFile: with write-back (the default), a
+// process holding a file of the mount open with dirty pages can still
+// start a program.
 // The exec closes the child's copy of the descriptor (O_CLOEXEC, as Go
 // and most runtimes open files): the kernel writes the file's times back
 // (FUSE SETATTR) from the child while the exec holds the child's
