@@ -667,7 +667,7 @@ func (n *node) setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fus
 	r := lockRequest(n.path(), owner, lk, flags)
 	r.Wait = wait && r.Type != nsapi.LockUnlock
 	err := n.fsys.sess.Lock(ctx, r)
-	if h, ok := f.(*handle); ok && err == nil && r.Type != nsapi.LockUnlock {
+	if h := asHandle(f); h != nil && err == nil && r.Type != nsapi.LockUnlock {
 		h.mu.Lock()
 		if h.owners == nil {
 			h.owners = map[lockOwner]bool{}
