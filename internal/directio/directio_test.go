@@ -170,3 +170,60 @@ func TestWriteFromFrames(t *testing.T) {
 		}
 	}
 }
+
+// TestSpaceAdvance fills the staging buffer in place (Space, Advance)
+// in uneven pieces, mixed with Writes, around the buffer and alignment
+// edges, with and without overlap, and reads back exactly what was
+// written.
+func TestSpaceAdvance(t *testing.T) {
+	sizes := []int{0, 1, Align - 1, Align + 1, BufSize - 1, BufSize, BufSize + 1, 3*BufSize + 12345}
+	rng := rand.New(rand.NewPCG(3, 4))
+	dir := t.TempDir()
+	for i, size := range sizes {
+		for _, overlap := range []bool{false, true} {
+			data := make([]byte, size)
+			for i := range data {
+				data[i] = byte(rng.Uint32())
+			}
+			p := filepath.Join(dir, fmt.Sprintf("f%d-%v", i, overlap))
+			f, err := Create(p, 0o600, overlap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rest := data; len(rest) > 0; {
+				n := min(len(rest), 1+rng.IntN(BufSize/3))
+				sp := f.Space()
+				if !f.Direct() {
+					if sp != nil {
+						t.Fatal("Space offered without direct I/O")
+					}
+				} else if len(sp) == 0 {
+					t.Fatal("no Space on a direct file")
+				}
+				if sp != nil && rng.IntN(4) != 0 {
+					n = min(n, len(sp))
+					copy(sp, rest[:n])
+					if err := f.Advance(n); err != nil {
+						t.Fatalf("advance: %v", err)
+					}
+				} else if w, err := f.Write(rest[:n]); err != nil || w != n {
+					t.Fatalf("write: %d %v", w, err)
+				}
+				rest = rest[n:]
+			}
+			if err := f.Advance(len(f.Space()) + 1); err == nil && f.Direct() {
+				t.Fatal("Advance beyond Space accepted")
+			}
+			if err := f.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(p)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("size %d overlap %v: read back %d bytes, equal %v, err %v", size, overlap, len(got), bytes.Equal(got, data), err)
+			}
+		}
+	}
+}
