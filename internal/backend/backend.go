@@ -208,18 +208,6 @@ type CRC32CWriter interface {
 	DataCRC32C() (crc uint32, ok bool)
 }
 
-// FillWriter is a Writer whose next bytes can be read straight into its
-// own buffer (a local stripe staged for direct I/O), so that an upload
-// receives a body with no copy of its own: Space is where the next bytes
-// go (nil when there is no such buffer now: use Write), and Advance
-// appends the first n bytes the caller put there; it writes (and may
-// block on the device) only when they fill Space. Space is the caller's
-// only until Advance.
-type FillWriter interface {
-	Space() []byte
-	Advance(n int) error
-}
-
 // Reader reads a finished stripe. ReadAt returns only bytes that
 // verified against their block sums, where the stripe has them.
 type Reader interface {

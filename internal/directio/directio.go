@@ -218,35 +218,6 @@ func (d *File) WriteFrom(b []byte, lead int) (int, error) {
 	return len(b) - lead, nil
 }
 
-// Space is the free part of the staging buffer the next bytes go to,
-// for a caller that reads them straight into it (a socket) and then
-// appends them with Advance, instead of copying them in with Write: the
-// bytes then cross user memory once. Nil when the file has no staging
-// buffer (buffered writes) or a write failed. The slice is the caller's
-// only until Advance; Write, WriteFrom and Finish may reuse it.
-func (d *File) Space() []byte {
-	if !d.direct || d.err != nil {
-		return nil
-	}
-	return d.bufs[d.cur][d.n:]
-}
-
-// Advance appends the first n bytes of Space, which the caller filled,
-// writing the staging buffer out when it is full.
-func (d *File) Advance(n int) error {
-	if d.err != nil {
-		return d.err
-	}
-	if !d.direct || n < 0 || n > BufSize-d.n {
-		return errors.New("directio: Advance beyond Space")
-	}
-	d.n += n
-	if d.n == BufSize {
-		d.flush()
-	}
-	return d.err
-}
-
 // flush writes the full current buffer, or hands it to the writer and
 // switches buffers.
 func (d *File) flush() {

@@ -365,7 +365,6 @@ type guardedWriter struct {
 	w       backend.Writer
 	g       *guard
 	written int64
-	failed  bool // an Advance failed: Space is no longer offered
 }
 
 func (w *guardedWriter) Write(p []byte) (int, error) {
@@ -396,33 +395,6 @@ func (w *guardedWriter) WriteFrom(b []byte, lead int) (int, error) {
 		return w.Write(b[lead:])
 	}
 	return w.write(len(b)-lead, func() (int, error) { return aw.WriteFrom(b, lead) })
-}
-
-// Space is the stripe's (backend.FillWriter): no I/O, no guard; none
-// once a write failed (a call the guard gave up on may still run).
-func (w *guardedWriter) Space() []byte {
-	if fw, ok := w.w.(backend.FillWriter); ok && !w.failed {
-		return fw.Space()
-	}
-	return nil
-}
-
-// Advance appends n bytes put in Space, under the guard when they fill
-// it (only then does it write, backend.FillWriter).
-func (w *guardedWriter) Advance(n int) error {
-	fw, ok := w.w.(backend.FillWriter)
-	if !ok || w.failed {
-		return errors.New("stripe has no space to fill")
-	}
-	if n < len(fw.Space()) {
-		w.written += int64(n)
-		return fw.Advance(n)
-	}
-	_, err := w.write(n, func() (int, error) { return n, fw.Advance(n) })
-	if err != nil {
-		w.failed = true
-	}
-	return err
 }
 
 // DataCRC32C is the stripe's (backend.CRC32CWriter): no I/O, no guard.

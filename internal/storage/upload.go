@@ -43,9 +43,6 @@ type Upload struct {
 	// crcOf, when set, gives the crc32c the sums leave out, from what the
 	// erasure writer's data frames or the first stripe's block sums hold.
 	crcOf func() uint32
-	// fill, when set, is the first stripe when it sees every byte (not
-	// erasure-coded) and may offer its buffer to read into (ReadFrom).
-	fill backend.FillWriter
 
 	mu      sync.Mutex
 	off     int64            // bytes accepted in order
@@ -151,7 +148,6 @@ func (s *Server) newUpload(ctx context.Context, c *capability.Capability, token 
 		u.sink, u.closeFn = u.stripes[0], func() error { return nil }
 	}
 	if l.Kind != layout.EC {
-		u.fill, _ = u.stripes[0].(backend.FillWriter)
 		// The first stripe sees every byte; a local one sums its blocks.
 		if cw, ok := u.stripes[0].(backend.CRC32CWriter); ok {
 			if _, ok := cw.DataCRC32C(); ok {
@@ -187,77 +183,8 @@ func (u *Upload) abortStripes() {
 	}
 }
 
-// ReadFrom appends everything r delivers, in full 1 MiB pieces. Where
-// the first stripe sees every byte and offers its own buffer (a local
-// stripe written with direct I/O, backend.FillWriter), r is read straight
-// into it, fillPiece bytes at a time, each piece hashed and summed while
-// it is still in the CPU's cache: no copy of the body in user memory.
-// ReadFrom must not run beside another write of the upload.
-func (u *Upload) ReadFrom(r io.Reader) (int64, error) {
-	fw := u.fill
-	if fw == nil {
-		return copyFull(u, r)
-	}
-	var n int64
-	for {
-		u.mu.Lock()
-		var space []byte
-		if u.failed == nil && len(u.pending) == 0 {
-			space = fw.Space()
-		}
-		u.mu.Unlock()
-		if len(space) == 0 { // no buffer (any more): copy the rest
-			m, err := copyFull(u, r)
-			return n + m, err
-		}
-		m, err := transfer.Fill(r, space[:min(len(space), fillPiece)])
-		if m > 0 {
-			if werr := u.advance(fw, space[:m]); werr != nil {
-				return n, werr
-			}
-			n += int64(m)
-		}
-		switch err {
-		case nil:
-		case io.EOF:
-			return n, nil
-		default:
-			return n, err // a body cut off before its end is an error, never the end
-		}
-	}
-}
-
-// fillPiece is what ReadFrom reads before hashing: small enough to be
-// hashed and summed from the CPU's L2 cache (512 KiB a core on this
-// project's test machines), where reading a whole 1 MiB buffer first
-// left the hashes reading it back from memory (docs/DESIGN-NOTES.md,
-// issue 27).
-const fillPiece = 256 << 10
-
-// advance appends p, read into the first stripe's Space, as writeLocked
-// appends a piece (hashed in line: p is in the cache now) and copies it
-// to the other replicas.
-func (u *Upload) advance(fw backend.FillWriter, p []byte) error {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.failed != nil {
-		return u.failed
-	}
-	u.sums.Write(p)
-	err := fw.Advance(len(p))
-	for _, w := range u.stripes[1:] {
-		if err != nil {
-			break
-		}
-		_, err = w.Write(p)
-	}
-	if err != nil {
-		u.failed = stripeError("write", u.cap.Path, err)
-		return u.failed
-	}
-	u.off += int64(len(p))
-	return nil
-}
+// ReadFrom appends everything r delivers, in full 1 MiB pieces.
+func (u *Upload) ReadFrom(r io.Reader) (int64, error) { return copyFull(u, r) }
 
 // Write appends p in order.
 func (u *Upload) Write(p []byte) (int, error) {

@@ -264,21 +264,6 @@ func (w *writer) DataCRC32C() (uint32, bool) {
 	return w.sums.CRC32C(), true
 }
 
-// Space and Advance are backend.FillWriter's: the bytes are read into
-// the direct-I/O staging buffer and summed there.
-func (w *writer) Space() []byte { return w.f.Space() }
-
-func (w *writer) Advance(n int) error {
-	if w.sums != nil && n > 0 {
-		sp := w.f.Space() // summed before Advance may hand it to the device
-		if n > len(sp) {
-			return errors.New("posix: Advance beyond Space")
-		}
-		w.sums.Write(sp[:n])
-	}
-	return w.f.Advance(n)
-}
-
 // WriteFrom writes a framed stripe's frame b[lead:] from its aligned
 // buffer b without a staging copy (erasure.AlignedWriter,
 // directio.File.WriteFrom).
