@@ -391,7 +391,12 @@ func (r *summedReader) ReadAt(p []byte, off int64) (int, error) {
 		// the kernel reads ahead only its small window (128 KiB on
 		// ceph-fuse) while the piece is sent; the whole next piece is
 		// asked for now, into the page cache, with no memory of ours.
-		_ = unix.Fadvise(int(r.f.Fd()), off+int64(n), int64(len(p)), unix.FADV_WILLNEED)
+		// (Through Control: a read the guard gave up on may end after
+		// Close, and the descriptor's number may name another file by then.)
+		if rc, err := r.f.SyscallConn(); err == nil {
+			next := off + int64(n)
+			rc.Control(func(fd uintptr) { _ = unix.Fadvise(int(fd), next, int64(len(p)), unix.FADV_WILLNEED) })
+		}
 	}
 	if err != nil && err != io.EOF {
 		err = kerr.Wrap(kerr.IO, "read", r.f.Name(), err)
