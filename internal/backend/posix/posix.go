@@ -416,7 +416,7 @@ func (r *summedReader) sums(first, n int64) ([]uint32, error) {
 	return r.win[:n], nil
 }
 
-func (r *summedReader) Size() int64     { return r.t.len }
+func (r *summedReader) Size() int64 { return r.t.len }
 func (r *summedReader) Close() error {
 	if r.side != nil {
 		r.side.Close()
