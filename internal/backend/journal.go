@@ -82,9 +82,8 @@ type JournalHead struct {
 	// committed size of a replica) and none truncates — an append. A
 	// store may then write the data straight into the stripe past its
 	// committed end, where no reader looks, and keep a journal of the
-	// new length alone (posix does); it refuses operations that break
-	// the promise (kerr.Invalid). Stores that do not care apply such an
-	// update as any other.
+	// new length alone (posix does, refusing operations that break the
+	// promise: kerr.Invalid). Other stores apply it as any update.
 	Extends bool `json:",omitempty"`
 }
 

@@ -1,6 +1,6 @@
 package posix
 
-// On-disk format of a POSIX filesystem, version 2 (data directories
+// On-disk format of a POSIX filesystem, version 3 (data directories
 // written by earlier Kaon versions are read as they are):
 //
 //	<root>/.kaon-fsid               identity marker, "fsid=N\nuuid=U\n"
@@ -8,6 +8,8 @@ package posix
 //	<root>/<%08x fid/10000>/        bucket directory, mode 0700
 //	<root>/<bucket>/<%08x fid>      one stripe or replica, mode 0600, with
 //	                                the user.kaon.* xattrs below
+//	<root>/<bucket>/<%08x fid>.sums         its block sums (version 3)
+//	<root>/<bucket>/<%08x fid>.sums.tmp     ones being written
 //	<root>/<bucket>/<%08x fid>.journal      a prepared in-place update of it
 //	<root>/<bucket>/<%08x fid>.journal.tmp  one being written (journal.go)
 //
@@ -38,6 +40,21 @@ package posix
 // version other than 1 is refused (a newer Kaon wrote it). A filesystem
 // set to keep no block sums (backend.Settings.NoBlockSums) writes
 // version 1 replicas and AddBlockSums leaves them so.
+//
+// A version 3 stripe keeps its sums beside it, in <fid>.sums:
+//
+//	sums file := sums[4*N] footer[32]       the footer as above, L and B
+//
+// valid if its footer is and the file is 4*N+32 bytes long. The stripe
+// file is its data, L bytes, then possibly a tail: bytes an append
+// wrote past L before its commit (tail.go), never read, cut by the next
+// prepare, discard or apply. A stripe with a sums file is version 3
+// whatever its own last bytes are (a conversion a crash cut short keeps
+// its old trailer as a tail); a sums file that is not valid fails opens
+// (the stripe's length is not known). Version 2 stripes become version 3
+// at their first append (tail.go: convert); new stripes are written as
+// version 2 (one file, one fsync per upload). A Create removes a sums
+// file a crash left under its fid (Remove removes the stripe first).
 
 import (
 	"encoding/binary"

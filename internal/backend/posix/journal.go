@@ -13,7 +13,14 @@ package posix
 // stripe's footer, format.go; Block 0: the stripe had none, it is framed
 // or written before block sums).
 //
-// Apply of a stripe with block sums (format.go) keeps them current:
+// An extension (backend.JournalHead.Extends) of a stripe with block
+// sums is not journalled this way: its data goes straight into the
+// stripe and its journal holds the new length and sums (tail.go).
+//
+// Apply of a stripe with block sums (format.go) keeps them current (a
+// version 3 stripe's sums are in its sums file: step 2's cut is the
+// file's removal, steps 4-5 write a new one, synced, renamed in place,
+// after the data is synced):
 //
 //  1. the blocks the operations touch and partly keep are verified
 //     against the stripe's sums (a rotted one fails the apply, before

@@ -1,7 +1,8 @@
 // Package posix is the backend.Store of a local directory (normally the
 // root of one mounted disk): one file per stripe, named by file id, its
 // metadata in xattrs, the crc32c of every 64 KiB block after its data
-// (verified by every read). Stripes are written with O_DIRECT (package
+// or, once it was appended to, in a sums file beside it (verified by
+// every read). Stripes are written with O_DIRECT (package
 // directio) on local disks and through the page cache with one fsync at
 // the end on network and FUSE filesystems (CephFS, NFS, ...), where
 // O_DIRECT costs a synchronous round trip per buffer: the store finds out
