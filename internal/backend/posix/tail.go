@@ -44,6 +44,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 
@@ -82,7 +83,18 @@ func (s *Store) prepareTail(fid uint64, jh backend.JournalHead, ops io.Reader) (
 		}
 	}
 	h := journalHead{JournalHead: jh, Block: x.t.block, Len: x.t.len, Side: true, Tail: true}
+	// A local session's spool is checked against the sum taken as it was
+	// written, as a journal copied from it is (journal.go): bytes that
+	// changed on its disk since must not be summed here as good.
+	so, spooled := ops.(*backend.SpooledOps)
+	crc := crc32.New(castagnoli)
+	if spooled {
+		ops = io.TeeReader(ops, crc)
+	}
 	sums, newLen, err := writeTail(f, x, ops)
+	if err == nil && spooled && crc.Sum32() != so.CRC {
+		err = kerr.New(kerr.IO, "prepare update", p, "the update's spool does not match its checksum (changed after it was written)")
+	}
 	if err == nil {
 		err = unix.Fdatasync(int(f.Fd()))
 	}

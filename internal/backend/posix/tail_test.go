@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -91,7 +92,7 @@ func TestExtensionConvertsOldStripe(t *testing.T) {
 				}
 			}
 			ops := backend.EncodeWrite(nil, int64(len(old)), add)
-			if err := s.Prepare(5, extension(0, int64(len(old)+len(add))), spooled(t, ops, 0)); err != nil {
+			if err := s.Prepare(5, extension(0, int64(len(old)+len(add))), spooled(t, ops, crc32.Checksum(ops, castagnoli))); err != nil {
 				t.Fatal(err)
 			}
 			if got := fileSize(t, p); got != int64(len(old)+len(add)) {
@@ -137,11 +138,22 @@ func TestExtensionConvertsOldStripe(t *testing.T) {
 
 // TestExtensionRefusesRotAndNonAppends: the old short last block is
 // verified before an append sums it again (rot in it fails the prepare,
-// the stripe as it was), and an update that calls itself an extension
-// but writes below the end is refused.
+// the stripe as it was), an append from a spool whose bytes do not
+// match the sum taken as it was written is refused, and an update that
+// calls itself an extension but writes below the end is refused.
 func TestExtensionRefusesRotAndNonAppends(t *testing.T) {
 	old := bytes.Repeat([]byte("x"), 100_000)
 	s := journalStore(t, old)
+	app := backend.EncodeWrite(nil, 100_000, []byte("appended from a spool"))
+	if err := s.Prepare(5, extension(0, 100_021), spooled(t, app, crc32.Checksum(app, castagnoli)^1)); !kerr.Is(err, kerr.IO) {
+		t.Fatalf("an append from a spool that changed: %v, want kerr.IO", err)
+	}
+	if _, err := s.Prepared(5); !kerr.Is(err, kerr.NotFound) {
+		t.Fatalf("a refused append left a journal: %v", err)
+	}
+	if !bytes.Equal(readStripe(t, s, len(old)), old) {
+		t.Fatal("a refused append changed what the stripe reads")
+	}
 	ops := backend.EncodeWrite(nil, 99_999, []byte("below the end"))
 	if err := s.Prepare(5, extension(0, 100_012), bytes.NewReader(ops)); !kerr.Is(err, kerr.Invalid) {
 		t.Fatalf("an extension writing below the end: %v, want kerr.Invalid", err)
