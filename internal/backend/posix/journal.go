@@ -390,8 +390,8 @@ func (s *Store) apply(f *os.File, p string, j *os.File, h journalHead, opsLen in
 		if err == nil {
 			err = f.Truncate(t.len) // the trailer, or a tail a crash left
 		}
-		if err == nil {
-			err = f.Sync()
+		if err == nil && x.side == nil {
+			err = f.Sync() // the cut (a tail's cut need not last: a replay cuts to h.Len)
 		}
 		if err == nil {
 			err = cut()
