@@ -139,19 +139,8 @@ func encodeFooter(t sumsInfo) []byte {
 // errNewerFormat: a footer of a version this Kaon does not know.
 var errNewerFormat = errors.New("stripe has block sums of a newer format than this Kaon reads")
 
-// readFooter reads the size of the stripe file f and its footer: ok is
+// parseFooter reads the footer of the stripe file f of size bytes: ok is
 // false for a version 1 stripe (no valid footer).
-func readFooter(f *os.File) (size int64, t sumsInfo, ok bool, err error) {
-	st, err := f.Stat()
-	if err != nil {
-		return 0, t, false, err
-	}
-	size = st.Size()
-	t, ok, err = parseFooter(f, size)
-	return size, t, ok, err
-}
-
-// parseFooter reads the footer of the stripe file f of size bytes.
 func parseFooter(f *os.File, size int64) (t sumsInfo, ok bool, err error) {
 	return decodeFooter(f, size, func(t sumsInfo) int64 { return t.fileSize() })
 }
@@ -178,9 +167,6 @@ func decodeFooter(f *os.File, size int64, want func(sumsInfo) int64) (t sumsInfo
 	}
 	return t, true, nil
 }
-
-// sumsPath is the block sums file of a version 3 stripe.
-func sumsPath(root string, fid uint64) string { return PhysPath(root, fid) + ".sums" }
 
 // sideSize is the length of the sums file of t.len data bytes.
 func (t sumsInfo) sideSize() int64 { return 4*checksum.Blocks(t.len, t.block) + footerSize }

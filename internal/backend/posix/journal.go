@@ -332,17 +332,9 @@ func (s *Store) Apply(fid uint64) error {
 // apply rolls the journal j of head h forward on the stripe file f at p
 // (the steps are at the top of this file).
 func (s *Store) apply(f *os.File, p string, j *os.File, h journalHead, opsLen int64) error {
-	var x stripeSums
-	var err error
-	if h.Side {
-		// The sums file or nothing: its stripe's bytes are not read for
-		// a trailer.
-		x, err = sumsOf(f, p, false)
-		if err == nil && x.side == nil {
-			x.summed = false
-		}
-	} else {
-		x, err = sumsOf(f, p, false)
+	x, err := sumsOf(f, p, false)
+	if err == nil && h.Side && x.side == nil {
+		x.summed = false // its sums file or none: a trailer would be data's bytes
 	}
 	if err != nil {
 		return err
