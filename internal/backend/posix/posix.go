@@ -572,8 +572,10 @@ func (s *Store) Remove(fid uint64) error {
 	}
 	s.files.Add(-1)
 	// Its sums file, if any (a stripe created under the fid again
-	// removes one left by a crash here: Create).
+	// removes one left by a crash here: Create), and one a crash left
+	// half written.
 	os.Remove(p + ".sums")
+	os.Remove(p + ".sums.tmp")
 	return nil
 }
 
