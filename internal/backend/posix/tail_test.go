@@ -589,3 +589,45 @@ func BenchmarkAppendCommit(b *testing.B) {
 		})
 	}
 }
+
+// TestSumsFileGoesWithTheStripe: Remove takes an appended stripe's sums
+// file with it, and a stripe created again under a fid whose old sums
+// file a crash left (Remove stopped between the two) reads as itself,
+// not through the old sums.
+func TestSumsFileGoesWithTheStripe(t *testing.T) {
+	old := bytes.Repeat([]byte("r"), 100_000)
+	s := journalStore(t, old)
+	p := PhysPath(s.root, 5)
+	ops := backend.EncodeWrite(nil, 100_000, []byte("appended"))
+	if err := s.Prepare(5, extension(0, 100_008), bytes.NewReader(ops)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(5); err != nil {
+		t.Fatal(err)
+	}
+	side, err := os.ReadFile(p + ".sums")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p + ".sums"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Remove left the sums file: %v", err)
+	}
+	if err := os.WriteFile(p+".sums", side, 0o600); err != nil { // as a crash in Remove leaves it
+		t.Fatal(err)
+	}
+	again := bytes.Repeat([]byte("n"), 70_000)
+	w, err := s.Create(5, backend.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(again)
+	if err := w.Finish(backend.Meta{Fid: 5, Layout: "replica:2", Size: 70_000}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(readStripe(t, s, len(again)), again) {
+		t.Fatal("a stripe created again reads through the old sums file")
+	}
+}
