@@ -93,7 +93,14 @@ func (s *Server) open(p auth.Principal, path, named string, r nsapi.OpenRequest,
 			return s.openUpdate(p, clean(path), named, n, r.App)
 		}
 	}
-	g, err := s.openWrite(p, path, named, namespace.CreateOptions{Exclusive: r.Exclusive || modify != nil, Mode: r.Mode, SizeHint: r.Size}, r.MkPath, r.App)
+	switch {
+	case r.Rewrite != 0 && modify != nil:
+		return nil, modify
+	case r.Rewrite != 0 && !r.Truncate:
+		return nil, kerr.New(kerr.Invalid, "open", path, "a rewrite replaces the file (truncate)")
+	}
+	g, err := s.openWrite(p, path, named, namespace.CreateOptions{Exclusive: r.Exclusive || modify != nil, Mode: r.Mode, SizeHint: r.Size,
+		Rewrite: r.Rewrite, RewriteVersion: r.RewriteVersion}, r.MkPath && r.Rewrite == 0, r.App)
 	if kerr.Is(err, kerr.Exists) && !r.Exclusive && modify != nil {
 		return nil, modify // it exists: replacing it is a modification
 	}
