@@ -214,7 +214,9 @@ func (f *FS) register(n *node) {
 }
 
 // rebind records that n, inode number from, is now inode number to in
-// the namespace (rewritten: the kernel keeps knowing it as from).
+// the namespace (rewritten: the kernel keeps knowing it as from). A node
+// the kernel already looked up as to meanwhile (the rewrite's event
+// came first) stays the one the namespace's events of to reach.
 func (f *FS) rebind(n *node, from, to uint64) {
 	n.mu.Lock()
 	n.attr.ID = to
@@ -223,7 +225,9 @@ func (f *FS) rebind(n *node, from, to uint64) {
 	if f.nodes[from] == n {
 		delete(f.nodes, from)
 	}
-	f.nodes[to] = n
+	if f.nodes[to] == nil {
+		f.nodes[to] = n
+	}
 	f.mu.Unlock()
 }
 
