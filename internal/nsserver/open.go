@@ -93,13 +93,7 @@ func (s *Server) open(p auth.Principal, path, named string, r nsapi.OpenRequest,
 			return s.openUpdate(p, clean(path), named, n, r.App)
 		}
 	}
-	switch {
-	case r.Rewrite != 0 && modify != nil:
-		return nil, modify
-	case r.Rewrite != 0 && !r.Truncate:
-		return nil, kerr.New(kerr.Invalid, "open", path, "a rewrite replaces the file (truncate)")
-	case r.Rewrite != 0 && s.sess.Locked(r.Rewrite):
-		// Locks are the file's id's, which a rewrite changes.
+	if r.Rewrite != 0 && s.sess.Locked(r.Rewrite) { // locks are the file's id's, which a rewrite changes
 		return nil, kerr.New(kerr.Busy, "open", path, "the file is locked: it is changed in place, not rewritten")
 	}
 	g, err := s.openWrite(p, path, named, namespace.CreateOptions{Exclusive: r.Exclusive || modify != nil, Mode: r.Mode, SizeHint: r.Size,
