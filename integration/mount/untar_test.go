@@ -57,6 +57,19 @@ func nsOwner(t *testing.T, up *harness.Process, path string) (mode, uid, gid int
 	return int(mo), u, g
 }
 
+var idLine = regexp.MustCompile(`(?m)^\s*ID: (\d+)$`)
+
+// nsID is path's id in the namespace (which names its stripes).
+func nsID(t *testing.T, up *harness.Process, path string) uint64 {
+	t.Helper()
+	m := idLine.FindStringSubmatch(up.MustKaon("stat", path))
+	if m == nil {
+		t.Fatalf("kaon stat %s: no id line", path)
+	}
+	id, _ := strconv.ParseUint(m[1], 10, 64)
+	return id
+}
+
 // curlGet reads path from the namespace's HTTP front end (another client
 // of the files a mount closed).
 func curlGet(t *testing.T, up *harness.Process, path string) []byte {
