@@ -185,7 +185,7 @@ func (ns *Namespace) link(tx *txn, parent, f, old *Inode, rewrite bool) error {
 	var freed []*Inode // files the replacement removes
 	if old != nil {
 		if keep = keepVersions(parent); keep > 0 && (old.IsLink() || rewrite) {
-			keep = 0 // a link has no content to keep a version of
+			keep = 0 // a link has no content to keep a version of, a rewrite changes it in place
 		}
 		if keep > 0 {
 			var err error
