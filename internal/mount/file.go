@@ -2,6 +2,7 @@ package mount
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -410,7 +411,7 @@ func (n *node) rewriter(c *client.Client, p string) rewriter {
 		a, _ := n.snapshot()
 		id, err := c.Rewrite(ctx, p, a.ID, a.DataVersion, body, size)
 		switch {
-		case kerr.Is(err, kerr.Unsupported):
+		case errors.Is(err, client.ErrNoRewrite):
 			n.fsys.noRewrite.Store(true)
 			return err
 		case kerr.Is(err, kerr.Busy):
