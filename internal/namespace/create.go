@@ -71,7 +71,9 @@ func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptio
 			return nil, nil, nil, kerr.New(kerr.Permission, "create", p, "permission to replace the file denied")
 		}
 	}
-	if !ns.permits(c, parent, parent, Write|Search) {
+	// A rewrite changes the file's content, not the directory's names:
+	// the file's write permission (Update, above) is what it needs.
+	if o.Rewrite == 0 && !ns.permits(c, parent, parent, Write|Search) {
 		return nil, nil, nil, kerr.New(kerr.Permission, "create", p, "write permission denied on parent")
 	}
 	ls := o.Layout
@@ -113,6 +115,12 @@ func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptio
 	}
 	if o.Rewrite != 0 {
 		f.Mode, f.UID, f.GID, f.BTime = n.Mode, n.UID, n.GID, n.BTime
+		if c.UID != 0 { // a write by anyone but root clears setuid, and setgid where it means set-group-ID
+			f.Mode &^= 0o4000
+			if f.Mode&0o2010 == 0o2010 {
+				f.Mode &^= 0o2000
+			}
+		}
 		f.XAttrs = map[string]string{}
 		for k, v := range n.XAttrs {
 			f.XAttrs[k] = v

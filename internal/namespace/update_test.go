@@ -109,7 +109,9 @@ func TestCommitUpdateQuota(t *testing.T) {
 // the file's mode, owner and extended attributes, under its new id, and
 // keeps no version of the old one where the directory keeps versions;
 // one whose file is no longer that file at that data version is refused
-// at the create and at the commit, the file left as it was.
+// at the create and at the commit, the file left as it was. Like an
+// update in place it needs the file's write permission, not the
+// directory's, and a caller other than root clears setuid/setgid.
 func TestRewrite(t *testing.T) {
 	ns := newNS(t)
 	if err := ns.Mkdir(Root, "/d", 0o755, false); err != nil {
@@ -165,4 +167,23 @@ func TestRewrite(t *testing.T) {
 	}
 	_, err = ns.Pending(p2.ID)
 	mustKind(t, err, kerr.NotFound)
+
+	// By a caller who may write the file, not the directory: as an
+	// update in place would, and it clears setuid and set-group-ID.
+	if err := ns.Chmod(Root, "/d/f", 0o6776); err != nil {
+		t.Fatal(err)
+	}
+	alice := Caller{UID: 1000, GID: 1000}
+	p3, err := ns.BeginCreate(alice, "/d/f", CreateOptions{Rewrite: got.ID, RewriteVersion: got.DataVersion}, place)
+	if err != nil {
+		t.Fatalf("rewrite by a caller who may write the file only: %v", err)
+	}
+	if _, err := ns.Commit(p3.ID, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := ns.Stat(Root, "/d/f"); err != nil || st.Mode != 0o776 || st.UID != 1234 || st.Size != 3 {
+		t.Fatalf("after alice's rewrite: %+v, %v; want mode 0776, owner 1234", st, err)
+	}
+	_, err = ns.BeginCreate(alice, "/d/new", CreateOptions{}, place)
+	mustKind(t, err, kerr.Permission) // creates still need the directory's write permission
 }
