@@ -171,6 +171,22 @@ func TestDirectRead(t *testing.T) {
 		t.Errorf("passthrough read: the daemon sent %d bytes; kaon.stats: %s", after.BytesOut-before.BytesOut, stats)
 	}
 
+	// A flock taken through a passthrough open is released at its last
+	// close, as any other open's: another open may then take it.
+	flockOpen := func(step string, how int) *os.File {
+		t.Helper()
+		fd, err := os.Open(p)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if err := syscall.Flock(int(fd.Fd()), how); err != nil {
+			t.Errorf("%s: flock: %v", step, err)
+		}
+		return fd
+	}
+	flockOpen("exclusive flock through a passthrough open", syscall.LOCK_EX|syscall.LOCK_NB).Close()
+	flockOpen("exclusive flock after the first open's close", syscall.LOCK_EX|syscall.LOCK_NB).Close()
+
 	// The namespace decides who opens what: user 1000 owns a file only it
 	// may read (0600), and the kernel sees a process of uid 1000; the
 	// process's token makes it user 4242 to the namespace, which refuses.

@@ -165,6 +165,17 @@ var _ = (fs.FilePassthroughFder)(ptHandle{})
 
 func (p ptHandle) PassthroughFd() (int, bool) { return p.fd, true }
 
+// asHandle is the mount's handle behind f (nil: none).
+func asHandle(f fs.FileHandle) *handle {
+	switch h := f.(type) {
+	case *handle:
+		return h
+	case ptHandle:
+		return h.handle
+	}
+	return nil
+}
+
 // dataPath records and counts how an open reads (kaon.datapath,
 // kaon.stats). The log tells when a file's path changes after its first
 // open, and each new reason for reading through the storage server
@@ -688,7 +699,7 @@ func (n *node) setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fus
 	r := lockRequest(n.path(), owner, lk, flags)
 	r.Wait = wait && r.Type != nsapi.LockUnlock
 	err := n.fsys.sess.Lock(ctx, r)
-	if h, ok := f.(*handle); ok && err == nil && r.Type != nsapi.LockUnlock {
+	if h := asHandle(f); h != nil && err == nil && r.Type != nsapi.LockUnlock {
 		h.mu.Lock()
 		if h.owners == nil {
 			h.owners = map[lockOwner]bool{}

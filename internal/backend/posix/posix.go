@@ -51,6 +51,7 @@ type Store struct {
 	opts Options
 
 	direct atomic.Bool // write new stripes with O_DIRECT
+	remote atomic.Bool // a network or FUSE filesystem: reads prefetch (summedReader)
 
 	setMu    sync.Mutex
 	settings backend.Settings
@@ -93,6 +94,7 @@ func (s *Store) redetect() error {
 	defer s.setMu.Unlock()
 	if err == nil {
 		s.found = p
+		s.remote.Store(p.remote)
 	}
 	switch s.settings.IO {
 	case backend.IODirect:
@@ -327,7 +329,7 @@ func (s *Store) Open(fid uint64) (backend.Reader, error) {
 	if !summed {
 		return &reader{f: f, size: size, damaged: damaged}, nil
 	}
-	r := &summedReader{f: f, damaged: damaged, t: t}
+	r := &summedReader{f: f, damaged: damaged, t: t, prefetch: s.remote.Load()}
 	r.br = checksum.BlockReader{R: f, Len: t.len, Size: t.block, Sums: r.sums}
 	return r, nil
 }
@@ -370,6 +372,11 @@ type summedReader struct {
 	mu    sync.Mutex
 	first int64    // block of win[0]
 	win   []uint32 // a window of the table
+
+	// prefetch: after a read that continues the previous one (end), the
+	// next piece of the same length is asked for (see ReadAt).
+	prefetch bool
+	end      atomic.Int64
 }
 
 // sumsWindow is how many sums a reader reads at once (16 KiB of table,
@@ -378,6 +385,19 @@ const sumsWindow = 4096
 
 func (r *summedReader) ReadAt(p []byte, off int64) (int, error) {
 	n, err := r.br.ReadAt(p, off)
+	if r.prefetch && n > 0 && r.end.Swap(off+int64(n)) == off {
+		// A sequential reader (a whole-file GET, a copy) sends this piece
+		// before it asks for the next. On a network or FUSE filesystem
+		// the kernel reads ahead only its small window (128 KiB on
+		// ceph-fuse) while the piece is sent; the whole next piece is
+		// asked for now, into the page cache, with no memory of ours.
+		// (Through Control: a read the guard gave up on may end after
+		// Close, and the descriptor's number may name another file by then.)
+		if rc, err := r.f.SyscallConn(); err == nil {
+			next := off + int64(n)
+			rc.Control(func(fd uintptr) { _ = unix.Fadvise(int(fd), next, int64(len(p)), unix.FADV_WILLNEED) })
+		}
+	}
 	if err != nil && err != io.EOF {
 		err = kerr.Wrap(kerr.IO, "read", r.f.Name(), err)
 	}
