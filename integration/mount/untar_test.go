@@ -165,8 +165,11 @@ func TestUntarUploads(t *testing.T) {
 	if v := up.MustKaon("attr", "get", "/ut/kept", "user.k"); v != "user.k=\"v\"\n" && v != "user.k=\"v\"" {
 		t.Errorf("kept: user.k is %q in the namespace, want \"v\" (set before the close)", v)
 	}
-	if ops := auditOps(t, up, "/ut/kept"); ops["update"] != 0 || ops["commit"] != 2 {
-		t.Errorf("kept: audited %v; want two uploads' commits and no update session", ops)
+	// The truncation itself may go first as a change of its own: with
+	// the write-back cache the kernel sends times with it, and an
+	// explicit time flushes what the journal holds.
+	if ops := auditOps(t, up, "/ut/kept"); ops["commit"] != 2 || ops["update"] > ops["truncate"] {
+		t.Errorf("kept: audited %v; want two uploads' commits, no update session but a truncation's", ops)
 	}
 
 	// Locked through the mount: updated in place, the lock holds on.
