@@ -2,6 +2,7 @@ package mount
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -397,7 +398,7 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 	n.mu.Unlock()
 	before := jr.Changes()
 	p := n.path()
-	err := n.fsys.replay(ctx, jr, c, p)
+	err := n.fsys.replay(ctx, jr, c, p, n.rewriter(c, p))
 	var e nsapi.Entry
 	if err == nil {
 		// What the flush made is what the kernel's pages hold.
@@ -405,6 +406,37 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 	}
 	n.flushed(jr.Changes()-before, e, err == nil)
 	return errno(err)
+}
+
+// rewriter sends n, written whole from empty, as one upload that
+// rewrites it (client.Rewrite): the namespace checks that p is still
+// the file n knows, at the data version it knows, and not locked (locks
+// are the file's id's), and keeps its mode, owner and extended
+// attributes; n takes the file's new id. None once the server said it
+// does not rewrite.
+func (n *node) rewriter(c *client.Client, p string) rewriter {
+	if n.fsys.noRewrite.Load() {
+		return nil
+	}
+	return func(ctx context.Context, body io.Reader, size int64) error {
+		a, _ := n.snapshot()
+		id, err := c.Rewrite(ctx, p, a.ID, a.DataVersion, body, size)
+		switch {
+		case errors.Is(err, client.ErrNoRewrite):
+			n.fsys.noRewrite.Store(true)
+			return err
+		case kerr.Is(err, kerr.Busy):
+			n.fsys.Stats.Counter("rewrite_refused").Add(1)
+			return err
+		case err != nil:
+			return err
+		}
+		n.fsys.Stats.Counter("rewrites").Add(1)
+		if id != 0 && id != a.ID {
+			n.fsys.rebind(n, a.ID, id)
+		}
+		return nil
+	}
 }
 
 // flushed ends a flush of n that sent changes changing requests and
@@ -462,11 +494,11 @@ func (n *node) flushed(changes int, e nsapi.Entry, ok bool) {
 // mount's grace period: the journal holds what was written meanwhile,
 // and fsync or close returns once it is on the storage servers, or
 // fails after the grace.
-func (f *FS) replay(ctx context.Context, jr *journal, c *client.Client, p string) error {
+func (f *FS) replay(ctx context.Context, jr *journal, c *client.Client, p string, rw rewriter) error {
 	deadline := time.Now().Add(f.opts.Grace)
 	wait := 100 * time.Millisecond
 	for told := false; ; {
-		err := jr.Flush(ctx, c, p)
+		err := jr.Flush(ctx, c, p, rw)
 		retry := kerr.Is(err, kerr.Unavailable) || kerr.Is(err, kerr.Busy) // down, or just started (503 + Retry-After)
 		if err == nil || !retry || time.Now().Add(wait).After(deadline) {
 			if err == nil && told {
