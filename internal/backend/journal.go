@@ -85,6 +85,13 @@ type JournalHead struct {
 	// new length alone (posix does, refusing operations that break the
 	// promise: kerr.Invalid). Other stores apply it as any update.
 	Extends bool `json:",omitempty"`
+	// Tag names the commit the journal belongs to (the tag the session
+	// records with the namespace) and At when it was prepared (Unix
+	// nanoseconds, the stripe server's clock): a journal of another
+	// commit over the same version is never replaced while it may still
+	// be applied (storage's prepare). Zero in journals of older servers.
+	Tag uint64 `json:",omitempty"`
+	At  int64  `json:",omitempty"`
 }
 
 // Op kinds.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/capability"
@@ -87,6 +88,10 @@ func (s *Server) current(f *filesystem, c *capability.Capability, idx int) error
 				return nil
 			}
 		}
+		// The commit's own apply may have rolled it forward meanwhile.
+		if m, err := f.store.ReadMeta(c.Fid); err == nil && m.Version == c.DataVersion {
+			return nil
+		}
 	}
 	return kerr.New(kerr.IO, "open", c.Path, fmt.Sprintf("stripe %d is at data version %d, the file at %d (stale)", idx, m.Version, c.DataVersion))
 }
@@ -143,10 +148,35 @@ func (f *filesystem) lockJournal(fid uint64) func() {
 	}
 }
 
-// prepare stores the journal of an update of the stripe of fid on f.
+// journalInFlight is how long a journal of another commit over the same
+// data version is taken for one under way — prepared, its namespace
+// commit perhaps made (an answer lost is asked for up to outcomeWait),
+// its apply to come — and refused to replace. One older than this was
+// left by a session that died before it committed or discarded it.
+const journalInFlight = 2 * time.Minute
+
+// onConcurrentPrepare, when set (tests), is called when a prepare is
+// refused because another commit's journal is in flight.
+var onConcurrentPrepare func()
+
+// prepare stores the journal of an update of the stripe of fid on f. A
+// stripe has one journal: a prepare over the same base version while
+// another commit's journal is in flight is refused (Busy) rather than
+// replacing it — that commit may be recorded by the namespace already,
+// and its apply would then roll forward the other session's operations,
+// or find none, losing its own acknowledged writes.
 func (f *filesystem) prepare(fid uint64, h backend.JournalHead, ops io.Reader) error {
 	defer f.lockJournal(fid)()
-	return f.store.(backend.Updater).Prepare(fid, h, ops)
+	u := f.store.(backend.Updater)
+	if old, err := u.Prepared(fid); err == nil && old.Tag != 0 && old.Tag != h.Tag && old.From == h.From &&
+		time.Since(time.Unix(0, old.At)) < journalInFlight {
+		if onConcurrentPrepare != nil {
+			onConcurrentPrepare()
+		}
+		return kerr.New(kerr.Busy, "update", h.Meta.Path, fmt.Sprintf("stripe %d: another session's update of this file is being committed", h.Meta.Stripe))
+	}
+	h.At = time.Now().UnixNano()
+	return u.Prepare(fid, h, ops)
 }
 
 // dropObsoleteJournal removes a journal beside the stripe of c's file on

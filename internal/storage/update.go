@@ -349,6 +349,13 @@ func (u *Update) endLocked() {
 // sessions committed first.
 const maxRebase = 8
 
+// errConcurrentCommit: another session's commit over the same version
+// held a stripe's journal; concurrentWait bounds how long a commit waits
+// for it (its prepare, namespace commit and apply) before giving up Busy.
+var errConcurrentCommit = kerr.New(kerr.Busy, "commit", "", "another session's update of this file is being committed")
+
+const concurrentWait = time.Minute
+
 func (u *Update) commitLocked(ctx context.Context) error {
 	if !u.changed {
 		return nil
@@ -357,20 +364,36 @@ func (u *Update) commitLocked(ctx context.Context) error {
 		u.failed = kerr.Wrap(kerr.IO, "commit", u.path, err)
 		return u.failed
 	}
-	for try := 0; ; try++ {
+	waitUntil := time.Now().Add(concurrentWait)
+	for try, waits := 0, 0; ; {
 		v, err := u.commitOnce(ctx)
 		if err == nil {
 			u.committed(v)
 			return nil
 		}
-		if try == maxRebase {
-			return err
-		}
 		// Refused because another session committed first (Busy), or
 		// failed reading rows that session changed meanwhile (an
 		// erasure-coded file's stripes at its version): go on from the
-		// file's version.
+		// file's version. Another commit still under way: wait for it.
 		fv, verr := u.store.FileVersion(ctx, u.cap.Fid)
+		if err == errConcurrentCommit && verr == nil && fv.DataVersion == u.cap.DataVersion && time.Now().Before(waitUntil) {
+			waits++
+			t := time.NewTimer(rand.N(time.Duration(min(waits, 7)) * 15 * time.Millisecond))
+			select {
+			case <-t.C:
+				continue
+			case <-ctx.Done():
+				t.Stop()
+				return kerr.Wrap(kerr.Aborted, "commit", u.path, ctx.Err())
+			}
+		}
+		if err == errConcurrentCommit {
+			err = kerr.New(kerr.Busy, "commit", u.path, "another session's update of this file is being committed")
+		}
+		if try == maxRebase {
+			return err
+		}
+		try++
 		if verr != nil || fv.DataVersion == u.cap.DataVersion {
 			return err
 		}
@@ -473,13 +496,14 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 	// truncation): a replica's store may write it straight into the
 	// stripe past its end and journal the new length alone.
 	extends := u.l.Kind != layout.EC && u.trunc < 0 && u.low >= u.baseSize
+	tag := rand.Uint64() | 1 // never 0: a journal without a tag is an older server's
 	u.eachStripe(jobs, func(j *stripeJob) error {
 		if j.err != nil {
 			return j.err
 		}
 		m := meta
 		m.Stripe = j.idx
-		h := backend.JournalHead{From: c.DataVersion, Meta: m, Extends: extends}
+		h := backend.JournalHead{From: c.DataVersion, Meta: m, Extends: extends, Tag: tag}
 		if j.f != nil {
 			if err := j.f.writable(); err != nil {
 				return err
@@ -495,6 +519,13 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 		}
 		return p.PrepareStripe(context.WithoutCancel(ctx), c.Targets[j.idx].Addr, c.Fid, j.idx, u.token, h, j.ops())
 	})
+	if slices.ContainsFunc(jobs, func(j *stripeJob) bool { return kerr.Is(j.err, kerr.Busy) }) {
+		// Another session's commit over this version holds a stripe's
+		// journal: this attempt is withdrawn whole (a stripe is not made
+		// stale for it) and made again once that commit is through.
+		u.discard(ctx, jobs)
+		return message.FileVersion{}, errConcurrentCommit
+	}
 	stale := slices.Clone(c.Stale)
 	var reasons []string
 	for _, j := range jobs {
@@ -511,7 +542,6 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 	for i, t := range c.Targets {
 		locs[i] = t.FsID
 	}
-	tag := rand.Uint64()
 	res, err := u.store.CommitUpdate(ctx, message.UpdateCommit{Fid: c.Fid, Base: c.DataVersion, Tag: tag, Size: size, Locations: locs, Stale: stale})
 	if err != nil {
 		// Refused, or not answered (the namespace server crashed or
@@ -532,16 +562,7 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 		}
 	}
 	if err != nil {
-		u.eachStripe(jobs, func(j *stripeJob) error {
-			if !j.prepared {
-				return nil
-			}
-			if j.f != nil {
-				return j.f.store.(backend.Updater).Discard(c.Fid)
-			}
-			p, _ := u.s.peers("update", c.Path)
-			return p.DiscardStripe(context.WithoutCancel(ctx), c.Targets[j.idx].Addr, c.Fid, j.idx, u.token)
-		})
+		u.discard(ctx, jobs)
 		if ke, ok := err.(*kerr.Error); ok {
 			ke.Path = c.Path
 		}
@@ -580,6 +601,24 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 		return nil
 	})
 	return res, nil
+}
+
+// discard drops the journals this attempt prepared.
+func (u *Update) discard(ctx context.Context, jobs []*stripeJob) {
+	c := u.cap
+	u.eachStripe(jobs, func(j *stripeJob) error {
+		if j.err != nil {
+			return nil
+		}
+		if j.f != nil {
+			return j.f.store.(backend.Updater).Discard(c.Fid)
+		}
+		p, err := u.s.peers("update", c.Path)
+		if err != nil {
+			return err
+		}
+		return p.DiscardStripe(context.WithoutCancel(ctx), c.Targets[j.idx].Addr, c.Fid, j.idx, u.token)
+	})
 }
 
 // outcomeWait bounds how long a commit whose answer was lost asks the

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -261,6 +262,87 @@ func TestConcurrentUpdates(t *testing.T) {
 			}
 			if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 2 {
 				t.Fatalf("data version after two sessions: %d", fv.DataVersion)
+			}
+		})
+	}
+}
+
+// TestCommitsOverOneVersionKeepTheirJournals: session A's commit is
+// recorded by the namespace and its journals are still to be applied
+// when session B, begun at the same version, commits: B must not replace
+// A's journal (A would roll B's operations forward, or find none, and
+// A's acknowledged bytes would be lost). B waits, then goes on from A's
+// version: both sessions' bytes are in the file, B's where they overlap.
+func TestCommitsOverOneVersionKeepTheirJournals(t *testing.T) {
+	for _, lay := range []struct {
+		layout string
+		n      int
+	}{{"replica:2", 2}, {"plain", 1}, {"ec:2+1:4096", 3}} {
+		t.Run(lay.layout, func(t *testing.T) {
+			servers, ns, key, _ := memServers(t, 2, 3)
+			c := spread(64, lay.layout, lay.n, 2)
+			m := &fileModel{b: bytes.Repeat([]byte("."), 20000)}
+			uploaded(t, servers, key, c, m.b)
+			uc := updateCap(t, ns, c)
+			a, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := servers[1].NewUpdate(context.Background(), uc, key.Sign(uc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.WriteAt(bytes.Repeat([]byte("A"), 10000), 0)
+			b.WriteAt(bytes.Repeat([]byte("B"), 100), 5000)
+			b.WriteAt(bytes.Repeat([]byte("b"), 100), 15000)
+
+			// Between A's commit and its applies, B commits: the hook
+			// waits until B is refused a journal (the fix) or B's commit
+			// is over (without it: B replaced A's journals).
+			refused := make(chan struct{}, 1)
+			onConcurrentPrepare = func() {
+				select {
+				case refused <- struct{}{}:
+				default:
+				}
+			}
+			t.Cleanup(func() { onConcurrentPrepare = nil })
+			bDone := make(chan error, 1)
+			var once atomic.Bool
+			ns.AfterUpdateCommit = func(message.FileVersion) {
+				if !once.CompareAndSwap(false, true) {
+					return
+				}
+				go func() { bDone <- b.Commit(context.Background()) }()
+				select {
+				case <-refused:
+				case err := <-bDone:
+					bDone <- err
+				case <-time.After(time.Minute):
+					t.Error("session B neither committed nor was refused a journal within 1m")
+				}
+			}
+			if err := a.Commit(context.Background()); err != nil {
+				t.Fatalf("A's commit: %v", err)
+			}
+			select {
+			case err := <-bDone:
+				if err != nil {
+					t.Fatalf("B's commit: %v", err)
+				}
+			case <-time.After(2 * time.Minute):
+				t.Fatal("B's commit did not return within 2m")
+			}
+			m.WriteAt(bytes.Repeat([]byte("A"), 10000), 0)
+			m.WriteAt(bytes.Repeat([]byte("B"), 100), 5000)
+			m.WriteAt(bytes.Repeat([]byte("b"), 100), 15000)
+			fv, _ := ns.FileVersion(context.Background(), c.Fid)
+			if fv.DataVersion != 2 || len(fv.Stale) != 0 {
+				t.Errorf("after both commits: data version %d, stale stripes %v; want 2 and none", fv.DataVersion, fv.Stale)
+			}
+			got, err := readUpdated(t, servers[0], key, readCap(t, ns, c))
+			if err != nil || !bytes.Equal(got, m.b) {
+				t.Fatalf("after both commits: %v, %d bytes equal to what both sessions were told: %v (A's range %q...)", err, len(got), bytes.Equal(got, m.b), got[:min(len(got), 8)])
 			}
 		})
 	}

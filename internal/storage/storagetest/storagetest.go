@@ -26,6 +26,10 @@ type Namespace struct {
 	// fail all the same, as an answer lost with a crashed namespace
 	// server does.
 	LoseUpdateAnswers int
+	// AfterUpdateCommit, when set, runs after an update's commit is
+	// recorded and before it is answered (outside the namespace's lock):
+	// what another client does while a session applies its journals.
+	AfterUpdateCommit func(message.FileVersion)
 }
 
 var (
@@ -82,7 +86,15 @@ func (n *Namespace) Commit(_ context.Context, c message.Commit) error {
 
 // CommitUpdate takes an update from the file's data version only, as the
 // namespace does (kerr.Busy otherwise).
-func (n *Namespace) CommitUpdate(_ context.Context, u message.UpdateCommit) (message.FileVersion, error) {
+func (n *Namespace) CommitUpdate(ctx context.Context, u message.UpdateCommit) (message.FileVersion, error) {
+	fv, err := n.commitUpdate(u)
+	if err == nil && n.AfterUpdateCommit != nil {
+		n.AfterUpdateCommit(fv)
+	}
+	return fv, err
+}
+
+func (n *Namespace) commitUpdate(u message.UpdateCommit) (message.FileVersion, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	f := n.files[u.Fid]
