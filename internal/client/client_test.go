@@ -204,3 +204,18 @@ func TestServersInOrder(t *testing.T) {
 		t.Errorf("stat with no server reachable: %v", err)
 	}
 }
+
+// TestUnreachedStorageKeepsCapability: when the storage server a
+// redirect names cannot be reached, the error names the path and the
+// server but not the capability (the URL's query), which would otherwise
+// reach the logs of whoever prints it (kaon mount's).
+func TestUnreachedStorageKeepsCapability(t *testing.T) {
+	f := newFake(t)
+	c := New(f.active.URL)
+	c.Token = "tok"
+	f.storage.Close()
+	err := c.Put(context.Background(), "/d/f", strings.NewReader("x"), 1)
+	if !kerr.Is(err, kerr.Unavailable) || !strings.Contains(err.Error(), "/d/f") || strings.Contains(err.Error(), "cap=") {
+		t.Fatalf("Put to an unreachable storage server: %v; want Unavailable naming /d/f, without the capability", err)
+	}
+}
