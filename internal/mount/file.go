@@ -101,6 +101,8 @@ func (n *node) open(ctx context.Context, flags uint32, c *client.Client) (fs.Fil
 			if err != nil {
 				return nil, 0, syscall.EIO
 			}
+			jr.streamable = n.streamable(ctx)
+			jr.count = func(name string) { n.fsys.Stats.Counter(name).Add(1) }
 			n.jr = jr
 		}
 		n.writers++
@@ -304,6 +306,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 	if err != nil {
 		return uint32(n), syscall.EIO
 	}
+	jr.stream(h.c, h.n.path)
 	return uint32(n), 0
 }
 
@@ -392,12 +395,13 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 		// What the flush made is what the kernel's pages hold.
 		e, err = c.Stat(ctx, p)
 	}
-	n.flushed(jr.Changes()-before, e, err == nil)
+	n.flushed(jr.Changes()-before, e, err == nil, jr.takeReplaced())
 	return errno(err)
 }
 
 // flushed ends a flush of n that sent changes changing requests and
-// (ok) left the file as e. When the last flush under way ends, the news
+// (ok) left the file as e; replaced: it committed a streamed upload,
+// which replaced the file by e (a new id), n's from now on. When the last flush under way ends, the news
 // of n's content held meanwhile are decided. The namespace's events do
 // not say whose change they report, and a flush's own arrive while it
 // runs, before it knows the data version it made: taken as changes made
@@ -409,7 +413,10 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 // many versions past the one the pages were read at was changed
 // elsewhere too, and its pages go; news newer than the flush's result
 // are applied as they came.
-func (n *node) flushed(changes int, e nsapi.Entry, ok bool) {
+func (n *node) flushed(changes int, e nsapi.Entry, ok, replaced bool) {
+	if ok && replaced {
+		n.fsys.rekey(n, e.ID)
+	}
 	n.mu.Lock()
 	n.flushing--
 	n.flushChanges += changes

@@ -31,6 +31,14 @@ type journal struct {
 	// (truncations, ranged PUTs), failed ones too (a lost answer may be
 	// a committed change): each commits at most one data version.
 	changes int
+	// The streamed upload of a file written from its start (stream.go):
+	// streamable is set by the open when the file may be replaced by one
+	// (empty, the caller's); st is the one under way; streamed: one was
+	// started (one per journal); replaced: a flush committed one (the
+	// file has a new id), until taken.
+	streamable, streamed, replaced bool
+	st                             *stream
+	count                          func(name string) // the mount's counters (nil: none)
 }
 
 type extent struct{ off, end int64 }
@@ -44,7 +52,61 @@ func newJournal(dir string, size int64) (*journal, error) {
 	return &journal{f: f, size: size, base: size, cut: -1}, nil
 }
 
-func (j *journal) close() { j.f.Close() }
+func (j *journal) close() {
+	j.mu.Lock()
+	j.dropStream(false)
+	j.mu.Unlock()
+	j.f.Close()
+}
+
+// dropStream aborts the stream under way, if any (waiting for its end
+// when wait is set). Caller holds j.mu.
+func (j *journal) dropStream(wait bool) {
+	if j.st != nil {
+		j.st.abort(wait)
+		j.st = nil
+		j.counter("stream_aborted")
+	}
+}
+
+func (j *journal) counter(name string) {
+	if j.count != nil {
+		j.count(name)
+	}
+}
+
+// prefix is where the journal's bytes written from offset 0 without a
+// hole end. Caller holds j.mu.
+func (j *journal) prefix() int64 {
+	if len(j.dirty) > 0 && j.dirty[0].off == 0 {
+		return j.dirty[0].end
+	}
+	return 0
+}
+
+// stream starts the streamed upload of the file (path, through c) once
+// it is written from its start far enough (streamMin), if the open
+// allowed it and the file is empty on the servers.
+func (j *journal) stream(c *client.Client, path func() string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.streamable || j.streamed || j.base != 0 || j.prefix() < streamMin {
+		return
+	}
+	j.streamed = true
+	j.st = startStream(c, j.f, path(), j.prefix())
+	j.counter("stream_started")
+}
+
+// takeReplaced reports whether a flush since the last call committed a
+// streamed upload (the file now has a new id).
+func (j *journal) takeReplaced() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	r := j.replaced
+	j.replaced = false
+	return r
+}
 
 // Size is the file's size as its writers see it.
 func (j *journal) Size() int64 { j.mu.Lock(); defer j.mu.Unlock(); return j.size }
@@ -66,6 +128,9 @@ func (j *journal) WriteAt(p []byte, off int64) (int, error) {
 	if n > 0 {
 		j.add(extent{off, off + int64(n)})
 		j.size = max(j.size, off+int64(n))
+	}
+	if j.st != nil && (err != nil || !j.st.wrote(off, j.prefix())) {
+		j.dropStream(false)
 	}
 	return n, err
 }
@@ -89,6 +154,7 @@ func (j *journal) add(e extent) {
 func (j *journal) Truncate(size int64) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.dropStream(false)
 	if size < j.size {
 		out := j.dirty[:0]
 		for _, d := range j.dirty {
@@ -117,6 +183,7 @@ func (j *journal) Truncate(size int64) error {
 func (j *journal) rebase(size int64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.dropStream(false)
 	switch {
 	case j.cut >= 0: // truncated here: the writers' size stands
 	case j.size > j.base: // extended here
@@ -182,6 +249,28 @@ func (j *journal) ReadAt(ctx context.Context, p []byte, off int64, remote func(c
 	return len(p), nil
 }
 
+// finishStream ends the stream under way: its upload is committed when
+// the journal holds the file from 0 to its size without a hole, and the
+// journal is then clean; otherwise (or when the upload failed) it is
+// aborted, and the caller replays the journal. Caller holds j.mu.
+func (j *journal) finishStream() error {
+	s := j.st
+	j.st = nil
+	if j.base != 0 || j.prefix() != j.size || len(j.dirty) != 1 {
+		s.abort(true)
+		j.counter("stream_aborted")
+		return errStreamAborted
+	}
+	j.changes++
+	if err := s.finish(j.size); err != nil {
+		j.counter("stream_failed")
+		return err
+	}
+	j.dirty, j.base, j.cut, j.replaced = nil, j.size, -1, true
+	j.counter("stream_committed")
+	return nil
+}
+
 // Changes is how many changing requests Flush has sent so far.
 func (j *journal) Changes() int { j.mu.Lock(); defer j.mu.Unlock(); return j.changes }
 
@@ -191,6 +280,11 @@ func (j *journal) Flush(ctx context.Context, c *client.Client, path string) erro
 	defer j.mu.Unlock()
 	if !j.dirtyLocked() {
 		return nil
+	}
+	if j.st != nil {
+		if err := j.finishStream(); err == nil {
+			return j.f.Truncate(0)
+		}
 	}
 	if j.cut >= 0 && j.cut < j.base {
 		j.changes++
