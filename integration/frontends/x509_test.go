@@ -13,7 +13,6 @@ import (
 	"github.com/kaon-storage/kaon/integration/harness"
 	"github.com/kaon-storage/kaon/internal/auth/x509auth/x509test"
 	"github.com/kaon-storage/kaon/internal/frontendtest"
-	"github.com/kaon-storage/kaon/internal/tlsconf"
 )
 
 // TestX509Conformance runs the conformance scenarios with grid
@@ -25,26 +24,11 @@ import (
 // outcome is the one of TestConformance. Forged, expired, unknown-CA and
 // unmapped credentials never read or write a byte; no key reaches a log.
 func TestX509Conformance(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Fatal("this suite runs kaon as root and maps DNs to the local users daemon and nobody")
-	}
-	dir := t.TempDir()
-	local, err := tlsconf.LocalCA(filepath.Join(dir, "tls"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	grid, other := x509test.NewRSACA("Grid"), x509test.NewRSACA("Elsewhere")
-	caDir := filepath.Join(dir, "certificates")
-	if err := x509test.WriteCADir(caDir, grid); err != nil {
-		t.Fatal(err)
-	}
-	h, _ := tlsconf.SubjectHash(local.Cert)
-	b, _ := os.ReadFile(filepath.Join(local.HashDir, h+".0"))
-	os.WriteFile(filepath.Join(caDir, h+".0"), b, 0o644)
-	gridmap := filepath.Join(dir, "grid-mapfile")
-	os.WriteFile(gridmap, []byte(`"/DC=org/DC=kaon-test/O=Users/CN=Alice" daemon
+	site := harness.NewGridSite(t, grid, `"/DC=org/DC=kaon-test/O=Users/CN=Alice" daemon
 "/DC=org/DC=kaon-test/O=Users/CN=Bob" nobody
-`), 0o644)
+`)
+	dir, caDir, gridmap := site.Dir, site.CADir, site.Gridmap
 	k := harness.Start(t, dir, "up", "--data", dir, "--http", "127.0.0.1:0", "--xrootd", "127.0.0.1:0", "--tls",
 		"--auth", "x509,gsi", "--tls-ca-dir", caDir, "--grid-mapfile", gridmap)
 	k.EP = harness.ReadEndpoints(t, dir)

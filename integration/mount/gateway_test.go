@@ -13,6 +13,7 @@ import (
 	"github.com/kaon-storage/kaon/integration/fusetest"
 	"github.com/kaon-storage/kaon/integration/harness"
 	"github.com/kaon-storage/kaon/internal/auth/gateway"
+	"golang.org/x/sys/unix"
 )
 
 // gatewayKey writes a new random gateway key file (0600) in dir.
@@ -87,6 +88,14 @@ func TestGatewayIdentity(t *testing.T) {
 		case c.want == "" && (code == 0 || !strings.Contains(out, "Permission denied")):
 			t.Errorf("uid %d (groups %v) reading %s: exit %d %q, want Permission denied", c.uid, c.groups, c.file, code, out)
 		}
+	}
+
+	// The daemon runs as root, squashed to nobody, yet its host key lets
+	// it learn where the filesystems live: this host's stripes are read
+	// by the daemon itself (the direct path), not by the storage server.
+	buf := make([]byte, 64)
+	if n, err := unix.Getxattr(filepath.Join(m.mp, "a"), "kaon.datapath", buf); err != nil || string(buf[:max(n, 0)]) != "local" {
+		t.Errorf("uid 1000's read of a through the gateway mount: kaon.datapath %q, %v; want \"local\"\n%s", buf[:max(n, 0)], err, m.log)
 	}
 
 	// Without the key, the header asserts nothing.

@@ -19,8 +19,8 @@ import (
 // of X509_USER_PROXY.
 func TestCLIGridClient(t *testing.T) {
 	grid := x509test.NewCA("Grid")
-	site := newGridSite(t, grid)
-	dir, local, caDir, gridmap := site.dir, site.local, site.caDir, site.gridmap
+	site := harness.NewGridSite(t, grid, aliceMap)
+	dir, local, caDir, gridmap := site.Dir, site.Local, site.CADir, site.Gridmap
 	k := harness.Start(t, dir, "up", "--data", dir, "--http", "127.0.0.1:0", "--xrootd", "127.0.0.1:0", "--require-tls",
 		"--auth", "unix,token,x509", "--tls-ca-dir", caDir, "--grid-mapfile", gridmap)
 	ep := readEP(t, dir)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/kaon-storage/kaon/integration/harness"
 	"github.com/kaon-storage/kaon/internal/auth/x509auth/x509test"
-	"github.com/kaon-storage/kaon/internal/tlsconf"
 )
 
 // TestGSI: root:// and roots:// clients with a grid proxy (xrdcp, xrdfs,
@@ -25,28 +24,13 @@ import (
 // client without a usable proxy (none, expired: the client does not send
 // it) is told what is required. No key reaches a log.
 func TestGSI(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Fatal("this test runs kaon as root and maps a DN to the local user daemon")
-	}
-	dir := t.TempDir()
-	local, err := tlsconf.LocalCA(filepath.Join(dir, "tls"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	grid, other := x509test.NewRSACA("Grid"), x509test.NewRSACA("Elsewhere")
-	caDir := filepath.Join(dir, "certificates")
-	if err := x509test.WriteCADir(caDir, grid); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(filepath.Join(local.HashDir, mustHash(t, local)+".0"))
-	os.WriteFile(filepath.Join(caDir, mustHash(t, local)+".0"), b, 0o644)
+	site := harness.NewGridSite(t, grid, aliceMap+`"/DC=org/DC=kaon-test/O=Users/CN=Dave" daemon`+"\n")
+	dir, caDir, gridmap := site.Dir, site.CADir, site.Gridmap
 	alice, dave := grid.User("Alice"), grid.User("Dave")
 	if err := grid.WriteCRL(caDir, dave); err != nil { // Dave's certificate is revoked
 		t.Fatal(err)
 	}
-	gridmap := filepath.Join(dir, "grid-mapfile")
-	aliceLine := `"/DC=org/DC=kaon-test/O=Users/CN=Alice" daemon` + "\n"
-	os.WriteFile(gridmap, []byte(aliceLine+`"/DC=org/DC=kaon-test/O=Users/CN=Dave" daemon`+"\n"), 0o644)
 
 	// voms-proxy-fake's attributes are signed by vomsCred, which the VOMS
 	// directory vouches for; its production role is the local user bin.
@@ -185,7 +169,7 @@ assert st.ok, st.message
 	// Removed from the grid-mapfile: refused at the next login.
 	os.WriteFile(gridmap, []byte("# Alice revoked\n"), 0o644)
 	refused("a DN removed from the grid-mapfile", "/CN=Alice is not in the grid-mapfile", env("X509_USER_PROXY="+proxies["x509test"]))
-	os.WriteFile(gridmap, []byte(aliceLine), 0o644)
+	os.WriteFile(gridmap, []byte(aliceMap), 0o644)
 	must(t, env("X509_USER_PROXY="+proxies["x509test"]), "xrdfs", xrd, "stat", "/alice/x509test")
 
 	// No key of a proxy or certificate reaches a log.

@@ -18,8 +18,8 @@ import (
 // the audit log (who, path, activities, expiry), the macaroon is not.
 func TestMacaroonRevokedDN(t *testing.T) {
 	grid := x509test.NewCA("Grid")
-	site := newGridSite(t, grid)
-	dir, caDir, gridmap := site.dir, site.caDir, site.gridmap
+	site := harness.NewGridSite(t, grid, aliceMap)
+	dir, caDir, gridmap := site.Dir, site.CADir, site.Gridmap
 	proxy := filepath.Join(t.TempDir(), "proxy")
 	if err := grid.User("Alice").Proxy(x509test.ProxyOpts{}).WriteProxyFile(proxy); err != nil {
 		t.Fatal(err)

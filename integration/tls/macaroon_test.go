@@ -20,8 +20,8 @@ import (
 // reaches a log.
 func TestMacaroons(t *testing.T) {
 	grid := x509test.NewCA("Grid")
-	site := newGridSite(t, grid)
-	dir, caDir, gridmap := site.dir, site.caDir, site.gridmap
+	site := harness.NewGridSite(t, grid, aliceMap)
+	dir, caDir, gridmap := site.Dir, site.CADir, site.Gridmap
 	proxy := filepath.Join(t.TempDir(), "proxy")
 	if err := grid.User("Alice").Proxy(x509test.ProxyOpts{}).WriteProxyFile(proxy); err != nil {
 		t.Fatal(err)

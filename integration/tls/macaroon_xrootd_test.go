@@ -31,8 +31,8 @@ import (
 // No macaroon of Kaon's reaches Kaon's log.
 func TestMacaroonTPCWithXRootD(t *testing.T) {
 	grid := x509test.NewRSACA("Grid")
-	site := newGridSite(t, grid)
-	dir, caDir, gridmap := site.dir, site.caDir, site.gridmap
+	site := harness.NewGridSite(t, grid, aliceMap)
+	dir, caDir, gridmap := site.Dir, site.CADir, site.Gridmap
 	alice := grid.User("Alice")
 	proxy := filepath.Join(t.TempDir(), "proxy")
 	if err := alice.Proxy(x509test.ProxyOpts{}).WriteProxyFile(proxy); err != nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/kaon-storage/kaon/integration/harness"
 	"github.com/kaon-storage/kaon/internal/auth/x509auth/x509test"
-	"github.com/kaon-storage/kaon/internal/tlsconf"
 )
 
 // TestX509Proxies: curl, davix and gfal with an RFC 3820 proxy
@@ -22,26 +20,10 @@ import (
 // certificate from an unknown CA are refused (403 naming why), even from
 // a loopback client that would otherwise be its unix user.
 func TestX509Proxies(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Fatal("this test runs kaon as root and maps a DN to the local user daemon")
-	}
-	dir := t.TempDir()
-	// The local CA is made first so the CA directory can hold it (server
-	// trust for the clients) beside the grid CA (client certificates).
-	local, err := tlsconf.LocalCA(filepath.Join(dir, "tls"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	grid, other := x509test.NewCA("Grid"), x509test.NewCA("Elsewhere")
-	caDir := filepath.Join(dir, "certificates")
-	if err := x509test.WriteCADir(caDir, grid); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(filepath.Join(local.HashDir, mustHash(t, local)+".0"))
-	os.WriteFile(filepath.Join(caDir, mustHash(t, local)+".0"), b, 0o644)
+	site := harness.NewGridSite(t, grid, aliceMap)
+	dir, caDir, gridmap := site.Dir, site.CADir, site.Gridmap
 	alice := grid.User("Alice")
-	gridmap := filepath.Join(dir, "grid-mapfile")
-	os.WriteFile(gridmap, []byte(`"/DC=org/DC=kaon-test/O=Users/CN=Alice" daemon`+"\n"), 0o644)
 
 	vomsServer := grid.Host("voms.kaon.test")
 	vomsDir := filepath.Join(dir, "vomsdir")
@@ -141,40 +123,5 @@ func TestX509Proxies(t *testing.T) {
 // aliceDN is the grid user whose proxies the tests hold.
 const aliceDN = "/DC=org/DC=kaon-test/O=Users/CN=Alice"
 
-// gridSite is a site's X.509 set-up in a temporary directory: a local CA
-// for the host certificate (its hash file also in the CA directory, so
-// clients trust it), the grid CA, and a grid-mapfile mapping Alice to the
-// local user daemon. The tests run kaon as root to map her.
-type gridSite struct {
-	dir, caDir, gridmap string
-	local               *tlsconf.Local
-}
-
-func newGridSite(t *testing.T, grid *x509test.Cred) gridSite {
-	t.Helper()
-	if os.Getuid() != 0 {
-		t.Fatal("this test runs kaon as root and maps a DN to the local user daemon")
-	}
-	s := gridSite{dir: t.TempDir()}
-	var err error
-	if s.local, err = tlsconf.LocalCA(filepath.Join(s.dir, "tls")); err != nil {
-		t.Fatal(err)
-	}
-	s.caDir = filepath.Join(s.dir, "certificates")
-	if err := x509test.WriteCADir(s.caDir, grid); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(filepath.Join(s.local.HashDir, mustHash(t, s.local)+".0"))
-	os.WriteFile(filepath.Join(s.caDir, mustHash(t, s.local)+".0"), b, 0o644)
-	s.gridmap = filepath.Join(s.dir, "grid-mapfile")
-	os.WriteFile(s.gridmap, []byte(`"`+aliceDN+`" daemon`+"\n"), 0o644)
-	return s
-}
-
-func mustHash(t *testing.T, l *tlsconf.Local) string {
-	h, err := tlsconf.SubjectHash(l.Cert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
+// aliceMap is a grid-mapfile mapping Alice to the local user daemon.
+const aliceMap = `"` + aliceDN + `" daemon` + "\n"

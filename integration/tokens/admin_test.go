@@ -28,6 +28,7 @@ type adminRoute struct {
 // status, keys) rather than about one's files.
 var adminRoutes = map[string]adminRoute{
 	"fs/ls":               {},
+	"fs/paths":            {},
 	"fs/status":           {args: map[string]any{"id": "1"}},
 	"group/ls":            {},
 	"space/ls":            {},

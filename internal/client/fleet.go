@@ -53,6 +53,12 @@ func (c *Client) Filesystems(ctx context.Context) ([]nsapi.Filesystem, error) {
 	return get[[]nsapi.Filesystem](ctx, c, "fs/ls", nsapi.None{})
 }
 
+// FilesystemPaths lists where each filesystem's stripes live (the admin
+// or a gateway host only).
+func (c *Client) FilesystemPaths(ctx context.Context) ([]nsapi.FsPath, error) {
+	return get[[]nsapi.FsPath](ctx, c, "fs/paths", nsapi.None{})
+}
+
 // AddFilesystem registers a filesystem on a storage server node: a
 // directory, or rados://[USER@]POOL[/NAMESPACE][?conf=FILE].
 func (c *Client) AddFilesystem(ctx context.Context, f nsapi.NewFilesystem) error {

@@ -60,6 +60,7 @@ var apiRoutes = []apiRoute{
 	{"recycle/purge", post, typed(api.recyclePurge)},
 
 	{"fs/ls", get, typed(api.filesystems)},
+	{"fs/paths", get, typed(api.filesystemPaths)},
 	{"fs/add", post, typed(api.addFilesystem)},
 	{"fs/config", post, typed(api.configFilesystem)},
 	{"fs/reinit", post, typed(api.reinitFilesystem)},

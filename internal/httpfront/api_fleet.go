@@ -45,6 +45,10 @@ func (a api) filesystems(ctx context.Context, c auth.Principal, _ nsapi.None) ([
 	return a.ns.Filesystems(ctx, c)
 }
 
+func (a api) filesystemPaths(ctx context.Context, c auth.Principal, _ nsapi.None) ([]nsapi.FsPath, error) {
+	return a.ns.FilesystemPaths(ctx, c)
+}
+
 func (a api) addFilesystem(ctx context.Context, c auth.Principal, r nsapi.NewFilesystem) (nsapi.Filesystem, error) {
 	return a.ns.AddFilesystem(ctx, c, r)
 }

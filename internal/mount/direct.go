@@ -84,9 +84,10 @@ func (f *FS) store(ctx context.Context, id uint32) (*posix.Store, bool, string) 
 		return nil, false, "not reachable from this host"
 	}
 	l.listed = time.Now()
-	// The registrations are the admin's (`fs ls`): the daemon's own
-	// identity (root on the namespace's host, or an admin token).
-	fss, err := f.own.Filesystems(ctx)
+	// The paths are for the admin or a gateway host: the daemon's own
+	// identity (root on the namespace's host, an admin token, or this
+	// host's gateway key).
+	fss, err := f.own.FilesystemPaths(ctx)
 	if err != nil {
 		why := "cannot list the filesystems: " + err.Error()
 		if why != l.failed {

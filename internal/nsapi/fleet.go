@@ -9,6 +9,16 @@ import (
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
+// FsPath is where a filesystem's stripes live, for a client that may
+// reach them itself (`kaon mount`'s direct path): the registered path,
+// the identity marker expected there, and whether it keeps block sums.
+type FsPath struct {
+	ID          uint32 `json:"id"`
+	Path        string `json:"path"`
+	UUID        string `json:"uuid,omitempty"`
+	NoBlockSums bool   `json:"no_block_sums,omitempty"`
+}
+
 // Filesystem is a row of `fs ls`: its registration, what its storage
 // server last reported, and its drain.
 type Filesystem struct {

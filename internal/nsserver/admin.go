@@ -25,6 +25,23 @@ func (s *Server) Filesystems(_ context.Context, p auth.Principal) ([]nsapi.Files
 	return out, nil
 }
 
+// FilesystemPaths lists where each filesystem's stripes live, for the
+// direct path of a mount on a host the instance trusts: the admin, or a
+// gateway (its host key authenticated it; the caller it asserts may be
+// any user, even squashed root). Nothing about nodes, load or drains.
+func (s *Server) FilesystemPaths(_ context.Context, p auth.Principal) ([]nsapi.FsPath, error) {
+	if p.Method != "gateway" {
+		if err := requireRoot(p, "fs paths"); err != nil {
+			return nil, err
+		}
+	}
+	var out []nsapi.FsPath
+	for _, f := range s.reg.List() {
+		out = append(out, nsapi.FsPath{ID: f.ID, Path: f.Path, UUID: f.UUID, NoBlockSums: f.NoBlockSums})
+	}
+	return out, nil
+}
+
 // AddFilesystem registers a new filesystem on a storage server node.
 func (s *Server) AddFilesystem(ctx context.Context, p auth.Principal, nf nsapi.NewFilesystem) (f nsapi.Filesystem, err error) {
 	defer func() { err = s.audit(ctx, p, "fs add", nf.Node+":"+nf.Path, "", err) }()
