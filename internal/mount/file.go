@@ -400,8 +400,7 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 }
 
 // flushed ends a flush of n that sent changes changing requests and
-// (ok) left the file as e; replaced: it committed a streamed upload,
-// which replaced the file by e (a new id), n's from now on. When the last flush under way ends, the news
+// (ok) left the file as e. When the last flush under way ends, the news
 // of n's content held meanwhile are decided. The namespace's events do
 // not say whose change they report, and a flush's own arrive while it
 // runs, before it knows the data version it made: taken as changes made
@@ -412,7 +411,8 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 // own: each commits at most one data version, so a file more than that
 // many versions past the one the pages were read at was changed
 // elsewhere too, and its pages go; news newer than the flush's result
-// are applied as they came.
+// are applied as they came. replaced: the flush committed a streamed
+// upload (stream.go), whose file e (a new id) is n's from now on.
 func (n *node) flushed(changes int, e nsapi.Entry, ok, replaced bool) {
 	if ok && replaced {
 		n.fsys.rekey(n, e.ID)

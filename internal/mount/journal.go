@@ -54,16 +54,17 @@ func newJournal(dir string, size int64) (*journal, error) {
 
 func (j *journal) close() {
 	j.mu.Lock()
-	j.dropStream(false)
+	j.dropStream()
 	j.mu.Unlock()
 	j.f.Close()
 }
 
-// dropStream aborts the stream under way, if any (waiting for its end
-// when wait is set). Caller holds j.mu.
-func (j *journal) dropStream(wait bool) {
+// dropStream aborts the stream under way, if any, without waiting for
+// its end (a flush replays over it only once it ended: finishStream).
+// Caller holds j.mu.
+func (j *journal) dropStream() {
 	if j.st != nil {
-		j.st.abort(wait)
+		j.st.abort(false)
 		j.st = nil
 		j.counter("stream_aborted")
 	}
@@ -130,7 +131,7 @@ func (j *journal) WriteAt(p []byte, off int64) (int, error) {
 		j.size = max(j.size, off+int64(n))
 	}
 	if j.st != nil && (err != nil || !j.st.wrote(off, j.prefix())) {
-		j.dropStream(false)
+		j.dropStream()
 	}
 	return n, err
 }
@@ -154,7 +155,7 @@ func (j *journal) add(e extent) {
 func (j *journal) Truncate(size int64) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.dropStream(false)
+	j.dropStream()
 	if size < j.size {
 		out := j.dirty[:0]
 		for _, d := range j.dirty {
@@ -183,7 +184,7 @@ func (j *journal) Truncate(size int64) error {
 func (j *journal) rebase(size int64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.dropStream(false)
+	j.dropStream()
 	switch {
 	case j.cut >= 0: // truncated here: the writers' size stands
 	case j.size > j.base: // extended here
