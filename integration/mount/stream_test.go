@@ -82,11 +82,18 @@ func writeAll(t *testing.T, fd int, p []byte) {
 // bytes'. An fsync in the middle commits what was written so far
 // (curl reads it before the close) and the rest follows; a write below
 // what was streamed (a rewrite) falls back to the journal, and the
-// close still stores every byte as written.
+// close still stores every byte as written. With and without the
+// kernel's write-back cache (its writes reach the daemon differently).
 func TestStreamedWrite(t *testing.T) {
+	for _, o := range []string{"nowriteback", "writeback"} {
+		t.Run(o, func(t *testing.T) { streamedWrite(t, o) })
+	}
+}
+
+func streamedWrite(t *testing.T, opt string) {
 	up := harness.Up(t)
 	up.MustKaon("mkdir", "/s")
-	m := newMount(t, up.EP.HTTP, "/s", "")
+	m := newMount(t, up.EP.HTTP, "/s", "", "-o", opt)
 	want := make([]byte, 40<<20+4321)
 	rand.Read(want)
 
