@@ -62,7 +62,7 @@ func newMountCmd() *cobra.Command {
 	fl.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	fl.StringVar(&o.xrootd, "xrootd", "", "the namespace's root:// host:port, for the kaon.url.root attribute (default: as `kaon ns status` lists it)")
 	fl.DurationVar(&o.grace, "grace", 2*time.Minute, "how long fsync and close wait for an unreachable server (a restart) while the local journal keeps what was written")
-	fl.BoolVar(&o.writeback, "writeback", false, "the kernel's write-back cache (small writes batched in the page cache; remote changes still invalidate it); opt-in until a close during a failover is bounded (DESIGN §8)")
+	fl.BoolVar(&o.writeback, "writeback", true, "the kernel's write-back cache (small writes batched in the page cache; remote changes still invalidate it); --writeback=false: each write a request")
 	fl.StringVar(&o.direct, "direct", "auto", "read a file's stripe straight from its backend where this host reaches it (FUSE passthrough for plain stripes): auto or off")
 	fl.DurationVar(&o.timeout, "timeout", time.Minute, "how long a request waits for a server's answer before it fails (a hung server never holds callers)")
 	c.Long = `Mounts Kaon's namespace on MOUNTPOINT. Every caller acts as itself: its
@@ -90,12 +90,12 @@ auto, noauto, user, users, nofail, dev, suid, exec, x-*) and these:
   gateway=KEYFILE the gateway key: callers' uids are asserted with it
   debug           log every FUSE request
   grace=DUR       how long fsync/close replay the journal to an unreachable server (2m)
-  writeback       the kernel's write-back cache on (off by default)
-  nowriteback     the kernel's write-back cache off (each write a request; the default)
+  writeback       the kernel's write-back cache on (the default)
+  nowriteback     the kernel's write-back cache off (each write a request)
   direct=auto|off read-only opens read a stripe this host reaches itself
                   (same host, or a CephFS mounted at the filesystem's
                   path) without the storage server; plain stripes go to
-                  the kernel (FUSE passthrough; not with writeback). auto
+                  the kernel (FUSE passthrough; with nowriteback). auto
                   by default
 
 mount.kaon (the same binary by that name) is mount(8)'s helper:

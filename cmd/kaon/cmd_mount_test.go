@@ -2,22 +2,22 @@ package main
 
 import "testing"
 
-// TestMountWritebackDefault: the kernel's write-back cache is off unless
-// asked for (--writeback or -o writeback) until a close during a
-// failover is bounded (DESIGN §8); -o nowriteback is taken.
+// TestMountWritebackDefault: the kernel's write-back cache is on unless
+// turned off (--writeback=false or -o nowriteback); -o writeback is
+// taken.
 func TestMountWritebackDefault(t *testing.T) {
 	c := newMountCmd()
 	if err := c.ParseFlags(nil); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := c.Flags().GetBool("writeback"); v {
-		t.Fatal("kaon mount: write-back is on by default")
+	if v, _ := c.Flags().GetBool("writeback"); !v {
+		t.Fatal("kaon mount: write-back is off by default")
 	}
-	if err := c.ParseFlags([]string{"--writeback"}); err != nil {
+	if err := c.ParseFlags([]string{"--writeback=false"}); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := c.Flags().GetBool("writeback"); !v {
-		t.Fatal("--writeback leaves write-back off")
+	if v, _ := c.Flags().GetBool("writeback"); v {
+		t.Fatal("--writeback=false leaves write-back on")
 	}
 	for opts, want := range map[string]bool{"nowriteback": false, "writeback": true} {
 		o := mountOptions{writeback: !want, direct: "auto", options: []string{"_netdev", opts}}

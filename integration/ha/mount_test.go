@@ -169,15 +169,10 @@ func haMount(t *testing.T, urls string) string {
 	d := fusetest.TempDir(t)
 	mp := filepath.Join(d, "mnt")
 	os.Mkdir(mp, 0o755)
-	// Without the kernel's write-back cache: with it (the default)
-	// TestMountFailover hangs — after the kill -9, the exec of the next
-	// kaon command by the test (which holds "across" open with dirty
-	// pages) stays in D state for minutes, closing its copy of the
-	// descriptor (write-back of the dirty pages, FLUSH, the journal's
-	// replay during the failover). Not solved yet: see DESIGN-NOTES,
-	// write-back by default.
+	// With the kernel's write-back cache (the default): "across" has
+	// dirty pages while the test execs kaon commands (DESIGN-NOTES).
 	cmd := exec.Command(harness.Binary(t), "mount", "-f", "--url", urls, "--subtree", "/m", "--timeout", "20s",
-		"--writeback=false", "--cache", filepath.Join(d, "cache"), mp)
+		"--cache", filepath.Join(d, "cache"), mp)
 	var log syncBuf
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -2,6 +2,7 @@ package mount_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,11 +13,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kaon-storage/kaon/integration/fusetest"
 	"github.com/kaon-storage/kaon/integration/harness"
 )
 
 // TestWritebackRemoteChange: with the kernel's write-back cache on
-// (-o writeback), a change made elsewhere — another mount changing a file in
+// (the default), a change made elsewhere — another mount changing a file in
 // place, growing or shrinking it, curl replacing it — still reaches
 // mount A's cached pages and attributes, size and content, whether the
 // file is closed in A, open with dirty pages, or mapped. The kernel
@@ -25,8 +27,8 @@ import (
 func TestWritebackRemoteChange(t *testing.T) {
 	up := harness.Up(t)
 	up.MustKaon("mkdir", "/wb")
-	a := newMount(t, up.EP.HTTP, "/wb", "", "-o", "writeback")
-	b := newMount(t, up.EP.HTTP, "/wb", "", "-o", "writeback")
+	a := newMount(t, up.EP.HTTP, "/wb", "")
+	b := newMount(t, up.EP.HTTP, "/wb", "")
 	size := func(p string) int64 {
 		var st unix.Stat_t
 		if err := unix.Stat(p, &st); err != nil {
@@ -199,7 +201,7 @@ func TestWritebackRemoteChange(t *testing.T) {
 func TestWritebackAcknowledged(t *testing.T) {
 	up := harness.Up(t)
 	up.MustKaon("mkdir", "/ack")
-	m := newMount(t, up.EP.HTTP, "/ack", "", "-o", "writeback")
+	m := newMount(t, up.EP.HTTP, "/ack", "")
 	p := filepath.Join(m.mp, "f")
 	get := func() string {
 		out, err := exec.Command("curl", "-sSf", "-L", up.EP.HTTP+"/ack/f").Output()
@@ -248,6 +250,53 @@ func TestWritebackAcknowledged(t *testing.T) {
 	fd = -1
 	if got := get(); got != string(want) {
 		t.Fatalf("curl after close: %d bytes (first difference at %d), want %d", len(got), firstDiff(got, string(want)), len(want))
+	}
+}
+
+// TestWritebackExecWithDirtyFile: with write-back (the default), a
+// process holding a file of the mount open with dirty pages can still
+// start a program.
+// The exec closes the child's copy of the descriptor (O_CLOEXEC, as Go
+// and most runtimes open files): the kernel writes the file's times back
+// (FUSE SETATTR) from the child while the exec holds the child's
+// exec_update_lock. The daemon answered only after reading the caller's
+// /proc/PID/environ for its token, which waits for that same lock: the
+// exec never finished (integration/ha's TestMountFailover hung so at its
+// first `kaon ns status` after the kill; the failover had no part in it).
+// The file's data is stored whole at its close.
+func TestWritebackExecWithDirtyFile(t *testing.T) {
+	up := harness.Up(t)
+	up.MustKaon("mkdir", "/exec")
+	m := newMount(t, up.EP.HTTP, "/exec", "")
+	f, err := os.Create(filepath.Join(m.mp, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	want := bytes.Repeat([]byte("dirty in the page cache\n"), 4000)
+	if _, err := f.Write(want); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := fusetest.Within(fmt.Sprintf("exec %d of /bin/true while f has dirty pages", i), upDeadline, func() error {
+			return exec.Command("/bin/true").Run()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte("again"), int64(i*4096)); err != nil {
+			t.Fatal(err)
+		}
+		copy(want[i*4096:], "again")
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	out, err := exec.Command("curl", "-sSf", "-L", up.EP.HTTP+"/exec/f").Output()
+	if err != nil {
+		t.Fatalf("curl GET /exec/f: %v", err)
+	}
+	if !bytes.Equal(out, want) {
+		t.Fatalf("curl after close: %d bytes (first difference at %d), want the %d written", len(out), firstDiff(string(out), string(want)), len(want))
 	}
 }
 

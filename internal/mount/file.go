@@ -166,6 +166,17 @@ var _ = (fs.FilePassthroughFder)(ptHandle{})
 
 func (p ptHandle) PassthroughFd() (int, bool) { return p.fd, true }
 
+// asHandle is the mount's handle behind f (nil: none).
+func asHandle(f fs.FileHandle) *handle {
+	switch h := f.(type) {
+	case *handle:
+		return h
+	case ptHandle:
+		return h.handle
+	}
+	return nil
+}
+
 // dataPath records and counts how an open reads (kaon.datapath,
 // kaon.stats). The log tells when a file's path changes after its first
 // open, and each new reason for reading through the storage server

@@ -172,7 +172,11 @@ func (ids *identities) groups(c *fuse.Caller) (uint32, []uint32) {
 	return gid, groups
 }
 
-// token is the bearer token of the calling process ("" for none).
+// token is the bearer token of the calling process ("" for none). The
+// open of /proc/PID/environ waits while that process is in exec (its
+// exec_update_lock): never look for it for a request the kernel can send
+// from an exec — the close of an O_CLOEXEC descriptor (FLUSH, and the
+// times of a file written back, which Setattr answers as the open file).
 func (ids *identities) token(c *fuse.Caller) string {
 	now := time.Now()
 	ids.mu.Lock()

@@ -681,9 +681,39 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) (eno syscall.Errno) {
 	ctx = detach(ctx)
 	defer n.fsys.Stats.Op("setattr").Done(time.Now(), &eno)
-	c := n.client(ctx)
-	p := n.path()
 	a, _ := n.snapshot()
+	// Times: the namespace keeps the modification time, no access time
+	// (an atime set is accepted and not kept, as on a noatime mount).
+	// With the write-back cache the kernel keeps a file's mtime and sends
+	// it (mtime and ctime, no atime) before it writes the file back: while
+	// this mount holds unwritten data, that is answered here — the commit
+	// of the data stamps the file, and a close or fsync must not fail
+	// while the servers restart (the grace). It is answered before the
+	// caller's identity is looked for: the kernel sends it from a process
+	// closing the file, at exec too (below).
+	kernelTimes := n.fsys.opts.Writeback && !a.IsDir &&
+		in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME|fuse.FATTR_CTIME) == fuse.FATTR_MTIME|fuse.FATTR_CTIME &&
+		in.Valid&(fuse.FATTR_MODE|fuse.FATTR_UID|fuse.FATTR_GID|fuse.FATTR_SIZE|fuse.FATTR_KILL_SUIDGID) == 0
+	if kernelTimes && n.dirty() {
+		a, until := n.snapshot()
+		n.fill(a, &out.Attr)
+		out.SetTimeout(timeout(until))
+		return 0
+	}
+	// A SETATTR naming an open file (ftruncate; the kernel's times of a
+	// file it writes back) acts as that file's opener. The kernel sends
+	// the times from the process closing a descriptor, and exec closes
+	// every O_CLOEXEC one while it holds the process's exec_update_lock:
+	// the caller's identity (its token, found in /proc/PID/environ, whose
+	// open waits for that lock) could not be read, the exec never ended
+	// (TestWritebackExecWithDirtyFile; DESIGN-NOTES).
+	var c *client.Client
+	if h := asHandle(f); h != nil {
+		c = h.c
+	} else {
+		c = n.client(ctx)
+	}
+	p := n.path()
 	// The entry after the last change, as the server answered it: no
 	// stat after a chmod or chown (ID 0: none yet, or stale).
 	var after nsapi.Entry
@@ -733,22 +763,6 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			return errno(err)
 		}
 		after.ID = 0
-	}
-	// Times: the namespace keeps the modification time, no access time
-	// (an atime set is accepted and not kept, as on a noatime mount).
-	// With the write-back cache the kernel keeps a file's mtime and sends
-	// it (mtime and ctime, no atime) before it writes the file back: while
-	// this mount holds unwritten data, that is answered here — the commit
-	// of the data stamps the file, and a close or fsync must not fail
-	// while the servers restart (the grace).
-	kernelTimes := n.fsys.opts.Writeback && !a.IsDir &&
-		in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME|fuse.FATTR_CTIME) == fuse.FATTR_MTIME|fuse.FATTR_CTIME &&
-		in.Valid&(fuse.FATTR_MODE|fuse.FATTR_UID|fuse.FATTR_GID|fuse.FATTR_SIZE) == 0
-	if kernelTimes && n.dirty() {
-		a, until := n.snapshot()
-		n.fill(a, &out.Attr)
-		out.SetTimeout(timeout(until))
-		return 0
 	}
 	// An explicit time: written data is replayed first, or its commit at
 	// close would stamp the file with the time of the close (cp -p sets
