@@ -12,7 +12,7 @@ import (
 
 func newBenchSessionWireCmd() *cobra.Command {
 	var cfg bench.WireConfig
-	c := leaf("session-wire", "the session channel's candidate transports on one stream of invalidations: gRPC vs HTTP/2 (net/http), in process over loopback", func(*cobra.Command, []string) int {
+	c := leaf("session-wire", "the session channel's candidate transports on one stream of invalidations: gRPC, HTTP/2 (net/http) and WebSocket (gorilla), in process over loopback", func(*cobra.Command, []string) int {
 		res, err := bench.SessionWire(cfg, os.Stdout)
 		if err != nil {
 			return fail("bench session-wire", err)
@@ -56,8 +56,9 @@ func newBenchSessionsCmd() *cobra.Command {
 	fl.StringVar(&data, "data", defaultDataDir(), "data dir of the running server (endpoints.json)")
 	fl.IntVar(&cfg.Sessions, "sessions", 10000, "sessions to open")
 	fl.IntVar(&cfg.Leases, "leases-per-session", 10, "leases each session takes")
-	fl.IntVar(&cfg.PerStream, "per-stream", 1000, "sessions sharing one HTTP/2 stream")
-	fl.IntVar(&cfg.Conns, "conns", 4, "HTTP/2 connections the streams are spread over")
+	fl.IntVar(&cfg.PerStream, "per-stream", 1000, "sessions sharing one stream")
+	fl.BoolVar(&cfg.HTTP2, "http2", false, "streams as HTTP/2 POSTs (as clients before the WebSocket) instead of WebSockets (a connection each)")
+	fl.IntVar(&cfg.Conns, "conns", 4, "HTTP/2 connections the streams are spread over (--http2)")
 	fl.IntVar(&cfg.Dirs, "dirs", 1000, "directories the leases are spread over")
 	fl.IntVar(&cfg.Audience, "audience", 1000, "sessions subscribed to the directory the timed changes are made in")
 	fl.IntVar(&cfg.Changes, "changes", 20, "changes timed, with and without broadcast suppression")

@@ -144,11 +144,10 @@ func TestDirectRead(t *testing.T) {
 		if err := os.WriteFile(p, want, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		var st syscall.Stat_t
-		if err := syscall.Stat(p, &st); err != nil {
-			t.Fatal(err)
-		}
-		fi, err := os.Stat(stripeOf(t, up.Dir, st.Ino))
+		// The namespace's id names the stripe: a file written whole from
+		// empty is rewritten under a new one, which the mount's inode
+		// number follows only once the kernel looked the file up again.
+		fi, err := os.Stat(stripeOf(t, up.Dir, nsID(t, up, "/direct/"+filepath.Base(p))))
 		if err == nil && fi.Size() == int64(len(want)) {
 			return true
 		}
@@ -171,6 +170,22 @@ func TestDirectRead(t *testing.T) {
 	if after.BytesOut != before.BytesOut || after.Extra.Direct["passthrough"] != true {
 		t.Errorf("passthrough read: the daemon sent %d bytes; kaon.stats: %s", after.BytesOut-before.BytesOut, stats)
 	}
+
+	// A flock taken through a passthrough open is released at its last
+	// close, as any other open's: another open may then take it.
+	flockOpen := func(step string, how int) *os.File {
+		t.Helper()
+		fd, err := os.Open(p)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if err := syscall.Flock(int(fd.Fd()), how); err != nil {
+			t.Errorf("%s: flock: %v", step, err)
+		}
+		return fd
+	}
+	flockOpen("exclusive flock through a passthrough open", syscall.LOCK_EX|syscall.LOCK_NB).Close()
+	flockOpen("exclusive flock after the first open's close", syscall.LOCK_EX|syscall.LOCK_NB).Close()
 
 	// The namespace decides who opens what: user 1000 owns a file only it
 	// may read (0600), and the kernel sees a process of uid 1000; the

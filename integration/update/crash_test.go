@@ -199,6 +199,11 @@ func checkStripesOnDisk(t *testing.T, m *harness.Process, path string, replica b
 				if err := sameReplica(f[3], want); err != nil {
 					t.Errorf("%s: stripe %s (%s) is at data version %d but %v", path, f[0], f[3], v, err)
 				}
+				// Appended to (crash_writer's odd sessions): its block
+				// sums moved beside it (posix format 3).
+				if _, err := os.Stat(f[3] + ".sums"); err != nil {
+					t.Errorf("%s: stripe %s was appended to and has no sums file: %v", path, f[0], err)
+				}
 			}
 			current++
 		case v < version:

@@ -1,7 +1,10 @@
 # Update sessions in a loop over root:// (Python XRootD), while servers are
 # killed: each session opens PATH with kXR_open_updt, writes two ranges,
 # commits them with kXR_sync, writes a third and closes (the second
-# commit); the ranges are drawn from SEED and the session's number. One
+# commit); the ranges are drawn from SEED and the session's number, and
+# an odd session's third write lies past everything written before (an
+# append, after a hole: a replica's stores write it straight into the
+# stripes past their end, committed by length). One
 # JSON line per session in LOG says what its client was told: how many
 # writes were acknowledged ("acked") and sent ("sent": one more when a
 # write failed), whether the sync and the close were acknowledged; runs
@@ -18,7 +21,10 @@ SYNC_AFTER = 2  # writes committed by the sync; the rest by the close
 
 def ranges(seed, i):
     r = random.Random(seed * 100000 + i)
-    return [(r.randrange(0, SIZE), r.randbytes(r.randrange(1, 32768))) for _ in range(3)]
+    ws = [(r.randrange(0, SIZE), r.randbytes(r.randrange(1, 32768))) for _ in range(3)]
+    if i % 2:
+        ws[2] = (SIZE + 32768 * i, ws[2][1])
+    return ws
 
 
 def session(url, path, seed, i):

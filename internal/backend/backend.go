@@ -15,7 +15,7 @@
 // copy at the same version, never changing its length.
 //
 // Bitrot: a store keeps the crc32c of every block of a stripe (package
-// checksum's block sums; posix in a trailer after the data, RADOS through
+// checksum's block sums; posix after the data or in a file beside it, RADOS through
 // BlueStore's own per-block crc32c) unless the stripe's bytes carry their
 // own (CreateOptions.Framed: erasure-coded frames), and its Readers verify
 // every block they return: a block that fails is never returned, ReadAt

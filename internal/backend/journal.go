@@ -77,6 +77,14 @@ type Updater interface {
 type JournalHead struct {
 	From uint64 // data version the stripe must be at
 	Meta Meta   // the stripe's metadata once applied (its Version is the new one)
+	// Extends says that the update only extends the stripe: every
+	// operation writes at or past the stripe's data length at From (the
+	// committed size of a replica) and none truncates — an append. A
+	// store may then write the data straight into the stripe past its
+	// committed end, where no reader looks, and keep a journal of the
+	// new length alone (posix does, refusing operations that break the
+	// promise: kerr.Invalid). Other stores apply it as any update.
+	Extends bool `json:",omitempty"`
 }
 
 // Op kinds.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/nsapi"
@@ -22,15 +25,18 @@ type SessionsConfig struct {
 	ServerPID int
 	Sessions  int // sessions to open
 	Leases    int // leases per session
-	// PerStream sessions share one HTTP/2 stream (the protocol's S), and
-	// streams are spread over Conns connections: so 100 000 sessions
-	// need neither 100 000 connections nor 100 000 streams here.
+	// PerStream sessions share one stream (the protocol's S): so 100 000
+	// sessions need neither 100 000 connections nor 100 000 streams here.
 	PerStream int
 	Conns     int
-	Dirs      int // directories the leases are spread over
-	Audience  int // sessions subscribed to the one directory the changes are made in
-	Changes   int // changes timed, one at a time, with and without suppression
-	Settle    time.Duration
+	// HTTP2 opens the streams as HTTP/2 POSTs (as clients before the
+	// WebSocket), over Conns connections; otherwise each stream is a
+	// WebSocket, a connection of its own (as clients open them).
+	HTTP2    bool
+	Dirs     int // directories the leases are spread over
+	Audience int // sessions subscribed to the one directory the changes are made in
+	Changes  int // changes timed, one at a time, with and without suppression
+	Settle   time.Duration
 }
 
 // SessionsResult are the figures.
@@ -51,14 +57,23 @@ type SessionsResult struct {
 type benchStream struct {
 	mu   sync.Mutex
 	enc  *json.Encoder
-	body *io.PipeWriter
-	n    int // sessions on it
+	body io.Closer
+	ws   *websocket.Conn // nil: an HTTP/2 stream
+	out  bytes.Buffer    // the WebSocket's message being sent
+	n    int             // sessions on it
 }
 
 func (s *benchStream) send(r nsapi.SessionRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.enc.Encode(r)
+	if s.ws == nil {
+		return s.enc.Encode(r)
+	}
+	s.out.Reset()
+	if err := s.enc.Encode(r); err != nil {
+		return err
+	}
+	return s.ws.WriteMessage(websocket.TextMessage, s.out.Bytes())
 }
 
 // arrivals counts who received each timed change.
@@ -132,7 +147,7 @@ func Sessions(cfg SessionsConfig, out io.Writer) (SessionsResult, error) {
 	var streams []*benchStream
 	start := time.Now()
 	for g := 0; g < cfg.Sessions; {
-		st, err := openBenchStream(ctx, hcs[len(streams)%len(hcs)], cfg.URL, arr)
+		st, err := openBenchStream(ctx, hcs[len(streams)%len(hcs)], cfg.URL, !cfg.HTTP2, arr)
 		if err != nil {
 			return res, fmt.Errorf("stream %d: %w", len(streams), err)
 		}
@@ -156,8 +171,12 @@ func Sessions(cfg SessionsConfig, out io.Writer) (SessionsResult, error) {
 	}
 	arr.replies.Wait()
 	res.Open = time.Since(start)
-	fmt.Fprintf(out, "%d sessions open with %d leases each over %d streams and %d connections in %v\n",
-		cfg.Sessions, cfg.Leases, len(streams), cfg.Conns, res.Open.Round(time.Millisecond))
+	conns, kind := len(streams), "WebSocket"
+	if cfg.HTTP2 {
+		conns, kind = cfg.Conns, "HTTP/2"
+	}
+	fmt.Fprintf(out, "%d sessions open with %d leases each over %d %s streams and %d connections in %v\n",
+		cfg.Sessions, cfg.Leases, len(streams), kind, conns, res.Open.Round(time.Millisecond))
 	// Heartbeats: every stream sends one per session each heartbeat,
 	// spread over the interval.
 	for i, st := range streams {
@@ -236,7 +255,21 @@ func Sessions(cfg SessionsConfig, out io.Writer) (SessionsResult, error) {
 	return res, err
 }
 
-func openBenchStream(ctx context.Context, hc *http.Client, base string, arr *arrivals) (*benchStream, error) {
+func openBenchStream(ctx context.Context, hc *http.Client, base string, ws bool, arr *arrivals) (*benchStream, error) {
+	if ws {
+		u := "ws" + strings.TrimPrefix(strings.TrimRight(base, "/"), "http") + nsapi.SessionPath
+		c, _, err := websocket.DefaultDialer.DialContext(ctx, u, nil)
+		if err != nil {
+			return nil, err
+		}
+		st := &benchStream{body: c, ws: c}
+		st.enc = json.NewEncoder(&st.out)
+		go readBenchStream(c, json.NewDecoder(&nsapi.MessageStream{Next: func() (io.Reader, error) {
+			_, rd, err := c.NextReader()
+			return rd, err
+		}}), arr)
+		return st, nil
+	}
 	pr, pw := io.Pipe()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+nsapi.SessionPath, pr)
 	if err != nil {
@@ -252,28 +285,30 @@ func openBenchStream(ctx context.Context, hc *http.Client, base string, arr *arr
 		return nil, fmt.Errorf("%s: %s", resp.Status, b)
 	}
 	st := &benchStream{enc: json.NewEncoder(pw), body: pw}
-	go func() {
-		defer resp.Body.Close()
-		dec := json.NewDecoder(resp.Body)
-		for {
-			var m nsapi.SessionMessage
-			if dec.Decode(&m) != nil {
-				return
-			}
-			switch m.Kind {
-			case nsapi.SessionReply:
-				if m.Error != nil {
-					fmt.Println("bench sessions: error:", m.Error.Message)
-				}
-				if m.ID == 1 || m.ID == 2 {
-					arr.replies.Done()
-				}
-			default:
-				arr.note(&m)
-			}
-		}
-	}()
+	go readBenchStream(resp.Body, json.NewDecoder(resp.Body), arr)
 	return st, nil
+}
+
+// readBenchStream notes what a stream receives until it ends.
+func readBenchStream(c io.Closer, dec *json.Decoder, arr *arrivals) {
+	defer c.Close()
+	for {
+		var m nsapi.SessionMessage
+		if dec.Decode(&m) != nil {
+			return
+		}
+		switch m.Kind {
+		case nsapi.SessionReply:
+			if m.Error != nil {
+				fmt.Println("bench sessions: error:", m.Error.Message)
+			}
+			if m.ID == 1 || m.ID == 2 {
+				arr.replies.Done()
+			}
+		default:
+			arr.note(&m)
+		}
+	}
 }
 
 // PrintSessions writes the figures.
@@ -285,8 +320,12 @@ func PrintSessions(w io.Writer, cfg SessionsConfig, r SessionsResult) {
 		return fmt.Sprintf("median %v, p90 %v, max %v", Percentile(ds, 0.5).Round(10*time.Microsecond),
 			Percentile(ds, 0.9).Round(10*time.Microsecond), ds[len(ds)-1].Round(10*time.Microsecond))
 	}
-	fmt.Fprintf(w, "sessions %d, leases %d each (%d in all), %d per stream, %d connections; load average %s\n",
-		cfg.Sessions, cfg.Leases, cfg.Sessions*cfg.Leases, cfg.PerStream, cfg.Conns, loadAvg())
+	streams := "WebSocket streams, a connection each"
+	if cfg.HTTP2 {
+		streams = fmt.Sprintf("HTTP/2 streams over %d connections", cfg.Conns)
+	}
+	fmt.Fprintf(w, "sessions %d, leases %d each (%d in all), %d per stream, %s; load average %s\n",
+		cfg.Sessions, cfg.Leases, cfg.Sessions*cfg.Leases, cfg.PerStream, streams, loadAvg())
 	fmt.Fprintf(w, "  open + subscribe: %v\n", r.Open.Round(time.Millisecond))
 	fmt.Fprintf(w, "  server: RSS %d MiB (before %d MiB: %.1f KiB per session), CPU %.3f cores with heartbeats every %v\n",
 		r.RSS>>20, r.RSSBefore>>20, float64(r.RSS-r.RSSBefore)/1024/float64(cfg.Sessions), r.CPU, r.Heartbeat)

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
@@ -20,12 +22,14 @@ import (
 	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
-// The session channel's two candidate transports, measured on the same
+// The session channel's candidate transports, measured on the same
 // messages (nsapi.SessionMessage as JSON) over loopback, both ends in
-// this process: gRPC (a bidirectional stream, JSON codec) and HTTP/2
+// this process: gRPC (a bidirectional stream, JSON codec), HTTP/2
 // streaming through net/http (a POST whose request and response bodies
-// are streams of JSON values, h2c) — what the namespace server's HTTP
-// endpoint serves (docs/DESIGN-NOTES.md: why HTTP/2 on the HTTP front).
+// are streams of JSON values, h2c) and a WebSocket (gorilla/websocket,
+// JSON values in messages, pushed ones gathered up to 32 KiB a message)
+// — the last two what the namespace server's HTTP endpoint serves
+// (docs/DESIGN-NOTES.md: why HTTP/2, then why the WebSocket).
 
 // WireConfig configures SessionWire.
 type WireConfig struct {
@@ -59,7 +63,7 @@ type wireStream interface {
 	recv(*nsapi.SessionMessage) error
 }
 
-// wireServe is the server side of both transports: a "push" request is
+// wireServe is the server side of every transport: a "push" request is
 // answered with Inos[0] events, any other request with a reply.
 func wireServe(recv func(*nsapi.SessionRequest) error, send func(*nsapi.SessionMessage) error, flush func()) error {
 	ev := &nsapi.Invalidation{Event: nsapi.Event{Term: 3, Kind: nsapi.EventCommitted, Ino: 1 << 40, Parent: 1 << 39, Name: "run-000123.root", Size: 1 << 30, MTime: time.Now().UnixNano()}, Lease: 1 << 39}
@@ -187,17 +191,89 @@ func (w *h2Wire) open(ctx context.Context) (wireStream, error) {
 	return h2Stream{enc: json.NewEncoder(pw), dec: json.NewDecoder(resp.Body)}, nil
 }
 
+type wsWire struct {
+	srv *http.Server
+	url string
+}
+
+func newWSWire() (*wsWire, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	w := &wsWire{url: "ws://" + l.Addr().String() + "/s"}
+	up := websocket.Upgrader{ReadBufferSize: 4 << 10, WriteBufferSize: 4 << 10}
+	w.srv = &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(rw, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		flush := func() error {
+			err := c.WriteMessage(websocket.TextMessage, buf.Bytes())
+			buf.Reset()
+			return err
+		}
+		_ = wireServe(func(q *nsapi.SessionRequest) error { return c.ReadJSON(q) },
+			func(m *nsapi.SessionMessage) error {
+				if err := enc.Encode(m); err != nil || buf.Len() < 32<<10 {
+					return err
+				}
+				return flush()
+			}, func() { flush() })
+	})}
+	go w.srv.Serve(l)
+	return w, nil
+}
+
+func (w *wsWire) name() string { return "WebSocket (gorilla, JSON)" }
+func (w *wsWire) close()       { w.srv.Close() }
+
+type wsStream struct {
+	c   *websocket.Conn
+	dec *json.Decoder // of the message being read
+}
+
+func (s *wsStream) send(r *nsapi.SessionRequest) error { return s.c.WriteJSON(r) }
+
+func (s *wsStream) recv(m *nsapi.SessionMessage) error {
+	for {
+		if s.dec != nil {
+			err := s.dec.Decode(m)
+			if err != io.EOF {
+				return err
+			}
+		}
+		_, rd, err := s.c.NextReader()
+		if err != nil {
+			return err
+		}
+		s.dec = json.NewDecoder(rd)
+	}
+}
+
+func (w *wsWire) open(ctx context.Context) (wireStream, error) {
+	c, _, err := websocket.DefaultDialer.DialContext(ctx, w.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &wsStream{c: c}, nil
+}
+
 func processCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// SessionWire measures both transports, alternating them each round.
+// SessionWire measures the transports, alternating them each round.
 func SessionWire(cfg WireConfig, out io.Writer) ([]WireResult, error) {
 	makers := []func() (wire, error){
 		func() (wire, error) { return newGRPCWire() },
 		func() (wire, error) { return newH2Wire() },
+		func() (wire, error) { return newWSWire() },
 	}
 	runs := make([][]WireResult, len(makers))
 	for round := 0; round < cfg.Rounds; round++ {
@@ -315,8 +391,8 @@ func PrintWire(w io.Writer, cfg WireConfig, res []WireResult) {
 		fmt.Fprintf(w, "  %-32s %9.0f events/s %6.2f µs CPU/event  trip p50 %v p99 %v  idle stream %5.0f B\n",
 			r.Transport, r.EventsPerS, float64(r.CPUPerEvent.Nanoseconds())/1000, r.TripP50, r.TripP99, r.BytesPerIdle)
 	}
-	if len(res) == 2 {
-		fmt.Fprintf(w, "HTTP/2 / gRPC: events/s %.2f, CPU/event %.2f, trip p50 %.2f, idle stream %.2f\n", res[1].EventsPerS/res[0].EventsPerS,
-			float64(res[1].CPUPerEvent)/float64(res[0].CPUPerEvent), float64(res[1].TripP50)/float64(res[0].TripP50), res[1].BytesPerIdle/res[0].BytesPerIdle)
+	for _, r := range res[1:] {
+		fmt.Fprintf(w, "%s / %s: events/s %.2f, CPU/event %.2f, trip p50 %.2f, idle stream %.2f\n", r.Transport, res[0].Transport, r.EventsPerS/res[0].EventsPerS,
+			float64(r.CPUPerEvent)/float64(res[0].CPUPerEvent), float64(r.TripP50)/float64(res[0].TripP50), r.BytesPerIdle/res[0].BytesPerIdle)
 	}
 }

@@ -56,6 +56,9 @@ func newFake(t *testing.T) *fakeInstance {
 		case r.URL.Path == "/missing":
 			w.WriteHeader(http.StatusNotFound)
 			io.WriteString(w, "GET /missing: not found\n")
+		case r.URL.Path == "/rw" && r.Header.Get(nsapi.RewriteHeader) == "7.3":
+			w.Header().Set(nsapi.RewriteHeader, "42") // the rewrite's new id
+			http.Redirect(w, r, f.storage.URL+"/kaon/v1/data/2a?cap=c", http.StatusTemporaryRedirect)
 		default:
 			http.Redirect(w, r, f.storage.URL+"/kaon/v1/data/1?cap=c", http.StatusTemporaryRedirect)
 		}
@@ -217,5 +220,26 @@ func TestUnreachedStorageKeepsCapability(t *testing.T) {
 	err := c.Put(context.Background(), "/d/f", strings.NewReader("x"), 1)
 	if !kerr.Is(err, kerr.Unavailable) || !strings.Contains(err.Error(), "/d/f") || strings.Contains(err.Error(), "cap=") {
 		t.Fatalf("Put to an unreachable storage server: %v; want Unavailable naming /d/f, without the capability", err)
+	}
+}
+
+// TestRewrite: a rewrite sends its header through a standby to the
+// active server and its body to the storage server, and returns the new
+// id the redirect named; a server that answers the redirect without it
+// (one that does not rewrite, which began a plain replace) is sent no
+// body, and the error says so (ErrNoRewrite).
+func TestRewrite(t *testing.T) {
+	f := newFake(t)
+	c := New(f.standby.URL)
+	c.Token = "tok"
+	ctx := context.Background()
+	id, err := c.Rewrite(ctx, "/rw", 7, 3, strings.NewReader("whole"), 5)
+	if err != nil || id != 42 || string(f.bytes) != "whole" {
+		t.Fatalf("Rewrite: id %d, %v; the storage server got %q", id, err, f.bytes)
+	}
+	f.bytes = nil
+	_, err = c.Rewrite(ctx, "/old", 7, 3, strings.NewReader("whole"), 5)
+	if !errors.Is(err, ErrNoRewrite) || !kerr.Is(err, kerr.Unsupported) || f.bytes != nil || len(f.auth["storage"]) != 1 {
+		t.Fatalf("Rewrite on a server that does not rewrite: %v; the storage server got %q in %d requests", err, f.bytes, len(f.auth["storage"]))
 	}
 }

@@ -7,11 +7,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // Data goes through the namespace server's redirect: it authorizes the
@@ -37,6 +39,43 @@ func (c *Client) Put(ctx context.Context, path string, body io.Reader, size int6
 		return textError(resp)
 	}
 	return nil
+}
+
+// ErrNoRewrite is (within) Rewrite's error when the namespace server
+// does not rewrite files.
+var ErrNoRewrite = errors.New("no rewrite")
+
+// Rewrite uploads size bytes of body as the new content of the file at
+// path, which must still be file fid at data version version (else
+// kerr.Busy): the file keeps its mode, owner and extended attributes,
+// one upload and one commit, rather than an update session. It returns
+// the file's new id. A server that does not know rewrites is answered
+// ErrNoRewrite (kerr.Unsupported), nothing written.
+func (c *Client) Rewrite(ctx context.Context, path string, fid, version uint64, body io.Reader, size int64) (uint64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.Base+escapePath(path), http.NoBody)
+	if err != nil {
+		return 0, kerr.Wrap(kerr.Invalid, "PUT", path, err)
+	}
+	req.Header.Set(nsapi.RewriteHeader, fmt.Sprintf("%d.%d", fid, version))
+	resp, err := c.do(req)
+	if err != nil {
+		return 0, err
+	}
+	got := resp.Header.Get(nsapi.RewriteHeader)
+	if resp.StatusCode == http.StatusTemporaryRedirect && got == "" {
+		// It began a plain replace (swept as never written): not sent.
+		resp.Body.Close()
+		return 0, &kerr.Error{Kind: kerr.Unsupported, Op: "PUT", Path: path, Msg: "the namespace server does not rewrite files", Err: ErrNoRewrite}
+	}
+	nid, _ := strconv.ParseUint(got, 10, 64)
+	if resp, err = c.follow(ctx, resp, path, body, size); err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return 0, textError(resp)
+	}
+	return nid, nil
 }
 
 // Get opens the file at path for reading and returns its content and

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,9 +9,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/nsapi"
@@ -78,9 +83,9 @@ type Session struct {
 
 	mu        sync.Mutex
 	info      nsapi.SessionInfo
-	base      string // the server the stream goes to (the active one)
-	enc       *json.Encoder
-	body      *io.PipeWriter
+	base      string     // the server the stream goes to (the active one)
+	h2        bool       // the server does not take WebSockets: streams are HTTP/2 requests
+	conn      streamConn // the current stream (nil while reconnecting)
 	nextID    uint64
 	pending   map[uint64]chan nsapi.SessionMessage
 	seq       uint64
@@ -105,7 +110,7 @@ func (c *Client) OpenSession(ctx context.Context, opts SessionOptions) (*Session
 	if opts.Events <= 0 {
 		opts.Events = 4096
 	}
-	s := &Session{c: c, opts: opts, hc: c.sessionHTTP(), inv: make(chan Invalidation, opts.Events), base: c.current(),
+	s := &Session{c: c, opts: opts, hc: c.sessionHTTP(), inv: make(chan Invalidation, opts.Events), base: c.current(), h2: sessionsOverHTTP2,
 		pending: map[uint64]chan nsapi.SessionMessage{}, held: map[lockKey][]nsapi.Lock{}, done: make(chan struct{}), ready: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.connect(ctx); err != nil {
@@ -121,12 +126,7 @@ func (c *Client) OpenSession(ctx context.Context, opts SessionOptions) (*Session
 // connections.
 func (c *Client) sessionHTTP() *http.Client {
 	c.h2once.Do(func() {
-		var t *http.Transport
-		if base, ok := c.HTTP.Transport.(*http.Transport); ok && base != nil {
-			t = base.Clone()
-		} else {
-			t = http.DefaultTransport.(*http.Transport).Clone()
-		}
+		t := c.transport().Clone()
 		var p http.Protocols
 		p.SetHTTP2(true)
 		p.SetUnencryptedHTTP2(true)
@@ -135,6 +135,16 @@ func (c *Client) sessionHTTP() *http.Client {
 		c.h2 = &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	})
 	return c.h2
+}
+
+// transport is the client's HTTP transport, whose dialer, TLS settings
+// and proxy the session streams use (http.DefaultTransport's when the
+// client has another kind of RoundTripper).
+func (c *Client) transport() *http.Transport {
+	if t, ok := c.HTTP.Transport.(*http.Transport); ok && t != nil {
+		return t
+	}
+	return http.DefaultTransport.(*http.Transport)
 }
 
 // ID is the session's id (as fusex ls shows it).
@@ -150,13 +160,43 @@ func (s *Session) Invalidations() <-chan Invalidation { return s.inv }
 // SetOpenFiles sets the count of open files the heartbeats report.
 func (s *Session) SetOpenFiles(n int) { s.mu.Lock(); s.openFiles = n; s.mu.Unlock() }
 
+// sessionsOverHTTP2 makes sessions use HTTP/2 streams as they do with a
+// server before the WebSocket (a test's switch).
+var sessionsOverHTTP2 = false
+
+// streamConn is a session stream: a WebSocket, or an HTTP/2 request
+// and its response (servers before the WebSocket).
+type streamConn interface {
+	send(*nsapi.SessionRequest) error // one writer at a time (s.mu)
+	decoder() *json.Decoder           // of the server's messages (one reader)
+	ping() error                      // safe beside send
+	close(error)
+}
+
 // connect opens a stream to the active server and opens (or resumes) the
 // session on it.
 func (s *Session) connect(ctx context.Context) error {
 	for hops := 0; ; hops++ {
 		s.mu.Lock()
-		base := s.base
+		base, h2 := s.base, s.h2
 		s.mu.Unlock()
+		if !h2 {
+			conn, active, err := s.dialWS(ctx, base)
+			switch {
+			case err == nil:
+				return s.hello(ctx, conn)
+			case active != "" && hops < 10:
+				s.mu.Lock()
+				s.base = strings.TrimRight(active, "/")
+				s.mu.Unlock()
+				continue
+			case !errors.Is(err, errNoWebSocket):
+				return err
+			}
+			s.mu.Lock()
+			s.h2 = true
+			s.mu.Unlock()
+		}
 		pr, pw := io.Pipe()
 		req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, base+nsapi.SessionPath, pr)
 		if err != nil {
@@ -200,26 +240,152 @@ func (s *Session) connect(ctx context.Context) error {
 			}
 			return &kerr.Error{Kind: kerr.KindOfHTTP(resp.StatusCode), Op: "session", Path: base, Msg: "HTTP " + resp.Status}
 		}
-		return s.hello(ctx, pw, resp)
+		return s.hello(ctx, &h2Conn{enc: json.NewEncoder(pw), pw: pw, dec: json.NewDecoder(resp.Body), body: resp.Body})
 	}
 }
 
+// errNoWebSocket: the server answered the WebSocket handshake as a
+// server before them does.
+var errNoWebSocket = errors.New("the server does not take the session channel as a WebSocket")
+
+// dialWS opens a WebSocket stream to base with the client's credentials,
+// connection settings (dialer, TLS) and proxy. A standby's redirect
+// gives the active server instead.
+func (s *Session) dialWS(ctx context.Context, base string) (streamConn, string, error) {
+	u, err := url.Parse(base + nsapi.SessionPath)
+	if err != nil {
+		return nil, "", kerr.Wrap(kerr.Invalid, "session", base, err)
+	}
+	switch u.Scheme {
+	case "https":
+		u.Scheme = "wss"
+	default:
+		u.Scheme = "ws"
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+nsapi.SessionPath, nil)
+	s.c.authorize(req)
+	t := s.c.transport()
+	d := websocket.Dialer{NetDialContext: t.DialContext, Proxy: t.Proxy, HandshakeTimeout: 30 * time.Second, ReadBufferSize: 4 << 10, WriteBufferSize: 4 << 10}
+	if t.TLSClientConfig != nil {
+		d.TLSClientConfig = t.TLSClientConfig.Clone()
+		d.TLSClientConfig.NextProtos = nil // HTTP/1.1, which the upgrade is
+	}
+	conn, resp, err := d.DialContext(ctx, u.String(), req.Header)
+	if err == nil {
+		conn.SetReadLimit(wsMessageLimit)
+		w := &wsConn{c: conn}
+		w.enc = json.NewEncoder(&w.out)
+		w.dec = json.NewDecoder(&nsapi.MessageStream{Next: func() (io.Reader, error) {
+			_, rd, err := conn.NextReader()
+			if err == nil {
+				w.alive()
+			}
+			return rd, err
+		}})
+		conn.SetPongHandler(func(string) error { w.alive(); return nil })
+		return w, "", nil
+	}
+	if resp == nil {
+		return nil, "", &kerr.Error{Kind: kerr.Unavailable, Op: "session", Msg: "cannot reach Kaon at " + base, Err: err}
+	}
+	defer resp.Body.Close()
+	if active := resp.Header.Get(nsapi.ActiveHeader); resp.StatusCode == http.StatusTemporaryRedirect && active != "" {
+		return nil, active, err
+	}
+	if resp.StatusCode == http.StatusNotImplemented || resp.StatusCode == http.StatusMethodNotAllowed {
+		// A server before the WebSocket: "the session channel is a
+		// POST" (kerr.Unsupported).
+		return nil, "", errNoWebSocket
+	}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var e nsapi.ErrorBody
+	if json.Unmarshal(data, &e) == nil && e.Message != "" {
+		return nil, "", &kerr.Error{Kind: e.Kind, Msg: e.Message}
+	}
+	return nil, "", &kerr.Error{Kind: kerr.KindOfHTTP(resp.StatusCode), Op: "session", Path: base, Msg: "HTTP " + resp.Status}
+}
+
+// wsMessageLimit bounds one message from the server.
+const wsMessageLimit = 64 << 20
+
+// wsConn is a WebSocket stream: one request per message; a message from
+// the server holds one or more JSON values. Once pinged (every
+// heartbeat), a stream on which nothing arrives for wsSilence is broken,
+// as the HTTP/2 transport's pings end a silent connection.
+type wsConn struct {
+	c       *websocket.Conn
+	out     bytes.Buffer  // the request being sent (send: one at a time)
+	enc     *json.Encoder // to out
+	dec     *json.Decoder // of the server's messages, read as one stream
+	pinging atomic.Bool
+}
+
+// wsSilence is how long a pinged stream may be silent.
+var wsSilence = 30 * time.Second
+
+func (w *wsConn) send(r *nsapi.SessionRequest) error {
+	w.out.Reset()
+	if err := w.enc.Encode(r); err != nil {
+		return err
+	}
+	return w.c.WriteMessage(websocket.TextMessage, w.out.Bytes())
+}
+
+func (w *wsConn) decoder() *json.Decoder { return w.dec }
+
+// alive notes that the server was heard from.
+func (w *wsConn) alive() {
+	if w.pinging.Load() {
+		w.c.SetReadDeadline(time.Now().Add(wsSilence))
+	}
+}
+
+// ping asks for a pong (which the server's WebSocket answers, as it reads
+// the stream); the first starts the silence's clock.
+func (w *wsConn) ping() error {
+	if !w.pinging.Swap(true) {
+		w.alive()
+	}
+	return w.c.WriteControl(websocket.PingMessage, nil, time.Now().Add(10*time.Second))
+}
+
+func (w *wsConn) close(error) { w.c.Close() }
+
+// h2Conn is an HTTP/2 stream: the request's body and the response's.
+type h2Conn struct {
+	enc  *json.Encoder
+	pw   *io.PipeWriter
+	dec  *json.Decoder
+	body io.ReadCloser
+}
+
+func (h *h2Conn) send(r *nsapi.SessionRequest) error { return h.enc.Encode(r) }
+
+func (h *h2Conn) decoder() *json.Decoder { return h.dec }
+
+func (h *h2Conn) ping() error { return nil } // HTTP/2 pings (sessionHTTP)
+
+func (h *h2Conn) close(err error) {
+	h.pw.CloseWithError(err)
+	h.body.Close()
+}
+
 // hello opens or resumes the session on a new stream.
-func (s *Session) hello(ctx context.Context, pw *io.PipeWriter, resp *http.Response) error {
+func (s *Session) hello(ctx context.Context, conn streamConn) error {
 	s.mu.Lock()
 	hello := nsapi.SessionHello{Host: s.opts.Host, Version: s.opts.Version, Resume: s.info.ID, Key: s.info.Key, Term: s.info.Term}
 	for _, ls := range s.held {
 		hello.Locks = append(hello.Locks, ls...)
 	}
-	s.enc, s.body, s.seq = json.NewEncoder(pw), pw, 0
+	s.conn, s.seq = conn, 0
 	reply := make(chan nsapi.SessionMessage, 1)
 	s.nextID++
 	id := s.nextID
 	s.pending[id] = reply
-	err := s.enc.Encode(nsapi.SessionRequest{ID: id, Op: nsapi.SessionOpen, Hello: &hello})
+	err := conn.send(&nsapi.SessionRequest{ID: id, Op: nsapi.SessionOpen, Hello: &hello})
 	s.mu.Unlock()
 	stream := make(chan error, 1)
-	go func() { stream <- s.read(resp.Body) }()
+	go func() { stream <- s.read(conn) }()
 	var m nsapi.SessionMessage
 	if err == nil {
 		select {
@@ -236,8 +402,13 @@ func (s *Session) hello(ctx context.Context, pw *io.PipeWriter, resp *http.Respo
 		err = &kerr.Error{Kind: m.Error.Kind, Msg: m.Error.Message}
 	}
 	if err != nil {
-		pw.CloseWithError(err)
-		resp.Body.Close()
+		s.mu.Lock()
+		if s.conn == conn {
+			s.conn = nil
+		}
+		delete(s.pending, id)
+		s.mu.Unlock()
+		conn.close(err)
 		return kerr.Wrap(kerr.Unavailable, "session open", s.base, err)
 	}
 	s.mu.Lock()
@@ -263,15 +434,15 @@ func (s *Session) hello(ctx context.Context, pw *io.PipeWriter, resp *http.Respo
 	}
 	go func() {
 		err := <-stream
-		s.broken(pw, err)
+		s.broken(conn, err)
 	}()
 	return nil
 }
 
 // read reads the stream's messages until it ends.
-func (s *Session) read(body io.ReadCloser) error {
-	defer body.Close()
-	dec := json.NewDecoder(body)
+func (s *Session) read(conn streamConn) error {
+	defer conn.close(nil)
+	dec := conn.decoder()
 	for {
 		var m nsapi.SessionMessage
 		if err := dec.Decode(&m); err != nil {
@@ -373,11 +544,11 @@ func (s *Session) payOwed() {
 
 // broken handles the end of a stream: requests waiting for a reply fail,
 // and the session reconnects (run).
-func (s *Session) broken(pw *io.PipeWriter, err error) {
-	pw.CloseWithError(err)
+func (s *Session) broken(conn streamConn, err error) {
+	conn.close(err)
 	s.mu.Lock()
-	if s.body == pw {
-		s.body, s.enc = nil, nil
+	if s.conn == conn {
+		s.conn = nil
 		for id, ch := range s.pending {
 			ch <- nsapi.SessionMessage{Kind: nsapi.SessionReply, ID: id, Error: &nsapi.ErrorBody{Kind: kerr.Unavailable, Message: "the session's stream broke: " + err.Error()}}
 			delete(s.pending, id)
@@ -393,8 +564,9 @@ func (s *Session) run() {
 	defer close(s.done)
 	for {
 		s.mu.Lock()
-		down, hb, up := s.down, s.info.Heartbeat, s.body != nil
+		down, hb, conn := s.down, s.info.Heartbeat, s.conn
 		s.mu.Unlock()
+		up := conn != nil
 		if !up {
 			backoff := 100 * time.Millisecond
 			servers := append([]string{s.base, s.c.Base}, s.opts.Servers...)
@@ -417,6 +589,7 @@ func (s *Session) run() {
 			open := s.openFiles
 			s.mu.Unlock()
 			_ = s.send(nsapi.SessionRequest{Op: nsapi.SessionHeartbeat, Open: open})
+			_ = conn.ping()
 		case <-down:
 		case <-s.ctx.Done():
 			return
@@ -428,10 +601,10 @@ func (s *Session) run() {
 func (s *Session) send(req nsapi.SessionRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.enc == nil {
+	if s.conn == nil {
 		return &kerr.Error{Kind: kerr.Unavailable, Op: "session " + req.Op, Msg: "the session is reconnecting"}
 	}
-	return s.enc.Encode(req)
+	return s.conn.send(&req)
 }
 
 // call sends req and waits for its reply; ctx ending gives up waiting
@@ -452,7 +625,7 @@ func (s *Session) call(ctx context.Context, req nsapi.SessionRequest) (nsapi.Ses
 		return nsapi.SessionMessage{}, kerr.New(kerr.Unavailable, "session "+req.Op, "", "the session is closed")
 	}
 	s.mu.Lock()
-	if s.enc == nil {
+	if s.conn == nil {
 		s.mu.Unlock()
 		return nsapi.SessionMessage{}, &kerr.Error{Kind: kerr.Unavailable, Op: "session " + req.Op, Msg: "the session is reconnecting"}
 	}
@@ -460,7 +633,7 @@ func (s *Session) call(ctx context.Context, req nsapi.SessionRequest) (nsapi.Ses
 	req.ID = s.nextID
 	ch := make(chan nsapi.SessionMessage, 1)
 	s.pending[req.ID] = ch
-	err := s.enc.Encode(req)
+	err := s.conn.send(&req)
 	s.mu.Unlock()
 	if err != nil {
 		s.mu.Lock()
@@ -575,7 +748,7 @@ func (s *Session) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.mu.Lock()
-	up := s.body != nil
+	up := s.conn != nil
 	s.mu.Unlock()
 	var err error
 	if up {
@@ -585,8 +758,8 @@ func (s *Session) Close() error {
 	<-s.done
 	s.owing.Wait()
 	s.mu.Lock()
-	if s.body != nil {
-		s.body.Close()
+	if s.conn != nil {
+		s.conn.close(io.EOF)
 	}
 	s.err = kerr.New(kerr.Unavailable, "session", s.info.ID, "the session is closed")
 	close(s.inv)

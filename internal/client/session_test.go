@@ -99,7 +99,7 @@ func TestSessionReconnectInvalidatesAll(t *testing.T) {
 	if err := s.Lock(ctx, nsapi.LockRequest{Path: "/f", Type: nsapi.LockWrite, Owner: 1}); err != nil {
 		t.Fatal(err)
 	}
-	st.HTTP.CloseClientConnections()
+	st.CloseClientConnections()
 	inv := next(t, s, "the full invalidation after the reconnection")
 	if !inv.Full || !strings.Contains(inv.Reason, "reconnected") {
 		t.Fatalf("after the stream broke: %+v", inv)
@@ -215,7 +215,7 @@ func TestSessionStreamEndsWithLockWaiting(t *testing.T) {
 				time.Sleep(10 * time.Millisecond) // A reconnects
 			}
 		}
-		st.HTTP.CloseClientConnections()
+		st.CloseClientConnections()
 		select {
 		case err := <-waited:
 			if !kerr.Is(err, kerr.Unavailable) {

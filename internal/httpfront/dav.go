@@ -65,9 +65,19 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 			textError(w, err, 0)
 			return
 		}
-		// A ranged PUT updates the file in place; a whole one replaces it.
-		g, err := f.NS.Open(ctx, c, p, nsapi.OpenRequest{Write: true, Create: true, Truncate: !ranged, Update: ranged,
-			MkPath: true, Size: max(r.ContentLength, 0), App: appOf(r)})
+		// A ranged PUT updates the file in place; a whole one replaces it,
+		// or rewrites it (Kaon-Rewrite: ID.DATAVERSION, nsapi.OpenRequest's
+		// Rewrite: the answer names the new id in Kaon-Rewrite, which tells
+		// the client the server took it).
+		o := nsapi.OpenRequest{Write: true, Create: true, Truncate: !ranged, Update: ranged,
+			MkPath: true, Size: max(r.ContentLength, 0), App: appOf(r)}
+		if v := r.Header.Get(nsapi.RewriteHeader); v != "" && !ranged {
+			if o.Rewrite, o.RewriteVersion, err = parseRewrite(v, p); err != nil {
+				textError(w, err, 0)
+				return
+			}
+		}
+		g, err := f.NS.Open(ctx, c, p, o)
 		if kerr.Is(err, kerr.NotFound) {
 			textError(w, err, http.StatusConflict) // no parent collection (RFC 4918 9.7.1)
 			return
@@ -75,6 +85,9 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			textError(w, err, 0)
 			return
+		}
+		if o.Rewrite != 0 {
+			w.Header().Set(nsapi.RewriteHeader, strconv.FormatUint(g.File.ID, 10))
 		}
 		http.Redirect(w, r, dataURL(r, g), http.StatusTemporaryRedirect)
 	case http.MethodDelete:
@@ -341,4 +354,15 @@ func (f *Namespace) davPropfind(w http.ResponseWriter, r *http.Request, c auth.P
 		_ = enc.Encode(rp)
 	}
 	io.WriteString(w, "</D:multistatus>\n")
+}
+
+// parseRewrite reads the nsapi.RewriteHeader v of a PUT of path.
+func parseRewrite(v, path string) (fid, version uint64, err error) {
+	a, b, ok := strings.Cut(strings.TrimSpace(v), ".")
+	fid, err1 := strconv.ParseUint(a, 10, 64)
+	version, err2 := strconv.ParseUint(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil || fid == 0 {
+		return 0, 0, kerr.New(kerr.Invalid, "PUT", path, nsapi.RewriteHeader+" "+strconv.Quote(v)+": want ID.DATAVERSION")
+	}
+	return fid, version, nil
 }

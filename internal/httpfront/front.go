@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/auth/gateway"
 	"github.com/kaon-storage/kaon/internal/capability"
@@ -42,6 +44,36 @@ type Namespace struct {
 	web      *webview.Sessions
 	api      http.Handler
 	once     sync.Once
+
+	wsmu sync.Mutex
+	ws   map[*websocket.Conn]struct{} // the session streams taken over from the HTTP server
+}
+
+// CloseSessionStreams ends the session streams that are WebSockets: the
+// HTTP server's Close and Shutdown do not know them (they are hijacked
+// connections). Their clients reconnect.
+func (f *Namespace) CloseSessionStreams() {
+	f.wsmu.Lock()
+	defer f.wsmu.Unlock()
+	for c := range f.ws {
+		c.Close()
+	}
+}
+
+// trackStream notes a WebSocket session stream until the returned func
+// is called.
+func (f *Namespace) trackStream(c *websocket.Conn) func() {
+	f.wsmu.Lock()
+	defer f.wsmu.Unlock()
+	if f.ws == nil {
+		f.ws = map[*websocket.Conn]struct{}{}
+	}
+	f.ws[c] = struct{}{}
+	return func() {
+		f.wsmu.Lock()
+		delete(f.ws, c)
+		f.wsmu.Unlock()
+	}
 }
 
 func (f *Namespace) init() {

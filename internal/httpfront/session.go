@@ -1,12 +1,17 @@
 package httpfront
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"sync"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -14,22 +19,31 @@ import (
 	"github.com/kaon-storage/kaon/internal/nsserver"
 )
 
-// The session channel (nsapi.SessionPath): one HTTP/2 request whose body
-// is the client's stream of nsapi.SessionRequests and whose response is
-// the service's stream of nsapi.SessionMessages, each a JSON value
-// (encoding/json reads and writes the streams; HTTP/2 frames them). The
+// The session channel (nsapi.SessionPath): a WebSocket (RFC 6455,
+// gorilla/websocket) whose messages carry, as JSON values, the client's
+// nsapi.SessionRequests and the service's nsapi.SessionMessages (one
+// request a message; a message of the service's may hold several, read
+// as one stream: nsapi.MessageStream); or one HTTP/2 request whose body is
+// the client's stream of requests and whose response is the service's
+// stream of messages (clients before the WebSocket; net/http's HTTP/2
+// hands a request over between goroutines ~11 times, the WebSocket once:
+// docs/DESIGN-NOTES.md). The
 // client is authenticated as every request of this endpoint is (the
 // connection's unix peer or certificate, or the request's bearer token);
 // what its sessions ask is authorized by the service. A standby answers
-// it, as every request, with a redirect to the active server.
+// it, as every request, with a redirect to the active server. A
+// WebSocket handshake that names an Origin (a browser's page) is refused:
+// a page must not open a session with its user's loopback identity.
 //
-// Replies are written by the goroutine that served the request; pushed
-// messages go through a queue per stream, written by one goroutine that
-// takes what is queued, writes it and flushes: pushing never waits
-// (nsserver.SessionSink), and a message the queue cannot take is lost,
-// which the client sees as a gap in its session's sequence numbers. The
-// queue grows as messages come (an idle stream holds none: a channel of
-// sessionQueue messages held 512 KiB per stream, one stream per mount).
+// Requests are served, and their replies written, by the goroutine that
+// reads the stream (a blocked lock request waits in a goroutine of its
+// own); pushed messages go through a queue per stream, written by one
+// goroutine that takes what is queued, writes it and flushes: pushing
+// never waits (nsserver.SessionSink), and a message the queue cannot take
+// is lost, which the client sees as a gap in its session's sequence
+// numbers. The queue grows as messages come (an idle stream holds none: a
+// channel of sessionQueue messages held 512 KiB per stream, one stream
+// per mount).
 
 // sessionQueue is how many messages a stream holds before pushed ones
 // are lost.
@@ -43,10 +57,11 @@ type sessionStream struct {
 	queue  []nsapi.SessionMessage // pushed, to write
 	queued chan struct{}          // signalled when queue becomes non-empty
 
-	wmu   sync.Mutex // the response: enc, flush, wrong
+	wmu   sync.Mutex // the response: enc, flush, ws, wrong
 	enc   *json.Encoder
 	flush func() error
-	wrong error // writing failed, or the handler is done: nothing more is written
+	ws    *wsOut // the WebSocket's pending message (nil on HTTP/2)
+	wrong error  // writing failed, or the handler is done: nothing more is written
 
 	mu       sync.Mutex
 	sessions map[uint32]*nsserver.Session
@@ -93,10 +108,75 @@ func (st *sessionStream) write(m nsapi.SessionMessage, flush bool) bool {
 	if st.wrong == nil {
 		st.wrong = st.enc.Encode(m)
 	}
-	if st.wrong == nil && flush {
+	if st.wrong == nil && (flush || st.ws != nil && st.ws.Len() >= wsMessage) {
 		st.wrong = st.flush()
 	}
 	return st.wrong == nil
+}
+
+// wsMessage is the size past which pushed messages queued for a
+// WebSocket are sent without waiting for the end of the queue.
+const wsMessage = 32 << 10
+
+// wsOut collects the JSON values of one WebSocket message, in a buffer
+// from wsBufs while it has any: an idle stream (one per mount) holds none.
+type wsOut struct {
+	c   *websocket.Conn
+	buf *bytes.Buffer
+}
+
+var wsBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func (o *wsOut) Write(p []byte) (int, error) {
+	if o.buf == nil {
+		o.buf = wsBufs.Get().(*bytes.Buffer)
+	}
+	return o.buf.Write(p)
+}
+
+// Len is the size of the message collected.
+func (o *wsOut) Len() int {
+	if o.buf == nil {
+		return 0
+	}
+	return o.buf.Len()
+}
+
+// Flush sends what was collected as one message.
+func (o *wsOut) Flush() error {
+	if o.Len() == 0 {
+		return nil
+	}
+	err := o.c.WriteMessage(websocket.TextMessage, o.buf.Bytes())
+	if o.buf.Cap() <= 8*wsMessage {
+		o.buf.Reset()
+		wsBufs.Put(o.buf)
+	}
+	o.buf = nil
+	return err
+}
+
+// wsRequestLimit bounds one WebSocket message from a client.
+const wsRequestLimit = 16 << 20
+
+var sessionUpgrader = websocket.Upgrader{
+	ReadBufferSize:  4 << 10,
+	WriteBufferSize: 4 << 10,
+	// Write buffers are taken from a pool for each message: an idle
+	// stream (one per mount) holds none.
+	WriteBufferPool: &sync.Pool{},
+	// No Origin: a program. A browser's page names its origin, and
+	// would open a session as the loopback user running the browser
+	// (serveSession refuses it before, saying why).
+	CheckOrigin: func(r *http.Request) bool { return r.Header.Get("Origin") == "" },
+}
+
+// hijacker lets the upgrade take the connection through wrappers of the
+// ResponseWriter (http.ResponseController unwraps them).
+type hijacker struct{ http.ResponseWriter }
+
+func (h hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(h.ResponseWriter).Hijack()
 }
 
 func (st *sessionStream) fail(req nsapi.SessionRequest, err error) {
@@ -104,13 +184,17 @@ func (st *sessionStream) fail(req nsapi.SessionRequest, err error) {
 }
 
 func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		writeJSONError(w, kerr.New(kerr.Unsupported, r.Method, r.URL.Path, "the session channel is a POST"))
+	ws := websocket.IsWebSocketUpgrade(r)
+	switch {
+	case ws && r.Method != http.MethodGet:
+		writeJSONError(w, kerr.New(kerr.Unsupported, r.Method, r.URL.Path, "a WebSocket session channel is opened with a GET"))
 		return
-	}
-	if r.ProtoMajor != 2 {
+	case !ws && r.Method != http.MethodPost:
+		writeJSONError(w, kerr.New(kerr.Unsupported, r.Method, r.URL.Path, "the session channel is a WebSocket or an HTTP/2 POST"))
+		return
+	case !ws && r.ProtoMajor != 2:
 		w.Header().Set("Upgrade", "h2c")
-		writeJSONError(w, kerr.New(kerr.Unsupported, "session", r.URL.Path, "the session channel needs HTTP/2 (h2c, or TLS with ALPN h2); this request came over "+r.Proto))
+		writeJSONError(w, kerr.New(kerr.Unsupported, "session", r.URL.Path, "the session channel is a WebSocket or needs HTTP/2 (h2c, or TLS with ALPN h2); this request came over "+r.Proto))
 		return
 	}
 	p, err := f.principal(r)
@@ -122,17 +206,43 @@ func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	st := &sessionStream{queued: make(chan struct{}, 1),
 		sessions: map[uint32]*nsserver.Session{}, waits: map[uint64]context.CancelFunc{}}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	if err := rc.Flush(); err != nil {
-		return
+	var dec *json.Decoder // of the client's requests
+	if ws {
+		if r.Header.Get("Origin") != "" {
+			writeJSONError(w, kerr.New(kerr.Permission, "session", r.URL.Path, "a WebSocket session channel is not opened from a web page (the handshake names an Origin)"))
+			return
+		}
+		conn, err := sessionUpgrader.Upgrade(hijacker{w}, r, nil)
+		if err != nil {
+			return // the upgrader answered
+		}
+		defer conn.Close()
+		defer f.trackStream(conn)()
+		conn.SetReadLimit(wsRequestLimit)
+		st.ws = &wsOut{c: conn}
+		st.enc, st.flush = json.NewEncoder(st.ws), st.ws.Flush
+		dec = json.NewDecoder(&nsapi.MessageStream{Next: func() (io.Reader, error) {
+			_, rd, err := conn.NextReader()
+			return rd, err
+		}})
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		st.enc, st.flush = json.NewEncoder(w), rc.Flush
+		dec = json.NewDecoder(r.Body)
 	}
-	st.enc, st.flush = json.NewEncoder(w), rc.Flush
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
 		defer cancel()
+		if st.ws != nil {
+			// The reader waits on the connection, not on ctx.
+			defer st.ws.c.Close()
+		}
 		for {
 			select {
 			case <-st.queued:
@@ -147,11 +257,10 @@ func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	dec := json.NewDecoder(r.Body)
 	for ctx.Err() == nil {
 		var req nsapi.SessionRequest
 		if err := dec.Decode(&req); err != nil {
-			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil && !websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway) {
 				f.Log.Debug("session stream ended", "err", err)
 			}
 			break

@@ -55,6 +55,16 @@ type Stack struct {
 	Client  *client.Client   // admin API client of HTTP
 	XRootD  string           // the namespace server's root:// listener (root://host:port)
 	FSTXrd  string           // the storage server's root:// listener (root://host:port)
+
+	closeStreams func()
+}
+
+// CloseClientConnections breaks every connection of the namespace
+// endpoint's clients: the HTTP server's and the session streams taken
+// over from it (WebSockets).
+func (st *Stack) CloseClientConnections() {
+	st.HTTP.CloseClientConnections()
+	st.closeStreams()
 }
 
 // New starts a stack; it is stopped when the test ends. The roles are
@@ -107,6 +117,7 @@ func New(t testing.TB, o Options) *Stack {
 	st.HTTP = httptest.NewUnstartedServer(nil)
 	st.HTTP.Config = role.HTTPServer(ns.Endpoint())
 	st.HTTP.Start()
+	st.closeStreams = ns.CloseSessionStreams
 	st.Client = client.New(st.HTTP.URL)
 	xl, fxl := listen(t), listen(t)
 	xs := ns.ServeXRootD(xl, nil)
@@ -117,6 +128,7 @@ func New(t testing.TB, o Options) *Stack {
 	go st.NS.Run(ctx)
 	t.Cleanup(func() {
 		cancel()
+		st.closeStreams()
 		st.HTTP.Close()
 		st.Data.Close()
 		xs.Close()

@@ -2,6 +2,7 @@ package mount
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -101,7 +102,7 @@ func (n *node) open(ctx context.Context, flags uint32, c *client.Client) (fs.Fil
 			if err != nil {
 				return nil, 0, syscall.EIO
 			}
-			jr.streamable = n.streamable(ctx)
+			jr.streamable = n.streamable()
 			jr.count = func(name string) { n.fsys.Stats.Counter(name).Add(1) }
 			n.jr = jr
 		}
@@ -317,7 +318,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 	if err != nil {
 		return uint32(n), syscall.EIO
 	}
-	jr.stream(h.c, h.n.path)
+	jr.stream(func() (rewriter, string) { p := h.n.path(); return h.n.rewriter(h.c, p), p })
 	return uint32(n), 0
 }
 
@@ -400,14 +401,45 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 	n.mu.Unlock()
 	before := jr.Changes()
 	p := n.path()
-	err := n.fsys.replay(ctx, jr, c, p)
+	err := n.fsys.replay(ctx, jr, c, p, n.rewriter(c, p))
 	var e nsapi.Entry
 	if err == nil {
 		// What the flush made is what the kernel's pages hold.
 		e, err = c.Stat(ctx, p)
 	}
-	n.flushed(jr.Changes()-before, e, err == nil, jr.takeReplaced())
+	n.flushed(jr.Changes()-before, e, err == nil)
 	return errno(err)
+}
+
+// rewriter sends n, written whole from empty, as one upload that
+// rewrites it (client.Rewrite): the namespace checks that p is still
+// the file n knows, at the data version it knows, and not locked (locks
+// are the file's id's), and keeps its mode, owner and extended
+// attributes; n takes the file's new id. None once the server said it
+// does not rewrite.
+func (n *node) rewriter(c *client.Client, p string) rewriter {
+	if n.fsys.noRewrite.Load() {
+		return nil
+	}
+	return func(ctx context.Context, body io.Reader, size int64) error {
+		a, _ := n.snapshot()
+		id, err := c.Rewrite(ctx, p, a.ID, a.DataVersion, body, size)
+		switch {
+		case errors.Is(err, client.ErrNoRewrite):
+			n.fsys.noRewrite.Store(true)
+			return err
+		case kerr.Is(err, kerr.Busy):
+			n.fsys.Stats.Counter("rewrite_refused").Add(1)
+			return err
+		case err != nil:
+			return err
+		}
+		n.fsys.Stats.Counter("rewrites").Add(1)
+		if id != 0 && id != a.ID {
+			n.fsys.rebind(n, a.ID, id)
+		}
+		return nil
+	}
 }
 
 // flushed ends a flush of n that sent changes changing requests and
@@ -422,12 +454,8 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 // own: each commits at most one data version, so a file more than that
 // many versions past the one the pages were read at was changed
 // elsewhere too, and its pages go; news newer than the flush's result
-// are applied as they came. replaced: the flush committed a streamed
-// upload (stream.go), whose file e (a new id) is n's from now on.
-func (n *node) flushed(changes int, e nsapi.Entry, ok, replaced bool) {
-	if ok && replaced {
-		n.fsys.rekey(n, e.ID)
-	}
+// are applied as they came.
+func (n *node) flushed(changes int, e nsapi.Entry, ok bool) {
 	n.mu.Lock()
 	n.flushing--
 	n.flushChanges += changes
@@ -469,11 +497,11 @@ func (n *node) flushed(changes int, e nsapi.Entry, ok, replaced bool) {
 // mount's grace period: the journal holds what was written meanwhile,
 // and fsync or close returns once it is on the storage servers, or
 // fails after the grace.
-func (f *FS) replay(ctx context.Context, jr *journal, c *client.Client, p string) error {
+func (f *FS) replay(ctx context.Context, jr *journal, c *client.Client, p string, rw rewriter) error {
 	deadline := time.Now().Add(f.opts.Grace)
 	wait := 100 * time.Millisecond
 	for told := false; ; {
-		err := jr.Flush(ctx, c, p)
+		err := jr.Flush(ctx, c, p, rw)
 		retry := kerr.Is(err, kerr.Unavailable) || kerr.Is(err, kerr.Busy) // down, or just started (503 + Retry-After)
 		if err == nil || !retry || time.Now().Add(wait).After(deadline) {
 			if err == nil && told {
@@ -674,7 +702,7 @@ func (n *node) setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fus
 	r := lockRequest(n.path(), owner, lk, flags)
 	r.Wait = wait && r.Type != nsapi.LockUnlock
 	err := n.fsys.sess.Lock(ctx, r)
-	if h, ok := f.(*handle); ok && err == nil && r.Type != nsapi.LockUnlock {
+	if h := asHandle(f); h != nil && err == nil && r.Type != nsapi.LockUnlock {
 		h.mu.Lock()
 		if h.owners == nil {
 			h.owners = map[lockOwner]bool{}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/kaon-storage/kaon/internal/client"
+	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
 // A journal is the write-back state of one file open for writing: the
@@ -17,7 +18,8 @@ import (
 // the remote content. Flush (fsync, close) replays it on the file in
 // the namespace in order: a truncation below the remote size first, then
 // each dirty range as one ranged PUT (an update of the file in place,
-// which keeps its inode), then the final size if it differs. What flush
+// which keeps its inode), then the final size if it differs — or, for a
+// file written whole from empty, as one upload that rewrites it. What flush
 // returned successfully is on the storage servers; until then it is in
 // the journal file, which survives a storage server restart.
 type journal struct {
@@ -34,11 +36,10 @@ type journal struct {
 	// The streamed upload of a file written from its start (stream.go):
 	// streamable is set by the open when the file may be replaced by one
 	// (empty, the caller's); st is the one under way; streamed: one was
-	// started (one per journal); replaced: a flush committed one (the
-	// file has a new id), until taken.
-	streamable, streamed, replaced bool
-	st                             *stream
-	count                          func(name string) // the mount's counters (nil: none)
+	// started (one per journal).
+	streamable, streamed bool
+	st                   *stream
+	count                func(name string) // the mount's counters (nil: none)
 }
 
 type extent struct{ off, end int64 }
@@ -85,28 +86,23 @@ func (j *journal) prefix() int64 {
 	return 0
 }
 
-// stream starts the streamed upload of the file (path, through c) once
-// it is written from its start far enough (streamMin), if the open
-// allowed it and the file is empty on the servers.
-func (j *journal) stream(c *client.Client, path func() string) {
+// stream starts the streamed upload of the file (through the rewriter
+// and for the path up gives) once it is written from its start far
+// enough (streamMin), if the open allowed it, the file is empty on the
+// servers and the server rewrites files.
+func (j *journal) stream(up func() (rewriter, string)) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if !j.streamable || j.streamed || j.base != 0 || j.prefix() < streamMin {
 		return
 	}
 	j.streamed = true
-	j.st = startStream(c, j.f, path(), j.prefix())
+	rw, path := up()
+	if rw == nil {
+		return
+	}
+	j.st = startStream(rw, j.f, path, j.prefix())
 	j.counter("stream_started")
-}
-
-// takeReplaced reports whether a flush since the last call committed a
-// streamed upload (the file now has a new id).
-func (j *journal) takeReplaced() bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	r := j.replaced
-	j.replaced = false
-	return r
 }
 
 // Size is the file's size as its writers see it.
@@ -267,16 +263,35 @@ func (j *journal) finishStream() error {
 		j.counter("stream_failed")
 		return err
 	}
-	j.dirty, j.base, j.cut, j.replaced = nil, j.size, -1, true
+	j.dirty, j.base, j.cut = nil, j.size, -1
 	j.counter("stream_committed")
 	return nil
+}
+
+// whole reports whether the journal holds the file's whole content: the
+// remote one is empty (or cut to 0) and one written range covers all.
+func (j *journal) whole() bool {
+	rb := j.base
+	if j.cut >= 0 {
+		rb = min(rb, j.cut)
+	}
+	return rb == 0 && j.size > 0 && len(j.dirty) == 1 && j.dirty[0] == extent{0, j.size}
 }
 
 // Changes is how many changing requests Flush has sent so far.
 func (j *journal) Changes() int { j.mu.Lock(); defer j.mu.Unlock(); return j.changes }
 
-// Flush replays the journal on path through c.
-func (j *journal) Flush(ctx context.Context, c *client.Client, path string) error {
+// A rewriter sends the whole content of a file, body of size bytes, as
+// one upload (client.Rewrite); kerr.Busy or kerr.Unsupported: not sent,
+// the journal is replayed as updates instead.
+type rewriter func(ctx context.Context, body io.Reader, size int64) error
+
+// Flush replays the journal on path through c. A file written whole from
+// empty (created here, or cut to 0 first) goes as one upload through
+// rw, when not nil: one commit of a new content, where updates in place
+// cost an update session on the storage server (a journal prepared,
+// applied and finished, each synced).
+func (j *journal) Flush(ctx context.Context, c *client.Client, path string, rw rewriter) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if !j.dirtyLocked() {
@@ -285,6 +300,17 @@ func (j *journal) Flush(ctx context.Context, c *client.Client, path string) erro
 	if j.st != nil {
 		if err := j.finishStream(); err == nil {
 			return j.f.Truncate(0)
+		}
+	}
+	if rw != nil && j.whole() {
+		j.changes++
+		err := rw(ctx, io.NewSectionReader(j.f, 0, j.size), j.size)
+		switch {
+		case err == nil:
+			j.base, j.cut, j.dirty = j.size, -1, nil
+			return j.f.Truncate(0)
+		case !kerr.Is(err, kerr.Busy) && !kerr.Is(err, kerr.Unsupported):
+			return err
 		}
 	}
 	if j.cut >= 0 && j.cut < j.base {

@@ -82,6 +82,9 @@ type FS struct {
 	xrdEP string           // the namespace server's root:// host:port, once known
 	// passthrough: the kernel took FUSE passthrough (SetPassthrough).
 	passthrough atomic.Bool
+	// noRewrite: the namespace server does not rewrite files
+	// (client.Rewrite); flushes send updates only.
+	noRewrite atomic.Bool
 
 	locals locals // the filesystems reachable from this host (direct.go)
 
@@ -207,6 +210,24 @@ func (f *FS) subscribe(ctx context.Context, p string) (time.Time, []nsapi.Entry,
 func (f *FS) register(n *node) {
 	f.mu.Lock()
 	f.nodes[n.ino()] = n
+	f.mu.Unlock()
+}
+
+// rebind records that n, inode number from, is now inode number to in
+// the namespace (rewritten: the kernel keeps knowing it as from). A node
+// the kernel already looked up as to meanwhile (the rewrite's event
+// came first) stays the one the namespace's events of to reach.
+func (f *FS) rebind(n *node, from, to uint64) {
+	n.mu.Lock()
+	n.attr.ID = to
+	n.mu.Unlock()
+	f.mu.Lock()
+	if f.nodes[from] == n {
+		delete(f.nodes, from)
+	}
+	if f.nodes[to] == nil {
+		f.nodes[to] = n
+	}
 	f.mu.Unlock()
 }
 

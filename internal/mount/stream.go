@@ -8,21 +8,17 @@ import (
 	"log"
 	"os"
 	"sync"
-
-	"github.com/hanwen/go-fuse/v2/fuse"
-
-	"github.com/kaon-storage/kaon/internal/client"
 )
 
 // A file written sequentially from its start is streamed to the storage
 // server as it is written: once the journal holds streamMin bytes from
-// offset 0 of a file that is empty on the servers, an upload (a whole
-// PUT, client.Put, chunked) of the file starts and is fed from the
-// journal as writes arrive; the flush (fsync, close) ends it, and the
-// storage server commits it (checksums computed as it streamed). The
-// file then has new content at a new file id (the upload replaces the
-// empty file; its permission bits are kept by the namespace), which the
-// node adopts. The journal still receives every write, so anything the
+// offset 0 of a file that is empty on the servers, an upload that
+// rewrites the file (the node's rewriter: client.Rewrite, a chunked PUT)
+// starts and is fed from the journal as writes arrive; the flush
+// (fsync, close) ends it, and the storage server commits it (checksums
+// computed as it streamed). The file then has its new content at a new
+// file id, its mode, owner and extended attributes kept, which the node
+// adopts (rebind). The journal still receives every write, so anything the
 // stream cannot carry — a write below what was already sent, a
 // truncation, a change made elsewhere, a hole at the flush, an upload
 // that failed (a storage server restarting) — aborts the upload, which
@@ -60,9 +56,9 @@ type stream struct {
 // aborts the upload.
 var errStreamAborted = errors.New("kaon mount: streamed upload abandoned (the file was not written sequentially); the journal is replayed instead")
 
-// startStream starts uploading path through c from f, whose bytes
-// [0, avail) are written.
-func startStream(c *client.Client, f *os.File, path string, avail int64) *stream {
+// startStream starts uploading the file at path through rw from f,
+// whose bytes [0, avail) are written.
+func startStream(rw rewriter, f *os.File, path string, avail int64) *stream {
 	s := &stream{f: f, path: path, avail: avail, end: -1, done: make(chan struct{})}
 	s.cond.L = &s.mu
 	// Not the caller's context: the upload outlives the write that
@@ -74,7 +70,7 @@ func startStream(c *client.Client, f *os.File, path string, avail int64) *stream
 	go func() {
 		defer close(s.done)
 		defer cancel()
-		s.result = c.Put(ctx, path, s, -1)
+		s.result = rw(ctx, s, -1)
 	}()
 	return s
 }
@@ -168,30 +164,6 @@ func (s *stream) finish(size int64) error {
 }
 
 // streamable reports whether a journal opened now for n may stream n's
-// content as an upload that replaces it: n is empty on the servers and
-// the caller's own (a file it created, or truncated to nothing), so a
-// replacement changes its id and nothing else the caller can see (the
-// namespace keeps the mode; user xattrs set on the empty file before
-// its first write would go). n.mu held.
-func (n *node) streamable(ctx context.Context) bool {
-	c, ok := fuse.FromContext(ctx)
-	return ok && !n.attr.IsDir && n.attr.Size == 0 && c.Uid == n.attr.UID
-}
-
-// rekey makes n the node of file id: n's streamed upload replaced its
-// file by that one, and the namespace's news of it name id.
-func (f *FS) rekey(n *node, id uint64) {
-	n.mu.Lock()
-	old := n.attr.ID
-	n.attr.ID = id
-	n.mu.Unlock()
-	f.mu.Lock()
-	if f.nodes[old] == n {
-		delete(f.nodes, old)
-	}
-	if f.nodes[id] == nil {
-		f.nodes[id] = n
-	}
-	f.mu.Unlock()
-	f.Stats.Counter("stream_rekeyed").Add(1)
-}
+// content as an upload that rewrites it: n is empty on the servers (the
+// rewrite keeps its mode, owner and extended attributes). n.mu held.
+func (n *node) streamable() bool { return !n.attr.IsDir && n.attr.Size == 0 }

@@ -19,6 +19,24 @@ type CreateOptions struct {
 	Mode      uint32 // permission bits (default 0644)
 	Layout    string // override the inherited layout (must parse)
 	SizeHint  int64  // the size the client announced, booked against quota
+	// Rewrite, when not 0, is the id of the file at the path that the
+	// upload rewrites whole: it must still be that file at data version
+	// RewriteVersion at the create and at the commit (else kerr.Busy).
+	// The new file keeps the old one's attributes (mode, owner, extended
+	// attributes, birth time) and no version of the old one is kept: a
+	// change of the file's content in place, written as one upload. Its
+	// new id names the new stripes (data version 0, as uploaded): the id
+	// changes, as a conversion's does.
+	Rewrite        uint64
+	RewriteVersion uint64
+}
+
+// rewriteOf marks a pending record as the rewrite of an existing file:
+// it holds "ID.DATAVERSION" of the file it replaces (CreateOptions.Rewrite).
+const rewriteOf = "sys.kaon.rewrite-of"
+
+func rewriteMark(n *Inode) string {
+	return strconv.FormatUint(n.ID, 10) + "." + strconv.FormatUint(n.DataVersion, 10)
 }
 
 // Placement chooses one filesystem per stripe for a new file, in space
@@ -40,6 +58,9 @@ func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptio
 	if err := reserved("create", p, parent); err != nil {
 		return nil, nil, nil, err
 	}
+	if o.Rewrite != 0 && (n == nil || n.ID != o.Rewrite || n.IsDir || n.IsLink() || n.DataVersion != o.RewriteVersion) {
+		return nil, nil, nil, kerr.New(kerr.Busy, "create", p, "the file to rewrite changed (it is not that file at that data version any more)")
+	}
 	if n != nil {
 		switch {
 		case n.IsDir:
@@ -50,7 +71,9 @@ func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptio
 			return nil, nil, nil, kerr.New(kerr.Permission, "create", p, "permission to replace the file denied")
 		}
 	}
-	if !ns.permits(c, parent, parent, Write|Search) {
+	// A rewrite changes the file's content, not the directory's names:
+	// the file's write permission (Update, above) is what it needs.
+	if o.Rewrite == 0 && !ns.permits(c, parent, parent, Write|Search) {
 		return nil, nil, nil, kerr.New(kerr.Permission, "create", p, "write permission denied on parent")
 	}
 	ls := o.Layout
@@ -96,6 +119,20 @@ func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptio
 		Layout: l.String(), Locations: locs, Checksums: map[string]string{}}
 	for _, s := range sums {
 		f.Checksums[strings.TrimSpace(s)] = ""
+	}
+	if o.Rewrite != 0 {
+		f.Mode, f.UID, f.GID, f.BTime = n.Mode, n.UID, n.GID, n.BTime
+		if c.UID != 0 { // a write by anyone but root clears setuid, and setgid where it means set-group-ID
+			f.Mode &^= 0o4000
+			if f.Mode&0o2010 == 0o2010 {
+				f.Mode &^= 0o2000
+			}
+		}
+		f.XAttrs = map[string]string{}
+		for k, v := range n.XAttrs {
+			f.XAttrs[k] = v
+		}
+		f.XAttrs[rewriteOf] = rewriteMark(n)
 	}
 	return f, parent, n, nil
 }
@@ -147,22 +184,23 @@ func (ns *Namespace) CreateEmpty(c Caller, path string, o CreateOptions) (f *Ino
 		for t := range f.Checksums {
 			f.Checksums[t] = checksum.EmptySum(t)
 		}
-		return ns.link(tx, parent, f, old)
+		return ns.link(tx, parent, f, old, false)
 	})
 	return f, err
 }
 
 // link makes file f visible in parent, replacing old: its stripes are
 // queued for deletion, or, where parent keeps versions, it becomes the
-// newest version of f (versions.go). It updates quota and the subtree
+// newest version of f (versions.go) — unless f rewrites old (a change
+// in place, which keeps no version). It updates quota and the subtree
 // accounting. Caller holds ns.mu.
-func (ns *Namespace) link(tx *txn, parent, f, old *Inode) error {
+func (ns *Namespace) link(tx *txn, parent, f, old *Inode, rewrite bool) error {
 	keep := 0
 	var vdir *Inode
 	var freed []*Inode // files the replacement removes
 	if old != nil {
-		if keep = keepVersions(parent); keep > 0 && old.IsLink() {
-			keep = 0 // a link has no content to keep a version of
+		if keep = keepVersions(parent); keep > 0 && (old.IsLink() || rewrite) {
+			keep = 0 // a link has no content to keep a version of, a rewrite changes it in place
 		}
 		if keep > 0 {
 			var err error
@@ -288,13 +326,22 @@ func (ns *Namespace) Commit(fid uint64, size int64, sums map[string]string) (f *
 			tx.result = kerr.New(kerr.IsDir, "commit", f.Name, "a directory was created at this path during upload")
 			return nil
 		}
+		mark, rewrite := f.XAttrs[rewriteOf]
+		if rewrite {
+			if old == nil || rewriteMark(old) != mark {
+				ns.abort(tx, f)
+				tx.result = kerr.New(kerr.Busy, "commit", f.Name, "the file changed (or went) during its rewrite; the rewrite is dropped")
+				return nil
+			}
+			delete(f.XAttrs, rewriteOf)
+		}
 		now := ns.opts.Now().UnixNano()
 		f.Size, f.MTime, f.CTime = size, now, now
 		for k := range f.Checksums {
 			f.Checksums[k] = sums[k]
 		}
 		ns.unbook(tx, fid)
-		if err := ns.link(tx, parent, f, old); err != nil {
+		if err := ns.link(tx, parent, f, old, rewrite); err != nil {
 			if !kerr.Is(err, kerr.Quota) {
 				return err
 			}

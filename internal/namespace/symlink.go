@@ -47,7 +47,7 @@ func (ns *Namespace) Symlink(c Caller, target, path string) (l *Inode, err error
 		now := ns.opts.Now().UnixNano()
 		l = &Inode{ID: ns.allocID(tx), Parent: parent.ID, Name: baseName(p), Mode: 0o777, UID: c.UID,
 			GID: newGID(c, parent), CTime: now, MTime: now, BTime: now, Size: int64(len(target)), Target: target}
-		err = ns.link(tx, parent, l, nil)
+		err = ns.link(tx, parent, l, nil, false)
 		var ke *kerr.Error
 		if errors.As(err, &ke) {
 			ke.Op = "symlink" // link names the upload's commit

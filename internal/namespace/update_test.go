@@ -7,6 +7,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv/memkv"
+	"github.com/kaon-storage/kaon/internal/nsapi"
 )
 
 // TestCommitUpdate: an update gives the file its next data version, size,
@@ -101,4 +102,88 @@ func TestCommitUpdateQuota(t *testing.T) {
 	if err != nil || len(qs) != 1 || qs[0].Used[qk] != (Amount{100, 1}) {
 		t.Fatalf("usage after updates: %+v %v", qs, err)
 	}
+}
+
+// TestRewrite: an upload that rewrites a file (CreateOptions.Rewrite, as
+// a mount sends a file it wrote from empty) commits the new content with
+// the file's mode, owner and extended attributes, under its new id, and
+// keeps no version of the old one where the directory keeps versions;
+// one whose file is no longer that file at that data version is refused
+// at the create and at the commit, the file left as it was. Like an
+// update in place it needs the file's write permission, not the
+// directory's, and a caller other than root clears setuid/setgid.
+func TestRewrite(t *testing.T) {
+	ns := newNS(t)
+	if err := ns.Mkdir(Root, "/d", 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.SetXAttr(Root, "/d", nsapi.AttrVersioning, "3"); err != nil {
+		t.Fatal(err)
+	}
+	old, err := ns.CreateEmpty(Root, "/d/f", CreateOptions{Mode: 0o600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range []error{ns.Chown(Root, "/d/f", 1234, 5678), ns.Chmod(Root, "/d/f", 0o751), ns.SetXAttr(Root, "/d/f", "user.k", "v")} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := ns.BeginCreate(Root, "/d/f", CreateOptions{Rewrite: old.ID, RewriteVersion: 0}, place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.Commit(p.ID, 5, map[string]string{"adler32": "0000abcd"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ns.Stat(Root, "/d/f")
+	if err != nil || st.ID != p.ID || st.Size != 5 || st.Mode != 0o751 || st.UID != 1234 || st.GID != 5678 ||
+		st.XAttrs["user.k"] != "v" || st.XAttrs[rewriteOf] != "" || st.Checksums["adler32"] != "0000abcd" || st.BTime != old.BTime {
+		t.Fatalf("after the rewrite: %+v, %v", st, err)
+	}
+	if vs, err := ns.Versions(Root, "/d/f"); err != nil || len(vs) != 0 {
+		t.Fatalf("versions kept of the rewritten file: %+v, %v", vs, err)
+	}
+
+	// Refused at the create: the id is gone, or the data version moved.
+	_, err = ns.BeginCreate(Root, "/d/f", CreateOptions{Rewrite: old.ID}, place)
+	mustKind(t, err, kerr.Busy)
+	_, err = ns.BeginCreate(Root, "/d/f", CreateOptions{Rewrite: st.ID, RewriteVersion: 1}, place)
+	mustKind(t, err, kerr.Busy)
+	// Refused at the commit: the file changed (an update) while the
+	// rewrite was written.
+	p2, err := ns.BeginCreate(Root, "/d/f", CreateOptions{Rewrite: st.ID, RewriteVersion: 0}, place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.CommitUpdate(DataUpdate{Fid: st.ID, Base: 0, Size: 2, Locations: st.Locations}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ns.Commit(p2.ID, 9, nil)
+	mustKind(t, err, kerr.Busy)
+	got, err := ns.Stat(Root, "/d/f")
+	if err != nil || got.ID != st.ID || got.Size != 2 || got.DataVersion != 1 {
+		t.Fatalf("after the refused rewrite: %+v, %v", got, err)
+	}
+	_, err = ns.Pending(p2.ID)
+	mustKind(t, err, kerr.NotFound)
+
+	// By a caller who may write the file, not the directory: as an
+	// update in place would, and it clears setuid and set-group-ID.
+	if err := ns.Chmod(Root, "/d/f", 0o6776); err != nil {
+		t.Fatal(err)
+	}
+	alice := Caller{UID: 1000, GID: 1000}
+	p3, err := ns.BeginCreate(alice, "/d/f", CreateOptions{Rewrite: got.ID, RewriteVersion: got.DataVersion}, place)
+	if err != nil {
+		t.Fatalf("rewrite by a caller who may write the file only: %v", err)
+	}
+	if _, err := ns.Commit(p3.ID, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := ns.Stat(Root, "/d/f"); err != nil || st.Mode != 0o776 || st.UID != 1234 || st.Size != 3 {
+		t.Fatalf("after alice's rewrite: %+v, %v; want mode 0776, owner 1234", st, err)
+	}
+	_, err = ns.BeginCreate(alice, "/d/new", CreateOptions{}, place)
+	mustKind(t, err, kerr.Permission) // creates still need the directory's write permission
 }

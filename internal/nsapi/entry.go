@@ -97,7 +97,21 @@ type OpenRequest struct {
 	// With Create a missing file is created as an upload; without, a
 	// missing file is NotFound.
 	Update bool
+	// Rewrite (with Truncate), when not 0, is the id of the file at the
+	// path that this upload rewrites whole, at data version
+	// RewriteVersion: it is refused (kerr.Busy) unless the path is still
+	// that file at that version at the open and at the commit, and the
+	// new file keeps the old one's mode, owner and extended attributes
+	// (its id changes). A mount sends a file it wrote from empty so.
+	Rewrite        uint64
+	RewriteVersion uint64
 }
+
+// RewriteHeader on a whole HTTP PUT names the file it rewrites,
+// ID.DATAVERSION (OpenRequest's Rewrite); the namespace's redirect
+// answers the new file's id in it, which tells the client that the
+// server took it.
+const RewriteHeader = "Kaon-Rewrite"
 
 // AppName is app as I/O accounting keeps it (at most 32 letters, digits,
 // '.', '_' or '-'), or def when nothing of it is left.

@@ -1,6 +1,8 @@
 package nsapi
 
 import (
+	"errors"
+	"io"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -8,7 +10,8 @@ import (
 
 // Client sessions (EOS: fusex clients). A client that caches the
 // namespace (the caching mount, or any program) opens a session with the
-// namespace service over one streaming channel (SessionPath, HTTP/2):
+// namespace service over one streaming channel (SessionPath, a WebSocket
+// or HTTP/2):
 // it sends SessionRequests (open, heartbeat, subscribe, lock, ...) as a
 // stream of JSON values and receives SessionMessages: the replies to its
 // requests, and the invalidations the service pushes. One stream may
@@ -21,7 +24,8 @@ import (
 // everything it caches for that session and reads again.
 
 // SessionPath is the session channel's route on a namespace server's
-// HTTP endpoint (HTTP/2 only; the version is in the path).
+// HTTP endpoint (a WebSocket, or an HTTP/2 POST; the version is in the
+// path).
 const SessionPath = "/sessions/v1"
 
 // Session request operations.
@@ -288,4 +292,34 @@ func (r *FusexConfRequest) FromArgs(a Args) (err error) {
 type FusexDropped struct {
 	Leases int `json:"leases,omitempty"`
 	Locks  int `json:"locks,omitempty"`
+}
+
+// MessageStream reads the messages of a WebSocket session channel as one
+// stream, so one json.Decoder (and its buffer) serves the whole
+// connection: every value is an object, whole within its message, so a
+// Decode never waits for a message beyond the value's own. Next returns
+// the next message's reader (gorilla/websocket's NextReader).
+type MessageStream struct {
+	Next func() (io.Reader, error)
+	r    io.Reader
+}
+
+func (m *MessageStream) Read(p []byte) (int, error) {
+	for {
+		if m.r == nil {
+			r, err := m.Next()
+			if err != nil {
+				return 0, err
+			}
+			m.r = r
+		}
+		n, err := m.r.Read(p)
+		if errors.Is(err, io.EOF) {
+			m.r = nil
+			err = nil
+		}
+		if n > 0 || err != nil {
+			return n, err
+		}
+	}
 }

@@ -93,7 +93,11 @@ func (s *Server) open(p auth.Principal, path, named string, r nsapi.OpenRequest,
 			return s.openUpdate(p, clean(path), named, n, r.App)
 		}
 	}
-	g, err := s.openWrite(p, path, named, namespace.CreateOptions{Exclusive: r.Exclusive || modify != nil, Mode: r.Mode, SizeHint: r.Size}, r.MkPath, r.App)
+	if r.Rewrite != 0 && s.sess.Locked(r.Rewrite) { // locks are the file's id's, which a rewrite changes
+		return nil, kerr.New(kerr.Busy, "open", path, "the file is locked: it is changed in place, not rewritten")
+	}
+	g, err := s.openWrite(p, path, named, namespace.CreateOptions{Exclusive: r.Exclusive || modify != nil, Mode: r.Mode, SizeHint: r.Size,
+		Rewrite: r.Rewrite, RewriteVersion: r.RewriteVersion}, r.MkPath && r.Rewrite == 0, r.App)
 	if kerr.Is(err, kerr.Exists) && !r.Exclusive && modify != nil {
 		return nil, modify // it exists: replacing it is a modification
 	}

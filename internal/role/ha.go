@@ -106,6 +106,12 @@ func startReplicated(s *Server, c MGMConfig, files *namespaceFiles, sec *Securit
 				return nil, err
 			}
 			go ns.Service.Run(ctx)
+			go func() {
+				// No longer active: its session streams end, their
+				// clients reconnect (to the active server).
+				<-ctx.Done()
+				ns.CloseSessionStreams()
+			}()
 			return ns, nil
 		},
 		HandOver: func(svc any) []byte {

@@ -83,7 +83,13 @@ type Namespace struct {
 	Auth     auth.Chain
 	xrd      *XRootDServers
 	log      *slog.Logger
+	front    *httpfront.Namespace
 }
+
+// CloseSessionStreams ends the session streams that are WebSockets
+// (httpfront.Namespace.CloseSessionStreams): when the server shuts down,
+// or the role is no longer active.
+func (n *Namespace) CloseSessionStreams() { n.front.CloseSessionStreams() }
 
 // NewNamespace assembles the namespace service c describes over p.Store;
 // the caller runs it (Service.Run).
@@ -108,7 +114,7 @@ func NewNamespace(c NamespaceConfig, p NamespaceParts) (*Namespace, error) {
 	front := &httpfront.Namespace{NS: srv, Key: p.Key, Log: p.Log, Auth: p.Auth, DataClient: peers.HTTP, NSStatus: p.NSStatus, SRRPath: c.SRRPath}
 	h := metrics.Serve(metrics.NewHTTP(reg, "mgm", metrics.NamespaceRoute).Instrument(front), gatherers(p.Metrics, reg), p.MetricsAllow)
 	return &Namespace{Service: srv, HTTP: h, XRootD: xrdfront.Namespace{NS: srv}, Registry: reg, Key: p.Key, Auth: p.Auth,
-		xrd: p.XRootD, log: p.Log}, nil
+		xrd: p.XRootD, log: p.Log, front: front}, nil
 }
 
 // Endpoint is n's namespace endpoint as served by a server with an

@@ -149,6 +149,7 @@ func StartUp(c UpConfig, log *slog.Logger) (_ *Server, err error) {
 		policy.AddSelf(xaddr, fxaddr)
 	}
 	nsSrv := serveHTTP(sec.listener(nsL), ns.Endpoint())
+	nsSrv.RegisterOnShutdown(ns.CloseSessionStreams)
 	fstSrv := serveHTTP(sec.listener(fstL), fst.HTTP)
 	go fst.Server.Run(ctx)
 	go ns.Service.Run(ctx)
@@ -233,6 +234,7 @@ func StartMGM(c MGMConfig, log *slog.Logger) (_ *Server, err error) {
 		ep.XRootD = "root://" + xaddr
 	}
 	srv := serveHTTP(sec.listener(l), ns.Endpoint())
+	srv.RegisterOnShutdown(ns.CloseSessionStreams)
 	s.onClose(func() { shutdown(srv) })
 	sec.endpoints(&ep)
 	s.Endpoints = ep
@@ -352,8 +354,7 @@ func listen(addr string, s *Server) (net.Listener, string, error) {
 // test may serve it through httptest). It speaks HTTP/1.1 and HTTP/2:
 // over TLS when a client offers only h2 (ALPN prefers http/1.1, so
 // curl, davix and gfal keep HTTP/1.1), in plaintext with prior knowledge
-// (h2c); the session channel needs HTTP/2, and carries many sessions'
-// streams over one connection.
+// (h2c); the session channel's clients before the WebSocket need HTTP/2.
 func HTTPServer(h http.Handler) *http.Server {
 	var p http.Protocols
 	p.SetHTTP1(true)

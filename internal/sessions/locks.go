@@ -429,6 +429,14 @@ func (t *Table) ReleaseFile(ino uint64) int {
 	return n
 }
 
+// Locked reports whether a lock is held on file ino.
+func (t *Table) Locked(ino uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f := t.files[ino]
+	return f != nil && len(f.posix)+len(f.flock) > 0
+}
+
 // Held returns the locks session holds.
 func (t *Table) Held(session string) []nsapi.Lock {
 	t.mu.Lock()

@@ -708,6 +708,9 @@ func (s *Service) DropCaps(id string) (int, error) {
 // DropLocks releases every lock on file ino (fusex droplocks).
 func (s *Service) DropLocks(ino uint64) int { return s.locks.ReleaseFile(ino) }
 
+// Locked reports whether any session holds a lock on file ino.
+func (s *Service) Locked(ino uint64) bool { return s.locks.Locked(ino) }
+
 // Configure applies KEY=VALUE settings (fusex conf): heartbeat, lease,
 // offline, evict, grace (durations), broadcast.max-audience (a count, 0:
 // no suppression). All are checked before any is applied.

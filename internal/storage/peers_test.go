@@ -125,10 +125,21 @@ func (p directPeers) Repair(ctx context.Context, addr string, job message.Repair
 // reaching each other through directPeers.
 func memServers(t *testing.T, n, nfs int) ([]*Server, *storagetest.Namespace, *capability.Key, map[string]*memstore.Store) {
 	t.Helper()
+	stores := map[string]*memstore.Store{}
+	servers, ns, key := testServers(t, n, nfs, func(p string) backend.Store {
+		stores[p] = memstore.New(p)
+		return stores[p]
+	})
+	return servers, ns, key, stores
+}
+
+// testServers is memServers with the stores mk makes of the paths
+// /s<server>/fs<index>.
+func testServers(t *testing.T, n, nfs int, mk func(p string) backend.Store) ([]*Server, *storagetest.Namespace, *capability.Key) {
+	t.Helper()
 	key, _ := capability.NewKey(bytes.Repeat([]byte("k"), 32))
 	ns := &storagetest.Namespace{}
 	peers := directPeers{}
-	stores := map[string]*memstore.Store{}
 	var mu sync.Mutex
 	var servers []*Server
 	for i := 0; i < n; i++ {
@@ -141,8 +152,7 @@ func memServers(t *testing.T, n, nfs int) ([]*Server, *storagetest.Namespace, *c
 			Store: func(p string) (backend.Store, error) {
 				mu.Lock()
 				defer mu.Unlock()
-				stores[p] = memstore.New(p)
-				return stores[p], nil
+				return mk(p), nil
 			}})
 		if err != nil {
 			t.Fatal(err)
@@ -155,7 +165,7 @@ func memServers(t *testing.T, n, nfs int) ([]*Server, *storagetest.Namespace, *c
 		peers[addr] = s
 		servers = append(servers, s)
 	}
-	return servers, ns, key, stores
+	return servers, ns, key
 }
 
 // spread is a capability whose targets alternate between the servers of

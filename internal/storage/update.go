@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -70,6 +71,7 @@ type Update struct {
 	size     int64
 	trunc    int64 // size of the session's last truncation, -1 without one
 	endAfter int64 // end of the furthest write after it (or of any write)
+	low      int64 // offset of the lowest write since the last commit
 	ext      []extent
 	spool    *os.File
 	buf      *bufio.Writer
@@ -120,7 +122,7 @@ func (s *Server) NewUpdate(ctx context.Context, c *capability.Capability, token 
 	}
 	os.Remove(sp.Name()) // unnamed: gone with the process
 	return &Update{s: s, l: l, path: c.Path, store: ns, cap: c, token: token,
-		baseSize: c.Size, cut: c.Size, size: c.Size, trunc: -1, spool: sp, buf: bufio.NewWriterSize(sp, 1<<20)}, nil
+		baseSize: c.Size, cut: c.Size, size: c.Size, trunc: -1, low: math.MaxInt64, spool: sp, buf: bufio.NewWriterSize(sp, 1<<20)}, nil
 }
 
 // Size is the file's size with the session's changes.
@@ -190,6 +192,7 @@ func (u *Update) spoolWrite(p []byte, off int64) error {
 	end := off + int64(len(p))
 	u.size = max(u.size, end)
 	u.endAfter = max(u.endAfter, end)
+	u.low = min(u.low, off)
 	u.changed = true
 	return nil
 }
@@ -409,7 +412,7 @@ func (u *Update) committed(v message.FileVersion) {
 		u.base.Close()
 		u.base = nil
 	}
-	u.baseSize, u.cut, u.size, u.trunc, u.endAfter = v.Size, v.Size, v.Size, -1, 0
+	u.baseSize, u.cut, u.size, u.trunc, u.endAfter, u.low = v.Size, v.Size, v.Size, -1, 0, math.MaxInt64
 	u.ext, u.spoolLen, u.spoolCRC, u.changed = nil, 0, 0, false
 	err := u.spool.Truncate(0)
 	if err == nil {
@@ -466,13 +469,17 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 		u.createStripes(ctx, jobs)
 	}
 	meta := backend.Meta{Fid: c.Fid, Layout: c.Layout, Size: size, Path: c.Path, Version: c.DataVersion + 1}
+	// An append (every write at or past the committed end, no
+	// truncation): a replica's store may write it straight into the
+	// stripe past its end and journal the new length alone.
+	extends := u.l.Kind != layout.EC && u.trunc < 0 && u.low >= u.baseSize
 	u.eachStripe(jobs, func(j *stripeJob) error {
 		if j.err != nil {
 			return j.err
 		}
 		m := meta
 		m.Stripe = j.idx
-		h := backend.JournalHead{From: c.DataVersion, Meta: m}
+		h := backend.JournalHead{From: c.DataVersion, Meta: m, Extends: extends}
 		if j.f != nil {
 			if err := j.f.writable(); err != nil {
 				return err

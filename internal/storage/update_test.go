@@ -5,11 +5,14 @@ import (
 	"context"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/backend/posix"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -514,4 +517,83 @@ func TestRepairRollsJournalsForward(t *testing.T) {
 	// it can never apply over the stripe at version 1.
 	prepare(0, 1, "LOSER")
 	repair("beside an obsolete journal")
+}
+
+// TestAppendsWrittenInPlace: on posix filesystems, a session that only
+// appends to a replicated file (one replica here, one on a peer) has its
+// bytes written straight into both stripes past their end, with block
+// sums in a sums file beside them (posix's extension path: no journal of
+// the data); a session that writes inside and one that truncates take
+// the journal path over such stripes; every commit reads back from both
+// servers, and a reader before a commit sees the content before it.
+func TestAppendsWrittenInPlace(t *testing.T) {
+	base := t.TempDir()
+	roots := map[string]string{}
+	servers, ns, key := testServers(t, 2, 3, func(p string) backend.Store {
+		roots[p] = filepath.Join(base, p)
+		return posix.New(roots[p], posix.Options{IO: backend.IOBuffered, Sync: true})
+	})
+	c := spread(61, "replica:2", 2, 2)
+	m := &fileModel{b: bytes.Repeat([]byte("committed "), 10_000)}
+	uploaded(t, servers, key, c, m.b)
+	stripes := []string{ // fs 1 on s0, fs 4 on s1 (spread)
+		posix.PhysPath(roots["/s0/fs0"], c.Fid), posix.PhysPath(roots["/s1/fs0"], c.Fid),
+	}
+	session := func(what string, fn func(u *Update)) {
+		t.Helper()
+		uc := updateCap(t, ns, c)
+		u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := bytes.Clone(m.b)
+		fn(u)
+		if got, err := readUpdated(t, servers[1], key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, before) {
+			t.Fatalf("%s: a reader before the commit: %v, equal to the committed content %v", what, err, bytes.Equal(got, before))
+		}
+		if err := u.Commit(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range servers {
+			if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.b) {
+				t.Fatalf("%s: a reader at server %d: %v, %d bytes, equal to the model %v", what, i, err, len(got), bytes.Equal(got, m.b))
+			}
+		}
+	}
+	write := func(u *Update, p []byte, off int64) {
+		if _, err := u.WriteAt(p, off); err != nil {
+			t.Fatal(err)
+		}
+		m.WriteAt(p, off)
+	}
+	session("appends", func(u *Update) {
+		for i := range 3 {
+			write(u, bytes.Repeat([]byte{byte('a' + i)}, 200_000), int64(len(m.b)))
+		}
+		write(u, []byte("after a hole"), int64(len(m.b))+5000)
+	})
+	for _, p := range stripes {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(p + ".sums"); err != nil || st.Size() != int64(len(m.b)) {
+			t.Fatalf("after appends, %s is %d bytes (want its data alone, %d) and its sums file: %v", p, st.Size(), len(m.b), err)
+		}
+	}
+	session("writes inside and past the end", func(u *Update) {
+		write(u, []byte("inside"), 70_000)
+		write(u, []byte("past the end"), int64(len(m.b)))
+	})
+	session("a truncation and an append", func(u *Update) {
+		if err := u.Truncate(300_000); err != nil {
+			t.Fatal(err)
+		}
+		m.Truncate(300_000)
+		write(u, []byte("appended after the cut"), 300_000)
+	})
+	session("appends again", func(u *Update) { write(u, bytes.Repeat([]byte("z"), 100_000), int64(len(m.b))) })
+	if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 4 || len(fv.Stale) != 0 {
+		t.Fatalf("the namespace after four sessions: %+v", fv)
+	}
 }

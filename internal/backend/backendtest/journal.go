@@ -167,6 +167,17 @@ func appendOps() []byte {
 	return backend.EncodeWrite(b, 70_000, randBytes(25, 100))
 }
 
+// extendOps extend a stripe of bigOld bytes (JournalHead.Extends): a
+// write at its end, one after a hole, then two past the end out of
+// order, the second over the first.
+func extendOps() []byte {
+	var b []byte
+	b = backend.EncodeWrite(b, bigOld, randBytes(26, 100_000))
+	b = backend.EncodeWrite(b, 450_000, randBytes(27, 30_000))
+	b = backend.EncodeWrite(b, 600_000, randBytes(28, 10_000))
+	return backend.EncodeWrite(b, 595_000, randBytes(29, 10_000))
+}
+
 // bigWant is the stripe bigOps make of old.
 func bigWant(t *testing.T, old []byte) []byte { return applied(t, old, bigOps()) }
 
@@ -338,6 +349,68 @@ func runJournalSums(t *testing.T, h Hooks, head func(fid uint64, from, to uint64
 		mustRead(t, s, 34, bigWant(t, old))
 		if hasSums(t, s, 34) {
 			t.Fatal("a framed stripe has block sums after an update")
+		}
+	})
+	t.Run("Extension", func(t *testing.T) {
+		// An append (JournalHead.Extends): in order, a hole, then bytes
+		// past the end written out of order over each other.
+		s := initialized(t, h)
+		u := s.(backend.Updater)
+		ext := extendOps()
+		old := randBytes(37, bigOld)
+		put(t, s, 37, old, false)
+		eh := head(37, 0, 1, 0)
+		eh.Extends = true
+		if err := u.Prepare(37, eh, bytes.NewReader(ext)); err != nil {
+			t.Fatal(err)
+		}
+		mustRead(t, s, 37, old) // prepared: what it wrote is not read
+		if err := u.Apply(37); err != nil {
+			t.Fatal(err)
+		}
+		want := applied(t, old, ext)
+		updated(t, s, 37, want)
+		if h.Corrupt != nil {
+			// Repairs of the rot updated put there, from a good copy.
+			for _, at := range []int64{300_500, 70_050} {
+				blk := at / checksum.BlockSize * checksum.BlockSize
+				if err := s.Rewrite(37, blk, want[blk:min(blk+checksum.BlockSize, int64(len(want)))]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mustRead(t, s, 37, want)
+		}
+		// The extended stripe takes any update after, and appends again.
+		next := head(37, 1, 2, 0)
+		if err := u.Prepare(37, next, bytes.NewReader(bigOps())); err != nil {
+			t.Fatal(err)
+		}
+		if err := u.Apply(37); err != nil {
+			t.Fatal(err)
+		}
+		want = applied(t, want, bigOps())
+		mustRead(t, s, 37, want)
+		more := backend.EncodeWrite(nil, int64(len(want)), randBytes(38, 70_000))
+		next = head(37, 2, 3, 0)
+		next.Extends = true
+		if err := u.Prepare(37, next, bytes.NewReader(more)); err != nil {
+			t.Fatal(err)
+		}
+		if err := u.Discard(37); err != nil {
+			t.Fatal(err)
+		}
+		mustRead(t, s, 37, want) // discarded: as it was
+		next = head(37, 2, 3, 0)
+		next.Extends = true
+		if err := u.Prepare(37, next, bytes.NewReader(more)); err != nil {
+			t.Fatal(err)
+		}
+		if err := u.Apply(37); err != nil {
+			t.Fatal(err)
+		}
+		mustRead(t, s, 37, applied(t, want, more))
+		if m, err := s.ReadMeta(37); err != nil || m.Version != 3 {
+			t.Fatalf("after three updates: %+v %v", m, err)
 		}
 	})
 	t.Run("CrashReplay", func(t *testing.T) {

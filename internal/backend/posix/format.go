@@ -1,6 +1,6 @@
 package posix
 
-// On-disk format of a POSIX filesystem, version 2 (data directories
+// On-disk format of a POSIX filesystem, version 3 (data directories
 // written by earlier Kaon versions are read as they are):
 //
 //	<root>/.kaon-fsid               identity marker, "fsid=N\nuuid=U\n"
@@ -8,6 +8,8 @@ package posix
 //	<root>/<%08x fid/10000>/        bucket directory, mode 0700
 //	<root>/<bucket>/<%08x fid>      one stripe or replica, mode 0600, with
 //	                                the user.kaon.* xattrs below
+//	<root>/<bucket>/<%08x fid>.sums         its block sums (version 3)
+//	<root>/<bucket>/<%08x fid>.sums.tmp     ones being written
 //	<root>/<bucket>/<%08x fid>.journal      a prepared in-place update of it
 //	<root>/<bucket>/<%08x fid>.journal.tmp  one being written (journal.go)
 //
@@ -38,6 +40,21 @@ package posix
 // version other than 1 is refused (a newer Kaon wrote it). A filesystem
 // set to keep no block sums (backend.Settings.NoBlockSums) writes
 // version 1 replicas and AddBlockSums leaves them so.
+//
+// A version 3 stripe keeps its sums beside it, in <fid>.sums:
+//
+//	sums file := sums[4*N] footer[32]       the footer as above, L and B
+//
+// valid if its footer is and the file is 4*N+32 bytes long. The stripe
+// file is its data, L bytes, then possibly a tail: bytes an append
+// wrote past L before its commit (tail.go), never read, cut by the next
+// prepare, discard or apply. A stripe with a sums file is version 3
+// whatever its own last bytes are (a conversion a crash cut short keeps
+// its old trailer as a tail); a sums file that is not valid fails opens
+// (the stripe's length is not known). Version 2 stripes become version 3
+// at their first append (tail.go: convert); new stripes are written as
+// version 2 (one file, one fsync per upload). A Create removes a sums
+// file a crash left under its fid (Remove removes the stripe first).
 
 import (
 	"encoding/binary"
@@ -122,20 +139,15 @@ func encodeFooter(t sumsInfo) []byte {
 // errNewerFormat: a footer of a version this Kaon does not know.
 var errNewerFormat = errors.New("stripe has block sums of a newer format than this Kaon reads")
 
-// readFooter reads the size of the stripe file f and its footer: ok is
+// parseFooter reads the footer of the stripe file f of size bytes: ok is
 // false for a version 1 stripe (no valid footer).
-func readFooter(f *os.File) (size int64, t sumsInfo, ok bool, err error) {
-	st, err := f.Stat()
-	if err != nil {
-		return 0, t, false, err
-	}
-	size = st.Size()
-	t, ok, err = parseFooter(f, size)
-	return size, t, ok, err
+func parseFooter(f *os.File, size int64) (t sumsInfo, ok bool, err error) {
+	return decodeFooter(f, size, func(t sumsInfo) int64 { return t.fileSize() })
 }
 
-// parseFooter reads the footer of the stripe file f of size bytes.
-func parseFooter(f *os.File, size int64) (t sumsInfo, ok bool, err error) {
+// decodeFooter reads the footer at the end of f (size bytes), valid if
+// the file is as long as want says a file of its sums is.
+func decodeFooter(f *os.File, size int64, want func(sumsInfo) int64) (t sumsInfo, ok bool, err error) {
 	if size < footerSize {
 		return t, false, nil
 	}
@@ -150,10 +162,123 @@ func parseFooter(f *os.File, size int64) (t sumsInfo, ok bool, err error) {
 		return t, false, fmt.Errorf("%w (version %d)", errNewerFormat, v)
 	}
 	t = sumsInfo{block: int(binary.LittleEndian.Uint32(b[12:])), len: int64(binary.LittleEndian.Uint64(b[16:]))}
-	if t.block < checksum.MinBlockSize || t.block > checksum.MaxBlockSize || t.len < 0 || t.fileSize() != size {
+	if t.block < checksum.MinBlockSize || t.block > checksum.MaxBlockSize || t.len < 0 || want(t) != size {
 		return sumsInfo{}, false, nil
 	}
 	return t, true, nil
+}
+
+// sideSize is the length of the sums file of t.len data bytes.
+func (t sumsInfo) sideSize() int64 { return 4*checksum.Blocks(t.len, t.block) + footerSize }
+
+// errBadSums: a sums file that is not one (cut short, or its footer rotted).
+var errBadSums = errors.New("the stripe's block sums file is damaged (no valid footer)")
+
+// stripeSums is where the block sums of an open stripe file are: after
+// its data (version 2), in its sums file (version 3: side), or nowhere
+// (version 1).
+type stripeSums struct {
+	size   int64 // of the stripe file
+	t      sumsInfo
+	summed bool
+	side   *os.File // version 3: the sums file, its table at offset 0
+}
+
+// dataLen is the stripe's data bytes: t.len where it has sums (a
+// version 3 stripe file may hold more: a tail no reader looks at), the
+// file's length where not.
+func (x stripeSums) dataLen() int64 {
+	if x.summed {
+		return x.t.len
+	}
+	return x.size
+}
+
+// table is the file and offset of the sums table; f is the stripe file.
+func (x stripeSums) table(f *os.File) (*os.File, int64) {
+	if x.side != nil {
+		return x.side, 0
+	}
+	return f, x.t.table()
+}
+
+func (x stripeSums) close() {
+	if x.side != nil {
+		x.side.Close()
+	}
+}
+
+// sumsOf finds the block sums of the stripe file f at p: its sums file
+// if there is one (opened read-write when rw), else its trailer. A sums
+// file that is there but damaged is an error: the stripe's length is
+// not known (its file may hold a tail).
+func sumsOf(f *os.File, p string, rw bool) (stripeSums, error) {
+	var x stripeSums
+	st, err := f.Stat()
+	if err != nil {
+		return x, err
+	}
+	x.size = st.Size()
+	flag := os.O_RDONLY
+	if rw {
+		flag = os.O_RDWR
+	}
+	side, err := os.OpenFile(p+".sums", flag, 0)
+	switch {
+	case err == nil:
+		x.side = side
+		sst, err := side.Stat()
+		if err == nil {
+			x.t, x.summed, err = decodeFooter(side, sst.Size(), sumsInfo.sideSize)
+		}
+		if err == nil && !x.summed {
+			err = errBadSums
+		}
+		if err != nil {
+			side.Close()
+			return stripeSums{}, err
+		}
+		return x, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return x, err
+	}
+	x.t, x.summed, err = parseFooter(f, x.size)
+	return x, err
+}
+
+// writeSums replaces the sums file at p (the stripe's path) with the
+// table sums of t's shape, durably: written beside, synced, renamed over
+// it, the directory synced. crashed is called after the sync and after
+// the rename (tests stop there).
+func writeSums(p string, t sumsInfo, sums []byte, crashed func(step string) error) error {
+	tmp := p + ".sums.tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(sums, encodeFooter(t)...))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = crashed("sums")
+	}
+	if err == nil {
+		err = os.Rename(tmp, p+".sums")
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(p))
+	}
+	if err != nil {
+		if !errors.Is(err, errCrash) {
+			os.Remove(tmp)
+		}
+		return err
+	}
+	return crashed("footer")
 }
 
 // trailer is what follows the data of a new stripe: its sums and footer.

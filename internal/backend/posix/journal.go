@@ -13,7 +13,14 @@ package posix
 // stripe's footer, format.go; Block 0: the stripe had none, it is framed
 // or written before block sums).
 //
-// Apply of a stripe with block sums (format.go) keeps them current:
+// An extension (backend.JournalHead.Extends) of a stripe with block
+// sums is not journalled this way: its data goes straight into the
+// stripe and its journal holds the new length and sums (tail.go).
+//
+// Apply of a stripe with block sums (format.go) keeps them current (a
+// version 3 stripe's sums are in its sums file: step 2's cut is the
+// file's removal, steps 4-5 write a new one, synced, renamed in place,
+// after the data is synced):
 //
 //  1. the blocks the operations touch and partly keep are verified
 //     against the stripe's sums (a rotted one fails the apply, before
@@ -90,37 +97,61 @@ type journalHead struct {
 	backend.JournalHead
 	Block int   `json:",omitempty"` // block size; 0: the stripe had no sums
 	Len   int64 `json:",omitempty"` // its data bytes then
+	// Side: the stripe keeps its sums in its sums file (version 3).
+	Side bool `json:",omitempty"`
+	// Tail: an extension (tail.go). The data from Len to NewLen is in
+	// the stripe file already; the journal holds no operations, and its
+	// table the sums of the blocks from Len/Block on, not the old ones.
+	Tail   bool  `json:",omitempty"`
+	NewLen int64 `json:",omitempty"`
 }
 
 // sumsLen is the length of the sums table the journal holds.
 func (h journalHead) sumsLen() int64 {
-	if h.Block == 0 {
+	switch {
+	case h.Block == 0:
 		return 0
+	case h.Tail:
+		return 4 * (checksum.Blocks(h.NewLen, h.Block) - h.Len/int64(h.Block))
 	}
 	return 4 * checksum.Blocks(h.Len, h.Block)
 }
 
 func (s *Store) Prepare(fid uint64, jh backend.JournalHead, ops io.Reader) error {
+	if jh.Extends {
+		if done, err := s.prepareTail(fid, jh, ops); done {
+			return err
+		}
+	}
 	h := journalHead{JournalHead: jh}
 	var sums []byte
 	if err := func() error {
 		defer s.lockFid(fid)() // a repair's sums are not read half written
-		f, err := os.Open(PhysPath(s.root, fid))
+		p := PhysPath(s.root, fid)
+		f, err := os.Open(p)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		_, t, summed, err := readFooter(f)
-		if err != nil || !summed {
+		x, err := sumsOf(f, p, false)
+		if err != nil || !x.summed {
 			return err
 		}
-		h.Block, h.Len = t.block, t.len
+		defer x.close()
+		h.Block, h.Len, h.Side = x.t.block, x.t.len, x.side != nil
 		sums = make([]byte, h.sumsLen())
-		_, err = f.ReadAt(sums, t.table())
+		tf, tab := x.table(f)
+		_, err = tf.ReadAt(sums, tab)
 		return err
 	}(); err != nil {
 		return s.fail("prepare update", fid, err)
 	}
+	return s.writeJournal(fid, h, ops, sums)
+}
+
+// writeJournal writes the journal of fid: ops, then the table sums and
+// the head h (the format at the top of this file), durably.
+func (s *Store) writeJournal(fid uint64, h journalHead, ops io.Reader, sums []byte) error {
 	final := journalPath(s.root, fid)
 	tmp := final + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
@@ -131,11 +162,13 @@ func (s *Store) Prepare(fid uint64, jh backend.JournalHead, ops io.Reader) error
 	var sum uint32
 	var n int64
 	so, spooled := ops.(*backend.SpooledOps)
-	if spooled {
+	switch {
+	case ops == nil:
+	case spooled:
 		// The spool's bytes and their sum, taken as they were spooled:
 		// copied in the kernel, not read here.
 		sum, n, err = so.CRC, so.N, copyRange(f, 0, so.F, 0, so.N)
-	} else {
+	default:
 		crc := crc32.New(castagnoli)
 		n, err = io.CopyBuffer(io.MultiWriter(f, crc), ops, make([]byte, copyBufSize))
 		sum = crc.Sum32()
@@ -236,7 +269,7 @@ func (s *Store) readJournal(fid uint64) (*os.File, journalHead, int64, error) {
 		return fail(fmt.Sprintf("bad block sums (%d bytes in blocks of %d)", h.Len, h.Block))
 	}
 	opsLen := size - 16 - hl - h.sumsLen()
-	if opsLen < 0 {
+	if opsLen < 0 || h.Tail && (opsLen != 0 || h.Block == 0 || h.NewLen < h.Len) {
 		return fail("bad head length")
 	}
 	return f, h, opsLen, nil
@@ -271,7 +304,7 @@ func (s *Store) Apply(fid uint64) error {
 		return s.drop(fid, false) // applied before a crash; only the journal was left
 	case h.From:
 	default:
-		_ = s.Discard(fid)
+		_ = s.discard(fid)
 		return kerr.New(kerr.IO, "update", p, "stripe is at data version "+strconv.FormatUint(m.Version, 10)+", the update is from "+strconv.FormatUint(h.From, 10)+" (stale stripe)")
 	}
 	f, err := os.OpenFile(p, os.O_RDWR, 0)
@@ -280,10 +313,15 @@ func (s *Store) Apply(fid uint64) error {
 	}
 	defer f.Close()
 	h.Meta.Fid = fid
-	if err := s.apply(f, j, h, opsLen); err != nil {
+	if h.Tail {
+		err = s.applyTail(f, p, j, h)
+	} else {
+		err = s.apply(f, p, j, h, opsLen)
+	}
+	if err != nil {
 		var be *checksum.BlockError
 		if errors.As(err, &be) {
-			_ = s.Discard(fid) // the stripe is as it was; the update marks it stale
+			_ = s.discard(fid) // the stripe is as it was; the update marks it stale
 			return kerr.Wrap(kerr.IO, "update", p, err)
 		}
 		return s.fail("update", fid, err)
@@ -291,12 +329,28 @@ func (s *Store) Apply(fid uint64) error {
 	return s.drop(fid, false)
 }
 
-// apply rolls the journal j of head h forward on the stripe file f
+// apply rolls the journal j of head h forward on the stripe file f at p
 // (the steps are at the top of this file).
-func (s *Store) apply(f *os.File, j *os.File, h journalHead, opsLen int64) error {
-	size, t, summed, err := readFooter(f)
+func (s *Store) apply(f *os.File, p string, j *os.File, h journalHead, opsLen int64) error {
+	x, err := sumsOf(f, p, false)
+	if err == nil && h.Side && x.side == nil {
+		x.summed = false // its sums file or none: a trailer would be data's bytes
+	}
 	if err != nil {
 		return err
+	}
+	defer x.close()
+	size, t, summed := x.size, x.t, x.summed
+	// cut takes the stripe's sums away: after it, a replay knows the
+	// bytes are being changed and takes the old sums from the journal.
+	cut := func() error {
+		if x.side != nil {
+			if err := os.Remove(p + ".sums"); err != nil {
+				return err
+			}
+			return syncDir(filepath.Dir(p))
+		}
+		return nil
 	}
 	ops := io.NewSectionReader(j, 0, opsLen)
 	readData := func(p []byte, off int64) error { _, err := f.ReadAt(p, off); return err }
@@ -309,6 +363,9 @@ func (s *Store) apply(f *os.File, j *os.File, h journalHead, opsLen int64) error
 		// off: the scrub adds sums again).
 		if summed {
 			err = f.Truncate(t.len)
+			if err == nil {
+				err = cut()
+			}
 		}
 	case summed:
 		// As it was (or applied up to the footer): verify what stays.
@@ -316,19 +373,24 @@ func (s *Store) apply(f *os.File, j *os.File, h journalHead, opsLen int64) error
 		if err == nil {
 			touched.Keep()  // replay patches them: each block read and summed once
 			touched.Delta() // a write inside a full block reads only the bytes it replaces
-			old, err = tableOf(f, t.table(), t)
+			tf, tab := x.table(f)
+			old, err = tableOf(tf, tab, t)
 		}
 		if err == nil {
 			err = touched.Verify(readData, old)
 		}
 		if err == nil {
-			err = f.Truncate(t.len)
+			err = f.Truncate(t.len) // the trailer, or a tail a crash left
+		}
+		if err == nil && x.side == nil {
+			err = f.Sync() // the cut (a tail's cut need not last: a replay cuts to h.Len)
 		}
 		if err == nil {
-			err = f.Sync()
+			err = cut()
 		}
 	default:
-		// No footer: a crash between the cut and the new footer.
+		// No footer, no sums file: a crash between the cut and the new
+		// sums.
 		t = sumsInfo{block: h.Block, len: h.Len}
 		touched, err = backend.TouchedBlocks(ops, opsLen, h.Len, h.Block)
 		if err == nil {
@@ -348,25 +410,36 @@ func (s *Store) apply(f *os.File, j *os.File, h journalHead, opsLen int64) error
 		err = s.crashed("data")
 	}
 	var nt sumsInfo
+	var sums []byte
 	if err == nil && touched != nil {
-		var sums []uint32
-		sums, err = touched.Sums(old, readData)
+		var ns []uint32
+		ns, err = touched.Sums(old, readData)
 		nt = sumsInfo{block: t.block, len: touched.NewLen}
-		if err == nil {
-			_, err = f.WriteAt(checksum.PutSums(sums), nt.table())
-		}
+		sums = checksum.PutSums(ns)
 	}
-	if err == nil {
+	if err == nil && touched != nil && h.Side {
+		// The data first: sums that name bytes a crash lost would read
+		// as rot.
 		err = f.Sync()
-	}
-	if err == nil {
-		err = s.crashed("sums")
-	}
-	if err == nil && touched != nil {
-		_, err = f.WriteAt(encodeFooter(nt), nt.fileSize()-footerSize)
-	}
-	if err == nil {
-		err = s.crashed("footer")
+		if err == nil {
+			err = writeSums(p, nt, sums, s.crashed)
+		}
+	} else {
+		if err == nil && touched != nil {
+			_, err = f.WriteAt(sums, nt.table())
+		}
+		if err == nil {
+			err = f.Sync()
+		}
+		if err == nil {
+			err = s.crashed("sums")
+		}
+		if err == nil && touched != nil {
+			_, err = f.WriteAt(encodeFooter(nt), nt.fileSize()-footerSize)
+		}
+		if err == nil {
+			err = s.crashed("footer")
+		}
 	}
 	if err == nil {
 		err = writeMeta(f, h.Meta)
@@ -485,7 +558,20 @@ func (s *Store) crashed(step string) error {
 	return nil
 }
 
-func (s *Store) Discard(fid uint64) error { return s.drop(fid, true) }
+func (s *Store) Discard(fid uint64) error {
+	defer s.lockFid(fid)()
+	return s.discard(fid)
+}
+
+// discard drops the journal of fid durably and then the tail of an
+// extension it may have described (tail.go); the caller holds lockFid.
+func (s *Store) discard(fid uint64) error {
+	if err := s.drop(fid, true); err != nil {
+		return err
+	}
+	s.cutTail(fid)
+	return nil
+}
 
 // drop removes the journal of fid; durably (the directory synced) when
 // durable. A journal Apply rolled forward need not go durably: the

@@ -1,7 +1,8 @@
 // Package posix is the backend.Store of a local directory (normally the
 // root of one mounted disk): one file per stripe, named by file id, its
 // metadata in xattrs, the crc32c of every 64 KiB block after its data
-// (verified by every read). Stripes are written with O_DIRECT (package
+// or, once it was appended to, in a sums file beside it (verified by
+// every read). Stripes are written with O_DIRECT (package
 // directio) on local disks and through the page cache with one fsync at
 // the end on network and FUSE filesystems (CephFS, NFS, ...), where
 // O_DIRECT costs a synchronous round trip per buffer: the store finds out
@@ -51,6 +52,7 @@ type Store struct {
 	opts Options
 
 	direct atomic.Bool // write new stripes with O_DIRECT
+	remote atomic.Bool // a network or FUSE filesystem: reads prefetch (summedReader)
 
 	setMu    sync.Mutex
 	settings backend.Settings
@@ -93,6 +95,7 @@ func (s *Store) redetect() error {
 	defer s.setMu.Unlock()
 	if err == nil {
 		s.found = p
+		s.remote.Store(p.remote)
 	}
 	switch s.settings.IO {
 	case backend.IODirect:
@@ -214,6 +217,13 @@ func (s *Store) Create(fid uint64, o backend.CreateOptions) (backend.Writer, err
 	if err != nil {
 		return nil, s.fail("create", fid, err)
 	}
+	// A sums file left by a removal a crash cut short is not this
+	// stripe's (a new stripe keeps its sums after its data).
+	if err := os.Remove(p + ".sums"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		f.Close()
+		os.Remove(p)
+		return nil, s.fail("create", fid, err)
+	}
 	s.files.Add(1)
 	w := &writer{s: s, fid: fid, f: f}
 	if !o.Framed && !s.noSums() {
@@ -314,21 +324,23 @@ func (w *writer) Abort() {
 }
 
 func (s *Store) Open(fid uint64) (backend.Reader, error) {
-	f, err := os.Open(PhysPath(s.root, fid))
+	p := PhysPath(s.root, fid)
+	f, err := os.Open(p)
 	if err != nil {
 		return nil, s.fail("open", fid, err)
 	}
-	size, t, summed, err := readFooter(f)
+	x, err := sumsOf(f, p, false)
 	if err != nil {
 		f.Close()
 		return nil, s.fail("open", fid, err)
 	}
 	damaged := damage(f)
-	if !summed {
-		return &reader{f: f, size: size, damaged: damaged}, nil
+	if !x.summed {
+		return &reader{f: f, size: x.size, damaged: damaged}, nil
 	}
-	r := &summedReader{f: f, damaged: damaged, t: t}
-	r.br = checksum.BlockReader{R: f, Len: t.len, Size: t.block, Sums: r.sums}
+	r := &summedReader{f: f, damaged: damaged, t: x.t, side: x.side, prefetch: s.remote.Load()}
+	r.tf, r.tab = x.table(f)
+	r.br = checksum.BlockReader{R: f, Len: x.t.len, Size: x.t.block, Sums: r.sums}
 	return r, nil
 }
 
@@ -360,16 +372,25 @@ func (r *reader) BlockSums() bool                         { return false }
 func (r *reader) Damaged() string                         { return r.damaged }
 
 // summedReader reads a stripe file with block sums, verifying every block
-// it returns. The sums are read from the file in windows of sumsWindow.
+// it returns. The sums are read from their table (after the data, or in
+// the sums file) in windows of sumsWindow.
 type summedReader struct {
 	f       *os.File
 	damaged string
 	t       sumsInfo
+	side    *os.File // the sums file (version 3), nil for a trailer
+	tf      *os.File // where the table is: f or side
+	tab     int64    // its offset there
 	br      checksum.BlockReader
 
 	mu    sync.Mutex
 	first int64    // block of win[0]
 	win   []uint32 // a window of the table
+
+	// prefetch: after a read that continues the previous one (end), the
+	// next piece of the same length is asked for (see ReadAt).
+	prefetch bool
+	end      atomic.Int64
 }
 
 // sumsWindow is how many sums a reader reads at once (16 KiB of table,
@@ -378,6 +399,19 @@ const sumsWindow = 4096
 
 func (r *summedReader) ReadAt(p []byte, off int64) (int, error) {
 	n, err := r.br.ReadAt(p, off)
+	if r.prefetch && n > 0 && r.end.Swap(off+int64(n)) == off {
+		// A sequential reader (a whole-file GET, a copy) sends this piece
+		// before it asks for the next. On a network or FUSE filesystem
+		// the kernel reads ahead only its small window (128 KiB on
+		// ceph-fuse) while the piece is sent; the whole next piece is
+		// asked for now, into the page cache, with no memory of ours.
+		// (Through Control: a read the guard gave up on may end after
+		// Close, and the descriptor's number may name another file by then.)
+		if rc, err := r.f.SyscallConn(); err == nil {
+			next := off + int64(n)
+			rc.Control(func(fd uintptr) { _ = unix.Fadvise(int(fd), next, int64(len(p)), unix.FADV_WILLNEED) })
+		}
+	}
 	if err != nil && err != io.EOF {
 		err = kerr.Wrap(kerr.IO, "read", r.f.Name(), err)
 	}
@@ -396,15 +430,20 @@ func (r *summedReader) sums(first, n int64) ([]uint32, error) {
 	}
 	count := min(max(n, sumsWindow), total-first)
 	b := make([]byte, 4*count)
-	if _, err := r.f.ReadAt(b, r.t.table()+4*first); err != nil {
+	if _, err := r.tf.ReadAt(b, r.tab+4*first); err != nil {
 		return nil, fmt.Errorf("reading the block sums: %w", err)
 	}
 	r.first, r.win = first, checksum.ParseSums(b)
 	return r.win[:n], nil
 }
 
-func (r *summedReader) Size() int64     { return r.t.len }
-func (r *summedReader) Close() error    { return r.f.Close() }
+func (r *summedReader) Size() int64 { return r.t.len }
+func (r *summedReader) Close() error {
+	if r.side != nil {
+		r.side.Close()
+	}
+	return r.f.Close()
+}
 func (r *summedReader) BlockSums() bool { return true }
 func (r *summedReader) Damaged() string { return r.damaged }
 
@@ -418,20 +457,20 @@ func (s *Store) lockFid(fid uint64) func() {
 
 func (s *Store) Rewrite(fid uint64, off int64, p []byte) error {
 	defer s.lockFid(fid)()
-	f, err := os.OpenFile(PhysPath(s.root, fid), os.O_RDWR, 0)
+	path := PhysPath(s.root, fid)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return s.fail("rewrite", fid, err)
 	}
 	defer f.Close()
-	size, t, summed, err := readFooter(f)
+	x, err := sumsOf(f, path, true)
 	if err != nil {
 		return s.fail("rewrite", fid, err)
 	}
+	defer x.close()
+	t, summed := x.t, x.summed
 	end := off + int64(len(p))
-	dataLen := size
-	if summed {
-		dataLen = t.len
-	}
+	dataLen := x.dataLen()
 	if off < 0 || end > dataLen {
 		return kerr.New(kerr.Invalid, "rewrite", PhysPath(s.root, fid),
 			fmt.Sprintf("bytes %d-%d are outside the stripe's %d", off, end-1, dataLen))
@@ -441,6 +480,7 @@ func (s *Store) Rewrite(fid uint64, off int64, p []byte) error {
 	if summed {
 		var news []uint32
 		r := &summedReader{f: f, t: t}
+		r.tf, r.tab = x.table(f)
 		first, news, err = checksum.RewriteSums(t.block, t.len, off, p, func(b []byte, at int64) error {
 			_, err := f.ReadAt(b, at)
 			return err
@@ -454,13 +494,19 @@ func (s *Store) Rewrite(fid uint64, off int64, p []byte) error {
 		return s.fail("rewrite", fid, err)
 	}
 	if len(sums) > 0 {
-		if _, err := f.WriteAt(sums, t.table()+4*first); err != nil {
+		tf, tab := x.table(f)
+		if _, err := tf.WriteAt(sums, tab+4*first); err != nil {
 			return s.fail("rewrite", fid, err)
 		}
 	}
 	if s.opts.Sync {
 		if err := f.Sync(); err != nil {
 			return s.fail("rewrite", fid, err)
+		}
+		if x.side != nil {
+			if err := x.side.Sync(); err != nil {
+				return s.fail("rewrite", fid, err)
+			}
 		}
 	}
 	if err := unix.Fremovexattr(int(f.Fd()), xaDamaged); err != nil && err != unix.ENODATA {
@@ -483,15 +529,18 @@ func (s *Store) AddBlockSums(fid uint64, bs int, sums []uint32, length int64) er
 		return nil
 	}
 	defer s.lockFid(fid)()
-	f, err := os.OpenFile(PhysPath(s.root, fid), os.O_RDWR, 0)
+	p := PhysPath(s.root, fid)
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
 	if err != nil {
 		return s.fail("add block sums", fid, err)
 	}
 	defer f.Close()
-	size, _, summed, err := readFooter(f)
-	if err != nil || summed {
+	x, err := sumsOf(f, p, false)
+	if err != nil || x.summed {
+		x.close()
 		return s.failIf("add block sums", fid, err)
 	}
+	size := x.size
 	if bs < checksum.MinBlockSize || bs > checksum.MaxBlockSize || size != length || int64(len(sums)) != checksum.Blocks(length, bs) {
 		return kerr.New(kerr.Invalid, "add block sums", PhysPath(s.root, fid),
 			fmt.Sprintf("%d sums of %d-byte blocks for %d bytes; the stripe holds %d", len(sums), bs, length, size))
@@ -537,10 +586,16 @@ func (s *Store) ReadMeta(fid uint64) (backend.Meta, error) {
 }
 
 func (s *Store) Remove(fid uint64) error {
-	if err := os.Remove(PhysPath(s.root, fid)); err != nil {
+	p := PhysPath(s.root, fid)
+	if err := os.Remove(p); err != nil {
 		return s.fail("remove", fid, err)
 	}
 	s.files.Add(-1)
+	// Its sums file, if any (a stripe created under the fid again
+	// removes one left by a crash here: Create), and one a crash left
+	// half written.
+	os.Remove(p + ".sums")
+	os.Remove(p + ".sums.tmp")
 	return nil
 }
 
