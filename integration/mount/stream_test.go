@@ -8,7 +8,6 @@ import (
 	"hash/adler32"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,16 +43,6 @@ func treeBytes(dir string) int64 {
 		return nil
 	})
 	return n
-}
-
-// curlGet is the file at url as stored.
-func curlGet(t *testing.T, url string) []byte {
-	t.Helper()
-	out, err := exec.Command("curl", "-sSf", "-L", url).Output()
-	if err != nil {
-		t.Fatalf("curl GET %s: %v", url, err)
-	}
-	return out
 }
 
 // writeAll writes p at fd's offset in 1 MiB writes, then pushes what
@@ -112,7 +101,7 @@ func streamedWrite(t *testing.T, opt string) {
 	if err := unix.Close(fd); err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	if got := curlGet(t, up.EP.HTTP+"/s/whole"); !bytes.Equal(got, want) {
+	if got := curlGet(t, up, "/s/whole"); !bytes.Equal(got, want) {
 		t.Fatalf("curl after close: %d bytes, want the %d written (first difference at %d)", len(got), len(want), firstDiff(string(got), string(want)))
 	}
 	fi, err := os.Stat(p)
@@ -137,14 +126,14 @@ func streamedWrite(t *testing.T, opt string) {
 	if err := unix.Fsync(fd); err != nil {
 		t.Fatalf("fsync: %v", err)
 	}
-	if got := curlGet(t, up.EP.HTTP+"/s/synced"); !bytes.Equal(got, want[:8<<20]) {
+	if got := curlGet(t, up, "/s/synced"); !bytes.Equal(got, want[:8<<20]) {
 		t.Fatalf("curl after fsync: %d bytes, want the %d written before it", len(got), 8<<20)
 	}
 	writeAll(t, fd, want[8<<20:12<<20])
 	if err := unix.Close(fd); err != nil {
 		t.Fatalf("close after fsync: %v", err)
 	}
-	if got := curlGet(t, up.EP.HTTP+"/s/synced"); !bytes.Equal(got, want[:12<<20]) {
+	if got := curlGet(t, up, "/s/synced"); !bytes.Equal(got, want[:12<<20]) {
 		t.Fatalf("curl after close: %d bytes, want %d", len(got), 12<<20)
 	}
 
@@ -165,7 +154,7 @@ func streamedWrite(t *testing.T, opt string) {
 	}
 	w := append([]byte(nil), want[:20<<20]...)
 	copy(w[100:], "rewritten")
-	if got := curlGet(t, up.EP.HTTP+"/s/rewritten"); !bytes.Equal(got, w) {
+	if got := curlGet(t, up, "/s/rewritten"); !bytes.Equal(got, w) {
 		t.Fatalf("curl after a rewrite: %d bytes, want %d (first difference at %d)", len(got), len(w), firstDiff(string(got), string(w)))
 	}
 	if counter(t, m, "stream_aborted") == aborted {
@@ -222,7 +211,7 @@ func TestStreamServerKilled(t *testing.T) {
 			if !back {
 				up.Restart()
 			}
-			got := curlGet(t, up.EP.HTTP+"/k/f")
+			got := curlGet(t, up, "/k/f")
 			switch {
 			case cerr == nil && !bytes.Equal(got, want):
 				t.Fatalf("close succeeded, the file stored is %d bytes, want the %d written (first difference at %d)", len(got), len(want), firstDiff(string(got), string(want)))
