@@ -11,6 +11,9 @@
 #   ROUNDS=3 DD_MB=2048 DIRECT=auto bench/mount/direct.sh
 #   PEER=local bench/mount/direct.sh     # no Ceph: a local-directory posix
 #                                        # filesystem vs dd on that directory
+#   XRDCP=1                              # and xrdcp through the same Kaon
+#                                        # servers (root://, from a file of
+#                                        # zeros in CACHE, to /dev/null)
 #   BLOCKSUMS=on                         # the Kaon filesystem keeps block sums:
 #                                        # reads by the daemon, not passthrough
 #   CACHE=DIR                            # kaon mount's journals (default /dev/shm)
@@ -21,7 +24,7 @@
 # the mount on this host reaches its stripes there itself. Root.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-ROUNDS=${ROUNDS:-3} DD_MB=${DD_MB:-2048} DIRECT=${DIRECT:-auto} PEER=${PEER:-ceph} BLOCKSUMS=${BLOCKSUMS:-off}
+ROUNDS=${ROUNDS:-3} DD_MB=${DD_MB:-2048} XRDCP=${XRDCP:-} DIRECT=${DIRECT:-auto} PEER=${PEER:-ceph} BLOCKSUMS=${BLOCKSUMS:-off}
 CACHE=${CACHE:-/dev/shm} # where kaon mount's write journals go (a whole file: DD_MB)
 work=$(mktemp -d /var/tmp/kaon-direct-bench.XXXXXX)
 dir=${1:-} kaon=${2:-}
@@ -54,11 +57,12 @@ mkdir -p "$cmnt"
 top=$cmnt/direct-bench-$$ # each run its own: Kaon refuses a place holding another instance's filesystem
 mkdir -p "$top/raw" "$top/kaon"
 
-"$kaon" up --data "$kdata" --http 127.0.0.1:0 --xrootd "" --fs 1 >"$work/kaon.log" 2>&1 &
+"$kaon" up --data "$kdata" --http 127.0.0.1:0 --xrootd "${XRDCP:+127.0.0.1:0}" --fs 1 >"$work/kaon.log" 2>&1 &
 kpid=$!
 for _ in $(seq 300); do [ -f "$kdata/endpoints.json" ] && break; sleep 0.1; done
 [ -f "$kdata/endpoints.json" ] || { cat "$work/kaon.log" >&2; exit 1; }
 export KAON_URL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["http"])' "$kdata/endpoints.json")
+[ -n "$XRDCP" ] && XRD_URL=$(python3 -c 'import json,sys; x=json.load(open(sys.argv[1]))["xrootd"]; print(x if "://" in x else "root://" + x)' "$kdata/endpoints.json")
 "$kaon" space define peer >/dev/null
 "$kaon" fs add --node "$(hostname)" --path "$top/kaon/fs" --space peer >/dev/null
 "$kaon" fs config "$("$kaon" fs ls | awk -v p="$top/kaon/fs" '$3 == p {print $2}')" blocksums="$BLOCKSUMS"
@@ -75,6 +79,7 @@ for i in $(seq 100); do
 	sleep 0.5
 done
 cache=$(mktemp -d "$CACHE/kaon-direct-cache.XXXXXX")
+[ -n "$XRDCP" ] && dd if=/dev/zero of="$cache/src" bs=1M count="$DD_MB" status=none # xrdcp's source
 "$kaon" mount --url "$KAON_URL" --subtree /bench -o direct="$DIRECT" --cache "$cache" --log "$work/mount.log" "$kmnt"
 
 now() { date +%s.%N; }
@@ -88,12 +93,20 @@ one() {
 	rm -f "$d/dd.bin"
 	drop
 	t0=$(now)
-	dd if=/dev/zero of="$d/dd.bin" bs=1M count="$DD_MB" conv=fsync status=none
+	if [ "$n" = xrdcp ]; then
+		xrdcp -f -s "$cache/src" "$XRD_URL//bench/xrdcp.bin"
+	else
+		dd if=/dev/zero of="$d/dd.bin" bs=1M count="$DD_MB" conv=fsync status=none
+	fi
 	t1=$(now)
 	R[w_$n]="${R[w_$n]:-} $(calc "$DD_MB * 1.048576 / ($t1 - $t0)")"
 	drop
 	t0=$(now)
-	dd if="$d/dd.bin" of=/dev/null bs=1M status=none
+	if [ "$n" = xrdcp ]; then
+		xrdcp -f -s "$XRD_URL//bench/xrdcp.bin" /dev/null
+	else
+		dd if="$d/dd.bin" of=/dev/null bs=1M status=none
+	fi
 	t1=$(now)
 	R[r_$n]="${R[r_$n]:-} $(calc "$DD_MB * 1.048576 / ($t1 - $t0)")"
 	if [ "$n" = kaon ]; then
@@ -106,17 +119,27 @@ for r in $(seq "$ROUNDS"); do
 	if [ $((r % 2)) = 1 ]; then
 		one kaon "$kmnt"
 		one peer "$top/raw"
+		[ -z "$XRDCP" ] || one xrdcp "$cache"
 	else
+		[ -z "$XRDCP" ] || one xrdcp "$cache"
 		one peer "$top/raw"
 		one kaon "$kmnt"
 	fi
-	echo "round $r: kaon write$(echo "${R[w_kaon]}" | awk '{print $NF}') read$(echo "${R[r_kaon]}" | awk '{print $NF}') ($path)," \
-		"$PEER write$(echo "${R[w_peer]}" | awk '{print $NF}') read$(echo "${R[r_peer]}" | awk '{print $NF}') MB/s, load $(cut -d' ' -f1 /proc/loadavg)"
+	last() { echo "${R[$1]}" | awk '{print $NF}'; }
+	echo "round $r: kaon write $(last w_kaon) read $(last r_kaon) ($path)," \
+		"$PEER write $(last w_peer) read $(last r_peer)${XRDCP:+, xrdcp write $(last w_xrdcp) read $(last r_xrdcp)} MB/s, load $(cut -d' ' -f1 /proc/loadavg)"
 done
-printf '%-8s %12s %12s %8s\n' "dd" "kaon MB/s" "$PEER MB/s" "ratio"
+printf '%-8s %12s %12s %8s' "dd" "kaon MB/s" "$PEER MB/s" "ratio"
+[ -z "$XRDCP" ] || printf ' %12s %12s' "xrdcp MB/s" "kaon/xrdcp"
+echo
 for op in w r; do
 	k=$(median ${R[${op}_kaon]}) p=$(median ${R[${op}_peer]})
-	printf '%-8s %12s %12s %8s\n' "$([ $op = w ] && echo write || echo read)" "$k" "$p" "$(awk "BEGIN{printf \"%.2f\", $k / $p}")"
+	printf '%-8s %12s %12s %8s' "$([ $op = w ] && echo write || echo read)" "$k" "$p" "$(awk "BEGIN{printf \"%.2f\", $k / $p}")"
+	if [ -n "$XRDCP" ]; then
+		x=$(median ${R[${op}_xrdcp]})
+		printf ' %12s %12s' "$x" "$(awk "BEGIN{printf \"%.2f\", $k / $x}")"
+	fi
+	echo
 done
 echo "kaon mount read path: $path; direct counters: $(getfattr --only-values -n kaon.stats "$kmnt" | python3 -c 'import json,sys; d=json.load(sys.stdin); print({k: v for k, v in d.get("counters", {}).items() if k.startswith("direct")}, d.get("extra", {}).get("direct"))' 2>/dev/null)"
 echo "load at the end $(cut -d' ' -f1-3 /proc/loadavg)"

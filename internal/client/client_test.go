@@ -208,6 +208,21 @@ func TestServersInOrder(t *testing.T) {
 	}
 }
 
+// TestUnreachedStorageKeepsCapability: when the storage server a
+// redirect names cannot be reached, the error names the path and the
+// server but not the capability (the URL's query), which would otherwise
+// reach the logs of whoever prints it (kaon mount's).
+func TestUnreachedStorageKeepsCapability(t *testing.T) {
+	f := newFake(t)
+	c := New(f.active.URL)
+	c.Token = "tok"
+	f.storage.Close()
+	err := c.Put(context.Background(), "/d/f", strings.NewReader("x"), 1)
+	if !kerr.Is(err, kerr.Unavailable) || !strings.Contains(err.Error(), "/d/f") || strings.Contains(err.Error(), "cap=") {
+		t.Fatalf("Put to an unreachable storage server: %v; want Unavailable naming /d/f, without the capability", err)
+	}
+}
+
 // TestRewrite: a rewrite sends its header through a standby to the
 // active server and its body to the storage server, and returns the new
 // id the redirect named; a server that answers the redirect without it

@@ -155,6 +155,12 @@ func (c *Client) followWith(ctx context.Context, resp *http.Response, path strin
 	}
 	next, err := c.HTTP.Do(req)
 	if err != nil {
+		// The URL's query is the capability: it stays out of the error
+		// (and so out of logs).
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = req.URL.Scheme + "://" + req.URL.Host + req.URL.Path
+		}
 		return nil, &kerr.Error{Kind: kerr.Unavailable, Msg: "cannot reach the storage server for " + path, Err: err}
 	}
 	return next, nil

@@ -102,6 +102,8 @@ func (n *node) open(ctx context.Context, flags uint32, c *client.Client) (fs.Fil
 			if err != nil {
 				return nil, 0, syscall.EIO
 			}
+			jr.streamable = n.streamable()
+			jr.count = func(name string) { n.fsys.Stats.Counter(name).Add(1) }
 			n.jr = jr
 		}
 		n.writers++
@@ -316,6 +318,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 	if err != nil {
 		return uint32(n), syscall.EIO
 	}
+	jr.stream(func() (rewriter, string) { p := h.n.path(); return h.n.rewriter(h.c, p), p })
 	return uint32(n), 0
 }
 

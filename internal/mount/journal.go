@@ -33,6 +33,13 @@ type journal struct {
 	// (truncations, ranged PUTs), failed ones too (a lost answer may be
 	// a committed change): each commits at most one data version.
 	changes int
+	// The streamed upload of a file written from its start (stream.go):
+	// streamable is set by the open when the file may be replaced by one
+	// (empty, the caller's); st is the one under way; streamed: one was
+	// started (one per journal).
+	streamable, streamed bool
+	st                   *stream
+	count                func(name string) // the mount's counters (nil: none)
 }
 
 type extent struct{ off, end int64 }
@@ -46,7 +53,57 @@ func newJournal(dir string, size int64) (*journal, error) {
 	return &journal{f: f, size: size, base: size, cut: -1}, nil
 }
 
-func (j *journal) close() { j.f.Close() }
+func (j *journal) close() {
+	j.mu.Lock()
+	j.dropStream()
+	j.mu.Unlock()
+	j.f.Close()
+}
+
+// dropStream aborts the stream under way, if any, without waiting for
+// its end (a flush replays over it only once it ended: finishStream).
+// Caller holds j.mu.
+func (j *journal) dropStream() {
+	if j.st != nil {
+		j.st.abort(false)
+		j.st = nil
+		j.counter("stream_aborted")
+	}
+}
+
+func (j *journal) counter(name string) {
+	if j.count != nil {
+		j.count(name)
+	}
+}
+
+// prefix is where the journal's bytes written from offset 0 without a
+// hole end. Caller holds j.mu.
+func (j *journal) prefix() int64 {
+	if len(j.dirty) > 0 && j.dirty[0].off == 0 {
+		return j.dirty[0].end
+	}
+	return 0
+}
+
+// stream starts the streamed upload of the file (through the rewriter
+// and for the path up gives) once it is written from its start far
+// enough (streamMin), if the open allowed it, the file is empty on the
+// servers and the server rewrites files.
+func (j *journal) stream(up func() (rewriter, string)) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.streamable || j.streamed || j.base != 0 || j.prefix() < streamMin {
+		return
+	}
+	j.streamed = true
+	rw, path := up()
+	if rw == nil {
+		return
+	}
+	j.st = startStream(rw, j.f, path, j.prefix())
+	j.counter("stream_started")
+}
 
 // Size is the file's size as its writers see it.
 func (j *journal) Size() int64 { j.mu.Lock(); defer j.mu.Unlock(); return j.size }
@@ -68,6 +125,9 @@ func (j *journal) WriteAt(p []byte, off int64) (int, error) {
 	if n > 0 {
 		j.add(extent{off, off + int64(n)})
 		j.size = max(j.size, off+int64(n))
+	}
+	if j.st != nil && (err != nil || !j.st.wrote(off, j.prefix())) {
+		j.dropStream()
 	}
 	return n, err
 }
@@ -91,6 +151,7 @@ func (j *journal) add(e extent) {
 func (j *journal) Truncate(size int64) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.dropStream()
 	if size < j.size {
 		out := j.dirty[:0]
 		for _, d := range j.dirty {
@@ -119,6 +180,7 @@ func (j *journal) Truncate(size int64) error {
 func (j *journal) rebase(size int64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.dropStream()
 	switch {
 	case j.cut >= 0: // truncated here: the writers' size stands
 	case j.size > j.base: // extended here
@@ -184,6 +246,28 @@ func (j *journal) ReadAt(ctx context.Context, p []byte, off int64, remote func(c
 	return len(p), nil
 }
 
+// finishStream ends the stream under way: its upload is committed when
+// the journal holds the file from 0 to its size without a hole, and the
+// journal is then clean; otherwise (or when the upload failed) it is
+// aborted, and the caller replays the journal. Caller holds j.mu.
+func (j *journal) finishStream() error {
+	s := j.st
+	j.st = nil
+	if j.base != 0 || j.prefix() != j.size || len(j.dirty) != 1 {
+		s.abort(true)
+		j.counter("stream_aborted")
+		return errStreamAborted
+	}
+	j.changes++
+	if err := s.finish(j.size); err != nil {
+		j.counter("stream_failed")
+		return err
+	}
+	j.dirty, j.base, j.cut = nil, j.size, -1
+	j.counter("stream_committed")
+	return nil
+}
+
 // whole reports whether the journal holds the file's whole content: the
 // remote one is empty (or cut to 0) and one written range covers all.
 func (j *journal) whole() bool {
@@ -212,6 +296,11 @@ func (j *journal) Flush(ctx context.Context, c *client.Client, path string, rw r
 	defer j.mu.Unlock()
 	if !j.dirtyLocked() {
 		return nil
+	}
+	if j.st != nil {
+		if err := j.finishStream(); err == nil {
+			return j.f.Truncate(0)
+		}
 	}
 	if rw != nil && j.whole() {
 		j.changes++

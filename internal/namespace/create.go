@@ -102,8 +102,15 @@ func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptio
 			return nil, nil, nil, kerr.Wrap(kerr.NoSpace, "create", p, err)
 		}
 	}
+	// A replacement that names no mode keeps the permission bits of the
+	// file it replaces, as open(O_TRUNC) does (a private file stays
+	// private), without setuid and setgid (new content).
 	mode := o.Mode & 0o7777
-	if mode == 0 {
+	switch {
+	case mode != 0:
+	case n != nil:
+		mode = n.Mode & 0o1777
+	default:
 		mode = 0o644
 	}
 	now := ns.opts.Now().UnixNano()

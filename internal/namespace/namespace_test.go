@@ -885,3 +885,34 @@ func TestOwnerChgrpAndSetgid(t *testing.T) {
 		t.Errorf("dir in a plain dir: gid %d %o, want 1000 755", st.GID, st.Mode)
 	}
 }
+
+// TestReplaceKeepsMode: an upload that replaces a file and names no mode
+// keeps the permission bits of the file it replaces (open(O_TRUNC)): a
+// private file stays private (kaon mount streams a file written from
+// its start as such an upload); setuid and setgid go with the old
+// content; a mode named wins, and a new file gets the default.
+func TestReplaceKeepsMode(t *testing.T) {
+	ns := newNS(t)
+	if _, err := ns.CreateEmpty(Root, "/p", CreateOptions{Mode: 0o600}); err != nil {
+		t.Fatal(err)
+	}
+	if f := create(t, ns, "/p", 5); f.Mode&0o7777 != 0o600 {
+		t.Fatalf("a private file replaced with no mode named: mode %o, want 600", f.Mode&0o7777)
+	}
+	if err := ns.Chmod(Root, "/p", 0o4750); err != nil {
+		t.Fatal(err)
+	}
+	if f := create(t, ns, "/p", 6); f.Mode&0o7777 != 0o750 {
+		t.Fatalf("a setuid file replaced: mode %o, want 750", f.Mode&0o7777)
+	}
+	f, err := ns.BeginCreate(Root, "/p", CreateOptions{Mode: 0o640}, place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Mode&0o7777 != 0o640 {
+		t.Fatalf("a replacement naming mode 640: %o", f.Mode&0o7777)
+	}
+	if f := create(t, ns, "/new", 1); f.Mode&0o7777 != 0o644 {
+		t.Fatalf("a new file: mode %o, want the default 644", f.Mode&0o7777)
+	}
+}
