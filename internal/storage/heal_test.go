@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/backend/backendtest"
 	"github.com/kaon-storage/kaon/internal/backend/memstore"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
@@ -275,9 +276,9 @@ func TestBitrotAfterUpdate(t *testing.T) {
 	servers, ns, key, stores := memServers(t, 2, 3)
 	const size = 200_000
 	c := spread(64, "replica:2", 2, 2)
-	m := &fileModel{b: make([]byte, size)}
-	rand.Read(m.b)
-	uploaded(t, servers, key, c, m.b)
+	m := &backendtest.Model{B: make([]byte, size)}
+	rand.Read(m.B)
+	uploaded(t, servers, key, c, m.B)
 	uc := updateCap(t, ns, c)
 	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
 	if err != nil {
@@ -295,12 +296,12 @@ func TestBitrotAfterUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc := readCap(t, ns, c)
-	if rc.DataVersion != 1 || rc.Size != int64(len(m.b)) {
+	if rc.DataVersion != 1 || rc.Size != int64(len(m.B)) {
 		t.Fatalf("after the update: version %d, %d bytes", rc.DataVersion, rc.Size)
 	}
 	for i := range 2 {
-		if got, err := stripeBytes(t, stores, c, i); err != nil || !bytes.Equal(got, m.b) {
-			t.Fatalf("copy %d after the update: %v, equal %v", i, err, bytes.Equal(got, m.b))
+		if got, err := stripeBytes(t, stores, c, i); err != nil || !bytes.Equal(got, m.B) {
+			t.Fatalf("copy %d after the update: %v, equal %v", i, err, bytes.Equal(got, m.B))
 		}
 	}
 	storeOf(stores, c, 0).Corrupt(64, 5050)    // a block the first write changed in part
@@ -311,14 +312,14 @@ func TestBitrotAfterUpdate(t *testing.T) {
 			t.Fatalf("copy %d reads clean after its updated blocks rotted", i)
 		}
 	}
-	readAll(t, servers[0], key, rc, m.b)
-	readAll(t, servers[1], key, rc, m.b)
+	readAll(t, servers[0], key, rc, m.B)
+	readAll(t, servers[1], key, rc, m.B)
 	for _, s := range servers {
 		s.heal.wg.Wait()
 	}
 	for i := range 2 {
-		if got, err := stripeBytes(t, stores, c, i); err != nil || !bytes.Equal(got, m.b) {
-			t.Fatalf("copy %d after the reads: %v, equal %v", i, err, bytes.Equal(got, m.b))
+		if got, err := stripeBytes(t, stores, c, i); err != nil || !bytes.Equal(got, m.B) {
+			t.Fatalf("copy %d after the reads: %v, equal %v", i, err, bytes.Equal(got, m.B))
 		}
 		if b := bitrotOf(t, servers[i], c, i); b.Repaired != 1 || b.Damaged+b.Failed != 0 {
 			t.Fatalf("counters of copy %d's filesystem: %+v", i, b)
@@ -334,9 +335,9 @@ func TestBitrotAfterUpdate(t *testing.T) {
 func TestHealOfAnOlderVersion(t *testing.T) {
 	servers, ns, key, stores := memServers(t, 2, 3)
 	c := spread(65, "replica:2", 2, 2)
-	m := &fileModel{b: make([]byte, 50_000)}
-	rand.Read(m.b)
-	uploaded(t, servers, key, c, m.b)
+	m := &backendtest.Model{B: make([]byte, 50_000)}
+	rand.Read(m.B)
+	uploaded(t, servers, key, c, m.B)
 	old := readCap(t, ns, c)
 	uc := updateCap(t, ns, c)
 	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
@@ -365,7 +366,7 @@ func TestHealOfAnOlderVersion(t *testing.T) {
 	rc := readCap(t, ns, c)
 	servers[0].healReplica(rc, key.Sign(rc), 0, fmt.Errorf("a bad block"))
 	servers[0].heal.wg.Wait()
-	if got, err := stripeBytes(t, stores, c, 0); err != nil || !bytes.Equal(got, m.b) {
-		t.Fatalf("after a repair at the new version: %v, equal %v", err, bytes.Equal(got, m.b))
+	if got, err := stripeBytes(t, stores, c, 0); err != nil || !bytes.Equal(got, m.B) {
+		t.Fatalf("after a repair at the new version: %v, equal %v", err, bytes.Equal(got, m.B))
 	}
 }

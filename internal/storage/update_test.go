@@ -13,31 +13,13 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/backend/backendtest"
 	"github.com/kaon-storage/kaon/internal/backend/posix"
 	"github.com/kaon-storage/kaon/internal/capability"
 	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/storage/storagetest"
 )
-
-// fileModel follows the acknowledged operations of an update.
-type fileModel struct{ b []byte }
-
-func (m *fileModel) WriteAt(p []byte, off int64) (int, error) {
-	if end := off + int64(len(p)); end > int64(len(m.b)) {
-		m.b = append(m.b, make([]byte, end-int64(len(m.b)))...)
-	}
-	return copy(m.b[off:], p), nil
-}
-
-func (m *fileModel) Truncate(size int64) error {
-	if size <= int64(len(m.b)) {
-		m.b = m.b[:size]
-	} else {
-		m.b = append(m.b, make([]byte, size-int64(len(m.b)))...)
-	}
-	return nil
-}
 
 // uploaded writes data as a new file through servers[0] and returns its
 // write capability.
@@ -117,12 +99,12 @@ func TestUpdateSession(t *testing.T) {
 			servers, ns, key, _ := memServers(t, 2, 3)
 			c := spread(60, tc.layout, tc.n, 2)
 			r := rand.New(rand.NewPCG(3, 4))
-			m := &fileModel{b: make([]byte, 50000)}
-			for i := range m.b {
-				m.b[i] = byte(r.Uint32())
+			m := &backendtest.Model{B: make([]byte, 50000)}
+			for i := range m.B {
+				m.B[i] = byte(r.Uint32())
 			}
-			uploaded(t, servers, key, c, m.b)
-			before := bytes.Clone(m.b)
+			uploaded(t, servers, key, c, m.B)
+			before := bytes.Clone(m.B)
 			uc := updateCap(t, ns, c)
 			u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
 			if err != nil {
@@ -130,10 +112,10 @@ func TestUpdateSession(t *testing.T) {
 			}
 			check := func(what string) {
 				t.Helper()
-				got := make([]byte, len(m.b)+100)
+				got := make([]byte, len(m.B)+100)
 				n, err := u.ReadAt(got, 0)
-				if err != io.EOF || !bytes.Equal(got[:n], m.b) {
-					t.Fatalf("%s: the session reads %d bytes (%v), the model has %d; equal=%v", what, n, err, len(m.b), bytes.Equal(got[:n], m.b))
+				if err != io.EOF || !bytes.Equal(got[:n], m.B) {
+					t.Fatalf("%s: the session reads %d bytes (%v), the model has %d; equal=%v", what, n, err, len(m.B), bytes.Equal(got[:n], m.B))
 				}
 			}
 			for i := 0; i < 30; i++ {
@@ -141,22 +123,22 @@ func TestUpdateSession(t *testing.T) {
 				for j := range p {
 					p[j] = byte(r.Uint32())
 				}
-				off := int64(r.IntN(len(m.b) + 20000))
+				off := int64(r.IntN(len(m.B) + 20000))
 				if _, err := u.WriteAt(p, off); err != nil {
 					t.Fatal(err)
 				}
 				m.WriteAt(p, off)
 				if i == 10 {
-					if err := u.Truncate(int64(len(m.b) / 3)); err != nil {
+					if err := u.Truncate(int64(len(m.B) / 3)); err != nil {
 						t.Fatal(err)
 					}
-					m.Truncate(int64(len(m.b) / 3))
+					m.Truncate(int64(len(m.B) / 3))
 				}
 				if i == 20 {
-					if err := u.Truncate(int64(len(m.b) + 7000)); err != nil {
+					if err := u.Truncate(int64(len(m.B) + 7000)); err != nil {
 						t.Fatal(err)
 					}
-					m.Truncate(int64(len(m.b) + 7000))
+					m.Truncate(int64(len(m.B) + 7000))
 				}
 			}
 			check("before sync")
@@ -176,12 +158,12 @@ func TestUpdateSession(t *testing.T) {
 				t.Fatal(err)
 			}
 			fv, _ := ns.FileVersion(context.Background(), c.Fid)
-			if fv.DataVersion != 2 || fv.Size != int64(len(m.b)) || len(fv.Stale) != 0 {
-				t.Fatalf("the namespace after the session: %+v, want version 2, %d bytes", fv, len(m.b))
+			if fv.DataVersion != 2 || fv.Size != int64(len(m.B)) || len(fv.Stale) != 0 {
+				t.Fatalf("the namespace after the session: %+v, want version 2, %d bytes", fv, len(m.B))
 			}
 			for i, s := range servers {
-				if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.b) {
-					t.Fatalf("a reader at server %d after the commit: %v, equal to the model %v", i, err, bytes.Equal(got, m.b))
+				if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.B) {
+					t.Fatalf("a reader at server %d after the commit: %v, equal to the model %v", i, err, bytes.Equal(got, m.B))
 				}
 			}
 		})
@@ -221,6 +203,26 @@ func TestUpdateMissedByAStripe(t *testing.T) {
 	}
 }
 
+// twoSessions uploads a file fid of 20 000 dots laid out as layout over
+// n stripes and opens two update sessions of it at its first version,
+// on two servers.
+func twoSessions(t *testing.T, fid uint64, layout string, n int) (servers []*Server, ns *storagetest.Namespace, key *capability.Key, c *capability.Capability, m *backendtest.Model, a, b *Update) {
+	t.Helper()
+	servers, ns, key, _ = memServers(t, 2, 3)
+	c = spread(fid, layout, n, 2)
+	m = &backendtest.Model{B: bytes.Repeat([]byte("."), 20000)}
+	uploaded(t, servers, key, c, m.B)
+	uc := updateCap(t, ns, c)
+	var err error
+	if a, err = servers[0].NewUpdate(context.Background(), uc, key.Sign(uc)); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = servers[1].NewUpdate(context.Background(), uc, key.Sign(uc)); err != nil {
+		t.Fatal(err)
+	}
+	return servers, ns, key, c, m, a, b
+}
+
 // TestConcurrentUpdates: two sessions of one file commit one after the
 // other; the second, refused by the namespace at first (the file moved on),
 // is prepared again over the first's version: both sessions' ranges are in
@@ -231,19 +233,7 @@ func TestConcurrentUpdates(t *testing.T) {
 		n      int
 	}{{"replica:2", 2}, {"ec:2+1:4096", 3}} {
 		t.Run(lay.layout, func(t *testing.T) {
-			servers, ns, key, _ := memServers(t, 2, 3)
-			c := spread(62, lay.layout, lay.n, 2)
-			m := &fileModel{b: bytes.Repeat([]byte("."), 20000)}
-			uploaded(t, servers, key, c, m.b)
-			uc := updateCap(t, ns, c)
-			a, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := servers[1].NewUpdate(context.Background(), uc, key.Sign(uc))
-			if err != nil {
-				t.Fatal(err)
-			}
+			servers, ns, key, c, m, a, b := twoSessions(t, 62, lay.layout, lay.n)
 			a.WriteAt(bytes.Repeat([]byte("A"), 10000), 0)
 			b.WriteAt(bytes.Repeat([]byte("B"), 10000), 5000)
 			a.WriteAt(bytes.Repeat([]byte("a"), 100), 25000) // extends the file
@@ -257,8 +247,8 @@ func TestConcurrentUpdates(t *testing.T) {
 			m.WriteAt(bytes.Repeat([]byte("a"), 100), 25000)
 			m.WriteAt(bytes.Repeat([]byte("B"), 10000), 5000)
 			got, err := readUpdated(t, servers[0], key, readCap(t, ns, c))
-			if err != nil || !bytes.Equal(got, m.b) {
-				t.Fatalf("after both commits: %v, %d bytes, want %d, equal %v", err, len(got), len(m.b), bytes.Equal(got, m.b))
+			if err != nil || !bytes.Equal(got, m.B) {
+				t.Fatalf("after both commits: %v, %d bytes, want %d, equal %v", err, len(got), len(m.B), bytes.Equal(got, m.B))
 			}
 			if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 2 {
 				t.Fatalf("data version after two sessions: %d", fv.DataVersion)
@@ -279,19 +269,7 @@ func TestCommitsOverOneVersionKeepTheirJournals(t *testing.T) {
 		n      int
 	}{{"replica:2", 2}, {"plain", 1}, {"ec:2+1:4096", 3}} {
 		t.Run(lay.layout, func(t *testing.T) {
-			servers, ns, key, _ := memServers(t, 2, 3)
-			c := spread(64, lay.layout, lay.n, 2)
-			m := &fileModel{b: bytes.Repeat([]byte("."), 20000)}
-			uploaded(t, servers, key, c, m.b)
-			uc := updateCap(t, ns, c)
-			a, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := servers[1].NewUpdate(context.Background(), uc, key.Sign(uc))
-			if err != nil {
-				t.Fatal(err)
-			}
+			servers, ns, key, c, m, a, b := twoSessions(t, 64, lay.layout, lay.n)
 			a.WriteAt(bytes.Repeat([]byte("A"), 10000), 0)
 			b.WriteAt(bytes.Repeat([]byte("B"), 100), 5000)
 			b.WriteAt(bytes.Repeat([]byte("b"), 100), 15000)
@@ -341,8 +319,8 @@ func TestCommitsOverOneVersionKeepTheirJournals(t *testing.T) {
 				t.Errorf("after both commits: data version %d, stale stripes %v; want 2 and none", fv.DataVersion, fv.Stale)
 			}
 			got, err := readUpdated(t, servers[0], key, readCap(t, ns, c))
-			if err != nil || !bytes.Equal(got, m.b) {
-				t.Fatalf("after both commits: %v, %d bytes equal to what both sessions were told: %v (A's range %q...)", err, len(got), bytes.Equal(got, m.b), got[:min(len(got), 8)])
+			if err != nil || !bytes.Equal(got, m.B) {
+				t.Fatalf("after both commits: %v, %d bytes equal to what both sessions were told: %v (A's range %q...)", err, len(got), bytes.Equal(got, m.B), got[:min(len(got), 8)])
 			}
 		})
 	}
@@ -616,8 +594,8 @@ func TestAppendsWrittenInPlace(t *testing.T) {
 		return posix.New(roots[p], posix.Options{IO: backend.IOBuffered, Sync: true})
 	})
 	c := spread(61, "replica:2", 2, 2)
-	m := &fileModel{b: bytes.Repeat([]byte("committed "), 10_000)}
-	uploaded(t, servers, key, c, m.b)
+	m := &backendtest.Model{B: bytes.Repeat([]byte("committed "), 10_000)}
+	uploaded(t, servers, key, c, m.B)
 	stripes := []string{ // fs 1 on s0, fs 4 on s1 (spread)
 		posix.PhysPath(roots["/s0/fs0"], c.Fid), posix.PhysPath(roots["/s1/fs0"], c.Fid),
 	}
@@ -628,7 +606,7 @@ func TestAppendsWrittenInPlace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		before := bytes.Clone(m.b)
+		before := bytes.Clone(m.B)
 		fn(u)
 		if got, err := readUpdated(t, servers[1], key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, before) {
 			t.Fatalf("%s: a reader before the commit: %v, equal to the committed content %v", what, err, bytes.Equal(got, before))
@@ -637,8 +615,8 @@ func TestAppendsWrittenInPlace(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, s := range servers {
-			if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.b) {
-				t.Fatalf("%s: a reader at server %d: %v, %d bytes, equal to the model %v", what, i, err, len(got), bytes.Equal(got, m.b))
+			if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.B) {
+				t.Fatalf("%s: a reader at server %d: %v, %d bytes, equal to the model %v", what, i, err, len(got), bytes.Equal(got, m.B))
 			}
 		}
 	}
@@ -650,22 +628,22 @@ func TestAppendsWrittenInPlace(t *testing.T) {
 	}
 	session("appends", func(u *Update) {
 		for i := range 3 {
-			write(u, bytes.Repeat([]byte{byte('a' + i)}, 200_000), int64(len(m.b)))
+			write(u, bytes.Repeat([]byte{byte('a' + i)}, 200_000), int64(len(m.B)))
 		}
-		write(u, []byte("after a hole"), int64(len(m.b))+5000)
+		write(u, []byte("after a hole"), int64(len(m.B))+5000)
 	})
 	for _, p := range stripes {
 		st, err := os.Stat(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := os.Stat(p + ".sums"); err != nil || st.Size() != int64(len(m.b)) {
-			t.Fatalf("after appends, %s is %d bytes (want its data alone, %d) and its sums file: %v", p, st.Size(), len(m.b), err)
+		if _, err := os.Stat(p + ".sums"); err != nil || st.Size() != int64(len(m.B)) {
+			t.Fatalf("after appends, %s is %d bytes (want its data alone, %d) and its sums file: %v", p, st.Size(), len(m.B), err)
 		}
 	}
 	session("writes inside and past the end", func(u *Update) {
 		write(u, []byte("inside"), 70_000)
-		write(u, []byte("past the end"), int64(len(m.b)))
+		write(u, []byte("past the end"), int64(len(m.B)))
 	})
 	session("a truncation and an append", func(u *Update) {
 		if err := u.Truncate(300_000); err != nil {
@@ -674,7 +652,7 @@ func TestAppendsWrittenInPlace(t *testing.T) {
 		m.Truncate(300_000)
 		write(u, []byte("appended after the cut"), 300_000)
 	})
-	session("appends again", func(u *Update) { write(u, bytes.Repeat([]byte("z"), 100_000), int64(len(m.b))) })
+	session("appends again", func(u *Update) { write(u, bytes.Repeat([]byte("z"), 100_000), int64(len(m.B))) })
 	if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 4 || len(fv.Stale) != 0 {
 		t.Fatalf("the namespace after four sessions: %+v", fv)
 	}

@@ -9,21 +9,22 @@ import (
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
-// model applies operations to b as a stripe must.
-type model struct{ b []byte }
+// Model applies operations to B as a stripe must: what a store's
+// content must be after them (the tests' model of acknowledged writes).
+type Model struct{ B []byte }
 
-func (m *model) WriteAt(p []byte, off int64) (int, error) {
-	if end := off + int64(len(p)); end > int64(len(m.b)) {
-		m.b = append(m.b, make([]byte, end-int64(len(m.b)))...)
+func (m *Model) WriteAt(p []byte, off int64) (int, error) {
+	if end := off + int64(len(p)); end > int64(len(m.B)) {
+		m.B = append(m.B, make([]byte, end-int64(len(m.B)))...)
 	}
-	return copy(m.b[off:], p), nil
+	return copy(m.B[off:], p), nil
 }
 
-func (m *model) Truncate(size int64) error {
-	if size <= int64(len(m.b)) {
-		m.b = m.b[:size]
+func (m *Model) Truncate(size int64) error {
+	if size <= int64(len(m.B)) {
+		m.B = m.B[:size]
 	} else {
-		m.b = append(m.b, make([]byte, size-int64(len(m.b)))...)
+		m.B = append(m.B, make([]byte, size-int64(len(m.B)))...)
 	}
 	return nil
 }
@@ -36,7 +37,7 @@ func runJournal(t *testing.T, h Hooks) {
 	if _, ok := h.Open(t).(backend.Updater); !ok {
 		t.Skip("the store does not change stripes in place")
 	}
-	ops := func(m *model) []byte {
+	ops := func(m *Model) []byte {
 		var b []byte
 		b = backend.EncodeWrite(b, 10, []byte("hello"))
 		b = backend.EncodeTruncate(b, 7000)
@@ -60,7 +61,7 @@ func runJournal(t *testing.T, h Hooks) {
 		u := s.(backend.Updater)
 		old := randBytes(1, 10000)
 		put(t, s, 7, old, false)
-		want := &model{b: bytes.Clone(old)}
+		want := &Model{B: bytes.Clone(old)}
 		h7 := head(7, 0, 1, 12000)
 		if err := u.Prepare(7, h7, bytes.NewReader(ops(want))); err != nil {
 			t.Fatal(err)
@@ -72,7 +73,7 @@ func runJournal(t *testing.T, h Hooks) {
 		if err := u.Apply(7); err != nil {
 			t.Fatal(err)
 		}
-		mustRead(t, s, 7, want.b)
+		mustRead(t, s, 7, want.B)
 		m, err := s.ReadMeta(7)
 		if err != nil || m.Version != 1 || m.Size != h7.Meta.Size || len(m.Checksums) != 0 {
 			t.Fatalf("metadata after the update: %+v %v", m, err)
@@ -183,11 +184,11 @@ func bigWant(t *testing.T, old []byte) []byte { return applied(t, old, bigOps())
 
 // applied is the stripe ops make of old.
 func applied(t *testing.T, old, ops []byte) []byte {
-	m := &model{b: bytes.Clone(old)}
+	m := &Model{B: bytes.Clone(old)}
 	if err := backend.ReplayOps(bytes.NewReader(ops), m); err != nil {
 		t.Fatal(err)
 	}
-	return m.b
+	return m.B
 }
 
 func hasSums(t *testing.T, s backend.Store, fid uint64) bool {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/backend/backendtest"
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
@@ -483,11 +484,11 @@ func TestJournalOverSumsFileCrashReplay(t *testing.T) {
 		if err := s.Apply(5); err != nil {
 			t.Fatal(err)
 		}
-		want := &fileModel{b: append(bytes.Clone(old), add...)}
+		want := &backendtest.Model{B: append(bytes.Clone(old), add...)}
 		if err := backend.ReplayOps(bytes.NewReader(ops), want); err != nil {
 			t.Fatal(err)
 		}
-		h := extension(1, int64(len(want.b)))
+		h := extension(1, int64(len(want.B)))
 		h.Extends = false
 		if err := s.Prepare(5, h, bytes.NewReader(ops)); err != nil {
 			t.Fatal(err)
@@ -506,39 +507,20 @@ func TestJournalOverSumsFileCrashReplay(t *testing.T) {
 		if err := s.Apply(5); err != nil {
 			t.Fatalf("replay after a crash at %s: %v", step, err)
 		}
-		if !bytes.Equal(readStripe(t, s, len(want.b)), want.b) {
+		if !bytes.Equal(readStripe(t, s, len(want.B)), want.B) {
 			t.Fatalf("replay after a crash at %s: other bytes", step)
 		}
-		if ti, side := sidecar(t, s); !side || ti.len != int64(len(want.b)) {
+		if ti, side := sidecar(t, s); !side || ti.len != int64(len(want.B)) {
 			t.Fatalf("replay after a crash at %s: sums file %v of %d bytes", step, side, ti.len)
 		}
 		flipByte(t, p, 400_100)
 		r, _ := s.Open(5)
-		_, err := r.ReadAt(make([]byte, len(want.b)), 0)
+		_, err := r.ReadAt(make([]byte, len(want.B)), 0)
 		r.Close()
 		if _, ok := checksum.AsBlockError(err); !ok {
 			t.Fatalf("replay after a crash at %s: rot in written bytes read as %v, want a block error", step, err)
 		}
 	}
-}
-
-// fileModel applies operations as a stripe must.
-type fileModel struct{ b []byte }
-
-func (m *fileModel) WriteAt(p []byte, off int64) (int, error) {
-	if end := off + int64(len(p)); end > int64(len(m.b)) {
-		m.b = append(m.b, make([]byte, end-int64(len(m.b)))...)
-	}
-	return copy(m.b[off:], p), nil
-}
-
-func (m *fileModel) Truncate(size int64) error {
-	if size <= int64(len(m.b)) {
-		m.b = m.b[:size]
-	} else {
-		m.b = append(m.b, make([]byte, size-int64(len(m.b)))...)
-	}
-	return nil
 }
 
 // BenchmarkAppendCommit: Prepare and Apply of one commit of 32 appends
