@@ -94,6 +94,27 @@ type JournalHead struct {
 	At  int64  `json:",omitempty"`
 }
 
+// Buffer is a stripe's bytes in memory, as operations apply to them
+// (ReplayOps): memstore's stripes, and tests' models of acknowledged
+// writes.
+type Buffer struct{ B []byte }
+
+func (m *Buffer) WriteAt(p []byte, off int64) (int, error) {
+	if end := off + int64(len(p)); end > int64(len(m.B)) {
+		m.B = append(m.B, make([]byte, end-int64(len(m.B)))...)
+	}
+	return copy(m.B[off:], p), nil
+}
+
+func (m *Buffer) Truncate(size int64) error {
+	if size <= int64(len(m.B)) {
+		m.B = m.B[:size]
+	} else {
+		m.B = append(m.B, make([]byte, size-int64(len(m.B)))...)
+	}
+	return nil
+}
+
 // Op kinds.
 const (
 	opWrite    = 'W'

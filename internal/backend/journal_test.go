@@ -10,24 +10,6 @@ import (
 	"github.com/kaon-storage/kaon/internal/checksum"
 )
 
-type buf struct{ b []byte }
-
-func (m *buf) WriteAt(p []byte, off int64) (int, error) {
-	if end := off + int64(len(p)); end > int64(len(m.b)) {
-		m.b = append(m.b, make([]byte, end-int64(len(m.b)))...)
-	}
-	return copy(m.b[off:], p), nil
-}
-
-func (m *buf) Truncate(size int64) error {
-	if size <= int64(len(m.b)) {
-		m.b = m.b[:size]
-	} else {
-		m.b = append(m.b, make([]byte, size-int64(len(m.b)))...)
-	}
-	return nil
-}
-
 // TestReplayAfterPartialApply: a journal replayed whole over a stripe a
 // crash left partly updated (any prefix of its operations applied) ends
 // exactly as one replay over the untouched stripe does, so rolling a
@@ -52,20 +34,20 @@ func TestReplayAfterPartialApply(t *testing.T) {
 			ops = append(ops, EncodeWrite(nil, int64(r.IntN(4000)), p))
 		}
 		all := bytes.Join(ops, nil)
-		want := &buf{b: bytes.Clone(base)}
+		want := &Buffer{B: bytes.Clone(base)}
 		if err := ReplayOps(bytes.NewReader(all), want); err != nil {
 			t.Fatal(err)
 		}
 		for k := 0; k <= len(ops); k++ {
-			got := &buf{b: bytes.Clone(base)}
+			got := &Buffer{B: bytes.Clone(base)}
 			if err := ReplayOps(bytes.NewReader(bytes.Join(ops[:k], nil)), got); err != nil {
 				t.Fatal(err)
 			}
 			if err := ReplayOps(bytes.NewReader(all), got); err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(got.b, want.b) {
-				t.Fatalf("round %d: %d operations applied, then all: %d bytes, one replay %d", round, k, len(got.b), len(want.b))
+			if !bytes.Equal(got.B, want.B) {
+				t.Fatalf("round %d: %d operations applied, then all: %d bytes, one replay %d", round, k, len(got.B), len(want.B))
 			}
 		}
 	}
@@ -76,7 +58,7 @@ func TestReplayAfterPartialApply(t *testing.T) {
 func TestReplayRefusesDamage(t *testing.T) {
 	ops := EncodeWrite(nil, 5, []byte("hello"))
 	for _, bad := range [][]byte{ops[:len(ops)-1], ops[:5], append(bytes.Clone(ops), 'X'), EncodeTruncate(nil, 9)[:4]} {
-		if err := ReplayOps(bytes.NewReader(bad), &buf{}); err == nil {
+		if err := ReplayOps(bytes.NewReader(bad), &Buffer{}); err == nil {
 			t.Errorf("replay of %q succeeded", bad)
 		}
 	}
@@ -117,7 +99,7 @@ func TestTouchedBlocks(t *testing.T) {
 			}
 			ops = EncodeWrite(ops, int64(r.IntN(size+2*bs)), p)
 		}
-		m := &buf{b: bytes.Clone(old)}
+		m := &Buffer{B: bytes.Clone(old)}
 		if err := ReplayOps(bytes.NewReader(ops), m); err != nil {
 			t.Fatal(err)
 		}
@@ -125,8 +107,8 @@ func TestTouchedBlocks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tb.NewLen != int64(len(m.b)) {
-			t.Fatalf("round %d: NewLen %d, the stripe has %d", round, tb.NewLen, len(m.b))
+		if tb.NewLen != int64(len(m.B)) {
+			t.Fatalf("round %d: NewLen %d, the stripe has %d", round, tb.NewLen, len(m.B))
 		}
 		oldSums := sumsOf(old)
 		table := func(s []uint32) checksum.SumsFunc {
@@ -135,11 +117,11 @@ func TestTouchedBlocks(t *testing.T) {
 		read := func(b []byte) func(p []byte, off int64) error {
 			return func(p []byte, off int64) error { copy(p, b[off:]); return nil }
 		}
-		got, err := tb.Sums(table(oldSums), read(m.b))
+		got, err := tb.Sums(table(oldSums), read(m.B))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := sumsOf(m.b); !slices.Equal(got, want) {
+		if want := sumsOf(m.B); !slices.Equal(got, want) {
 			t.Fatalf("round %d: sums after the update differ from the new bytes' (%d and %d blocks)", round, len(got), len(want))
 		}
 		// Which old blocks Verify reads: a block it skips must keep no
@@ -153,8 +135,8 @@ func TestTouchedBlocks(t *testing.T) {
 			if verified[b] || !within(tb.blocks, b) {
 				continue
 			}
-			for i := b * bs; i < min((b+1)*bs, int64(len(old)), int64(len(m.b))); i++ {
-				if m.b[i] == old[i] && m.b[i] != 0 && !writtenAt(t, ops, i) {
+			for i := b * bs; i < min((b+1)*bs, int64(len(old)), int64(len(m.B))); i++ {
+				if m.B[i] == old[i] && m.B[i] != 0 && !writtenAt(t, ops, i) {
 					t.Fatalf("round %d: block %d keeps old byte %d but Verify skipped it", round, b, i)
 				}
 			}
@@ -188,12 +170,12 @@ func writtenAt(t *testing.T, ops []byte, i int64) bool {
 
 // deltaTarget applies writes to m, telling tb of each before (Overwrite).
 type deltaTarget struct {
-	m  *buf
+	m  *Buffer
 	tb *Touched
 }
 
 func (d deltaTarget) WriteAt(p []byte, off int64) (int, error) {
-	readOld := func(q []byte, o int64) error { copy(q, d.m.b[o:]); return nil }
+	readOld := func(q []byte, o int64) error { copy(q, d.m.B[o:]); return nil }
 	readNew := func(q []byte, o int64) error { copy(q, p[o:]); return nil }
 	if err := d.tb.Overwrite(off, int64(len(p)), readOld, readNew); err != nil {
 		return 0, err
@@ -250,7 +232,7 @@ func TestTouchedDelta(t *testing.T) {
 		if tb.delta == nil != truncates {
 			t.Fatalf("round %d: Delta with a truncation %v, on %v", round, truncates, tb.delta != nil)
 		}
-		m := &buf{b: bytes.Clone(old)}
+		m := &Buffer{B: bytes.Clone(old)}
 		if err := ReplayOps(bytes.NewReader(ops), deltaTarget{m, tb}); err != nil {
 			t.Fatal(err)
 		}
@@ -258,14 +240,14 @@ func TestTouchedDelta(t *testing.T) {
 			if tb.deltaBlock(off / bs) {
 				t.Fatalf("round %d: Sums read block %d, which Delta sums", round, off/bs)
 			}
-			copy(p, m.b[off:])
+			copy(p, m.B[off:])
 			return nil
 		}
 		got, err := tb.Sums(table(oldSums), read)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := sumsOf(m.b); !slices.Equal(got, want) {
+		if want := sumsOf(m.B); !slices.Equal(got, want) {
 			t.Fatalf("round %d: sums after the update differ from the new bytes' (%d and %d blocks)", round, len(got), len(want))
 		}
 		if err := tb.Verify(func(p []byte, off int64) error {
@@ -287,15 +269,15 @@ func TestTouchedDelta(t *testing.T) {
 			t.Fatal(err)
 		}
 		tb.Delta()
-		m = &buf{b: bytes.Clone(rotten)}
+		m = &Buffer{B: bytes.Clone(rotten)}
 		if err := ReplayOps(bytes.NewReader(ops), deltaTarget{m, tb}); err != nil {
 			t.Fatal(err)
 		}
-		got, err = tb.Sums(table(oldSums), func(p []byte, off int64) error { copy(p, m.b[off:]); return nil })
+		got, err = tb.Sums(table(oldSums), func(p []byte, off int64) error { copy(p, m.B[off:]); return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b := rot / bs; tb.deltaBlock(b) && got[b] == sumsOf(m.b)[b] {
+		if b := rot / bs; tb.deltaBlock(b) && got[b] == sumsOf(m.B)[b] {
 			t.Fatalf("round %d: block %d rotted at byte %d before the update, and its new sum matches its bytes", round, b, rot)
 		}
 	}

@@ -9,25 +9,9 @@ import (
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
-// Model applies operations to B as a stripe must: what a store's
-// content must be after them (the tests' model of acknowledged writes).
-type Model struct{ B []byte }
-
-func (m *Model) WriteAt(p []byte, off int64) (int, error) {
-	if end := off + int64(len(p)); end > int64(len(m.B)) {
-		m.B = append(m.B, make([]byte, end-int64(len(m.B)))...)
-	}
-	return copy(m.B[off:], p), nil
-}
-
-func (m *Model) Truncate(size int64) error {
-	if size <= int64(len(m.B)) {
-		m.B = m.B[:size]
-	} else {
-		m.B = append(m.B, make([]byte, size-int64(len(m.B)))...)
-	}
-	return nil
-}
+// Model is what a store's content must be after the operations applied
+// to it (the tests' model of acknowledged writes).
+type Model = backend.Buffer
 
 // runJournal is the suite of stores that change stripes in place
 // (backend.Updater): a prepared update leaves the stripe as it was, is

@@ -406,25 +406,6 @@ func (s *Store) Prepared(fid uint64) (backend.JournalHead, error) {
 	return j.head, nil
 }
 
-// buffer is a stripe's bytes as operations see them.
-type buffer struct{ b []byte }
-
-func (t *buffer) WriteAt(p []byte, off int64) (int, error) {
-	if end := off + int64(len(p)); end > int64(len(t.b)) {
-		t.b = append(t.b, make([]byte, end-int64(len(t.b)))...)
-	}
-	return copy(t.b[off:], p), nil
-}
-
-func (t *buffer) Truncate(size int64) error {
-	if size <= int64(len(t.b)) {
-		t.b = t.b[:size]
-	} else {
-		t.b = append(t.b, make([]byte, size-int64(len(t.b)))...)
-	}
-	return nil
-}
-
 func (s *Store) Apply(fid uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -456,12 +437,12 @@ func (s *Store) Apply(fid uint64) error {
 			return kerr.Wrap(kerr.IO, "update", s.where(fid), err)
 		}
 	}
-	t := &buffer{b: bytes.Clone(st.data)} // readers hold the old slice
+	t := &backend.Buffer{B: bytes.Clone(st.data)} // readers hold the old slice
 	if err := backend.ReplayOps(bytes.NewReader(j.ops), t); err != nil {
 		return kerr.Wrap(kerr.IO, "update", s.where(fid), err)
 	}
 	if touched != nil {
-		sums, err := touched.Sums(table(st.sums), readFrom(t.b))
+		sums, err := touched.Sums(table(st.sums), readFrom(t.B))
 		if err != nil {
 			return kerr.Wrap(kerr.IO, "update", s.where(fid), err)
 		}
@@ -469,7 +450,7 @@ func (s *Store) Apply(fid uint64) error {
 	}
 	m := j.head.Meta
 	m.Fid = fid
-	st.data, st.meta = t.b, &m
+	st.data, st.meta = t.B, &m
 	return nil
 }
 
