@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -655,5 +656,114 @@ func TestAppendsWrittenInPlace(t *testing.T) {
 	session("appends again", func(u *Update) { write(u, bytes.Repeat([]byte("z"), 100_000), int64(len(m.B))) })
 	if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 4 || len(fv.Stale) != 0 {
 		t.Fatalf("the namespace after four sessions: %+v", fv)
+	}
+}
+
+// TestCrashBetweenReplyAndApply: a commit is acknowledged once the
+// namespace recorded it, its journals durable on every stripe; the
+// applies follow the reply. The entry server crashes right after its
+// reply, before any apply (beforeApply), for each kind of update of a
+// replica:2 file over posix stores on two servers — writes inside
+// (journal), appends (data written past the end, committed by length),
+// a truncation with a write past the cut. A reader at the crashed
+// server before the crash, and readers at both servers started again
+// over the same stores after it, read exactly what was acknowledged (a
+// model of the acknowledged writes); the stripes on disk are at the old
+// version with the journal beside them, so the crash did fall between
+// the reply and the apply; after the reads they are at the new one.
+func TestCrashBetweenReplyAndApply(t *testing.T) {
+	base := t.TempDir()
+	roots := map[string]string{}
+	var rootsMu sync.Mutex
+	mk := func(p string) backend.Store {
+		rootsMu.Lock()
+		defer rootsMu.Unlock()
+		roots[p] = filepath.Join(base, p)
+		return posix.New(roots[p], posix.Options{IO: backend.IOBuffered, Sync: true})
+	}
+	servers, ns, key := testServers(t, 2, 3, mk)
+	c := spread(62, "replica:2", 2, 2)
+	rnd := rand.NewChaCha8([32]byte{62})
+	m := &backendtest.Model{B: make([]byte, 300_000)}
+	rnd.Read(m.B)
+	uploaded(t, servers, key, c, m.B)
+	beforeApply = func() bool { return false } // the entry server dies after its reply
+	t.Cleanup(func() { beforeApply = nil })
+	stripes := []string{"/s0/fs0", "/s1/fs0"} // fs 1 on s0, fs 4 on s1 (spread)
+	for i, tc := range []struct {
+		what string
+		fn   func(write func(p []byte, off int64), u *Update)
+	}{
+		{"writes inside", func(write func([]byte, int64), _ *Update) {
+			for _, off := range []int64{0, 4096, 70_001, int64(len(m.B)) - 5} {
+				p := make([]byte, 3000)
+				rnd.Read(p)
+				write(p, off)
+			}
+		}},
+		{"appends", func(write func([]byte, int64), _ *Update) {
+			for range 3 {
+				p := make([]byte, 100_000)
+				rnd.Read(p)
+				write(p, int64(len(m.B)))
+			}
+		}},
+		{"a truncation and a write past the cut", func(write func([]byte, int64), u *Update) {
+			if err := u.Truncate(123_456); err != nil {
+				t.Fatal(err)
+			}
+			m.Truncate(123_456)
+			write([]byte("past the cut"), 130_000)
+		}},
+	} {
+		uc := updateCap(t, ns, c)
+		u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.fn(func(p []byte, off int64) {
+			if _, err := u.WriteAt(p, off); err != nil {
+				t.Fatal(err)
+			}
+			m.WriteAt(p, off)
+		}, u)
+		if err := u.Commit(context.Background()); err != nil {
+			t.Fatalf("%s: commit: %v", tc.what, err)
+		}
+		servers[0].applying.Wait() // the apply that would have followed, withheld
+		for _, p := range stripes {
+			st := posix.New(roots[p], posix.Options{IO: backend.IOBuffered})
+			meta, err := st.ReadMeta(c.Fid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, herr := st.Prepared(c.Fid)
+			if meta.Version != uint64(i) || herr != nil || h.Meta.Version != uint64(i+1) {
+				t.Fatalf("%s: stripe on %s after the reply: version %d, journal %v (to %d); want version %d and the journal to %d",
+					tc.what, p, meta.Version, herr, h.Meta.Version, i, i+1)
+			}
+		}
+		if i == 0 { // before the crash, at the server that replied
+			if got, err := readUpdated(t, servers[0], key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.B) {
+				t.Fatalf("%s: a reader at the entry server right after the reply: %v, %d bytes, acknowledged content %v", tc.what, err, len(got), bytes.Equal(got, m.B))
+			}
+		}
+		servers = startServers(t, ns, key, 2, 3, mk) // both servers start again over their stores
+		for k := range servers {
+			j := 1 - k // the other server first: no roll-forward by the entry server's own reads
+			if got, err := readUpdated(t, servers[j], key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.B) {
+				t.Fatalf("%s: a reader at server %d after the crash: %v, %d bytes (want %d), acknowledged content %v",
+					tc.what, j, err, len(got), len(m.B), bytes.Equal(got, m.B))
+			}
+		}
+		if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != uint64(i+1) || len(fv.Stale) != 0 {
+			t.Fatalf("%s: the namespace after the crash and the reads: %+v", tc.what, fv)
+		}
+		for _, p := range stripes {
+			st := posix.New(roots[p], posix.Options{IO: backend.IOBuffered})
+			if meta, err := st.ReadMeta(c.Fid); err != nil || meta.Version != uint64(i+1) {
+				t.Fatalf("%s: stripe on %s after the reads: version %d, %v; want %d", tc.what, p, meta.Version, err, i+1)
+			}
+		}
 	}
 }
