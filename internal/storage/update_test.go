@@ -767,3 +767,87 @@ func TestCrashBetweenReplyAndApply(t *testing.T) {
 		}
 	}
 }
+
+// refusedAfter is the namespace, where a commit over version base runs
+// before() and is then refused (past a quota).
+type refusedAfter struct {
+	*storagetest.Namespace
+	base   uint64
+	before func()
+}
+
+func (r refusedAfter) CommitUpdate(ctx context.Context, m message.UpdateCommit) (message.FileVersion, error) {
+	if m.Base == r.base {
+		r.before()
+		return message.FileVersion{}, kerr.New(kerr.Quota, "commit", "", "quota exceeded")
+	}
+	return r.Namespace.CommitUpdate(ctx, m)
+}
+
+// TestLateApplyLeavesTheNextJournal: a commit's applies run after its
+// reply; here they are held until the session's next commit prepared
+// its journals and is being decided by the namespace (which refuses it).
+// The late apply must apply its own journal only — the one there is the
+// next commit's, not recorded — so the file stays at the first commit's
+// version with its bytes, every stripe readable, the refused write
+// nowhere (applying whatever journal it found took the stripes to the
+// refused version: every one stale).
+func TestLateApplyLeavesTheNextJournal(t *testing.T) {
+	for _, lay := range []string{"plain", "replica:2"} {
+		servers, ns, key, _ := memServers(t, 2, 3)
+		n := 1
+		if lay != "plain" {
+			n = 2
+		}
+		c := spread(63, lay, n, 2)
+		m := &backendtest.Model{B: bytes.Repeat([]byte("old "), 5000)}
+		uploaded(t, servers, key, c, m.B)
+		release, held := make(chan struct{}), make(chan struct{}, 1)
+		var first atomic.Bool
+		beforeApply = func() bool {
+			if first.CompareAndSwap(false, true) {
+				held <- struct{}{}
+				<-release
+			}
+			return true
+		}
+		lateDone := make(chan struct{})
+		servers[0].cfg.Namespace = refusedAfter{ns, 1, func() {
+			close(release)
+			go func() { servers[0].applying.Wait(); close(lateDone) }()
+			select {
+			case <-lateDone:
+			case <-time.After(time.Minute):
+				t.Errorf("%s: the first commit's apply did not end within a minute of its release", lay)
+			}
+		}}
+		uc := updateCap(t, ns, c)
+		u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.WriteAt([]byte("FIRST"), 10)
+		m.WriteAt([]byte("FIRST"), 10)
+		if err := u.Sync(context.Background()); err != nil {
+			t.Fatalf("%s: first commit: %v", lay, err)
+		}
+		select {
+		case <-held:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: the first commit's apply did not start within a minute", lay)
+		}
+		u.WriteAt([]byte("REFUSED"), 100)
+		if err := u.Commit(context.Background()); !kerr.Is(err, kerr.Quota) {
+			t.Fatalf("%s: second commit: %v, want refused (quota)", lay, err)
+		}
+		beforeApply = nil
+		if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 1 || len(fv.Stale) != 0 {
+			t.Fatalf("%s: the namespace after a late apply and a refused commit: %+v, want version 1, nothing stale", lay, fv)
+		}
+		for i, s := range servers {
+			if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.B) {
+				t.Fatalf("%s: a reader at server %d: %v, the first commit's content %v", lay, i, err, bytes.Equal(got, m.B))
+			}
+		}
+	}
+}
