@@ -430,6 +430,41 @@ func TestApplyToAnUnreachablePeer(t *testing.T) {
 	}
 }
 
+// TestNoRollForwardPastTheDurableVersion: a capability may name a
+// version the active namespace server applied but never committed to its
+// shared engine (a failover lost the commit). A stripe holding that
+// update's journal is not rolled forward to it on the capability's word:
+// the namespace's durable answer decides. Rolled forward, the stripe was
+// ahead of the file the next active server had — unreadable ("at data
+// version 1, the file at 0").
+func TestNoRollForwardPastTheDurableVersion(t *testing.T) {
+	servers, ns, key, stores := memServers(t, 2, 3)
+	c := spread(69, "replica:2", 2, 2)
+	old := bytes.Repeat([]byte("old "), 1000)
+	uploaded(t, servers, key, c, old)
+	for i := range c.Targets {
+		st := storeOf(stores, c, i)
+		m, err := st.ReadMeta(c.Fid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Version, m.Checksums = 1, nil
+		if err := st.Prepare(c.Fid, backend.JournalHead{From: 0, Meta: m, Tag: 7}, bytes.NewReader(backend.EncodeWrite(nil, 0, []byte("LOST")))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ahead := readCap(t, ns, c)
+	ahead.DataVersion = 1 // what the lost commit would have made it
+	if b, err := servers[1].OpenStripe(key.Sign(ahead), c.Fid, 1); err == nil {
+		b.Close()
+		t.Fatal("a stripe rolled forward to a version the namespace does not have")
+	}
+	got, err := readUpdated(t, servers[0], key, readCap(t, ns, c))
+	if err != nil || !bytes.Equal(got, old) {
+		t.Fatalf("the file at its durable version after the refused open: %v, old content %v", err, bytes.Equal(got, old))
+	}
+}
+
 // TestUpdateAfterAnUnappliedCommit: the entry server crashed after the
 // namespace recorded an update and before any stripe applied it (each
 // holds its journal); the next session, at the new version, rolls those
