@@ -46,6 +46,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/backend"
@@ -578,7 +579,7 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 	u.s.applying.Add(1)
 	go func() {
 		defer u.s.applying.Done()
-		if beforeApply != nil && !beforeApply() {
+		if hook := beforeApply.Load(); hook != nil && !(*hook)() {
 			return
 		}
 		u.apply(ctx, c, token, jobs, meta.Version)
@@ -588,8 +589,9 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 
 // beforeApply, when set (tests), runs before a commit's journals are
 // applied, after its reply; false leaves them unapplied (as a crash of
-// the entry server there would).
-var beforeApply func() bool
+// the entry server there would). Atomic: an earlier test's applies may
+// still run when a test sets it.
+var beforeApply atomic.Pointer[func() bool]
 
 // apply rolls the journals of a commit to version v, which the
 // namespace recorded, forward on the stripes that prepared them (jobs);

@@ -722,8 +722,9 @@ func TestCrashBetweenReplyAndApply(t *testing.T) {
 	m := &backendtest.Model{B: make([]byte, 300_000)}
 	rnd.Read(m.B)
 	uploaded(t, servers, key, c, m.B)
-	beforeApply = func() bool { return false } // the entry server dies after its reply
-	t.Cleanup(func() { beforeApply = nil })
+	crash := func() bool { return false } // the entry server dies after its reply
+	beforeApply.Store(&crash)
+	t.Cleanup(func() { beforeApply.Store(nil) })
 	stripes := []string{"/s0/fs0", "/s1/fs0"} // fs 1 on s0, fs 4 on s1 (spread)
 	for i, tc := range []struct {
 		what string
@@ -839,13 +840,14 @@ func TestLateApplyLeavesTheNextJournal(t *testing.T) {
 		uploaded(t, servers, key, c, m.B)
 		release, held := make(chan struct{}), make(chan struct{}, 1)
 		var first atomic.Bool
-		beforeApply = func() bool {
+		hold := func() bool {
 			if first.CompareAndSwap(false, true) {
 				held <- struct{}{}
 				<-release
 			}
 			return true
 		}
+		beforeApply.Store(&hold)
 		lateDone := make(chan struct{})
 		servers[0].cfg.Namespace = refusedAfter{ns, 1, func() {
 			close(release)
@@ -875,7 +877,7 @@ func TestLateApplyLeavesTheNextJournal(t *testing.T) {
 		if err := u.Commit(context.Background()); !kerr.Is(err, kerr.Quota) {
 			t.Fatalf("%s: second commit: %v, want refused (quota)", lay, err)
 		}
-		beforeApply = nil
+		beforeApply.Store(nil)
 		if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 1 || len(fv.Stale) != 0 {
 			t.Fatalf("%s: the namespace after a late apply and a refused commit: %+v, want version 1, nothing stale", lay, fv)
 		}
