@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -709,10 +708,7 @@ func TestAppendsWrittenInPlace(t *testing.T) {
 func TestCrashBetweenReplyAndApply(t *testing.T) {
 	base := t.TempDir()
 	roots := map[string]string{}
-	var rootsMu sync.Mutex
 	mk := func(p string) backend.Store {
-		rootsMu.Lock()
-		defer rootsMu.Unlock()
 		roots[p] = filepath.Join(base, p)
 		return posix.New(roots[p], posix.Options{IO: backend.IOBuffered, Sync: true})
 	}
