@@ -238,13 +238,27 @@ func (f *filesystem) apply(fid uint64) error {
 }
 
 // applyUpdate applies the prepared update of the stripe of fid on f,
-// which the namespace committed over data version base. A reader that
-// opened the stripe since the commit has rolled that journal forward
-// already (current): the stripe past base and no journal left is the
-// update applied, not a stripe that missed it.
+// which the namespace committed over data version base. A reader or a
+// later prepare that opened the stripe since the commit has rolled that
+// journal forward already (current): the stripe past base is the update
+// applied, not a stripe that missed it — and a journal found then is a
+// later commit's, prepared and perhaps not yet recorded, never applied
+// here (the applies run after the commit's reply, so the session's next
+// commit or another session's may be prepared by then).
 func (f *filesystem) applyUpdate(fid, base uint64) error {
 	defer f.lockStripe(fid)()
-	err := f.store.(backend.Updater).Apply(fid)
+	u := f.store.(backend.Updater)
+	h, err := u.Prepared(fid)
+	if err != nil || h.From != base || h.Meta.Version != base+1 {
+		if m, merr := f.store.ReadMeta(fid); merr == nil && m.Version > base {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return kerr.New(kerr.IO, "update", h.Meta.Path, fmt.Sprintf("stripe %d: the journal there takes it from version %d to %d, not from %d", h.Meta.Stripe, h.From, h.Meta.Version, base))
+	}
+	err = u.Apply(fid)
 	if kerr.Is(err, kerr.NotFound) {
 		if m, merr := f.store.ReadMeta(fid); merr == nil && m.Version > base {
 			return nil
