@@ -720,7 +720,8 @@ func TestCrashBetweenReplyAndApply(t *testing.T) {
 	uploaded(t, servers, key, c, m.B)
 	crash := func() bool { return false } // the entry server dies after its reply
 	beforeApply.Store(&crash)
-	t.Cleanup(func() { beforeApply.Store(nil) })
+	applyAfterReply.Store(true)
+	t.Cleanup(func() { beforeApply.Store(nil); applyAfterReply.Store(false) })
 	stripes := []string{"/s0/fs0", "/s1/fs0"} // fs 1 on s0, fs 4 on s1 (spread)
 	for i, tc := range []struct {
 		what string
@@ -844,6 +845,7 @@ func TestLateApplyLeavesTheNextJournal(t *testing.T) {
 			return true
 		}
 		beforeApply.Store(&hold)
+		applyAfterReply.Store(true)
 		lateDone := make(chan struct{})
 		servers[0].cfg.Namespace = refusedAfter{ns, 1, func() {
 			close(release)
@@ -874,6 +876,7 @@ func TestLateApplyLeavesTheNextJournal(t *testing.T) {
 			t.Fatalf("%s: second commit: %v, want refused (quota)", lay, err)
 		}
 		beforeApply.Store(nil)
+		applyAfterReply.Store(false)
 		if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 1 || len(fv.Stale) != 0 {
 			t.Fatalf("%s: the namespace after a late apply and a refused commit: %+v, want version 1, nothing stale", lay, fv)
 		}
