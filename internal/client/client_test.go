@@ -233,12 +233,12 @@ func TestRewrite(t *testing.T) {
 	c := New(f.standby.URL)
 	c.Token = "tok"
 	ctx := context.Background()
-	id, err := c.Rewrite(ctx, "/rw", 7, 3, strings.NewReader("whole"), 5)
+	id, _, err := c.Rewrite(ctx, "/rw", 7, 3, RewriteAttrs{}, strings.NewReader("whole"), 5)
 	if err != nil || id != 42 || string(f.bytes) != "whole" {
 		t.Fatalf("Rewrite: id %d, %v; the storage server got %q", id, err, f.bytes)
 	}
 	f.bytes = nil
-	_, err = c.Rewrite(ctx, "/old", 7, 3, strings.NewReader("whole"), 5)
+	_, _, err = c.Rewrite(ctx, "/old", 7, 3, RewriteAttrs{}, strings.NewReader("whole"), 5)
 	if !errors.Is(err, ErrNoRewrite) || !kerr.Is(err, kerr.Unsupported) || f.bytes != nil || len(f.auth["storage"]) != 1 {
 		t.Fatalf("Rewrite on a server that does not rewrite: %v; the storage server got %q in %d requests", err, f.bytes, len(f.auth["storage"]))
 	}

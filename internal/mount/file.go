@@ -390,7 +390,7 @@ func (n *node) dirty() bool {
 // flush writes n's journal to the namespace: close-to-open, and fsync.
 func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 	if !n.dirty() {
-		return 0
+		return n.sendPend(ctx)
 	}
 	n.mu.Lock()
 	jr := n.jr
@@ -408,7 +408,11 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 		e, err = c.Stat(ctx, p)
 	}
 	n.flushed(jr.Changes()-before, e, err == nil)
-	return errno(err)
+	if err != nil {
+		return errno(err)
+	}
+	n.committed()
+	return n.sendPend(ctx)
 }
 
 // rewriter sends n, written whole from empty, as one upload that
@@ -423,7 +427,15 @@ func (n *node) rewriter(c *client.Client, p string) rewriter {
 	}
 	return func(ctx context.Context, body io.Reader, size int64) error {
 		a, _ := n.snapshot()
-		id, err := c.Rewrite(ctx, p, a.ID, a.DataVersion, body, size)
+		// What holdAttrs held goes with the content when the creator
+		// flushes (the owner, whom the server lets set them).
+		var pd client.RewriteAttrs
+		n.mu.Lock()
+		if c == n.creator {
+			pd = n.pend
+		}
+		n.mu.Unlock()
+		id, took, err := c.Rewrite(ctx, p, a.ID, a.DataVersion, pd, body, size)
 		switch {
 		case errors.Is(err, client.ErrNoRewrite):
 			n.fsys.noRewrite.Store(true)
@@ -435,6 +447,14 @@ func (n *node) rewriter(c *client.Client, p string) rewriter {
 			return err
 		}
 		n.fsys.Stats.Counter("rewrites").Add(1)
+		if took && pd != (client.RewriteAttrs{}) {
+			n.mu.Lock()
+			if n.pend == pd { // else held anew meanwhile: sendPend sends it
+				n.pend = client.RewriteAttrs{}
+			}
+			n.mu.Unlock()
+			n.fsys.Stats.Counter("rewrite_attrs").Add(1)
+		}
 		if id != 0 && id != a.ID {
 			n.fsys.rebind(n, a.ID, id)
 		}
@@ -599,7 +619,35 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) (eno syscall.Errno) {
 		return 0
 	}
 	defer h.n.fsys.Stats.Op("fsync").Done(time.Now(), &eno)
-	return h.n.flush(ctx, h.c)
+	if eno := h.n.flush(ctx, h.c); eno != 0 {
+		return eno
+	}
+	return h.n.durable(ctx, h.c)
+}
+
+// durable makes n's lazy create durable (an fsync of a file created
+// here that nothing was committed to since): a chmod to the mode it has,
+// a change that waits for the store's sync, which keeps changes in order.
+func (n *node) durable(ctx context.Context, c *client.Client) syscall.Errno {
+	n.mu.Lock()
+	lazy, unlinked, mode := n.lazy, n.unlinked, n.attr.Mode&0o7777
+	n.mu.Unlock()
+	if !lazy || unlinked {
+		return 0
+	}
+	if err := c.Chmod(ctx, n.path(), mode); err != nil {
+		return errno(err)
+	}
+	n.committed()
+	return 0
+}
+
+// committed notes that a change of n waited for the store's sync: a lazy
+// create before it is durable too.
+func (n *node) committed() {
+	n.mu.Lock()
+	n.lazy = false
+	n.mu.Unlock()
 }
 
 func (h *handle) Release(ctx context.Context) (eno syscall.Errno) {
@@ -615,6 +663,7 @@ func (h *handle) Release(ctx context.Context) (eno syscall.Errno) {
 		if n.writers == 0 && n.jr != nil && (eno == 0 || n.unlinked) {
 			n.jr.close()
 			n.jr = nil
+			n.creator = nil // closed: attributes go as changes of their own
 		}
 		n.mu.Unlock()
 	}
