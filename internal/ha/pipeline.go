@@ -41,15 +41,17 @@ type Pipeline struct {
 
 	mu       sync.Mutex
 	overlay  *btree.BTreeG[*ovEntry]
-	queue    []*pbatch // applied, not yet in a group
-	seq      uint64    // sequence of the last applied batch
-	inflight bool      // a group is being committed
-	flying   []*pbatch // its batches (whoever takes them out releases them)
-	last     uint64    // revision of the last committed group
-	groups   uint64    // groups committed
-	batches  uint64    // batches committed
-	refuse   error     // set: Apply refuses new batches with it (handover)
-	failed   error     // set: the pipeline ended
+	queue    []*pbatch     // applied, not yet in a group
+	seq      uint64        // sequence of the last applied batch
+	inflight bool          // a group is being committed
+	flying   []*pbatch     // its batches (whoever takes them out releases them)
+	last     uint64        // revision of the last committed group
+	through  uint64        // sequence of the last batch committed
+	progress chan struct{} // closed and replaced when a group committed
+	groups   uint64        // groups committed
+	batches  uint64        // batches committed
+	refuse   error         // set: Apply refuses new batches with it (handover)
+	failed   error         // set: the pipeline ended
 	kick     chan struct{}
 	idle     chan struct{} // closed and replaced when the queue drained
 	done     chan struct{} // closed when the pipeline ended
@@ -88,7 +90,7 @@ func newPipeline(remote kv.Engine, replica *Replica, guard kv.Cond, retry time.D
 		lim = l.Limits()
 	}
 	p := &Pipeline{remote: remote, replica: replica, guard: guard, limits: lim, retry: retry,
-		overlay: btree.NewG(16, ovLess), kick: make(chan struct{}, 1), idle: make(chan struct{}), done: make(chan struct{})}
+		overlay: btree.NewG(16, ovLess), kick: make(chan struct{}, 1), idle: make(chan struct{}), progress: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p
 }
@@ -398,7 +400,9 @@ func (p *Pipeline) committed(rev uint64, group []*pbatch, ws []write) {
 			p.overlay.Delete(e)
 		}
 	}
-	p.last = rev
+	p.last, p.through = rev, seq
+	close(p.progress)
+	p.progress = make(chan struct{})
 	p.groups++
 	p.batches += uint64(len(group))
 	release := p.flying // nil when Close released them meanwhile
@@ -488,6 +492,33 @@ func (p *Pipeline) Drain(ctx context.Context) error {
 	}
 }
 
+// Barrier implements kv.Barrier: it returns once every batch applied
+// before the call is committed to the shared engine, or with the error
+// that ended the pipeline before (a failover may then lose them: the
+// next active server starts from what was committed).
+func (p *Pipeline) Barrier(ctx context.Context) error {
+	p.mu.Lock()
+	want := p.seq
+	p.mu.Unlock()
+	for {
+		p.mu.Lock()
+		through, failed, progress := p.through, p.failed, p.progress
+		p.mu.Unlock()
+		switch {
+		case through >= want:
+			return nil
+		case failed != nil:
+			return failed
+		}
+		select {
+		case <-progress:
+		case <-p.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // Stats are the pipeline's counters.
 type Stats struct {
 	Committed uint64 // revision of the last committed group
@@ -509,4 +540,5 @@ func (p *Pipeline) Limits() kv.Limits { return p.limits }
 var (
 	_ kv.Store   = (*Pipeline)(nil)
 	_ kv.Limiter = (*Pipeline)(nil)
+	_ kv.Barrier = (*Pipeline)(nil)
 )

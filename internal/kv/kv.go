@@ -188,6 +188,17 @@ type Limiter interface {
 	Limits() Limits
 }
 
+// Barrier is implemented by stores whose reads may show batches that are
+// not durable yet: pebblekv (a batch applied without sync) and the active
+// namespace server's pipeline (internal/ha: a group not yet committed to
+// the shared engine, which a failover may lose). Barrier returns once
+// every batch applied before the call is durable, or with the error that
+// means some may never be. What a reader hands to others to act on for
+// good — a stripe a storage server is to remove — must have passed one.
+type Barrier interface {
+	Barrier(ctx context.Context) error
+}
+
 // Limits bound one commit: at most Ops writes and guards, and at most
 // Bytes, where a write counts len(key)+len(value)+PerWrite and a guard
 // len(key)+len(value)+PerWrite.

@@ -1,6 +1,7 @@
 package namespace
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -325,10 +326,11 @@ func (ns *Namespace) ClaimUpload(fid uint64) (*Inode, error) {
 // commit repeated once it succeeded (a storage server that lost the answer
 // to a namespace server's failover and asks the next one) succeeds again.
 func (ns *Namespace) Commit(fid uint64, size int64, sums map[string]string) (f *Inode, err error) {
+	repeated := false
 	err = ns.mutate("commit", func(tx *txn) error {
 		if f, err = ns.Pending(fid); err != nil {
 			if done := ns.committed(fid, size, sums); done != nil {
-				f = done
+				f, repeated = done, true
 				return nil
 			}
 			if kerr.Is(err, kerr.NotFound) {
@@ -387,6 +389,12 @@ func (ns *Namespace) Commit(fid uint64, size int64, sums map[string]string) (f *
 		tx.unclaim = append(tx.unclaim, fid)
 		return nil
 	})
+	if err == nil && repeated {
+		// The first commit may still be on its way to the store (the
+		// caller lost its answer, not its outcome): success once it is
+		// durable, as the first would have answered.
+		err = ns.Durable(context.Background())
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package namespace
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"slices"
@@ -37,7 +38,10 @@ func queueDeletionAt(tx *txn, fsid uint32, fid uint64, idx int, at time.Time) {
 }
 
 // Deletions lists up to max queued deletions for filesystem fsid that are
-// due.
+// due, once the mutations that queued them are durable (Durable): a
+// deletion handed out from a mutation a crash or a failover then lost
+// (a replacing upload's commit, a remove) would take a stripe of a file
+// that stays.
 func (ns *Namespace) Deletions(fsid uint32, max int) ([]Deletion, error) {
 	prefix := binary.BigEndian.AppendUint32([]byte{'X'}, fsid)
 	now := uint64(ns.opts.Now().UnixNano())
@@ -49,7 +53,27 @@ func (ns *Namespace) Deletions(fsid uint32, max int) ([]Deletion, error) {
 		out = append(out, Deletion{FsID: fsid, Fid: binary.BigEndian.Uint64(k[5:]), Stripe: int(binary.BigEndian.Uint16(k[13:]))})
 		return len(out) < max
 	})
-	return out, err
+	if err != nil || len(out) == 0 {
+		return nil, err
+	}
+	if err := ns.Durable(context.Background()); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Durable returns once every mutation applied so far is durable: a lazy
+// batch synced, or on a replicated instance committed to the shared
+// engine (kv.Barrier); with the error that means it may never be. What
+// leaves the namespace to be acted on for good — a stripe to remove —
+// must have passed it.
+func (ns *Namespace) Durable(ctx context.Context) error {
+	if b, ok := ns.eng.(kv.Barrier); ok {
+		if err := b.Barrier(ctx); err != nil {
+			return storeError("sync", err)
+		}
+	}
+	return nil
 }
 
 // AckDeletions removes done deletions from the queue, in bounded

@@ -18,7 +18,10 @@ var _ message.Leftovers = (*Server)(nil)
 // Any other is kept: a committed file's stripe (its metadata damaged is
 // fsck's business), one of an upload still pending (removed through the
 // deletion queue when the upload ends without a commit), a move's copy.
-func (s *Server) Unfinished(_ context.Context, u message.Unfinished) (message.UnfinishedReply, error) {
+//
+// The answer waits until what it read is durable: a file's removal a
+// failover then lost would otherwise make its stripe unknown here.
+func (s *Server) Unfinished(ctx context.Context, u message.Unfinished) (message.UnfinishedReply, error) {
 	what := fmt.Sprintf("fs %d", u.FsID)
 	switch reg, ok := s.reg.Filesystem(u.FsID); {
 	case !ok:
@@ -42,6 +45,11 @@ func (s *Server) Unfinished(_ context.Context, u message.Unfinished) (message.Un
 		}
 		if !moving {
 			r.Unknown = append(r.Unknown, u.Fids[i])
+		}
+	}
+	if len(r.Unknown) > 0 {
+		if err := s.ns.Durable(ctx); err != nil {
+			return message.UnfinishedReply{}, err
 		}
 	}
 	return r, nil

@@ -218,6 +218,21 @@ func (e *Engine) Close() error {
 	return e.db.Close()
 }
 
+// Barrier implements kv.Barrier: a synced write to the log makes every
+// batch applied before it durable (the log is synced in order). A no-op
+// with NoSync.
+func (e *Engine) Barrier(context.Context) error {
+	if e.opts.NoSync {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return kv.ErrClosed
+	}
+	return e.db.LogData(nil, pebble.Sync)
+}
+
 type batch struct {
 	e     *Engine
 	b     *pebble.Batch
@@ -358,8 +373,9 @@ func (quietLogger) Fatalf(format string, args ...interface{}) {
 }
 
 var (
-	_ io.Closer = (*Engine)(nil)
-	_ kv.Engine = (*Engine)(nil)
+	_ io.Closer  = (*Engine)(nil)
+	_ kv.Engine  = (*Engine)(nil)
+	_ kv.Barrier = (*Engine)(nil)
 )
 
 // DiskUsage is the bytes the engine's files take on disk (kaon ns stat).
