@@ -66,6 +66,7 @@ var (
 	_ = (fs.FileWriter)((*handle)(nil))
 	_ = (fs.FileFlusher)((*handle)(nil))
 	_ = (fs.FileFsyncer)((*handle)(nil))
+	_ = (fs.NodeFsyncer)((*node)(nil))
 	_ = (fs.FileReleaser)((*handle)(nil))
 	_ = (fs.FileAllocater)((*handle)(nil))
 )
@@ -622,17 +623,36 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) (eno syscall.Errno) {
 	if eno := h.n.flush(ctx, h.c); eno != 0 {
 		return eno
 	}
-	return h.n.durable(ctx, h.c)
+	return h.n.durable(ctx)
+}
+
+// Fsync of a directory makes the names created in it durable: the lazy
+// creates of its files made here (a file's own fsync is its handle's).
+func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) (eno syscall.Errno) {
+	if h := asHandle(f); h != nil {
+		return h.Fsync(ctx, flags)
+	}
+	ctx = detach(ctx)
+	defer n.fsys.Stats.Op("fsyncdir").Done(time.Now(), &eno)
+	for _, ch := range n.Children() {
+		if cn, ok := ch.Operations().(*node); ok {
+			if eno := cn.durable(ctx); eno != 0 {
+				return eno
+			}
+		}
+	}
+	return 0
 }
 
 // durable makes n's lazy create durable (an fsync of a file created
-// here that nothing was committed to since): a chmod to the mode it has,
-// a change that waits for the store's sync, which keeps changes in order.
-func (n *node) durable(ctx context.Context, c *client.Client) syscall.Errno {
+// here that nothing was committed to since, or of its directory): a
+// chmod to the mode it has by its creator (its owner), a change that
+// waits for the store's sync, which keeps changes in order.
+func (n *node) durable(ctx context.Context) syscall.Errno {
 	n.mu.Lock()
-	lazy, unlinked, mode := n.lazy, n.unlinked, n.attr.Mode&0o7777
+	c, unlinked, mode := n.lazyBy, n.unlinked, n.attr.Mode&0o7777 // a held mode is then committed early
 	n.mu.Unlock()
-	if !lazy || unlinked {
+	if c == nil || unlinked {
 		return 0
 	}
 	if err := c.Chmod(ctx, n.path(), mode); err != nil {
@@ -646,7 +666,7 @@ func (n *node) durable(ctx context.Context, c *client.Client) syscall.Errno {
 // create before it is durable too.
 func (n *node) committed() {
 	n.mu.Lock()
-	n.lazy = false
+	n.lazyBy = nil
 	n.mu.Unlock()
 }
 

@@ -67,10 +67,11 @@ type node struct {
 	// its content (holdAttrs).
 	creator *client.Client
 	pend    client.RewriteAttrs
-	// lazy: created here without waiting for the create to be durable
-	// (client.CreateLazy), and no change of it waited since: an fsync
-	// sends one (durable).
-	lazy bool
+	// lazyBy: created here by that client without waiting for the
+	// create to be durable (client.CreateLazy), and no change of it
+	// waited since: an fsync of it or of its directory sends one
+	// (durable). nil: durable.
+	lazyBy *client.Client
 }
 
 var (
@@ -583,7 +584,10 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	// Not waited for to be durable (CreateLazy): the file's upload at its
 	// close, or its fsync, makes it so (docs/DESIGN.md, kaon mount).
 	e, err := c.CreateLazy(ctx, p, perm)
-	lazy := err == nil
+	var lazyBy *client.Client
+	if err == nil {
+		lazyBy = c
+	}
 	if kerr.Is(err, kerr.Exists) && flags&syscall.O_EXCL == 0 {
 		e, err = c.Stat(ctx, p) // made meanwhile elsewhere: open it
 	}
@@ -601,7 +605,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	ch := n.child(ctx, e, n.cacheUntil(), out)
 	cn := ch.Operations().(*node)
 	cn.mu.Lock()
-	cn.creator, cn.lazy = c, lazy
+	cn.creator, cn.lazyBy = c, lazyBy
 	cn.mu.Unlock()
 	fh, fl, eno := cn.open(ctx, flags, c)
 	return ch, fh, fl, eno
@@ -920,7 +924,7 @@ func (n *node) sendPend(ctx context.Context) syscall.Errno {
 	}
 	n.mu.Lock()
 	n.valid = time.Time{} // asked again
-	n.lazy = false        // the changes waited
+	n.lazyBy = nil        // the changes waited
 	n.mu.Unlock()
 	return 0
 }
