@@ -302,6 +302,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 	defer h.n.fsys.Stats.Op("write").Done(time.Now(), &eno)
 	h.n.mu.Lock()
 	jr, mode := h.n.jr, h.n.attr.Mode
+	h.n.pend.MTime = time.Time{} // a time held before a write: the write's (the commit's)
 	h.n.mu.Unlock()
 	if jr == nil || !h.write {
 		return 0, syscall.EBADF

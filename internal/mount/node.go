@@ -605,7 +605,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	ch := n.child(ctx, e, n.cacheUntil(), out)
 	cn := ch.Operations().(*node)
 	cn.mu.Lock()
-	cn.creator, cn.lazyBy = c, lazyBy
+	cn.creator, cn.lazyBy = lazyBy, lazyBy // nil: it existed, opened
 	cn.mu.Unlock()
 	fh, fl, eno := cn.open(ctx, flags, c)
 	return ch, fh, fl, eno
@@ -742,6 +742,16 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if n.holdAttrs(c, in, a, out) {
 		return 0
 	}
+	// Sent now: what was held of the same kind is older, and must not
+	// follow it (sendPend).
+	n.mu.Lock()
+	if in.Valid&fuse.FATTR_MODE != 0 {
+		n.pend.SetMode = false
+	}
+	if in.Valid&fuse.FATTR_MTIME != 0 {
+		n.pend.MTime = time.Time{}
+	}
+	n.mu.Unlock()
 	p := n.path()
 	// The entry after the last change, as the server answered it: no
 	// stat after a chmod or chown (ID 0: none yet, or stale).
@@ -868,6 +878,15 @@ func (n *node) holdAttrs(c *client.Client, in *fuse.SetAttrIn, a nsapi.Attr, out
 		return false
 	}
 	if _, setMode := in.GetMode(); in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && !setMode && killsPriv(a.Mode) {
+		return false
+	}
+	// Not held: setuid and setgid (a later write may have to clear them),
+	// a time under the write-back cache (the kernel writes its pages back
+	// after it, at the close).
+	if m, ok := in.GetMode(); ok && m&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+		return false
+	}
+	if in.Valid&fuse.FATTR_MTIME != 0 && n.fsys.opts.Writeback {
 		return false
 	}
 	n.mu.Lock()
