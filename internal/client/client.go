@@ -425,14 +425,6 @@ func (c *Client) Touch(ctx context.Context, path string, exclusive bool, mode ui
 	return post[nsapi.Entry](ctx, c, "touch", nsapi.TouchRequest{Path: path, Exclusive: exclusive, Mode: nsapi.Mode(mode)})
 }
 
-// CreateLazy creates an empty file at path, failing if one exists,
-// answered without waiting for the store's sync (nsapi.TouchRequest's
-// Lazy): any later change that waits (its upload, a chmod) makes it
-// durable.
-func (c *Client) CreateLazy(ctx context.Context, path string, mode uint32) (nsapi.Entry, error) {
-	return post[nsapi.Entry](ctx, c, "touch", nsapi.TouchRequest{Path: path, Exclusive: true, Mode: nsapi.Mode(mode), Lazy: true})
-}
-
 // Symlink creates a symbolic link at path whose content is target.
 func (c *Client) Symlink(ctx context.Context, target, path string) (nsapi.Entry, error) {
 	return post[nsapi.Entry](ctx, c, "symlink", nsapi.SymlinkRequest{Path: path, Target: target})

@@ -62,7 +62,7 @@ func (a api) changed(ctx context.Context, c auth.Principal, path string, err err
 }
 
 func (a api) touch(ctx context.Context, c auth.Principal, r nsapi.TouchRequest) (nsapi.Entry, error) {
-	return a.ns.Touch(ctx, c, r.Path, r.Exclusive, uint32(r.Mode), r.Lazy)
+	return a.ns.Touch(ctx, c, r.Path, r.Exclusive, uint32(r.Mode))
 }
 
 func (a api) symlink(ctx context.Context, c auth.Principal, r nsapi.SymlinkRequest) (nsapi.Entry, error) {

@@ -40,7 +40,7 @@ func webStack(t *testing.T) *kaontest.Stack {
 	if err := st.NS.Chown(ctx, root, "/pub", 1000, 1000); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.NS.Touch(ctx, root, "/private/secret-name.txt", false, 0o644, false); err != nil {
+	if _, err := st.NS.Touch(ctx, root, "/private/secret-name.txt", false, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.NS.Chmod(ctx, root, "/private", 0o700); err != nil {

@@ -66,7 +66,6 @@ var (
 	_ = (fs.FileWriter)((*handle)(nil))
 	_ = (fs.FileFlusher)((*handle)(nil))
 	_ = (fs.FileFsyncer)((*handle)(nil))
-	_ = (fs.NodeFsyncer)((*node)(nil))
 	_ = (fs.FileReleaser)((*handle)(nil))
 	_ = (fs.FileAllocater)((*handle)(nil))
 )
@@ -413,7 +412,6 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 	if err != nil {
 		return errno(err)
 	}
-	n.committed()
 	return n.sendPend(ctx)
 }
 
@@ -621,54 +619,7 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) (eno syscall.Errno) {
 		return 0
 	}
 	defer h.n.fsys.Stats.Op("fsync").Done(time.Now(), &eno)
-	if eno := h.n.flush(ctx, h.c); eno != 0 {
-		return eno
-	}
-	return h.n.durable(ctx)
-}
-
-// Fsync of a directory makes the names created in it durable: the lazy
-// creates of its files made here (a file's own fsync is its handle's).
-func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) (eno syscall.Errno) {
-	if h := asHandle(f); h != nil {
-		return h.Fsync(ctx, flags)
-	}
-	ctx = detach(ctx)
-	defer n.fsys.Stats.Op("fsyncdir").Done(time.Now(), &eno)
-	for _, ch := range n.Children() {
-		if cn, ok := ch.Operations().(*node); ok {
-			if eno := cn.durable(ctx); eno != 0 {
-				return eno
-			}
-		}
-	}
-	return 0
-}
-
-// durable makes n's lazy create durable (an fsync of a file created
-// here that nothing was committed to since, or of its directory): a
-// chmod to the mode it has by its creator (its owner), a change that
-// waits for the store's sync, which keeps changes in order.
-func (n *node) durable(ctx context.Context) syscall.Errno {
-	n.mu.Lock()
-	c, unlinked, mode := n.lazyBy, n.unlinked, n.attr.Mode&0o7777 // a held mode is then committed early
-	n.mu.Unlock()
-	if c == nil || unlinked {
-		return 0
-	}
-	if err := c.Chmod(ctx, n.path(), mode); err != nil {
-		return errno(err)
-	}
-	n.committed()
-	return 0
-}
-
-// committed notes that a change of n waited for the store's sync: a lazy
-// create before it is durable too.
-func (n *node) committed() {
-	n.mu.Lock()
-	n.lazyBy = nil
-	n.mu.Unlock()
+	return h.n.flush(ctx, h.c)
 }
 
 func (h *handle) Release(ctx context.Context) (eno syscall.Errno) {

@@ -67,11 +67,6 @@ type node struct {
 	// its content (holdAttrs).
 	creator *client.Client
 	pend    client.RewriteAttrs
-	// lazyBy: created here by that client without waiting for the
-	// create to be durable (client.CreateLazy), and no change of it
-	// waited since: an fsync of it or of its directory sends one
-	// (durable). nil: durable.
-	lazyBy *client.Client
 }
 
 var (
@@ -581,12 +576,10 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	c := n.client(ctx)
 	p := path.Join(n.path(), name)
 	perm := mode & 0o7777
-	// Not waited for to be durable (CreateLazy): the file's upload at its
-	// close, or its fsync, makes it so (docs/DESIGN.md, kaon mount).
-	e, err := c.CreateLazy(ctx, p, perm)
-	var lazyBy *client.Client
+	e, err := c.Touch(ctx, p, true, perm)
+	var creator *client.Client // nil: it existed, opened
 	if err == nil {
-		lazyBy = c
+		creator = c
 	}
 	if kerr.Is(err, kerr.Exists) && flags&syscall.O_EXCL == 0 {
 		e, err = c.Stat(ctx, p) // made meanwhile elsewhere: open it
@@ -605,7 +598,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	ch := n.child(ctx, e, n.cacheUntil(), out)
 	cn := ch.Operations().(*node)
 	cn.mu.Lock()
-	cn.creator, cn.lazyBy = lazyBy, lazyBy // nil: it existed, opened
+	cn.creator = creator
 	cn.mu.Unlock()
 	fh, fl, eno := cn.open(ctx, flags, c)
 	return ch, fh, fl, eno
@@ -826,9 +819,6 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	}
 	n.invalidate(false)
 	n.changedHere()
-	if in.Valid&(fuse.FATTR_MODE|fuse.FATTR_UID|fuse.FATTR_GID|fuse.FATTR_MTIME) != 0 {
-		n.committed() // a change that waited (a truncation may be the journal's)
-	}
 	if after.ID != 0 && after.ID == a.ID { // as fresh would have stored it
 		until := n.cacheUntilHere()
 		n.mu.Lock()
@@ -880,13 +870,11 @@ func (n *node) holdAttrs(c *client.Client, in *fuse.SetAttrIn, a nsapi.Attr, out
 	if _, setMode := in.GetMode(); in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && !setMode && killsPriv(a.Mode) {
 		return false
 	}
-	// Not held: setuid and setgid (a later write may have to clear them),
-	// a time under the write-back cache (the kernel writes its pages back
-	// after it, at the close).
+	// Not held: setuid and setgid (a later write may have to clear
+	// them). A time is: the write-back cache writes the pages dirtied
+	// before it back first (write_inode_now before a SETATTR of mode,
+	// owner or times), and a write after it drops it (Write).
 	if m, ok := in.GetMode(); ok && m&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
-		return false
-	}
-	if in.Valid&fuse.FATTR_MTIME != 0 && n.fsys.opts.Writeback {
 		return false
 	}
 	n.mu.Lock()
@@ -943,7 +931,6 @@ func (n *node) sendPend(ctx context.Context) syscall.Errno {
 	}
 	n.mu.Lock()
 	n.valid = time.Time{} // asked again
-	n.lazyBy = nil        // the changes waited
 	n.mu.Unlock()
 	return 0
 }

@@ -38,9 +38,6 @@ type CreateOptions struct {
 	// chmod and an explicit utimes), checked at the create.
 	SetMode bool
 	MTime   int64
-	// Lazy (CreateEmpty): the create does not wait for the store's sync;
-	// the next mutation that waits makes it durable (nsapi.TouchRequest).
-	Lazy bool
 }
 
 // rewriteMTime holds, on a pending rewrite, the modification time its
@@ -206,7 +203,6 @@ func (ns *Namespace) BeginCreate(c Caller, path string, o CreateOptions, place P
 // (mdtest, touch, a client that opens for writing and closes at once).
 func (ns *Namespace) CreateEmpty(c Caller, path string, o CreateOptions) (f *Inode, err error) {
 	err = ns.mutate("create", func(tx *txn) error {
-		tx.lazy = o.Lazy
 		var parent, old *Inode
 		if f, parent, old, err = ns.prepareCreate(tx, c, path, o, nil); err != nil {
 			return err

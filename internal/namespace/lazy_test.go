@@ -1,7 +1,6 @@
 package namespace
 
 import (
-	"fmt"
 	"sync"
 	"testing"
 
@@ -84,24 +83,5 @@ func TestBeginCreateDoesNotWaitForSync(t *testing.T) {
 	}
 	if got := s.take(); len(got) != 1 || !got[0] {
 		t.Fatalf("commit: applied with sync %v, want [true]", got)
-	}
-}
-
-// A lazy create (a mount's, nsapi.TouchRequest's Lazy) is not waited for;
-// an ordinary one is.
-func TestLazyCreateDoesNotWaitForSync(t *testing.T) {
-	s := &syncStore{Store: memkv.New()}
-	ns, err := Open(s, Options{Sync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.take()
-	for _, lazy := range []bool{false, true} { // the first extends the block of ids (always waited for)
-		if _, err := ns.CreateEmpty(Root, fmt.Sprintf("/f-%v", lazy), CreateOptions{Exclusive: true, Lazy: lazy}); err != nil {
-			t.Fatal(err)
-		}
-		if got := s.take(); len(got) != 1 || got[0] == lazy {
-			t.Fatalf("a create with Lazy %v: applied with sync %v, want [%v]", lazy, got, !lazy)
-		}
 	}
 }

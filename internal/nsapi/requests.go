@@ -84,18 +84,11 @@ type TouchRequest struct {
 	Path      string `json:"path"`
 	Exclusive bool   `json:"exclusive,omitempty"`
 	Mode      Mode   `json:"mode,omitempty"` // permission bits of a new file (0: 0644)
-	// Lazy: answered once the create is applied (visible to every
-	// client), without waiting for the store to sync it: the next change
-	// that waits makes it durable (the engines keep changes in order) —
-	// a mount's create, made durable by the file's upload at its close or
-	// by its fsync. A crash of the namespace server's host before then
-	// may lose it.
-	Lazy bool `json:"lazy,omitempty"`
 }
 
 // FromArgs reads r from a.
 func (r *TouchRequest) FromArgs(a Args) (err error) {
-	r.Path, r.Exclusive, r.Lazy = a["path"], a.Bool("exclusive"), a.Bool("lazy")
+	r.Path, r.Exclusive = a["path"], a.Bool("exclusive")
 	if a["mode"] != "" {
 		r.Mode, err = ParseMode("touch", r.Path, a["mode"])
 	}

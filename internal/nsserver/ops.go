@@ -172,8 +172,8 @@ func (s *Server) XAttrs(ctx context.Context, p auth.Principal, path string) ([][
 }
 
 // Touch creates an empty file (or replaces a file by an empty one unless
-// exclusive) in one step; lazy: see nsapi.TouchRequest.
-func (s *Server) Touch(ctx context.Context, p auth.Principal, path string, exclusive bool, mode uint32, lazy bool) (nsapi.Entry, error) {
+// exclusive) in one step.
+func (s *Server) Touch(ctx context.Context, p auth.Principal, path string, exclusive bool, mode uint32) (nsapi.Entry, error) {
 	named := path
 	if !exclusive { // a link in the way: its target is touched (symlink.go)
 		to, _, err := s.ns.Follow(caller(p), path)
@@ -193,7 +193,7 @@ func (s *Server) Touch(ctx context.Context, p auth.Principal, path string, exclu
 			return nsapi.Entry{}, s.audit(ctx, p, "create", named, "", err)
 		}
 	}
-	n, err := s.ns.CreateEmpty(caller(p), path, namespace.CreateOptions{Exclusive: exclusive, Mode: mode, Lazy: lazy})
+	n, err := s.ns.CreateEmpty(caller(p), path, namespace.CreateOptions{Exclusive: exclusive, Mode: mode})
 	if err = s.audit(ctx, p, "create", path, "", err); err != nil {
 		return nsapi.Entry{}, err
 	}

@@ -120,11 +120,11 @@ func TestSymlinkAuthorization(t *testing.T) {
 	// A touch that replaces needs the modify scope on both paths.
 	mod := auth.Principal{UID: 0, Name: "robot", Method: "token", Scopes: []auth.Scope{{Op: auth.ScopeModify, Path: "/pub"}}}
 	for _, p := range []string{"/pub/f", "/pub/ok"} {
-		if _, err := s.Touch(ctx, mod, p, false, 0, false); err != nil {
+		if _, err := s.Touch(ctx, mod, p, false, 0); err != nil {
 			t.Fatalf("touch %s with the modify scope: %v", p, err)
 		}
 	}
-	if _, err := s.Touch(ctx, mod, "/pub/out", false, 0, false); !kerr.Is(err, kerr.Permission) {
+	if _, err := s.Touch(ctx, mod, "/pub/out", false, 0); !kerr.Is(err, kerr.Permission) {
 		t.Fatalf("touch through a link out of the scope: %v", err)
 	}
 	if e, err := s.Stat(ctx, root, "/pub/ok"); err != nil || e.Target != "f" {
