@@ -380,8 +380,14 @@ func TestBitrotInUpdatedFile(t *testing.T) {
 	}
 	saved := map[string][]byte{}
 	for _, s := range rep {
+		// The last update's apply follows its reply (its journal, removed
+		// last, is the record until then).
+		harness.WaitFor(t, 30*time.Second, "replica "+s.phys+" to apply the last update", func() bool {
+			_, err := os.Stat(s.phys + ".journal")
+			return os.IsNotExist(err)
+		})
 		saved[s.phys] = readPhys(t, s.phys).data
-		if !bytes.Equal(saved[s.phys][:len(data)], data) {
+		if len(saved[s.phys]) < len(data) || !bytes.Equal(saved[s.phys][:len(data)], data) {
 			t.Fatalf("replica %s does not hold the updated content", s.phys)
 		}
 	}

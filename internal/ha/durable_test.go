@@ -33,6 +33,25 @@ func (b *unreachableBatch) Commit(sync bool) error {
 	return b.Batch.Commit(sync)
 }
 
+// place puts every file on fs 1.
+func place(layout.Layout, string) ([]uint32, error) { return []uint32{1}, nil }
+
+// activeNamespace is a namespace over an active server's pipeline (its
+// replica fed by its commits) whose shared engine can be cut off.
+func activeNamespace(t *testing.T) (*unreachableEngine, *namespace.Namespace) {
+	t.Helper()
+	remote := &unreachableEngine{Engine: memkv.New()}
+	r := NewReplica(remote, memkv.New(), testLog)
+	r.Pause() // as while active: the pipeline's commits feed it
+	p := newPipeline(remote, r, kv.Cond{Key: []byte("lead"), Absent: true}, time.Second)
+	t.Cleanup(p.Close)
+	ns, err := namespace.Open(p, namespace.Options{Sync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return remote, ns
+}
+
 // A stripe is handed to its storage server for removal only once the
 // mutation that queued it is committed to the shared engine. The active
 // server sees its own mutations at once (the overlay), before their
@@ -41,16 +60,7 @@ func (b *unreachableBatch) Commit(sync bool) error {
 // has — a replacing upload's commit lost with the failover, the file it
 // replaced left with a replica gone (the chaos suite, seed 718141766).
 func TestDeletionsWaitForTheirCommit(t *testing.T) {
-	remote := &unreachableEngine{Engine: memkv.New()}
-	r := NewReplica(remote, memkv.New(), testLog)
-	r.Pause() // as while active: the pipeline's commits feed it
-	p := newPipeline(remote, r, kv.Cond{Key: []byte("lead"), Absent: true}, time.Second)
-	defer p.Close()
-	ns, err := namespace.Open(p, namespace.Options{Sync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	place := func(layout.Layout, string) ([]uint32, error) { return []uint32{1}, nil }
+	remote, ns := activeNamespace(t)
 	create := func(path string) {
 		t.Helper()
 		f, err := ns.BeginCreate(namespace.Root, path, namespace.CreateOptions{Layout: "plain"}, place)
@@ -105,16 +115,7 @@ func TestDeletionsWaitForTheirCommit(t *testing.T) {
 // server then cut from etcd, acknowledged an upload the next active
 // server never had.
 func TestRepeatedCommitWaitsForTheFirst(t *testing.T) {
-	remote := &unreachableEngine{Engine: memkv.New()}
-	r := NewReplica(remote, memkv.New(), testLog)
-	r.Pause()
-	p := newPipeline(remote, r, kv.Cond{Key: []byte("lead"), Absent: true}, time.Second)
-	defer p.Close()
-	ns, err := namespace.Open(p, namespace.Options{Sync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	place := func(layout.Layout, string) ([]uint32, error) { return []uint32{1}, nil }
+	remote, ns := activeNamespace(t)
 	f, err := ns.BeginCreate(namespace.Root, "/f", namespace.CreateOptions{Layout: "plain"}, place)
 	if err != nil {
 		t.Fatal(err)

@@ -91,9 +91,14 @@ func (s *Server) MarkStale(_ context.Context, fid, version uint64, stripe int) e
 }
 
 // FileVersion implements message.Updates.
-func (s *Server) FileVersion(_ context.Context, fid uint64) (message.FileVersion, error) {
+func (s *Server) FileVersion(ctx context.Context, fid uint64) (message.FileVersion, error) {
 	f, _, err := s.ns.ByID(fid)
 	if err != nil {
+		return message.FileVersion{}, err
+	}
+	// Storage servers act on the answer for good (apply an update's
+	// journals, roll a stripe forward): what it says must be durable.
+	if err := s.ns.Durable(ctx); err != nil {
 		return message.FileVersion{}, err
 	}
 	if f.IsDir {

@@ -295,6 +295,7 @@ func TestBitrotAfterUpdate(t *testing.T) {
 	if err := u.Commit(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	servers[0].applying.Wait() // the stores are read below, not through a server
 	rc := readCap(t, ns, c)
 	if rc.DataVersion != 1 || rc.Size != int64(len(m.B)) {
 		t.Fatalf("after the update: version %d, %d bytes", rc.DataVersion, rc.Size)
@@ -351,6 +352,7 @@ func TestHealOfAnOlderVersion(t *testing.T) {
 	if err := u.Commit(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	servers[0].applying.Wait() // the copy is corrupted below, not read through a server
 	storeOf(stores, c, 0).Corrupt(65, 20_001)
 	servers[0].healReplica(old, key.Sign(old), 0, fmt.Errorf("a read of the old version met a bad block"))
 	servers[0].heal.wg.Wait()

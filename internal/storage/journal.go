@@ -13,6 +13,7 @@ import (
 
 	"github.com/kaon-storage/kaon/internal/backend"
 	"github.com/kaon-storage/kaon/internal/capability"
+	"github.com/kaon-storage/kaon/internal/cluster/message"
 	"github.com/kaon-storage/kaon/internal/kerr"
 )
 
@@ -68,9 +69,10 @@ var _ backend.Updater = (*guarded)(nil)
 
 // current checks that stripe idx of the file c names, on f, holds c's
 // data version. A journal prepared for exactly that version is rolled
-// forward first: the namespace recorded the version (c says so), so the
-// update it belongs to committed, and its entry server may not have
-// applied it yet (it crashed, or is still at it).
+// forward first once the namespace confirms the version is durably the
+// file's (committedDurably): the update it belongs to committed, and its
+// entry server may not have applied it yet (it crashed, or is still at
+// it).
 func (s *Server) current(f *filesystem, c *capability.Capability, idx int) error {
 	if c.IsStale(idx) {
 		return kerr.New(kerr.IO, "open", c.Path, fmt.Sprintf("stripe %d is stale (it missed an update)", idx))
@@ -83,7 +85,7 @@ func (s *Server) current(f *filesystem, c *capability.Capability, idx int) error
 		return nil
 	}
 	if u, ok := f.store.(backend.Updater); ok && m.Version < c.DataVersion {
-		if h, err := u.Prepared(c.Fid); err == nil && h.Meta.Version == c.DataVersion && h.From == m.Version {
+		if h, err := u.Prepared(c.Fid); err == nil && h.Meta.Version == c.DataVersion && h.From == m.Version && s.committedDurably(c.Fid, h) {
 			if err := f.apply(c.Fid); err == nil {
 				return nil
 			}
@@ -94,6 +96,23 @@ func (s *Server) current(f *filesystem, c *capability.Capability, idx int) error
 		}
 	}
 	return kerr.New(kerr.IO, "open", c.Path, fmt.Sprintf("stripe %d is at data version %d, the file at %d (stale)", idx, m.Version, c.DataVersion))
+}
+
+// committedDurably asks the namespace whether the commit journal h
+// belongs to is durably the file's (nsserver's FileVersion answers once
+// what it read is durable). A capability may carry a version the active
+// namespace server has applied but not yet committed to its shared
+// engine: rolling a stripe forward to it, a commit a failover then lost
+// would leave the stripe ahead of the file — unreadable.
+func (s *Server) committedDurably(fid uint64, h backend.JournalHead) bool {
+	ns, ok := s.cfg.Namespace.(message.Updates)
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), outcomeWait)
+	defer cancel()
+	fv, err := ns.FileVersion(ctx, fid)
+	return err == nil && fv.DataVersion == h.Meta.Version && (h.Tag == 0 || fv.Tag == h.Tag)
 }
 
 // PrepareStripe stores the journal of an update of stripe idx held here,
@@ -219,13 +238,27 @@ func (f *filesystem) apply(fid uint64) error {
 }
 
 // applyUpdate applies the prepared update of the stripe of fid on f,
-// which the namespace committed over data version base. A reader that
-// opened the stripe since the commit has rolled that journal forward
-// already (current): the stripe past base and no journal left is the
-// update applied, not a stripe that missed it.
+// which the namespace committed over data version base. A reader or a
+// later prepare that opened the stripe since the commit has rolled that
+// journal forward already (current): the stripe past base is the update
+// applied, not a stripe that missed it — and a journal found then is a
+// later commit's, prepared and perhaps not yet recorded, never applied
+// here (the applies run after the commit's reply, so the session's next
+// commit or another session's may be prepared by then).
 func (f *filesystem) applyUpdate(fid, base uint64) error {
 	defer f.lockStripe(fid)()
-	err := f.store.(backend.Updater).Apply(fid)
+	u := f.store.(backend.Updater)
+	h, err := u.Prepared(fid)
+	if err != nil || h.From != base || h.Meta.Version != base+1 {
+		if m, merr := f.store.ReadMeta(fid); merr == nil && m.Version > base {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return kerr.New(kerr.IO, "update", h.Meta.Path, fmt.Sprintf("stripe %d: the journal there takes it from version %d to %d, not from %d", h.Meta.Stripe, h.From, h.Meta.Version, base))
+	}
+	err = u.Apply(fid)
 	if kerr.Is(err, kerr.NotFound) {
 		if m, merr := f.store.ReadMeta(fid); merr == nil && m.Version > base {
 			return nil

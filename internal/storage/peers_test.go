@@ -139,6 +139,15 @@ func testServers(t *testing.T, n, nfs int, mk func(p string) backend.Store) ([]*
 	t.Helper()
 	key, _ := capability.NewKey(bytes.Repeat([]byte("k"), 32))
 	ns := &storagetest.Namespace{}
+	return startServers(t, ns, key, n, nfs, mk), ns, key
+}
+
+// startServers starts n storage servers of nfs filesystems each (the
+// stores mk makes of the paths /s<server>/fs<index>) registered with ns:
+// testServers' servers, or those same servers started again over their
+// stores (a restart).
+func startServers(t *testing.T, ns *storagetest.Namespace, key *capability.Key, n, nfs int, mk func(p string) backend.Store) []*Server {
+	t.Helper()
 	peers := directPeers{}
 	var mu sync.Mutex
 	var servers []*Server
@@ -165,7 +174,7 @@ func testServers(t *testing.T, n, nfs int, mk func(p string) backend.Store) ([]*
 		peers[addr] = s
 		servers = append(servers, s)
 	}
-	return servers, ns, key
+	return servers
 }
 
 // spread is a capability whose targets alternate between the servers of

@@ -231,6 +231,8 @@ type Server struct {
 	heal    *healer     // repairs of bad copies reads found (heal.go)
 	act     activity    // uploads and reads in flight, third-party copies (activity.go)
 
+	applying sync.WaitGroup // update commits' applies after their reply (update.go)
+
 	ready chan struct{}
 	once  sync.Once
 }

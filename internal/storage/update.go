@@ -46,6 +46,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/backend"
@@ -568,6 +569,35 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 		}
 		return message.FileVersion{}, err
 	}
+	// The commit point is passed: every prepared stripe holds its journal
+	// durably and the namespace recorded the version, so every open of a
+	// stripe rolls its journal forward first (current) and a crash from
+	// here on leaves the new version. The journals are applied after the
+	// reply, off the client's path.
+	token := u.token
+	ctx = context.WithoutCancel(ctx)
+	u.s.applying.Add(1)
+	go func() {
+		defer u.s.applying.Done()
+		if hook := beforeApply.Load(); hook != nil && !(*hook)() {
+			return
+		}
+		u.apply(ctx, c, token, jobs, meta.Version)
+	}()
+	return res, nil
+}
+
+// beforeApply, when set (tests), runs before a commit's journals are
+// applied, after its reply; false leaves them unapplied (as a crash of
+// the entry server there would). Atomic: an earlier test's applies may
+// still run when a test sets it.
+var beforeApply atomic.Pointer[func() bool]
+
+// apply rolls the journals of a commit to version v, which the
+// namespace recorded, forward on the stripes that prepared them (jobs);
+// c and token are the session's at its base version. A stripe that
+// cannot take it is marked stale.
+func (u *Update) apply(ctx context.Context, c *capability.Capability, token string, jobs []*stripeJob, v uint64) {
 	u.eachStripe(jobs, func(j *stripeJob) error {
 		if !j.prepared {
 			return nil
@@ -578,7 +608,7 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 		} else if p, perr := u.s.peers("update", c.Path); perr != nil {
 			err = perr
 		} else {
-			err = p.ApplyStripe(context.WithoutCancel(ctx), c.Targets[j.idx].Addr, c.Fid, j.idx, u.token)
+			err = p.ApplyStripe(ctx, c.Targets[j.idx].Addr, c.Fid, j.idx, token)
 		}
 		switch {
 		case err == nil:
@@ -594,13 +624,13 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 		default:
 			u.s.log.Warn("update: a stripe could not take the committed update; marking it stale", "path", c.Path,
 				"fid", c.Fid, "stripe", j.idx, "err", err)
-			if merr := u.store.MarkStale(context.WithoutCancel(ctx), c.Fid, meta.Version, j.idx); merr == nil {
-				res.Stale = append(res.Stale, j.idx)
+			if merr := u.store.MarkStale(ctx, c.Fid, v, j.idx); merr != nil {
+				u.s.log.Warn("update: a stripe that missed a committed update could not be marked stale; fsck will find it",
+					"path", c.Path, "fid", c.Fid, "stripe", j.idx, "err", merr)
 			}
 		}
 		return nil
 	})
-	return res, nil
 }
 
 // discard drops the journals this attempt prepared.

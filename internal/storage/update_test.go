@@ -429,6 +429,41 @@ func TestApplyToAnUnreachablePeer(t *testing.T) {
 	}
 }
 
+// TestNoRollForwardPastTheDurableVersion: a capability may name a
+// version the active namespace server applied but never committed to its
+// shared engine (a failover lost the commit). A stripe holding that
+// update's journal is not rolled forward to it on the capability's word:
+// the namespace's durable answer decides. Rolled forward, the stripe was
+// ahead of the file the next active server had — unreadable ("at data
+// version 1, the file at 0").
+func TestNoRollForwardPastTheDurableVersion(t *testing.T) {
+	servers, ns, key, stores := memServers(t, 2, 3)
+	c := spread(69, "replica:2", 2, 2)
+	old := bytes.Repeat([]byte("old "), 1000)
+	uploaded(t, servers, key, c, old)
+	for i := range c.Targets {
+		st := storeOf(stores, c, i)
+		m, err := st.ReadMeta(c.Fid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Version, m.Checksums = 1, nil
+		if err := st.Prepare(c.Fid, backend.JournalHead{From: 0, Meta: m, Tag: 7}, bytes.NewReader(backend.EncodeWrite(nil, 0, []byte("LOST")))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ahead := readCap(t, ns, c)
+	ahead.DataVersion = 1 // what the lost commit would have made it
+	if b, err := servers[1].OpenStripe(key.Sign(ahead), c.Fid, 1); err == nil {
+		b.Close()
+		t.Fatal("a stripe rolled forward to a version the namespace does not have")
+	}
+	got, err := readUpdated(t, servers[0], key, readCap(t, ns, c))
+	if err != nil || !bytes.Equal(got, old) {
+		t.Fatalf("the file at its durable version after the refused open: %v, old content %v", err, bytes.Equal(got, old))
+	}
+}
+
 // TestUpdateAfterAnUnappliedCommit: the entry server crashed after the
 // namespace recorded an update and before any stripe applied it (each
 // holds its journal); the next session, at the new version, rolls those
@@ -655,5 +690,197 @@ func TestAppendsWrittenInPlace(t *testing.T) {
 	session("appends again", func(u *Update) { write(u, bytes.Repeat([]byte("z"), 100_000), int64(len(m.B))) })
 	if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 4 || len(fv.Stale) != 0 {
 		t.Fatalf("the namespace after four sessions: %+v", fv)
+	}
+}
+
+// TestCrashBetweenReplyAndApply: a commit is acknowledged once the
+// namespace recorded it, its journals durable on every stripe; the
+// applies follow the reply. The entry server crashes right after its
+// reply, before any apply (beforeApply), for each kind of update of a
+// replica:2 file over posix stores on two servers — writes inside
+// (journal), appends (data written past the end, committed by length),
+// a truncation with a write past the cut. A reader at the crashed
+// server before the crash, and readers at both servers started again
+// over the same stores after it, read exactly what was acknowledged (a
+// model of the acknowledged writes); the stripes on disk are at the old
+// version with the journal beside them, so the crash did fall between
+// the reply and the apply; after the reads they are at the new one.
+func TestCrashBetweenReplyAndApply(t *testing.T) {
+	base := t.TempDir()
+	roots := map[string]string{}
+	mk := func(p string) backend.Store {
+		roots[p] = filepath.Join(base, p)
+		return posix.New(roots[p], posix.Options{IO: backend.IOBuffered, Sync: true})
+	}
+	servers, ns, key := testServers(t, 2, 3, mk)
+	c := spread(62, "replica:2", 2, 2)
+	rnd := rand.NewChaCha8([32]byte{62})
+	m := &backendtest.Model{B: make([]byte, 300_000)}
+	rnd.Read(m.B)
+	uploaded(t, servers, key, c, m.B)
+	crash := func() bool { return false } // the entry server dies after its reply
+	beforeApply.Store(&crash)
+	t.Cleanup(func() { beforeApply.Store(nil) })
+	stripes := []string{"/s0/fs0", "/s1/fs0"} // fs 1 on s0, fs 4 on s1 (spread)
+	for i, tc := range []struct {
+		what string
+		fn   func(write func(p []byte, off int64), u *Update)
+	}{
+		{"writes inside", func(write func([]byte, int64), _ *Update) {
+			for _, off := range []int64{0, 4096, 70_001, int64(len(m.B)) - 5} {
+				p := make([]byte, 3000)
+				rnd.Read(p)
+				write(p, off)
+			}
+		}},
+		{"appends", func(write func([]byte, int64), _ *Update) {
+			for range 3 {
+				p := make([]byte, 100_000)
+				rnd.Read(p)
+				write(p, int64(len(m.B)))
+			}
+		}},
+		{"a truncation and a write past the cut", func(write func([]byte, int64), u *Update) {
+			if err := u.Truncate(123_456); err != nil {
+				t.Fatal(err)
+			}
+			m.Truncate(123_456)
+			write([]byte("past the cut"), 130_000)
+		}},
+	} {
+		uc := updateCap(t, ns, c)
+		u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.fn(func(p []byte, off int64) {
+			if _, err := u.WriteAt(p, off); err != nil {
+				t.Fatal(err)
+			}
+			m.WriteAt(p, off)
+		}, u)
+		if err := u.Commit(context.Background()); err != nil {
+			t.Fatalf("%s: commit: %v", tc.what, err)
+		}
+		servers[0].applying.Wait() // the apply that would have followed, withheld
+		for _, p := range stripes {
+			st := posix.New(roots[p], posix.Options{IO: backend.IOBuffered})
+			meta, err := st.ReadMeta(c.Fid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, herr := st.Prepared(c.Fid)
+			if meta.Version != uint64(i) || herr != nil || h.Meta.Version != uint64(i+1) {
+				t.Fatalf("%s: stripe on %s after the reply: version %d, journal %v (to %d); want version %d and the journal to %d",
+					tc.what, p, meta.Version, herr, h.Meta.Version, i, i+1)
+			}
+		}
+		if i == 0 { // before the crash, at the server that replied
+			if got, err := readUpdated(t, servers[0], key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.B) {
+				t.Fatalf("%s: a reader at the entry server right after the reply: %v, %d bytes, acknowledged content %v", tc.what, err, len(got), bytes.Equal(got, m.B))
+			}
+		}
+		servers = startServers(t, ns, key, 2, 3, mk) // both servers start again over their stores
+		for k := range servers {
+			j := 1 - k // the other server first: no roll-forward by the entry server's own reads
+			if got, err := readUpdated(t, servers[j], key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.B) {
+				t.Fatalf("%s: a reader at server %d after the crash: %v, %d bytes (want %d), acknowledged content %v",
+					tc.what, j, err, len(got), len(m.B), bytes.Equal(got, m.B))
+			}
+		}
+		if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != uint64(i+1) || len(fv.Stale) != 0 {
+			t.Fatalf("%s: the namespace after the crash and the reads: %+v", tc.what, fv)
+		}
+		for _, p := range stripes {
+			st := posix.New(roots[p], posix.Options{IO: backend.IOBuffered})
+			if meta, err := st.ReadMeta(c.Fid); err != nil || meta.Version != uint64(i+1) {
+				t.Fatalf("%s: stripe on %s after the reads: version %d, %v; want %d", tc.what, p, meta.Version, err, i+1)
+			}
+		}
+	}
+}
+
+// refusedAfter is the namespace, where a commit over version base runs
+// before() and is then refused (past a quota).
+type refusedAfter struct {
+	*storagetest.Namespace
+	base   uint64
+	before func()
+}
+
+func (r refusedAfter) CommitUpdate(ctx context.Context, m message.UpdateCommit) (message.FileVersion, error) {
+	if m.Base == r.base {
+		r.before()
+		return message.FileVersion{}, kerr.New(kerr.Quota, "commit", "", "quota exceeded")
+	}
+	return r.Namespace.CommitUpdate(ctx, m)
+}
+
+// TestLateApplyLeavesTheNextJournal: a commit's applies run after its
+// reply; here they are held until the session's next commit prepared
+// its journals and is being decided by the namespace (which refuses it).
+// The late apply must apply its own journal only — the one there is the
+// next commit's, not recorded — so the file stays at the first commit's
+// version with its bytes, every stripe readable, the refused write
+// nowhere (applying whatever journal it found took the stripes to the
+// refused version: every one stale).
+func TestLateApplyLeavesTheNextJournal(t *testing.T) {
+	for _, lay := range []string{"plain", "replica:2"} {
+		servers, ns, key, _ := memServers(t, 2, 3)
+		n := 1
+		if lay != "plain" {
+			n = 2
+		}
+		c := spread(63, lay, n, 2)
+		m := &backendtest.Model{B: bytes.Repeat([]byte("old "), 5000)}
+		uploaded(t, servers, key, c, m.B)
+		release, held := make(chan struct{}), make(chan struct{}, 1)
+		var first atomic.Bool
+		hold := func() bool {
+			if first.CompareAndSwap(false, true) {
+				held <- struct{}{}
+				<-release
+			}
+			return true
+		}
+		beforeApply.Store(&hold)
+		lateDone := make(chan struct{})
+		servers[0].cfg.Namespace = refusedAfter{ns, 1, func() {
+			close(release)
+			go func() { servers[0].applying.Wait(); close(lateDone) }()
+			select {
+			case <-lateDone:
+			case <-time.After(time.Minute):
+				t.Errorf("%s: the first commit's apply did not end within a minute of its release", lay)
+			}
+		}}
+		uc := updateCap(t, ns, c)
+		u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.WriteAt([]byte("FIRST"), 10)
+		m.WriteAt([]byte("FIRST"), 10)
+		if err := u.Sync(context.Background()); err != nil {
+			t.Fatalf("%s: first commit: %v", lay, err)
+		}
+		select {
+		case <-held:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: the first commit's apply did not start within a minute", lay)
+		}
+		u.WriteAt([]byte("REFUSED"), 100)
+		if err := u.Commit(context.Background()); !kerr.Is(err, kerr.Quota) {
+			t.Fatalf("%s: second commit: %v, want refused (quota)", lay, err)
+		}
+		beforeApply.Store(nil)
+		if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 1 || len(fv.Stale) != 0 {
+			t.Fatalf("%s: the namespace after a late apply and a refused commit: %+v, want version 1, nothing stale", lay, fv)
+		}
+		for i, s := range servers {
+			if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.B) {
+				t.Fatalf("%s: a reader at server %d: %v, the first commit's content %v", lay, i, err, bytes.Equal(got, m.B))
+			}
+		}
 	}
 }
