@@ -6,11 +6,14 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -196,5 +199,80 @@ func TestUntarUploads(t *testing.T) {
 	}
 	if ops := auditOps(t, up, "/ut/locked"); ops["update"] != 1 {
 		t.Errorf("locked: audited %v; want its fsync as one update in place", ops)
+	}
+}
+
+// TestAttrsCommittedWithContent: a mode and a modification time set on
+// a file the mount created, before its close, travel with the file's
+// content in its upload's one commit — the namespace audits no chmod
+// and no utimes of their own — while other clients see the file as it
+// was created (its create mode) until the close, and what the close
+// acknowledged stays when the daemon is killed right after: content,
+// mode and time as curl and `kaon stat` see them. Tar's fchown to the
+// owner the file has and fchmod commit nothing of their own either.
+func TestAttrsCommittedWithContent(t *testing.T) {
+	up := harness.Up(t)
+	up.MustKaon("mkdir", "/ca")
+	m := newMount(t, up.EP.HTTP, "/ca", "")
+
+	p := filepath.Join(m.mp, "f")
+	fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Write(fd, []byte("content"))
+	if err := unix.Fchmod(fd, 0o751); err != nil {
+		t.Fatalf("fchmod: %v", err)
+	}
+	mt := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
+	ts := []unix.Timespec{unix.NsecToTimespec(mt.UnixNano()), unix.NsecToTimespec(mt.UnixNano())}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), ts, 0); err != nil {
+		t.Fatalf("futimens: %v", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&0o7777 != 0o751 || st.Mtim.Sec != mt.Unix() {
+		t.Errorf("fstat through the mount before the close: mode %o mtime %d, %v; want 0751 and %d (what the caller set)", st.Mode&0o7777, st.Mtim.Sec, err, mt.Unix())
+	}
+	// Not committed yet: others see the file as created.
+	if mo, _, _ := nsOwner(t, up, "/ca/f"); mo != 0o600 {
+		t.Errorf("before the close the namespace shows mode %o, want 0600 (the create's; the chmod is not committed)", mo)
+	}
+	if err := unix.Close(fd); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	m.kill()
+
+	if got := string(curlGet(t, up, "/ca/f")); got != "content" {
+		t.Errorf("curl reads %q after close and kill -9 of the daemon, want %q", got, "content")
+	}
+	if mo, _, _ := nsOwner(t, up, "/ca/f"); mo != 0o751 {
+		t.Errorf("mode %o in the namespace after close and kill -9, want 0751 (fchmod before the close)", mo)
+	}
+	out, err := exec.Command("curl", "-sSfI", up.EP.HTTP+"/ca/f").Output()
+	if want := "Last-Modified: " + mt.Format(http.TimeFormat); err != nil || !strings.Contains(string(out), want) {
+		t.Errorf("curl HEAD after close and kill -9: %v\n%s\nwant %q (futimens before the close)", err, out, want)
+	}
+	if ops := auditOps(t, up, "/ca/f"); ops["chmod"] != 0 || ops["utimes"] != 0 || ops["commit"] != 1 || ops["update"] != 0 {
+		t.Errorf("audited %v; want the upload's one commit carrying mode and time, no chmod, utimes or update of their own", ops)
+	}
+
+	// tar (root, -p) extracting root's files: fchown to the owner the file
+	// has and fchmod go with the content.
+	m2 := newMount(t, up.EP.HTTP, "/ca", m.mp)
+	var arch bytes.Buffer
+	tw := tar.NewWriter(&arch)
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "t.go", Mode: 0o640, Size: 5, ModTime: mt})
+	tw.Write([]byte("hello"))
+	tw.Close()
+	tf := filepath.Join(t.TempDir(), "t.tar")
+	os.WriteFile(tf, arch.Bytes(), 0o644)
+	if out, err := exec.Command("tar", "-C", m2.mp, "-xpf", tf).CombinedOutput(); err != nil {
+		t.Fatalf("tar -x into the mount: %v\n%s", err, out)
+	}
+	if mo, u, g := nsOwner(t, up, "/ca/t.go"); mo != 0o640 || u != 0 || g != 0 {
+		t.Errorf("t.go: mode %o uid %d gid %d in the namespace, want 0640 0 0 (tar's)", mo, u, g)
+	}
+	if ops := auditOps(t, up, "/ca/t.go"); ops["chmod"] != 0 || ops["chown"] != 0 || ops["commit"] != 1 {
+		t.Errorf("t.go: audited %v; want tar's fchown and fchmod in the upload's commit, none of their own", ops)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/nsapi"
@@ -58,6 +59,10 @@ func newFake(t *testing.T) *fakeInstance {
 			io.WriteString(w, "GET /missing: not found\n")
 		case r.URL.Path == "/rw" && r.Header.Get(nsapi.RewriteHeader) == "7.3":
 			w.Header().Set(nsapi.RewriteHeader, "42") // the rewrite's new id
+			// a mode taken is echoed
+			if v := r.Header.Get(nsapi.RewriteModeHeader); v == "750" {
+				w.Header().Set(nsapi.RewriteModeHeader, v)
+			}
 			http.Redirect(w, r, f.storage.URL+"/kaon/v1/data/2a?cap=c", http.StatusTemporaryRedirect)
 		default:
 			http.Redirect(w, r, f.storage.URL+"/kaon/v1/data/1?cap=c", http.StatusTemporaryRedirect)
@@ -233,13 +238,23 @@ func TestRewrite(t *testing.T) {
 	c := New(f.standby.URL)
 	c.Token = "tok"
 	ctx := context.Background()
-	id, err := c.Rewrite(ctx, "/rw", 7, 3, strings.NewReader("whole"), 5)
+	id, _, err := c.Rewrite(ctx, "/rw", 7, 3, RewriteAttrs{}, strings.NewReader("whole"), 5)
 	if err != nil || id != 42 || string(f.bytes) != "whole" {
 		t.Fatalf("Rewrite: id %d, %v; the storage server got %q", id, err, f.bytes)
 	}
 	f.bytes = nil
-	_, err = c.Rewrite(ctx, "/old", 7, 3, strings.NewReader("whole"), 5)
+	_, _, err = c.Rewrite(ctx, "/old", 7, 3, RewriteAttrs{}, strings.NewReader("whole"), 5)
 	if !errors.Is(err, ErrNoRewrite) || !kerr.Is(err, kerr.Unsupported) || f.bytes != nil || len(f.auth["storage"]) != 1 {
 		t.Fatalf("Rewrite on a server that does not rewrite: %v; the storage server got %q in %d requests", err, f.bytes, len(f.auth["storage"]))
+	}
+	// A mode the server echoes was taken; a time it does not echo was not
+	// (a server that predates them): the caller sends it on its own.
+	_, took, err := c.Rewrite(ctx, "/rw", 7, 3, RewriteAttrs{SetMode: true, Mode: 0o750}, strings.NewReader("whole"), 5)
+	if err != nil || !took {
+		t.Fatalf("Rewrite with a mode the server takes: took %v, %v", took, err)
+	}
+	_, took, err = c.Rewrite(ctx, "/rw", 7, 3, RewriteAttrs{SetMode: true, Mode: 0o750, MTime: time.Unix(5, 0)}, strings.NewReader("whole"), 5)
+	if err != nil || took {
+		t.Fatalf("Rewrite with a time the server does not echo: took %v, %v; want not taken", took, err)
 	}
 }

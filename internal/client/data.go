@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kaon-storage/kaon/internal/checksum"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -45,37 +46,57 @@ func (c *Client) Put(ctx context.Context, path string, body io.Reader, size int6
 // does not rewrite files.
 var ErrNoRewrite = errors.New("no rewrite")
 
+// RewriteAttrs are what a rewrite commits with the content besides it:
+// the mode (when SetMode) and the modification time (when not zero)
+// the writer set while it wrote the file.
+type RewriteAttrs struct {
+	SetMode bool
+	Mode    uint32
+	MTime   time.Time
+}
+
 // Rewrite uploads size bytes of body as the new content of the file at
 // path, which must still be file fid at data version version (else
-// kerr.Busy): the file keeps its mode, owner and extended attributes,
-// one upload and one commit, rather than an update session. It returns
-// the file's new id. A server that does not know rewrites is answered
-// ErrNoRewrite (kerr.Unsupported), nothing written.
-func (c *Client) Rewrite(ctx context.Context, path string, fid, version uint64, body io.Reader, size int64) (uint64, error) {
+// kerr.Busy): the file keeps its owner and extended attributes, and its
+// mode and modification time unless attrs name them, one upload and one
+// commit, rather than an update session. It returns the file's new id,
+// and whether the server took attrs (one that predates them does not:
+// the file then kept its mode and has the commit's time). A server that
+// does not know rewrites is answered ErrNoRewrite (kerr.Unsupported),
+// nothing written.
+func (c *Client) Rewrite(ctx context.Context, path string, fid, version uint64, attrs RewriteAttrs, body io.Reader, size int64) (uint64, bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.Base+escapePath(path), http.NoBody)
 	if err != nil {
-		return 0, kerr.Wrap(kerr.Invalid, "PUT", path, err)
+		return 0, false, kerr.Wrap(kerr.Invalid, "PUT", path, err)
 	}
 	req.Header.Set(nsapi.RewriteHeader, fmt.Sprintf("%d.%d", fid, version))
+	if attrs.SetMode {
+		req.Header.Set(nsapi.RewriteModeHeader, strconv.FormatUint(uint64(attrs.Mode&0o7777), 8))
+	}
+	if !attrs.MTime.IsZero() {
+		req.Header.Set(nsapi.RewriteMTimeHeader, strconv.FormatInt(attrs.MTime.UnixNano(), 10))
+	}
 	resp, err := c.do(req)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	got := resp.Header.Get(nsapi.RewriteHeader)
 	if resp.StatusCode == http.StatusTemporaryRedirect && got == "" {
 		// It began a plain replace (swept as never written): not sent.
 		resp.Body.Close()
-		return 0, &kerr.Error{Kind: kerr.Unsupported, Op: "PUT", Path: path, Msg: "the namespace server does not rewrite files", Err: ErrNoRewrite}
+		return 0, false, &kerr.Error{Kind: kerr.Unsupported, Op: "PUT", Path: path, Msg: "the namespace server does not rewrite files", Err: ErrNoRewrite}
 	}
+	took := (!attrs.SetMode || resp.Header.Get(nsapi.RewriteModeHeader) != "") &&
+		(attrs.MTime.IsZero() || resp.Header.Get(nsapi.RewriteMTimeHeader) != "")
 	nid, _ := strconv.ParseUint(got, 10, 64)
 	if resp, err = c.follow(ctx, resp, path, body, size); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated {
-		return 0, textError(resp)
+		return 0, false, textError(resp)
 	}
-	return nid, nil
+	return nid, took, nil
 }
 
 // Get opens the file at path for reading and returns its content and

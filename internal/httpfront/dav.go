@@ -76,6 +76,10 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 				textError(w, err, 0)
 				return
 			}
+			if err = parseRewriteAttrs(r.Header, p, &o); err != nil {
+				textError(w, err, 0)
+				return
+			}
 		}
 		g, err := f.NS.Open(ctx, c, p, o)
 		if kerr.Is(err, kerr.NotFound) {
@@ -88,6 +92,14 @@ func (f *Namespace) serveDAV(w http.ResponseWriter, r *http.Request) {
 		}
 		if o.Rewrite != 0 {
 			w.Header().Set(nsapi.RewriteHeader, strconv.FormatUint(g.File.ID, 10))
+			// the attributes taken, echoed (the client applies them
+			// itself where a server does not)
+			if o.SetMode {
+				w.Header().Set(nsapi.RewriteModeHeader, strconv.FormatUint(uint64(o.Mode), 8))
+			}
+			if o.MTime != 0 {
+				w.Header().Set(nsapi.RewriteMTimeHeader, strconv.FormatInt(o.MTime, 10))
+			}
 		}
 		http.Redirect(w, r, dataURL(r, g), http.StatusTemporaryRedirect)
 	case http.MethodDelete:
@@ -354,6 +366,26 @@ func (f *Namespace) davPropfind(w http.ResponseWriter, r *http.Request, c auth.P
 		_ = enc.Encode(rp)
 	}
 	io.WriteString(w, "</D:multistatus>\n")
+}
+
+// parseRewriteAttrs reads the mode and time a rewrite commits with its
+// content (nsapi.RewriteModeHeader, RewriteMTimeHeader) into o.
+func parseRewriteAttrs(h http.Header, path string, o *nsapi.OpenRequest) error {
+	if v := h.Get(nsapi.RewriteModeHeader); v != "" {
+		m, err := strconv.ParseUint(v, 8, 32)
+		if err != nil || m > 0o7777 {
+			return kerr.New(kerr.Invalid, "PUT", path, nsapi.RewriteModeHeader+" "+strconv.Quote(v)+": want octal permission bits")
+		}
+		o.SetMode, o.Mode = true, uint32(m)
+	}
+	if v := h.Get(nsapi.RewriteMTimeHeader); v != "" {
+		t, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || t == 0 {
+			return kerr.New(kerr.Invalid, "PUT", path, nsapi.RewriteMTimeHeader+" "+strconv.Quote(v)+": want Unix nanoseconds")
+		}
+		o.MTime = t
+	}
+	return nil
 }
 
 // parseRewrite reads the nsapi.RewriteHeader v of a PUT of path.

@@ -301,6 +301,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 	defer h.n.fsys.Stats.Op("write").Done(time.Now(), &eno)
 	h.n.mu.Lock()
 	jr, mode := h.n.jr, h.n.attr.Mode
+	h.n.pend.MTime = time.Time{} // a time held before a write: the write's (the commit's)
 	h.n.mu.Unlock()
 	if jr == nil || !h.write {
 		return 0, syscall.EBADF
@@ -390,7 +391,7 @@ func (n *node) dirty() bool {
 // flush writes n's journal to the namespace: close-to-open, and fsync.
 func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 	if !n.dirty() {
-		return 0
+		return n.sendPend(ctx)
 	}
 	n.mu.Lock()
 	jr := n.jr
@@ -408,7 +409,10 @@ func (n *node) flush(ctx context.Context, c *client.Client) syscall.Errno {
 		e, err = c.Stat(ctx, p)
 	}
 	n.flushed(jr.Changes()-before, e, err == nil)
-	return errno(err)
+	if err != nil {
+		return errno(err)
+	}
+	return n.sendPend(ctx)
 }
 
 // rewriter sends n, written whole from empty, as one upload that
@@ -423,7 +427,15 @@ func (n *node) rewriter(c *client.Client, p string) rewriter {
 	}
 	return func(ctx context.Context, body io.Reader, size int64) error {
 		a, _ := n.snapshot()
-		id, err := c.Rewrite(ctx, p, a.ID, a.DataVersion, body, size)
+		// What holdAttrs held goes with the content when the creator
+		// flushes (the owner, whom the server lets set them).
+		var pd client.RewriteAttrs
+		n.mu.Lock()
+		if c == n.creator {
+			pd = n.pend
+		}
+		n.mu.Unlock()
+		id, took, err := c.Rewrite(ctx, p, a.ID, a.DataVersion, pd, body, size)
 		switch {
 		case errors.Is(err, client.ErrNoRewrite):
 			n.fsys.noRewrite.Store(true)
@@ -435,6 +447,14 @@ func (n *node) rewriter(c *client.Client, p string) rewriter {
 			return err
 		}
 		n.fsys.Stats.Counter("rewrites").Add(1)
+		if took && pd != (client.RewriteAttrs{}) {
+			n.mu.Lock()
+			if n.pend == pd { // else held anew meanwhile: sendPend sends it
+				n.pend = client.RewriteAttrs{}
+			}
+			n.mu.Unlock()
+			n.fsys.Stats.Counter("rewrite_attrs").Add(1)
+		}
 		if id != 0 && id != a.ID {
 			n.fsys.rebind(n, a.ID, id)
 		}
@@ -615,6 +635,7 @@ func (h *handle) Release(ctx context.Context) (eno syscall.Errno) {
 		if n.writers == 0 && n.jr != nil && (eno == 0 || n.unlinked) {
 			n.jr.close()
 			n.jr = nil
+			n.creator = nil // closed: attributes go as changes of their own
 		}
 		n.mu.Unlock()
 	}

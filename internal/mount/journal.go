@@ -278,6 +278,14 @@ func (j *journal) whole() bool {
 	return rb == 0 && j.size > 0 && len(j.dirty) == 1 && j.dirty[0] == extent{0, j.size}
 }
 
+// rewritable reports whether a flush now would send the journal as one
+// upload that rewrites the file (whole, no stream begun).
+func (j *journal) rewritable() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.whole() && !j.streamed
+}
+
 // Changes is how many changing requests Flush has sent so far.
 func (j *journal) Changes() int { j.mu.Lock(); defer j.mu.Unlock(); return j.changes }
 

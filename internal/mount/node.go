@@ -61,6 +61,12 @@ type node struct {
 	flushBase    uint64 // pageVer when the first of them began
 	flushChanges int    // changing requests they sent
 	held         []nsapi.Invalidation
+	// A file created here (by creator, the client of the caller that
+	// created it) and written whole from empty, not closed yet: a chmod
+	// and a time set on it meanwhile are held in pend and committed with
+	// its content (holdAttrs).
+	creator *client.Client
+	pend    client.RewriteAttrs
 }
 
 var (
@@ -384,10 +390,16 @@ func (n *node) fill(a nsapi.Attr, out *fuse.Attr) {
 	// The journal's lock is never taken under n.mu: a read holds it
 	// while it asks n for its content generation.
 	n.mu.Lock()
-	jr, unlinked := n.jr, n.unlinked
+	jr, unlinked, pd := n.jr, n.unlinked, n.pend
 	n.mu.Unlock()
 	if jr != nil {
 		out.Size = uint64(jr.Size())
+	}
+	if pd.SetMode { // held for the content's commit (holdAttrs)
+		out.Mode = out.Mode&syscall.S_IFMT | pd.Mode
+	}
+	if !pd.MTime.IsZero() {
+		a.MTime = pd.MTime
 	}
 	if !a.IsDir {
 		n.mu.Lock()
@@ -565,6 +577,10 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	p := path.Join(n.path(), name)
 	perm := mode & 0o7777
 	e, err := c.Touch(ctx, p, true, perm)
+	var creator *client.Client // nil: it existed, opened
+	if err == nil {
+		creator = c
+	}
 	if kerr.Is(err, kerr.Exists) && flags&syscall.O_EXCL == 0 {
 		e, err = c.Stat(ctx, p) // made meanwhile elsewhere: open it
 	}
@@ -581,6 +597,9 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	n.created(e)
 	ch := n.child(ctx, e, n.cacheUntil(), out)
 	cn := ch.Operations().(*node)
+	cn.mu.Lock()
+	cn.creator = creator
+	cn.mu.Unlock()
 	fh, fl, eno := cn.open(ctx, flags, c)
 	return ch, fh, fl, eno
 }
@@ -713,6 +732,19 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	} else {
 		c = n.client(ctx)
 	}
+	if n.holdAttrs(c, in, a, out) {
+		return 0
+	}
+	// Sent now: what was held of the same kind is older, and must not
+	// follow it (sendPend).
+	n.mu.Lock()
+	if in.Valid&fuse.FATTR_MODE != 0 {
+		n.pend.SetMode = false
+	}
+	if in.Valid&fuse.FATTR_MTIME != 0 {
+		n.pend.MTime = time.Time{}
+	}
+	n.mu.Unlock()
 	p := n.path()
 	// The entry after the last change, as the server answered it: no
 	// stat after a chmod or chown (ID 0: none yet, or stale).
@@ -805,6 +837,101 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	}
 	n.fill(a, &out.Attr)
 	out.SetTimeout(timeout(until))
+	return 0
+}
+
+// holdAttrs holds a chmod, a chown that changes nothing, and a time set
+// by the client that created n here while n is written whole from empty
+// and not closed (its flush sends it as one upload that rewrites it,
+// client.Rewrite): they are committed with the content, in the upload's
+// one commit, instead of one durable commit each — tar's fchown and
+// fchmod of every file it extracts (docs/DESIGN-NOTES.md). The creator
+// owns the file on the server, so the server grants at the flush what
+// it would have granted now (chmod, an explicit time: owner or root).
+// Until the close other clients see the file as created (empty, its
+// create mode), never a mode not committed; this mount shows the held
+// values (fill). What a flush cannot send with the content is sent as
+// its own change after it (sendPend). It reports whether it answered.
+func (n *node) holdAttrs(c *client.Client, in *fuse.SetAttrIn, a nsapi.Attr, out *fuse.AttrOut) bool {
+	const (
+		holdable = fuse.FATTR_MODE | fuse.FATTR_UID | fuse.FATTR_GID | fuse.FATTR_MTIME | fuse.FATTR_MTIME_NOW |
+			fuse.FATTR_ATIME | fuse.FATTR_ATIME_NOW | fuse.FATTR_CTIME | fuse.FATTR_FH | fuse.FATTR_LOCKOWNER | fuse.FATTR_KILL_SUIDGID
+		changes = fuse.FATTR_MODE | fuse.FATTR_UID | fuse.FATTR_GID | fuse.FATTR_MTIME
+	)
+	if a.IsDir || in.Valid&^holdable != 0 || in.Valid&changes == 0 {
+		return false
+	}
+	if uid, ok := in.GetUID(); ok && uid != a.UID {
+		return false
+	}
+	if gid, ok := in.GetGID(); ok && gid != a.GID {
+		return false
+	}
+	if _, setMode := in.GetMode(); in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && !setMode && killsPriv(a.Mode) {
+		return false
+	}
+	// Not held: setuid and setgid (a later write may have to clear
+	// them). A time is: the write-back cache writes the pages dirtied
+	// before it back first (write_inode_now before a SETATTR of mode,
+	// owner or times), and a write after it drops it (Write).
+	if m, ok := in.GetMode(); ok && m&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+		return false
+	}
+	n.mu.Lock()
+	jr, creator, unlinked := n.jr, n.creator, n.unlinked
+	n.mu.Unlock()
+	if jr == nil || unlinked || c != creator || n.fsys.noRewrite.Load() || !jr.rewritable() {
+		return false
+	}
+	n.mu.Lock()
+	if m, ok := in.GetMode(); ok {
+		n.pend.SetMode, n.pend.Mode = true, m&0o7777
+		n.attr.Mode = m & 0o7777
+	}
+	if in.Valid&fuse.FATTR_MTIME != 0 {
+		mt, _ := in.GetMTime()
+		if in.Valid&fuse.FATTR_MTIME_NOW != 0 {
+			mt = time.Time{} // the commit's own time
+		}
+		n.pend.MTime = mt
+		n.attr.MTime = mt
+		if mt.IsZero() {
+			n.attr.MTime = time.Now()
+		}
+	}
+	a, until := n.attr, n.valid
+	n.mu.Unlock()
+	n.fsys.Stats.Counter("attrs_held").Add(1)
+	n.fill(a, &out.Attr)
+	out.SetTimeout(timeout(until))
+	return true
+}
+
+// sendPend sends what holdAttrs held for n that no rewrite took (the
+// file was not sent whole after all, or the server predates it) as the
+// changes they were: after the content, so its time stays.
+func (n *node) sendPend(ctx context.Context) syscall.Errno {
+	n.mu.Lock()
+	pd, c, unlinked := n.pend, n.creator, n.unlinked
+	n.pend = client.RewriteAttrs{}
+	n.mu.Unlock()
+	if unlinked || c == nil || !pd.SetMode && pd.MTime.IsZero() {
+		return 0
+	}
+	p := n.path()
+	if pd.SetMode {
+		if err := c.Chmod(ctx, p, pd.Mode); err != nil {
+			return errno(err)
+		}
+	}
+	if !pd.MTime.IsZero() {
+		if err := c.SetMTime(ctx, p, pd.MTime, false); err != nil {
+			return errno(err)
+		}
+	}
+	n.mu.Lock()
+	n.valid = time.Time{} // asked again
+	n.mu.Unlock()
 	return 0
 }
 

@@ -30,7 +30,19 @@ type CreateOptions struct {
 	// changes, as a conversion's does.
 	Rewrite        uint64
 	RewriteVersion uint64
+	// With Rewrite, what the writer set on the file while it wrote it,
+	// committed with the content (one commit, where a chmod and a utimes
+	// of their own would each be one): SetMode replaces the mode with
+	// Mode, MTime (Unix ns, when not 0) is the modification time the
+	// commit records instead of its own. Only the owner or root may (as
+	// chmod and an explicit utimes), checked at the create.
+	SetMode bool
+	MTime   int64
 }
+
+// rewriteMTime holds, on a pending rewrite, the modification time its
+// commit records (CreateOptions.MTime).
+const rewriteMTime = "sys.kaon.rewrite-mtime"
 
 // rewriteOf marks a pending record as the rewrite of an existing file:
 // it holds "ID.DATAVERSION" of the file it replaces (CreateOptions.Rewrite).
@@ -134,6 +146,19 @@ func (ns *Namespace) prepareCreate(tx *txn, c Caller, path string, o CreateOptio
 			f.XAttrs[k] = v
 		}
 		f.XAttrs[rewriteOf] = rewriteMark(n)
+		if o.SetMode || o.MTime != 0 {
+			if err := owner(c, n, p); err != nil {
+				return nil, nil, nil, kerr.WithOp(err, "create")
+			}
+		}
+		if o.SetMode {
+			f.Mode = o.Mode & 0o7777
+		}
+		if o.MTime != 0 {
+			f.XAttrs[rewriteMTime] = strconv.FormatInt(o.MTime, 10)
+		}
+	} else if o.SetMode || o.MTime != 0 {
+		return nil, nil, nil, kerr.New(kerr.Invalid, "create", p, "a mode or time to commit with the content is for a rewrite only")
 	}
 	return f, parent, n, nil
 }
@@ -222,7 +247,7 @@ func (ns *Namespace) link(tx *txn, parent, f, old *Inode, rewrite bool) error {
 		return kerr.WithOp(err, "commit")
 	}
 	ns.charge(tx, parent.ID, f.UID, f.GID, Amount{f.Size, 1})
-	now := f.MTime
+	now := f.CTime // f's own MTime may be one its writer set (a rewrite's)
 	putFile(tx, f)
 	tx.put(inodeKey(f.ID), fileIndex(parent.ID, f.Name))
 	dFiles, dSize := int64(1), f.Size
@@ -339,6 +364,10 @@ func (ns *Namespace) Commit(fid uint64, size int64, sums map[string]string) (f *
 		}
 		now := ns.opts.Now().UnixNano()
 		f.Size, f.MTime, f.CTime = size, now, now
+		if v, ok := f.XAttrs[rewriteMTime]; ok {
+			f.MTime, _ = strconv.ParseInt(v, 10, 64)
+			delete(f.XAttrs, rewriteMTime)
+		}
 		for k := range f.Checksums {
 			f.Checksums[k] = sums[k]
 		}

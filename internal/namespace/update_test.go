@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/kaon-storage/kaon/internal/kerr"
 	"github.com/kaon-storage/kaon/internal/kv/memkv"
@@ -186,4 +187,44 @@ func TestRewrite(t *testing.T) {
 	}
 	_, err = ns.BeginCreate(alice, "/d/new", CreateOptions{}, place)
 	mustKind(t, err, kerr.Permission) // creates still need the directory's write permission
+}
+
+// TestRewriteCommitsModeAndTime: a rewrite may carry the mode and the
+// modification time its writer set meanwhile (a mount's chmod and
+// utimes before the close): the commit records them with the content,
+// the directory gets the commit's own time; only the owner or root may,
+// checked at the create; a plain upload may not.
+func TestRewriteCommitsModeAndTime(t *testing.T) {
+	ns := newNS(t)
+	if err := ns.Mkdir(Root, "/d", 0o777, false); err != nil {
+		t.Fatal(err)
+	}
+	alice, bob := Caller{UID: 1000, GID: 1000}, Caller{UID: 1001, GID: 1001}
+	old, err := ns.CreateEmpty(alice, "/d/f", CreateOptions{Mode: 0o666})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC).UnixNano()
+	_, err = ns.BeginCreate(bob, "/d/f", CreateOptions{Rewrite: old.ID, SetMode: true, Mode: 0o700}, place)
+	mustKind(t, err, kerr.Permission)
+	_, err = ns.BeginCreate(bob, "/d/f", CreateOptions{Rewrite: old.ID, MTime: mt}, place)
+	mustKind(t, err, kerr.Permission)
+	_, err = ns.BeginCreate(alice, "/d/g", CreateOptions{SetMode: true, Mode: 0o700}, place)
+	mustKind(t, err, kerr.Invalid)
+
+	p, err := ns.BeginCreate(alice, "/d/f", CreateOptions{Rewrite: old.ID, SetMode: true, Mode: 0o750, MTime: mt}, place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().UnixNano()
+	if _, err := ns.Commit(p.ID, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ns.Stat(alice, "/d/f")
+	if err != nil || st.ID != p.ID || st.Size != 5 || st.Mode != 0o750 || st.MTime != mt || st.UID != 1000 || st.XAttrs[rewriteMTime] != "" {
+		t.Fatalf("after the rewrite: %+v, %v; want size 5, mode 0750, mtime %d", st, err, mt)
+	}
+	if d, err := ns.Stat(alice, "/d"); err != nil || d.MTime < before {
+		t.Fatalf("the directory's mtime %d after the commit, %v; want the commit's time (>= %d)", d.MTime, err, before)
+	}
 }

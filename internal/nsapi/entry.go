@@ -105,6 +105,12 @@ type OpenRequest struct {
 	// (its id changes). A mount sends a file it wrote from empty so.
 	Rewrite        uint64
 	RewriteVersion uint64
+	// With Rewrite, what the writer set on the file while writing it,
+	// committed with the content in the same commit: SetMode replaces the
+	// mode with Mode; MTime (Unix ns, when not 0) is the modification
+	// time recorded instead of the commit's. Owner or root only.
+	SetMode bool
+	MTime   int64
 }
 
 // RewriteHeader on a whole HTTP PUT names the file it rewrites,
@@ -112,6 +118,15 @@ type OpenRequest struct {
 // answers the new file's id in it, which tells the client that the
 // server took it.
 const RewriteHeader = "Kaon-Rewrite"
+
+// With RewriteHeader, RewriteModeHeader (octal permission bits) and
+// RewriteMTimeHeader (Unix ns) carry OpenRequest's Mode (SetMode) and
+// MTime: a chmod and a utimes the writer made before its close, committed
+// with the content.
+const (
+	RewriteModeHeader  = "Kaon-Rewrite-Mode"
+	RewriteMTimeHeader = "Kaon-Rewrite-Mtime"
+)
 
 // AppName is app as I/O accounting keeps it (at most 32 letters, digits,
 // '.', '_' or '-'), or def when nothing of it is left.

@@ -97,7 +97,7 @@ func (s *Server) open(p auth.Principal, path, named string, r nsapi.OpenRequest,
 		return nil, kerr.New(kerr.Busy, "open", path, "the file is locked: it is changed in place, not rewritten")
 	}
 	g, err := s.openWrite(p, path, named, namespace.CreateOptions{Exclusive: r.Exclusive || modify != nil, Mode: r.Mode, SizeHint: r.Size,
-		Rewrite: r.Rewrite, RewriteVersion: r.RewriteVersion}, r.MkPath && r.Rewrite == 0, r.App)
+		Rewrite: r.Rewrite, RewriteVersion: r.RewriteVersion, SetMode: r.SetMode, MTime: r.MTime}, r.MkPath && r.Rewrite == 0, r.App)
 	if kerr.Is(err, kerr.Exists) && !r.Exclusive && modify != nil {
 		return nil, modify // it exists: replacing it is a modification
 	}
