@@ -223,6 +223,12 @@ func TestLockSemantics(t *testing.T) {
 		}
 		return fd
 	}
+	// B learns of A's file by the namespace's push (a listing B holds
+	// under its lease says "not there" until the invalidation arrives).
+	waitFor(t, visible, "A's new file visible in B", func() bool {
+		_, err := os.Stat(filepath.Join(b.mp, "f"))
+		return err == nil
+	})
 	probe := open(b.mp)
 	defer unix.Close(probe)
 	// locked says whether mount B sees a write lock on the file.
