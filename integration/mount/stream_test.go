@@ -144,7 +144,14 @@ func streamedWrite(t *testing.T, opt string) {
 		t.Fatal(err)
 	}
 	aborted := counter(t, m, "stream_aborted")
+	before = treeBytes(up.Dir)
 	writeAll(t, fd, want[:16<<20])
+	// The rewrite must fall below what the stream already sent (on a
+	// loaded machine the stream may not have sent byte 100 yet, and then
+	// it just carries the rewritten bytes: nothing to abort).
+	waitFor(t, 30*time.Second, "the stream of /s/rewritten sending its first MiB before the rewrite", func() bool {
+		return treeBytes(up.Dir)-before >= 1<<20
+	})
 	if _, err := unix.Pwrite(fd, []byte("rewritten"), 100); err != nil {
 		t.Fatal(err)
 	}
