@@ -24,6 +24,7 @@ type stallStore struct {
 	mu     sync.Mutex
 	frozen chan struct{} // closed when thawed; nil when not frozen
 	full   bool
+	hung   int // calls that blocked on a frozen store
 }
 
 func (s *stallStore) freeze() { s.mu.Lock(); s.frozen = make(chan struct{}); s.mu.Unlock() }
@@ -37,6 +38,9 @@ func (s *stallStore) thaw() {
 func (s *stallStore) wait() {
 	s.mu.Lock()
 	ch := s.frozen
+	if ch != nil {
+		s.hung++
+	}
 	s.mu.Unlock()
 	if ch != nil {
 		<-ch
@@ -135,12 +139,17 @@ func TestHungFilesystem(t *testing.T) {
 	u.Abort(ctx)
 	// The next upload fails at once: the filesystem is known to hang.
 	c2 := writeCap(2, "plain", 1)
-	start := time.Now()
+	st.mu.Lock()
+	hung := st.hung
+	st.mu.Unlock()
 	if _, err := s.NewUpload(ctx, c2, key.Sign(c2), time.Second); !kerr.Is(err, kerr.Unavailable) {
 		t.Fatalf("upload to a filesystem known to hang: %v", err)
 	}
-	if d := time.Since(start); d >= timeout {
-		t.Errorf("upload to a filesystem known to hang waited %v", d)
+	st.mu.Lock()
+	again := st.hung - hung
+	st.mu.Unlock()
+	if again != 0 {
+		t.Errorf("upload to a filesystem known to hang made %d more calls that hung (want it refused without calling)", again)
 	}
 	within(t, 5*time.Second, "heartbeat with a hung filesystem", func() {
 		if _, _, err := s.beat(ctx); err != nil {

@@ -602,8 +602,8 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 var applyAfterReply atomic.Bool
 
 // beforeApply, when set (tests), runs before a commit's journals are
-// applied, after its reply; false leaves them unapplied (as a crash of
-// the entry server there would). Atomic: an earlier test's applies may
+// applied (after its reply with applyAfterReply); false leaves them
+// unapplied (as a crash of the entry server there would). Atomic: an earlier test's applies may
 // still run when a test sets it.
 var beforeApply atomic.Pointer[func() bool]
 

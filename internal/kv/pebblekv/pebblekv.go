@@ -225,12 +225,22 @@ func (e *Engine) Barrier(context.Context) error {
 	if e.opts.NoSync {
 		return nil
 	}
+	// As a synced batch: queued under the commit lock, waited for
+	// outside it (commits go on meanwhile).
+	b := e.db.NewBatch()
+	defer b.Close()
+	_ = b.LogData(nil, nil)
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
+		e.mu.Unlock()
 		return kv.ErrClosed
 	}
-	return e.db.LogData(nil, pebble.Sync)
+	err := e.db.ApplyNoSyncWait(b, pebble.Sync)
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return b.SyncWait()
 }
 
 type batch struct {
