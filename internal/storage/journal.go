@@ -119,20 +119,26 @@ func (s *Server) committedDurably(fid uint64, h backend.JournalHead) bool {
 // sent by the update session's entry server. The stripe must be at the
 // session's base version: a journal that takes it there (its update
 // committed, its entry server crashed before applying it) is applied
-// first, never replaced.
-func (s *Server) PrepareStripe(token string, fid uint64, idx int, h backend.JournalHead, ops io.Reader) error {
+// first, never replaced. applyNow says the stripe may be read without a
+// storage server (its filesystem keeps no block sums: a mount's
+// passthrough descriptor), so its journal must be applied before the
+// commit is acknowledged.
+func (s *Server) PrepareStripe(token string, fid uint64, idx int, h backend.JournalHead, ops io.Reader) (applyNow bool, err error) {
 	c, f, err := s.updateTarget(token, fid, idx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := f.writable(); err != nil {
-		return err
+		return false, err
 	}
 	if err := s.current(f, c, idx); err != nil {
-		return err // at another version, or a journal of the version before is rolled forward first
+		return false, err // at another version, or a journal of the version before is rolled forward first
 	}
 	h.Meta.Fid, h.Meta.Path, h.Meta.Stripe = fid, c.Path, idx
-	return journalError("prepare", c.Path, f.prepare(fid, h, ops))
+	if err := f.prepare(fid, h, ops); err != nil {
+		return false, journalError("prepare", c.Path, err)
+	}
+	return f.noSums.Load(), nil
 }
 
 // journalLock is the lock of one stripe's journal, with its holders and

@@ -721,7 +721,7 @@ func TestCrashBetweenReplyAndApply(t *testing.T) {
 	crash := func() bool { return false } // the entry server dies after its reply
 	beforeApply.Store(&crash)
 	applyAfterReply.Store(true)
-	t.Cleanup(func() { beforeApply.Store(nil); applyAfterReply.Store(false) })
+	t.Cleanup(func() { beforeApply.Store(nil); applyAfterReply.Store(true) })
 	stripes := []string{"/s0/fs0", "/s1/fs0"} // fs 1 on s0, fs 4 on s1 (spread)
 	for i, tc := range []struct {
 		what string
@@ -876,7 +876,6 @@ func TestLateApplyLeavesTheNextJournal(t *testing.T) {
 			t.Fatalf("%s: second commit: %v, want refused (quota)", lay, err)
 		}
 		beforeApply.Store(nil)
-		applyAfterReply.Store(false)
 		if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 1 || len(fv.Stale) != 0 {
 			t.Fatalf("%s: the namespace after a late apply and a refused commit: %+v, want version 1, nothing stale", lay, fv)
 		}
@@ -884,6 +883,87 @@ func TestLateApplyLeavesTheNextJournal(t *testing.T) {
 			if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.B) {
 				t.Fatalf("%s: a reader at server %d: %v, the first commit's content %v", lay, i, err, bytes.Equal(got, m.B))
 			}
+		}
+	}
+}
+
+// TestApplyNowBeforeReply: a commit's journals are applied after its
+// reply, except when a stripe's filesystem keeps no block sums — a mount
+// on its host may hand the stripe's descriptor to the kernel (FUSE
+// passthrough), which reads it without any storage server and so never
+// rolls a journal forward: then the commit is acknowledged only after
+// the applies, as before applyAfterReply. The apply is held (beforeApply)
+// and the test watches whether the commit is acknowledged meanwhile, for
+// a replica:2 file whose filesystems keep sums, and one whose stripe on
+// the peer (told through its prepare's answer) keeps none.
+func TestApplyNowBeforeReply(t *testing.T) {
+	base := t.TempDir()
+	servers, ns, key := testServers(t, 2, 3, func(p string) backend.Store {
+		return posix.New(filepath.Join(base, p), posix.Options{IO: backend.IOBuffered})
+	})
+	t.Cleanup(func() { beforeApply.Store(nil) })
+	for _, noSums := range []bool{false, true} {
+		fid := uint64(65)
+		if noSums {
+			fid = 66
+		}
+		c := spread(fid, "replica:2", 2, 2)
+		uploaded(t, servers, key, c, bytes.Repeat([]byte("old "), 100))
+		servers[1].local(c.Targets[1].FsID).noSums.Store(noSums)
+		entered, release := make(chan struct{}, 1), make(chan struct{})
+		hold := func() bool {
+			entered <- struct{}{}
+			<-release
+			return true
+		}
+		beforeApply.Store(&hold)
+		uc := updateCap(t, ns, c)
+		u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.WriteAt([]byte("NEW"), 10)
+		done := make(chan error, 1)
+		go func() { done <- u.Commit(context.Background()) }()
+		if !noSums {
+			// Acknowledged while its apply is held: after the reply.
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("commit: %v", err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("blocksums on: the commit was not acknowledged within a minute while its apply was held (applied before the reply)")
+			}
+			<-entered
+			close(release)
+			servers[0].applying.Wait()
+			continue
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("blocksums off on a stripe's filesystem: the commit was acknowledged (%v) before its apply ran", err)
+		case <-entered:
+		case <-time.After(time.Minute):
+			t.Fatal("blocksums off: neither the apply nor the commit's reply came within a minute")
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("blocksums off on a stripe's filesystem: the commit was acknowledged (%v) while its apply was held", err)
+		default:
+		}
+		close(release)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("blocksums off: the commit was not acknowledged within a minute of its apply's release")
+		}
+		st := posix.New(filepath.Join(base, "/s1/fs0"), posix.Options{IO: backend.IOBuffered})
+		if m, err := st.ReadMeta(fid); err != nil || m.Version != 1 {
+			t.Fatalf("blocksums off: the peer's stripe when the commit was acknowledged: %+v, %v; want data version 1", m, err)
 		}
 	}
 }
