@@ -161,6 +161,9 @@ type filesystem struct {
 	// any storage server: an update of its stripes is applied before the
 	// commit's reply (update.go).
 	noSums atomic.Bool
+	// unapplied: stripes given a journal since the server started (fid
+	// -> the prepare's mark), until a look finds none (current).
+	unapplied sync.Map
 
 	// offline is the reason the filesystem cannot be used ("" when it can):
 	// its root or identity marker is missing or another filesystem's, so

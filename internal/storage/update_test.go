@@ -967,3 +967,47 @@ func TestApplyNowBeforeReply(t *testing.T) {
 		}
 	}
 }
+
+// TestOldCapabilityAfterReply: a reader granted a capability before an
+// update committed reads at a storage server after the commit's reply,
+// its journal not applied yet (the entry server died right after the
+// reply: beforeApply). The stripe is still at the reader's version, but
+// serving it would answer the bytes the commit replaced after the commit
+// returned (a mount's page cache would keep them): the server rolls the
+// journal forward and refuses the old capability as stale; a capability
+// granted now reads the update.
+func TestOldCapabilityAfterReply(t *testing.T) {
+	base := t.TempDir()
+	servers, ns, key := testServers(t, 2, 3, func(p string) backend.Store {
+		return posix.New(filepath.Join(base, p), posix.Options{IO: backend.IOBuffered})
+	})
+	c := spread(67, "replica:2", 2, 2)
+	m := &backendtest.Model{B: bytes.Repeat([]byte("old "), 1000)}
+	uploaded(t, servers, key, c, m.B)
+	old := readCap(t, ns, c)
+	if got, err := readUpdated(t, servers[1], key, old); err != nil || !bytes.Equal(got, m.B) {
+		t.Fatalf("a read before the update: %v, content %v", err, bytes.Equal(got, m.B))
+	}
+	crash := func() bool { return false }
+	beforeApply.Store(&crash)
+	t.Cleanup(func() { beforeApply.Store(nil) })
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.WriteAt([]byte("NEW"), 100)
+	m.WriteAt([]byte("NEW"), 100)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	servers[0].applying.Wait()
+	for i, s := range servers {
+		if got, err := readUpdated(t, s, key, old); err == nil {
+			t.Fatalf("server %d, after the commit's reply: a capability granted before it read %d bytes (the update's: %v); want it refused as stale", i, len(got), bytes.Equal(got, m.B))
+		}
+		if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.B) {
+			t.Fatalf("server %d: a capability granted after the commit: %v, the update's content %v", i, err, bytes.Equal(got, m.B))
+		}
+	}
+}
