@@ -288,7 +288,7 @@ func (f *filesystem) apply(fid uint64) error {
 // journal forward already (current): the stripe past base is the update
 // applied, not a stripe that missed it — and a journal found then is a
 // later commit's, prepared and perhaps not yet recorded, never applied
-// here (with applyAfterReply the applies run after the commit's reply,
+// here (the applies run after the commit's reply,
 // so the session's next commit or another session's may be prepared by
 // then).
 func (f *filesystem) applyUpdate(fid, base uint64) (err error) {

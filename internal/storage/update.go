@@ -576,11 +576,14 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 	// durably and the namespace recorded the version, so every open of a
 	// stripe through a storage server rolls its journal forward first
 	// (current) and a crash from here on leaves the new version. The
-	// journals are applied after the reply (applyAfterReply) — unless a
-	// stripe may be read without a storage server, which would not roll
-	// its journal forward: a passthrough descriptor of a mount on its
-	// host reads it straight, and saw the new bytes once the commit
-	// returned when every apply came before the reply.
+	// journals are applied after the reply (random 4 KiB writes 0.39 ->
+	// 0.78 of xrootd, DESIGN-NOTES); a reader granted the version before
+	// is refused as stale meanwhile (current), and kaon mount's direct
+	// path reads a stripe only at the version it knows. Unless a stripe
+	// may be read through a passthrough descriptor (applyNow), which
+	// nobody can revoke and which saw the new bytes once the commit
+	// returned when every apply came before the reply: then they are
+	// applied first.
 	token := u.token
 	ctx = context.WithoutCancel(ctx)
 	u.s.applying.Add(1)
@@ -591,7 +594,7 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 		}
 		u.apply(ctx, c, token, jobs, meta.Version)
 	}
-	if applyAfterReply.Load() && !slices.ContainsFunc(jobs, func(j *stripeJob) bool { return j.prepared && j.applyNow }) {
+	if !slices.ContainsFunc(jobs, func(j *stripeJob) bool { return j.prepared && j.applyNow }) {
 		go run()
 	} else {
 		run()
@@ -599,21 +602,8 @@ func (u *Update) commitOnce(ctx context.Context) (message.FileVersion, error) {
 	return res, nil
 }
 
-// applyAfterReply, set by default, applies a commit's journals after its
-// reply (random 4 KiB writes 0.39 -> 0.78 of xrootd, DESIGN-NOTES), except
-// those of stripes a reader may read without a storage server (applyNow).
-// kaon mount's direct path reads a stripe only while its metadata is at
-// the version the mount knows, else through a storage server, which rolls
-// the journal forward (storage.current). Tests of the applies' order
-// turn it off.
-var applyAfterReply = func() *atomic.Bool {
-	var b atomic.Bool
-	b.Store(true)
-	return &b
-}()
-
 // beforeApply, when set (tests), runs before a commit's journals are
-// applied (after its reply with applyAfterReply); false leaves them
+// applied (after its reply unless a stripe's applyNow); false leaves them
 // unapplied (as a crash of the entry server there would). Atomic: an earlier test's applies may
 // still run when a test sets it.
 var beforeApply atomic.Pointer[func() bool]

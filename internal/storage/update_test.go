@@ -720,8 +720,7 @@ func TestCrashBetweenReplyAndApply(t *testing.T) {
 	uploaded(t, servers, key, c, m.B)
 	crash := func() bool { return false } // the entry server dies after its reply
 	beforeApply.Store(&crash)
-	applyAfterReply.Store(true)
-	t.Cleanup(func() { beforeApply.Store(nil); applyAfterReply.Store(true) })
+	t.Cleanup(func() { beforeApply.Store(nil) })
 	stripes := []string{"/s0/fs0", "/s1/fs0"} // fs 1 on s0, fs 4 on s1 (spread)
 	for i, tc := range []struct {
 		what string
@@ -845,7 +844,6 @@ func TestLateApplyLeavesTheNextJournal(t *testing.T) {
 			return true
 		}
 		beforeApply.Store(&hold)
-		applyAfterReply.Store(true)
 		lateDone := make(chan struct{})
 		servers[0].cfg.Namespace = refusedAfter{ns, 1, func() {
 			close(release)
@@ -892,7 +890,7 @@ func TestLateApplyLeavesTheNextJournal(t *testing.T) {
 // on its host may hand the stripe's descriptor to the kernel (FUSE
 // passthrough), which reads it without any storage server and so never
 // rolls a journal forward: then the commit is acknowledged only after
-// the applies, as before applyAfterReply. The apply is held (beforeApply)
+// the applies, as they all were before. The apply is held (beforeApply)
 // and the test watches whether the commit is acknowledged meanwhile, for
 // a replica:2 file whose filesystems keep sums, and one whose stripe on
 // the peer (told through its prepare's answer) keeps none.
