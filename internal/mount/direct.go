@@ -41,8 +41,13 @@ import (
 //     file.
 //
 // Anything else (an erasure-coded file, no stripe reachable here, a
-// stale or damaged one, a local read error) reads through the storage
-// server as before, with the capability already granted. Writes always
+// stale or damaged one, one behind the granted version — an update's
+// journal not applied yet —, a local read error) reads through the
+// storage server as before, with the capability already granted. An
+// open handle reading locally looks at its stripe again after every
+// change of the file (handle.current); a passthrough descriptor is only
+// handed out for a stripe whose updates are applied before their commit
+// returns (storage: applyNow). Writes always
 // go through the journal and the storage servers (docs/DESIGN.md).
 
 // Data paths of an open (node.datapath, kaon.datapath).
