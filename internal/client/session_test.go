@@ -363,6 +363,29 @@ func TestSessionBatch(t *testing.T) {
 	if _, err := st.Client.Stat(ctx, "/nodir"); !kerr.Is(err, kerr.NotFound) {
 		t.Errorf("/nodir after the failed create: %v", err)
 	}
+	// Stat, create, stat of each of many names in one batch: the first
+	// stat finds nothing, the second the file.
+	var reqs []nsapi.SessionRequest
+	for i := range 50 {
+		p := fmt.Sprintf("/b/q%02d", i)
+		reqs = append(reqs, stat(p), create(p), stat(p))
+	}
+	replies, err = s.Batch(ctx, reqs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(replies); i += 3 {
+		p := reqs[i].Paths[0]
+		if m := replies[i]; m.Error == nil || m.Error.Kind != kerr.NotFound {
+			t.Errorf("stat %s before its create in the batch: %+v %+v", p, m.Entry, m.Error)
+		}
+		if m := replies[i+1]; m.Error != nil {
+			t.Errorf("create %s: %s", p, m.Error.Message)
+		}
+		if m := replies[i+2]; m.Error != nil || m.Entry == nil || m.Entry.Path != p {
+			t.Errorf("stat %s after its create in the batch: %+v", p, m.Error)
+		}
+	}
 	// Through the API, concurrent calls share frames and each gets its own answer.
 	errs := make(chan error, 64)
 	for i := range 64 {
@@ -386,8 +409,8 @@ func TestSessionBatch(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if ents, err := st.Client.List(ctx, "/b"); err != nil || len(ents) != 2+56 {
-		t.Errorf("/b holds %d entries (%v), want 58", len(ents), err)
+	if ents, err := st.Client.List(ctx, "/b"); err != nil || len(ents) != 2+50+56 {
+		t.Errorf("/b holds %d entries (%v), want 108", len(ents), err)
 	}
 }
 
