@@ -34,7 +34,7 @@ cleanup() {
 trap cleanup EXIT
 
 median() { python3 -c "import sys,statistics; v=[float(x) for x in sys.argv[1:]]; print('%.0f' % statistics.median(v) if v else '-')" "$@"; }
-ratio() { python3 -c "import sys; print('%.3f' % ($1/$2) if '$1' != '-' and '$2' != '-' else '-')"; }
+ratio() { python3 -c "import sys; a, b = sys.argv[1:]; print('%.3f' % (float(a)/float(b)) if '-' not in (a, b) else '-')" "$1" "$2"; }
 
 (cd "$REPO" && go build -o "$WORK/kaon" ./cmd/kaon)
 # up BIN NAME: a server of its own (one filesystem) in $WORK/NAME.
@@ -42,6 +42,7 @@ up() {
 	mkdir -p "$WORK/$2"
 	"$1" up --data "$WORK/$2" --http 127.0.0.1:0 --xrootd 127.0.0.1:0 --fs 1 >"$WORK/$2.log" 2>&1 &
 	pids+=($!)
+	pid[$2]=$!
 	for _ in $(seq 100); do
 		[ -s "$WORK/$2/endpoints.json" ] && return
 		sleep 0.1
@@ -50,6 +51,9 @@ up() {
 	cat "$WORK/$2.log" >&2
 	exit 1
 }
+# cpu PID: its user+system CPU so far, in clock ticks.
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+declare -A pid
 rows=(in-process new unbatched)
 up "$WORK/kaon" new
 if [ -n "$OLD" ]; then
@@ -76,9 +80,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		unbatched) args+=(--data "$WORK/new" --session --unbatched) ;;
 		esac
 		load=$(cut -d' ' -f1 /proc/loadavg)
-		"$bin" "${args[@]}" >"$out" 2>&1
+		server=${pid[${row/unbatched/new}]:-}
+		s0=$([ -n "$server" ] && cpu "$server" || echo 0)
+		/usr/bin/time -f "%U %S" -o "$WORK/time" "$bin" "${args[@]}" >"$out" 2>&1
+		s1=$([ -n "$server" ] && cpu "$server" || echo 0)
 		echo "--- round $r, $row (load $load)"
 		cat "$out"
+		python3 -c "import sys; u,s=open('$WORK/time').read().split()[-2:]; print('CPU: client %.2f s, server %.2f s' % (float(u)+float(s), ($s1-$s0)/$(getconf CLK_TCK)))"
 		for phase in create stat null; do
 			v=$(awk -v p="$phase" '$1 == p {print $4}' "$out")
 			[ -n "$v" ] && rate[$row.$phase]+=" $v"
