@@ -182,7 +182,8 @@ func kaonMount(o mountOptions, mountpoint string) int {
 		fmt.Fprintf(os.Stderr, "kaon mount: %v\n", err)
 		return 1
 	}
-	if o.cache == "" {
+	defaultCache := o.cache == ""
+	if defaultCache {
 		o.cache = defaultMountCache(mp)
 	}
 	host, _ := os.Hostname()
@@ -217,7 +218,11 @@ func kaonMount(o mountOptions, mountpoint string) int {
 		}
 		f.SetPassthrough(m.PassthroughActive())
 		fmt.Fprintf(os.Stderr, "kaon mount: %s%s mounted on %s (session %s, direct path %s, passthrough %v)\n", base, sub, mp, f.SessionID(), o.direct, m.PassthroughActive())
-		return mounted{m, f}, nil
+		done := mounted{Mount: m, f: f}
+		if defaultCache {
+			done.cache = o.cache
+		}
+		return done, nil
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kaon mount: %v\n", err)
@@ -258,12 +263,19 @@ func mountServers(spec string) (servers []string, subtree string, err error) {
 // mounted is a mount and its file system, whose session ends with it.
 type mounted struct {
 	*fusecore.Mount
-	f *mount.FS
+	f     *mount.FS
+	cache string // the default journals' directory, removed at the end
 }
 
 func (m mounted) Wait() error {
 	err := m.Mount.Wait()
 	m.f.Close()
+	if m.cache != "" {
+		// The default journals' directory: journals are unlinked at
+		// creation, so nothing in it outlives the mount; removed when
+		// empty (never a directory the user named).
+		os.Remove(m.cache)
+	}
 	return err
 }
 
