@@ -42,7 +42,8 @@ import (
 //
 // Requests are served, and their replies written, by the goroutine that
 // reads the stream (a blocked lock request waits in a goroutine of its
-// own); pushed messages go through a queue per stream, written by one
+// own; stats, creates, nulls and batches of them are served by
+// sessionWorkers, at most sessionCalls of a stream at once); pushed messages go through a queue per stream, written by one
 // goroutine that takes what is queued, writes it and flushes: pushing
 // never waits (nsserver.SessionSink), and a message the queue cannot take
 // is lost, which the client sees as a gap in its session's sequence
