@@ -131,6 +131,7 @@ func newBenchNSCmd() *cobra.Command {
 		files, dirs, workers  int
 		data, dir, cpuProfile string
 		sync, http2, session  bool
+		unbatched             bool
 		meta                  role.MetaConfig
 	)
 	c := leaf("ns", "namespace creates: in-process (embedded or etcd store) or through a running server's API", func(*cobra.Command, []string) int {
@@ -139,7 +140,7 @@ func newBenchNSCmd() *cobra.Command {
 			return fail("bench ns", err)
 		}
 		defer stop()
-		cfg := bench.NSConfig{Files: files, Dirs: dirs, Workers: workers, Sync: sync, HTTP2: http2, Session: session}
+		cfg := bench.NSConfig{Files: files, Dirs: dirs, Workers: workers, Sync: sync, HTTP2: http2, Session: session, Unbatched: unbatched}
 		if data != "" {
 			url, pid, err := serverOf(data)
 			if err != nil {
@@ -173,7 +174,8 @@ func newBenchNSCmd() *cobra.Command {
 	fl.IntVar(&workers, "workers", 32, "parallel workers")
 	fl.StringVar(&data, "data", "", "data dir of a running server: benchmark through its API (default: in-process)")
 	fl.BoolVar(&http2, "http2", false, "with --data: speak HTTP/2 (h2c on http://, as the mount's session channel) instead of HTTP/1.1")
-	fl.BoolVar(&session, "session", false, "with --data: stats as requests framed on one session stream (/sessions/v1) instead of HTTP requests")
+	fl.BoolVar(&session, "session", false, "with --data: creates and stats as requests framed on one session stream (/sessions/v1, batched) instead of HTTP requests, and a phase of null requests (the channel's floor)")
+	fl.BoolVar(&unbatched, "unbatched", false, "with --session: a frame per request (no batches)")
 	fl.StringVar(&dir, "dir", "", "in-process: store directory (default: a temp dir)")
 	fl.BoolVar(&sync, "sync", true, "in-process: durable commits, as the server does by default")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run (the benchmark process) to this file")

@@ -29,12 +29,15 @@ type NSConfig struct {
 	// HTTP2 speaks HTTP/2 to the API (h2c for http://, as the mount's
 	// session channel does) instead of HTTP/1.1 connections.
 	HTTP2 bool
-	// Session sends the stats as requests framed on one session stream
-	// (/sessions/v1, what the mount's lease subscriptions use) instead
-	// of HTTP requests of their own.
-	Session bool
-	Dir     string // store directory (in-process mode)
-	Sync    bool   // durable commits (in-process mode)
+	// Session sends the creates and stats as requests framed on one
+	// session stream (/sessions/v1, what the mount's lease subscriptions
+	// use) instead of HTTP requests of their own, coalesced into batches
+	// unless Unbatched, and adds a phase of null requests on the same
+	// stream (the channel's floor). A server before batches takes only
+	// the stats (creates go over HTTP, no null phase).
+	Session, Unbatched bool
+	Dir                string // store directory (in-process mode)
+	Sync               bool   // durable commits (in-process mode)
 	// Store opens the store of the in-process namespace (default: Pebble
 	// in Dir).
 	Store func() (NSStore, error)
@@ -55,6 +58,9 @@ type NSPhase struct {
 	Name    string
 	Ops     int
 	Elapsed time.Duration
+	// PerFrame is how many requests a frame on the session stream
+	// carried on average (0: not on the session stream).
+	PerFrame float64
 }
 
 // NSResult is the whole run.
@@ -94,7 +100,9 @@ func (l localOps) remove(p string) error {
 type apiOps struct {
 	base string
 	c    *http.Client
-	sess *client.Session // stats on the session stream, when set
+	sess *client.Session // stats (and creates, when the server takes them) on the session stream, when set
+	// sessCreate: creates go on the session stream.
+	sessCreate bool
 }
 
 func (a apiOps) post(route string, args map[string]any) error {
@@ -120,6 +128,10 @@ func (a apiOps) mkdir(p string) error {
 	return a.post("mkdir", map[string]any{"path": p, "parents": true})
 }
 func (a apiOps) create(p string) error {
+	if a.sessCreate {
+		_, err := a.sess.Create(context.Background(), p, true, 0)
+		return err
+	}
 	return a.post("touch", map[string]any{"path": p, "exclusive": true})
 }
 func (a apiOps) stat(p string) error {
@@ -153,13 +165,23 @@ func Namespace(cfg NSConfig) (NSResult, error) {
 		}
 		a := apiOps{base: cfg.URL, c: &http.Client{Transport: t}}
 		if cfg.Session {
-			res.Mode += ", stats on a session stream"
-			s, err := client.New(cfg.URL).OpenSession(context.Background(), client.SessionOptions{Host: "kaon bench ns"})
+			s, err := client.New(cfg.URL).OpenSession(context.Background(), client.SessionOptions{Host: "kaon bench ns", Unbatched: cfg.Unbatched})
 			if err != nil {
 				return res, err
 			}
 			defer s.Close()
 			a.sess = s
+			// A server before batches answers create and null as
+			// unknown operations: creates go over HTTP then.
+			a.sessCreate = s.Null(context.Background()) == nil
+			switch {
+			case !a.sessCreate:
+				res.Mode += ", stats on a session stream"
+			case cfg.Unbatched:
+				res.Mode += ", creates and stats on a session stream, a frame each"
+			default:
+				res.Mode += ", creates and stats on a session stream, batched"
+			}
 		}
 		ops = a
 	} else {
@@ -194,11 +216,31 @@ func Namespace(cfg NSConfig) (NSResult, error) {
 	file := func(i int) string {
 		return dir(i) + "/f" + strconv.Itoa(100000000 + i)[1:]
 	}
+	var sess *client.Session
+	if a, ok := ops.(apiOps); ok && a.sessCreate {
+		sess = a.sess
+	}
+	// coalesced is the requests per frame since f0 frames carried r0.
+	coalesced := func(f0, r0 float64) float64 {
+		if sess == nil {
+			return 0
+		}
+		f, r := sess.Coalesced()
+		if float64(f) == f0 {
+			return 0
+		}
+		return (float64(r) - r0) / (float64(f) - f0)
+	}
 	run := func(name string, n int, fn func(i int) error) error {
 		var next atomic.Int64
 		var firstErr error
 		var once sync.Once
 		var wg sync.WaitGroup
+		var f0, r0 float64
+		if sess != nil {
+			f, r := sess.Coalesced()
+			f0, r0 = float64(f), float64(r)
+		}
 		start := time.Now()
 		for w := 0; w < cfg.Workers; w++ {
 			wg.Add(1)
@@ -217,7 +259,7 @@ func Namespace(cfg NSConfig) (NSResult, error) {
 			}()
 		}
 		wg.Wait()
-		res.Phases = append(res.Phases, NSPhase{Name: name, Ops: n, Elapsed: time.Since(start)})
+		res.Phases = append(res.Phases, NSPhase{Name: name, Ops: n, Elapsed: time.Since(start), PerFrame: coalesced(f0, r0)})
 		return firstErr
 	}
 	if err := run("mkdir", cfg.Dirs, func(i int) error { return ops.mkdir(dir(i)) }); err != nil {
@@ -228,6 +270,11 @@ func Namespace(cfg NSConfig) (NSResult, error) {
 	}
 	if err := run("stat", cfg.Files, func(i int) error { return ops.stat(file(i)) }); err != nil {
 		return res, err
+	}
+	if sess != nil {
+		if err := run("null", cfg.Files, func(int) error { return sess.Null(context.Background()) }); err != nil {
+			return res, err
+		}
 	}
 	pid := os.Getpid()
 	if cfg.URL != "" {
@@ -262,9 +309,13 @@ func Namespace(cfg NSConfig) (NSResult, error) {
 func PrintNamespace(w io.Writer, cfg NSConfig, r NSResult) {
 	fmt.Fprintf(w, "namespace benchmark (%s): %d files in %d directories, %d workers\n", r.Mode, cfg.Files, cfg.Dirs, cfg.Workers)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tops\tseconds\tops/s\t")
+	fmt.Fprintln(tw, "phase\tops\tseconds\tops/s\trequests/frame\t")
 	for _, p := range r.Phases {
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t\n", p.Name, p.Ops, p.Elapsed.Seconds(), float64(p.Ops)/p.Elapsed.Seconds())
+		per := "-"
+		if p.PerFrame > 0 {
+			per = strconv.FormatFloat(p.PerFrame, 'f', 1, 64)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%s\t\n", p.Name, p.Ops, p.Elapsed.Seconds(), float64(p.Ops)/p.Elapsed.Seconds(), per)
 	}
 	tw.Flush()
 	if r.RSS > 0 {

@@ -56,6 +56,10 @@ type SessionOptions struct {
 	// when it is full, invalidations are dropped and a Full one follows
 	// as soon as there is room.
 	Events int
+	// Unbatched frames each Stat, Create and Null on its own instead of
+	// coalescing those made while a frame is in flight (`kaon bench ns
+	// --unbatched`: what a frame per request costs).
+	Unbatched bool
 }
 
 // Invalidation is what a session is told: a change under one of its
@@ -96,6 +100,12 @@ type Session struct {
 	down      chan struct{}            // closed when the current stream breaks
 	err       error                    // why the session ended
 	openFiles int
+	// Coalescing (Nagle's, without a delay): Stat, Create and Null made
+	// while a frame of them is in flight (sessionFrames) queue, and go
+	// in one frame (a batch) when its reply comes.
+	queue  []nsapi.SessionRequest // waiting for a frame
+	frames map[uint64][]uint64    // the frames in flight (by ID): the requests each carries
+	sent   [2]int64               // frames sent, requests they carried
 }
 
 type lockKey struct {
@@ -111,7 +121,7 @@ func (c *Client) OpenSession(ctx context.Context, opts SessionOptions) (*Session
 		opts.Events = 4096
 	}
 	s := &Session{c: c, opts: opts, hc: c.sessionHTTP(), inv: make(chan Invalidation, opts.Events), base: c.current(), h2: sessionsOverHTTP2,
-		pending: map[uint64]chan nsapi.SessionMessage{}, held: map[lockKey][]nsapi.Lock{}, done: make(chan struct{}), ready: make(chan struct{})}
+		pending: map[uint64]chan nsapi.SessionMessage{}, frames: map[uint64][]uint64{}, held: map[lockKey][]nsapi.Lock{}, done: make(chan struct{}), ready: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.connect(ctx); err != nil {
 		s.cancel()
@@ -454,8 +464,21 @@ func (s *Session) read(conn streamConn) error {
 		switch m.Kind {
 		case nsapi.SessionReply:
 			s.mu.Lock()
+			for _, r := range m.Batch {
+				if ch := s.pending[r.ID]; ch != nil {
+					ch <- r // buffered: never blocks
+					delete(s.pending, r.ID)
+				}
+			}
 			ch := s.pending[m.ID]
 			delete(s.pending, m.ID)
+			if carried, ok := s.frames[m.ID]; ok {
+				delete(s.frames, m.ID)
+				if m.Error != nil && m.Batch == nil && len(carried) > 1 {
+					s.failLocked(carried, m.Error) // the batch itself was refused
+				}
+				s.flushLocked()
+			}
 			s.mu.Unlock()
 			if ch != nil {
 				ch <- m
@@ -553,6 +576,8 @@ func (s *Session) broken(conn streamConn, err error) {
 			ch <- nsapi.SessionMessage{Kind: nsapi.SessionReply, ID: id, Error: &nsapi.ErrorBody{Kind: kerr.Unavailable, Message: "the session's stream broke: " + err.Error()}}
 			delete(s.pending, id)
 		}
+		s.queue = nil // their requests were pending: failed above
+		clear(s.frames)
 		s.ready = make(chan struct{})
 		close(s.down)
 	}
@@ -608,8 +633,14 @@ func (s *Session) send(req nsapi.SessionRequest) error {
 }
 
 // call sends req and waits for its reply; ctx ending gives up waiting
-// (onCancel, if set, is sent then).
+// (a lock request is withdrawn then).
 func (s *Session) call(ctx context.Context, req nsapi.SessionRequest) (nsapi.SessionMessage, error) {
+	return s.roundTrip(ctx, req, false)
+}
+
+// roundTrip is call; coalesce queues req behind the frame in flight (a
+// stat, create or null), when the server takes batches.
+func (s *Session) roundTrip(ctx context.Context, req nsapi.SessionRequest, coalesce bool) (nsapi.SessionMessage, error) {
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
@@ -633,7 +664,13 @@ func (s *Session) call(ctx context.Context, req nsapi.SessionRequest) (nsapi.Ses
 	req.ID = s.nextID
 	ch := make(chan nsapi.SessionMessage, 1)
 	s.pending[req.ID] = ch
-	err := s.conn.send(&req)
+	var err error
+	if coalesce && s.info.Batch && !s.opts.Unbatched {
+		s.queue = append(s.queue, req)
+		s.flushLocked()
+	} else {
+		err = s.conn.send(&req)
+	}
 	s.mu.Unlock()
 	if err != nil {
 		s.mu.Lock()
@@ -655,6 +692,61 @@ func (s *Session) call(ctx context.Context, req nsapi.SessionRequest) (nsapi.Ses
 	}
 }
 
+// sessionFrames is how many frames of coalesced requests may be in
+// flight: one (Nagle's). Two, so that the server would work on one
+// while the next fills, made smaller batches and cost more CPU per
+// request on two loaded cores (docs/DESIGN-NOTES.md).
+const sessionFrames = 1
+
+// Coalesced returns how many frames carried the coalesced requests
+// (Stat, Create, Null) so far, and how many requests they carried.
+func (s *Session) Coalesced() (frames, requests int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sent[0], s.sent[1]
+}
+
+// flushLocked sends what is queued (up to nsapi.MaxSessionBatch
+// requests) when fewer than sessionFrames frames are in flight: one
+// request alone, more as a batch. A frame that cannot be sent fails its
+// requests. Caller holds s.mu.
+func (s *Session) flushLocked() {
+	for len(s.queue) > 0 && len(s.frames) < sessionFrames && s.conn != nil {
+		n := min(len(s.queue), nsapi.MaxSessionBatch)
+		q := s.queue[:n:n]
+		s.queue = s.queue[n:]
+		if len(s.queue) == 0 {
+			s.queue = nil
+		}
+		frame := q[0]
+		if n > 1 {
+			s.nextID++
+			frame = nsapi.SessionRequest{ID: s.nextID, Op: nsapi.SessionBatch, Batch: q}
+		}
+		carried := make([]uint64, n)
+		for i, r := range q {
+			carried[i] = r.ID
+		}
+		if err := s.conn.send(&frame); err != nil {
+			s.failLocked(carried, &nsapi.ErrorBody{Kind: kerr.Unavailable, Message: "the session's stream broke: " + err.Error()})
+			continue
+		}
+		s.frames[frame.ID] = carried
+		s.sent[0]++
+		s.sent[1] += int64(n)
+	}
+}
+
+// failLocked answers the requests ids with e. Caller holds s.mu.
+func (s *Session) failLocked(ids []uint64, e *nsapi.ErrorBody) {
+	for _, id := range ids {
+		if ch := s.pending[id]; ch != nil {
+			ch <- nsapi.SessionMessage{Kind: nsapi.SessionReply, ID: id, Error: e}
+			delete(s.pending, id)
+		}
+	}
+}
+
 // Subscribe takes (or renews) leases on paths: directories (their
 // entries and their attributes) and files (their attributes and data).
 // A path that cannot be subscribed has the reason in its Lease.
@@ -672,14 +764,35 @@ func (s *Session) SubscribeList(ctx context.Context, paths ...string) ([]nsapi.L
 }
 
 // Stat returns the entry at path as Client.Stat does, as a request
-// framed on the session's stream instead of an HTTP request of its own.
+// framed on the session's stream instead of an HTTP request of its own,
+// authorized as the session's identity. Stats, creates and nulls made
+// while a frame of them is in flight go together in the next frame.
 func (s *Session) Stat(ctx context.Context, path string) (nsapi.Entry, error) {
-	m, err := s.call(ctx, nsapi.SessionRequest{Op: nsapi.SessionStat, Paths: []string{path}})
+	return s.entry(ctx, nsapi.SessionRequest{Op: nsapi.SessionStat, Paths: []string{path}})
+}
+
+// Create makes an empty file at path (replacing a file unless
+// exclusive; mode 0: 0644) as Client.Touch does, framed on the
+// session's stream as Stat is. A server before batches does not take it
+// (kerr.Unsupported).
+func (s *Session) Create(ctx context.Context, path string, exclusive bool, mode uint32) (nsapi.Entry, error) {
+	return s.entry(ctx, nsapi.SessionRequest{Op: nsapi.SessionCreate, Paths: []string{path}, Exclusive: exclusive, Mode: mode})
+}
+
+// Null makes a round trip that does nothing (what the channel costs).
+func (s *Session) Null(ctx context.Context) error {
+	_, err := s.roundTrip(ctx, nsapi.SessionRequest{Op: nsapi.SessionNull}, true)
+	return kerr.WithOp(err, "session null")
+}
+
+// entry makes a stat or a create and returns the entry it answers.
+func (s *Session) entry(ctx context.Context, req nsapi.SessionRequest) (nsapi.Entry, error) {
+	m, err := s.roundTrip(ctx, req, true)
 	if err != nil {
-		return nsapi.Entry{}, kerr.WithOp(err, "stat")
+		return nsapi.Entry{}, kerr.WithOp(err, req.Op)
 	}
 	if m.Entry == nil {
-		return nsapi.Entry{}, kerr.New(kerr.Unsupported, "stat", path, "the server does not answer stat on the session stream")
+		return nsapi.Entry{}, kerr.New(kerr.Unsupported, req.Op, req.Paths[0], "the server does not answer "+req.Op+" on the session stream")
 	}
 	return *m.Entry, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kaon-storage/kaon/internal/auth"
 	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/kaontest"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -307,4 +308,171 @@ func TestSubscribeListAndStat(t *testing.T) {
 	if ls, err := s.Subscribe(ctx, "/l"); err != nil || ls[0].Listed || ls[0].Entries != nil {
 		t.Fatalf("subscribe without listing: %+v, %v", ls, err)
 	}
+}
+
+// TestSessionBatch: the requests of one frame each get their own reply,
+// in order: a failing create does not fail the others, and a request
+// on a path an earlier one of the batch touched sees what it did (the
+// stat after the create finds the file, the second exclusive create of
+// the same name fails).
+func TestSessionBatch(t *testing.T) {
+	st := kaontest.New(t, kaontest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := st.Client.Mkdir(ctx, "/b", 0, false); err != nil {
+		t.Fatal(err)
+	}
+	s := openSession(t, st, "batch")
+	create := func(p string) nsapi.SessionRequest {
+		return nsapi.SessionRequest{Op: nsapi.SessionCreate, Paths: []string{p}, Exclusive: true, Mode: 0o600}
+	}
+	stat := func(p string) nsapi.SessionRequest {
+		return nsapi.SessionRequest{Op: nsapi.SessionStat, Paths: []string{p}}
+	}
+	replies, err := s.Batch(ctx,
+		create("/b/x"), create("/nodir/y"), create("/b/z"), stat("/b/x"), create("/b/x"),
+		stat("/b/none"), nsapi.SessionRequest{Op: nsapi.SessionNull}, nsapi.SessionRequest{Op: nsapi.SessionLock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fails := map[int]kerr.Kind{1: kerr.NotFound, 4: kerr.Exists, 5: kerr.NotFound, 7: kerr.Unsupported}
+	names := map[int]string{1: "/nodir/y", 4: "/b/x", 5: "/b/none", 7: "lock"}
+	for i, m := range replies {
+		if kind, ok := fails[i]; ok {
+			if m.Error == nil || m.Error.Kind != kind || !strings.Contains(m.Error.Message, names[i]) {
+				t.Errorf("request %d: want a %s error naming %s, got %+v", i, kind, names[i], m.Error)
+			}
+			continue
+		}
+		if m.Error != nil {
+			t.Errorf("request %d failed: %s", i, m.Error.Message)
+		}
+	}
+	if e := replies[0].Entry; e == nil || e.Path != "/b/x" || e.Mode != 0o600 {
+		t.Errorf("the create's entry: %+v", e)
+	}
+	if e := replies[3].Entry; e == nil || e.Path != "/b/x" || e.ID != replies[0].Entry.ID {
+		t.Errorf("the stat after the create in the same batch: %+v (created %+v)", e, replies[0].Entry)
+	}
+	// What is stored is what the replies said.
+	for _, p := range []string{"/b/x", "/b/z"} {
+		if _, err := st.Client.Stat(ctx, p); err != nil {
+			t.Errorf("%s, created in the batch: %v", p, err)
+		}
+	}
+	if _, err := st.Client.Stat(ctx, "/nodir"); !kerr.Is(err, kerr.NotFound) {
+		t.Errorf("/nodir after the failed create: %v", err)
+	}
+	// Stat, create, stat of each of many names in one batch: the first
+	// stat finds nothing, the second the file.
+	var reqs []nsapi.SessionRequest
+	for i := range 50 {
+		p := fmt.Sprintf("/b/q%02d", i)
+		reqs = append(reqs, stat(p), create(p), stat(p))
+	}
+	replies, err = s.Batch(ctx, reqs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(replies); i += 3 {
+		p := reqs[i].Paths[0]
+		if m := replies[i]; m.Error == nil || m.Error.Kind != kerr.NotFound {
+			t.Errorf("stat %s before its create in the batch: %+v %+v", p, m.Entry, m.Error)
+		}
+		if m := replies[i+1]; m.Error != nil {
+			t.Errorf("create %s: %s", p, m.Error.Message)
+		}
+		if m := replies[i+2]; m.Error != nil || m.Entry == nil || m.Entry.Path != p {
+			t.Errorf("stat %s after its create in the batch: %+v", p, m.Error)
+		}
+	}
+	// Through the API, concurrent calls share frames and each gets its own answer.
+	errs := make(chan error, 64)
+	for i := range 64 {
+		go func() {
+			p := fmt.Sprintf("/b/c%02d", i)
+			if i%8 == 0 {
+				p = fmt.Sprintf("/missing/c%02d", i)
+			}
+			_, err := s.Create(ctx, p, true, 0)
+			switch {
+			case i%8 == 0 && !kerr.Is(err, kerr.NotFound):
+				err = fmt.Errorf("create %s: want not found, got %v", p, err)
+			case i%8 == 0:
+				err = nil
+			}
+			errs <- err
+		}()
+	}
+	for range 64 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if ents, err := st.Client.List(ctx, "/b"); err != nil || len(ents) != 2+50+56 {
+		t.Errorf("/b holds %d entries (%v), want 108", len(ents), err)
+	}
+}
+
+// TestSessionBatchAuthorization: each request of a batch is authorized
+// as the stream's identity, on its own: a create the identity may not
+// make is refused (permission, naming the path) while the others of the
+// same frame are made.
+func TestSessionBatchAuthorization(t *testing.T) {
+	st := kaontest.New(t, kaontest.Options{Auth: auth.Chain{byBearer{}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, d := range []string{"/ok", "/no"} {
+		if err := st.Client.Mkdir(ctx, d, 0o755, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Client.ChownStat(ctx, "/ok", 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	alice := client.New(st.HTTP.URL)
+	alice.Token = "alice"
+	s, err := alice.OpenSession(ctx, client.SessionOptions{Host: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	replies, err := s.Batch(ctx,
+		nsapi.SessionRequest{Op: nsapi.SessionCreate, Paths: []string{"/ok/a"}},
+		nsapi.SessionRequest{Op: nsapi.SessionCreate, Paths: []string{"/no/b"}},
+		nsapi.SessionRequest{Op: nsapi.SessionCreate, Paths: []string{"/ok/c"}},
+		nsapi.SessionRequest{Op: nsapi.SessionStat, Paths: []string{"/no"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := replies[1]; m.Error == nil || m.Error.Kind != kerr.Permission || !strings.Contains(m.Error.Message, "/no/b") {
+		t.Errorf("alice's create in root's directory: %+v", m.Error)
+	}
+	for _, i := range []int{0, 2, 3} {
+		if m := replies[i]; m.Error != nil || m.Entry == nil {
+			t.Errorf("request %d: %+v", i, m.Error)
+		}
+	}
+	if e := replies[0].Entry; e == nil || e.UID != 1000 {
+		t.Errorf("alice's file: %+v", e)
+	}
+	if _, err := st.Client.Stat(ctx, "/no/b"); !kerr.Is(err, kerr.NotFound) {
+		t.Errorf("/no/b after the refused create: %v", err)
+	}
+	if _, err := st.Client.Stat(ctx, "/ok/c"); err != nil {
+		t.Errorf("/ok/c: %v", err)
+	}
+}
+
+// byBearer authenticates "Bearer alice" as uid 1000, anything else as
+// root (the test's administrator).
+type byBearer struct{}
+
+func (byBearer) TakesBearer() {}
+
+func (byBearer) Authenticate(_ context.Context, r *auth.Request) (auth.Principal, bool, error) {
+	if r.Bearer == "alice" {
+		return auth.Principal{UID: 1000, GID: 1000, Name: "alice", Method: "test"}, true, nil
+	}
+	return auth.Principal{Name: "root", Method: "test"}, true, nil
 }

@@ -6,10 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"path"
+	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -37,13 +42,18 @@ import (
 //
 // Requests are served, and their replies written, by the goroutine that
 // reads the stream (a blocked lock request waits in a goroutine of its
-// own); pushed messages go through a queue per stream, written by one
+// own; stats, creates, nulls and batches of them are served by
+// sessionWorkers, at most sessionCalls of a stream at once); pushed messages go through a queue per stream, written by one
 // goroutine that takes what is queued, writes it and flushes: pushing
 // never waits (nsserver.SessionSink), and a message the queue cannot take
 // is lost, which the client sees as a gap in its session's sequence
 // numbers. The queue grows as messages come (an idle stream holds none: a
 // channel of sessionQueue messages held 512 KiB per stream, one stream
 // per mount).
+
+// sessionCalls bounds the stats, creates, nulls and batches of one
+// stream served at once: past it, the stream is not read until one ends.
+const sessionCalls = 64
 
 // sessionQueue is how many messages a stream holds before pushed ones
 // are lost.
@@ -66,6 +76,7 @@ type sessionStream struct {
 	mu       sync.Mutex
 	sessions map[uint32]*nsserver.Session
 	waits    map[uint64]context.CancelFunc // blocked lock requests by ID
+	calls    chan struct{}                 // stats, creates, nulls and batches being served (bounded)
 }
 
 // Push implements nsserver.SessionSink: never blocks.
@@ -205,7 +216,8 @@ func (f *Namespace) serveSession(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	st := &sessionStream{queued: make(chan struct{}, 1),
-		sessions: map[uint32]*nsserver.Session{}, waits: map[uint64]context.CancelFunc{}}
+		sessions: map[uint32]*nsserver.Session{}, waits: map[uint64]context.CancelFunc{},
+		calls: make(chan struct{}, sessionCalls)}
 	var dec *json.Decoder // of the client's requests
 	if ws {
 		if r.Header.Get("Origin") != "" {
@@ -304,6 +316,7 @@ func (f *Namespace) sessionRequest(ctx context.Context, p auth.Principal, st *se
 		st.mu.Lock()
 		st.sessions[req.S] = ss
 		st.mu.Unlock()
+		info.Batch = true
 		st.reply(nsapi.SessionMessage{ID: req.ID, S: req.S, Session: &info})
 		return
 	}
@@ -325,13 +338,28 @@ func (f *Namespace) sessionRequest(ctx context.Context, p auth.Principal, st *se
 		answer(nsapi.SessionMessage{}, f.NS.SessionHeartbeat(ss, req.Open))
 	case nsapi.SessionSubscribe:
 		answer(nsapi.SessionMessage{Leases: f.NS.Subscribe(ctx, p, ss, req.Paths, req.List)}, nil)
-	case nsapi.SessionStat:
-		if len(req.Paths) != 1 {
-			st.fail(req, kerr.New(kerr.Invalid, "session stat", "", "one path is required"))
+	case nsapi.SessionStat, nsapi.SessionCreate, nsapi.SessionNull, nsapi.SessionBatch:
+		if len(req.Batch) > nsapi.MaxSessionBatch {
+			st.fail(req, kerr.New(kerr.Invalid, "session batch", "", fmt.Sprintf("%d requests: a batch holds at most %d", len(req.Batch), nsapi.MaxSessionBatch)))
 			return
 		}
-		e, err := f.NS.Stat(ctx, p, req.Paths[0])
-		answer(nsapi.SessionMessage{Entry: &e}, err)
+		// Served beside the stream's reading, as a client's requests
+		// in flight together are (their order is the client's to keep,
+		// by waiting for a reply before what must follow it).
+		st.calls <- struct{}{}
+		if req.Op == nsapi.SessionBatch {
+			go func() { // waits for its requests, served by sessionWorkers
+				defer func() { <-st.calls }()
+				answer(nsapi.SessionMessage{Batch: f.sessionBatch(ctx, p, req)}, nil)
+			}()
+			return
+		}
+		sessionWorkers.do(func() {
+			defer func() { <-st.calls }()
+			if m := f.sessionCall(ctx, p, req); m.Error != nil || req.ID != 0 {
+				st.reply(m)
+			}
+		})
 	case nsapi.SessionRenew:
 		l, err := f.NS.RenewLeases(ss, req.Inos)
 		answer(nsapi.SessionMessage{Leases: l}, err)
@@ -381,5 +409,187 @@ func (f *Namespace) sessionRequest(ctx context.Context, p auth.Principal, st *se
 		answer(nsapi.SessionMessage{}, nil)
 	default:
 		st.fail(req, kerr.New(kerr.Unsupported, "session", req.Op, "unknown session operation"))
+	}
+}
+
+// sessionCall serves a namespace request framed on the session stream
+// (stat, create, null) as the stream's principal, as its HTTP request
+// would be served, and returns its reply.
+func (f *Namespace) sessionCall(ctx context.Context, p auth.Principal, req nsapi.SessionRequest) nsapi.SessionMessage {
+	m := nsapi.SessionMessage{Kind: nsapi.SessionReply, ID: req.ID, S: req.S}
+	var err error
+	switch req.Op {
+	case nsapi.SessionNull:
+		return m
+	case nsapi.SessionStat, nsapi.SessionCreate:
+		if len(req.Paths) != 1 {
+			err = kerr.New(kerr.Invalid, "session "+req.Op, "", "one path is required")
+			break
+		}
+		var e nsapi.Entry
+		if req.Op == nsapi.SessionStat {
+			e, err = f.NS.Stat(ctx, p, req.Paths[0])
+		} else {
+			e, err = f.NS.Touch(ctx, p, req.Paths[0], req.Exclusive, req.Mode)
+		}
+		if err == nil {
+			m.Entry = &e
+		}
+	default:
+		err = kerr.New(kerr.Unsupported, "session batch", req.Op, "not an operation a batch carries (stat, create, null)")
+	}
+	if err != nil {
+		m.Error = &nsapi.ErrorBody{Kind: kerr.KindOf(err), Message: err.Error()}
+	}
+	return m
+}
+
+// sessionBatch serves the requests of a batch and returns their replies
+// in order. Requests run concurrently (creates share the namespace's
+// group commit, stats use every core) until one touches what an
+// earlier request of the run touches: the run is waited for first, so
+// the batch reads as if served one request after the other.
+func (f *Namespace) sessionBatch(ctx context.Context, p auth.Principal, req nsapi.SessionRequest) []nsapi.SessionMessage {
+	out := make([]nsapi.SessionMessage, len(req.Batch))
+	var run batchRun
+	var todo []int // the run's requests (indices)
+	serve := func() {
+		f.sessionRun(ctx, p, req, todo, out)
+		todo, run = todo[:0], batchRun{}
+	}
+	for i, r := range req.Batch {
+		if run.conflicts(r) {
+			serve()
+		}
+		run.add(r)
+		todo = append(todo, i)
+	}
+	serve()
+	return out
+}
+
+// sessionRun serves the requests todo of a batch concurrently: each
+// create on a worker of its own (their commits wait for the disk
+// together), the others spread over as many workers as there are CPUs
+// (a handover per stat cost as much as the stat).
+func (f *Namespace) sessionRun(ctx context.Context, p auth.Principal, req nsapi.SessionRequest, todo []int, out []nsapi.SessionMessage) {
+	var wg sync.WaitGroup
+	call := func(i int) {
+		r := req.Batch[i]
+		r.S = req.S
+		out[i] = f.sessionCall(ctx, p, r)
+	}
+	var rest []int
+	for _, i := range todo {
+		if req.Batch[i].Op != nsapi.SessionCreate {
+			rest = append(rest, i)
+			continue
+		}
+		wg.Add(1)
+		sessionWorkers.do(func() { defer wg.Done(); call(i) })
+	}
+	per := (len(rest) + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)
+	for len(rest) > 0 {
+		chunk := rest[:min(per, len(rest))]
+		rest = rest[len(chunk):]
+		wg.Add(1)
+		sessionWorkers.do(func() {
+			defer wg.Done()
+			for _, i := range chunk {
+				call(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// batchRun is what the requests running concurrently in a batch touch:
+// a create writes its path and changes its directory, a stat reads its
+// path. Creates in one directory run together.
+type batchRun struct {
+	read, written, dirs map[string]bool
+}
+
+// pathsOf is the path a request names and its directory (cleaned).
+func pathsOf(r nsapi.SessionRequest) (p, dir string) {
+	if len(r.Paths) != 1 {
+		return "", ""
+	}
+	p = path.Clean("/" + r.Paths[0])
+	return p, path.Dir(p)
+}
+
+func (b *batchRun) conflicts(r nsapi.SessionRequest) bool {
+	p, dir := pathsOf(r)
+	switch r.Op {
+	case nsapi.SessionStat:
+		return b.written[p] || b.dirs[p]
+	case nsapi.SessionCreate:
+		return b.written[p] || b.read[p] || b.read[dir]
+	}
+	return false
+}
+
+func (b *batchRun) add(r nsapi.SessionRequest) {
+	if b.read == nil {
+		b.read, b.written, b.dirs = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	}
+	p, dir := pathsOf(r)
+	switch r.Op {
+	case nsapi.SessionStat:
+		b.read[p] = true
+	case nsapi.SessionCreate:
+		b.written[p], b.dirs[dir] = true, true
+	}
+}
+
+// sessionWorkers serve the namespace requests of session streams. A
+// goroutine of its own per request grew its stack through the
+// namespace's store (Pebble) each time: a third of the server's CPU
+// serving batched stats went to runtime.copystack (docs/DESIGN-NOTES.md).
+var sessionWorkers = &workers{max: 64, idle: 10 * time.Second, work: make(chan func())}
+
+// workers runs functions on up to max goroutines, which stay while
+// there is work and end after idle without any. Functions run by it
+// must not wait for other functions run by it.
+type workers struct {
+	max  int32
+	idle time.Duration
+	work chan func()
+	n    atomic.Int32
+}
+
+// do runs fn on a worker: an idle one, a new one while there are fewer
+// than max, else the first to be free.
+func (w *workers) do(fn func()) {
+	select {
+	case w.work <- fn:
+		return
+	default:
+	}
+	if w.n.Add(1) <= w.max {
+		go w.loop(fn)
+		return
+	}
+	w.n.Add(-1)
+	w.work <- fn
+}
+
+func (w *workers) loop(fn func()) {
+	defer w.n.Add(-1)
+	t := time.NewTimer(w.idle)
+	defer t.Stop()
+	for {
+		fn()
+		t.Reset(w.idle)
+		select {
+		case fn = <-w.work:
+		case <-t.C:
+			select { // a sender that found every worker busy
+			case fn = <-w.work:
+			default:
+				return
+			}
+		}
 	}
 }

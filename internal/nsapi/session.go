@@ -40,7 +40,20 @@ const (
 	SessionCancel      = "cancel"      // Cancel: give up the blocked lock request with that ID
 	SessionClose       = "close"       // end the session: its leases and locks are released
 	SessionStat        = "stat"        // Paths[0]: its entry (Entry), as GET /api/v1/stat answers it
+	SessionCreate      = "create"      // Paths[0], Exclusive, Mode: an empty file (Entry), as POST /api/v1/touch
+	SessionNull        = "null"        // nothing: an empty reply (what a round trip on the channel costs)
+	// SessionBatch carries several requests (Batch: stat, create, null) in
+	// one frame, answered in one frame (SessionMessage.Batch, a reply per
+	// request, in order, each with its own ID and error). Each request is
+	// authorized as its own would be, with the stream's identity.
+	// Requests of a batch run as if one after the other: those that
+	// touch distinct paths run concurrently (creates share a commit), a
+	// request on a path an earlier one of the batch touches waits for it.
+	SessionBatch = "batch"
 )
+
+// MaxSessionBatch bounds the requests of one batch.
+const MaxSessionBatch = 1024
 
 // SessionRequest is one message a client sends on its session stream.
 // ID, when not 0, is echoed by the reply (SessionReply); requests
@@ -59,6 +72,12 @@ type SessionRequest struct {
 	// granted, when it holds at most MaxLeaseListing entries: the client
 	// then knows every name (and every absent one) while the lease holds.
 	List bool `json:"list,omitempty"`
+	// Exclusive and Mode (create): fail if the file exists; the new
+	// file's permission bits (0: 0644).
+	Exclusive bool   `json:"exclusive,omitempty"`
+	Mode      uint32 `json:"mode,omitempty"`
+	// Batch (batch): the requests, each with its own ID.
+	Batch []SessionRequest `json:"batch,omitempty"`
 }
 
 // MaxLeaseListing bounds the directories a subscribe lists (by the
@@ -93,6 +112,8 @@ type SessionInfo struct {
 	// session holds them).
 	Reclaimed []Lock `json:"reclaimed,omitempty"`
 	Lost      []Lock `json:"lost,omitempty"`
+	// Batch: the stream takes SessionBatch, SessionCreate and SessionNull.
+	Batch bool `json:"batch,omitempty"`
 }
 
 // Lease is a subscription to the changes of one directory (its entries,
@@ -176,6 +197,8 @@ type SessionMessage struct {
 	// Held answers a lock request: the locks its owner holds on the file
 	// now (what a client reclaims after a takeover).
 	Held []Lock `json:"held,omitempty"`
+	// Batch answers a batch: one reply per request, in its order.
+	Batch []SessionMessage `json:"batch,omitempty"`
 }
 
 // Invalidation is a change pushed to the sessions holding a lease on the
