@@ -171,6 +171,28 @@ func TestDirectRead(t *testing.T) {
 		t.Errorf("passthrough read: the daemon sent %d bytes; kaon.stats: %s", after.BytesOut-before.BytesOut, stats)
 	}
 
+	// An update in place made elsewhere while a passthrough descriptor is
+	// open: the kernel reads the stripe itself, and once the update's
+	// commit returned its bytes are there — a stripe a mount may hand to
+	// the kernel has its journal applied before the commit's reply.
+	pt, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := make([]byte, 2<<20) // an apply that takes a while: written and synced
+	rand.Read(patch)
+	patchSrc := filepath.Join(fusetest.TempDir(t), "patch")
+	os.WriteFile(patchSrc, patch, 0o644)
+	rng := fmt.Sprintf("Content-Range: bytes 70000-%d/*", 70000+len(patch)-1)
+	if out, err := exec.Command("curl", "-sSf", "-L", "-T", patchSrc, "-H", rng, up.EP.HTTP+"/direct/"+filepath.Base(p)).CombinedOutput(); err != nil {
+		t.Fatalf("curl PUT %s: %v\n%s", rng, err, out)
+	}
+	got := make([]byte, len(patch))
+	if n, err := pt.ReadAt(got, 70000); n != len(patch) || !bytes.Equal(got, patch) {
+		t.Errorf("the passthrough descriptor open during an update, right after its commit returned: %d bytes, %v, the update's bytes %v", n, err, bytes.Equal(got, patch))
+	}
+	pt.Close()
+
 	// A flock taken through a passthrough open is released at its last
 	// close, as any other open's: another open may then take it.
 	flockOpen := func(step string, how int) *os.File {

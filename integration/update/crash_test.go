@@ -172,9 +172,10 @@ func crashCluster(t *testing.T) (m, a, b *harness.Process, booted func() bool) {
 // TestKill9BetweenReplyAndApply: a session of 2000 random 4 KiB writes
 // into a replica:2 file commits with kXR_sync; the moment the client has
 // the acknowledgement both storage servers are killed with kill -9. With
-// the applies after the reply (storage.applyAfterReply, off by default)
-// they are still under way then; with them before it, the kill falls
-// just after the acknowledgement.
+// the applies after the reply (the default)
+// they are still under way then; with them before it (stripes on
+// filesystems with blocksums=off), the kill falls just after the
+// acknowledgement.
 // After the restart the file reads byte-exact as acknowledged, and every
 // replica is at the file's version, byte-equal, or holds the journal
 // that takes it there. The test logs how many journals the kill left

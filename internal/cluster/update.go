@@ -39,6 +39,10 @@ const TruncatePath = "/internal/v1/truncate"
 const (
 	journalHeader = "Kaon-Journal-Head"
 	sizeHeader    = "Kaon-Size"
+	// applyNowHeader, in a prepare's answer: the stripe may be read
+	// without a storage server, so its journal is applied before the
+	// commit's reply (storage's Server.PrepareStripe).
+	applyNowHeader = "Kaon-Apply-Now"
 )
 
 func handleUpdates(mux *http.ServeMux, ns message.Namespace, auth func(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc,
@@ -111,8 +115,9 @@ func (c *Client) FileVersion(ctx context.Context, fid uint64) (message.FileVersi
 // run by a peer (package storage implements it).
 type StorageUpdates interface {
 	// PrepareStripe stores the journal ops of an update of stripe idx of
-	// fid (the update capability token), with head h.
-	PrepareStripe(token string, fid uint64, idx int, h backend.JournalHead, ops io.Reader) error
+	// fid (the update capability token), with head h; applyNow: the
+	// journal must be applied before the commit's reply.
+	PrepareStripe(token string, fid uint64, idx int, h backend.JournalHead, ops io.Reader) (applyNow bool, err error)
 	// ApplyStripe rolls the prepared journal forward, DiscardStripe drops it.
 	ApplyStripe(token string, fid uint64, idx int) error
 	DiscardStripe(token string, fid uint64, idx int) error
@@ -134,7 +139,10 @@ func serveJournal(s StorageServer, w http.ResponseWriter, r *http.Request, fid u
 		if err := json.Unmarshal([]byte(r.Header.Get(journalHeader)), &h); err != nil {
 			return kerr.Wrap(kerr.Invalid, "prepare", r.URL.Path, err)
 		}
-		err = u.PrepareStripe(token, fid, idx, h, r.Body)
+		var now bool
+		if now, err = u.PrepareStripe(token, fid, idx, h, r.Body); now {
+			w.Header().Set(applyNowHeader, "1")
+		}
 	case "apply":
 		err = u.ApplyStripe(token, fid, idx)
 	case "discard":
@@ -165,11 +173,11 @@ func serveTruncate(s StorageServer, w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
-func (c *StorageClient) journalCall(ctx context.Context, verb, addr string, fid uint64, idx int, token string, body io.Reader, h *backend.JournalHead) error {
+func (c *StorageClient) journalCall(ctx context.Context, verb, addr string, fid uint64, idx int, token string, body io.Reader, h *backend.JournalHead) (http.Header, error) {
 	url := fmt.Sprintf("%s%s%x/%d/%s?cap=%s", addr, StripePath, fid, idx, verb, token)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, body)
 	if err != nil {
-		return kerr.Wrap(kerr.Internal, verb, addr, err)
+		return nil, kerr.Wrap(kerr.Internal, verb, addr, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Secret)
 	if h != nil {
@@ -178,29 +186,33 @@ func (c *StorageClient) journalCall(ctx context.Context, verb, addr string, fid 
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return kerr.New(kerr.Unavailable, verb, addr, fmt.Sprintf("stripe %d: storage server unreachable", idx)) // err holds the URL
+		return nil, kerr.New(kerr.Unavailable, verb, addr, fmt.Sprintf("stripe %d: storage server unreachable", idx)) // err holds the URL
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
-		return responseError(resp, verb, fmt.Sprintf("stripe %d on %s", idx, addr))
+		return nil, responseError(resp, verb, fmt.Sprintf("stripe %d on %s", idx, addr))
 	}
-	return nil
+	return resp.Header, nil
 }
 
 // PrepareStripe sends the journal of an update of stripe idx to the
-// server at addr, which stores it durably beside the stripe.
-func (c *StorageClient) PrepareStripe(ctx context.Context, addr string, fid uint64, idx int, token string, h backend.JournalHead, ops io.Reader) error {
-	return c.journalCall(ctx, "prepare", addr, fid, idx, token, ops, &h)
+// server at addr, which stores it durably beside the stripe (applyNow:
+// it must be applied before the commit's reply).
+func (c *StorageClient) PrepareStripe(ctx context.Context, addr string, fid uint64, idx int, token string, h backend.JournalHead, ops io.Reader) (applyNow bool, err error) {
+	hd, err := c.journalCall(ctx, "prepare", addr, fid, idx, token, ops, &h)
+	return err == nil && hd.Get(applyNowHeader) != "", err
 }
 
 // ApplyStripe rolls the prepared journal of stripe idx forward.
 func (c *StorageClient) ApplyStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error {
-	return c.journalCall(ctx, "apply", addr, fid, idx, token, nil, nil)
+	_, err := c.journalCall(ctx, "apply", addr, fid, idx, token, nil, nil)
+	return err
 }
 
 // DiscardStripe drops the prepared journal of stripe idx.
 func (c *StorageClient) DiscardStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error {
-	return c.journalCall(ctx, "discard", addr, fid, idx, token, nil, nil)
+	_, err := c.journalCall(ctx, "discard", addr, fid, idx, token, nil, nil)
+	return err
 }
 
 // Truncate asks the storage server at addr to truncate the file the

@@ -41,8 +41,13 @@ import (
 //     file.
 //
 // Anything else (an erasure-coded file, no stripe reachable here, a
-// stale or damaged one, a local read error) reads through the storage
-// server as before, with the capability already granted. Writes always
+// stale or damaged one, one behind the granted version — an update's
+// journal not applied yet —, a local read error) reads through the
+// storage server as before, with the capability already granted. An
+// open handle reading locally looks at its stripe again after every
+// change of the file (handle.current); a passthrough descriptor is only
+// handed out for a stripe whose updates are applied before their commit
+// returns (storage: applyNow). Writes always
 // go through the journal and the storage servers (docs/DESIGN.md).
 
 // Data paths of an open (node.datapath, kaon.datapath).
@@ -151,6 +156,8 @@ type grant struct {
 	rd    *client.Reader // the caller's grant from the namespace (its capability)
 	local backend.Reader // the local stripe, nil if none
 	fsid  uint32
+	st    *posix.Store // the local stripe's store, and the file's id
+	fid   uint64
 	// noSums: the stripe's filesystem keeps no block sums, so no update
 	// ever appends any to it (passthrough is safe while it is read).
 	noSums bool
@@ -218,7 +225,7 @@ func (f *FS) openDirect(ctx context.Context, c *client.Client, p string) (*grant
 			whys = append(whys, fmt.Sprintf("fs %d: %s", t.FsID, why))
 			continue
 		}
-		g.local, g.fsid, g.noSums = r, t.FsID, noSums
+		g.local, g.fsid, g.noSums, g.st, g.fid = r, t.FsID, noSums, st, cp.Fid
 		return g, nil
 	}
 	g.why = strings.Join(whys, "; ")
@@ -227,25 +234,38 @@ func (f *FS) openDirect(ctx context.Context, c *client.Client, p string) (*grant
 
 // localStripe opens cp's stripe in st if it is at the granted data
 // version, not marked damaged and of the file's size; else nil and why.
-// A backend that does not answer within the mount's timeout (a hung
-// CephFS) is given up on: the storage server is asked instead.
+// A stripe behind that version (its update's journal not applied yet:
+// the applies follow the commit's reply) is read through the storage
+// server, which rolls the journal forward first (storage.current).
 func (f *FS) localStripe(st *posix.Store, cp *capability.Capability) (backend.Reader, string) {
+	return f.openLocal(st, cp.Fid, func(m backend.Meta) (int64, bool) { return cp.Size, m.Version == cp.DataVersion },
+		fmt.Sprintf("stripe not at data version %d", cp.DataVersion))
+}
+
+// openLocal opens the stripe of fid in st if its metadata passes at
+// (which says the size the stripe must have), it is not marked damaged
+// and of that size; else nil and why (notAt when at refused it). A
+// backend that does not answer within the mount's timeout (a hung
+// CephFS) is given up on: the storage server is asked instead.
+func (f *FS) openLocal(st *posix.Store, fid uint64, at func(backend.Meta) (int64, bool), notAt string) (backend.Reader, string) {
 	type result struct {
 		r   backend.Reader
 		why string
 	}
 	ch := make(chan result, 1)
 	go func() {
-		if m, err := st.ReadMeta(cp.Fid); err != nil || m.Version != cp.DataVersion {
-			ch <- result{why: fmt.Sprintf("stripe not at data version %d", cp.DataVersion)}
+		m, err := st.ReadMeta(fid)
+		size, ok := at(m)
+		if err != nil || !ok {
+			ch <- result{why: notAt}
 			return
 		}
-		r, err := st.Open(cp.Fid)
+		r, err := st.Open(fid)
 		if err != nil {
 			ch <- result{why: err.Error()}
 			return
 		}
-		if d := r.Damaged(); d != "" || r.Size() != cp.Size {
+		if d := r.Damaged(); d != "" || r.Size() != size {
 			r.Close()
 			ch <- result{why: "stripe damaged or of another size"}
 			return

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kaon-storage/kaon/internal/backend"
+	"github.com/kaon-storage/kaon/internal/backend/posix"
 	"github.com/kaon-storage/kaon/internal/client"
 	"github.com/kaon-storage/kaon/internal/fusecore"
 	"github.com/kaon-storage/kaon/internal/kerr"
@@ -35,9 +36,14 @@ type handle struct {
 	rd *client.Reader // opened at the first read that needs the remote file
 	// local is the stripe read from this host's backend (the direct
 	// path, direct.go), nil when reads go to the storage server; pt: its
-	// descriptor was handed to the kernel (passthrough).
-	local backend.Reader
-	pt    bool
+	// descriptor was handed to the kernel (passthrough). localGen is the
+	// node's content generation when local was found current: at any
+	// other, local is looked at again before it is read (current).
+	local    backend.Reader
+	pt       bool
+	localSt  *posix.Store
+	localFid uint64
+	localGen uint64
 	// Read-ahead: what the last remote read fetched beyond what was
 	// asked, and how much the next one fetches (doubling while reads are
 	// sequential, up to maxReadAhead).
@@ -80,13 +86,17 @@ func (n *node) open(ctx context.Context, flags uint32, c *client.Client) (fs.Fil
 	if !h.write && n.fsys.opts.Direct && flags&syscall.O_DIRECT == 0 {
 		n.mu.Lock()
 		plain := !n.attr.IsDir && n.jr == nil // this mount's unflushed writes are read from the journal
+		gen := n.gen
 		n.mu.Unlock()
 		if plain {
 			var err error
 			if g, err = n.fsys.openDirect(ctx, c, n.path()); err != nil {
 				return nil, 0, errno(err)
 			}
-			h.rd, h.local = g.rd, g.local
+			h.rd, h.local, h.localSt, h.localFid = g.rd, g.local, g.st, g.fid
+			// A change told from here on (granted's own included) has
+			// the stripe looked at again before the daemon reads it.
+			h.localGen = gen
 			n.granted(g)
 		}
 	}
@@ -203,6 +213,27 @@ func (n *node) dataPath(g *grant, pt bool) {
 	n.datapath = dp
 }
 
+// current looks at h's local stripe again after the file changed (its
+// content generation is gen now, its data version ver as this mount
+// knows it). A committed update's journal is applied after the commit's
+// reply, by the storage servers, and only they roll a journal forward
+// when they read (storage.current): a stripe behind ver (its journal
+// pending) is not read here any more — the storage server reads the
+// file from then on, at the version it holds now. One at ver or later
+// is opened again (its length and sums as they are now). h.mu held.
+func (h *handle) current(gen, ver uint64) {
+	h.local.Close()
+	h.local = nil
+	r, why := h.n.fsys.openLocal(h.localSt, h.localFid, func(m backend.Meta) (int64, bool) { return m.Size, m.Version >= ver },
+		fmt.Sprintf("stripe behind data version %d (its update not applied yet)", ver))
+	if r == nil {
+		h.n.fsys.Stats.Counter("direct_behind").Add(1)
+		log.Printf("kaon mount: %s: reads through the storage server now (%s)", h.n.path(), why)
+		return
+	}
+	h.local, h.localGen = r, gen
+}
+
 // closeLocal closes the local stripe h read.
 func (h *handle) closeLocal() {
 	h.mu.Lock()
@@ -219,10 +250,13 @@ func (h *handle) closeLocal() {
 // asked for.
 func (h *handle) remote(ctx context.Context, p []byte, off int64) (int, error) {
 	h.n.mu.Lock()
-	gen := h.n.gen
+	gen, ver := h.n.gen, h.n.attr.DataVersion
 	h.n.mu.Unlock()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.local != nil && gen != h.localGen {
+		h.current(gen, ver)
+	}
 	if h.local != nil {
 		m, err := h.local.ReadAt(p, off)
 		if err == nil || err == io.EOF {

@@ -1011,8 +1011,10 @@ func (n *node) Getxattr(ctx context.Context, name string, dest []byte) (_ uint32
 //     (root:// from --xrootd, else from ns status).
 //   - kaon.stats: the mount's counters (operations, latencies, bytes;
 //     direct_passthrough, direct_local, direct_server: read-only opens
-//     by data path), JSON, with "direct": the mode and whether the
-//     kernel took passthrough.
+//     by data path; direct_behind: open handles that found their local
+//     stripe behind a change and read through the storage server since),
+//     JSON, with "direct": the mode and whether the kernel took
+//     passthrough.
 //   - kaon.datapath: how this mount's last read-only open of the file
 //     reads it (direct.go): passthrough, local or server; "" before any.
 func (n *node) virtualXattr(ctx context.Context, name string) (string, bool, syscall.Errno) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kaon-storage/kaon/internal/backend"
@@ -82,7 +83,7 @@ func (s *Server) current(f *filesystem, c *capability.Capability, idx int) error
 		return err
 	}
 	if m.Version == c.DataVersion {
-		return nil
+		return s.overtaken(f, c, idx)
 	}
 	if u, ok := f.store.(backend.Updater); ok && m.Version < c.DataVersion {
 		if h, err := u.Prepared(c.Fid); err == nil && h.Meta.Version == c.DataVersion && h.From == m.Version && s.committedDurably(c.Fid, h) {
@@ -97,6 +98,40 @@ func (s *Server) current(f *filesystem, c *capability.Capability, idx int) error
 	}
 	return kerr.New(kerr.IO, "open", c.Path, fmt.Sprintf("stripe %d is at data version %d, the file at %d (stale)", idx, m.Version, c.DataVersion))
 }
+
+// overtaken checks that a stripe at c's data version does not hold the
+// journal of a later commit the namespace recorded, its apply still to
+// come (the applies follow the commit's reply): c, granted before that
+// commit, would read the bytes it replaced. Such a journal is rolled
+// forward and c refused as stale — a client asks the namespace again,
+// as it does when the apply got there first. Only stripes given a
+// journal since this server started are looked at (a journal left by a
+// crash is found by readers at its version, as before).
+func (s *Server) overtaken(f *filesystem, c *capability.Capability, idx int) error {
+	mark, ok := f.unapplied.Load(c.Fid)
+	if !ok {
+		return nil
+	}
+	u, ok := f.store.(backend.Updater)
+	if !ok {
+		return nil
+	}
+	h, err := u.Prepared(c.Fid)
+	switch {
+	case kerr.Is(err, kerr.NotFound):
+		f.unapplied.CompareAndDelete(c.Fid, mark) // not if a prepare marked it again meanwhile
+		return nil
+	case err != nil || h.From != c.DataVersion || !s.committedDurably(c.Fid, h):
+		return nil // not committed (yet, or ever): the stripe is the file at c's version
+	}
+	_ = f.apply(c.Fid) // a failure leaves the journal for the next reader at its version
+	return kerr.New(kerr.IO, "open", c.Path, fmt.Sprintf("stripe %d: the file changed since this capability was granted (data version %d, now %d)", idx, c.DataVersion, h.Meta.Version))
+}
+
+// unappliedMarks makes the marks of filesystem.unapplied: one per
+// prepare, so that a look that found no journal never drops the mark of
+// one prepared since.
+var unappliedMarks atomic.Uint64
 
 // committedDurably asks the namespace whether the commit journal h
 // belongs to is durably the file's (nsserver's FileVersion answers once
@@ -119,20 +154,26 @@ func (s *Server) committedDurably(fid uint64, h backend.JournalHead) bool {
 // sent by the update session's entry server. The stripe must be at the
 // session's base version: a journal that takes it there (its update
 // committed, its entry server crashed before applying it) is applied
-// first, never replaced.
-func (s *Server) PrepareStripe(token string, fid uint64, idx int, h backend.JournalHead, ops io.Reader) error {
+// first, never replaced. applyNow says the stripe may be read without a
+// storage server (its filesystem keeps no block sums: a mount's
+// passthrough descriptor), so its journal must be applied before the
+// commit is acknowledged.
+func (s *Server) PrepareStripe(token string, fid uint64, idx int, h backend.JournalHead, ops io.Reader) (applyNow bool, err error) {
 	c, f, err := s.updateTarget(token, fid, idx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := f.writable(); err != nil {
-		return err
+		return false, err
 	}
 	if err := s.current(f, c, idx); err != nil {
-		return err // at another version, or a journal of the version before is rolled forward first
+		return false, err // at another version, or a journal of the version before is rolled forward first
 	}
 	h.Meta.Fid, h.Meta.Path, h.Meta.Stripe = fid, c.Path, idx
-	return journalError("prepare", c.Path, f.prepare(fid, h, ops))
+	if err := f.prepare(fid, h, ops); err != nil {
+		return false, journalError("prepare", c.Path, err)
+	}
+	return f.noSums.Load(), nil
 }
 
 // journalLock is the lock of one stripe's journal, with its holders and
@@ -195,7 +236,11 @@ func (f *filesystem) prepare(fid uint64, h backend.JournalHead, ops io.Reader) e
 		return kerr.New(kerr.Busy, "update", h.Meta.Path, fmt.Sprintf("stripe %d: another session's update of this file is being committed", h.Meta.Stripe))
 	}
 	h.At = time.Now().UnixNano()
-	return u.Prepare(fid, h, ops)
+	if err := u.Prepare(fid, h, ops); err != nil {
+		return err
+	}
+	f.unapplied.Store(fid, unappliedMarks.Add(1))
+	return nil
 }
 
 // dropObsoleteJournal removes a journal beside the stripe of c's file on
@@ -243,11 +288,18 @@ func (f *filesystem) apply(fid uint64) error {
 // journal forward already (current): the stripe past base is the update
 // applied, not a stripe that missed it — and a journal found then is a
 // later commit's, prepared and perhaps not yet recorded, never applied
-// here (with applyAfterReply the applies run after the commit's reply,
+// here (the applies run after the commit's reply,
 // so the session's next commit or another session's may be prepared by
 // then).
-func (f *filesystem) applyUpdate(fid, base uint64) error {
+func (f *filesystem) applyUpdate(fid, base uint64) (err error) {
 	defer f.lockStripe(fid)()
+	if mark, ok := f.unapplied.Load(fid); ok {
+		defer func() {
+			if err == nil {
+				f.unapplied.CompareAndDelete(fid, mark)
+			}
+		}()
+	}
 	u := f.store.(backend.Updater)
 	h, err := u.Prepared(fid)
 	if err != nil || h.From != base || h.Meta.Version != base+1 {

@@ -28,8 +28,10 @@ type Peers interface {
 	// fid (nil) or why not.
 	ProbeStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error
 	// PrepareStripe, ApplyStripe and DiscardStripe are the journal calls
-	// of an update session (update.go) on stripe idx at addr.
-	PrepareStripe(ctx context.Context, addr string, fid uint64, idx int, token string, h backend.JournalHead, ops io.Reader) error
+	// of an update session (update.go) on stripe idx at addr; a prepare
+	// answers applyNow for a stripe that must be applied before the
+	// commit's reply (Server.PrepareStripe).
+	PrepareStripe(ctx context.Context, addr string, fid uint64, idx int, token string, h backend.JournalHead, ops io.Reader) (applyNow bool, err error)
 	ApplyStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error
 	DiscardStripe(ctx context.Context, addr string, fid uint64, idx int, token string) error
 	// StreamStripe reads stripe idx of fid on the server at addr from

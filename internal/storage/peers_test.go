@@ -105,7 +105,7 @@ func (p directPeers) ProbeStripe(_ context.Context, addr string, fid uint64, idx
 	return r.Close()
 }
 
-func (p directPeers) PrepareStripe(_ context.Context, addr string, fid uint64, idx int, token string, h backend.JournalHead, ops io.Reader) error {
+func (p directPeers) PrepareStripe(_ context.Context, addr string, fid uint64, idx int, token string, h backend.JournalHead, ops io.Reader) (bool, error) {
 	return p[addr].PrepareStripe(token, fid, idx, h, ops)
 }
 

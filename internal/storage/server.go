@@ -155,6 +155,15 @@ type filesystem struct {
 	store  backend.Store // its mount's, under the guard
 	status atomic.Value  // config status string
 	files  atomic.Int64  // stripes, as last counted while online
+	// noSums: the filesystem keeps no block sums (fs config
+	// blocksums=off), so a mount on its host may hand a stripe's
+	// descriptor to the kernel (FUSE passthrough), which reads it without
+	// any storage server: an update of its stripes is applied before the
+	// commit's reply (update.go).
+	noSums atomic.Bool
+	// unapplied: stripes given a journal since the server started (fid
+	// -> the prepare's mark), until a look finds none (current).
+	unapplied sync.Map
 
 	// offline is the reason the filesystem cannot be used ("" when it can):
 	// its root or identity marker is missing or another filesystem's, so
@@ -501,6 +510,7 @@ func (s *Server) apply(as []message.FsAssignment) (initialized bool) {
 		}
 		f.status.Store(a.ConfigStatus)
 		f.setFsck(a.Fsck)
+		f.noSums.Store(a.NoBlockSums)
 		s.mu.Unlock()
 		if m.broken != "" {
 			s.setOffline(f, m.broken)

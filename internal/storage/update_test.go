@@ -720,8 +720,7 @@ func TestCrashBetweenReplyAndApply(t *testing.T) {
 	uploaded(t, servers, key, c, m.B)
 	crash := func() bool { return false } // the entry server dies after its reply
 	beforeApply.Store(&crash)
-	applyAfterReply.Store(true)
-	t.Cleanup(func() { beforeApply.Store(nil); applyAfterReply.Store(false) })
+	t.Cleanup(func() { beforeApply.Store(nil) })
 	stripes := []string{"/s0/fs0", "/s1/fs0"} // fs 1 on s0, fs 4 on s1 (spread)
 	for i, tc := range []struct {
 		what string
@@ -845,7 +844,6 @@ func TestLateApplyLeavesTheNextJournal(t *testing.T) {
 			return true
 		}
 		beforeApply.Store(&hold)
-		applyAfterReply.Store(true)
 		lateDone := make(chan struct{})
 		servers[0].cfg.Namespace = refusedAfter{ns, 1, func() {
 			close(release)
@@ -876,7 +874,6 @@ func TestLateApplyLeavesTheNextJournal(t *testing.T) {
 			t.Fatalf("%s: second commit: %v, want refused (quota)", lay, err)
 		}
 		beforeApply.Store(nil)
-		applyAfterReply.Store(false)
 		if fv, _ := ns.FileVersion(context.Background(), c.Fid); fv.DataVersion != 1 || len(fv.Stale) != 0 {
 			t.Fatalf("%s: the namespace after a late apply and a refused commit: %+v, want version 1, nothing stale", lay, fv)
 		}
@@ -884,6 +881,131 @@ func TestLateApplyLeavesTheNextJournal(t *testing.T) {
 			if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.B) {
 				t.Fatalf("%s: a reader at server %d: %v, the first commit's content %v", lay, i, err, bytes.Equal(got, m.B))
 			}
+		}
+	}
+}
+
+// TestApplyNowBeforeReply: a commit's journals are applied after its
+// reply, except when a stripe's filesystem keeps no block sums — a mount
+// on its host may hand the stripe's descriptor to the kernel (FUSE
+// passthrough), which reads it without any storage server and so never
+// rolls a journal forward: then the commit is acknowledged only after
+// the applies, as they all were before. The apply is held (beforeApply)
+// and the test watches whether the commit is acknowledged meanwhile, for
+// a replica:2 file whose filesystems keep sums, and one whose stripe on
+// the peer (told through its prepare's answer) keeps none.
+func TestApplyNowBeforeReply(t *testing.T) {
+	base := t.TempDir()
+	servers, ns, key := testServers(t, 2, 3, func(p string) backend.Store {
+		return posix.New(filepath.Join(base, p), posix.Options{IO: backend.IOBuffered})
+	})
+	t.Cleanup(func() { beforeApply.Store(nil) })
+	for _, noSums := range []bool{false, true} {
+		fid := uint64(65)
+		if noSums {
+			fid = 66
+		}
+		c := spread(fid, "replica:2", 2, 2)
+		uploaded(t, servers, key, c, bytes.Repeat([]byte("old "), 100))
+		servers[1].local(c.Targets[1].FsID).noSums.Store(noSums)
+		entered, release := make(chan struct{}, 1), make(chan struct{})
+		hold := func() bool {
+			entered <- struct{}{}
+			<-release
+			return true
+		}
+		beforeApply.Store(&hold)
+		uc := updateCap(t, ns, c)
+		u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.WriteAt([]byte("NEW"), 10)
+		done := make(chan error, 1)
+		go func() { done <- u.Commit(context.Background()) }()
+		if !noSums {
+			// Acknowledged while its apply is held: after the reply.
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("commit: %v", err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("blocksums on: the commit was not acknowledged within a minute while its apply was held (applied before the reply)")
+			}
+			<-entered
+			close(release)
+			servers[0].applying.Wait()
+			continue
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("blocksums off on a stripe's filesystem: the commit was acknowledged (%v) before its apply ran", err)
+		case <-entered:
+		case <-time.After(time.Minute):
+			t.Fatal("blocksums off: neither the apply nor the commit's reply came within a minute")
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("blocksums off on a stripe's filesystem: the commit was acknowledged (%v) while its apply was held", err)
+		default:
+		}
+		close(release)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("blocksums off: the commit was not acknowledged within a minute of its apply's release")
+		}
+		st := posix.New(filepath.Join(base, "/s1/fs0"), posix.Options{IO: backend.IOBuffered})
+		if m, err := st.ReadMeta(fid); err != nil || m.Version != 1 {
+			t.Fatalf("blocksums off: the peer's stripe when the commit was acknowledged: %+v, %v; want data version 1", m, err)
+		}
+	}
+}
+
+// TestOldCapabilityAfterReply: a reader granted a capability before an
+// update committed reads at a storage server after the commit's reply,
+// its journal not applied yet (the entry server died right after the
+// reply: beforeApply). The stripe is still at the reader's version, but
+// serving it would answer the bytes the commit replaced after the commit
+// returned (a mount's page cache would keep them): the server rolls the
+// journal forward and refuses the old capability as stale; a capability
+// granted now reads the update.
+func TestOldCapabilityAfterReply(t *testing.T) {
+	base := t.TempDir()
+	servers, ns, key := testServers(t, 2, 3, func(p string) backend.Store {
+		return posix.New(filepath.Join(base, p), posix.Options{IO: backend.IOBuffered})
+	})
+	c := spread(67, "replica:2", 2, 2)
+	m := &backendtest.Model{B: bytes.Repeat([]byte("old "), 1000)}
+	uploaded(t, servers, key, c, m.B)
+	old := readCap(t, ns, c)
+	if got, err := readUpdated(t, servers[1], key, old); err != nil || !bytes.Equal(got, m.B) {
+		t.Fatalf("a read before the update: %v, content %v", err, bytes.Equal(got, m.B))
+	}
+	crash := func() bool { return false }
+	beforeApply.Store(&crash)
+	t.Cleanup(func() { beforeApply.Store(nil) })
+	uc := updateCap(t, ns, c)
+	u, err := servers[0].NewUpdate(context.Background(), uc, key.Sign(uc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.WriteAt([]byte("NEW"), 100)
+	m.WriteAt([]byte("NEW"), 100)
+	if err := u.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	servers[0].applying.Wait()
+	for i, s := range servers {
+		if got, err := readUpdated(t, s, key, old); err == nil {
+			t.Fatalf("server %d, after the commit's reply: a capability granted before it read %d bytes (the update's: %v); want it refused as stale", i, len(got), bytes.Equal(got, m.B))
+		}
+		if got, err := readUpdated(t, s, key, readCap(t, ns, c)); err != nil || !bytes.Equal(got, m.B) {
+			t.Fatalf("server %d: a capability granted after the commit: %v, the update's content %v", i, err, bytes.Equal(got, m.B))
 		}
 	}
 }
