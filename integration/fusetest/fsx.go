@@ -83,7 +83,7 @@ func (r *fsxRun) fail(format string, a ...any) {
 }
 
 func (r *fsxRun) open() {
-	fd, err := unix.Open(r.path(), unix.O_RDWR, 0)
+	fd, err := unix.Open(r.path(), unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		r.fail("open %s: %v", r.path(), err)
 	}

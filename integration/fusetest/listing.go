@@ -45,7 +45,7 @@ func testLargeDir(t *testing.T, m Mounted) {
 	dropCaches()
 	check("cold")
 	// Small getdents buffers: many reads of one open directory.
-	fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,14 +31,14 @@ func posixTranscript(dir string, c Caps) []string {
 	}
 
 	// create / read / write / truncate
-	fd, err := unix.Open(p("f"), unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o640)
+	fd, err := unix.Open(p("f"), unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o640)
 	rec("create", err)
 	n, err := unix.Write(fd, []byte("hello world"))
 	rec("write", n, err)
 	buf := make([]byte, 64)
 	n, err = unix.Pread(fd, buf, 6)
 	rec("pread", string(buf[:n]), err)
-	_, err = unix.Open(p("f"), unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o640)
+	_, err = unix.Open(p("f"), unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o640)
 	rec("excl again", err)
 	rec("ftruncate", unix.Ftruncate(fd, 5), st("f"))
 	rec("truncate", unix.Truncate(p("f"), 3))
@@ -53,7 +53,7 @@ func posixTranscript(dir string, c Caps) []string {
 
 	// sparse file, SEEK_DATA/SEEK_HOLE
 	if c.Holes {
-		fd, _ = unix.Open(p("sparse"), unix.O_RDWR|unix.O_CREAT, 0o644)
+		fd, _ = unix.Open(p("sparse"), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
 		n, err = unix.Pwrite(fd, []byte("x"), 1<<30)
 		rec("sparse write", n, err, st("sparse"))
 		unix.Fstat(fd, &s)
@@ -66,8 +66,8 @@ func posixTranscript(dir string, c Caps) []string {
 	}
 
 	// O_APPEND from two descriptors
-	a1, _ := unix.Open(p("app"), unix.O_WRONLY|unix.O_CREAT|unix.O_APPEND, 0o644)
-	a2, _ := unix.Open(p("app"), unix.O_WRONLY|unix.O_APPEND, 0)
+	a1, _ := unix.Open(p("app"), unix.O_WRONLY|unix.O_CREAT|unix.O_APPEND|unix.O_CLOEXEC, 0o644)
+	a2, _ := unix.Open(p("app"), unix.O_WRONLY|unix.O_APPEND|unix.O_CLOEXEC, 0)
 	unix.Write(a1, []byte("1"))
 	unix.Write(a2, []byte("22"))
 	unix.Pwrite(a1, []byte("333"), 0) // O_APPEND ignores the offset on Linux
@@ -108,7 +108,7 @@ func posixTranscript(dir string, c Caps) []string {
 		// one (cfsd: the recycle bin must not show in them).
 		os.WriteFile(p("k1"), []byte("kk"), 0o644)
 		os.Link(p("k1"), p("k2"))
-		kf, _ := unix.Open(p("k1"), unix.O_RDONLY, 0)
+		kf, _ := unix.Open(p("k1"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		rec("unlink one of two", unix.Unlink(p("k1")), st("k2"))
 		unix.Fstat(kf, &s)
 		rec("open after one unlink", s.Nlink)
@@ -120,7 +120,7 @@ func posixTranscript(dir string, c Caps) []string {
 		unix.Close(kf)
 	}
 	os.Mkdir(p("od"), 0o755)
-	odf, _ := unix.Open(p("od"), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	odf, _ := unix.Open(p("od"), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	rec("rmdir open dir", unix.Rmdir(p("od")))
 	unix.Fstat(odf, &s)
 	rec("removed dir nlink", s.Nlink)
@@ -169,7 +169,7 @@ func posixTranscript(dir string, c Caps) []string {
 
 	// mode 0
 	rec("mkdir mode 0", unix.Mkdir(p("z0"), 0), st("z0"))
-	zf, err := unix.Open(p("zf"), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0)
+	zf, err := unix.Open(p("zf"), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0)
 	rec("create mode 0", err, st("zf"))
 	unix.Close(zf)
 	rec("chmod dir 0", unix.Chmod(p("ld"), 0), st("ld"))
@@ -204,8 +204,8 @@ func posixTranscript(dir string, c Caps) []string {
 
 	// locks: flock and OFD fcntl locks between two open descriptions
 	if c.Locks {
-		l1, _ := unix.Open(p("lock"), unix.O_RDWR|unix.O_CREAT, 0o644)
-		l2, _ := unix.Open(p("lock"), unix.O_RDWR, 0)
+		l1, _ := unix.Open(p("lock"), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+		l2, _ := unix.Open(p("lock"), unix.O_RDWR|unix.O_CLOEXEC, 0)
 		rec("flock ex", unix.Flock(l1, unix.LOCK_EX|unix.LOCK_NB))
 		rec("flock conflict", unix.Flock(l2, unix.LOCK_EX|unix.LOCK_NB))
 		unix.Flock(l1, unix.LOCK_UN)
@@ -223,7 +223,7 @@ func posixTranscript(dir string, c Caps) []string {
 	}
 
 	// mmap shared write, read back with read(2)
-	mf, _ := unix.Open(p("mm"), unix.O_RDWR|unix.O_CREAT, 0o644)
+	mf, _ := unix.Open(p("mm"), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
 	unix.Ftruncate(mf, 8192)
 	mem, err := unix.Mmap(mf, 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	rec("mmap", err)
@@ -237,7 +237,7 @@ func posixTranscript(dir string, c Caps) []string {
 	rec("mmap content", string(bytes.Trim(b, "\x00")))
 
 	// O_DIRECT with an aligned buffer
-	df, err := unix.Open(p("direct"), unix.O_RDWR|unix.O_CREAT|unix.O_DIRECT, 0o644)
+	df, err := unix.Open(p("direct"), unix.O_RDWR|unix.O_CREAT|unix.O_DIRECT|unix.O_CLOEXEC, 0o644)
 	rec("open O_DIRECT", err)
 	if err == nil {
 		al, _ := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
@@ -252,7 +252,7 @@ func posixTranscript(dir string, c Caps) []string {
 	}
 
 	// unlinked but open
-	uf, _ := unix.Open(p("gone"), unix.O_RDWR|unix.O_CREAT, 0o644)
+	uf, _ := unix.Open(p("gone"), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
 	unix.Unlink(p("gone"))
 	unix.Write(uf, []byte("still here"))
 	n, _ = unix.Pread(uf, buf, 0)
@@ -299,7 +299,7 @@ func errnoOf(err error) error {
 // PATH_MAX as a whole path), writes and reads a file at the bottom and
 // reports what happened.
 func deepTree(dir string, depth int) string {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err.Error()
 	}

@@ -205,7 +205,7 @@ func testNegativeLookups(t *testing.T, m Mounted) {
 			if err := unix.Lstat(filepath.Join(mnt, p), &st); err != unix.ENOENT {
 				t.Errorf("lstat %s: %v, want ENOENT", p, err)
 			}
-			if _, err := unix.Open(filepath.Join(mnt, p), unix.O_RDONLY, 0); err != unix.ENOENT {
+			if _, err := unix.Open(filepath.Join(mnt, p), unix.O_RDONLY|unix.O_CLOEXEC, 0); err != unix.ENOENT {
 				t.Errorf("open %s: %v, want ENOENT", p, err)
 			}
 			if err := unix.Access(filepath.Join(mnt, p), unix.F_OK); err != unix.ENOENT {
@@ -236,11 +236,11 @@ func CheckReadOnly(t *testing.T, lower, mnt string) {
 	dir := filepath.Join(mnt, "lib")
 	ops := map[string]func() error{
 		"create": func() error {
-			_, err := unix.Open(filepath.Join(dir, "new"), unix.O_CREAT|unix.O_WRONLY, 0o644)
+			_, err := unix.Open(filepath.Join(dir, "new"), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
 			return err
 		},
 		"create-excl": func() error {
-			_, err := unix.Open(filepath.Join(dir, "new"), unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY, 0o644)
+			_, err := unix.Open(filepath.Join(dir, "new"), unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_CLOEXEC, 0o644)
 			return err
 		},
 		"mknod":         func() error { return unix.Mknod(filepath.Join(dir, "fifo2"), unix.S_IFIFO|0o644, 0) },
@@ -257,11 +257,11 @@ func CheckReadOnly(t *testing.T, lower, mnt string) {
 		"setxattr":      func() error { return unix.Lsetxattr(f, "user.x", []byte("y"), 0) },
 		"removexattr":   func() error { return unix.Lremovexattr(filepath.Join(mnt, "lib/libfoo.so.1.2"), "user.empty") },
 		"utimes":        func() error { return unix.UtimesNano(f, []unix.Timespec{{Sec: 1}, {Sec: 1}}) },
-		"open-wronly":   func() error { _, err := unix.Open(f, unix.O_WRONLY, 0); return err },
-		"open-rdwr":     func() error { _, err := unix.Open(f, unix.O_RDWR, 0); return err },
-		"open-trunc":    func() error { _, err := unix.Open(f, unix.O_RDONLY|unix.O_TRUNC, 0); return err },
-		"open-append":   func() error { _, err := unix.Open(f, unix.O_WRONLY|unix.O_APPEND, 0); return err },
-		"tmpfile":       func() error { _, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR, 0o600); return err },
+		"open-wronly":   func() error { _, err := unix.Open(f, unix.O_WRONLY|unix.O_CLOEXEC, 0); return err },
+		"open-rdwr":     func() error { _, err := unix.Open(f, unix.O_RDWR|unix.O_CLOEXEC, 0); return err },
+		"open-trunc":    func() error { _, err := unix.Open(f, unix.O_RDONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0); return err },
+		"open-append":   func() error { _, err := unix.Open(f, unix.O_WRONLY|unix.O_APPEND|unix.O_CLOEXEC, 0); return err },
+		"tmpfile":       func() error { _, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600); return err },
 		"chmod-symlink": func() error { return unix.Fchmodat(unix.AT_FDCWD, filepath.Join(mnt, "lib/libfoo.so"), 0o700, 0) },
 	}
 	for name, op := range ops {

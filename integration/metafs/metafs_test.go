@@ -699,7 +699,7 @@ func TestChangedBelowRefused(t *testing.T) {
 				}
 				var oerr error
 				within(t, "open "+p, func() {
-					fd, err := unix.Open(p, unix.O_RDONLY, 0)
+					fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 					if err == nil {
 						unix.Close(fd)
 					}

@@ -66,7 +66,7 @@ func TestTwoMounts(t *testing.T) {
 	// (same inode).
 	var before, after syscall.Stat_t
 	syscall.Stat(pb, &before)
-	held, err := unix.Open(pb, unix.O_RDONLY, 0)
+	held, err := unix.Open(pb, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestTwoMounts(t *testing.T) {
 	if got := pread(); got != "from A" {
 		t.Fatalf("pread in B before the change: %q", got)
 	}
-	fd, err := unix.Open(pa, unix.O_RDWR, 0)
+	fd, err := unix.Open(pa, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestTwoMounts(t *testing.T) {
 	}
 	var hb int
 	waitFor(t, visible, "B opens A's big file", func() bool {
-		hb, err = unix.Open(filepath.Join(b.mp, "big"), unix.O_RDONLY, 0)
+		hb, err = unix.Open(filepath.Join(b.mp, "big"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		return err == nil
 	})
 	defer unix.Close(hb)
@@ -112,7 +112,7 @@ func TestTwoMounts(t *testing.T) {
 	if n, _ := unix.Pread(hb, chunk, 4096); n != 4096 || chunk[0] != 'b' {
 		t.Fatalf("B reads the big file: %d bytes %q", n, chunk[:1])
 	}
-	fd, err = unix.Open(filepath.Join(a.mp, "big"), unix.O_RDWR, 0)
+	fd, err = unix.Open(filepath.Join(a.mp, "big"), unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,14 +158,14 @@ func TestTwoMounts(t *testing.T) {
 	// Locks are the namespace's: what A holds, B cannot take.
 	lp := "lock"
 	os.WriteFile(filepath.Join(a.mp, lp), []byte("l"), 0o644)
-	la, err := unix.Open(filepath.Join(a.mp, lp), unix.O_RDWR, 0)
+	la, err := unix.Open(filepath.Join(a.mp, lp), unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(la)
 	var lb int
 	waitFor(t, visible, "B opens the lock file", func() bool {
-		lb, err = unix.Open(filepath.Join(b.mp, lp), unix.O_RDWR, 0)
+		lb, err = unix.Open(filepath.Join(b.mp, lp), unix.O_RDWR|unix.O_CLOEXEC, 0)
 		return err == nil
 	})
 	defer unix.Close(lb)
@@ -199,7 +199,7 @@ func TestTwoMounts(t *testing.T) {
 
 	// A close releases what was never unlocked: a flock (last close of
 	// the open file) and a process's POSIX lock (any close).
-	c1, err := unix.Open(filepath.Join(a.mp, lp), unix.O_RDWR, 0)
+	c1, err := unix.Open(filepath.Join(a.mp, lp), unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestOpenFileSize(t *testing.T) {
 	up.MustKaon("mkdir", "/s")
 	m := newMount(t, up.EP.HTTP, "/s", "")
 	p := filepath.Join(m.mp, "f")
-	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT, 0o644)
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestOpenFileSize(t *testing.T) {
 // (mincore over a mapping, which reads nothing).
 func resident(t *testing.T, p string) int {
 	t.Helper()
-	fd, err := unix.Open(p, unix.O_RDONLY, 0)
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +391,7 @@ func TestPageCacheKept(t *testing.T) {
 	if n := resident(t, pb); n != pages {
 		t.Fatalf("after a read and a new open in B: %d of %d pages cached, want all (kept across opens)", n, pages)
 	}
-	fd, err := unix.Open(filepath.Join(a.mp, "f"), unix.O_RDWR, 0)
+	fd, err := unix.Open(filepath.Join(a.mp, "f"), unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +500,7 @@ func TestWriteSurvivesRestart(t *testing.T) {
 	m := newMount(t, up.EP.HTTP, "/j", "", "--grace", "5m")
 	p := filepath.Join(m.mp, "f")
 	want := bytes.Repeat([]byte("journaled "), 100_000)
-	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT, 0o644)
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func TestLinkAndTimes(t *testing.T) {
 
 	// cp -p: write, futimens, close.
 	g := filepath.Join(m.mp, "g")
-	fd, err := unix.Open(g, unix.O_CREAT|unix.O_WRONLY, 0o644)
+	fd, err := unix.Open(g, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestLockSemantics(t *testing.T) {
 	}
 	open := func(mp string) int {
 		t.Helper()
-		fd, err := unix.Open(filepath.Join(mp, "f"), unix.O_RDWR, 0)
+		fd, err := unix.Open(filepath.Join(mp, "f"), unix.O_RDWR|unix.O_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -88,7 +88,7 @@ func streamedWrite(t *testing.T, opt string) {
 
 	// Streamed whole.
 	p := filepath.Join(m.mp, "whole")
-	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func streamedWrite(t *testing.T, opt string) {
 
 	// fsync in the middle: what was written is stored, then the rest.
 	p = filepath.Join(m.mp, "synced")
-	fd, err = unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0o644)
+	fd, err = unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func streamedWrite(t *testing.T, opt string) {
 
 	// A rewrite of streamed bytes: the journal carries the file.
 	p = filepath.Join(m.mp, "rewritten")
-	fd, err = unix.Open(p, unix.O_RDWR|unix.O_CREAT, 0o644)
+	fd, err = unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,13 +189,8 @@ func TestStreamServerKilled(t *testing.T) {
 			if !back {
 				grace = "3s"
 			}
-			// Without the kernel's write-back cache: with it, the
-			// close's results were the same, but the unmount after the
-			// killed stream was refused busy in 2 of 4 runs (the daemon
-			// then waits for its lazily detached mount; not found yet,
-			// DESIGN-NOTES, issue 23).
-			m := newMount(t, up.EP.HTTP, "/k", "", "--grace", grace, "-o", "nowriteback")
-			fd, err := unix.Open(filepath.Join(m.mp, "f"), unix.O_WRONLY|unix.O_CREAT, 0o644)
+			m := newMount(t, up.EP.HTTP, "/k", "", "--grace", grace)
+			fd, err := unix.Open(filepath.Join(m.mp, "f"), unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,6 +204,15 @@ func TestStreamServerKilled(t *testing.T) {
 			closed := make(chan error, 1)
 			go func() { closed <- unix.Close(fd) }()
 			if back {
+				// The restart forks this process: not before the close
+				// has taken fd out of the table (its flush waits in the
+				// mount). A child forked earlier held a copy: the server
+				// kept the file open (the unmount refused busy), or with
+				// O_CLOEXEC its exec closed it and waited for that flush,
+				// which waited for the server — until the grace (5 min).
+				waitFor(t, 30*time.Second, "the close's flush waits for the servers in the mount", func() bool {
+					return counter(t, m, "replay_waits") > 0
+				})
 				up.Restart()
 			}
 			var cerr error

@@ -141,7 +141,7 @@ func TestUntarUploads(t *testing.T) {
 
 	// Set through the descriptor before the close: kept by the rewrite.
 	p := filepath.Join(m.mp, "kept")
-	fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_EXCL, 0o600)
+	fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestAttrsCommittedWithContent(t *testing.T) {
 	m := newMount(t, up.EP.HTTP, "/ca", "")
 
 	p := filepath.Join(m.mp, "f")
-	fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_EXCL, 0o600)
+	fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}

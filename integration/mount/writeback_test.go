@@ -52,7 +52,7 @@ func TestWritebackRemoteChange(t *testing.T) {
 	}
 	pwrite := func(t *testing.T, p string, data string, off int64) {
 		t.Helper()
-		fd, err := unix.Open(p, unix.O_WRONLY, 0)
+		fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestWritebackRemoteChange(t *testing.T) {
 		// and learns the new size while the file stays open; at A's close
 		// both changes are in the file.
 		pa, pb := cached(t, "dirty", "0000000000")
-		fd, err := unix.Open(pa, unix.O_RDWR, 0)
+		fd, err := unix.Open(pa, unix.O_RDWR|unix.O_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +145,7 @@ func TestWritebackRemoteChange(t *testing.T) {
 	})
 	t.Run("mmap", func(t *testing.T) {
 		pa, pb := cached(t, "mmap", strings.Repeat("m", 8192))
-		fd, err := unix.Open(pa, unix.O_RDONLY, 0)
+		fd, err := unix.Open(pa, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestWritebackRemoteChange(t *testing.T) {
 		// open in A keeps A's larger size (reads beyond the new end get
 		// zeros) until A closes it; then A sees the new size.
 		pa, pb := cached(t, "openshrink", "0123456789")
-		fd, err := unix.Open(pa, unix.O_RDONLY, 0)
+		fd, err := unix.Open(pa, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +210,7 @@ func TestWritebackAcknowledged(t *testing.T) {
 		}
 		return string(out)
 	}
-	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT, 0o644)
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
