@@ -216,7 +216,12 @@ func TestAttrsCommittedWithContent(t *testing.T) {
 	m := newMount(t, up.EP.HTTP, "/ca", "")
 
 	p := filepath.Join(m.mp, "f")
-	fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	// Without O_CLOEXEC: nsOwner below execs `kaon stat` while fd is
+	// open, and an exec closing its copy would send a FLUSH — which
+	// commits the file with its mode before the check that it is not
+	// committed yet; the child's copy is closed at its exit instead,
+	// after it answered.
+	fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_EXCL, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
